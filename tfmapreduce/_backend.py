@@ -1,0 +1,178 @@
+"""How a graph runs on the cluster: distributed Sessions with a deadline on everything.
+
+TF2's remote eager blocks forever on a stopped worker; a ``tf.compat.v1.Session``
+honours ``operation_timeout_in_ms`` on creation, every run and close.  So every
+session here gets that deadline, a device filter naming just the tasks it needs,
+and hard placement (no silent soft fallback).  TensorFlow's errors for a hung or
+dead task become WorkerTimeoutError / WorkerUnavailableError naming the task.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import tensorflow as tf
+
+from ._errors import ClusterError, JobError, WorkerTimeoutError, WorkerUnavailableError
+
+PROBE_TIMEOUT = 1.0
+"""Seconds each task gets to answer when a run timed out and the culprit is sought."""
+
+_TASK_IN_MESSAGE = re.compile(r"/job:([A-Za-z][\w-]*)/replica:\d+/task:(\d+)")
+
+
+def session_config(tasks: Iterable[str], timeout: float) -> tf.compat.v1.ConfigProto:
+    """A ConfigProto that bounds every call by ``timeout`` and talks only to ``tasks``."""
+    return tf.compat.v1.ConfigProto(
+        operation_timeout_in_ms=max(1, int(timeout * 1000)),
+        device_filters=sorted(set(tasks)),
+        allow_soft_placement=False,
+    )
+
+
+def close_in_background(session: tf.compat.v1.Session) -> None:
+    """Close a session without waiting: closing one whose master hangs blocks until its deadline."""
+    threading.Thread(target=session.close, name="tfmapreduce-close", daemon=True).start()
+
+
+def list_task_devices(address: str, task: str, timeout: float) -> list[str]:
+    """The full device names of ``task`` (``/job:J/task:I``), asked of that task itself.
+
+    Raises:
+        WorkerTimeoutError / WorkerUnavailableError: the task does not answer in time.
+    """
+    job, index = task[len("/job:") :].split("/task:")
+    prefix = f"/job:{job}/replica:0/task:{index}/"
+    session = tf.compat.v1.Session(f"grpc://{address}", config=session_config([task], timeout))
+    try:
+        return [d.name for d in session.list_devices() if d.name.startswith(prefix)]
+    except tf.errors.DeadlineExceededError:
+        raise WorkerTimeoutError(
+            f"task {task} at {address} did not answer within {timeout:g} s: the worker is stopped, hung or "
+            "overloaded (check that its process is running and not suspended)",
+            task=task,
+            address=address,
+        ) from None
+    except tf.errors.OpError as e:
+        raise WorkerUnavailableError(
+            f"task {task} at {address} is unreachable ({_first_line(e)}): start its worker "
+            f"(tfmapreduce worker --cluster SPEC --job {job} --task {index}) or fix the address in the spec",
+            task=task,
+            address=address,
+        ) from None
+    finally:
+        close_in_background(session)
+
+
+def probe(addresses: dict[str, str], timeout: float = PROBE_TIMEOUT) -> dict[str, list[str] | ClusterError]:
+    """Ask every task for its devices at once; each answer is a device list or the error it gave."""
+
+    def one(task: str) -> list[str] | ClusterError:
+        try:
+            return list_task_devices(addresses[task], task, timeout)
+        except ClusterError as e:
+            return e
+
+    if not addresses:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(32, len(addresses))) as pool:
+        return dict(zip(addresses, pool.map(one, addresses)))
+
+
+def run(
+    session: tf.compat.v1.Session,
+    fetches: Any,
+    feed_dict: dict[Any, Any],
+    *,
+    timeout: float,
+    addresses: dict[str, str],
+    on_failure: Callable[[], None],
+) -> Any:
+    """``session.run`` with a deadline; cluster failures become errors that name the task.
+
+    ``addresses`` maps each task the run uses to its address; ``on_failure`` is
+    called (to drop the session) before any error is raised.
+    """
+    options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(timeout * 1000)))
+    try:
+        return session.run(fetches, feed_dict=feed_dict, options=options)
+    except tf.errors.DeadlineExceededError:
+        on_failure()
+        raise _culprit(addresses, f"the run did not finish within its {timeout:g} s deadline") from None
+    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError) as e:
+        on_failure()
+        named = _TASK_IN_MESSAGE.search(e.message or "")
+        task = f"/job:{named.group(1)}/task:{named.group(2)}" if named else None
+        if task in addresses:
+            raise WorkerUnavailableError(
+                f"task {task} at {addresses[task]} is gone ({_first_line(e)}); its worker process died or "
+                "cannot be reached: restart it, or run on the tasks that remain",
+                task=task,
+                address=addresses[task],
+            ) from None
+        raise _culprit(addresses, f"the run failed ({_first_line(e)})") from None
+    except tf.errors.OpError as e:
+        raise JobError(f"the job failed on the cluster: {_first_line(e)}") from None
+
+
+def _culprit(addresses: dict[str, str], what: str) -> ClusterError:
+    """Find which task is at fault by probing each with its own short deadline."""
+    for task, answer in probe(addresses).items():
+        if isinstance(answer, ClusterError):
+            answer.args = (f"{what}: {answer}",)
+            return answer
+    return WorkerTimeoutError(
+        f"{what}, yet every task answers a probe: the job itself is slower than the deadline; pass a larger "
+        "timeout= (or set_timeout()) or give it more shards"
+    )
+
+
+def _first_line(error: tf.errors.OpError) -> str:
+    lines = [line for line in (error.message or type(error).__name__).splitlines() if line.strip()]
+    return lines[0].strip() if lines else type(error).__name__
+
+
+def tasks_of(devices: Sequence[str]) -> list[str]:
+    """The distinct tasks (``/job:J/task:I``) of some device names, in order of first use."""
+    seen: dict[str, None] = {}
+    for name in devices:
+        m = _TASK_IN_MESSAGE.match(name) or re.match(r"/job:([A-Za-z][\w-]*)/task:(\d+)", name)
+        if m:
+            seen[f"/job:{m.group(1)}/task:{m.group(2)}"] = None
+    return list(seen)
+
+
+_default_timeout = 60.0
+
+
+def set_timeout(seconds: float) -> None:
+    """Set the deadline (in seconds) of every run that passes no ``timeout=``; the default is 60.
+
+    Example:
+        >>> set_timeout(30)
+        >>> get_timeout()
+        30.0
+        >>> set_timeout(60)
+    """
+    global _default_timeout
+    _default_timeout = check_timeout(seconds, argument="seconds")
+
+
+def get_timeout() -> float:
+    """The deadline in seconds of a run that passes no ``timeout=``."""
+    return _default_timeout
+
+
+def check_timeout(timeout: object, *, argument: str = "timeout") -> float:
+    """``timeout`` as a positive float; ``None`` means the global default."""
+    if timeout is None:
+        return _default_timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{argument} must be a number of seconds, got {type(timeout).__name__} {timeout!r}")
+    if not timeout > 0 or timeout != timeout or timeout == float("inf"):
+        raise ValueError(f"{argument} must be a positive, finite number of seconds, got {timeout!r}")
+    return float(timeout)

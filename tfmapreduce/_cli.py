@@ -1,0 +1,108 @@
+"""The ``tfmapreduce`` command: ``worker``, ``demo`` and ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from ._errors import TfMapReduceError
+
+_WORKER_HELP = """\
+Start one TensorFlow worker (a tf.distribute.Server) for one task of a cluster
+and serve until SIGTERM or Ctrl-C; then exit 0.  This is the lesson's
+create_worker.py: start one per task, each with the same cluster spec.
+
+example, two workers of job "local" in two terminals:
+  tfmapreduce worker --cluster '{"local": ["localhost:2222", "localhost:2223"]}' --job local --task 0
+  tfmapreduce worker --cluster '{"local": ["localhost:2222", "localhost:2223"]}' --job local --task 1
+then, from Python:
+  cluster = tfmapreduce.Cluster.from_spec({"local": ["localhost:2222", "localhost:2223"]})
+
+SECURITY: TensorFlow's gRPC server has no authentication and listens on ALL
+network interfaces, whatever host the spec names.  Anyone who can reach the
+port can run any operation as this user (file writes included).  Run workers
+only on trusted networks, behind a firewall.
+"""
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from ._spec import load_spec, validate_spec
+    from ._worker import serve
+
+    if args.cluster is None:
+        text = os.environ.get("TF_CONFIG")
+        if not text:
+            raise TfMapReduceError("no --cluster given and TF_CONFIG is not set; pass --cluster SPEC")
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise TfMapReduceError(f"TF_CONFIG is not valid JSON ({e.msg} at column {e.colno})") from None
+        spec = config.get("cluster") if isinstance(config, dict) else None
+        task = config.get("task", {}) if isinstance(config, dict) else {}
+        job = args.job if args.job is not None else task.get("type")
+        index = args.task if args.task is not None else task.get("index")
+    else:
+        spec, job, index = load_spec(args.cluster), args.job, args.task
+    spec = validate_spec(spec)
+    if job is None:
+        if len(spec) != 1:
+            raise TfMapReduceError(f"--job is required: the spec has the jobs {sorted(spec)}")
+        job = next(iter(spec))
+    if index is None:
+        raise TfMapReduceError("--task is required (the index of this worker's address in the job's list)")
+    serve(spec, job, int(index), cpu_devices=args.cpu_devices)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ._demo import main
+
+    return main(workers=args.workers)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfmapreduce",
+        description="Map/reduce over the tasks and devices of a TensorFlow cluster.",
+        epilog="Run 'tfmapreduce COMMAND --help' for the options of each command.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    worker = commands.add_parser(
+        "worker", help="serve one task of a cluster", description=_WORKER_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    worker.add_argument(
+        "--cluster", metavar="SPEC",
+        help='the cluster spec: a JSON string such as \'{"local": ["localhost:2222", "localhost:2223"]}\' '
+        "or the path of a JSON file; omitted: the 'cluster' entry of TF_CONFIG",
+    )
+    worker.add_argument("--job", metavar="NAME", help="this worker's job, e.g. local (default: TF_CONFIG's task type, or the only job)")
+    worker.add_argument("--task", metavar="I", type=int, help="this worker's index in the job's address list, e.g. 1 (default: TF_CONFIG's task index)")
+    worker.add_argument(
+        "--cpu-devices", metavar="N", type=int, default=1,
+        help="expose N CPU devices (/job:J/task:I/device:CPU:0..N-1) to test placement over several devices per task without GPUs (default 1)",
+    )
+    worker.set_defaults(handler=_worker)
+    demo = commands.add_parser(
+        "demo", help="run the lesson on a local cluster the library starts itself",
+        description="Start a local cluster and run the lesson's examples, printing each result beside numpy's.",
+    )
+    demo.add_argument("--workers", type=int, default=2, metavar="N", help="worker processes to start (default 2)")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tfmapreduce`` console script and ``python -m tfmapreduce``."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except TfMapReduceError as e:
+        print(f"tfmapreduce {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,55 @@
+"""The exception tree: one root, each subclass also the built-in it resembles."""
+
+from __future__ import annotations
+
+
+class TfMapReduceError(Exception):
+    """Root of every error tfmapreduce raises on purpose."""
+
+
+class ClusterError(TfMapReduceError, RuntimeError):
+    """The cluster is malformed, unreachable, closed, or lost a worker."""
+
+
+class WorkerTimeoutError(ClusterError, TimeoutError):
+    """A worker did not answer before the deadline (hung, stopped or overloaded).
+
+    Attributes:
+        task: the task, as ``/job:NAME/task:I``, or ``None`` if no single task was found.
+        address: its ``host:port``, or ``None``.
+    """
+
+    def __init__(self, message: str, *, task: str | None = None, address: str | None = None):
+        super().__init__(message)
+        self.task = task
+        self.address = address
+
+
+class WorkerUnavailableError(ClusterError, ConnectionError):
+    """A worker is gone (killed, crashed or never started).
+
+    Attributes:
+        task: the task, as ``/job:NAME/task:I``, or ``None`` if TensorFlow did not name it.
+        address: its ``host:port``, or ``None``.
+    """
+
+    def __init__(self, message: str, *, task: str | None = None, address: str | None = None):
+        super().__init__(message)
+        self.task = task
+        self.address = address
+
+
+class PartitionError(TfMapReduceError, ValueError):
+    """The requested partition of the rows is invalid."""
+
+
+class PlacementError(TfMapReduceError, ValueError):
+    """A device is malformed, unknown to the cluster, or lacks what was asked."""
+
+
+class MapFunctionError(TfMapReduceError, ValueError):
+    """The user's map function failed or returned something unusable."""
+
+
+class JobError(TfMapReduceError, RuntimeError):
+    """A job failed while running on the cluster for a reason that is not the cluster's."""

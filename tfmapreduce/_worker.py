@@ -1,0 +1,68 @@
+"""The worker process: one ``tf.distribute.Server`` for one task, served until SIGTERM or SIGINT.
+
+This is the lesson's ``create_worker.py`` done properly: validated arguments, one
+ready line naming the task, its address and its devices, and a clean exit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from typing import TextIO
+
+from ._errors import ClusterError
+from ._spec import split_address, task_address, validate_spec
+
+PARENT_ENV = "TFMAPREDUCE_PARENT_PID"
+"""Set by LocalCluster: the worker exits when this process is no longer its parent."""
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    os._exit(0)  # server.join() blocks in C++, so exit without unwinding Python
+
+
+def check_port_free(port: int, *, where: str) -> None:
+    """Raise ClusterError if something on this machine already listens on ``port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            raise ClusterError(f"{where}: port {port} is already in use on this machine; pick a free port in the spec") from None
+
+
+def serve(spec: object, job: str, task: int, *, cpu_devices: int = 1, out: TextIO = sys.stdout) -> None:
+    """Start the server for ``/job:JOB/task:TASK`` of ``spec`` and serve forever.
+
+    Raises:
+        ClusterError: the spec, job, task or address is wrong, or the port is taken.
+    """
+    signal.signal(signal.SIGTERM, _exit_now)
+    signal.signal(signal.SIGINT, _exit_now)
+    cluster = validate_spec(spec)
+    address = task_address(cluster, job, task)
+    where = f"/job:{job}/task:{task}"
+    _, port = split_address(address, where=where)
+    if cpu_devices < 1:
+        raise ClusterError(f"--cpu-devices must be at least 1, got {cpu_devices}")
+    check_port_free(port, where=where)
+
+    import tensorflow as tf
+
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": cpu_devices})
+    try:
+        server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job, task_index=task, config=config, start=True)
+    except tf.errors.OpError as e:
+        raise ClusterError(f"{where}: the server could not start on {address}: {e.message.splitlines()[0]}") from None
+    probe = tf.compat.v1.ConfigProto(device_filters=[where], operation_timeout_in_ms=30_000)
+    with tf.compat.v1.Session(server.target, config=probe) as session:
+        devices = [d.name for d in session.list_devices() if d.name.startswith(f"/job:{job}/replica:0/task:{task}/")]
+    print(f"tfmapreduce worker {where} ready on {address} (all interfaces) with devices: {', '.join(devices)}", file=out, flush=True)
+
+    parent = os.environ.get(PARENT_ENV)
+    while True:
+        time.sleep(0.5)
+        if parent is not None and os.getppid() != int(parent):
+            os._exit(0)  # the client that started us is gone
