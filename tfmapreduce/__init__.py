@@ -4,12 +4,15 @@ import os as _os
 
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter out of the user's terminal
 
+from . import combiners as combiners
 from ._backend import get_timeout as get_timeout
 from ._backend import set_timeout as set_timeout
 from ._cluster import Cluster as Cluster
 from ._cluster import LocalCluster as LocalCluster
+from ._combine import Combiner as Combiner
 from ._device import Device as Device
 from ._errors import ClusterError as ClusterError
+from ._errors import InputError as InputError
 from ._errors import JobError as JobError
 from ._errors import MapFunctionError as MapFunctionError
 from ._errors import PartitionError as PartitionError
@@ -17,19 +20,50 @@ from ._errors import PlacementError as PlacementError
 from ._errors import TfMapReduceError as TfMapReduceError
 from ._errors import WorkerTimeoutError as WorkerTimeoutError
 from ._errors import WorkerUnavailableError as WorkerUnavailableError
+from ._job import MapReduce as MapReduce
+from ._job import RunStats as RunStats
+from ._job import ShardStats as ShardStats
+from ._partition import weights as weights
+from ._plan import Plan as Plan
+from ._plan import Shard as Shard
+from ._stats import count as count
+from ._stats import max as max
+from ._stats import mean as mean
+from ._stats import min as min
+from ._stats import std as std
+from ._stats import sum as sum
+from ._stats import variance as variance
+from ._stats import weighted_mean as weighted_mean
 
 __all__ = [
     "Cluster",
     "ClusterError",
+    "Combiner",
     "Device",
+    "InputError",
     "JobError",
     "LocalCluster",
     "MapFunctionError",
+    "MapReduce",
     "PartitionError",
     "PlacementError",
+    "Plan",
+    "RunStats",
+    "Shard",
+    "ShardStats",
     "TfMapReduceError",
     "WorkerTimeoutError",
     "WorkerUnavailableError",
+    "combiners",
+    "count",
     "get_timeout",
+    "max",
+    "mean",
+    "min",
     "set_timeout",
+    "std",
+    "sum",
+    "variance",
+    "weighted_mean",
+    "weights",
 ]

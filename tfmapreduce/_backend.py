@@ -34,9 +34,11 @@ def session_config(tasks: Iterable[str], timeout: float) -> tf.compat.v1.ConfigP
     )
 
 
-def close_in_background(session: tf.compat.v1.Session) -> None:
+def close_in_background(session: tf.compat.v1.Session) -> threading.Thread:
     """Close a session without waiting: closing one whose master hangs blocks until its deadline."""
-    threading.Thread(target=session.close, name="tfmapreduce-close", daemon=True).start()
+    thread = threading.Thread(target=session.close, name="tfmapreduce-close", daemon=True)
+    thread.start()
+    return thread
 
 
 def list_task_devices(address: str, task: str, timeout: float) -> list[str]:

@@ -179,8 +179,10 @@ class Cluster:
         self._closed = True
         with self._lock:
             sessions, self._sessions = list(self._sessions.values()), {}
-        for session in sessions:
-            _backend.close_in_background(session)
+        closing = [_backend.close_in_background(session) for session in sessions]
+        deadline = time.monotonic() + 2.0  # let healthy sessions close before workers stop
+        for thread in closing:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> Cluster:
         return self

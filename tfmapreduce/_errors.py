@@ -53,3 +53,7 @@ class MapFunctionError(TfMapReduceError, ValueError):
 
 class JobError(TfMapReduceError, RuntimeError):
     """A job failed while running on the cluster for a reason that is not the cluster's."""
+
+
+class InputError(TfMapReduceError, ValueError):
+    """The data given to a job cannot be partitioned (0-d, ragged, or co-partitioned inputs of different rows)."""

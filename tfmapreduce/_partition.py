@@ -1,0 +1,105 @@
+"""Partitions: every accepted spelling of a split of the rows becomes one tuple of sizes."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Union
+
+import attrs
+
+from ._errors import PartitionError
+
+
+@attrs.frozen
+class Weights:
+    """Shard sizes proportional to some weights, e.g. ``weights(1, 3)`` for a 1:3 split.
+
+    Rounded by largest remainder, so the sizes always sum to the rows.
+    """
+
+    values: tuple[float, ...]
+    """The relative weights, each ≥ 0, not all 0."""
+
+
+def weights(*values: float) -> Weights:
+    """Ask for shard sizes proportional to ``values``; pass the result as ``sizes=``.
+
+    Example:
+        >>> canonical_sizes(weights(1, 3), rows=10, default_shards=2)
+        (3, 7)
+    """
+    if len(values) == 1 and isinstance(values[0], Sequence):
+        values = tuple(values[0])
+    problems = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v >= 0 or v == float("inf")]
+    if not values or problems or not any(values):
+        raise PartitionError(f"weights must be finite numbers ≥ 0, at least one of them > 0, e.g. weights(1, 3); got {values!r}")
+    return Weights(tuple(float(v) for v in values))
+
+
+SizesLike = Union[None, int, Sequence[int], Weights]
+"""What ``sizes=`` accepts: None (even over the devices), a shard count, row counts, or :func:`weights`."""
+
+
+def even_sizes(rows: int, shards: int) -> tuple[int, ...]:
+    """``rows`` split into ``shards`` sizes that differ by at most one, larger first.
+
+    Example:
+        >>> even_sizes(10, 3)
+        (4, 3, 3)
+    """
+    base, extra = divmod(rows, shards)
+    return tuple(base + 1 if i < extra else base for i in range(shards))
+
+
+def canonical_sizes(sizes: SizesLike, *, rows: int, default_shards: int) -> tuple[int, ...]:
+    """The one canonical form of a partition: a tuple of row counts ≥ 0 summing to ``rows``.
+
+    Args:
+        sizes: None (``default_shards`` even shards), an int (that many even
+            shards), a sequence of row counts, or ``weights(...)``.
+        rows: the rows of the input (its length on axis 0).
+        default_shards: the shard count used for ``sizes=None``.
+
+    Raises:
+        PartitionError: the partition is invalid; the message says how to fix it.
+        TypeError: ``sizes`` is of no accepted type.
+
+    Example:
+        >>> canonical_sizes(None, rows=5, default_shards=2)
+        (3, 2)
+        >>> canonical_sizes([30, 0, 70], rows=100, default_shards=2)
+        (30, 0, 70)
+    """
+    if sizes is None:
+        return even_sizes(rows, default_shards)
+    if isinstance(sizes, Weights):
+        total = sum(sizes.values)
+        exact = [rows * w / total for w in sizes.values]
+        result = [int(e) for e in exact]
+        by_remainder = sorted(range(len(exact)), key=lambda i: (result[i] - exact[i], i))
+        for i in by_remainder[: rows - sum(result)]:
+            result[i] += 1
+        return tuple(result)
+    if isinstance(sizes, numbers.Integral) and not isinstance(sizes, bool):
+        if sizes < 1:
+            raise PartitionError(f"sizes={sizes} asks for {sizes} shards; pass a shard count of at least 1")
+        return even_sizes(rows, int(sizes))
+    if isinstance(sizes, (str, bytes)) or (not isinstance(sizes, Sequence) and not hasattr(sizes, "__array__")):
+        raise TypeError(
+            f"sizes must be None, a shard count, a list of row counts or weights(...), got {type(sizes).__name__} {sizes!r}"
+        )
+    values = list(sizes.tolist() if hasattr(sizes, "tolist") else sizes)
+    if not values:
+        raise PartitionError("sizes=[] gives no shard; pass at least one row count, e.g. sizes=[rows]")
+    bad = [f"sizes[{i}]={v!r}" for i, v in enumerate(values) if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
+    if bad:
+        raise PartitionError(f"sizes must be whole row counts; {', '.join(bad)} is not an integer (use weights(...) for proportions)")
+    negative = [f"sizes[{i}]={v}" for i, v in enumerate(values) if v < 0]
+    if negative:
+        raise PartitionError(f"sizes must be ≥ 0; got {', '.join(negative)}")
+    total = sum(values)
+    if total != rows:
+        fix = f"add the missing {rows - total} rows to a shard" if total < rows else f"remove {total - rows} rows from the shards"
+        raise PartitionError(f"sizes must sum to the {rows} rows of the input (got {values}, sum {total}); {fix}")
+    return tuple(int(v) for v in values)

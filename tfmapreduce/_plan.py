@@ -1,0 +1,107 @@
+"""Plans: the frozen value of a partition and a placement, read before paying for a run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from ._device import Device
+from ._errors import PartitionError
+from ._partition import SizesLike, canonical_sizes
+from ._place import default_devices, place
+
+
+@attrs.frozen
+class Shard:
+    """One slice of the rows and the device that maps it."""
+
+    index: int
+    """Position of the shard in the plan."""
+    start: int
+    """First row (inclusive)."""
+    stop: int
+    """Last row (exclusive)."""
+    device: str
+    """The full name of the device that runs the map, e.g. ``/job:local/replica:0/task:1/device:CPU:0``."""
+    requested: str | None = None
+    """The device asked for, when it was missing and a fallback ran the shard on ``device`` instead."""
+
+    @property
+    def rows(self) -> int:
+        """``stop - start``; 0 for an empty shard."""
+        return self.stop - self.start
+
+    @property
+    def task(self) -> str:
+        """The task holding ``device``, as ``/job:NAME/task:I``."""
+        return Device.parse(self.device).task_name
+
+
+def _check_cover(plan: Plan, attribute: object, shards: tuple[Shard, ...]) -> None:
+    expected = 0
+    for i, s in enumerate(shards):
+        if s.index != i or s.start != expected or s.stop < s.start:
+            raise PartitionError(f"shard {i} ({s.start}:{s.stop}) does not continue the rows at {expected}")
+        expected = s.stop
+    if expected != plan.rows:
+        raise PartitionError(f"the shards cover {expected} rows, not the {plan.rows} rows of the input")
+
+
+@attrs.frozen
+class Plan:
+    """Which rows go to which device: every row in exactly one shard, in order.
+
+    ``print(plan)`` shows the table; nothing runs until ``MapReduce.run``.
+
+    Example:
+        >>> from tfmapreduce._device import Device
+        >>> devs = [Device.parse("/job:local/task:0"), Device.parse("/job:local/task:1")]
+        >>> print(make_plan(100, [30, 70], None, devs))
+        Plan: 100 rows in 2 shards on 2 tasks
+          shard  rows        size  device
+              0     0:30       30  /job:local/replica:0/task:0/device:CPU:0
+              1    30:100      70  /job:local/replica:0/task:1/device:CPU:0
+    """
+
+    rows: int
+    """Rows of the input (its length on axis 0)."""
+    shards: tuple[Shard, ...] = attrs.field(validator=_check_cover)
+    """The shards, in row order."""
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Rows per shard."""
+        return tuple(s.rows for s in self.shards)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The distinct tasks the shards run on, in order of first use."""
+        return tuple(dict.fromkeys(s.task for s in self.shards))
+
+    def explain(self) -> str:
+        """The plan as a table: each shard's rows, size and device (and any fallback)."""
+        lines = [f"Plan: {self.rows} rows in {len(self.shards)} shards on {len(self.tasks)} tasks"]
+        lines.append("  shard  rows        size  device")
+        for s in self.shards:
+            note = f"  (asked for {s.requested}: absent, fell back to CPU)" if s.requested else ""
+            note += "  (empty: skipped)" if s.rows == 0 else ""
+            lines.append(f"  {s.index:>5}  {f'{s.start}:{s.stop}':<10}{s.rows:>6}  {s.device}{note}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
+
+
+def make_plan(
+    rows: int, sizes: SizesLike, devices: Sequence[object] | None, available: Sequence[Device], *, fallback: str | None = None
+) -> Plan:
+    """Partition ``rows`` by ``sizes`` and place the shards on ``devices`` (see ``MapReduce.plan``)."""
+    default_shards = len(devices) if devices is not None and not isinstance(devices, str) and len(devices) else len(default_devices(available))
+    canonical = canonical_sizes(sizes, rows=rows, default_shards=default_shards)
+    placements = place(len(canonical), devices, available, fallback=fallback)
+    shards, start = [], 0
+    for i, (size, p) in enumerate(zip(canonical, placements, strict=True)):
+        shards.append(Shard(i, start, start + size, str(p.device), str(p.requested) if p.requested else None))
+        start += size
+    return Plan(rows, tuple(shards))

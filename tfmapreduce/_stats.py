@@ -1,0 +1,242 @@
+"""Statistics recipes: mean, sum, min, max, count, variance, std, weighted_mean — each one distributed run."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from ._cluster import Cluster
+from ._combine import COUNT, MAX, MIN, MOMENTS, SUM, Combiner
+from ._errors import InputError
+from ._inputs import sources
+from ._job import MapReduce
+from ._partition import SizesLike
+
+_jobs: dict[Any, MapReduce[Any]] = {}
+
+
+def job(key: Any, make: Callable[[], tuple[Callable[..., Any], Combiner]]) -> MapReduce[Any]:
+    """The recipe job for ``key``, built once so repeated calls reuse its compiled graphs."""
+    if key not in _jobs:
+        map_fn, combiner = make()
+        _jobs[key] = MapReduce(map_fn, combiner, name=str(key[0]))
+    return _jobs[key]
+
+
+def run(recipe: MapReduce[Any], x: Any, options: dict[str, Any], broadcast: Sequence[Any] = ()) -> Any:
+    """Run a recipe's job with the user's options; returns (result, stats or None)."""
+    want_stats = options.pop("return_stats", False)
+    out = recipe.run(x, broadcast=broadcast, return_stats=True, **options)
+    return out if want_stats else (out[0], None)
+
+
+def _check_axis(axis: object) -> int | None:
+    if axis not in (None, 0):
+        raise ValueError(f"axis must be None (every element) or 0 (down the rows, one result per column), got {axis!r}")
+    return axis  # type: ignore[return-value]
+
+
+def _info(x: Any, name: str) -> tuple[np.dtype, tuple[int, ...], int]:
+    """The dtype, full shape and rows of the (first) input, after canonicalization."""
+    src = sources(x)[0]
+    dtype = np.dtype(src.signature[1]) if src.signature[0] == "shipped" else np.dtype(src.dtype)
+    shape = (src.rows, *src.signature[2])
+    return dtype, shape, src.rows
+
+
+def _require_rows(rows: int, recipe: str) -> None:
+    if rows == 0:
+        raise InputError(f"{recipe} of an input with 0 rows is undefined; pass at least one row")
+
+
+def _result_dtype(dtype: np.dtype) -> np.dtype:
+    """numpy's result dtype for a mean: floats keep theirs, integers and booleans give float64."""
+    return dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float64)
+
+
+def _finish(value: Any, dtype: np.dtype, stats: Any) -> Any:
+    value = np.asarray(value).astype(dtype)
+    value = value[()] if value.ndim == 0 else value
+    return (value, stats) if stats is not None else value
+
+
+def _sum_map(axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
+    def shard_sum(x: tf.Tensor) -> tf.Tensor:
+        wide = tf.int64 if (x.dtype.is_integer or x.dtype.is_bool) else tf.float64
+        return tf.reduce_sum(tf.cast(x, wide), axis=axis)
+
+    return shard_sum
+
+
+def mean(x: Any, /, *, axis: int | None = None, cluster: Cluster | None = None, sizes: SizesLike = None,
+         devices: Sequence[str] | None = None, fallback: str | None = None, timeout: float | None = None,
+         return_stats: bool = False) -> Any:
+    """The mean of ``x`` over the cluster, equal to ``np.mean(x, axis=axis)``.
+
+    Every shard sums in float64; the sums add up and divide by the element
+    count, so uneven and empty shards weigh exactly what they hold.
+
+    Args:
+        x: an array or resident ``Sharded`` data.
+        axis: None for every element, 0 for one mean per column.
+        cluster, sizes, devices, fallback, timeout, return_stats: as for ``MapReduce.run``.
+
+    Raises:
+        InputError: ``x`` has 0 rows.  TypeError: ``x`` is not numeric.
+
+    Example:
+        >>> tmr.mean(np.arange(100.0), cluster=c, sizes=[30, 70])  # doctest: +SKIP
+        49.5
+    """
+    axis = _check_axis(axis)
+    dtype, shape, rows = _info(x, "x")
+    _require_rows(rows, "the mean")
+    recipe = job(("mean", axis), lambda: (_sum_map(axis), SUM))
+    total, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    count = math.prod(shape) if axis is None else rows
+    return _finish(np.asarray(total, np.float64) / count, _result_dtype(dtype), stats)
+
+
+def sum(x: Any, /, *, axis: int | None = None, cluster: Cluster | None = None, sizes: SizesLike = None,
+        devices: Sequence[str] | None = None, fallback: str | None = None, timeout: float | None = None,
+        return_stats: bool = False) -> Any:
+    """The sum of ``x``, equal to ``np.sum(x, axis=axis)``: integers accumulate in int64, floats in float64.
+
+    Example:
+        >>> tmr.sum(np.arange(10, dtype=np.int32), cluster=c)  # doctest: +SKIP
+        45
+    """
+    axis = _check_axis(axis)
+    dtype, _, _ = _info(x, "x")
+    recipe = job(("sum", axis), lambda: (_sum_map(axis), SUM))
+    total, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    out = dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.int64) if not np.issubdtype(dtype, np.unsignedinteger) else np.dtype(np.uint64)
+    return _finish(total, out, stats)
+
+
+def _extreme(name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner) -> Callable[..., Any]:
+    def recipe(x: Any, /, *, axis: int | None = None, cluster: Cluster | None = None, sizes: SizesLike = None,
+               devices: Sequence[str] | None = None, fallback: str | None = None, timeout: float | None = None,
+               return_stats: bool = False) -> Any:
+        axis = _check_axis(axis)
+        dtype, _, rows = _info(x, "x")
+        _require_rows(rows, f"the {name}")
+        the_job = job((name, axis), lambda: (lambda t: reduce(t, axis=axis), combiner))
+        value, stats = run(the_job, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+        return _finish(value, dtype, stats)
+
+    recipe.__name__ = recipe.__qualname__ = name
+    recipe.__doc__ = f"""The {name}imum of ``x``, equal to ``np.{name}(x, axis=axis)``; an input with 0 rows raises InputError.
+
+    Example:
+        >>> tmr.{name}(np.array([3, 1, 2]), cluster=c)  # doctest: +SKIP
+    """
+    return recipe
+
+
+min = _extreme("min", tf.reduce_min, MIN)
+max = _extreme("max", tf.reduce_max, MAX)
+
+
+def count(x: Any, /, *, cluster: Cluster | None = None, sizes: SizesLike = None, devices: Sequence[str] | None = None,
+          fallback: str | None = None, timeout: float | None = None, return_stats: bool = False) -> Any:
+    """The number of rows of ``x`` (``len(x)``), counted shard by shard on the cluster.
+
+    Example:
+        >>> tmr.count(np.zeros((7, 3)), cluster=c)  # doctest: +SKIP
+        7
+    """
+    recipe = job(("count",), lambda: (lambda t: tf.shape(t, out_type=tf.int64)[0], COUNT))
+    value, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    return _finish(value, np.dtype(np.int64), stats)
+
+
+def _moments_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
+    def shard_moments(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        x = tf.cast(x, tf.float64)
+        n = tf.cast(tf.size(x) if axis is None else tf.shape(x)[0], tf.float64)
+        m = tf.reduce_mean(x, axis=axis)
+        d = x - m
+        return n, m, tf.reduce_sum(d * d, axis=axis)
+
+    return shard_moments
+
+
+def moments(x: Any, /, *, axis: int | None = None, cluster: Cluster | None = None, sizes: SizesLike = None,
+            devices: Sequence[str] | None = None, fallback: str | None = None, timeout: float | None = None,
+            return_stats: bool = False) -> Any:
+    """``(count, mean, M2)`` of ``x`` in float64, merged across shards with Chan's parallel formula."""
+    axis = _check_axis(axis)
+    _, _, rows = _info(x, "x")
+    _require_rows(rows, "the variance")
+    recipe = job(("moments", axis), lambda: (_moments_map(axis), MOMENTS))
+    value, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    return (value, stats) if return_stats else value
+
+
+def variance(x: Any, /, *, axis: int | None = None, ddof: int = 0, cluster: Cluster | None = None, sizes: SizesLike = None,
+             devices: Sequence[str] | None = None, fallback: str | None = None, timeout: float | None = None,
+             return_stats: bool = False) -> Any:
+    """The variance of ``x``, equal to ``np.var(x, axis=axis, ddof=ddof)``.
+
+    Each shard computes its count, mean and sum of squared deviations; Chan's
+    formula merges them, so data far from zero (mean 1e6, std 1) keeps its digits.
+
+    Example:
+        >>> tmr.variance(np.array([1.0, 2.0, 3.0, 4.0]), cluster=c, sizes=[1, 3])  # doctest: +SKIP
+        1.25
+    """
+    dtype, _, rows = _info(x, "x")
+    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
+        raise ValueError(f"ddof must be an int ≥ 0, got {ddof!r}")
+    if rows and ddof >= rows and axis == 0:
+        raise InputError(f"ddof={ddof} needs more than {ddof} rows, got {rows}")
+    out = moments(x, axis=axis, cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats)
+    (n, _, m2), stats = out if return_stats else (out, None)
+    if np.any(np.asarray(n) <= ddof):
+        raise InputError(f"ddof={ddof} needs more than {ddof} elements, got {int(np.max(n))}")
+    return _finish(np.asarray(m2) / (np.asarray(n) - ddof), _result_dtype(dtype), stats)
+
+
+def std(x: Any, /, *, axis: int | None = None, ddof: int = 0, cluster: Cluster | None = None, sizes: SizesLike = None,
+        devices: Sequence[str] | None = None, fallback: str | None = None, timeout: float | None = None,
+        return_stats: bool = False) -> Any:
+    """The standard deviation of ``x``, equal to ``np.std(x, axis=axis, ddof=ddof)`` (see :func:`variance`)."""
+    out = variance(x, axis=axis, ddof=ddof, cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats)
+    value, stats = out if return_stats else (out, None)
+    return _finish(np.sqrt(value), np.asarray(value).dtype, stats)
+
+
+def _weighted_map(x: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    x, w = tf.cast(x, tf.float64), tf.cast(w, tf.float64)
+    wx = tf.reshape(w, tf.concat([tf.shape(w), tf.ones([tf.rank(x) - 1], tf.int32)], 0)) * x
+    return tf.reduce_sum(wx, axis=0), tf.reduce_sum(w)
+
+
+def weighted_mean(x: Any, w: Any, /, *, cluster: Cluster | None = None, sizes: SizesLike = None, devices: Sequence[str] | None = None,
+                  fallback: str | None = None, timeout: float | None = None, return_stats: bool = False) -> Any:
+    """``Σ wᵢ·xᵢ / Σ wᵢ`` down the rows, equal to ``np.average(x, axis=0, weights=w)``.
+
+    ``x`` and ``w`` are partitioned together: ``w`` holds one weight per row.
+
+    Raises:
+        InputError: ``w`` is not 1-d with one weight per row, or the weights sum to 0.
+
+    Example:
+        >>> tmr.weighted_mean(np.array([1.0, 3.0]), np.array([3.0, 1.0]), cluster=c)  # doctest: +SKIP
+        1.5
+    """
+    dtype, _, rows = _info(x, "x")
+    srcs = sources((x, w))
+    if len(srcs[1].signature[2]) != 0:
+        raise InputError(f"w must be 1-d, one weight per row of x, got shape {(srcs[1].rows, *srcs[1].signature[2])}")
+    _require_rows(rows, "the weighted mean")
+    recipe = job(("weighted_mean",), lambda: (_weighted_map, SUM))
+    (total, weight), stats = run(recipe, (x, w), dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    if weight == 0:
+        raise InputError("the weights w sum to 0, so the weighted mean is undefined; give some row a non-zero weight")
+    return _finish(np.asarray(total) / weight, _result_dtype(dtype), stats)
