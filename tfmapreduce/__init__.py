@@ -26,6 +26,11 @@ from ._job import ShardStats as ShardStats
 from ._partition import weights as weights
 from ._plan import Plan as Plan
 from ._plan import Shard as Shard
+from ._resident import Sharded as Sharded
+from ._resident import generate as generate
+from ._resident import load_shards as load_shards
+from ._resident import save_shards as save_shards
+from ._resident import scatter as scatter
 from ._stats import count as count
 from ._stats import max as max
 from ._stats import mean as mean
@@ -50,12 +55,17 @@ __all__ = [
     "Plan",
     "RunStats",
     "Shard",
+    "Sharded",
     "ShardStats",
     "TfMapReduceError",
     "WorkerTimeoutError",
     "WorkerUnavailableError",
     "combiners",
     "count",
+    "generate",
+    "load_shards",
+    "save_shards",
+    "scatter",
     "get_timeout",
     "max",
     "mean",

@@ -118,7 +118,9 @@ def run(
             ) from None
         raise _culprit(addresses, f"the run failed ({_first_line(e)})") from None
     except tf.errors.OpError as e:
-        raise JobError(f"the job failed on the cluster: {_first_line(e)}") from None
+        error = JobError(f"the job failed on the cluster: {_first_line(e)}")
+        error.details = e.message or ""
+        raise error from None
 
 
 def _culprit(addresses: dict[str, str], what: str) -> ClusterError:
@@ -134,8 +136,21 @@ def _culprit(addresses: dict[str, str], what: str) -> ClusterError:
 
 
 def _first_line(error: tf.errors.OpError) -> str:
-    lines = [line for line in (error.message or type(error).__name__).splitlines() if line.strip()]
-    return lines[0].strip() if lines else type(error).__name__
+    """The line of TensorFlow's message that says what went wrong, with the node and task that failed.
+
+    Session errors start with "Graph execution error:" and a Python trace of where
+    the node was defined; the cause is the first line after those.
+    """
+    text = error.message or type(error).__name__
+    node = re.search(r"^Node: '([^']+)'", text, re.M)
+    task = re.search(r"^From (/job:[^:]+:\d+|/job:\S+):?$", text, re.M)
+    skip = ("Graph execution error", "Detected at node", "File ", "Node: ", "From /job:", "[[")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(skip)]
+    cause = lines[0] if lines else type(error).__name__
+    if node:
+        where = f" on {task.group(1).rstrip(':')}" if task else ""
+        return f"op {node.group(1)}{where}: {cause}"
+    return cause
 
 
 def tasks_of(devices: Sequence[str]) -> list[str]:

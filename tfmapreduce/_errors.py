@@ -52,7 +52,13 @@ class MapFunctionError(TfMapReduceError, ValueError):
 
 
 class JobError(TfMapReduceError, RuntimeError):
-    """A job failed while running on the cluster for a reason that is not the cluster's."""
+    """A job failed while running on the cluster for a reason that is not the cluster's.
+
+    Attributes:
+        details: TensorFlow's whole message (the error's text keeps its first line).
+    """
+
+    details: str = ""
 
 
 class InputError(TfMapReduceError, ValueError):

@@ -19,6 +19,14 @@ class Source(Protocol):
     def rows(self) -> int: ...
 
     @property
+    def dtype(self) -> np.dtype: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The whole input's shape (rows first)."""
+        ...
+
+    @property
     def signature(self) -> tuple[Any, ...]:
         """What the compiled graph depends on (not the values)."""
         ...
@@ -61,6 +69,14 @@ class Shipped:
     @property
     def rows(self) -> int:
         return int(self.array.shape[0])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
 
     @property
     def signature(self) -> tuple[Any, ...]:

@@ -186,7 +186,8 @@ class MapReduce(Generic[R]):
         try:
             result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=deadline)
         except JobError as e:
-            raise JobError(f"{self!r}: {e}") from None
+            e.args = (f"{self!r}: {e}",)
+            raise
         if not return_stats:
             return result
         sent = collections.Counter()

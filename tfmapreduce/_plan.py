@@ -59,9 +59,9 @@ class Plan:
         >>> devs = [Device.parse("/job:local/task:0"), Device.parse("/job:local/task:1")]
         >>> print(make_plan(100, [30, 70], None, devs))
         Plan: 100 rows in 2 shards on 2 tasks
-          shard  rows        size  device
-              0     0:30       30  /job:local/replica:0/task:0/device:CPU:0
-              1    30:100      70  /job:local/replica:0/task:1/device:CPU:0
+          shard  rows    size  device
+              0  0:30      30  /job:local/replica:0/task:0/device:CPU:0
+              1  30:100    70  /job:local/replica:0/task:1/device:CPU:0
     """
 
     rows: int
@@ -81,12 +81,15 @@ class Plan:
 
     def explain(self) -> str:
         """The plan as a table: each shard's rows, size and device (and any fallback)."""
+        spans = [f"{s.start}:{s.stop}" for s in self.shards]
+        w_span = max(4, *(len(t) for t in spans))
+        w_size = max(4, *(len(str(s.rows)) for s in self.shards))
         lines = [f"Plan: {self.rows} rows in {len(self.shards)} shards on {len(self.tasks)} tasks"]
-        lines.append("  shard  rows        size  device")
-        for s in self.shards:
+        lines.append(f"  shard  {'rows':<{w_span}}  {'size':>{w_size}}  device")
+        for s, span in zip(self.shards, spans, strict=True):
             note = f"  (asked for {s.requested}: absent, fell back to CPU)" if s.requested else ""
             note += "  (empty: skipped)" if s.rows == 0 else ""
-            lines.append(f"  {s.index:>5}  {f'{s.start}:{s.stop}':<10}{s.rows:>6}  {s.device}{note}")
+            lines.append(f"  {s.index:>5}  {span:<{w_span}}  {s.rows:>{w_size}}  {s.device}{note}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -42,10 +42,8 @@ def _check_axis(axis: object) -> int | None:
 
 def _info(x: Any, name: str) -> tuple[np.dtype, tuple[int, ...], int]:
     """The dtype, full shape and rows of the (first) input, after canonicalization."""
-    src = sources(x)[0]
-    dtype = np.dtype(src.signature[1]) if src.signature[0] == "shipped" else np.dtype(src.dtype)
-    shape = (src.rows, *src.signature[2])
-    return dtype, shape, src.rows
+    src = sources(x, argument=name)[0]
+    return src.dtype, src.shape, src.rows
 
 
 def _require_rows(rows: int, recipe: str) -> None:
@@ -232,8 +230,8 @@ def weighted_mean(x: Any, w: Any, /, *, cluster: Cluster | None = None, sizes: S
     """
     dtype, _, rows = _info(x, "x")
     srcs = sources((x, w))
-    if len(srcs[1].signature[2]) != 0:
-        raise InputError(f"w must be 1-d, one weight per row of x, got shape {(srcs[1].rows, *srcs[1].signature[2])}")
+    if len(srcs[1].shape) != 1:
+        raise InputError(f"w must be 1-d, one weight per row of x, got shape {srcs[1].shape}")
     _require_rows(rows, "the weighted mean")
     recipe = job(("weighted_mean",), lambda: (_weighted_map, SUM))
     (total, weight), stats = run(recipe, (x, w), dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))

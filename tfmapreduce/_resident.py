@@ -1,0 +1,331 @@
+"""Resident data: shards that live in resource variables on their devices, mapped again and again without shipping."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from . import _backend
+from ._cluster import Cluster
+from ._device import Device
+from ._errors import ClusterError, InputError, JobError, MapFunctionError
+from ._inputs import sources
+from ._partition import SizesLike, canonical_sizes
+from ._plan import Plan, Shard, make_plan
+
+_ids = itertools.count()
+_MANIFEST = "shards.json"
+
+
+@attrs.frozen(eq=False)
+class _Resident:
+    """The source a job reads a Sharded through: a variable handle per shard, nothing fed."""
+
+    sharded: Sharded
+
+    @property
+    def rows(self) -> int:
+        return self.sharded.plan.rows
+
+    @property
+    def plan(self) -> Plan:
+        return self.sharded.plan
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.sharded.cluster
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.sharded.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.sharded.shape
+
+    @property
+    def signature(self) -> tuple[Any, ...]:
+        return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:])
+
+    def tensor(self, shard: Shard) -> tuple[tf.Tensor, None]:
+        return self.sharded.read(shard), None
+
+    def feed(self, shard: Shard) -> Any:
+        return None
+
+
+@attrs.define(eq=False)
+class Sharded:
+    """An array whose shards live on their devices (made by :func:`scatter`, :func:`generate` or :func:`load_shards`).
+
+    Pass it in place of ``x`` to any recipe or ``MapReduce.run``: the run ships
+    no input bytes and compiles once.  It remembers how each shard was made
+    (the host array, a generator or a file) so a shard can be rebuilt; free the
+    workers' memory with :meth:`delete` or a ``with`` block.
+
+    Example:
+        >>> with tmr.scatter(x, cluster=c) as data:  # doctest: +SKIP
+        ...     for _ in range(10):
+        ...         m = tmr.mean(data)
+    """
+
+    cluster: Cluster
+    """The cluster the shards live on."""
+    plan: Plan
+    """Which rows live on which device."""
+    dtype: np.dtype
+    """The element type."""
+    shape: tuple[int, ...]
+    """The whole array's shape."""
+    name: str
+    """The resource container that holds the shards on the workers."""
+    _builders: tuple[Callable[[Shard], tf.Tensor], ...]
+    _deleted: bool = False
+
+    def __repr__(self) -> str:
+        state = "deleted" if self._deleted else f"{len(self.plan.tasks)} tasks"
+        return f"Sharded({self.name}, shape={self.shape}, dtype={self.dtype}, {len(self.plan.shards)} shards on {state})"
+
+    def explain(self) -> str:
+        """The plan of the shards, as a table."""
+        return self.plan.explain()
+
+    def as_source(self) -> _Resident:
+        """The input source jobs read this data through (no feed, no copy)."""
+        if self._deleted:
+            raise ClusterError(f"{self!r} was deleted; scatter the data again")
+        self.cluster.check_open()
+        return _Resident(self)
+
+    def read(self, shard: Shard) -> tf.Tensor:
+        """In a graph, inside the shard's device scope: the shard's current value."""
+        if shard.rows == 0:
+            return tf.zeros((0, *self.shape[1:]), tf.as_dtype(self.dtype))
+        return tf.raw_ops.ReadVariableOp(resource=self._handle(shard), dtype=tf.as_dtype(self.dtype))
+
+    def _handle(self, shard: Shard) -> tf.Tensor:
+        return tf.raw_ops.VarHandleOp(
+            dtype=tf.as_dtype(self.dtype), shape=(shard.rows, *self.shape[1:]), container=self.name, shared_name=f"shard{shard.index}"
+        )
+
+    def gather(self, *, timeout: float | None = None) -> np.ndarray:
+        """The whole array, fetched from the workers to the client."""
+        graph = tf.Graph()
+        with graph.as_default():
+            parts = []
+            for shard in self.plan.shards:
+                with tf.device(shard.device):
+                    parts.append(tf.identity(self.read(shard)))
+        values = self._run(graph, parts, {}, timeout)
+        return np.concatenate(values, axis=0) if values else np.zeros(self.shape, self.dtype)
+
+    def rebuild(self, shards: Sequence[int] | None = None, *, timeout: float | None = None) -> None:
+        """Make the given shards (all by default) again from how they were first made,
+        e.g. after their worker restarted."""
+        chosen = [self.plan.shards[i] for i in (range(len(self.plan.shards)) if shards is None else shards)]
+        _store(self, chosen, timeout)
+
+    def delete(self, *, timeout: float | None = None) -> None:
+        """Free the shards' memory on the workers.  Safe to call twice; the data is unusable after."""
+        if self._deleted or self.cluster.closed:
+            self._deleted = True
+            return
+        graph = tf.Graph()
+        with graph.as_default():
+            ops = []
+            for shard in self.plan.shards:
+                if shard.rows:
+                    with tf.device(shard.device):
+                        ops.append(tf.raw_ops.DestroyResourceOp(resource=self._handle(shard), ignore_lookup_error=True))
+        self._deleted = True
+        if ops:
+            self._run(graph, ops, {}, timeout)
+
+    def _run(self, graph: tf.Graph, fetches: Any, feed: dict[Any, Any], timeout: float | None) -> Any:
+        self.cluster.check_open()
+        try:
+            return self.cluster.run(graph, fetches, feed, tasks=list(self.plan.tasks), timeout=_backend.check_timeout(timeout))
+        finally:
+            self.cluster.forget(graph)
+
+    def __enter__(self) -> Sharded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
+
+def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> None:
+    """Build each shard with its builder, on its device, into its variable (one run)."""
+    graph = tf.Graph()
+    feed: dict[Any, Any] = {}
+    with graph.as_default():
+        ops = []
+        for shard in shards:
+            if shard.rows == 0:
+                continue
+            with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
+                value = data._builders[shard.index](shard)
+                if isinstance(value, tuple):  # (placeholder, host value) for shipped data
+                    value, feed[value] = value[0], value[1]
+                ops.append(tf.raw_ops.AssignVariableOp(resource=data._handle(shard), value=value))
+    data._run(graph, ops, feed, timeout)
+
+
+def _new(cluster: Cluster, plan: Plan, dtype: np.dtype, shape: tuple[int, ...], builders: Sequence[Callable[[Shard], Any]], timeout: float | None) -> Sharded:
+    data = Sharded(cluster, plan, np.dtype(dtype), tuple(shape), f"tfmapreduce_{os.getpid()}_{next(_ids)}", tuple(builders))
+    _store(data, plan.shards, timeout)
+    return data
+
+
+def _check_cluster(cluster: object) -> Cluster:
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}")
+    cluster.check_open()
+    return cluster
+
+
+def scatter(x: Any, /, *, cluster: Cluster, sizes: SizesLike = None, devices: Sequence[str] | None = None,
+            fallback: str | None = None, timeout: float | None = None) -> Sharded:
+    """Send ``x`` to the cluster once; its shards stay on their devices for many jobs.
+
+    Same partition and placement rules (and errors) as ``MapReduce.run``.
+
+    Example:
+        >>> data = tmr.scatter(np.random.random(10**6), cluster=c, sizes=tmr.weights(1, 3))  # doctest: +SKIP
+        >>> tmr.mean(data)  # ships nothing  # doctest: +SKIP
+    """
+    cluster = _check_cluster(cluster)
+    (src,) = sources(x)
+    if not hasattr(src, "array"):
+        raise TypeError("x is already resident (a Sharded); use it directly or gather() it first")
+    array = src.array
+    plan = make_plan(src.rows, sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
+
+    def shipped(shard: Shard) -> tuple[tf.Tensor, np.ndarray]:
+        ph = tf.compat.v1.placeholder(tf.as_dtype(array.dtype), (shard.rows, *array.shape[1:]), name="x")
+        return ph, array[shard.start : shard.stop]
+
+    return _new(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), timeout)
+
+
+def generate(fn: Callable[[int, int], Any], /, *, rows: int, cluster: Cluster, sizes: SizesLike = None,
+             devices: Sequence[str] | None = None, fallback: str | None = None, timeout: float | None = None) -> Sharded:
+    """Build each shard ON its worker: ``fn(start, stop)`` returns the rows ``start:stop`` as a tensor.
+
+    The client ships nothing.  The data equals ``fn(0, rows)`` made in one
+    process whenever each row depends only on its index (e.g. built from
+    ``tf.range(start, stop)``).
+
+    Raises:
+        MapFunctionError: ``fn`` raised, or returned a shard of the wrong length or a varying dtype.
+
+    Example:
+        >>> data = tmr.generate(lambda a, b: tf.sin(tf.range(a, b, dtype=tf.float64)), rows=10**7, cluster=c)  # doctest: +SKIP
+    """
+    cluster = _check_cluster(cluster)
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable fn(start, stop) -> tensor of rows start:stop, got {type(fn).__name__} {fn!r}")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise InputError(f"rows must be an int ≥ 0, got {rows!r}")
+    plan = make_plan(rows, sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
+    with tf.Graph().as_default():  # learn the dtype and row shape from a 1-row (or empty) trace
+        probe = _call(fn, 0, min(rows, 1))
+    dtype, inner = probe.dtype, tuple(probe.shape[1:])
+
+    def built(shard: Shard) -> tf.Tensor:
+        value = _call(fn, shard.start, shard.stop)
+        if value.dtype != dtype or tuple(value.shape) != (shard.rows, *inner):
+            raise MapFunctionError(
+                f"fn({shard.start}, {shard.stop}) must return {shard.rows} rows of shape {inner} and dtype {dtype.name}, "
+                f"got shape {tuple(value.shape)} and dtype {value.dtype.name}"
+            )
+        return value
+
+    return _new(cluster, plan, dtype.as_numpy_dtype, (rows, *inner), [built] * len(plan.shards), timeout)
+
+
+def _call(fn: Callable[[int, int], Any], start: int, stop: int) -> tf.Tensor:
+    name = getattr(fn, "__qualname__", repr(fn))
+    try:
+        value = tf.convert_to_tensor(fn(start, stop))
+    except Exception as e:
+        raise MapFunctionError(f"fn {name}({start}, {stop}) raised {type(e).__name__}: {e}") from e
+    if value.shape.rank is None or value.shape.rank == 0 or not value.shape.is_fully_defined():
+        raise MapFunctionError(f"fn {name}({start}, {stop}) must return a tensor of static shape with the rows on axis 0, got shape {value.shape}")
+    return value
+
+
+def _file(index: int, count: int) -> str:
+    return f"shard-{index:05d}-of-{count:05d}.tensor"
+
+
+def save_shards(x: Any, directory: str | os.PathLike[str], /, *, sizes: SizesLike = None, shards: int = 2) -> list[str]:
+    """Write ``x`` as one file per shard (a serialized TensorProto each) plus a ``shards.json`` manifest.
+
+    ``sizes`` takes every spelling of ``MapReduce.run``; None means ``shards``
+    even shards.  Returns the file names, in shard order.
+
+    Example:
+        >>> save_shards(np.arange(10.0), "data", sizes=[3, 7])  # doctest: +SKIP
+        ['shard-00000-of-00002.tensor', 'shard-00001-of-00002.tensor']
+    """
+    (src,) = sources(x)
+    array = src.array
+    canonical = canonical_sizes(sizes, rows=src.rows, default_shards=shards)
+    os.makedirs(directory, exist_ok=True)
+    names, start = [], 0
+    for i, size in enumerate(canonical):
+        names.append(_file(i, len(canonical)))
+        data = tf.io.serialize_tensor(tf.constant(array[start : start + size])).numpy()
+        with open(os.path.join(directory, names[-1]), "wb") as f:
+            f.write(data)
+        start += size
+    manifest = {"dtype": array.dtype.str, "shape": list(array.shape), "sizes": list(canonical), "files": names}
+    with open(os.path.join(directory, _MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1)
+    return names
+
+
+def load_shards(directory: str | os.PathLike[str], /, *, cluster: Cluster, devices: Sequence[str] | None = None,
+                fallback: str | None = None, timeout: float | None = None) -> Sharded:
+    """Load files written by :func:`save_shards` as a Sharded: each worker reads only its own files,
+    with TensorFlow's file ops, from the same path (a shared or copied directory).
+
+    Raises:
+        InputError: the manifest is missing or malformed, or a shard file is missing or corrupt
+            (the message names the file and the task that read it).
+    """
+    cluster = _check_cluster(cluster)
+    directory = os.path.abspath(os.fspath(directory))
+    try:
+        with open(os.path.join(directory, _MANIFEST), encoding="utf-8") as f:
+            manifest = json.load(f)
+        dtype, shape, sizes, files = np.dtype(manifest["dtype"]), tuple(manifest["shape"]), manifest["sizes"], manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{os.path.join(directory, _MANIFEST)} is not a readable shard manifest ({e}); write the data with save_shards()") from None
+    plan = make_plan(shape[0], sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
+
+    def read(shard: Shard) -> tf.Tensor:
+        value = tf.io.parse_tensor(tf.io.read_file(os.path.join(directory, files[shard.index])), out_type=tf.as_dtype(dtype))
+        return tf.ensure_shape(value, (shard.rows, *shape[1:]))
+
+    try:
+        return _new(cluster, plan, dtype, shape, [read] * len(plan.shards), timeout)
+    except JobError as e:
+        found = re.search(r"shard(\d+)/", e.details) or re.search(r"shard-(\d+)-of", e.details)
+        if not found:
+            raise
+        shard = plan.shards[int(found.group(1))]
+        raise InputError(
+            f"shard file {os.path.join(directory, files[shard.index])} could not be loaded by task {shard.task}: "
+            f"{str(e).split(': ', 1)[-1]}; write it again with save_shards()"
+        ) from None
