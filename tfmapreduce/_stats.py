@@ -52,8 +52,9 @@ def _require_rows(rows: int, recipe: str) -> None:
 
 
 def _result_dtype(dtype: np.dtype) -> np.dtype:
-    """numpy's result dtype for a mean: floats keep theirs, integers and booleans give float64."""
-    return dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float64)
+    """Means, variances and float sums are float64 whatever the input: the partials are float64,
+    and rounding them to float32 would throw away the digits they kept."""
+    return np.dtype(np.float64)
 
 
 def _finish(value: Any, dtype: np.dtype, stats: Any) -> Any:
@@ -112,8 +113,7 @@ def sum(x: Any, /, *, axis: int | None = None, cluster: Cluster | None = None, s
     dtype, _, _ = _info(x, "x")
     recipe = job(("sum", axis), lambda: (_sum_map(axis), SUM))
     total, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
-    out = dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.int64) if not np.issubdtype(dtype, np.unsignedinteger) else np.dtype(np.uint64)
-    return _finish(total, out, stats)
+    return _finish(total, np.asarray(total).dtype, stats)
 
 
 def _extreme(name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner) -> Callable[..., Any]:
