@@ -10,7 +10,7 @@ from typing import Any
 
 from ._errors import ClusterError
 
-_JOB = re.compile(r"^[A-Za-z][\w-]*$")
+_JOB = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # TensorFlow aborts (C++ check failure) on any other job name
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$")
 
 
@@ -33,7 +33,7 @@ def split_address(address: object, *, where: str) -> tuple[str, int]:
 
 def load_spec(spec: Any) -> Any:
     """Read a spec given as a JSON string or the path of a JSON file; pass anything else through."""
-    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and not spec.lstrip().startswith("{")):
+    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and not spec.lstrip().startswith(("{", "["))):
         path = os.fspath(spec)
         try:
             with open(path, encoding="utf-8") as f:
@@ -74,7 +74,7 @@ def validate_spec(spec: Any) -> dict[str, list[str]]:
     seen: dict[str, str] = {}
     for job, addresses in spec.items():
         if not isinstance(job, str) or not _JOB.match(job):
-            problems.append(f"job name {job!r} must start with a letter and hold only letters, digits, '_' and '-'")
+            problems.append(f"job name {job!r} must start with a letter and hold only letters, digits and '_' (TensorFlow's rule)")
             continue
         if isinstance(addresses, Mapping):  # TensorFlow's sparse form {task index: address}
             if not all(isinstance(k, int) for k in addresses) or sorted(addresses) != list(range(len(addresses))):
@@ -95,6 +95,8 @@ def validate_spec(spec: Any) -> dict[str, list[str]]:
                 problems.append(f"{where}: address {address!r} is also used by {seen[address]}; each task needs its own port")
             seen[address] = where
         result[job] = list(addresses)
+    if len(problems) == 1:  # one problem, one line (the worker CLI prints it as its one error line)
+        raise ClusterError(f"invalid cluster spec: {problems[0]}")
     if problems:
         raise ClusterError("invalid cluster spec:\n  " + "\n  ".join(problems))
     return result
