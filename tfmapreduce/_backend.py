@@ -82,7 +82,7 @@ def probe(addresses: dict[str, str], timeout: float = PROBE_TIMEOUT) -> dict[str
     if not addresses:
         return {}
     with ThreadPoolExecutor(max_workers=min(32, len(addresses))) as pool:
-        return dict(zip(addresses, pool.map(one, addresses)))
+        return dict(zip(addresses, pool.map(one, addresses), strict=True))
 
 
 def run(
@@ -125,7 +125,7 @@ def run(
 
 def _culprit(addresses: dict[str, str], what: str) -> ClusterError:
     """Find which task is at fault by probing each with its own short deadline."""
-    for task, answer in probe(addresses).items():
+    for answer in probe(addresses).values():
         if isinstance(answer, ClusterError):
             answer.args = (f"{what}: {answer}",)
             return answer

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import Union
 
 import attrs
 
@@ -37,7 +36,7 @@ def weights(*values: float) -> Weights:
     return Weights(tuple(float(v) for v in values))
 
 
-SizesLike = Union[None, int, Sequence[int], Weights]
+SizesLike = None | int | Sequence[int] | Weights
 """What ``sizes=`` accepts: None (even over the devices), a shard count, row counts, or :func:`weights`."""
 
 

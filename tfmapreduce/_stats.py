@@ -138,7 +138,6 @@ def sum(x: Any, /, *, axis: int | None = None, cluster: Cluster | None = None, s
         45
     """
     axis = _check_axis(axis)
-    dtype, _, _ = _info(x, "x")
     recipe = job(("sum", axis), lambda: (_sum_map(axis), SUM))
     total, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
     return _finish(total, np.asarray(total).dtype, stats)
