@@ -49,12 +49,27 @@ class Combiner:
     def lift(cls, reduce_fn: Callable[[Any, Any], Any]) -> Combiner:
         """A combiner from a plain pairwise ``reduce_fn(a, b)`` such as ``tf.add`` (the lesson's ``add``).
 
-        The map outputs are merged as they are; rows are not used.
+        The map outputs are merged as they are; rows are not used.  A nested
+        map output (tuple, dict) is handed to ``reduce_fn`` whole when it keeps
+        the structure (a structure-aware merge); otherwise ``reduce_fn`` merges
+        it leaf by leaf, so ``tf.add`` or ``lambda a, b: a + b`` sums each
+        element rather than packing or concatenating the tuple.
         """
         if not callable(reduce_fn):
             raise TypeError(f"reduce_fn must be a Combiner or a callable (a, b) -> c such as tf.add, got {type(reduce_fn).__name__} {reduce_fn!r}")
         name = getattr(reduce_fn, "__name__", type(reduce_fn).__name__)
-        return cls(partial=lambda value, rows: value, merge=reduce_fn, name=name)
+
+        def merge(a: Any, b: Any) -> Any:
+            if not tf.nest.is_nested(a):
+                return reduce_fn(a, b)
+            try:
+                whole = reduce_fn(a, b)
+                tf.nest.assert_same_structure(a, whole)
+                return whole
+            except (TypeError, ValueError):
+                return tf.nest.map_structure(reduce_fn, a, b)
+
+        return cls(partial=lambda value, rows: value, merge=merge, name=name)
 
 
 def _wide(value: tf.Tensor) -> tf.Tensor:

@@ -61,7 +61,7 @@ class RunStats:
 class _Compiled:
     graph: tf.Graph
     fetch: Any
-    feeds: tuple[tuple[Any, Any, Shard], ...]  # (placeholder, source, shard)
+    feeds: tuple[tuple[Any, int, Shard], ...]  # (placeholder, position of its source in the job's inputs, shard)
     broadcast: tuple[Any, ...]
     tasks: list[str]
 
@@ -181,8 +181,9 @@ class MapReduce(Generic[R]):
         else:
             self._compiled.move_to_end(key)
         program = self._compiled[key][1]
-        feed = {ph: src.feed(shard) for ph, src, shard in program.feeds}
-        feed.update(zip(program.broadcast, values))
+        # Feed THIS run's data: the compiled program is shared by every run of the same signature.
+        feed = {ph: srcs[i].feed(shard) for ph, i, shard in program.feeds}
+        feed.update(zip(program.broadcast, values, strict=True))
         try:
             result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=deadline)
         except JobError as e:
@@ -191,8 +192,8 @@ class MapReduce(Generic[R]):
         if not return_stats:
             return result
         sent = collections.Counter()
-        for _, src, shard in program.feeds:
-            sent[shard.index] += int(np.asarray(src.feed(shard)).nbytes) if hasattr(src, "array") else 0
+        for _, i, shard in program.feeds:
+            sent[shard.index] += int(np.asarray(srcs[i].feed(shard)).nbytes) if hasattr(srcs[i], "array") else 0
         stats = RunStats(
             shards=tuple(ShardStats(s.index, s.device, s.rows, sent[s.index]) for s in plan.shards),
             wall_time=time.perf_counter() - started,
@@ -209,7 +210,7 @@ class MapReduce(Generic[R]):
     def _compile(self, plan: Plan, srcs: tuple[Any, ...], broadcast: tuple[np.ndarray, ...], cluster: Cluster) -> _Compiled:
         """Build the job's graph: each shard's map on its device, per-task merges, the final merge."""
         graph = tf.Graph()
-        feeds: list[tuple[Any, Any, Shard]] = []
+        feeds: list[tuple[Any, int, Shard]] = []
         partials: dict[str, list[Any]] = {}
         devices: dict[str, str] = {}
         first_output: tuple[Shard, Any] | None = None
@@ -220,11 +221,11 @@ class MapReduce(Generic[R]):
             for shard in mapped:
                 with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                     tensors = []
-                    for src in srcs:
+                    for i, src in enumerate(srcs):
                         tensor, placeholder = src.tensor(shard)
                         tensors.append(tensor)
                         if placeholder is not None:
-                            feeds.append((placeholder, src, shard))
+                            feeds.append((placeholder, i, shard))
                     output = self._map(shard, tensors, bcast)
                     if first_output is None:
                         first_output = (shard, output)

@@ -1,0 +1,113 @@
+"""Hypothesis strategies for the engine's tests, in one place.
+
+Shapes (1-D and 2-D, 0 rows included), dtypes (float32, float64, int32, int64),
+arrays of those, uneven size lists with empty shards, every spelling of
+``sizes=``, and placements over a cluster's real devices in short and full form.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tfmapreduce as tmr
+from tfmapreduce._device import Device
+
+DTYPES = tuple(np.dtype(d) for d in (np.float32, np.float64, np.int32, np.int64))
+"""The dtypes every recipe must handle."""
+
+MAX_ROWS = 40
+"""Rows of a drawn input: enough for uneven shards on 4 devices, small enough to stay fast."""
+
+MAX_SHARDS = 6
+"""More shards than the test cluster has devices, so placements wrap around."""
+
+
+def dtypes() -> st.SearchStrategy[np.dtype]:
+    """One of :data:`DTYPES`."""
+    return st.sampled_from(DTYPES)
+
+
+def shapes(*, min_rows: int = 0, max_rows: int = MAX_ROWS, max_cols: int = 4) -> st.SearchStrategy[tuple[int, ...]]:
+    """``(rows,)`` or ``(rows, cols)``; 0 rows included unless ``min_rows`` > 0."""
+    rows = st.integers(min_rows, max_rows)
+    return st.one_of(st.tuples(rows), st.tuples(rows, st.integers(1, max_cols)))
+
+
+def elements(dtype: np.dtype) -> st.SearchStrategy[Any]:
+    """Values of ``dtype``.
+
+    Floats are finite, within ±1e3 and never subnormal: TensorFlow's CPU kernels
+    flush subnormals to zero, which is TensorFlow's arithmetic, not the engine's.
+    Integers span all of int32 (so int32 sums overflow int32) and ±2**40 for
+    int64 (so 40 rows cannot overflow int64).
+    """
+    if dtype.kind == "f":
+        return st.floats(-1e3, 1e3, width=dtype.itemsize * 8, allow_subnormal=False)
+    if dtype == np.int32:
+        return st.integers(-(2**31), 2**31 - 1)
+    return st.integers(-(2**40), 2**40)
+
+
+@st.composite
+def arrays(draw: st.DrawFn, *, dtype: np.dtype | None = None, shape: tuple[int, ...] | None = None,
+           min_rows: int = 0, max_rows: int = MAX_ROWS) -> np.ndarray:
+    """A numpy array of a drawn (or given) dtype and shape."""
+    dtype = draw(dtypes()) if dtype is None else np.dtype(dtype)
+    shape = draw(shapes(min_rows=min_rows, max_rows=max_rows)) if shape is None else shape
+    return draw(hnp.arrays(dtype, shape, elements=elements(dtype)))
+
+
+@st.composite
+def size_lists(draw: st.DrawFn, rows: int, *, max_shards: int = MAX_SHARDS) -> list[int]:
+    """Row counts ≥ 0 that sum to ``rows``: uneven, and often with empty shards (first, last, inside)."""
+    shards = draw(st.integers(1, max_shards))
+    cuts = sorted(draw(st.lists(st.integers(0, rows), min_size=shards - 1, max_size=shards - 1)))
+    bounds = [0, *cuts, rows]
+    sizes = [b - a for a, b in itertools.pairwise(bounds)]
+    for position in draw(st.lists(st.integers(0, len(sizes)), max_size=2)):
+        sizes.insert(position, 0)
+    return sizes
+
+
+def weight_values(*, max_shards: int = MAX_SHARDS) -> st.SearchStrategy[list[float]]:
+    """Relative shard weights for ``tmr.weights``: ≥ 0, not all 0 (zeros make empty shards)."""
+    value = st.one_of(st.just(0.0), st.floats(0.01, 100.0), st.integers(0, 9).map(float))
+    return st.lists(value, min_size=1, max_size=max_shards).filter(any)
+
+
+def sizes_specs(rows: int) -> st.SearchStrategy[Any]:
+    """Every spelling ``sizes=`` accepts: None, a shard count, a size list, ``tmr.weights(...)``."""
+    return st.one_of(
+        st.none(),
+        st.integers(1, MAX_SHARDS),
+        size_lists(rows),
+        weight_values().map(lambda w: tmr.weights(*w)),
+    )
+
+
+def spellings(device: str) -> list[str]:
+    """Every way a user may name ``device`` (a full name): full, ``/device:CPU:K``, ``/cpu:K``, and the
+    bare task for ``CPU:0``, as in the lesson's ``/job:local/task:1``."""
+    d = Device.parse(device)
+    task = f"/job:{d.job}/task:{d.task}"
+    names = [str(d), f"{task}/device:{d.type}:{d.index}", f"{task}/{d.type.lower()}:{d.index}"]
+    if d.type == "CPU" and d.index == 0:
+        names.append(task)
+    return names
+
+
+def device_lists(devices: Sequence[str], *, max_size: int = 5) -> st.SearchStrategy[list[str]]:
+    """Explicit placements: 1..``max_size`` of ``devices`` (repeats allowed), each in a drawn spelling."""
+    names = [name for device in devices for name in spellings(device)]
+    return st.lists(st.sampled_from(names), min_size=1, max_size=max_size)
+
+
+def placements(devices: Sequence[str]) -> st.SearchStrategy[list[str] | None]:
+    """``devices=``: None (round-robin over the cluster) or an explicit list over ``devices``."""
+    return st.one_of(st.none(), device_lists(devices))

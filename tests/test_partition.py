@@ -1,0 +1,107 @@
+"""The partitioner: every spelling of ``sizes=`` becomes one checked tuple of row counts."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import size_lists, weight_values
+
+import tfmapreduce as tmr
+import tfmapreduce._device
+import tfmapreduce._partition
+import tfmapreduce._place
+import tfmapreduce._plan
+import tfmapreduce._spec
+from tfmapreduce._partition import canonical_sizes, even_sizes
+
+
+@pytest.mark.parametrize(
+    "module", [tfmapreduce._partition, tfmapreduce._place, tfmapreduce._device, tfmapreduce._spec, tfmapreduce._plan]
+)
+def test_doctests_of_the_canonicalizers(module: object) -> None:
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
+    assert result.attempted > 0, f"{module} has no doctest"
+    assert result.failed == 0
+
+
+def test_none_is_even_over_the_default_shards() -> None:
+    assert canonical_sizes(None, rows=10, default_shards=4) == (3, 3, 2, 2)
+    assert canonical_sizes(None, rows=2, default_shards=4) == (1, 1, 0, 0)
+    assert canonical_sizes(None, rows=0, default_shards=3) == (0, 0, 0)
+
+
+def test_an_int_is_that_many_even_shards() -> None:
+    assert canonical_sizes(3, rows=10, default_shards=4) == (4, 3, 3)
+    assert canonical_sizes(1, rows=10, default_shards=4) == (10,)
+    assert canonical_sizes(np.int64(2), rows=5, default_shards=4) == (3, 2)
+
+
+def test_a_list_is_kept_as_given_empty_shards_included() -> None:
+    assert canonical_sizes([0, 30, 0, 70, 0], rows=100, default_shards=2) == (0, 30, 0, 70, 0)
+    assert canonical_sizes((10,), rows=10, default_shards=2) == (10,)
+    assert canonical_sizes(np.array([3, 7]), rows=10, default_shards=2) == (3, 7)
+    assert canonical_sizes([np.int32(3), np.int64(7)], rows=10, default_shards=2) == (3, 7)
+    assert all(type(s) is int for s in canonical_sizes(np.array([3, 7]), rows=10, default_shards=2))
+
+
+def test_weights_round_by_largest_remainder() -> None:
+    assert canonical_sizes(tmr.weights(1, 3), rows=10, default_shards=2) == (3, 7)  # 2.5, 7.5: tie → first index
+    assert canonical_sizes(tmr.weights(1, 1, 1), rows=10, default_shards=2) == (4, 3, 3)
+    assert canonical_sizes(tmr.weights(1, 2), rows=10, default_shards=2) == (3, 7)  # 3.33, 6.67
+    assert canonical_sizes(tmr.weights(2, 1), rows=10, default_shards=2) == (7, 3)
+    assert canonical_sizes(tmr.weights(0, 1), rows=10, default_shards=2) == (0, 10)
+    assert canonical_sizes(tmr.weights(0.1, 0.2, 0.7), rows=1000, default_shards=2) == (100, 200, 700)
+    assert canonical_sizes(tmr.weights([1, 3]), rows=4, default_shards=2) == (1, 3)
+
+
+@given(rows=st.integers(0, 10_000), shards=st.integers(1, 50))
+def test_even_sizes_differ_by_at_most_one(rows: int, shards: int) -> None:
+    sizes = even_sizes(rows, shards)
+    assert len(sizes) == shards
+    assert sum(sizes) == rows
+    assert max(sizes) - min(sizes) <= 1
+    assert list(sizes) == sorted(sizes, reverse=True)
+
+
+@given(rows=st.integers(0, 10_000), values=weight_values())
+def test_weights_sum_exactly_and_stay_within_one_row_of_the_exact_share(rows: int, values: list[float]) -> None:
+    sizes = canonical_sizes(tmr.weights(*values), rows=rows, default_shards=2)
+    assert len(sizes) == len(values)
+    assert sum(sizes) == rows
+    total = math.fsum(values)
+    exact = [rows * v / total for v in values]
+    assert all(math.floor(e) <= s <= math.floor(e) + 1 for s, e in zip(sizes, exact, strict=True)), (sizes, exact)
+    assert all(s == 0 for s, v in zip(sizes, values, strict=True) if v == 0), "a weight of 0 gets no rows"
+    # largest remainder: every shard rounded up had a remainder at least that of every shard rounded down
+    up = [e - math.floor(e) for s, e in zip(sizes, exact, strict=True) if s > math.floor(e)]
+    down = [e - math.floor(e) for s, e in zip(sizes, exact, strict=True) if s == math.floor(e)]
+    if up and down:
+        assert min(up) >= max(down) - 1e-9
+
+
+@given(data=st.data(), rows=st.integers(0, 200))
+def test_size_lists_are_canonical_as_given(data: st.DataObject, rows: int) -> None:
+    sizes = data.draw(size_lists(rows))
+    assert canonical_sizes(sizes, rows=rows, default_shards=3) == tuple(sizes)
+
+
+@given(rows=st.integers(0, 200), shards=st.integers(1, 8))
+def test_int_and_weights_of_ones_agree(rows: int, shards: int) -> None:
+    assert canonical_sizes(shards, rows=rows, default_shards=2) == canonical_sizes(
+        tmr.weights(*[1] * shards), rows=rows, default_shards=2
+    )
+
+
+def test_the_plan_uses_each_spelling(cluster: tmr.LocalCluster) -> None:
+    job = tmr.MapReduce(lambda t: t, tmr.combiners.sum)
+    x = np.zeros((10, 2), np.float32)
+    assert job.plan(x, cluster=cluster).sizes == (3, 3, 2, 2)  # 4 devices
+    assert job.plan(x, cluster=cluster, devices=["/job:local/task:1"]).sizes == (10,)  # one shard per listed device
+    assert job.plan(x, cluster=cluster, sizes=3).sizes == (4, 3, 3)
+    assert job.plan(x, cluster=cluster, sizes=[0, 10, 0]).sizes == (0, 10, 0)
+    assert job.plan(x, cluster=cluster, sizes=tmr.weights(1, 4)).sizes == (2, 8)
