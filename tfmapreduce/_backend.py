@@ -9,7 +9,9 @@ dead task become WorkerTimeoutError / WorkerUnavailableError naming the task.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import socket
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,9 +38,38 @@ def session_config(tasks: Iterable[str], timeout: float) -> tf.compat.v1.ConfigP
 
 def close_in_background(session: tf.compat.v1.Session) -> threading.Thread:
     """Close a session without waiting: closing one whose master hangs blocks until its deadline."""
-    thread = threading.Thread(target=session.close, name="tfmapreduce-close", daemon=True)
+
+    def close() -> None:
+        with contextlib.suppress(tf.errors.OpError):  # a dead or hung master: nothing to close, nobody to tell
+            session.close()
+
+    thread = threading.Thread(target=close, name="tfmapreduce-close", daemon=True)
     thread.start()
     return thread
+
+
+def check_listening(addresses: dict[str, str], timeout: float = PROBE_TIMEOUT) -> None:
+    """Raise WorkerUnavailableError naming the first task whose address refuses a TCP connection.
+
+    A new session waits until its deadline for a task that is dead (gRPC keeps reconnecting),
+    while a refused connection says at once that nothing listens there.  A task that does not
+    answer at all (a stopped process still accepts; a host that drops packets times out) passes:
+    the session's deadline decides about it.
+    """
+    for task, address in addresses.items():
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=min(timeout, PROBE_TIMEOUT)).close()
+        except TimeoutError:
+            continue
+        except OSError as e:
+            job, index = task[len("/job:") :].split("/task:")
+            raise WorkerUnavailableError(
+                f"task {task} at {address} is unreachable (cannot connect: {e.strerror or e}): start its worker "
+                f"(tfmapreduce worker --cluster SPEC --job {job} --task {index}) or fix the address in the spec",
+                task=task,
+                address=address,
+            ) from None
 
 
 def list_task_devices(address: str, task: str, timeout: float) -> list[str]:
@@ -49,6 +80,7 @@ def list_task_devices(address: str, task: str, timeout: float) -> list[str]:
     """
     job, index = task[len("/job:") :].split("/task:")
     prefix = f"/job:{job}/replica:0/task:{index}/"
+    check_listening({task: address}, timeout)
     session = tf.compat.v1.Session(f"grpc://{address}", config=session_config([task], timeout))
     try:
         return [d.name for d in session.list_devices() if d.name.startswith(prefix)]

@@ -156,6 +156,7 @@ class Cluster:
         with self._lock:
             session = self._sessions.get(key)
             if session is None or session.graph is not graph:
+                _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
                 session = tf.compat.v1.Session(self.target, graph=graph, config=_backend.session_config(used, timeout))
                 self._sessions[key] = session
 
