@@ -1,0 +1,155 @@
+"""Every run has a deadline: a stopped worker times out, a killed one fails fast, and each is named.
+
+These tests stop and kill workers, so they use a cluster of their own, not the shared one.
+The test that kills a worker comes last in this file.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+import tensorflow as tf
+
+from tfmapreduce import JobError, LocalCluster, WorkerTimeoutError, WorkerUnavailableError
+
+TIMEOUT = 3.0
+GRACE = 2.0  # how much later than its deadline a failed run may end
+
+
+@pytest.fixture(scope="module")
+def own() -> Iterator[LocalCluster]:
+    with LocalCluster(workers=2) as cluster:
+        yield cluster
+
+
+def both_tasks() -> tuple[tf.Graph, tf.Tensor, tf.Tensor]:
+    """The lesson's graph with a feed: y = (x + 300 on task 0) + (x - 66 on task 1)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.int32, [])
+        with tf.device("/job:local/task:1"):
+            y2 = x - 66
+        with tf.device("/job:local/task:0"):
+            y = (x + 300) + y2
+    return graph, x, y
+
+
+def run_both(cluster: LocalCluster, *, timeout: float = 20.0, graph: tuple[tf.Graph, tf.Tensor, tf.Tensor] | None = None) -> int:
+    g, x, y = graph or both_tasks()
+    return int(cluster.run(g, y, {x: 2}, tasks=["/job:local/task:0", "/job:local/task:1"], timeout=timeout))
+
+
+def run_on_task_0(cluster: LocalCluster, *, timeout: float = 20.0) -> float:
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        with tf.device("/job:local/task:0"):
+            y = x * 3
+    return float(cluster.run(graph, y, {x: 2.0}, tasks=["/job:local/task:0"], timeout=timeout))
+
+
+def test_a_healthy_run_uses_both_tasks(own: LocalCluster) -> None:
+    assert run_both(own) == 238
+
+
+@pytest.mark.parametrize("task", [1, 0], ids=["worker", "master"])
+def test_a_stopped_worker_ends_the_run_at_its_deadline_naming_the_task(own: LocalCluster, task: int) -> None:
+    pid, name = own.pids[task], f"/job:local/task:{task}"
+    graph = both_tasks()
+    assert run_both(own, graph=graph) == 238  # a session exists: the stop hits a run, not a session creation
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(WorkerTimeoutError) as info:
+            run_both(own, timeout=TIMEOUT, graph=graph)
+        elapsed = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert elapsed <= TIMEOUT + GRACE, f"the run ended {elapsed:.2f} s after it started"
+    assert info.value.task == name
+    assert info.value.address == own.address(name)
+    message = str(info.value)
+    assert f"task {name} at {own.address(name)}" in message
+    assert "3 s deadline" in message
+    assert isinstance(info.value, TimeoutError)
+    assert run_both(own) == 238  # it works again once the worker continues
+
+
+def test_a_stopped_worker_ends_a_new_session_at_its_deadline(own: LocalCluster) -> None:
+    pid = own.pids[1]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(WorkerTimeoutError) as info:
+            run_both(own, timeout=TIMEOUT)
+        elapsed = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert elapsed <= TIMEOUT + GRACE
+    assert info.value.task == "/job:local/task:1"
+    assert run_both(own) == 238
+
+
+def test_a_stopped_task_that_the_run_does_not_use_does_not_matter(own: LocalCluster) -> None:
+    pid = own.pids[1]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert run_on_task_0(own, timeout=TIMEOUT) == 6.0
+        assert time.monotonic() - started < 1.0
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_run_slower_than_its_deadline_blames_no_task(own: LocalCluster) -> None:
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:local/task:1"):
+        never = tf.queue.FIFOQueue(1, tf.float32).dequeue()  # waits forever, using no CPU
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeoutError) as info:
+        own.run(graph, never, {}, tasks=["/job:local/task:1"], timeout=1.0)
+    assert time.monotonic() - started <= 1.0 + GRACE
+    assert info.value.task is None
+    assert "every task answers a probe" in str(info.value)
+    assert "timeout=" in str(info.value)  # and says how to give it more time
+    assert run_both(own) == 238
+
+
+def test_an_op_on_a_missing_device_is_a_job_error_not_a_silent_fallback(own: LocalCluster) -> None:
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        with tf.device("/job:local/task:1/device:GPU:0"):
+            y = x + 1
+    with pytest.raises(JobError) as info:
+        own.run(graph, y, {x: 1.0}, tasks=["/job:local/task:1"], timeout=20)
+    assert "GPU:0" in str(info.value)
+    assert run_both(own) == 238
+
+
+# --- last: this one kills a worker of the module's cluster ---------------------------------------------
+
+
+def test_a_killed_worker_fails_the_run_within_2_s_naming_it(own: LocalCluster, cluster: LocalCluster) -> None:
+    graph = both_tasks()
+    assert run_both(own, graph=graph) == 238
+    os.kill(own.pids[1], signal.SIGKILL)
+    time.sleep(0.2)  # let it die
+
+    for what, run in [("the open session", lambda: run_both(own, graph=graph)), ("a new session", lambda: run_both(own))]:
+        started = time.monotonic()
+        with pytest.raises(WorkerUnavailableError) as info:
+            run()
+        assert time.monotonic() - started < 2.0, what
+        assert info.value.task == "/job:local/task:1", what
+        assert f"task /job:local/task:1 at {own.address('/job:local/task:1')}" in str(info.value), what
+        assert isinstance(info.value, ConnectionError)
+
+    assert run_on_task_0(own) == 6.0  # the task that lives still works
+    # and the client process is fine: another cluster runs the same graph
+    g, x, y = both_tasks()
+    assert cluster.run(g, y, {x: 2}, tasks=list(cluster.tasks), timeout=20) == 238
