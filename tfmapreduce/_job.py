@@ -15,7 +15,7 @@ from . import _backend
 from ._cluster import Cluster
 from ._combine import Combiner
 from ._device import Device
-from ._errors import ClusterError, JobError, MapFunctionError
+from ._errors import ClusterError, InputError, JobError, MapFunctionError
 from ._inputs import as_array, sources
 from ._partition import SizesLike
 from ._plan import Plan, Shard, make_plan
@@ -127,7 +127,11 @@ class MapReduce(Generic[R]):
 
     @staticmethod
     def _plan(srcs: tuple[Any, ...], cluster: Cluster, sizes: SizesLike, devices: Any, fallback: str | None) -> Plan:
-        fixed = getattr(srcs[0], "plan", None)
+        plans = [p for p in (getattr(s, "plan", None) for s in srcs) if p is not None]
+        if any(p != plans[0] for p in plans):
+            raise InputError("co-partitioned resident inputs must share one plan (the same rows on the same devices); "
+                             "scatter them with the same sizes= and devices=")
+        fixed = plans[0] if plans else None
         if fixed is not None:  # resident data: its plan is where it lives
             if sizes is not None or devices is not None:
                 raise TypeError("sizes= and devices= do not apply to resident Sharded data: it stays where scatter() put it")

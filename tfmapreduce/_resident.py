@@ -118,6 +118,7 @@ class Sharded:
 
     def gather(self, *, timeout: float | None = None) -> np.ndarray:
         """The whole array, fetched from the workers to the client."""
+        self.as_source()  # ClusterError for deleted data or a closed cluster
         graph = tf.Graph()
         with graph.as_default():
             parts = []
@@ -130,6 +131,7 @@ class Sharded:
     def rebuild(self, shards: Sequence[int] | None = None, *, timeout: float | None = None) -> None:
         """Make the given shards (all by default) again from how they were first made,
         e.g. after their worker restarted."""
+        self.as_source()  # deleted data stays deleted: rebuilding it would re-allocate shards nothing frees
         chosen = [self.plan.shards[i] for i in (range(len(self.plan.shards)) if shards is None else shards)]
         _store(self, chosen, timeout)
 
@@ -177,7 +179,8 @@ def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> Non
                 if isinstance(value, tuple):  # (placeholder, host value) for shipped data
                     value, feed[value] = value[0], value[1]
                 ops.append(tf.raw_ops.AssignVariableOp(resource=data._handle(shard), value=value))
-    data._run(graph, ops, feed, timeout)
+    if ops:  # 0 rows: nothing to store, and an empty graph cannot run
+        data._run(graph, ops, feed, timeout)
 
 
 def _new(cluster: Cluster, plan: Plan, dtype: np.dtype, shape: tuple[int, ...], builders: Sequence[Callable[[Shard], Any]], timeout: float | None) -> Sharded:
