@@ -5,6 +5,7 @@ import os as _os
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter out of the user's terminal
 
 from . import combiners as combiners
+from . import recipes as recipes
 from ._backend import get_timeout as get_timeout
 from ._backend import set_timeout as set_timeout
 from ._cluster import Cluster as Cluster
@@ -55,21 +56,22 @@ __all__ = [
     "Plan",
     "RunStats",
     "Shard",
-    "Sharded",
     "ShardStats",
+    "Sharded",
     "TfMapReduceError",
     "WorkerTimeoutError",
     "WorkerUnavailableError",
     "combiners",
     "count",
     "generate",
-    "load_shards",
-    "save_shards",
-    "scatter",
     "get_timeout",
+    "load_shards",
     "max",
     "mean",
     "min",
+    "recipes",
+    "save_shards",
+    "scatter",
     "set_timeout",
     "std",
     "sum",
