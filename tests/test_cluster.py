@@ -159,9 +159,13 @@ def test_bad_arguments_start_nothing() -> None:
 
 
 def test_a_worker_that_is_not_ready_in_time_is_stopped() -> None:
-    with pytest.raises(ClusterError, match=r"did not become ready within startup_timeout=0\.3 s"):
-        LocalCluster(workers=1, job="tooslow", startup_timeout=0.3)
-    assert running(workers_started_by(os.getpid(), job="tooslow"), within=2.0) == []
+    try:
+        with pytest.raises(ClusterError, match=r"did not become ready within startup_timeout=0\.3 s"):
+            LocalCluster(workers=1, job="tooslow", startup_timeout=0.3)
+        assert running(workers_started_by(os.getpid(), job="tooslow"), within=2.0) == []
+    finally:
+        for pid in workers_started_by(os.getpid(), job="tooslow"):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_clusters_one_after_the_other_leave_nothing_behind(cluster: LocalCluster) -> None:
