@@ -238,12 +238,19 @@ class MapReduce(Generic[R]):
                     rows = tf.constant(shard.rows, tf.int64, name="rows")
                     partials.setdefault(shard.task, []).append(self.combiner.partial(output, rows))
                     devices.setdefault(shard.task, shard.device)
-            per_task = []
-            for task, parts in partials.items():
-                with tf.device(devices[task]), tf.name_scope("combine_task"):
-                    per_task.append(_tree(parts, self.combiner.merge))
-            with tf.device(f"{cluster.tasks[0]}/device:CPU:0"), tf.name_scope("combine"):
-                fetch = self.combiner.finalize(_tree(per_task, self.combiner.merge))
+            try:
+                per_task = []
+                for task, parts in partials.items():
+                    with tf.device(devices[task]), tf.name_scope("combine_task"):
+                        per_task.append(_tree(parts, self.combiner.merge))
+                with tf.device(f"{cluster.tasks[0]}/device:CPU:0"), tf.name_scope("combine"):
+                    fetch = self.combiner.finalize(_tree(per_task, self.combiner.merge))
+            except Exception as e:
+                raise MapFunctionError(
+                    f"{self!r}: the combiner {self.combiner.name} cannot merge the shards' map outputs "
+                    f"({type(e).__name__}: {_first_line_of(e)}); shard {mapped[0].index} gave {_describe(first_output[1]) if first_output else None}: "
+                    "map_fn must return values the combiner can merge, e.g. the same shape on every shard for tf.add"
+                ) from e
         graph.finalize()
         return _Compiled(graph, fetch, tuple(feeds), bcast, list(partials))
 
@@ -272,6 +279,10 @@ class MapReduce(Generic[R]):
                 f"map_fn {_name(self.map_fn)} returned different structures for shard {shard0.index} and shard {shard.index}: "
                 f"{_describe(output0)} vs {_describe(output)}; it must return the same structure and dtypes for every shard"
             )
+
+
+def _first_line_of(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _describe(output: Any) -> str:
