@@ -168,6 +168,12 @@ def test_kmeans_init_random_and_array(place: Place) -> None:
                                lloyd(x, given, iters=3, tol=0.0)[0], rtol=1e-10)
 
 
+def test_kmeans_many_features(cluster: tmr.LocalCluster) -> None:
+    x = blobs(rows=60, features=70, seed=11)  # past the per-feature bincount: one segment sum
+    result = recipes.kmeans(x, 3, iters=3, tol=0.0, cluster=cluster, sizes=uneven(60))
+    np.testing.assert_allclose(result.centroids, lloyd(x, x[:3], iters=3, tol=0.0)[0], rtol=1e-10, atol=1e-12)
+
+
 def test_kmeans_one_feature_and_bad_arguments(cluster: tmr.LocalCluster) -> None:
     x = np.array([0.0, 0.5, 9.0, 10.0, 11.0])
     result = recipes.kmeans(x, 2, init=[[0.0], [10.0]], cluster=cluster, sizes=[2, 0, 3])
