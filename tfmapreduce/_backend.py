@@ -13,7 +13,7 @@ import contextlib
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,7 +24,7 @@ from ._errors import ClusterError, JobError, WorkerTimeoutError, WorkerUnavailab
 PROBE_TIMEOUT = 1.0
 """Seconds each task gets to answer when a run timed out and the culprit is sought."""
 
-_TASK_IN_MESSAGE = re.compile(r"/job:([A-Za-z][\w-]*)/replica:\d+/task:(\d+)")
+_TASK_IN_MESSAGE = re.compile(r"/job:([A-Za-z]\w*)/replica:\d+/task:(\d+)")
 
 
 def session_config(tasks: Iterable[str], timeout: float) -> tf.compat.v1.ConfigProto:
@@ -184,15 +184,6 @@ def _first_line(error: tf.errors.OpError) -> str:
         return f"op {node.group(1)}{where}: {cause}"
     return cause
 
-
-def tasks_of(devices: Sequence[str]) -> list[str]:
-    """The distinct tasks (``/job:J/task:I``) of some device names, in order of first use."""
-    seen: dict[str, None] = {}
-    for name in devices:
-        m = _TASK_IN_MESSAGE.match(name) or re.match(r"/job:([A-Za-z][\w-]*)/task:(\d+)", name)
-        if m:
-            seen[f"/job:{m.group(1)}/task:{m.group(2)}"] = None
-    return list(seen)
 
 
 _default_timeout = 60.0

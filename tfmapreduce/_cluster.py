@@ -132,9 +132,11 @@ class Cluster:
         if self._devices is None:
             self.check_open()
             answers = _backend.probe({t: self.address(t) for t in self.tasks}, timeout=10.0)
-            errors = [str(a) for a in answers.values() if isinstance(a, ClusterError)]
+            errors = [a for a in answers.values() if isinstance(a, ClusterError)]
+            if len(errors) == 1:
+                raise errors[0]  # keeps its class (timeout or unavailable) and its .task
             if errors:
-                raise ClusterError("cannot list the cluster's devices:\n  " + "\n  ".join(errors))
+                raise ClusterError("cannot list the cluster's devices:\n  " + "\n  ".join(map(str, errors)))
             self._devices = tuple(name for names in answers.values() if isinstance(names, list) for name in names)
         return self._devices
 

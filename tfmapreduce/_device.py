@@ -9,7 +9,7 @@ import attrs
 from ._errors import PlacementError
 
 _PART = re.compile(
-    r"/(?:job:(?P<job>[A-Za-z][\w-]*)"
+    r"/(?:job:(?P<job>[A-Za-z]\w*)"
     r"|replica:(?P<replica>\d+)"
     r"|task:(?P<task>\d+)"
     r"|device:(?P<dtype>[A-Za-z]+):(?P<dindex>\d+)"
