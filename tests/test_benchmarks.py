@@ -1,0 +1,138 @@
+"""The benchmark suite (``python -m benchmarks``): its quick mode runs end to end, so the scripts never rot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import _report, _timing
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def test_help_explains_layouts_jobs_and_sizes_without_importing_tensorflow() -> None:
+    proc = _bench("--help", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for word in ("2w-uneven", "2w-2cpu", "sweep", "resident", "shipped", "kmeans", "5e7", "hand-written", "--quick", "--out"):
+        assert word in proc.stdout
+    assert "oneDNN" not in proc.stderr  # --help answers before TensorFlow loads
+
+
+@pytest.mark.parametrize(("args", "message"), [(("--layouts", "4w"), "unknown layout 4w"), (("--sizes", "lots"), "sizes must be numbers")])
+def test_bad_arguments_name_what_is_accepted(args: tuple[str, ...], message: str) -> None:
+    proc = _bench(*args, timeout=60)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+@pytest.mark.slow
+def test_quick_mode_measures_every_layout_and_writes_json_and_markdown(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = _bench("--quick", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert "LocalCluster(2) ready" in proc.stdout  # the targets table is printed
+
+    results = json.loads((out / "results.json").read_text())
+    assert results["meta"]["mode"] == "quick"
+    assert results["errors"] == []
+    cases = results["cases"]
+    assert {c["layout"] for c in cases} == {"local", "2w-even", "2w-uneven", "sweep"}
+    assert {c["size"] for c in cases} == {100, 100_000}
+    for case in cases:
+        assert case["timings"], case
+        for timing in case["timings"].values():
+            assert len(timing["raw"]) == timing["n"] >= 3
+            assert timing["min"] <= timing["median"] <= timing["max"]
+        assert all(check["ok"] for check in case["checks"].values()), case["checks"]
+
+    cluster_cases = [c for c in cases if c["layout"] in ("2w-even", "2w-uneven")]
+    assert {c["input"] for c in cluster_cases} == {"shipped", "resident"}
+    for case in cluster_cases:
+        if case["input"] == "shipped" or results["meta"]["resident_available"]:
+            assert {"tmr", "hand"} <= set(case["timings"])
+            assert "tmr/hand" in case["ratios"]
+    uneven = next(c for c in cases if c["layout"] == "2w-uneven")
+    assert uneven["shard_rows"][1] == 3 * uneven["shard_rows"][0]
+    sweep = next(c for c in cases if c["layout"] == "sweep")
+    assert {"tmr@2", "tmr@8", "hand@2", "hand@8"} <= set(sweep["timings"])
+
+    for cluster in results["clusters"]:  # no worker outlives its cluster
+        assert cluster["leftover_pids"] == []
+        assert not any(_alive(pid) for pid in cluster["pids"])
+
+    assert [row["metric"] for row in results["targets"]] == [row["metric"] for row in _report.targets(results)]
+    markdown = (out / "results.md").read_text()
+    for heading in ("## Targets", "## Layouts at a glance", "## mean", "## variance", "## Shard-count sweep"):
+        assert heading in markdown
+    assert str(ROOT) not in markdown  # no path of the machine in the report
+
+
+def test_interleaved_timing_keeps_every_round_and_pairs_ratios() -> None:
+    calls: list[str] = []
+    impls = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    values, raw = _timing.interleaved(impls, warmup=1, repeats=4)
+    assert set(values) == {"a", "b"}
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then rotating rounds
+    assert all(len(v) == 4 for v in raw.values())
+    ratio = _timing.ratios({"a": [2.0, 4.0, 9.0], "b": [1.0, 1.0, 3.0]}, "a", "b")
+    assert ratio is not None
+    assert (ratio["median"], ratio["min"], ratio["max"]) == (3.0, 2.0, 4.0)
+    assert _timing.ratios(raw, "a", "missing") is None
+
+
+def _case(layout: str, job: str, size: int, input_: str, timings: dict[str, float], ratios: dict[str, float]) -> dict[str, Any]:
+    return {
+        "layout": layout, "job": job, "size": size, "input": input_, "bytes": size * 4, "shards": 2,
+        "timings": {k: {**_timing.summary([v, v]), "gbps": size * 4 / v / 1e9} for k, v in timings.items()},
+        "ratios": {k: _timing.summary([v]) for k, v in ratios.items()},
+    }
+
+
+def test_targets_are_computed_from_the_run() -> None:
+    big = _report.BIG
+    results = {
+        "meta": {"config": {"sizes": [100, big], "sweep_shards": [2, 8, 32, 64], "sweep_cpu_devices": 2}},
+        "cases": [
+            _case("2w-even", "mean", 100, "resident", {"tmr": 0.002, "hand": 0.0019}, {"tmr/hand": 1.05}),
+            _case("2w-even", "mean", big, "resident", {"tmr": 0.010, "hand": 0.010}, {"tmr/hand": 1.0}),
+            _case("2w-even", "variance", big, "resident", {"tmr": 0.100, "hand": 0.05}, {"tmr/hand": 2.0}),
+            _case("local", "variance", big, "resident", {"numpy": 0.08}, {}),
+            _case("sweep", "mean", 100, "resident", {"tmr@2": 0.002, "tmr@64": 0.003}, {"tmr@64/tmr@2": 1.5}),
+        ],
+        "startup": {**_timing.summary([6.0]), "source": "test", "first_job": None},
+    }
+    rows = {row["metric"]: row for row in _report.targets(results)}
+    assert rows["tmr.mean, 100 elements, resident, 2 workers: median latency"]["status"] == "met"
+    assert rows["overhead tmr.mean / hand-written TF, 1e2, resident, 2 workers"]["status"] == "met"
+    assert rows["overhead tmr.variance / hand-written TF, 5e7, resident, 2 workers"]["status"] == "missed"
+    assert rows["overhead tmr.mean / hand-written TF, 1e2, shipped, 2 workers"]["status"] == "not measured"
+    assert rows["tmr.mean over 5e7 float32, resident, 2 workers: throughput"]["measured"] == pytest.approx(20.0)
+    variance = rows["tmr.variance over 5e7 float32, resident, 2 workers: throughput"]
+    assert variance["status"] == "missed"
+    assert "numpy np.var in one process 2.5 GB/s" in variance["detail"]
+    assert rows["tmr.mean latency, 64 shards / 2 shards, 1e2, 2 workers × 2 CPUs"]["measured"] == pytest.approx(1.5)
+    assert rows["LocalCluster(2) ready (constructor returns)"]["status"] == "missed"
+    assert "| metric | target | measured | status | detail |" in _report.targets_markdown(list(rows.values()))
