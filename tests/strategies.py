@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -26,6 +27,16 @@ MAX_ROWS = 40
 
 MAX_SHARDS = 6
 """More shards than the test cluster has devices, so placements wrap around."""
+
+CI_EXAMPLES = 30
+"""``max_examples`` of the ``ci`` hypothesis profile (see conftest.py)."""
+
+
+def examples(ci: int) -> int:
+    """``max_examples`` for a test that runs ``ci`` examples under the ``ci`` profile, scaled up in
+    proportion under a larger one (``HYPOTHESIS_PROFILE=thorough``): each distributed example
+    compiles a graph, so the fast profile keeps the counts modest."""
+    return max(ci, settings.default.max_examples * ci // CI_EXAMPLES)
 
 
 def dtypes() -> st.SearchStrategy[np.dtype]:

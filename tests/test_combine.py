@@ -10,7 +10,7 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import assert_eq, reference, scale
-from strategies import arrays, size_lists
+from strategies import arrays, examples, size_lists
 
 import tfmapreduce as tmr
 from tfmapreduce._combine import _chan
@@ -82,7 +82,7 @@ def test_moments(cluster: tmr.LocalCluster) -> None:
     assert_eq((n, mean, m2 / n), (100.0, x.mean(), x.var()))
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(data=st.data())
 def test_chans_merge_equals_two_passes_on_any_split(data: st.DataObject) -> None:
     x = reference(data.draw(arrays(dtype=np.float64, shape=(data.draw(st.integers(2, 40)),))))
@@ -134,7 +134,7 @@ def test_a_user_combiner_for_a_range(cluster: tmr.LocalCluster) -> None:
     assert_eq(_run(lambda t: t, spread, cluster=cluster), reference(X).max() - reference(X).min())
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(data=st.data())
 def test_the_docstring_combiner_on_any_partition(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
     x = data.draw(arrays(dtype=np.float32, min_rows=1))

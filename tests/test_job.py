@@ -8,7 +8,7 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import assert_eq, reference, scale
-from strategies import arrays, placements, sizes_specs
+from strategies import arrays, examples, placements, sizes_specs
 
 import tfmapreduce as tmr
 from tfmapreduce import _job
@@ -45,7 +45,7 @@ def _sum_of_squares(t):
 SUM_OF_SQUARES = tmr.MapReduce(_sum_of_squares, tf.add)
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(data=st.data())
 def test_a_custom_job_equals_numpy_on_any_partition_and_placement(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
     x = data.draw(arrays(), label="x")

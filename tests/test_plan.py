@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import assert_covers
-from strategies import MAX_ROWS, placements, sizes_specs
+from strategies import MAX_ROWS, examples, placements, sizes_specs
 
 import tfmapreduce as tmr
 
@@ -20,7 +20,7 @@ def _plan_only() -> tmr.MapReduce:
     return tmr.MapReduce(lambda t: t, tmr.combiners.sum)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(data=st.data(), rows=st.integers(0, MAX_ROWS * 5))
 def test_every_plan_covers_the_rows_exactly_once_in_order(cluster: tmr.LocalCluster, data: st.DataObject, rows: int) -> None:
     sizes = data.draw(sizes_specs(rows), label="sizes")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import assert_eq, reference, scale
-from strategies import arrays, placements, sizes_specs
+from strategies import arrays, examples, placements, sizes_specs
 
 import tfmapreduce as tmr
 
@@ -31,7 +31,7 @@ RECIPES: dict[str, tuple[Callable[..., Any], Callable[..., Any], Callable[[np.nd
 }
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(data=st.data())
 @pytest.mark.parametrize("axis", [None, 0])
 @pytest.mark.parametrize("name", sorted(RECIPES))
@@ -50,7 +50,7 @@ def test_every_recipe_equals_numpy(cluster: tmr.LocalCluster, name: str, axis: i
     assert stats.bytes_sent == x.nbytes
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(data=st.data())
 def test_count_equals_len(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
     x = data.draw(arrays(), label="x")
@@ -64,7 +64,7 @@ weight_arrays = st.integers(0, 40).flatmap(
 )
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(data=st.data())
 def test_weighted_mean_equals_numpy_average(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
     x = data.draw(arrays(min_rows=1), label="x")
