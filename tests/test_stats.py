@@ -98,16 +98,21 @@ def test_a_naive_variance_would_fail_that_bound() -> None:
     assert abs(naive - reference(x).var()) > 1e-4 * reference(x).var()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, reported: _stats.exact_sum adds float32 rows in float32 blocks of 256 before widening, "
-    "so sums that cancel lose digits (0.392 for 0.4 here); flips to XPASS (a failure) once fixed",
-)
 def test_float32_sums_that_cancel_keep_float64_accuracy(cluster: tmr.LocalCluster) -> None:
     x = np.tile(np.array([1e3, 1e-3, -1e3], np.float32), 400)  # each shard holds hundreds of rows
     expected = reference(x).sum()  # 400 · float32(1e-3) ≈ 0.4
     assert_eq(tmr.sum(x, cluster=cluster, sizes=[600, 0, 600]), expected, atol=1e-9)
     assert_eq(tmr.mean(x, cluster=cluster, sizes=[600, 0, 600]), reference(x).mean(), atol=1e-12)
+
+
+@pytest.mark.parametrize("loc", [0.0, 0.5, -3.0, 1e4])
+def test_large_float32_inputs_take_the_fast_path_only_when_exact(cluster: tmr.LocalCluster, loc: float) -> None:
+    # 40 000 rows: far above the blocked path's threshold, unlike the property tests' small arrays.
+    x = (loc + np.random.default_rng(7).random((20_000, 2))).astype(np.float32)
+    for axis in (None, 0):
+        assert_eq(tmr.sum(x, axis=axis, cluster=cluster, sizes=[5_000, 0, 15_000]), reference(x).sum(axis=axis), rtol=1e-6)
+        assert_eq(tmr.mean(x, axis=axis, cluster=cluster, sizes=[5_000, 0, 15_000]), reference(x).mean(axis=axis), rtol=1e-6)
+        assert_eq(tmr.variance(x, axis=axis, cluster=cluster, sizes=[5_000, 0, 15_000]), reference(x).var(axis=axis), rtol=1e-6)
 
 
 def test_int32_sums_do_not_overflow(cluster: tmr.LocalCluster) -> None:

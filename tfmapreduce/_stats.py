@@ -64,32 +64,41 @@ def _finish(value: Any, dtype: np.dtype, stats: Any) -> Any:
 
 
 BLOCK = 256
-"""Rows of float32 summed in float32 before the partial sums widen to float64."""
+"""float32 elements summed in float32 before the partial sums widen to float64."""
+
+
+def _blocked_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
+    """float32 summed in blocks of :data:`BLOCK` in float32, then the block sums in float64.
+
+    Its error is about 1e-7 of ``Σ|x|`` (not of ``|Σx|``): as good as float64 when
+    no terms cancel, 7× faster than widening every element first (one core).
+    Only the sum of everything is blocked: down axis 0, Eigen would add each
+    column's block one row after another, which loses ~1e-6.
+    """
+    if axis is not None:
+        return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
+    flat = tf.reshape(x, [-1])  # blocks along the innermost axis: Eigen's fastest, tree-shaped reduction
+    blocks = flat.shape[0] // BLOCK
+    head = tf.reduce_sum(tf.reshape(flat[: blocks * BLOCK], [blocks, BLOCK]), axis=1)
+    return tf.reduce_sum(tf.cast(head, tf.float64)) + tf.reduce_sum(tf.cast(flat[blocks * BLOCK :], tf.float64))
 
 
 def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
-    """Sum ``x`` (over everything, or down axis 0) without losing digits, at float32 speed.
+    """Sum ``x`` (over everything, or down axis 0) as exactly as float64 accumulation.
 
-    Integers and booleans sum in int64.  float32 sums in blocks of :data:`BLOCK`
-    elements in float32 (error ≈ 1e-8 relative), then the block sums in float64:
-    3× faster than widening every element first, and as exact for rtol 1e-6.
-    Other floats sum in float64.
+    Integers and booleans sum in int64, floats in float64.  float32 data with
+    no negative element (nothing can cancel) takes the blocked float32 path,
+    which is as exact there and several times faster; a one-pass minimum decides.
     """
     if x.dtype.is_integer or x.dtype.is_bool:
         return tf.reduce_sum(tf.cast(x, tf.int64), axis=axis)
-    if x.dtype != tf.float32:
+    if x.dtype != tf.float32 or axis is not None or x.shape.num_elements() < 2 * BLOCK:
         return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
-    if axis is None:  # blocks along the innermost axis: Eigen's fastest reduction
-        flat = tf.reshape(x, [-1])
-        blocks = flat.shape[0] // BLOCK
-        head = tf.reduce_sum(tf.reshape(flat[: blocks * BLOCK], [blocks, BLOCK]), axis=1)
-        return tf.reduce_sum(tf.cast(head, tf.float64)) + tf.reduce_sum(tf.cast(flat[blocks * BLOCK :], tf.float64))
-    inner = x.shape[1:].as_list()
-    flat = tf.reshape(x, [x.shape[0], math.prod(inner)])
-    blocks = flat.shape[0] // BLOCK
-    head = tf.reduce_sum(tf.reshape(flat[: blocks * BLOCK], [blocks, BLOCK, flat.shape[1]]), axis=1)
-    total = tf.reduce_sum(tf.cast(head, tf.float64), axis=0) + tf.reduce_sum(tf.cast(flat[blocks * BLOCK :], tf.float64), axis=0)
-    return tf.reshape(total, inner)
+    return tf.cond(
+        tf.reduce_min(x) >= 0,
+        lambda: _blocked_sum(x, axis),
+        lambda: tf.reduce_sum(tf.cast(x, tf.float64), axis=axis),
+    )
 
 
 def _sum_map(axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
@@ -184,13 +193,15 @@ def _moments_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.
     def shard_moments(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         # Shift by c, an estimate of the mean in x's own float type: y = x - c is exact
         # near the mean, so data far from 0 (mean 1e6, std 1) keeps its digits, and
-        # Σ(x - m)² = Σy² - (Σy)²/n with Σy small (no cancellation).
+        # Σ(x - m)² = Σy² - (Σy)²/n with Σy small (no cancellation).  c and Σy may be
+        # approximate (blocked float32): they move the mean by ~1e-7·std, never M2.
         if not x.dtype.is_floating or x.dtype in (tf.float16, tf.bfloat16):
             x = tf.cast(x, tf.float64)
+        approx = _blocked_sum if x.dtype == tf.float32 else exact_sum
         n = tf.cast(tf.size(x) if axis is None else tf.shape(x)[0], tf.float64)
-        c = tf.cast(exact_sum(x, axis) / n, x.dtype)
+        c = tf.cast(approx(x, axis) / n, x.dtype)
         y = x - c
-        s1 = exact_sum(y, axis)
+        s1 = approx(y, axis)
         return n, tf.cast(c, tf.float64) + s1 / n, exact_sum(tf.square(y), axis) - s1 * s1 / n
 
     return shard_moments
