@@ -96,7 +96,10 @@ class DaskDistributed:
             yield cls(client)
 
     def scatter(self, x: np.ndarray) -> list[Any]:
-        return [self.client.scatter(c, workers=[w], direct=True) for c, w in zip(_chunks(x, len(self.workers)), self.workers, strict=False)]
+        # hash=False: a fresh key every time, so shipped input really travels on every call (the same bytes
+        # would otherwise hash to the key of the last call's data, which is being released concurrently)
+        return [self.client.scatter(c, workers=[w], direct=True, hash=False)
+                for c, w in zip(_chunks(x, len(self.workers)), self.workers, strict=False)]
 
     def job(self, job: str, x: np.ndarray, resident: Sequence[Any] | None, centroids: np.ndarray) -> Callable[[], Any]:
         def run() -> Any:

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks import _report, _timing
-
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import _report, _timing  # noqa: E402 - importable only once the repository root is on the path
 
 
 def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
