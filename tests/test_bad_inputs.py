@@ -322,11 +322,6 @@ def test_a_map_fn_that_fails_while_running(cluster: tmr.LocalCluster) -> None:
     assert "log of a negative row" in error.value.details
 
 
-@pytest.mark.xfail(
-    strict=False,  # TensorFlow aggregates the two tasks' errors only when both report in time
-    reason="known bug, reported: when several tasks report the error, TF joins them with '=====' lines and "
-    "'INVALID_ARGUMENT: From /job:...' prefixes, and _backend._first_line then summarizes it as '====='",
-)
 def test_a_run_failure_reported_by_two_tasks_is_summarized(cluster: tmr.LocalCluster) -> None:
     job = tmr.MapReduce(_checked_log, tf.add, name="logs")
     for _ in range(5):

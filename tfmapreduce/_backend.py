@@ -176,8 +176,13 @@ def _first_line(error: tf.errors.OpError) -> str:
     text = error.message or type(error).__name__
     node = re.search(r"^Node: '([^']+)'", text, re.M)
     task = re.search(r"^From (/job:[^:]+:\d+|/job:\S+):?$", text, re.M)
-    skip = ("Graph execution error", "Detected at node", "File ", "Node: ", "From /job:", "[[")
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(skip)]
+    skip = ("Graph execution error", "Detected at node", "File ", "Node: ", "From /job:", "[[", "=", "Additional GRPC error")
+    noise = ("root error(s) found", "successful operations", "derived errors ignored")
+    lines = []
+    for line in text.splitlines():
+        line = re.sub(r"^(\(\d+\)\s*)?([A-Z_]+:\s+)?", "", line.strip())  # "(0) INVALID_ARGUMENT: " prefixes
+        if line and not line.startswith(skip) and not any(n in line for n in noise):
+            lines.append(line)
     cause = lines[0] if lines else type(error).__name__
     if node:
         where = f" on {task.group(1).rstrip(':')}" if task else ""
