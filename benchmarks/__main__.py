@@ -43,6 +43,7 @@ figures: median [min-max] of {FULL.repeats} timed rounds ({FULL.small_repeats} f
 within a round every implementation runs once in rotating order and ratios (tmr/hand, 64/2 shards, ...) are
 taken round by round.  Every result is checked against numpy in float64 first.
 
+full mode takes about 12 minutes on 2 cores.
 quick mode: sizes 1e2,1e5; mean and variance; layouts local, 2w-even, 2w-uneven and a 2/8-shard sweep on
 one LocalCluster(2); {QUICK.repeats} rounds ({QUICK.small_repeats} small); no peers.  Runs in well under a minute.
 

@@ -300,6 +300,7 @@ def write_plots(results: dict[str, Any], out: str) -> list[str]:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         note = "plots skipped: matplotlib is not installed (pip install -e '.[bench]')"
         if note not in results["notes"]:
@@ -361,6 +362,10 @@ def write_plots(results: dict[str, Any], out: str) -> list[str]:
                                 fmt=style, marker="o", ms=3, capsize=2, color=COLORS.get(layout), label=f"{layout} {input_}")
             ax.axhline(TARGET_OVERHEAD, color="red", lw=0.8, ls=":", label=f"target ×{TARGET_OVERHEAD:.2f}")
             ax.axhline(1.0, color="grey", lw=0.6)
+            ax.set_yscale("log")
+            ax.set_ylim(0.4, 4.0)  # a rare slow round would otherwise flatten every median line
+            ax.set_yticks([0.5, 0.75, 1, 1.1, 1.5, 2, 3, 4], ["0.5", "0.75", "1", "1.1", "1.5", "2", "3", "4"])
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_xscale("log")
             ax.set_xlabel("float32 elements")
             ax.set_title(job)
@@ -376,11 +381,12 @@ def write_plots(results: dict[str, Any], out: str) -> list[str]:
     if sweep:
         counts = results["meta"]["config"]["sweep_shards"]
         fig, ax = plt.subplots(figsize=(6, 4.2))
+        palette = {size: f"C{i}" for i, size in enumerate(sorted({c["size"] for c in sweep}))}
         for c in sweep:
             pts = [(n, c["timings"][f"tmr@{n}"]["median"] * 1e3) for n in counts if f"tmr@{n}" in c["timings"]]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], "-" if c["input"] == "resident" else "--", marker="o", ms=3,
-                        label=f"{c['job']} {_size(c['size'])} {c['input']}")
+                        color=palette[c["size"]], label=f"{c['job']} {_size(c['size'])} {c['input']}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("shards")
