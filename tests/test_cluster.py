@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import attrs
 import pytest
 import tensorflow as tf
+from ports import free_port, listening
 
 from tfmapreduce import Cluster, ClusterError, LocalCluster, WorkerUnavailableError
 
@@ -44,18 +44,8 @@ def running(pids: Iterable[int], within: float = 0.0) -> list[int]:
         time.sleep(0.05)
 
 
-def listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-    except OSError:
-        return False
-    return True
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def workers_started_by(parent: int, *, job: str | None = None) -> set[int]:

@@ -7,7 +7,6 @@ Parametrized over the job name: "local" is the lesson; "mapreduce" is its first 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -16,21 +15,13 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import tensorflow as tf
+from ports import free_ports
 
 START_TIMEOUT = 90.0
 # Passed to every Session so that a broken worker fails the test instead of hanging it.
 CONFIG = tf.compat.v1.ConfigProto(operation_timeout_in_ms=20_000)
 
 
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 @pytest.fixture(scope="module", params=["local", "mapreduce"])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from ports import free_port, listening
 
 from tfmapreduce import Cluster
 
@@ -25,18 +26,8 @@ WORKER = [sys.executable, "-m", "tfmapreduce", "worker"]
 START_TIMEOUT = 90.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
-def listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-    except OSError:
-        return False
-    return True
 
 
 def env_without_tf_config(**extra: str) -> dict[str, str]:
