@@ -118,22 +118,20 @@ def probe(addresses: dict[str, str], timeout: float = PROBE_TIMEOUT) -> dict[str
 
 
 def run(
-    session: tf.compat.v1.Session,
-    fetches: Any,
-    feed_dict: dict[Any, Any],
+    call: Callable[[tf.compat.v1.RunOptions], Any],
     *,
     timeout: float,
     addresses: dict[str, str],
     on_failure: Callable[[], None],
 ) -> Any:
-    """``session.run`` with a deadline; cluster failures become errors that name the task.
+    """``call(options)`` — one session run — with a deadline; cluster failures become errors that name the task.
 
     ``addresses`` maps each task the run uses to its address; ``on_failure`` is
     called (to drop the session) before any error is raised.
     """
     options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(timeout * 1000)))
     try:
-        return session.run(fetches, feed_dict=feed_dict, options=options)
+        return call(options)
     except tf.errors.DeadlineExceededError:
         on_failure()
         raise _culprit(addresses, f"the run did not finish within its {timeout:g} s deadline") from None

@@ -29,6 +29,14 @@ from ._worker import PARENT_ENV
 
 
 @attrs.define(eq=False)
+class _Session:
+    """A session kept for one graph, with a callable per (fetches, feeds) it has run."""
+
+    session: tf.compat.v1.Session
+    callables: dict[Any, Callable[..., Any]] = attrs.field(factory=dict)
+
+
+@attrs.define(eq=False)
 class Cluster:
     """A running TensorFlow cluster: its spec, its tasks and their devices.
 
@@ -47,7 +55,7 @@ class Cluster:
 
     _spec: dict[str, list[str]]
     _devices: tuple[str, ...] | None = None
-    _sessions: dict[int, tf.compat.v1.Session] = attrs.field(factory=dict)
+    _sessions: dict[int, _Session] = attrs.field(factory=dict)
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
@@ -155,34 +163,41 @@ class Cluster:
         used = [self.tasks[0], *tasks]  # the master takes part in every run
         addresses = {t: self.address(t) for t in used}
         key = id(graph)
+        feeds = tuple(feed_dict)
         with self._lock:
-            session = self._sessions.get(key)
-            if session is None or session.graph is not graph:
+            entry = self._sessions.get(key)
+            if entry is None or entry.session.graph is not graph:
                 _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
-                session = tf.compat.v1.Session(self.target, graph=graph, config=_backend.session_config(used, timeout))
-                self._sessions[key] = session
+                entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=_backend.session_config(used, timeout)))
+                self._sessions[key] = entry
+            call = entry.callables.get((id(fetches), feeds))
+            if call is None:  # a callable skips session.run's per-call parsing of fetches and feeds (~0.2 ms)
+                call = entry.session.make_callable(fetches, feed_list=list(feeds), accept_options=True)
+                entry.callables[(id(fetches), feeds)] = call
+        session = entry.session
 
         def drop() -> None:
             with self._lock:
-                if self._sessions.get(key) is session:
+                if self._sessions.get(key) is entry:
                     del self._sessions[key]
             _backend.close_in_background(session)
 
-        return _backend.run(session, fetches, feed_dict, timeout=timeout, addresses=addresses, on_failure=drop)
+        values = list(feed_dict.values())
+        return _backend.run(lambda options: call(*values, options=options), timeout=timeout, addresses=addresses, on_failure=drop)
 
     def forget(self, graph: tf.Graph) -> None:
         """Close the session kept for ``graph``, if any."""
         with self._lock:
-            session = self._sessions.pop(id(graph), None)
-        if session is not None:
-            _backend.close_in_background(session)
+            entry = self._sessions.pop(id(graph), None)
+        if entry is not None:
+            _backend.close_in_background(entry.session)
 
     def close(self) -> None:
         """Close every session this cluster opened.  Safe to call twice."""
         self._closed = True
         with self._lock:
-            sessions, self._sessions = list(self._sessions.values()), {}
-        closing = [_backend.close_in_background(session) for session in sessions]
+            entries, self._sessions = list(self._sessions.values()), {}
+        closing = [_backend.close_in_background(entry.session) for entry in entries]
         deadline = time.monotonic() + 2.0  # let healthy sessions close before workers stop
         for thread in closing:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Protocol
 
 import attrs
@@ -38,6 +39,20 @@ class Source(Protocol):
     def feed(self, shard: Shard) -> Any:
         """The value fed to that placeholder for this run."""
         ...
+
+
+_nonnegative: weakref.WeakKeyDictionary[tf.Graph, set[str]] = weakref.WeakKeyDictionary()
+
+
+def mark_nonnegative(tensor: tf.Tensor) -> tf.Tensor:
+    """Record, while building a graph, that ``tensor`` holds no negative number (and no NaN)."""
+    _nonnegative.setdefault(tensor.graph, set()).add(tensor.name)
+    return tensor
+
+
+def known_nonnegative(tensor: tf.Tensor) -> bool:
+    """Whether :func:`mark_nonnegative` recorded ``tensor``: a sum over it cannot cancel."""
+    return tensor.name in _nonnegative.get(tensor.graph, ())
 
 
 def as_array(value: Any, *, argument: str) -> np.ndarray:

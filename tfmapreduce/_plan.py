@@ -12,7 +12,7 @@ from ._partition import SizesLike, canonical_sizes
 from ._place import default_devices, place
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Shard:
     """One slice of the rows and the device that maps it."""
 
@@ -48,7 +48,7 @@ def _check_cover(plan: Plan, attribute: object, shards: tuple[Shard, ...]) -> No
         raise PartitionError(f"the shards cover {expected} rows, not the {plan.rows} rows of the input")
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Plan:
     """Which rows go to which device: every row in exactly one shard, in order.
 

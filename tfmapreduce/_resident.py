@@ -17,7 +17,7 @@ from . import _backend
 from ._cluster import Cluster
 from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError
-from ._inputs import sources
+from ._inputs import mark_nonnegative, sources
 from ._partition import SizesLike, canonical_sizes
 from ._plan import Plan, Shard, make_plan
 
@@ -53,10 +53,12 @@ class _Resident:
 
     @property
     def signature(self) -> tuple[Any, ...]:
-        return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:])
+        signs = tuple(sorted(self.sharded._nonnegative.items()))
+        return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:], signs)
 
     def tensor(self, shard: Shard) -> tuple[tf.Tensor, None]:
-        return self.sharded.read(shard), None
+        value = self.sharded.read(shard)
+        return (mark_nonnegative(value) if self.sharded._nonnegative.get(shard.index) else value), None
 
     def feed(self, shard: Shard) -> Any:
         return None
@@ -89,6 +91,7 @@ class Sharded:
     """The resource container that holds the shards on the workers."""
     _builders: tuple[Callable[[Shard], tf.Tensor], ...]
     _deleted: bool = False
+    _nonnegative: dict[int, bool] = attrs.field(factory=dict)
 
     def __repr__(self) -> str:
         state = "deleted" if self._deleted else f"{len(self.plan.tasks)} tasks"
@@ -170,7 +173,7 @@ def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> Non
     graph = tf.Graph()
     feed: dict[Any, Any] = {}
     with graph.as_default():
-        ops = []
+        ops, signs = [], {}
         for shard in shards:
             if shard.rows == 0:
                 continue
@@ -179,8 +182,11 @@ def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> Non
                 if isinstance(value, tuple):  # (placeholder, host value) for shipped data
                     value, feed[value] = value[0], value[1]
                 ops.append(tf.raw_ops.AssignVariableOp(resource=data._handle(shard), value=value))
+                if value.dtype == tf.float32:  # lets sums over it skip their sign check on every run
+                    signs[shard.index] = tf.reduce_min(value) >= 0
     if ops:  # 0 rows: nothing to store, and an empty graph cannot run
-        data._run(graph, ops, feed, timeout)
+        _, found = data._run(graph, (ops, signs), feed, timeout)
+        data._nonnegative.update({i: bool(v) for i, v in found.items()})
 
 
 def _new(cluster: Cluster, plan: Plan, dtype: np.dtype, shape: tuple[int, ...], builders: Sequence[Callable[[Shard], Any]], timeout: float | None) -> Sharded:

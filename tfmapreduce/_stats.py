@@ -12,7 +12,7 @@ import tensorflow as tf
 from ._cluster import Cluster
 from ._combine import COUNT, MAX, MIN, MOMENTS, SUM, Combiner
 from ._errors import InputError
-from ._inputs import sources
+from ._inputs import known_nonnegative, sources
 from ._job import MapReduce
 from ._partition import SizesLike
 
@@ -29,9 +29,8 @@ def job(key: Any, make: Callable[[], tuple[Callable[..., Any], Combiner]]) -> Ma
 
 def run(recipe: MapReduce[Any], x: Any, options: dict[str, Any], broadcast: Sequence[Any] = ()) -> Any:
     """Run a recipe's job with the user's options; returns (result, stats or None)."""
-    want_stats = options.pop("return_stats", False)
-    out = recipe.run(x, broadcast=broadcast, return_stats=True, **options)
-    return out if want_stats else (out[0], None)
+    out = recipe.run(x, broadcast=broadcast, **options)
+    return out if options.get("return_stats") else (out, None)
 
 
 def _check_axis(axis: object) -> int | None:
@@ -66,6 +65,9 @@ def _finish(value: Any, dtype: np.dtype, stats: Any) -> Any:
 BLOCK = 256
 """float32 elements summed in float32 before the partial sums widen to float64."""
 
+SAMPLE = 4096
+"""Rows of a shard sampled to pick the shift of its variance computation."""
+
 
 def _blocked_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
     """float32 summed in blocks of :data:`BLOCK` in float32, then the block sums in float64.
@@ -78,9 +80,10 @@ def _blocked_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
     if axis is not None:
         return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
     flat = tf.reshape(x, [-1])  # blocks along the innermost axis: Eigen's fastest, tree-shaped reduction
-    blocks = flat.shape[0] // BLOCK
-    head = tf.reduce_sum(tf.reshape(flat[: blocks * BLOCK], [blocks, BLOCK]), axis=1)
-    return tf.reduce_sum(tf.cast(head, tf.float64)) + tf.reduce_sum(tf.cast(flat[blocks * BLOCK :], tf.float64))
+    blocks, rest = divmod(flat.shape[0], BLOCK)
+    head = flat[: blocks * BLOCK] if rest else flat  # slicing a fed tensor copies it
+    total = tf.reduce_sum(tf.cast(tf.reduce_sum(tf.reshape(head, [blocks, BLOCK]), axis=1), tf.float64))
+    return total + tf.reduce_sum(tf.cast(flat[blocks * BLOCK :], tf.float64)) if rest else total
 
 
 def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
@@ -88,12 +91,15 @@ def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
 
     Integers and booleans sum in int64, floats in float64.  float32 data with
     no negative element (nothing can cancel) takes the blocked float32 path,
-    which is as exact there and several times faster; a one-pass minimum decides.
+    which is as exact there and several times faster.  Resident data knows
+    that of each shard since it was stored; other data pays a one-pass minimum.
     """
     if x.dtype.is_integer or x.dtype.is_bool:
         return tf.reduce_sum(tf.cast(x, tf.int64), axis=axis)
     if x.dtype != tf.float32 or axis is not None or x.shape.num_elements() < 2 * BLOCK:
         return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
+    if known_nonnegative(x):
+        return _blocked_sum(x, axis)
     return tf.cond(
         tf.reduce_min(x) >= 0,
         lambda: _blocked_sum(x, axis),
@@ -199,10 +205,12 @@ def _moments_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.
             x = tf.cast(x, tf.float64)
         approx = _blocked_sum if x.dtype == tf.float32 else exact_sum
         n = tf.cast(tf.size(x) if axis is None else tf.shape(x)[0], tf.float64)
-        c = tf.cast(approx(x, axis) / n, x.dtype)
+        rows = x.shape[0]
+        sample = x[:: rows // SAMPLE or 1]  # c needs only be near the mean: a strided sample saves a pass
+        c = tf.cast(tf.reduce_mean(tf.cast(sample, tf.float64), axis=axis), x.dtype)
         y = x - c
         s1 = approx(y, axis)
-        return n, tf.cast(c, tf.float64) + s1 / n, exact_sum(tf.square(y), axis) - s1 * s1 / n
+        return n, tf.cast(c, tf.float64) + s1 / n, approx(tf.square(y), axis) - s1 * s1 / n
 
     return shard_moments
 
