@@ -108,11 +108,15 @@ def test_float32_sums_that_cancel_keep_float64_accuracy(cluster: tmr.LocalCluste
 @pytest.mark.parametrize("loc", [0.0, 0.5, -3.0, 1e4])
 def test_large_float32_inputs_take_the_fast_path_only_when_exact(cluster: tmr.LocalCluster, loc: float) -> None:
     # 40 000 rows: far above the blocked path's threshold, unlike the property tests' small arrays.
+    # Shipped and resident data learn each shard's sign differently; both must stay exact.
     x = (loc + np.random.default_rng(7).random((20_000, 2))).astype(np.float32)
-    for axis in (None, 0):
-        assert_eq(tmr.sum(x, axis=axis, cluster=cluster, sizes=[5_000, 0, 15_000]), reference(x).sum(axis=axis), rtol=1e-6)
-        assert_eq(tmr.mean(x, axis=axis, cluster=cluster, sizes=[5_000, 0, 15_000]), reference(x).mean(axis=axis), rtol=1e-6)
-        assert_eq(tmr.variance(x, axis=axis, cluster=cluster, sizes=[5_000, 0, 15_000]), reference(x).var(axis=axis), rtol=1e-6)
+    x[-1, -1] = -x[-1, -1] if loc == 0.5 else x[-1, -1]  # one negative element forces the exact path on its shard
+    with tmr.scatter(x, cluster=cluster, sizes=[5_000, 0, 15_000]) as resident:
+        for data, options in ((x, {"cluster": cluster, "sizes": [5_000, 0, 15_000]}), (resident, {})):
+            for axis in (None, 0):
+                assert_eq(tmr.sum(data, axis=axis, **options), reference(x).sum(axis=axis), rtol=1e-6)
+                assert_eq(tmr.mean(data, axis=axis, **options), reference(x).mean(axis=axis), rtol=1e-6)
+                assert_eq(tmr.variance(data, axis=axis, **options), reference(x).var(axis=axis), rtol=1e-6)
 
 
 def test_int32_sums_do_not_overflow(cluster: tmr.LocalCluster) -> None:

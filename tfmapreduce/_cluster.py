@@ -171,8 +171,8 @@ class Cluster:
                 entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=_backend.session_config(used, timeout)))
                 self._sessions[key] = entry
             call = entry.callables.get((id(fetches), feeds))
-            if call is None:  # a callable skips session.run's per-call parsing of fetches and feeds (~0.2 ms)
-                call = entry.session.make_callable(fetches, feed_list=list(feeds), accept_options=True)
+            if call is None:  # without feeds, a callable skips session.run's per-call parsing of the fetches
+                call = entry.session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
                 entry.callables[(id(fetches), feeds)] = call
         session = entry.session
 

@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from ._errors import InputError
-from ._plan import Shard
+from ._plan import Plan, Shard
 
 
 class Source(Protocol):
@@ -27,9 +27,8 @@ class Source(Protocol):
         """The whole input's shape (rows first)."""
         ...
 
-    @property
-    def signature(self) -> tuple[Any, ...]:
-        """What the compiled graph depends on (not the values)."""
+    def signature(self, plan: Plan) -> tuple[Any, ...]:
+        """What the graph compiled for ``plan`` depends on (not the values)."""
         ...
 
     def tensor(self, shard: Shard) -> tuple[tf.Tensor, tf.Tensor | None]:
@@ -93,13 +92,16 @@ class Shipped:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.array.shape)
 
-    @property
-    def signature(self) -> tuple[Any, ...]:
-        return ("shipped", self.array.dtype.str, self.array.shape[1:])
+    def signature(self, plan: Plan) -> tuple[Any, ...]:
+        return ("shipped", self.array.dtype.str, self.array.shape[1:], tuple(self._nonnegative(s) for s in plan.shards))
+
+    def _nonnegative(self, shard: Shard) -> bool:
+        """float32 shards without a negative (or NaN) element: their sums take the blocked path."""
+        return self.array.dtype == np.float32 and bool(shard.rows) and bool(self.array[shard.start : shard.stop].min() >= 0)
 
     def tensor(self, shard: Shard) -> tuple[tf.Tensor, tf.Tensor | None]:
         ph = tf.compat.v1.placeholder(tf.as_dtype(self.array.dtype), (shard.rows, *self.array.shape[1:]), name="x")
-        return ph, ph
+        return (mark_nonnegative(ph) if self._nonnegative(shard) else ph), ph
 
     def feed(self, shard: Shard) -> Any:
         return self.array[shard.start : shard.stop]

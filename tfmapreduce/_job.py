@@ -177,7 +177,7 @@ class MapReduce(Generic[R]):
         cluster = _resolve_cluster(cluster, srcs)
         values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
         plan = self._plan(srcs, cluster, sizes, devices, fallback)
-        key = (id(cluster), plan, tuple(s.signature for s in srcs), tuple((v.dtype.str, v.shape) for v in values))
+        key = (id(cluster), plan, tuple(s.signature(plan) for s in srcs), tuple((v.dtype.str, v.shape) for v in values))
         entry = self._compiled.get(key)
         compiled = entry is None or entry[0] is not cluster
         if compiled:

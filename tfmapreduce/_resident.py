@@ -51,8 +51,7 @@ class _Resident:
     def shape(self) -> tuple[int, ...]:
         return self.sharded.shape
 
-    @property
-    def signature(self) -> tuple[Any, ...]:
+    def signature(self, plan: Plan) -> tuple[Any, ...]:
         signs = tuple(sorted(self.sharded._nonnegative.items()))
         return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:], signs)
 

@@ -81,30 +81,24 @@ def _blocked_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
         return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
     flat = tf.reshape(x, [-1])  # blocks along the innermost axis: Eigen's fastest, tree-shaped reduction
     blocks, rest = divmod(flat.shape[0], BLOCK)
-    head = flat[: blocks * BLOCK] if rest else flat  # slicing a fed tensor copies it
+    head, tail = tf.split(flat, [blocks * BLOCK, rest])  # split shares the buffer; a slice would copy it
     total = tf.reduce_sum(tf.cast(tf.reduce_sum(tf.reshape(head, [blocks, BLOCK]), axis=1), tf.float64))
-    return total + tf.reduce_sum(tf.cast(flat[blocks * BLOCK :], tf.float64)) if rest else total
+    return total + tf.reduce_sum(tf.cast(tail, tf.float64))
 
 
 def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
     """Sum ``x`` (over everything, or down axis 0) as exactly as float64 accumulation.
 
-    Integers and booleans sum in int64, floats in float64.  float32 data with
-    no negative element (nothing can cancel) takes the blocked float32 path,
-    which is as exact there and several times faster.  Resident data knows
-    that of each shard since it was stored; other data pays a one-pass minimum.
+    Integers and booleans sum in int64, floats in float64.  A float32 shard
+    known to hold no negative number (nothing can cancel) takes the blocked
+    float32 path, as exact there and several times faster: resident data
+    learns that when it is stored, shipped data when the client slices it.
     """
     if x.dtype.is_integer or x.dtype.is_bool:
         return tf.reduce_sum(tf.cast(x, tf.int64), axis=axis)
-    if x.dtype != tf.float32 or axis is not None or x.shape.num_elements() < 2 * BLOCK:
-        return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
-    if known_nonnegative(x):
+    if axis is None and x.dtype == tf.float32 and x.shape.num_elements() >= 2 * BLOCK and known_nonnegative(x):
         return _blocked_sum(x, axis)
-    return tf.cond(
-        tf.reduce_min(x) >= 0,
-        lambda: _blocked_sum(x, axis),
-        lambda: tf.reduce_sum(tf.cast(x, tf.float64), axis=axis),
-    )
+    return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
 
 
 def _sum_map(axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
