@@ -30,6 +30,7 @@ from ._job import MapReduce, RunStats, _resolve_cluster
 from ._partition import SizesLike
 from ._resident import Sharded, scatter
 from ._stats import job, run
+from ._stats import options as run_options
 
 __all__ = [
     "GradientStep",
@@ -215,11 +216,6 @@ def _check_float(value: object, name: str, *, positive: bool = False) -> float:
     if not ok or value < 0 or (positive and value == 0):
         raise ValueError(f"{name} must be a finite number {'> 0' if positive else '≥ 0'}, got {value!r}")
     return float(value)
-
-
-def _options(cluster: Cluster | None, sizes: SizesLike, devices: Sequence[str] | None, fallback: str | None,
-             timeout: float | None, return_stats: bool = False) -> dict[str, Any]:
-    return {"cluster": cluster, "sizes": sizes, "devices": devices, "fallback": fallback, "timeout": timeout, "return_stats": return_stats}
 
 
 def _free(made: Sequence[Sharded], timeout: float | None, *, quiet: bool) -> None:
@@ -433,7 +429,7 @@ def kmeans(data: Any, k: int, /, *, iters: int = 10, init: Any = "first", tol: f
     bar = _Progress("kmeans", iters, progress)
     history: list[KMeansStep] = []
     converged = False
-    with _resident(data, iters, _options(cluster, sizes, devices, fallback, timeout, return_stats=True)) as (held, options):
+    with _resident(data, iters, run_options(cluster, sizes, devices, fallback, timeout, return_stats=True)) as (held, options):
         for i in range(1, iters + 1):
             started = time.perf_counter()
             (sums, counts, inertia), stats = run(recipe, held, dict(options), broadcast=(centroids,))
@@ -512,7 +508,7 @@ def linear_regression(X: Any, y: Any, /, *, intercept: bool = True, cluster: Clu
         raise InputError("linear regression of 0 rows is undefined; pass at least one row")
     intercept = bool(intercept)
     recipe = job(("linear_regression", intercept), lambda: (_normal_map(intercept), SUM))
-    (ata, aty), stats = run(recipe, (X, y), _options(cluster, sizes, devices, fallback, timeout, return_stats))
+    (ata, aty), stats = run(recipe, (X, y), run_options(cluster, sizes, devices, fallback, timeout, return_stats))
     solution = np.linalg.lstsq(ata, aty, rcond=None)[0]
     if len(y_shape) == 1:
         solution = solution[:, 0]
@@ -585,7 +581,7 @@ def logistic_regression(X: Any, y: Any, /, *, steps: int = 100, lr: float = 0.1,
     bar = _Progress("logistic_regression", steps, progress)
     history: list[GradientStep] = []
     taken, converged = 0, False
-    with _resident((X, y), steps + 1, _options(cluster, sizes, devices, fallback, timeout, return_stats=True)) as (held, options):
+    with _resident((X, y), steps + 1, run_options(cluster, sizes, devices, fallback, timeout, return_stats=True)) as (held, options):
         lo, hi = _minmax(held[1], options)
         if not (lo >= 0 and hi <= 1):
             raise InputError(f"y must hold labels in [0, 1] (0/1 classes or probabilities), got values in [{lo}, {hi}]")
@@ -689,7 +685,7 @@ def model_average(fit: Callable[..., Any], data: Any, /, *, cluster: Cluster | N
         raise TypeError(f"fit must be a callable fit(*shards) -> parameters in TensorFlow ops, got {type(fit).__name__} {fit!r}")
     if sources(data)[0].rows == 0:
         raise InputError("model averaging over 0 rows is undefined; pass at least one row")
-    value, stats = run(_average_job(fit), data, _options(cluster, sizes, devices, fallback, timeout, return_stats))
+    value, stats = run(_average_job(fit), data, run_options(cluster, sizes, devices, fallback, timeout, return_stats))
     return (value, stats) if stats is not None else value
 
 
@@ -739,7 +735,7 @@ def histogram(x: Any, /, bins: Any = 10, range: tuple[float, float] | None = Non
         raise TypeError(f"bins must be a number of bins or a sequence of edges; numpy's estimators such as {bins!r} need the whole data on one host")
     src = sources(x)[0]
     empty = np.empty(0, src.dtype)
-    options = _options(cluster, sizes, devices, fallback, timeout, return_stats)
+    options = run_options(cluster, sizes, devices, fallback, timeout, return_stats)
     if range is None and math.prod(src.shape) > 0:
         lo, hi = _minmax(x, options)
         if not (np.isfinite(lo) and np.isfinite(hi)):

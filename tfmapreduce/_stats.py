@@ -27,10 +27,16 @@ def job(key: Any, make: Callable[[], tuple[Callable[..., Any], Combiner]]) -> Ma
     return _jobs[key]
 
 
-def run(recipe: MapReduce[Any], x: Any, options: dict[str, Any], broadcast: Sequence[Any] = ()) -> Any:
-    """Run a recipe's job with the user's options; returns (result, stats or None)."""
-    out = recipe.run(x, broadcast=broadcast, **options)
-    return out if options.get("return_stats") else (out, None)
+def options(cluster: Cluster | None, sizes: SizesLike, devices: Sequence[str] | None, fallback: str | None,
+            timeout: float | None, return_stats: bool = False) -> dict[str, Any]:
+    """The keywords every recipe forwards to ``MapReduce.run``."""
+    return {"cluster": cluster, "sizes": sizes, "devices": devices, "fallback": fallback, "timeout": timeout, "return_stats": return_stats}
+
+
+def run(recipe: MapReduce[Any], x: Any, settings: dict[str, Any], broadcast: Sequence[Any] = ()) -> Any:
+    """Run a recipe's job with the user's :func:`options`; returns (result, stats or None)."""
+    out = recipe.run(x, broadcast=broadcast, **settings)
+    return out if settings.get("return_stats") else (out, None)
 
 
 def _check_axis(axis: object) -> int | None:
@@ -132,7 +138,7 @@ def mean(x: Any, /, *, axis: int | None = None, cluster: Cluster | None = None, 
     dtype, shape, rows = _info(x, "x")
     _require_rows(rows, "the mean")
     recipe = job(("mean", axis), lambda: (_sum_map(axis), SUM))
-    total, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    total, stats = run(recipe, x, options(cluster, sizes, devices, fallback, timeout, return_stats))
     count = math.prod(shape) if axis is None else rows
     return _finish(np.asarray(total, np.float64) / count, _result_dtype(dtype), stats)
 
@@ -148,7 +154,7 @@ def sum(x: Any, /, *, axis: int | None = None, cluster: Cluster | None = None, s
     """
     axis = _check_axis(axis)
     recipe = job(("sum", axis), lambda: (_sum_map(axis), SUM))
-    total, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    total, stats = run(recipe, x, options(cluster, sizes, devices, fallback, timeout, return_stats))
     return _finish(total, np.asarray(total).dtype, stats)
 
 
@@ -160,7 +166,7 @@ def _extreme(name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner) ->
         dtype, _, rows = _info(x, "x")
         _require_rows(rows, f"the {name}")
         the_job = job((name, axis), lambda: (lambda t: reduce(t, axis=axis), combiner))
-        value, stats = run(the_job, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+        value, stats = run(the_job, x, options(cluster, sizes, devices, fallback, timeout, return_stats))
         return _finish(value, dtype, stats)
 
     recipe.__name__ = recipe.__qualname__ = name
@@ -185,7 +191,7 @@ def count(x: Any, /, *, cluster: Cluster | None = None, sizes: SizesLike = None,
         7
     """
     recipe = job(("count",), lambda: (lambda t: tf.shape(t, out_type=tf.int64)[0], COUNT))
-    value, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    value, stats = run(recipe, x, options(cluster, sizes, devices, fallback, timeout, return_stats))
     return _finish(value, np.dtype(np.int64), stats)
 
 
@@ -217,7 +223,7 @@ def moments(x: Any, /, *, axis: int | None = None, cluster: Cluster | None = Non
     _, _, rows = _info(x, "x")
     _require_rows(rows, "the variance")
     recipe = job(("moments", axis), lambda: (_moments_map(axis), MOMENTS))
-    value, stats = run(recipe, x, dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    value, stats = run(recipe, x, options(cluster, sizes, devices, fallback, timeout, return_stats))
     return (value, stats) if return_stats else value
 
 
@@ -279,7 +285,7 @@ def weighted_mean(x: Any, w: Any, /, *, cluster: Cluster | None = None, sizes: S
         raise InputError(f"w must be 1-d, one weight per row of x, got shape {srcs[1].shape}")
     _require_rows(rows, "the weighted mean")
     recipe = job(("weighted_mean",), lambda: (_weighted_map, SUM))
-    (total, weight), stats = run(recipe, (x, w), dict(cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, timeout=timeout, return_stats=return_stats))
+    (total, weight), stats = run(recipe, (x, w), options(cluster, sizes, devices, fallback, timeout, return_stats))
     if weight == 0:
         raise InputError("the weights w sum to 0, so the weighted mean is undefined; give some row a non-zero weight")
     return _finish(np.asarray(total) / weight, _result_dtype(dtype), stats)
