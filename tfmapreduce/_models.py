@@ -32,20 +32,6 @@ from ._resident import Sharded, scatter
 from ._stats import job, run
 from ._stats import options as run_options
 
-__all__ = [
-    "GradientStep",
-    "KMeansResult",
-    "KMeansStep",
-    "LinearModel",
-    "LogisticModel",
-    "histogram",
-    "kmeans",
-    "least_squares_fit",
-    "linear_regression",
-    "logistic_regression",
-    "model_average",
-]
-
 Step = TypeVar("Step")
 
 
