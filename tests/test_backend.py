@@ -153,3 +153,19 @@ def test_a_killed_worker_fails_the_run_within_2_s_naming_it(own: LocalCluster, c
     # and the client process is fine: another cluster runs the same graph
     g, x, y = both_tasks()
     assert cluster.run(g, y, {x: 2}, tasks=list(cluster.tasks), timeout=20) == 238
+
+
+def test_a_killed_master_fails_a_kept_session_within_2_s_naming_it() -> None:
+    with LocalCluster(workers=1) as lone:
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [])
+            y = x * 3
+        assert lone.run(graph, y, {x: 2.0}, tasks=["/job:local/task:0"], timeout=20) == 6.0  # the session is kept
+        os.kill(lone.pids[0], signal.SIGKILL)
+        time.sleep(1.5)  # longer than the pause after which a run first checks the master
+        started = time.monotonic()
+        with pytest.raises(WorkerUnavailableError) as info:
+            lone.run(graph, y, {x: 2.0}, tasks=["/job:local/task:0"], timeout=20)
+        assert time.monotonic() - started < 2.0
+        assert info.value.task == "/job:local/task:0"

@@ -27,6 +27,9 @@ from ._errors import ClusterError
 from ._spec import validate_spec
 from ._worker import PARENT_ENV
 
+IDLE_CHECK = 1.0
+"""Seconds without a run after which the next run first checks that the master still listens."""
+
 
 @attrs.define(eq=False)
 class _Session:
@@ -58,6 +61,7 @@ class Cluster:
     _sessions: dict[int, _Session] = attrs.field(factory=dict)
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _last_run: float = 0.0
 
     @classmethod
     def from_spec(cls, spec: Any) -> Cluster:
@@ -170,6 +174,10 @@ class Cluster:
                 _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
                 entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=_backend.session_config(used, timeout)))
                 self._sessions[key] = entry
+            elif time.monotonic() - self._last_run > IDLE_CHECK:
+                # A kept session also waits out its deadline if the master died; a task that died
+                # mid-loop fails fast anyway, so only look after a pause (no connection per run).
+                _backend.check_listening({used[0]: addresses[used[0]]})
             call = entry.callables.get((id(fetches), feeds))
             if call is None:  # without feeds, a callable skips session.run's per-call parsing of the fetches
                 call = entry.session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
@@ -183,7 +191,9 @@ class Cluster:
             _backend.close_in_background(session)
 
         values = list(feed_dict.values())
-        return _backend.run(lambda options: call(*values, options=options), timeout=timeout, addresses=addresses, on_failure=drop)
+        result = _backend.run(lambda options: call(*values, options=options), timeout=timeout, addresses=addresses, on_failure=drop)
+        self._last_run = time.monotonic()
+        return result
 
     def forget(self, graph: tf.Graph) -> None:
         """Close the session kept for ``graph``, if any."""
