@@ -229,10 +229,8 @@ def _resident(data: Any, rounds: int, options: dict[str, Any]) -> Iterator[tuple
         yield data, options
         return
     cluster = _resolve_cluster(options["cluster"], srcs)  # a resident input's own; ClusterError for another
-    if resident:
-        if options["sizes"] is not None or options["devices"] is not None:
-            raise TypeError("sizes= and devices= do not apply to resident Sharded data: it stays where scatter() put it")
-        shards = resident[0].plan.shards
+    if resident:  # the host inputs follow the resident ones' plan (checked as for any run)
+        shards = MapReduce._plan(srcs, cluster, options["sizes"], options["devices"], None).shards
         place = {"sizes": [s.rows for s in shards], "devices": [s.device for s in shards], "fallback": None}
     else:
         place = {"sizes": options["sizes"], "devices": options["devices"], "fallback": options["fallback"]}
