@@ -106,7 +106,7 @@ def spellings(device: str) -> list[str]:
     """Every way a user may name ``device`` (a full name): full, ``/device:CPU:K``, ``/cpu:K``, and the
     bare task for ``CPU:0``, as in the lesson's ``/job:local/task:1``."""
     d = Device.parse(device)
-    task = f"/job:{d.job}/task:{d.task}"
+    task = str(d.task)
     names = [str(d), f"{task}/device:{d.type}:{d.index}", f"{task}/{d.type.lower()}:{d.index}"]
     if d.type == "CPU" and d.index == 0:
         names.append(task)

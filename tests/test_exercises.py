@@ -64,7 +64,7 @@ def test_only_the_spec_names_the_job(renamed: tmr.LocalCluster) -> None:
 def test_the_spec_may_come_from_tf_config(renamed: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": renamed.spec, "task": {"type": "mapreduce", "index": 0}}))
     with tmr.Cluster.from_tf_config() as cluster:
-        assert cluster.tasks == ("/job:mapreduce/task:0", "/job:mapreduce/task:1")
+        assert tuple(map(str, cluster.tasks)) == ("/job:mapreduce/task:0", "/job:mapreduce/task:1")
         assert_eq(_results(lesson(cluster)), _results(lesson(renamed)))
 
 

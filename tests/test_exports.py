@@ -13,7 +13,7 @@ import tfmapreduce as tmr
 
 PUBLIC = {
     # clusters
-    "Cluster", "LocalCluster", "Device", "get_timeout", "set_timeout",
+    "Cluster", "LocalCluster", "Device", "Task", "get_timeout", "set_timeout", "deadline", "RunOptions",
     # jobs
     "MapReduce", "Combiner", "combiners", "Plan", "Shard", "RunStats", "ShardStats", "weights",
     # resident data
@@ -28,6 +28,12 @@ PUBLIC = {
 SUBMODULES = {"combiners", "recipes"}
 
 COMBINERS = {"Combiner", "count", "max", "min", "moments", "sum", "weighted_mean"}
+
+RECIPES = {
+    "GradientStep", "KMeansResult", "KMeansStep", "LinearModel", "LogisticModel",
+    "count", "histogram", "kmeans", "least_squares_fit", "linear_regression", "logistic_regression",
+    "max", "mean", "min", "model_average", "moments", "std", "sum", "variance", "weighted_mean",
+}  # fmt: skip
 
 ERRORS = {
     "TfMapReduceError": (Exception,),
@@ -97,6 +103,20 @@ def test_the_combiners_namespace() -> None:
     for name in COMBINERS - {"Combiner"}:
         assert isinstance(getattr(combiners, name), tmr.Combiner), name
     assert combiners.Combiner is tmr.Combiner
+
+
+def test_the_recipes_namespace() -> None:
+    assert set(tmr.recipes.__all__) == RECIPES, (
+        f"added: {sorted(set(tmr.recipes.__all__) - RECIPES)}, removed: {sorted(RECIPES - set(tmr.recipes.__all__))}"
+    )
+    for name in set(tmr.__all__) & RECIPES:  # the top-level statistics are the recipes themselves
+        assert getattr(tmr, name) is getattr(tmr.recipes, name), name
+
+
+def test_the_version_is_the_packages() -> None:
+    import importlib.metadata
+
+    assert tmr.__version__ == importlib.metadata.version("tfmapreduce")
 
 
 @pytest.mark.parametrize("name", sorted(ERRORS))

@@ -11,7 +11,7 @@ from oracle import assert_eq, reference, scale
 from strategies import arrays, examples, placements, sizes_specs
 
 import tfmapreduce as tmr
-from tfmapreduce import _job
+from tfmapreduce import _cache
 from tfmapreduce._device import Device
 
 T0C0 = "/job:local/replica:0/task:0/device:CPU:0"
@@ -31,7 +31,7 @@ class Counted:
 
 
 def _graphs(job: tmr.MapReduce) -> list[tf.Graph]:
-    return [program.graph for _, program in job._compiled.values()]
+    return [program.graph for key, (_, program) in _cache.PROGRAMS._entries.items() if key[0] == job.identity]
 
 
 # -- correctness on any partition and placement -------------------------------------------------
@@ -75,7 +75,7 @@ def test_a_repeated_run_with_new_data_does_not_retrace(cluster: tmr.LocalCluster
         assert not stats.compiled
         assert_eq(result, data.sum(), atol=scale(data))
     assert map_fn.calls == traced
-    assert len(job._compiled) == 1
+    assert _cache.PROGRAMS.count(job.identity) == 1
 
 
 def test_a_new_signature_or_plan_compiles_again(cluster: tmr.LocalCluster) -> None:
@@ -94,15 +94,15 @@ def test_a_new_signature_or_plan_compiles_again(cluster: tmr.LocalCluster) -> No
     _, stats = job.run(np.zeros((10, 2), np.float64), cluster=cluster, sizes=[4, 6], return_stats=True)  # new plan
     assert stats.compiled
     assert map_fn.calls > calls
-    assert len(job._compiled) == 4
+    assert _cache.PROGRAMS.count(job.identity) == 4
 
 
 def test_the_cache_keeps_the_most_recent_graphs(cluster: tmr.LocalCluster) -> None:
     job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
-    rows = _job.CACHE_SIZE + 2
+    rows = _cache.PROGRAMS.size + 2
     for first in range(rows + 1):
         job.run(np.ones(rows), cluster=cluster, sizes=[first, rows - first])
-    assert len(job._compiled) == _job.CACHE_SIZE
+    assert _cache.PROGRAMS.count(job.identity) == _cache.PROGRAMS.size
     _, stats = job.run(np.ones(rows), cluster=cluster, sizes=[rows, 0], return_stats=True)  # the newest: still cached
     assert not stats.compiled
     _, stats = job.run(np.ones(rows), cluster=cluster, sizes=[0, rows], return_stats=True)  # the oldest: evicted

@@ -11,6 +11,7 @@ from oracle import assert_covers
 from strategies import MAX_ROWS, examples, placements, sizes_specs
 
 import tfmapreduce as tmr
+from tfmapreduce import _cache
 
 T0C0 = "/job:local/replica:0/task:0/device:CPU:0"
 T1C0 = "/job:local/replica:0/task:1/device:CPU:0"
@@ -51,7 +52,7 @@ def test_planning_runs_nothing(cluster: tmr.LocalCluster) -> None:
     job = tmr.MapReduce(lambda t: calls.append(1) or t, tmr.combiners.sum)
     plan = job.plan(np.zeros(10), cluster=cluster)
     assert calls == []
-    assert job._compiled == {}
+    assert _cache.PROGRAMS.count(job.identity) == 0
     assert plan.rows == 10
 
 
@@ -71,10 +72,10 @@ def test_plans_are_frozen_values(cluster: tmr.LocalCluster) -> None:
 def test_shard_properties(cluster: tmr.LocalCluster) -> None:
     plan = _plan_only().plan(np.zeros(10), cluster=cluster, sizes=[4, 0, 6], devices=["/job:local/task:1", "/job:local/task:0/cpu:1"])
     s0, s1, s2 = plan.shards
-    assert (s0.index, s0.start, s0.stop, s0.rows, s0.task) == (0, 0, 4, 4, "/job:local/task:1")
-    assert (s1.index, s1.start, s1.stop, s1.rows, s1.task) == (1, 4, 4, 0, "/job:local/task:0")
+    assert (s0.index, s0.start, s0.stop, s0.rows, s0.task) == (0, 0, 4, 4, tmr.Task("local", 1))
+    assert (s1.index, s1.start, s1.stop, s1.rows, s1.task) == (1, 4, 4, 0, tmr.Task("local", 0))
     assert (s2.start, s2.stop, s2.rows, s2.device) == (4, 10, 6, T1C0)
-    assert plan.tasks == ("/job:local/task:1", "/job:local/task:0")
+    assert tuple(map(str, plan.tasks)) == ("/job:local/task:1", "/job:local/task:0")
 
 
 def _shard(index: int, start: int, stop: int) -> tmr.Shard:

@@ -1,81 +1,115 @@
-"""tfmapreduce: map/reduce over the tasks and devices of a TensorFlow cluster."""
+"""tfmapreduce: map/reduce over the tasks and devices of a TensorFlow cluster.
 
-import os as _os
+The public names are imported lazily: ``import tfmapreduce`` (and the
+``tfmapreduce`` command's ``--help``) does not import TensorFlow; the first use
+of a name that needs it does, with TensorFlow's start-up lines silenced.
+"""
 
-_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter out of the user's terminal
+import importlib as _importlib
+import typing as _typing
 
-from . import combiners as combiners
-from . import recipes as recipes
-from ._backend import get_timeout as get_timeout
-from ._backend import set_timeout as set_timeout
-from ._cluster import Cluster as Cluster
-from ._cluster import LocalCluster as LocalCluster
-from ._combine import Combiner as Combiner
-from ._device import Device as Device
-from ._errors import ClusterError as ClusterError
-from ._errors import InputError as InputError
-from ._errors import JobError as JobError
-from ._errors import MapFunctionError as MapFunctionError
-from ._errors import PartitionError as PartitionError
-from ._errors import PlacementError as PlacementError
-from ._errors import TfMapReduceError as TfMapReduceError
-from ._errors import WorkerTimeoutError as WorkerTimeoutError
-from ._errors import WorkerUnavailableError as WorkerUnavailableError
-from ._job import MapReduce as MapReduce
-from ._job import RunStats as RunStats
-from ._job import ShardStats as ShardStats
-from ._partition import weights as weights
-from ._plan import Plan as Plan
-from ._plan import Shard as Shard
-from ._resident import Sharded as Sharded
-from ._resident import generate as generate
-from ._resident import load_shards as load_shards
-from ._resident import save_shards as save_shards
-from ._resident import scatter as scatter
-from ._stats import count as count
-from ._stats import max as max
-from ._stats import mean as mean
-from ._stats import min as min
-from ._stats import std as std
-from ._stats import sum as sum
-from ._stats import variance as variance
-from ._stats import weighted_mean as weighted_mean
+__version__ = "0.2.0.dev0"
 
-__all__ = [
-    "Cluster",
-    "ClusterError",
-    "Combiner",
-    "Device",
-    "InputError",
-    "JobError",
-    "LocalCluster",
-    "MapFunctionError",
-    "MapReduce",
-    "PartitionError",
-    "PlacementError",
-    "Plan",
-    "RunStats",
-    "Shard",
-    "ShardStats",
-    "Sharded",
-    "TfMapReduceError",
-    "WorkerTimeoutError",
-    "WorkerUnavailableError",
-    "combiners",
-    "count",
-    "generate",
-    "get_timeout",
-    "load_shards",
-    "max",
-    "mean",
-    "min",
-    "recipes",
-    "save_shards",
-    "scatter",
-    "set_timeout",
-    "std",
-    "sum",
-    "variance",
-    "weighted_mean",
-    "weights",
-]
+_EXPORTS = {
+    "Cluster": "_cluster",
+    "ClusterError": "_errors",
+    "Combiner": "_combine",
+    "Device": "_device",
+    "InputError": "_errors",
+    "JobError": "_errors",
+    "LocalCluster": "_local",
+    "MapFunctionError": "_errors",
+    "MapReduce": "_mapreduce",
+    "PartitionError": "_errors",
+    "PlacementError": "_errors",
+    "Plan": "_plan",
+    "RunOptions": "_options",
+    "RunStats": "_runstats",
+    "Shard": "_plan",
+    "ShardStats": "_runstats",
+    "Sharded": "_resident",
+    "Task": "_task",
+    "TfMapReduceError": "_errors",
+    "WorkerTimeoutError": "_errors",
+    "WorkerUnavailableError": "_errors",
+    "combiners": "",
+    "count": "_statistics",
+    "deadline": "_options",
+    "generate": "_resident",
+    "get_timeout": "_options",
+    "load_shards": "_resident",
+    "max": "_statistics",
+    "mean": "_statistics",
+    "min": "_statistics",
+    "recipes": "",
+    "save_shards": "_resident",
+    "scatter": "_resident",
+    "set_timeout": "_options",
+    "std": "_statistics",
+    "sum": "_statistics",
+    "variance": "_statistics",
+    "weighted_mean": "_statistics",
+    "weights": "_partition",
+}
+"""Each public name and the private module that defines it ("" for a public submodule)."""
+
+__all__ = sorted(_EXPORTS)
+
+if _typing.TYPE_CHECKING:
+    from . import combiners as combiners
+    from . import recipes as recipes
+    from ._cluster import Cluster as Cluster
+    from ._combine import Combiner as Combiner
+    from ._device import Device as Device
+    from ._errors import ClusterError as ClusterError
+    from ._errors import InputError as InputError
+    from ._errors import JobError as JobError
+    from ._errors import MapFunctionError as MapFunctionError
+    from ._errors import PartitionError as PartitionError
+    from ._errors import PlacementError as PlacementError
+    from ._errors import TfMapReduceError as TfMapReduceError
+    from ._errors import WorkerTimeoutError as WorkerTimeoutError
+    from ._errors import WorkerUnavailableError as WorkerUnavailableError
+    from ._local import LocalCluster as LocalCluster
+    from ._mapreduce import MapReduce as MapReduce
+    from ._options import RunOptions as RunOptions
+    from ._options import deadline as deadline
+    from ._options import get_timeout as get_timeout
+    from ._options import set_timeout as set_timeout
+    from ._partition import weights as weights
+    from ._plan import Plan as Plan
+    from ._plan import Shard as Shard
+    from ._resident import Sharded as Sharded
+    from ._resident import generate as generate
+    from ._resident import load_shards as load_shards
+    from ._resident import save_shards as save_shards
+    from ._resident import scatter as scatter
+    from ._runstats import RunStats as RunStats
+    from ._runstats import ShardStats as ShardStats
+    from ._statistics import count as count
+    from ._statistics import max as max
+    from ._statistics import mean as mean
+    from ._statistics import min as min
+    from ._statistics import std as std
+    from ._statistics import sum as sum
+    from ._statistics import variance as variance
+    from ._statistics import weighted_mean as weighted_mean
+    from ._task import Task as Task
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tfmapreduce' has no attribute {name!r}")
+    from ._quiet import import_tensorflow
+
+    import_tensorflow()
+    value: object = _importlib.import_module(f".{module or name}", __name__)
+    if module:
+        value = getattr(value, name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -20,18 +20,16 @@ from typing import Any
 import tensorflow as tf
 
 from ._errors import ClusterError, JobError, WorkerTimeoutError, WorkerUnavailableError
+from ._task import Task
 
 PROBE_TIMEOUT = 1.0
 """Seconds each task gets to answer when a run timed out and the culprit is sought."""
 
-_TASK_IN_MESSAGE = re.compile(r"/job:([A-Za-z]\w*)/replica:\d+/task:(\d+)")
-
-
-def session_config(tasks: Iterable[str], timeout: float) -> tf.compat.v1.ConfigProto:
+def session_config(tasks: Iterable[Task], timeout: float) -> tf.compat.v1.ConfigProto:
     """A ConfigProto that bounds every call by ``timeout`` and talks only to ``tasks``."""
     return tf.compat.v1.ConfigProto(
         operation_timeout_in_ms=max(1, int(timeout * 1000)),
-        device_filters=sorted(set(tasks)),
+        device_filters=sorted({str(t) for t in tasks}),
         allow_soft_placement=False,
     )
 
@@ -48,7 +46,7 @@ def close_in_background(session: tf.compat.v1.Session) -> threading.Thread:
     return thread
 
 
-def check_listening(addresses: dict[str, str], timeout: float = PROBE_TIMEOUT) -> None:
+def check_listening(addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT) -> None:
     """Raise WorkerUnavailableError naming the first task whose address refuses a TCP connection.
 
     A new session waits until its deadline for a task that is dead (gRPC keeps reconnecting),
@@ -63,23 +61,21 @@ def check_listening(addresses: dict[str, str], timeout: float = PROBE_TIMEOUT) -
         except TimeoutError:
             continue
         except OSError as e:
-            job, index = task[len("/job:") :].split("/task:")
             raise WorkerUnavailableError(
                 f"task {task} at {address} is unreachable (cannot connect: {e.strerror or e}): start its worker "
-                f"(tfmapreduce worker --cluster SPEC --job {job} --task {index}) or fix the address in the spec",
+                f"(tfmapreduce worker --cluster SPEC --job {task.job} --task {task.index}) or fix the address in the spec",
                 task=task,
                 address=address,
             ) from None
 
 
-def list_task_devices(address: str, task: str, timeout: float) -> list[str]:
-    """The full device names of ``task`` (``/job:J/task:I``), asked of that task itself.
+def list_task_devices(address: str, task: Task, timeout: float) -> list[str]:
+    """The full device names of ``task``, asked of that task itself.
 
     Raises:
         WorkerTimeoutError / WorkerUnavailableError: the task does not answer in time.
     """
-    job, index = task[len("/job:") :].split("/task:")
-    prefix = f"/job:{job}/replica:0/task:{index}/"
+    prefix = f"/job:{task.job}/replica:0/task:{task.index}/"
     check_listening({task: address}, timeout)
     session = tf.compat.v1.Session(f"grpc://{address}", config=session_config([task], timeout))
     try:
@@ -94,7 +90,7 @@ def list_task_devices(address: str, task: str, timeout: float) -> list[str]:
     except tf.errors.OpError as e:
         raise WorkerUnavailableError(
             f"task {task} at {address} is unreachable ({_first_line(e)}): start its worker "
-            f"(tfmapreduce worker --cluster SPEC --job {job} --task {index}) or fix the address in the spec",
+            f"(tfmapreduce worker --cluster SPEC --job {task.job} --task {task.index}) or fix the address in the spec",
             task=task,
             address=address,
         ) from None
@@ -102,10 +98,10 @@ def list_task_devices(address: str, task: str, timeout: float) -> list[str]:
         close_in_background(session)
 
 
-def probe(addresses: dict[str, str], timeout: float = PROBE_TIMEOUT) -> dict[str, list[str] | ClusterError]:
+def probe(addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT) -> dict[Task, list[str] | ClusterError]:
     """Ask every task for its devices at once; each answer is a device list or the error it gave."""
 
-    def one(task: str) -> list[str] | ClusterError:
+    def one(task: Task) -> list[str] | ClusterError:
         try:
             return list_task_devices(addresses[task], task, timeout)
         except ClusterError as e:
@@ -121,7 +117,7 @@ def run(
     call: Callable[[tf.compat.v1.RunOptions], Any],
     *,
     timeout: float,
-    addresses: dict[str, str],
+    addresses: dict[Task, str],
     on_failure: Callable[[], None],
 ) -> Any:
     """``call(options)`` — one session run — with a deadline; cluster failures become errors that name the task.
@@ -137,9 +133,8 @@ def run(
         raise _culprit(addresses, f"the run did not finish within its {timeout:g} s deadline") from None
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError) as e:
         on_failure()
-        named = _TASK_IN_MESSAGE.search(e.message or "")
-        task = f"/job:{named.group(1)}/task:{named.group(2)}" if named else None
-        if task in addresses:
+        task = Task.find(e.message or "")
+        if task is not None and task in addresses:
             raise WorkerUnavailableError(
                 f"task {task} at {addresses[task]} is gone ({_first_line(e)}); its worker process died or "
                 "cannot be reached: restart it, or run on the tasks that remain",
@@ -153,7 +148,7 @@ def run(
         raise error from None
 
 
-def _culprit(addresses: dict[str, str], what: str) -> ClusterError:
+def _culprit(addresses: dict[Task, str], what: str) -> ClusterError:
     """Find which task is at fault by probing each with its own short deadline."""
     for answer in probe(addresses).values():
         if isinstance(answer, ClusterError):
@@ -186,36 +181,3 @@ def _first_line(error: tf.errors.OpError) -> str:
         where = f" on {task.group(1).rstrip(':')}" if task else ""
         return f"op {node.group(1)}{where}: {cause}"
     return cause
-
-
-
-_default_timeout = 60.0
-
-
-def set_timeout(seconds: float) -> None:
-    """Set the deadline (in seconds) of every run that passes no ``timeout=``; the default is 60.
-
-    Example:
-        >>> set_timeout(30)
-        >>> get_timeout()
-        30.0
-        >>> set_timeout(60)
-    """
-    global _default_timeout
-    _default_timeout = check_timeout(seconds, argument="seconds")
-
-
-def get_timeout() -> float:
-    """The deadline in seconds of a run that passes no ``timeout=``."""
-    return _default_timeout
-
-
-def check_timeout(timeout: object, *, argument: str = "timeout") -> float:
-    """``timeout`` as a positive float; ``None`` means the global default."""
-    if timeout is None:
-        return _default_timeout
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"{argument} must be a number of seconds, got {type(timeout).__name__} {timeout!r}")
-    if not timeout > 0 or timeout != timeout or timeout == float("inf"):
-        raise ValueError(f"{argument} must be a positive, finite number of seconds, got {timeout!r}")
-    return float(timeout)

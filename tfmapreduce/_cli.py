@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from . import __version__
 from ._errors import TfMapReduceError
 
 _WORKER_HELP = """\
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Map/reduce over the tasks and devices of a TensorFlow cluster.",
         epilog="Run 'tfmapreduce COMMAND --help' for the options of each command.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     worker = commands.add_parser(
         "worker", help="serve one task of a cluster", description=_WORKER_HELP,

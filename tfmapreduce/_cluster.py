@@ -1,22 +1,12 @@
-"""Clusters: who is there, how to reach them, and which devices they really have."""
+"""Clusters: who is there, how to reach them, which devices they really have, and the sessions that run graphs on them."""
 
 from __future__ import annotations
 
-import atexit
-import ctypes
 import json
 import os
-import queue
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -25,7 +15,7 @@ import tensorflow as tf
 from . import _backend
 from ._errors import ClusterError
 from ._spec import validate_spec
-from ._worker import PARENT_ENV
+from ._task import Task
 
 IDLE_CHECK = 1.0
 """Seconds without a run after which the next run first checks that the master still listens."""
@@ -50,8 +40,8 @@ class Cluster:
 
     Example:
         >>> c = Cluster.from_spec({"local": ["localhost:2222", "localhost:2223"]})
-        >>> c.tasks
-        ('/job:local/task:0', '/job:local/task:1')
+        >>> [str(t) for t in c.tasks]
+        ['/job:local/task:0', '/job:local/task:1']
         >>> c.target
         'grpc://localhost:2222'
     """
@@ -115,14 +105,14 @@ class Cluster:
         return tuple(self._spec)
 
     @property
-    def tasks(self) -> tuple[str, ...]:
-        """Every task as ``/job:NAME/task:I``, job by job."""
-        return tuple(f"/job:{job}/task:{i}" for job, addresses in self._spec.items() for i in range(len(addresses)))
+    def tasks(self) -> tuple[Task, ...]:
+        """Every task, job by job."""
+        return tuple(Task(job, i) for job, addresses in self._spec.items() for i in range(len(addresses)))
 
-    def address(self, task: str) -> str:
-        """The ``host:port`` of a task given as ``/job:NAME/task:I``."""
-        job, index = task[len("/job:") :].split("/task:")
-        return self._spec[job][int(index)]
+    def address(self, task: Task | str) -> str:
+        """The ``host:port`` of a task (a :class:`Task` or ``/job:NAME/task:I``)."""
+        task = Task.of(task)
+        return self._spec[task.job][task.index]
 
     @property
     def target(self) -> str:
@@ -157,14 +147,14 @@ class Cluster:
         if self._closed:
             raise ClusterError(f"{self!r} is closed; open a new cluster (or use it inside its 'with' block)")
 
-    def run(self, graph: tf.Graph, fetches: Any, feed_dict: dict[Any, Any], *, tasks: list[str], timeout: float) -> Any:
+    def run(self, graph: tf.Graph, fetches: Any, feed_dict: dict[Any, Any], *, tasks: Sequence[Task | str], timeout: float) -> Any:
         """Run ``fetches`` of ``graph`` as one distributed execution over ``tasks``, with a deadline.
 
         The session for ``graph`` is opened once and kept until the cluster
         closes or a run on it fails.
         """
         self.check_open()
-        used = [self.tasks[0], *tasks]  # the master takes part in every run
+        used = [self.tasks[0], *map(Task.of, tasks)]  # the master takes part in every run
         addresses = {t: self.address(t) for t in used}
         key = id(graph)
         feeds = tuple(feed_dict)
@@ -221,190 +211,3 @@ class Cluster:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"{type(self).__name__}({self.spec!r}, {state})"
-
-
-_live: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for cluster in list(_live):
-        cluster.close()
-
-
-class _Spawner:
-    """One long-lived thread that starts every worker process.
-
-    A worker asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG);
-    the kernel sends it when the spawning *thread* exits, so spawn from a thread
-    that lives as long as the process.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
-        threading.Thread(target=self._serve, name="tfmapreduce-spawner", daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            fn, reply = self._jobs.get()
-            try:
-                reply.put((True, fn()))
-            except BaseException as e:  # handed back to the caller
-                reply.put((False, e))
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        reply: queue.Queue[Any] = queue.Queue()
-        self._jobs.put((fn, reply))
-        ok, value = reply.get()
-        if not ok:
-            raise value
-        return value
-
-
-_spawner: _Spawner | None = None
-_spawner_lock = threading.Lock()
-
-
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-class LocalCluster(Cluster):
-    """Start ``workers`` worker processes on free loopback ports; stop them on close.
-
-    The workers start in parallel and the constructor returns once every one
-    accepts connections.  No worker outlives its client: they stop on
-    :meth:`close` (or the end of the ``with`` block), on interpreter exit, and
-    within milliseconds if the client process is killed.
-
-    Args:
-        workers: how many worker processes (tasks) to start.
-        job: the job name of the tasks.
-        cpu_devices: CPU devices each worker exposes (``CPU:0`` .. ``CPU:n-1``),
-            to exercise placement over several devices per task without GPUs.
-        startup_timeout: seconds to wait for every worker to accept connections.
-
-    Raises:
-        ClusterError: a worker failed to start in time (its log is quoted).
-
-    Example:
-        >>> with LocalCluster(workers=2) as cluster:  # doctest: +SKIP
-        ...     print(cluster.devices)
-        ('/job:local/replica:0/task:0/device:CPU:0', '/job:local/replica:0/task:1/device:CPU:0')
-    """
-
-    def __init__(self, workers: int = 2, *, job: str = "local", cpu_devices: int = 1, startup_timeout: float = 60.0):
-        for name, value in (("workers", workers), ("cpu_devices", cpu_devices)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
-        startup_timeout = _backend.check_timeout(startup_timeout, argument="startup_timeout")
-        validate_spec({job: ["localhost:1"]})  # checks the job name
-        self._processes: list[subprocess.Popen[bytes]] = []
-        self._logdir = tempfile.mkdtemp(prefix="tfmapreduce-")
-        super().__init__({})
-        _live.add(self)
-        try:
-            for attempt in range(3):
-                ports = _free_ports(workers)
-                spec = {job: [f"localhost:{p}" for p in ports]}
-                self._processes = [self._spawn(spec, job, i, cpu_devices) for i in range(workers)]
-                if self._wait_ready(startup_timeout, retry=attempt < 2):
-                    break
-                self._stop_workers()
-            self._spec = spec
-        except BaseException:
-            self.close()
-            raise
-
-    def _spawn(self, spec: dict[str, list[str]], job: str, task: int, cpu_devices: int) -> subprocess.Popen[bytes]:
-        global _spawner
-        with _spawner_lock:
-            if _spawner is None:
-                _spawner = _Spawner()
-        argv = [sys.executable, "-m", "tfmapreduce", "worker", "--cluster", json.dumps(spec)]
-        argv += ["--job", job, "--task", str(task), "--cpu-devices", str(cpu_devices)]
-        env = dict(os.environ, **{PARENT_ENV: str(os.getpid())})
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        log = open(os.path.join(self._logdir, f"task{task}.log"), "wb")  # noqa: SIM115 - handed to the child
-        try:
-            return _spawner.call(
-                lambda: subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                    preexec_fn=_die_with_parent, start_new_session=True,
-                )
-            )
-        finally:
-            log.close()
-
-    def _log(self, task: int) -> str:
-        with open(os.path.join(self._logdir, f"task{task}.log"), encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def _wait_ready(self, timeout: float, *, retry: bool) -> bool:
-        """True once all workers are ready; False if one lost its port to a race (and ``retry``)."""
-        deadline = time.monotonic() + timeout
-        pending = set(range(len(self._processes)))
-        while pending:
-            for task in sorted(pending):
-                code = self._processes[task].poll()
-                log = self._log(task)
-                if code is not None:
-                    if retry and "already in use" in log:
-                        return False
-                    tail = "\n    ".join(log.strip().splitlines()[-5:])
-                    raise ClusterError(f"worker task {task} exited with code {code} while starting:\n    {tail}")
-                if " ready on " in log:
-                    pending.discard(task)
-            if pending and time.monotonic() > deadline:
-                raise ClusterError(
-                    f"worker tasks {sorted(pending)} did not become ready within startup_timeout={timeout:g} s; "
-                    "the machine may be overloaded: pass a larger startup_timeout"
-                )
-            if pending:
-                time.sleep(0.05)
-        return True
-
-    @property
-    def pids(self) -> tuple[int, ...]:
-        """The process ids of the workers (one per task)."""
-        return tuple(p.pid for p in self._processes)
-
-    def _stop_workers(self) -> None:
-        for p in self._processes:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                    os.killpg(p.pid, signal.SIGCONT)  # a stopped worker must wake to die
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 5.0
-        for p in self._processes:
-            try:
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        self._processes = []
-
-    def close(self) -> None:
-        """Close the sessions, stop the workers and free their ports.  Safe to call twice."""
-        super().close()
-        self._stop_workers()
-        shutil.rmtree(self._logdir, ignore_errors=True)
-        _live.discard(self)

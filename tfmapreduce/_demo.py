@@ -7,11 +7,11 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from ._cluster import LocalCluster
 from ._combine import WEIGHTED_MEAN
-from ._job import MapReduce
+from ._local import LocalCluster
+from ._mapreduce import MapReduce
 from ._resident import scatter
-from ._stats import mean, variance
+from ._statistics import mean, variance
 
 
 def _step(title: str) -> float:
@@ -49,13 +49,13 @@ def main(workers: int = 2) -> int:
 
         data = np.random.default_rng(0).random(100, dtype=np.float32)
         sizes = [30, 70]
-        job = MapReduce(tf.reduce_mean, WEIGHTED_MEAN)
+        mapreduce = MapReduce(tf.reduce_mean, WEIGHTED_MEAN)
         started = _step("Plan of a distributed mean over two uneven slices (30 / 70 rows)")
-        print("   " + job.plan(data, cluster=cluster, sizes=sizes).explain().replace("\n", "\n   "))
+        print("   " + mapreduce.plan(data, cluster=cluster, sizes=sizes).explain().replace("\n", "\n   "))
         _done(started)
 
         started = _step("Distributed mean, slice means weighted by slice size (first run compiles)")
-        result, stats = job.run(data, cluster=cluster, sizes=sizes, return_stats=True)
+        result, stats = mapreduce.run(data, cluster=cluster, sizes=sizes, return_stats=True)
         for s in stats.shards:
             print(f"   shard {s.index}: {s.rows} rows, {s.bytes_sent} bytes sent, mapped on {s.device}")
         print(f"   tfmapreduce: {result:.7f}    numpy: {data.astype(np.float64).mean():.7f}")
@@ -63,8 +63,8 @@ def main(workers: int = 2) -> int:
         print(f"   (the lesson's unweighted (mean1 + mean2) / 2 would give {naive:.7f}: wrong for uneven slices)")
         _done(started)
 
-        started = _step("The same job again: compiled once, so no tracing")
-        result, stats = job.run(data, cluster=cluster, sizes=sizes, return_stats=True)
+        started = _step("The same mapreduce again: compiled once, so no tracing")
+        result, stats = mapreduce.run(data, cluster=cluster, sizes=sizes, return_stats=True)
         print(f"   tfmapreduce: {result:.7f}    compiled this run: {stats.compiled}")
         _done(started)
 

@@ -7,6 +7,7 @@ import re
 import attrs
 
 from ._errors import PlacementError
+from ._task import Task
 
 _PART = re.compile(
     r"/(?:job:(?P<job>[A-Za-z]\w*)"
@@ -27,14 +28,12 @@ class Device:
         >>> d = Device.parse("/job:local/task:0/gpu:0")
         >>> str(d)
         '/job:local/replica:0/task:0/device:GPU:0'
-        >>> d.task_name
-        '/job:local/task:0'
+        >>> d.task
+        Task(job='local', index=0)
     """
 
-    job: str
-    """The job name, e.g. ``local``."""
-    task: int
-    """The task index within the job."""
+    task: Task
+    """The task that holds the device."""
     type: str = "CPU"
     """``CPU`` or ``GPU`` (upper case)."""
     index: int = 0
@@ -43,12 +42,12 @@ class Device:
     """The replica index (always 0 for a plain cluster)."""
 
     def __str__(self) -> str:
-        return f"/job:{self.job}/replica:{self.replica}/task:{self.task}/device:{self.type}:{self.index}"
+        return f"/job:{self.task.job}/replica:{self.replica}/task:{self.task.index}/device:{self.type}:{self.index}"
 
     @property
-    def task_name(self) -> str:
-        """The task that holds this device, as ``/job:NAME/task:I``."""
-        return f"/job:{self.job}/task:{self.task}"
+    def job(self) -> str:
+        """The TensorFlow job name of the device's task, e.g. ``local``."""
+        return self.task.job
 
     @classmethod
     def parse(cls, name: object, *, argument: str = "device") -> Device:
@@ -85,8 +84,7 @@ class Device:
             )
         dtype, dindex = fields.get("dtype") or fields.get("short") or "CPU", fields.get("dindex") or fields.get("sindex") or "0"
         return cls(
-            job=fields["job"],
-            task=int(fields["task"]),
+            task=Task(fields["job"], int(fields["task"])),
             type=dtype.upper(),
             index=int(dindex),
             replica=int(fields.get("replica", "0")),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ._task import Task
+
 
 class TfMapReduceError(Exception):
     """Root of every error tfmapreduce raises on purpose."""
@@ -11,32 +13,26 @@ class ClusterError(TfMapReduceError, RuntimeError):
     """The cluster is malformed, unreachable, closed, or lost a worker."""
 
 
-class WorkerTimeoutError(ClusterError, TimeoutError):
-    """A worker did not answer before the deadline (hung, stopped or overloaded).
+class _TaskFailure(ClusterError):
+    """A failure of one task of the cluster, named when it could be found.
 
     Attributes:
-        task: the task, as ``/job:NAME/task:I``, or ``None`` if no single task was found.
+        task: the :class:`Task`, or ``None`` if no single task was found.
         address: its ``host:port``, or ``None``.
     """
 
-    def __init__(self, message: str, *, task: str | None = None, address: str | None = None):
+    def __init__(self, message: str, *, task: Task | None = None, address: str | None = None):
         super().__init__(message)
         self.task = task
         self.address = address
 
 
-class WorkerUnavailableError(ClusterError, ConnectionError):
-    """A worker is gone (killed, crashed or never started).
+class WorkerTimeoutError(_TaskFailure, TimeoutError):
+    """A worker did not answer before the deadline (hung, stopped or overloaded); ``.task`` names it when found."""
 
-    Attributes:
-        task: the task, as ``/job:NAME/task:I``, or ``None`` if TensorFlow did not name it.
-        address: its ``host:port``, or ``None``.
-    """
 
-    def __init__(self, message: str, *, task: str | None = None, address: str | None = None):
-        super().__init__(message)
-        self.task = task
-        self.address = address
+class WorkerUnavailableError(_TaskFailure, ConnectionError):
+    """A worker is gone (killed, crashed or never started); ``.task`` names it when TensorFlow did."""
 
 
 class PartitionError(TfMapReduceError, ValueError):

@@ -8,6 +8,7 @@ import attrs
 
 from ._device import Device
 from ._errors import PlacementError
+from ._task import Task
 
 FALLBACKS = (None, "cpu")
 
@@ -28,18 +29,18 @@ def default_devices(available: Sequence[Device]) -> tuple[Device, ...]:
 
     Example:
         >>> devs = [Device.parse(f"/job:local/task:{t}/cpu:{i}") for t in (0, 1) for i in (0, 1)]
-        >>> [f"{d.task}:{d.index}" for d in default_devices(devs)]
+        >>> [f"{d.task.index}:{d.index}" for d in default_devices(devs)]
         ['0:0', '1:0', '0:1', '1:1']
     """
-    by_task: dict[tuple[str, int], list[Device]] = {}
+    by_task: dict[Task, list[Device]] = {}
     for d in available:
-        by_task.setdefault((d.job, d.task), []).append(d)
+        by_task.setdefault(d.task, []).append(d)
     chosen = []
     for devs in by_task.values():
         gpus = [d for d in devs if d.type == "GPU"]
         chosen.extend(gpus or [d for d in devs if d.type == "CPU"])
     order = {key: i for i, key in enumerate(by_task)}
-    return tuple(sorted(chosen, key=lambda d: (d.index, order[(d.job, d.task)])))
+    return tuple(sorted(chosen, key=lambda d: (d.index, order[d.task])))
 
 
 def place(shards: int, devices: Sequence[object] | None, available: Sequence[Device], *, fallback: str | None = None) -> tuple[Placement, ...]:
@@ -73,12 +74,12 @@ def place(shards: int, devices: Sequence[object] | None, available: Sequence[Dev
             if wanted in known:
                 targets.append(Placement(wanted))
                 continue
-            cpu = Device(wanted.job, wanted.task, "CPU", 0, wanted.replica)
+            cpu = Device(wanted.task, "CPU", 0, wanted.replica)
             if cpu not in known:
-                raise PlacementError(f"devices[{i}]={name!r}: the cluster has no task {wanted.task_name}; its devices are:\n  {listing}")
+                raise PlacementError(f"devices[{i}]={name!r}: the cluster has no task {wanted.task}; its devices are:\n  {listing}")
             if wanted.type == "GPU" and fallback == "cpu":
                 targets.append(Placement(cpu, requested=wanted))
                 continue
             hint = "; pass fallback='cpu' to run that shard on the task's CPU instead" if wanted.type == "GPU" else ""
-            raise PlacementError(f"devices[{i}]={name!r}: task {wanted.task_name} has no {wanted.type}:{wanted.index}{hint}; the cluster's devices are:\n  {listing}")
+            raise PlacementError(f"devices[{i}]={name!r}: task {wanted.task} has no {wanted.type}:{wanted.index}{hint}; the cluster's devices are:\n  {listing}")
     return tuple(targets[i % len(targets)] for i in range(shards))

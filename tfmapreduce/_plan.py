@@ -10,6 +10,7 @@ from ._device import Device
 from ._errors import PartitionError
 from ._partition import SizesLike, canonical_sizes
 from ._place import default_devices, place
+from ._task import Task
 
 
 @attrs.frozen(cache_hash=True)
@@ -26,16 +27,17 @@ class Shard:
     """The full name of the device that runs the map, e.g. ``/job:local/replica:0/task:1/device:CPU:0``."""
     requested: str | None = None
     """The device asked for, when it was missing and a fallback ran the shard on ``device`` instead."""
+    task: Task = attrs.field(init=False, eq=False, repr=False)
+    """The task holding ``device`` (parsed once, from ``device``)."""
+
+    @task.default
+    def _task_of_device(self) -> Task:
+        return Device.parse(self.device).task
 
     @property
     def rows(self) -> int:
         """``stop - start``; 0 for an empty shard."""
         return self.stop - self.start
-
-    @property
-    def task(self) -> str:
-        """The task holding ``device``, as ``/job:NAME/task:I``."""
-        return Device.parse(self.device).task_name
 
 
 def _check_cover(plan: Plan, attribute: object, shards: tuple[Shard, ...]) -> None:
@@ -75,7 +77,7 @@ class Plan:
         return tuple(s.rows for s in self.shards)
 
     @property
-    def tasks(self) -> tuple[str, ...]:
+    def tasks(self) -> tuple[Task, ...]:
         """The distinct tasks the shards run on, in order of first use."""
         return tuple(dict.fromkeys(s.task for s in self.shards))
 

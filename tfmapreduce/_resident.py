@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+import secrets
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 import tensorflow as tf
 
-from . import _backend
 from ._cluster import Cluster
 from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError
-from ._inputs import mark_nonnegative, sources
+from ._numerics import mark_nonnegative
+from ._options import effective_timeout
 from ._partition import SizesLike, canonical_sizes
 from ._plan import Plan, Shard, make_plan
+from ._source import Input, ShardTensor, host_array
 
-_ids = itertools.count()
 _MANIFEST = "shards.json"
 
 
@@ -36,11 +36,11 @@ class _Resident:
         return self.sharded.plan.rows
 
     @property
-    def plan(self) -> Plan:
+    def home_plan(self) -> Plan:
         return self.sharded.plan
 
     @property
-    def cluster(self) -> Cluster:
+    def home(self) -> Cluster:
         return self.sharded.cluster
 
     @property
@@ -51,20 +51,22 @@ class _Resident:
     def shape(self) -> tuple[int, ...]:
         return self.sharded.shape
 
-    def signature(self, plan: Plan) -> tuple[Any, ...]:
-        signs = tuple(sorted(self.sharded._nonnegative.items()))
-        return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:], signs)
+    def signature(self, plan: Plan) -> Hashable:
+        return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:], self.sharded.nonnegative)
 
-    def tensor(self, shard: Shard) -> tuple[tf.Tensor, None]:
+    def tensor(self, shard: Shard) -> ShardTensor:
         value = self.sharded.read(shard)
-        return (mark_nonnegative(value) if self.sharded._nonnegative.get(shard.index) else value), None
+        return ShardTensor(mark_nonnegative(value) if shard.index in self.sharded.nonnegative else value)
 
-    def feed(self, shard: Shard) -> Any:
+    def feed(self, shard: Shard) -> None:
         return None
+
+    def bytes_sent(self, shard: Shard) -> int:
+        return 0
 
 
 @attrs.define(eq=False)
-class Sharded:
+class Sharded(Input):
     """An array whose shards live on their devices (made by :func:`scatter`, :func:`generate` or :func:`load_shards`).
 
     Pass it in place of ``x`` to any recipe or ``MapReduce.run``: the run ships
@@ -88,9 +90,10 @@ class Sharded:
     """The whole array's shape."""
     name: str
     """The resource container that holds the shards on the workers."""
-    _builders: tuple[Callable[[Shard], tf.Tensor], ...]
+    _builders: tuple[Callable[[Shard], Any], ...]
     _deleted: bool = False
-    _nonnegative: dict[int, bool] = attrs.field(factory=dict)
+    nonnegative: frozenset[int] = frozenset()
+    """The float32 shards known to hold no negative number (learnt when stored): their sums take the fast path."""
 
     def __repr__(self) -> str:
         state = "deleted" if self._deleted else f"{len(self.plan.tasks)} tasks"
@@ -156,7 +159,7 @@ class Sharded:
     def _run(self, graph: tf.Graph, fetches: Any, feed: dict[Any, Any], timeout: float | None) -> Any:
         self.cluster.check_open()
         try:
-            return self.cluster.run(graph, fetches, feed, tasks=list(self.plan.tasks), timeout=_backend.check_timeout(timeout))
+            return self.cluster.run(graph, fetches, feed, tasks=self.plan.tasks, timeout=effective_timeout(timeout))
         finally:
             self.cluster.forget(graph)
 
@@ -185,11 +188,12 @@ def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> Non
                     signs[shard.index] = tf.reduce_min(value) >= 0
     if ops:  # 0 rows: nothing to store, and an empty graph cannot run
         _, found = data._run(graph, (ops, signs), feed, timeout)
-        data._nonnegative.update({i: bool(v) for i, v in found.items()})
+        known = (data.nonnegative - found.keys()) | {i for i, v in found.items() if v}
+        data.nonnegative = frozenset(known)
 
 
-def _new(cluster: Cluster, plan: Plan, dtype: np.dtype, shape: tuple[int, ...], builders: Sequence[Callable[[Shard], Any]], timeout: float | None) -> Sharded:
-    data = Sharded(cluster, plan, np.dtype(dtype), tuple(shape), f"tfmapreduce_{os.getpid()}_{next(_ids)}", tuple(builders))
+def _new(cluster: Cluster, plan: Plan, dtype: Any, shape: tuple[int, ...], builders: Sequence[Callable[[Shard], Any]], timeout: float | None) -> Sharded:
+    data = Sharded(cluster, plan, np.dtype(dtype), tuple(shape), f"tfmapreduce_{secrets.token_hex(8)}", tuple(builders))
     _store(data, plan.shards, timeout)
     return data
 
@@ -212,11 +216,10 @@ def scatter(x: Any, /, *, cluster: Cluster, sizes: SizesLike = None, devices: Se
         >>> tmr.mean(data)  # ships nothing  # doctest: +SKIP
     """
     cluster = _check_cluster(cluster)
-    (src,) = sources(x)
-    if not hasattr(src, "array"):
-        raise TypeError("x is already resident (a Sharded); use it directly or gather() it first")
-    array = src.array
-    plan = make_plan(src.rows, sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
+    if isinstance(x, Input):
+        raise TypeError(f"x is already on the workers ({type(x).__name__}); use it directly, or gather() it first")
+    array = host_array(x)
+    plan = make_plan(len(array), sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
 
     def shipped(shard: Shard) -> tuple[tf.Tensor, np.ndarray]:
         ph = tf.compat.v1.placeholder(tf.as_dtype(array.dtype), (shard.rows, *array.shape[1:]), name="x")
@@ -286,9 +289,8 @@ def save_shards(x: Any, directory: str | os.PathLike[str], /, *, sizes: SizesLik
         >>> save_shards(np.arange(10.0), "data", sizes=[3, 7])  # doctest: +SKIP
         ['shard-00000-of-00002.tensor', 'shard-00001-of-00002.tensor']
     """
-    (src,) = sources(x)
-    array = src.array
-    canonical = canonical_sizes(sizes, rows=src.rows, default_shards=shards)
+    array = host_array(x)
+    canonical = canonical_sizes(sizes, rows=len(array), default_shards=shards)
     os.makedirs(directory, exist_ok=True)
     names, start = [], 0
     for i, size in enumerate(canonical):

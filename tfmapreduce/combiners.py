@@ -5,12 +5,16 @@ Example:
     >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)
 """
 
-from ._combine import COUNT as count
-from ._combine import MAX as max
-from ._combine import MIN as min
-from ._combine import MOMENTS as moments
-from ._combine import SUM as sum
-from ._combine import WEIGHTED_MEAN as weighted_mean
-from ._combine import Combiner as Combiner
+from ._quiet import import_tensorflow
+
+import_tensorflow()
+
+from ._combine import COUNT as count  # noqa: E402 - after the quiet import
+from ._combine import MAX as max  # noqa: E402
+from ._combine import MIN as min  # noqa: E402
+from ._combine import MOMENTS as moments  # noqa: E402
+from ._combine import SUM as sum  # noqa: E402
+from ._combine import WEIGHTED_MEAN as weighted_mean  # noqa: E402
+from ._combine import Combiner as Combiner  # noqa: E402
 
 __all__ = ["Combiner", "count", "max", "min", "moments", "sum", "weighted_mean"]

@@ -2,34 +2,41 @@
 
 Every recipe takes the data positionally (an array, a tuple of co-partitioned
 arrays, or resident ``Sharded`` data) and the keywords ``cluster=``, ``sizes=``,
-``devices=``, ``fallback=`` and ``timeout=`` of ``MapReduce.run``.
+``devices=``, ``fallback=`` and ``timeout=`` of ``MapReduce.run`` (see ``tmr.RunOptions``).
 
 Example:
     >>> import numpy as np, tfmapreduce as tmr
-    >>> with tmr.LocalCluster(2) as c, tmr.scatter(np.random.random((1000, 2)), cluster=c) as x:  # doctest: +SKIP
-    ...     print(tmr.recipes.mean(x, axis=0), tmr.recipes.kmeans(x, 3).centroids)
+    >>> with tmr.scatter(np.random.default_rng(0).random((1000, 2)), cluster=cluster) as x:
+    ...     means = tmr.recipes.mean(x, axis=0)
+    ...     centroids = tmr.recipes.kmeans(x, 3).centroids
+    >>> means.shape, centroids.shape
+    ((2,), (3, 2))
 """
 
-from ._models import GradientStep as GradientStep
-from ._models import KMeansResult as KMeansResult
-from ._models import KMeansStep as KMeansStep
-from ._models import LinearModel as LinearModel
-from ._models import LogisticModel as LogisticModel
-from ._models import histogram as histogram
-from ._models import kmeans as kmeans
-from ._models import least_squares_fit as least_squares_fit
-from ._models import linear_regression as linear_regression
-from ._models import logistic_regression as logistic_regression
-from ._models import model_average as model_average
-from ._stats import count as count
-from ._stats import max as max
-from ._stats import mean as mean
-from ._stats import min as min
-from ._stats import moments as moments
-from ._stats import std as std
-from ._stats import sum as sum
-from ._stats import variance as variance
-from ._stats import weighted_mean as weighted_mean
+from ._quiet import import_tensorflow
+
+import_tensorflow()
+
+from ._averaging import least_squares_fit as least_squares_fit  # noqa: E402 - after the quiet import
+from ._averaging import model_average as model_average  # noqa: E402
+from ._histogram import histogram as histogram  # noqa: E402
+from ._kmeans import KMeansResult as KMeansResult  # noqa: E402
+from ._kmeans import KMeansStep as KMeansStep  # noqa: E402
+from ._kmeans import kmeans as kmeans  # noqa: E402
+from ._regression import GradientStep as GradientStep  # noqa: E402
+from ._regression import LinearModel as LinearModel  # noqa: E402
+from ._regression import LogisticModel as LogisticModel  # noqa: E402
+from ._regression import linear_regression as linear_regression  # noqa: E402
+from ._regression import logistic_regression as logistic_regression  # noqa: E402
+from ._statistics import count as count  # noqa: E402
+from ._statistics import max as max  # noqa: E402
+from ._statistics import mean as mean  # noqa: E402
+from ._statistics import min as min  # noqa: E402
+from ._statistics import moments as moments  # noqa: E402
+from ._statistics import std as std  # noqa: E402
+from ._statistics import sum as sum  # noqa: E402
+from ._statistics import variance as variance  # noqa: E402
+from ._statistics import weighted_mean as weighted_mean  # noqa: E402
 
 __all__ = [
     "GradientStep",

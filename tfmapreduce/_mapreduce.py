@@ -1,60 +1,28 @@
-"""MapReduce jobs: one graph per (plan, input signature), run as one distributed execution."""
+"""MapReduce: a map function and a combiner, compiled into one graph per (plan, input signature) and run as one distributed execution."""
 
 from __future__ import annotations
 
-import collections
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import attrs
 import numpy as np
 import tensorflow as tf
+from typing_extensions import Unpack
 
-from . import _backend
+from ._cache import PROGRAMS
 from ._cluster import Cluster
 from ._combine import Combiner
 from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError
-from ._inputs import as_array, sources
-from ._partition import SizesLike
+from ._options import Options, PlanOptions, RunOptions
 from ._plan import Plan, Shard, make_plan
+from ._runstats import RunStats, ShardStats
+from ._source import Source, as_array, sources
+from ._task import Task
 
 R = TypeVar("R")
-
-CACHE_SIZE = 16
-"""Compiled graphs kept per job (least recently used go first)."""
-
-
-@attrs.frozen
-class ShardStats:
-    """What one shard cost in a run."""
-
-    index: int
-    """The shard's position in the plan."""
-    device: str
-    """The device that mapped it."""
-    rows: int
-    """Its rows."""
-    bytes_sent: int
-    """Input bytes the client sent for it in this run (0 for resident data)."""
-
-
-@attrs.frozen
-class RunStats:
-    """What a run did: per-shard devices and bytes, wall time, and whether it compiled."""
-
-    shards: tuple[ShardStats, ...]
-    """One entry per shard, in order."""
-    wall_time: float
-    """Seconds from the call to the result, compilation included."""
-    compiled: bool
-    """True when this run built (traced) a new graph; False when it reused one."""
-
-    @property
-    def bytes_sent(self) -> int:
-        """Input bytes sent to the cluster in this run, all shards together."""
-        return sum(s.bytes_sent for s in self.shards)
 
 
 @attrs.frozen(eq=False)
@@ -63,7 +31,7 @@ class _Compiled:
     fetch: Any
     feeds: tuple[tuple[Any, int, Shard], ...]  # (placeholder, position of its source in the job's inputs, shard)
     broadcast: tuple[Any, ...]
-    tasks: list[str]
+    tasks: tuple[Task, ...]
 
 
 def _tree(parts: Sequence[Any], merge: Callable[[Any, Any], Any]) -> Any:
@@ -74,7 +42,7 @@ def _tree(parts: Sequence[Any], merge: Callable[[Any, Any], Any]) -> Any:
 
 
 def _name(fn: object) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
 
 
 class MapReduce(Generic[R]):
@@ -84,14 +52,16 @@ class MapReduce(Generic[R]):
     co-partitioned input, sliced on axis 0), then the broadcast values whole, and
     returns a tensor or a nested structure of tensors.  ``reduce_fn`` is a
     :class:`Combiner` (see ``tfmapreduce.combiners``) or a plain pairwise
-    function such as ``tf.add``.
+    function such as ``tf.add``.  Jobs with the same map function and combiner
+    share their compiled graphs.
 
     Example — the lesson's distributed mean over uneven slices:
-        >>> import tensorflow as tf, tfmapreduce as tmr
+        >>> x = np.arange(100, dtype=np.float32)
         >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)
-        >>> with tmr.LocalCluster(2) as c:  # doctest: +SKIP
-        ...     print(job.plan(x, cluster=c, sizes=[30, 70]))
-        ...     mean = job.run(x, cluster=c, sizes=[30, 70])
+        >>> job.plan(x, cluster=cluster, sizes=[30, 70]).sizes
+        (30, 70)
+        >>> float(job.run(x, cluster=cluster, sizes=[30, 70]))
+        49.5
     """
 
     def __init__(self, map_fn: Callable[..., Any], reduce_fn: Combiner | Callable[[Any, Any], Any], *, name: str | None = None):
@@ -100,67 +70,44 @@ class MapReduce(Generic[R]):
         self.map_fn = map_fn
         self.combiner = reduce_fn if isinstance(reduce_fn, Combiner) else Combiner.lift(reduce_fn)
         self.name = name or f"{_name(map_fn)}/{self.combiner.name}"
-        self._compiled: collections.OrderedDict[Any, tuple[Cluster, _Compiled]] = collections.OrderedDict()
+
+    @property
+    def identity(self) -> Hashable:
+        """What the compiled graphs depend on: jobs with equal identities share them."""
+        return (self.map_fn, self.combiner)
 
     def __repr__(self) -> str:
         return f"MapReduce({self.name})"
 
-    def plan(self, x: Any, /, *, cluster: Cluster | None = None, sizes: SizesLike = None, devices: Sequence[str] | None = None, fallback: str | None = None) -> Plan:
+    def plan(self, x: Any, /, **options: Unpack[PlanOptions]) -> Plan:
         """The plan a run would follow: the shards, their rows and devices.  Nothing runs.
 
         Args:
             x: an array (numpy, tf.Tensor, nested list), a tuple of arrays with
                 equal rows (co-partitioned on axis 0), or resident ``Sharded`` data.
-            cluster: where to run; optional for ``Sharded`` data, which knows its cluster.
-            sizes: None (even over the devices), a shard count, row counts such
-                as ``[30, 70]``, or ``tmr.weights(1, 3)``.
-            devices: device strings (``"/job:local/task:1"``, ``"/job:local/task:0/gpu:0"``
-                or full names); shard i goes to ``devices[i % len(devices)]``.
-            fallback: ``"cpu"`` runs a shard whose GPU is absent on its task's CPU
-                (shown in the plan); None makes that an error.
+            **options: ``cluster``, ``sizes``, ``devices``, ``fallback``: see :class:`RunOptions`.
 
         Raises:
             PartitionError, PlacementError, InputError, ClusterError, TypeError.
         """
+        settings = RunOptions.of(**options)
         srcs = sources(x)
-        return self._plan(srcs, _resolve_cluster(cluster, srcs), sizes, devices, fallback)
+        return plan_of(srcs, resolve_cluster(settings.cluster, srcs), settings)
 
-    @staticmethod
-    def _plan(srcs: tuple[Any, ...], cluster: Cluster, sizes: SizesLike, devices: Any, fallback: str | None) -> Plan:
-        plans = [p for p in (getattr(s, "plan", None) for s in srcs) if p is not None]
-        if any(p != plans[0] for p in plans):
-            raise InputError("co-partitioned resident inputs must share one plan (the same rows on the same devices); "
-                             "scatter them with the same sizes= and devices=")
-        fixed = plans[0] if plans else None
-        if fixed is not None:  # resident data: its plan is where it lives
-            if sizes is not None or devices is not None:
-                raise TypeError("sizes= and devices= do not apply to resident Sharded data: it stays where scatter() put it")
-            return fixed
-        available = [Device.parse(d) for d in cluster.devices]
-        return make_plan(srcs[0].rows, sizes, devices, available, fallback=fallback)
+    @overload
+    def run(self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: Literal[False] = False, **options: Unpack[Options]) -> Any: ...
+    @overload
+    def run(self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Any, RunStats]: ...
 
-    def run(
-        self,
-        x: Any,
-        /,
-        *,
-        cluster: Cluster | None = None,
-        sizes: SizesLike = None,
-        devices: Sequence[str] | None = None,
-        fallback: str | None = None,
-        broadcast: Sequence[Any] = (),
-        timeout: float | None = None,
-        return_stats: bool = False,
-    ) -> Any:
+    def run(self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: bool = False, **options: Unpack[Options]) -> Any:
         """Run the job: map every shard on its device, combine, and return numpy values.
 
-        Takes the arguments of :meth:`plan`, and:
-
         Args:
+            x: as for :meth:`plan`.
             broadcast: values every shard receives whole, after its shard(s) —
                 model parameters, centroids.  New values do not recompile.
-            timeout: the run's deadline in seconds (default :func:`get_timeout`, 60).
             return_stats: also return a :class:`RunStats`.
+            **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``: see :class:`RunOptions`.
 
         Returns:
             The combiner's result as numpy values (and the stats, if asked).
@@ -171,52 +118,42 @@ class MapReduce(Generic[R]):
             MapFunctionError: ``map_fn`` raised or returned something unusable.
             JobError: an op failed while running.
         """
+        return self.execute(x, RunOptions.of(return_stats=return_stats, **options), broadcast=broadcast)
+
+    def execute(self, x: Any, settings: RunOptions, *, broadcast: Sequence[Any] = ()) -> Any:
+        """:meth:`run` with options already validated (what recipes call)."""
         started = time.perf_counter()
-        deadline = _backend.check_timeout(timeout)
+        seconds = settings.seconds()
         srcs = sources(x)
-        cluster = _resolve_cluster(cluster, srcs)
+        cluster = resolve_cluster(settings.cluster, srcs)
         values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
-        plan = self._plan(srcs, cluster, sizes, devices, fallback)
-        key = (id(cluster), plan, tuple(s.signature(plan) for s in srcs), tuple((v.dtype.str, v.shape) for v in values))
-        entry = self._compiled.get(key)
-        compiled = entry is None or entry[0] is not cluster
-        if compiled:
-            self._store(key, cluster, self._compile(plan, srcs, values, cluster))
-        else:
-            self._compiled.move_to_end(key)
-        program = self._compiled[key][1]
+        plan = plan_of(srcs, cluster, settings)
+        key = (self.identity, id(cluster), plan, tuple(s.signature(plan) for s in srcs), tuple((v.dtype.str, v.shape) for v in values))
+        program, compiled = PROGRAMS.get(key, cluster, lambda: self._compile(plan, srcs, values, cluster))
+        assert isinstance(program, _Compiled)
         # Feed THIS run's data: the compiled program is shared by every run of the same signature.
         feed = {ph: srcs[i].feed(shard) for ph, i, shard in program.feeds}
         feed.update(zip(program.broadcast, values, strict=True))
         try:
-            result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=deadline)
+            result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=seconds)
         except JobError as e:
             e.args = (f"{self!r}: {e}",)
             raise
-        if not return_stats:
+        if not settings.return_stats:
             return result
-        sent = collections.Counter()
-        for _, i, shard in program.feeds:
-            sent[shard.index] += int(np.asarray(srcs[i].feed(shard)).nbytes) if hasattr(srcs[i], "array") else 0
         stats = RunStats(
-            shards=tuple(ShardStats(s.index, s.device, s.rows, sent[s.index]) for s in plan.shards),
+            shards=tuple(ShardStats(s.index, s.device, s.rows, sum(src.bytes_sent(s) for src in srcs) if s.rows else 0) for s in plan.shards),
             wall_time=time.perf_counter() - started,
             compiled=compiled,
         )
         return result, stats
 
-    def _store(self, key: Any, cluster: Cluster, program: _Compiled) -> None:
-        self._compiled[key] = (cluster, program)
-        while len(self._compiled) > CACHE_SIZE:
-            _, (old_cluster, old) = self._compiled.popitem(last=False)
-            old_cluster.forget(old.graph)
-
-    def _compile(self, plan: Plan, srcs: tuple[Any, ...], broadcast: tuple[np.ndarray, ...], cluster: Cluster) -> _Compiled:
+    def _compile(self, plan: Plan, srcs: tuple[Source, ...], broadcast: tuple[np.ndarray[Any, Any], ...], cluster: Cluster) -> _Compiled:
         """Build the job's graph: each shard's map on its device, per-task merges, the final merge."""
         graph = tf.Graph()
         feeds: list[tuple[Any, int, Shard]] = []
-        partials: dict[str, list[Any]] = {}
-        devices: dict[str, str] = {}
+        partials: dict[Task, list[Any]] = {}
+        devices: dict[Task, str] = {}
         first_output: tuple[Shard, Any] | None = None
         # Empty shards contribute nothing; a 0-row input still maps its one empty shard.
         mapped = [s for s in plan.shards if s.rows > 0] or [plan.shards[0]]
@@ -226,10 +163,10 @@ class MapReduce(Generic[R]):
                 with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                     tensors = []
                     for i, src in enumerate(srcs):
-                        tensor, placeholder = src.tensor(shard)
-                        tensors.append(tensor)
-                        if placeholder is not None:
-                            feeds.append((placeholder, i, shard))
+                        data = src.tensor(shard)
+                        tensors.append(data.value)
+                        if data.placeholder is not None:
+                            feeds.append((data.placeholder, i, shard))
                     output = self._map(shard, tensors, bcast)
                     if first_output is None:
                         first_output = (shard, output)
@@ -252,7 +189,7 @@ class MapReduce(Generic[R]):
                     "map_fn must return values the combiner can merge, e.g. the same shape on every shard for tf.add"
                 ) from e
         graph.finalize()
-        return _Compiled(graph, fetch, tuple(feeds), bcast, list(partials))
+        return _Compiled(graph, fetch, tuple(feeds), bcast, tuple(partials))
 
     def _map(self, shard: Shard, tensors: list[Any], broadcast: tuple[Any, ...]) -> Any:
         where = f"shard {shard.index} (rows {shard.start}:{shard.stop} on {shard.device})"
@@ -289,16 +226,39 @@ def _describe(output: Any) -> str:
     return repr(tf.nest.map_structure(lambda t: f"{t.dtype.name}{t.shape}", output))
 
 
-def _resolve_cluster(cluster: Cluster | None, srcs: tuple[Any, ...]) -> Cluster:
-    homes = {id(c): c for c in (getattr(s, "cluster", None) for s in srcs) if c is not None}
+def plan_of(srcs: tuple[Source, ...], cluster: Cluster, settings: RunOptions) -> Plan:
+    """The plan of a run over ``srcs``: where resident inputs live, or a new partition and placement.
+
+    Raises:
+        InputError: co-partitioned resident inputs live on different plans.
+        TypeError: ``sizes``/``devices`` given for resident inputs.
+    """
+    plans = [s.home_plan for s in srcs if s.home_plan is not None]
+    if any(p != plans[0] for p in plans):
+        raise InputError(
+            "co-partitioned resident inputs must share one plan (the same rows on the same devices); scatter them with the same sizes= and devices="
+        )
+    if plans:  # resident data: its plan is where it lives
+        if settings.sizes is not None or settings.devices is not None:
+            raise TypeError("sizes= and devices= do not apply to resident Sharded data: it stays where scatter() put it")
+        return plans[0]
+    available = [Device.parse(d) for d in cluster.devices]
+    return make_plan(srcs[0].rows, settings.sizes, settings.devices, available, fallback=settings.fallback)
+
+
+def resolve_cluster(cluster: Cluster | None, srcs: tuple[Source, ...]) -> Cluster:
+    """The cluster a run goes to: ``cluster=``, or the one resident inputs live on (which must agree).
+
+    Raises:
+        TypeError: no cluster at all.  ClusterError: inputs on different clusters, or a closed cluster.
+    """
+    homes = {id(c): c for c in (s.home for s in srcs) if c is not None}
     if cluster is None:
         if not homes:
             raise TypeError("cluster= is required: pass a Cluster, e.g. cluster=tmr.LocalCluster(2) or tmr.Cluster.from_spec({...})")
         if len(homes) > 1:
             raise ClusterError("the resident inputs live on different clusters; scatter them onto one cluster")
         cluster = next(iter(homes.values()))
-    elif not isinstance(cluster, Cluster):
-        raise TypeError(f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}")
     if any(home is not cluster for home in homes.values()):
         raise ClusterError(f"the resident input lives on another cluster than cluster={cluster!r}; omit cluster= or pass its own")
     cluster.check_open()

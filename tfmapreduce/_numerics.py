@@ -1,0 +1,89 @@
+"""Numerics shared by the recipes: sums as exact as float64 accumulation, and shifted moments.
+
+Whether a float32 tensor holds no negative number (so a sum over it cannot
+cancel and may take the fast blocked path) is recorded in the graph itself:
+:func:`mark_nonnegative` wraps the tensor in an ``Identity`` op with a
+recognisable name, and :func:`known_nonnegative` reads that op.  No state
+outside the graph carries it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import tensorflow as tf
+
+_NONNEGATIVE = "known_nonnegative"
+
+
+def mark_nonnegative(tensor: tf.Tensor) -> tf.Tensor:
+    """``tensor``, recorded in its graph as holding no negative number (and no NaN)."""
+    return tf.identity(tensor, name=_NONNEGATIVE)
+
+
+def known_nonnegative(tensor: tf.Tensor) -> bool:
+    """Whether ``tensor`` came from :func:`mark_nonnegative`: a sum over it cannot cancel."""
+    op = getattr(tensor, "op", None)  # an eager tensor has no op: nothing recorded
+    return op is not None and op.type == "Identity" and re.fullmatch(rf"{_NONNEGATIVE}(_\d+)?", op.name.rsplit("/", 1)[-1]) is not None
+
+
+BLOCK = 256
+"""float32 elements summed in float32 before the partial sums widen to float64."""
+
+SAMPLE = 4096
+"""Rows of a shard sampled to pick the shift of its variance computation."""
+
+
+def blocked_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
+    """float32 summed in blocks of :data:`BLOCK` in float32, then the block sums in float64.
+
+    Its error is about 1e-7 of ``Σ|x|`` (not of ``|Σx|``): as good as float64 when
+    no terms cancel, 7× faster than widening every element first (one core).
+    Only the sum of everything is blocked: down axis 0, Eigen would add each
+    column's block one row after another, which loses ~1e-6.
+    """
+    if axis is not None:
+        return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
+    flat = tf.reshape(x, [-1])  # blocks along the innermost axis: Eigen's fastest, tree-shaped reduction
+    blocks, rest = divmod(flat.shape[0], BLOCK)
+    head, tail = tf.split(flat, [blocks * BLOCK, rest])  # split shares the buffer; a slice would copy it
+    total = tf.reduce_sum(tf.cast(tf.reduce_sum(tf.reshape(head, [blocks, BLOCK]), axis=1), tf.float64))
+    return total + tf.reduce_sum(tf.cast(tail, tf.float64))
+
+
+def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
+    """Sum ``x`` (over everything, or down axis 0) as exactly as float64 accumulation.
+
+    Integers and booleans sum in int64, floats in float64.  A float32 shard
+    known to hold no negative number (nothing can cancel) takes the blocked
+    float32 path, as exact there and several times faster: resident data
+    learns that when it is stored, shipped data when the client slices it.
+    """
+    if x.dtype.is_integer or x.dtype.is_bool:
+        return tf.reduce_sum(tf.cast(x, tf.int64), axis=axis)
+    if axis is None and x.dtype == tf.float32 and x.shape.num_elements() >= 2 * BLOCK and known_nonnegative(x):
+        return blocked_sum(x, axis)
+    return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
+
+
+def moments_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
+    def shard_moments(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        # Shift by c, an estimate of the mean in x's own float type: y = x - c is exact
+        # near the mean, so data far from 0 (mean 1e6, std 1) keeps its digits, and
+        # Σ(x - m)² = Σy² - (Σy)²/n with Σy small (no cancellation).  c and Σy may be
+        # approximate (blocked float32): they move the mean by ~1e-7·std, never M2.
+        if not x.dtype.is_floating or x.dtype in (tf.float16, tf.bfloat16):
+            x = tf.cast(x, tf.float64)
+        approx = blocked_sum if x.dtype == tf.float32 else exact_sum
+        n = tf.cast(tf.size(x) if axis is None else tf.shape(x)[0], tf.float64)
+        rows = x.shape[0]
+        sample = x[:: rows // SAMPLE or 1]  # c needs only be near the mean: a strided sample saves a pass
+        c = tf.cast(tf.reduce_mean(tf.cast(sample, tf.float64), axis=axis), x.dtype)
+        y = x - c
+        s1 = approx(y, axis)
+        return n, tf.cast(c, tf.float64) + s1 / n, approx(tf.square(y), axis) - s1 * s1 / n
+
+    return shard_moments
+
+

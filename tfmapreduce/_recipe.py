@@ -1,0 +1,202 @@
+"""The plumbing every recipe shares: its MapReduce, its options, its stats, argument checks and multi-round data.
+
+A recipe is a few lines: check its own arguments, pick (or build once) its
+MapReduce with :func:`recipe`, run it with :func:`run`, and finish the numbers
+on the client.  Multi-round recipes hold host data resident for the call with
+:func:`held_resident` and report progress with :class:`Progress`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, TextIO
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from ._combine import Combiner
+from ._errors import InputError, TfMapReduceError
+from ._mapreduce import MapReduce, plan_of, resolve_cluster
+from ._options import RunOptions
+from ._resident import Sharded, scatter
+from ._runstats import RunStats
+from ._source import sources
+
+_jobs: dict[Hashable, MapReduce[Any]] = {}
+
+
+def recipe(key: tuple[Hashable, ...], make: Callable[[], tuple[Callable[..., Any], Combiner]]) -> MapReduce[Any]:
+    """The recipe's MapReduce for ``key`` (its name first), built once so repeated calls reuse its compiled graphs."""
+    if key not in _jobs:
+        map_fn, combiner = make()
+        _jobs[key] = MapReduce(map_fn, combiner, name=str(key[0]))
+    return _jobs[key]
+
+
+def run(mapreduce: MapReduce[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] = ()) -> tuple[Any, RunStats | None]:
+    """Run a recipe's MapReduce; returns (result, stats or None)."""
+    out = mapreduce.execute(x, settings, broadcast=broadcast)
+    return out if settings.return_stats else (out, None)
+
+
+def finish(value: Any, dtype: Any, stats: RunStats | None) -> Any:
+    """``value`` as ``dtype`` (a numpy scalar for 0-d), with the stats when they were asked for."""
+    value = np.asarray(value).astype(dtype)
+    value = value[()] if value.ndim == 0 else value
+    return (value, stats) if stats is not None else value
+
+
+def check_axis(axis: object) -> int | None:
+    """``axis`` as None (every element) or 0 (down the rows); -1 means 0 for 1-d data only, so it is refused."""
+    if axis is None:
+        return None
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and int(axis) == 0:
+        return 0
+    raise ValueError(f"axis must be None (every element) or 0 (down the rows, one result per column), got {axis!r}")
+
+
+def info(x: Any, name: str) -> tuple[np.dtype[Any], tuple[int, ...], int]:
+    """The dtype, full shape and rows of the (first) input, after canonicalization."""
+    src = sources(x, argument=name)[0]
+    return src.dtype, src.shape, src.rows
+
+
+def require_rows(rows: int, what: str) -> None:
+    """Raise InputError when a statistic of 0 rows is asked for."""
+    if rows == 0:
+        raise InputError(f"{what} of an input with 0 rows is undefined; pass at least one row")
+
+
+def check_int(value: object, name: str, minimum: int) -> int:
+    """``value`` as an int ≥ ``minimum`` (numpy integers accepted)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an int ≥ {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_float(value: object, name: str, *, positive: bool = False) -> float:
+    """``value`` as a finite float ≥ 0 (> 0 when ``positive``)."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+    if not ok or value < 0 or (positive and value == 0):  # type: ignore[operator]
+        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '≥ 0'}, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_callback(callback: object) -> None:
+    """Raise TypeError unless ``callback`` is None or callable."""
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be a callable taking one step record, or None; got {type(callback).__name__} {callback!r}")
+
+
+def feature_count(shape: tuple[int, ...], name: str) -> int:
+    """Features per row of a 1-d (one feature) or 2-d input."""
+    if len(shape) == 1:
+        return 1
+    if len(shape) != 2:
+        raise InputError(f"{name} must be 1-d (one feature) or 2-d (rows × features), got shape {shape}")
+    return shape[1]
+
+
+def as_matrix(x: tf.Tensor) -> tf.Tensor:
+    """A shard as a float64 (rows, features) matrix; a 1-d shard is one feature."""
+    x = tf.cast(x, tf.float64)
+    return tf.reshape(x, [-1, 1]) if x.shape.rank == 1 else x
+
+
+_MINMAX = Combiner(
+    partial=lambda v, n: v,
+    merge=lambda a, b: (tf.minimum(a[0], b[0]), tf.maximum(a[1], b[1])),
+    name="minmax",
+)
+
+
+def _minmax_map(t: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return tf.reduce_min(t), tf.reduce_max(t)
+
+
+def value_range(x: Any, settings: RunOptions) -> tuple[Any, Any]:
+    """(min, max) over every element of ``x`` in one run, in ``x``'s dtype."""
+    mapreduce = recipe(("minmax",), lambda: (_minmax_map, _MINMAX))
+    (lo, hi), _ = run(mapreduce, x, attrs.evolve(settings, return_stats=False))
+    return lo, hi
+
+
+@attrs.define(eq=False)
+class Progress:
+    """A one-line text bar redrawn with a carriage return; silent unless enabled."""
+
+    label: str
+    total: int
+    enabled: bool
+    stream: TextIO = attrs.field(factory=lambda: sys.stderr)
+    _width: int = 0  # of the last line drawn, to blank a longer one
+
+    WIDTH = 30
+
+    def update(self, done: int, text: str) -> None:
+        """Redraw the bar at ``done`` of ``total`` with ``text`` after it."""
+        if self.enabled:
+            filled = self.WIDTH * done // max(self.total, 1)
+            line = f"{self.label} [{'#' * filled}{'-' * (self.WIDTH - filled)}] {done}/{self.total} {text}"
+            self.stream.write(f"\r{line.ljust(self._width)}")
+            self.stream.flush()
+            self._width = len(line)
+
+    def close(self, note: str = "") -> None:
+        """End the bar's line (with ``note``)."""
+        if self.enabled:
+            self.stream.write(f" {note}\n" if note else "\n")
+            self.stream.flush()
+
+
+def _free(made: Sequence[Sharded], timeout: float | None, *, quiet: bool) -> None:
+    for data in made:
+        try:
+            data.delete(timeout=timeout)
+        except TfMapReduceError:
+            if not quiet:
+                raise
+
+
+@contextlib.contextmanager
+def held_resident(data: Any, rounds: int, settings: RunOptions) -> Iterator[tuple[Any, RunOptions]]:
+    """The data of a multi-round recipe as resident shards, and the options to run over them.
+
+    Resident inputs are used as they are.  Host inputs are scattered once (with
+    ``sizes``/``devices``, or the plan of the resident inputs they are
+    co-partitioned with) and deleted when the recipe returns, so each round
+    after the first ships nothing.  A single round ships directly.
+    """
+    srcs = sources(data)
+    items = data if isinstance(data, tuple) else (data,)
+    resident = [item for item in items if isinstance(item, Sharded)]
+    if rounds <= 1 or len(resident) == len(items):
+        yield data, settings
+        return
+    cluster = resolve_cluster(settings.cluster, srcs)  # a resident input's own; ClusterError for another
+    if resident:  # the host inputs follow the resident ones' plan (checked as for any run)
+        shards = plan_of(srcs, cluster, settings).shards
+        place: dict[str, Any] = {"sizes": [s.rows for s in shards], "devices": [s.device for s in shards], "fallback": None}
+    else:
+        place = {"sizes": settings.sizes, "devices": settings.devices, "fallback": settings.fallback}
+    made: list[Sharded] = []
+    try:
+        held = []
+        for item in items:
+            if isinstance(item, Sharded):
+                held.append(item)
+                continue
+            made.append(scatter(item, cluster=cluster, timeout=settings.timeout, **place))
+            held.append(made[-1])
+            if not resident:  # the others follow the first one's plan
+                first = made[0].plan.shards
+                place = {"sizes": [s.rows for s in first], "devices": [s.device for s in first], "fallback": None}
+        yield (tuple(held) if isinstance(data, tuple) else held[0]), attrs.evolve(settings, cluster=cluster, sizes=None, devices=None)
+    except BaseException:
+        _free(made, settings.timeout, quiet=True)
+        raise
+    _free(made, settings.timeout, quiet=False)

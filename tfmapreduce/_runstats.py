@@ -1,0 +1,42 @@
+"""Run statistics: what one run did, per shard and in total."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class ShardStats:
+    """What one shard cost in a run."""
+
+    index: int
+    """The shard's position in the plan."""
+    device: str
+    """The device that mapped it."""
+    rows: int
+    """Its rows."""
+    bytes_sent: int
+    """Input bytes the client sent for it in this run (0 for resident data)."""
+
+
+@attrs.frozen
+class RunStats:
+    """What a run did: per-shard devices and bytes, wall time, and whether it compiled.
+
+    Example:
+        >>> stats = RunStats((ShardStats(0, "/job:local/replica:0/task:0/device:CPU:0", 30, 240),), 0.01, True)
+        >>> stats.bytes_sent
+        240
+    """
+
+    shards: tuple[ShardStats, ...]
+    """One entry per shard, in order."""
+    wall_time: float
+    """Seconds from the call to the result, compilation included."""
+    compiled: bool
+    """True when this run built (traced) a new graph; False when it reused one."""
+
+    @property
+    def bytes_sent(self) -> int:
+        """Input bytes sent to the cluster in this run, all shards together."""
+        return sum(s.bytes_sent for s in self.shards)

@@ -1,0 +1,191 @@
+"""Sources: the contract every kind of input implements, host arrays, and the canonicalization of a job's data."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from ._errors import InputError
+from ._numerics import mark_nonnegative
+from ._plan import Plan, Shard
+
+if TYPE_CHECKING:
+    from ._cluster import Cluster
+
+
+@attrs.frozen
+class ShardTensor:
+    """A shard's data inside a job's graph: the tensor the map reads, and the placeholder to feed (or None)."""
+
+    value: tf.Tensor
+    """What ``map_fn`` receives for this shard."""
+    placeholder: tf.Tensor | None = None
+    """The placeholder the run feeds with :meth:`Source.feed`, or None when the data is already on the device."""
+
+
+class Source(Protocol):
+    """One input of a job, as the engine sees it: every kind of data implements exactly this.
+
+    Host arrays (:class:`Shipped`), resident shards (``Sharded``) and file
+    sources each implement it; the engine asks nothing else of an input.
+    """
+
+    @property
+    def rows(self) -> int:
+        """Rows on axis 0 (what a partition splits)."""
+        ...
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The element type."""
+        ...
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The whole input's shape (rows first)."""
+        ...
+
+    @property
+    def home(self) -> Cluster | None:
+        """The cluster the data lives on, or None when any cluster can receive it."""
+        ...
+
+    @property
+    def home_plan(self) -> Plan | None:
+        """Where the data lives (fixed shards and devices), or None when the run's plan decides."""
+        ...
+
+    def signature(self, plan: Plan) -> Hashable:
+        """What the graph compiled for ``plan`` depends on (never the values)."""
+        ...
+
+    def tensor(self, shard: Shard) -> ShardTensor:
+        """Inside the job's graph and the shard's device scope: the shard's tensor."""
+        ...
+
+    def feed(self, shard: Shard) -> np.ndarray[Any, Any] | None:
+        """The value fed to the shard's placeholder in this run (None when there is none)."""
+        ...
+
+    def bytes_sent(self, shard: Shard) -> int:
+        """Input bytes the client sends for ``shard`` in one run."""
+        ...
+
+
+class Input(abc.ABC):
+    """Data that supplies its own :class:`Source` (resident ``Sharded`` data, file sources)."""
+
+    @abc.abstractmethod
+    def as_source(self) -> Source:
+        """The source jobs read this data through."""
+
+
+def as_array(value: Any, *, argument: str) -> np.ndarray:
+    """``value`` (numpy array, tf.Tensor, nested list, scalar) as a numeric numpy array.
+
+    Raises:
+        TypeError: strings, objects or other non-numeric data.
+        InputError: a ragged nested list.
+    """
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        value = value.numpy()
+    try:
+        array = np.asarray(value)
+    except ValueError as e:
+        raise InputError(f"{argument} must be a rectangular array, got a ragged {type(value).__name__} ({e})") from None
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise TypeError(f"{argument} must hold numbers or booleans, got dtype {array.dtype}; convert it, e.g. np.asarray(x, dtype=np.float32)")
+    if np.iscomplexobj(array):
+        raise TypeError(f"{argument} has complex dtype {array.dtype}; tfmapreduce maps real numbers")
+    return array
+
+
+@attrs.frozen(eq=False)
+class Shipped:
+    """Host data sliced on the client: each task receives only its shards' bytes, fed per run."""
+
+    array: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        return int(self.array.shape[0])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    @property
+    def home(self) -> None:
+        return None
+
+    @property
+    def home_plan(self) -> None:
+        return None
+
+    def signature(self, plan: Plan) -> Hashable:
+        return ("shipped", self.array.dtype.str, self.array.shape[1:], tuple(self._nonnegative(s) for s in plan.shards))
+
+    def _nonnegative(self, shard: Shard) -> bool:
+        """float32 shards without a negative (or NaN) element: their sums take the blocked path."""
+        return self.array.dtype == np.float32 and bool(shard.rows) and bool(self.array[shard.start : shard.stop].min() >= 0)
+
+    def tensor(self, shard: Shard) -> ShardTensor:
+        ph = tf.compat.v1.placeholder(tf.as_dtype(self.array.dtype), (shard.rows, *self.array.shape[1:]), name="x")
+        return ShardTensor(mark_nonnegative(ph) if self._nonnegative(shard) else ph, ph)
+
+    def feed(self, shard: Shard) -> np.ndarray[Any, Any]:
+        return self.array[shard.start : shard.stop]
+
+    def bytes_sent(self, shard: Shard) -> int:
+        return shard.rows * int(np.prod(self.array.shape[1:], dtype=np.int64)) * self.array.dtype.itemsize
+
+
+def sources(x: Any, *, argument: str = "x") -> tuple[Source, ...]:
+    """Canonicalize a job's data: one array, or a tuple of co-partitioned inputs, into sources with equal rows.
+
+    A tuple means several inputs partitioned together on axis 0; anything else
+    is one input.  An :class:`Input` (resident ``Sharded`` data, file sources)
+    supplies its own source.
+    """
+    items = x if isinstance(x, tuple) else (x,)
+    if not items:
+        raise InputError(f"{argument}=() holds no input; pass an array or a tuple of arrays with equal rows")
+    result: list[Source] = []
+    for i, item in enumerate(items):
+        name = f"{argument}[{i}]" if isinstance(x, tuple) else argument
+        if isinstance(item, Input):
+            result.append(item.as_source())
+            continue
+        array = as_array(item, argument=name)
+        if array.ndim == 0:
+            raise InputError(f"{name} is a 0-d scalar ({array!r}); the rows to partition are its axis 0, so pass at least a 1-d array")
+        result.append(Shipped(array))
+    rows = {s.rows for s in result}
+    if len(rows) > 1:
+        shapes = ", ".join(f"{argument}[{i}]: {s.rows}" for i, s in enumerate(result))
+        raise InputError(f"co-partitioned inputs must have the same rows on axis 0, got {shapes}; slice or pad them to one length")
+    return tuple(result)
+
+
+def host_array(x: Any, *, argument: str = "x") -> np.ndarray[Any, Any]:
+    """``x`` as one host array of at least one dimension (what ``scatter`` and ``save_shards`` send).
+
+    Raises:
+        TypeError: ``x`` is already on the workers, or not numeric.  InputError: a 0-d scalar or ragged list.
+    """
+    srcs = sources(x, argument=argument)
+    if len(srcs) != 1:
+        raise InputError(f"{argument} must be one array, got a tuple of {len(srcs)}; send each array on its own")
+    src = srcs[0]
+    if not isinstance(src, Shipped):
+        raise TypeError(f"{argument} is already on the workers ({type(x).__name__}); gather() it first")
+    return src.array

@@ -1,0 +1,252 @@
+"""Statistics recipes: mean, sum, min, max, count, moments, variance, std, weighted_mean — each one distributed run."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Literal, overload
+
+import numpy as np
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from ._combine import COUNT, MAX, MIN, MOMENTS, SUM, Combiner
+from ._errors import InputError
+from ._numerics import exact_sum, moments_map
+from ._options import Options, RunOptions
+from ._recipe import check_axis, finish, info, recipe, require_rows, run
+from ._runstats import RunStats
+from ._source import sources
+
+Numeric = np.generic | np.ndarray[Any, Any]
+"""A numpy scalar (for a whole-array statistic) or array (one value per column)."""
+
+
+def _sum_map(axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
+    def shard_sum(x: tf.Tensor) -> tf.Tensor:
+        return exact_sum(x, axis)
+
+    return shard_sum
+
+
+@overload
+def mean(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+@overload
+def mean(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
+def mean(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    """The mean of ``x`` over the cluster, equal to ``np.mean(x, axis=axis)``.
+
+    Every shard sums in float64; the sums add up and divide by the element
+    count, so uneven and empty shards weigh exactly what they hold.
+
+    Args:
+        x: an array or resident ``Sharded`` data.
+        axis: None for every element, 0 for one mean per column.
+        return_stats: also return the run's ``RunStats``.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
+
+    Raises:
+        InputError: ``x`` has 0 rows.  TypeError: ``x`` is not numeric.
+
+    Example:
+        >>> float(tmr.mean(np.arange(100.0), cluster=cluster, sizes=[30, 70]))
+        49.5
+    """
+    settings = RunOptions.of(return_stats=return_stats, **options)
+    axis = check_axis(axis)
+    _, shape, rows = info(x, "x")
+    require_rows(rows, "the mean")
+    mapreduce = recipe(("mean", axis), lambda: (_sum_map(axis), SUM))
+    total, stats = run(mapreduce, x, settings)
+    count = math.prod(shape) if axis is None else rows
+    return finish(np.asarray(total, np.float64) / count, np.float64, stats)
+
+
+@overload
+def sum(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+@overload
+def sum(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
+def sum(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    """The sum of ``x``, equal to ``np.sum(x, axis=axis)``: integers accumulate in int64, floats in float64.
+
+    Example:
+        >>> int(tmr.sum(np.arange(10, dtype=np.int32), cluster=cluster))
+        45
+    """
+    settings = RunOptions.of(return_stats=return_stats, **options)
+    axis = check_axis(axis)
+    mapreduce = recipe(("sum", axis), lambda: (_sum_map(axis), SUM))
+    total, stats = run(mapreduce, x, settings)
+    return finish(total, np.asarray(total).dtype, stats)
+
+
+def _extreme(name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner, x: Any, axis: object, settings: RunOptions) -> Any:
+    axis = check_axis(axis)
+    dtype, _, rows = info(x, "x")
+    require_rows(rows, f"the {name}")
+    mapreduce = recipe((name, axis), lambda: (lambda t: reduce(t, axis=axis), combiner))
+    value, stats = run(mapreduce, x, settings)
+    return finish(value, dtype, stats)
+
+
+@overload
+def min(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+@overload
+def min(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
+def min(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    """The minimum of ``x``, equal to ``np.min(x, axis=axis)``; an input with 0 rows raises InputError.
+
+    Example:
+        >>> int(tmr.min(np.array([3, 1, 2]), cluster=cluster))
+        1
+    """
+    return _extreme("min", tf.reduce_min, MIN, x, axis, RunOptions.of(return_stats=return_stats, **options))
+
+
+@overload
+def max(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+@overload
+def max(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
+def max(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    """The maximum of ``x``, equal to ``np.max(x, axis=axis)``; an input with 0 rows raises InputError.
+
+    Example:
+        >>> int(tmr.max(np.array([3, 1, 2]), cluster=cluster))
+        3
+    """
+    return _extreme("max", tf.reduce_max, MAX, x, axis, RunOptions.of(return_stats=return_stats, **options))
+
+
+def _rows_map(t: tf.Tensor) -> tf.Tensor:
+    return tf.shape(t, out_type=tf.int64)[0]
+
+
+@overload
+def count(x: Any, /, *, return_stats: Literal[False] = False, **options: Unpack[Options]) -> np.int64: ...
+@overload
+def count(x: Any, /, *, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[np.int64, RunStats]: ...
+def count(x: Any, /, *, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    """The number of rows of ``x`` (``len(x)``), counted shard by shard on the cluster.
+
+    Example:
+        >>> int(tmr.count(np.zeros((7, 3)), cluster=cluster))
+        7
+    """
+    settings = RunOptions.of(return_stats=return_stats, **options)
+    mapreduce = recipe(("count",), lambda: (_rows_map, COUNT))
+    value, stats = run(mapreduce, x, settings)
+    return finish(value, np.int64, stats)
+
+
+Moments = tuple[Numeric, Numeric, Numeric]
+"""``(count, mean, M2)`` in float64."""
+
+
+@overload
+def moments(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Moments: ...
+@overload
+def moments(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Moments, RunStats]: ...
+def moments(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    """``(count, mean, M2)`` of ``x`` in float64, merged across shards with Chan's parallel formula.
+
+    Example:
+        >>> [float(v) for v in tmr.recipes.moments(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3])]
+        [4.0, 2.5, 5.0]
+    """
+    settings = RunOptions.of(return_stats=return_stats, **options)
+    return _moments(x, axis, settings)
+
+
+def _moments(x: Any, axis: object, settings: RunOptions) -> Any:
+    axis = check_axis(axis)
+    _, _, rows = info(x, "x")
+    require_rows(rows, "the variance")
+    mapreduce = recipe(("moments", axis), lambda: (moments_map(axis), MOMENTS))
+    value, stats = run(mapreduce, x, settings)
+    return (value, stats) if stats is not None else value
+
+
+def _variance(x: Any, axis: object, ddof: object, settings: RunOptions) -> tuple[Any, RunStats | None]:
+    _, _, rows = info(x, "x")
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
+        raise ValueError(f"ddof must be an int ≥ 0, got {ddof!r}")
+    ddof = int(ddof)
+    if rows and ddof >= rows and axis == 0:
+        raise InputError(f"ddof={ddof} needs more than {ddof} rows, got {rows}")
+    out = _moments(x, axis, settings)
+    (n, _, m2), stats = out if settings.return_stats else (out, None)
+    if np.any(np.asarray(n) <= ddof):
+        raise InputError(f"ddof={ddof} needs more than {ddof} elements, got {int(np.max(n))}")
+    return np.asarray(m2) / (np.asarray(n) - ddof), stats
+
+
+@overload
+def variance(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+@overload
+def variance(
+    x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[True], **options: Unpack[Options]
+) -> tuple[Numeric, RunStats]: ...
+def variance(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    """The variance of ``x``, equal to ``np.var(x, axis=axis, ddof=ddof)``.
+
+    Each shard computes its count, mean and sum of squared deviations; Chan's
+    formula merges them, so data far from zero (mean 1e6, std 1) keeps its digits.
+
+    Example:
+        >>> float(tmr.variance(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3]))
+        1.25
+    """
+    value, stats = _variance(x, axis, ddof, RunOptions.of(return_stats=return_stats, **options))
+    return finish(value, np.float64, stats)
+
+
+@overload
+def std(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+@overload
+def std(
+    x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[True], **options: Unpack[Options]
+) -> tuple[Numeric, RunStats]: ...
+def std(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    """The standard deviation of ``x``, equal to ``np.std(x, axis=axis, ddof=ddof)`` (see :func:`variance`).
+
+    Example:
+        >>> float(tmr.std(np.array([1.0, 3.0]), cluster=cluster))
+        1.0
+    """
+    value, stats = _variance(x, axis, ddof, RunOptions.of(return_stats=return_stats, **options))
+    return finish(np.sqrt(value), np.float64, stats)
+
+
+def _weighted_map(x: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    x, w = tf.cast(x, tf.float64), tf.cast(w, tf.float64)
+    wx = tf.reshape(w, tf.concat([tf.shape(w), tf.ones([tf.rank(x) - 1], tf.int32)], 0)) * x
+    return tf.reduce_sum(wx, axis=0), tf.reduce_sum(w)
+
+
+@overload
+def weighted_mean(x: Any, w: Any, /, *, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+@overload
+def weighted_mean(x: Any, w: Any, /, *, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
+def weighted_mean(x: Any, w: Any, /, *, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    """``Σ wᵢ·xᵢ / Σ wᵢ`` down the rows, equal to ``np.average(x, axis=0, weights=w)``.
+
+    ``x`` and ``w`` are partitioned together: ``w`` holds one weight per row.
+
+    Raises:
+        InputError: ``w`` is not 1-d with one weight per row, or the weights sum to 0.
+
+    Example:
+        >>> float(tmr.weighted_mean(np.array([1.0, 3.0]), np.array([3.0, 1.0]), cluster=cluster))
+        1.5
+    """
+    settings = RunOptions.of(return_stats=return_stats, **options)
+    _, _, rows = info(x, "x")
+    srcs = sources((x, w))
+    if len(srcs[1].shape) != 1:
+        raise InputError(f"w must be 1-d, one weight per row of x, got shape {srcs[1].shape}")
+    require_rows(rows, "the weighted mean")
+    mapreduce = recipe(("weighted_mean",), lambda: (_weighted_map, SUM))
+    (total, weight), stats = run(mapreduce, (x, w), settings)
+    if weight == 0:
+        raise InputError("the weights w sum to 0, so the weighted mean is undefined; give some row a non-zero weight")
+    return finish(np.asarray(total) / weight, np.float64, stats)
