@@ -14,7 +14,7 @@ DEFAULT_OUT = os.path.join("benchmarks", "results")
 
 EPILOG = f"""\
 layouts (--layouts, comma-separated; default: all in full mode):
-{chr(10).join(f'  {name:<10} {layout.description}' for name, layout in LAYOUTS.items())}
+{chr(10).join(f"  {name:<10} {layout.description}" for name, layout in LAYOUTS.items())}
 
 inputs (both, for every cluster layout):
   shipped    host numpy data sliced on the client and fed on every call (each task receives only its shard)
@@ -91,8 +91,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--layouts", type=lambda t: _list(t, tuple(LAYOUTS), "layout"), help="only these layouts (comma-separated)")
     p.add_argument("--jobs", type=lambda t: _list(t, JOBS, "job"), help="only these jobs (comma-separated)")
     p.add_argument("--sizes", type=_sizes, help="float32 element counts, e.g. 1e2,1e6")
-    p.add_argument("--sweep-shards", type=lambda t: tuple(sorted({_positive(v) for v in t.split(",")})), metavar="N,N,...",
-                   help="shard counts of the sweep (full default 2,8,32,64)")
+    p.add_argument(
+        "--sweep-shards",
+        type=lambda t: tuple(sorted({_positive(v) for v in t.split(",")})),
+        metavar="N,N,...",
+        help="shard counts of the sweep (full default 2,8,32,64)",
+    )
     p.add_argument("--repeats", type=_positive, help="timed rounds per figure for sizes above 1e6")
     p.add_argument("--small-repeats", type=_positive, help="timed rounds per figure for sizes up to 1e6")
     p.add_argument("--warmup", type=_positive, help="untimed calls per implementation before timing (>= 1: the first is checked)")
@@ -126,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from . import _report, _suite  # imports TensorFlow: after --help and argument errors
 
-    log(f"{config.mode} mode: layouts {', '.join(config.layouts)}; jobs {', '.join(config.jobs)}; "
-        f"sizes {', '.join(f'{s:.0e}' for s in config.sizes)}")
+    log(
+        f"{config.mode} mode: layouts {', '.join(config.layouts)}; jobs {', '.join(config.jobs)}; "
+        f"sizes {', '.join(f'{s:.0e}' for s in config.sizes)}"
+    )
     run = _suite.Run(config, log)
     results = run.run()
     rows, files = _report.write(results, args.out)

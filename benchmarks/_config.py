@@ -50,9 +50,16 @@ LAYOUTS: dict[str, Layout] = {
         Layout("local", "one process, no cluster: a local tf.function (plain TF), numpy and Dask's threaded scheduler"),
         Layout("1w", "LocalCluster(1): one worker process holds all the data (task 0 is master and worker)", 1),
         Layout("2w-even", "LocalCluster(2): two worker processes, one even shard each; Dask distributed and Ray beside it", 2),
-        Layout("2w-uneven", "LocalCluster(2), shards 1:3 (tmr.weights(1, 3)): task 1 holds three quarters of the rows", 2, weights=(1, 3)),
+        Layout(
+            "2w-uneven",
+            "LocalCluster(2), shards 1:3 (tmr.weights(1, 3)): task 1 holds three quarters of the rows",
+            2,
+            weights=(1, 3),
+        ),
         Layout("2w-2cpu", "LocalCluster(2, cpu_devices=2): four CPU devices, one shard each (default placement)", 2, 2),
-        Layout("sweep", "shard-count sweep: the same data in 2, 8, 32, 64 shards (sizes=n) over every device of the cluster", 2, 2),
+        Layout(
+            "sweep", "shard-count sweep: the same data in 2, 8, 32, 64 shards (sizes=n) over every device of the cluster", 2, 2
+        ),
     )
 }
 

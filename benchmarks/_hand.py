@@ -36,8 +36,17 @@ class HandWritten:
         timeout: seconds for ``operation_timeout_in_ms`` and each run's deadline.
     """
 
-    def __init__(self, target: str, master: str, slices: Sequence[tuple[int, int, str]], x: np.ndarray, jobs: Sequence[str],
-                 *, resident: bool, timeout: float = 120.0):
+    def __init__(
+        self,
+        target: str,
+        master: str,
+        slices: Sequence[tuple[int, int, str]],
+        x: np.ndarray,
+        jobs: Sequence[str],
+        *,
+        resident: bool,
+        timeout: float = 120.0,
+    ):
         self.x = x
         self.resident = resident
         self.graph = tf.Graph()
@@ -99,7 +108,10 @@ class HandWritten:
             m2 = tf.add_n([f64(p["variance"][1]) + n * tf.square(f64(p["variance"][0]) - mean) for n, p in parts])
             fetch["variance"] = m2 / total
         if "kmeans" in jobs:
-            fetch["kmeans"] = (tf.add_n([f64(p["kmeans"][0]) for _, p in parts]), tf.add_n([f64(p["kmeans"][1]) for _, p in parts]))
+            fetch["kmeans"] = (
+                tf.add_n([f64(p["kmeans"][0]) for _, p in parts]),
+                tf.add_n([f64(p["kmeans"][1]) for _, p in parts]),
+            )
         return fetch
 
     def _slices(self) -> dict[Any, np.ndarray]:

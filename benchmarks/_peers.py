@@ -90,22 +90,30 @@ class DaskDistributed:
 
         for name in ("distributed", "distributed.worker", "distributed.scheduler", "distributed.nanny", "distributed.core"):
             logging.getLogger(name).setLevel(logging.ERROR)
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                          memory_limit=0) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             client.wait_for_workers(workers)
             yield cls(client)
 
     def scatter(self, x: np.ndarray) -> list[Any]:
         # hash=False: a fresh key every time, so shipped input really travels on every call (the same bytes
         # would otherwise hash to the key of the last call's data, which is being released concurrently)
-        return [self.client.scatter(c, workers=[w], direct=True, hash=False)
-                for c, w in zip(_chunks(x, len(self.workers)), self.workers, strict=False)]
+        return [
+            self.client.scatter(c, workers=[w], direct=True, hash=False)
+            for c, w in zip(_chunks(x, len(self.workers)), self.workers, strict=False)
+        ]
 
     def job(self, job: str, x: np.ndarray, resident: Sequence[Any] | None, centroids: np.ndarray) -> Callable[[], Any]:
         def run() -> Any:
             chunks = resident if resident is not None else self.scatter(x)
-            futures = [self.client.submit(np_partial, job, c, centroids, pure=False, workers=[w])
-                       for c, w in zip(chunks, self.workers, strict=False)]
+            futures = [
+                self.client.submit(np_partial, job, c, centroids, pure=False, workers=[w])
+                for c, w in zip(chunks, self.workers, strict=False)
+            ]
             return np_combine(job, self.client.gather(futures), centroids)
 
         return run
@@ -126,8 +134,14 @@ class Ray:
         import ray
 
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                 object_store_memory=2 * 1024**3, configure_logging=False)
+        ray.init(
+            num_cpus=cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+            object_store_memory=2 * 1024**3,
+            configure_logging=False,
+        )
         try:
             yield cls(ray)
         finally:

@@ -81,10 +81,20 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     case = find(results, "2w-even", "mean", TINY, "resident")
     t = _timing(case, "tmr")
     hand = _timing(case, "hand")
-    rows.append(_row(f"≤ {TARGET_TINY_MS} ms", "tmr.mean, 100 elements, resident, 2 workers: median latency",
-                     t and t["median"] * 1e3, t is not None and t["median"] * 1e3 <= TARGET_TINY_MS,
-                     (f"min–max {_ms(t['min'])}–{_ms(t['max'])} ms; hand-written TF {_ms(hand['median'])} ms" if t and hand else
-                      "needs tmr.scatter and the 2w-even layout"), "ms"))
+    rows.append(
+        _row(
+            f"≤ {TARGET_TINY_MS} ms",
+            "tmr.mean, 100 elements, resident, 2 workers: median latency",
+            t and t["median"] * 1e3,
+            t is not None and t["median"] * 1e3 <= TARGET_TINY_MS,
+            (
+                f"min–max {_ms(t['min'])}–{_ms(t['max'])} ms; hand-written TF {_ms(hand['median'])} ms"
+                if t and hand
+                else "needs tmr.scatter and the 2w-even layout"
+            ),
+            "ms",
+        )
+    )
 
     for job in ("mean", "variance"):
         for size in (TINY, BIG):
@@ -92,12 +102,28 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 case = find(results, "2w-even", job, size, input_)
                 r = _ratio(case, "tmr/hand")
                 engine = _ratio(case, "tmr-job/hand")
-                detail = (f"round by round min–max {r['min']:.2f}–{r['max']:.2f}; engine with the hand's arithmetic "
-                          f"(tmr-job/hand) ×{engine['median']:.2f}" if r and engine else
-                          f"round by round min–max {r['min']:.2f}–{r['max']:.2f}" if r else
-                          f"not in this run{big_note}" if size not in sizes else "needs tmr.scatter" if input_ == "resident" else "not in this run")
-                rows.append(_row(f"≤ {TARGET_OVERHEAD:.2f}×", f"overhead tmr.{job} / hand-written TF, {_size(size)}, {input_}, 2 workers",
-                                 r and r["median"], r is not None and r["median"] <= TARGET_OVERHEAD, detail, "×"))
+                detail = (
+                    f"round by round min–max {r['min']:.2f}–{r['max']:.2f}; engine with the hand's arithmetic "
+                    f"(tmr-job/hand) ×{engine['median']:.2f}"
+                    if r and engine
+                    else f"round by round min–max {r['min']:.2f}–{r['max']:.2f}"
+                    if r
+                    else f"not in this run{big_note}"
+                    if size not in sizes
+                    else "needs tmr.scatter"
+                    if input_ == "resident"
+                    else "not in this run"
+                )
+                rows.append(
+                    _row(
+                        f"≤ {TARGET_OVERHEAD:.2f}×",
+                        f"overhead tmr.{job} / hand-written TF, {_size(size)}, {input_}, 2 workers",
+                        r and r["median"],
+                        r is not None and r["median"] <= TARGET_OVERHEAD,
+                        detail,
+                        "×",
+                    )
+                )
 
     for job, goal in (("mean", TARGET_MEAN_GBPS), ("variance", TARGET_VARIANCE_GBPS)):
         case = find(results, "2w-even", job, BIG, "resident")
@@ -110,8 +136,16 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         numpy = _timing(local, "numpy")
         if numpy:
             detail += f"; numpy np.{'var' if job == 'variance' else 'mean'} in one process {numpy['gbps']:.3g} GB/s"
-        rows.append(_row(f"≥ {goal:g} GB/s", f"tmr.{job} over 5e7 float32, resident, 2 workers: throughput",
-                         t and t["gbps"], t is not None and t["gbps"] >= goal, detail, "GB/s"))
+        rows.append(
+            _row(
+                f"≥ {goal:g} GB/s",
+                f"tmr.{job} over 5e7 float32, resident, 2 workers: throughput",
+                t and t["gbps"],
+                t is not None and t["gbps"] >= goal,
+                detail,
+                "GB/s",
+            )
+        )
 
     counts = results["meta"]["config"]["sweep_shards"]
     lo, hi = min(counts), max(counts)
@@ -119,21 +153,50 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         case = find(results, "sweep", "mean", size, "resident") or find(results, "sweep", "mean", size, "shipped")
         r = _ratio(case, f"tmr@{hi}/tmr@{lo}")
         if hi != 64 or lo != 2:
-            value, detail = None, (f"this run sweeps {lo}..{hi} shards: tmr@{hi}/tmr@{lo} ×{r['median']:.2f}" if r else "not in this run")
+            value, detail = (
+                None,
+                (f"this run sweeps {lo}..{hi} shards: tmr@{hi}/tmr@{lo} ×{r['median']:.2f}" if r else "not in this run"),
+            )
         else:
             value = r and r["median"]
             hand = _ratio(case, f"hand@{hi}/hand@{lo}")
-            detail = (f"{case['input']}; min–max {r['min']:.2f}–{r['max']:.2f}" + (f"; hand-written 64/2 ×{hand['median']:.2f}" if hand else "")
-                      if r and case else f"not in this run{big_note if size == BIG else ''}")
-        rows.append(_row(f"≤ {TARGET_SWEEP:g}×", f"tmr.mean latency, 64 shards / 2 shards, {_size(size)}, 2 workers × {results['meta']['config']['sweep_cpu_devices']} CPUs",
-                         value, value is not None and value <= TARGET_SWEEP, detail, "×"))
+            detail = (
+                f"{case['input']}; min–max {r['min']:.2f}–{r['max']:.2f}"
+                + (f"; hand-written 64/2 ×{hand['median']:.2f}" if hand else "")
+                if r and case
+                else f"not in this run{big_note if size == BIG else ''}"
+            )
+        rows.append(
+            _row(
+                f"≤ {TARGET_SWEEP:g}×",
+                f"tmr.mean latency, 64 shards / 2 shards, {_size(size)}, 2 workers × {results['meta']['config']['sweep_cpu_devices']} CPUs",
+                value,
+                value is not None and value <= TARGET_SWEEP,
+                detail,
+                "×",
+            )
+        )
 
     startup = results.get("startup")
-    rows.append(_row(f"≤ {TARGET_READY_S:g} s", "LocalCluster(2) ready (constructor returns)",
-                     startup and startup["median"], startup is not None and startup["median"] <= TARGET_READY_S,
-                     (f"min–max {startup['min']:.2f}–{startup['max']:.2f} s over {startup['n']} ({startup['source']})"
-                      + (f"; first tmr.mean after ready {startup['first_job']['median'] * 1e3:.0f} ms" if startup.get("first_job") else "")
-                      if startup else "not measured"), "s"))
+    rows.append(
+        _row(
+            f"≤ {TARGET_READY_S:g} s",
+            "LocalCluster(2) ready (constructor returns)",
+            startup and startup["median"],
+            startup is not None and startup["median"] <= TARGET_READY_S,
+            (
+                f"min–max {startup['min']:.2f}–{startup['max']:.2f} s over {startup['n']} ({startup['source']})"
+                + (
+                    f"; first tmr.mean after ready {startup['first_job']['median'] * 1e3:.0f} ms"
+                    if startup.get("first_job")
+                    else ""
+                )
+                if startup
+                else "not measured"
+            ),
+            "s",
+        )
+    )
     return rows
 
 
@@ -184,8 +247,15 @@ def layout_summary(results: dict[str, Any]) -> list[str]:
             r_small = _ratio(find(results, layout, "mean", small, input_), "tmr/hand")
             r_large = _ratio(find(results, layout, "mean", large, input_), "tmr/hand")
             name = f"{layout} (tf.function)" if layout == "local" else layout
-            cells = [name, input_, _ms(tiny["median"]) if tiny else "—", f"{mean['gbps']:.3g}" if mean else "—",
-                     f"{var['gbps']:.3g}" if var else "—", _fmt(r_small and r_small["median"], "×"), _fmt(r_large and r_large["median"], "×")]
+            cells = [
+                name,
+                input_,
+                _ms(tiny["median"]) if tiny else "—",
+                f"{mean['gbps']:.3g}" if mean else "—",
+                f"{var['gbps']:.3g}" if var else "—",
+                _fmt(r_small and r_small["median"], "×"),
+                _fmt(r_large and r_large["median"], "×"),
+            ]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -223,14 +293,22 @@ def markdown(results: dict[str, Any], target_rows: list[dict[str, Any]], plots: 
         if not cases:
             continue
         impls = _impls(cases)
-        lines += [f"## {job}", "", "Latency in ms, median [min–max]; GB/s of the framework's recipe (or of the local tf.function).", ""]
+        lines += [
+            f"## {job}",
+            "",
+            "Latency in ms, median [min–max]; GB/s of the framework's recipe (or of the local tf.function).",
+            "",
+        ]
         kmeans_impl = {c.get("tmr_impl") for c in cases if c.get("tmr_impl")}
         if kmeans_impl:
             lines += [f"`tmr` here is {', '.join(sorted(kmeans_impl))}.", ""]
         peer_ratios = [r for r in PEER_RATIOS if any(r in c["ratios"] for c in cases)]
         if peer_ratios:
-            lines += ["Dask and Ray ran in a second pass, interleaved with the framework's recipe (or numpy, locally) only, "
-                      "after the framework/hand-written pass; their ratios are against that pass.", ""]
+            lines += [
+                "Dask and Ray ran in a second pass, interleaved with the framework's recipe (or numpy, locally) only, "
+                "after the framework/hand-written pass; their ratios are against that pass.",
+                "",
+            ]
         ratio_names = ["tmr/hand", "tmr-job/hand", *peer_ratios]
         header = ["layout", "input", "size", "shards"] + [IMPL_TITLES.get(i, i) for i in impls] + [*ratio_names, "GB/s"]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -247,24 +325,34 @@ def markdown(results: dict[str, Any], target_rows: list[dict[str, Any]], plots: 
         counts = cfg["sweep_shards"]
         lo, hi = min(counts), max(counts)
         impls = [f"tmr@{n}" for n in counts] + [f"hand@{lo}", f"hand@{hi}"]
-        lines += ["## Shard-count sweep", "",
-                  f"The same data split into {', '.join(map(str, counts))} shards (`sizes=n`) over 2 workers × "
-                  f"{cfg['sweep_cpu_devices']} CPU devices; latency in ms, median [min–max].", ""]
+        lines += [
+            "## Shard-count sweep",
+            "",
+            f"The same data split into {', '.join(map(str, counts))} shards (`sizes=n`) over 2 workers × "
+            f"{cfg['sweep_cpu_devices']} CPU devices; latency in ms, median [min–max].",
+            "",
+        ]
         header = ["job", "input", "size", *impls, f"tmr {hi}/{lo}", f"hand {hi}/{lo}"]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in sweep:
             cells = [c["job"], c["input"], _size(c["size"])] + [_cell(c["timings"].get(i)) for i in impls]
-            cells += [_fmt((c["ratios"].get(f"tmr@{hi}/tmr@{lo}") or {}).get("median"), "×"),
-                      _fmt((c["ratios"].get(f"hand@{hi}/hand@{lo}") or {}).get("median"), "×")]
+            cells += [
+                _fmt((c["ratios"].get(f"tmr@{hi}/tmr@{lo}") or {}).get("median"), "×"),
+                _fmt((c["ratios"].get(f"hand@{hi}/hand@{lo}") or {}).get("median"), "×"),
+            ]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["## LocalCluster start-up", ""]
     for c in results["clusters"]:
-        lines.append(f"- LocalCluster({c['workers']}, cpu_devices={c['cpu_devices']}): ready in {c['ready_s']:.2f} s; "
-                     f"workers left after close: {c.get('leftover_pids') or 'none'}")
+        lines.append(
+            f"- LocalCluster({c['workers']}, cpu_devices={c['cpu_devices']}): ready in {c['ready_s']:.2f} s; "
+            f"workers left after close: {c.get('leftover_pids') or 'none'}"
+        )
     s = results.get("startup")
     if s:
-        lines.append(f"- LocalCluster(2) ready, {s['source']}: median {s['median']:.2f} s [{s['min']:.2f}–{s['max']:.2f}] over {s['n']}")
+        lines.append(
+            f"- LocalCluster(2) ready, {s['source']}: median {s['median']:.2f} s [{s['min']:.2f}–{s['max']:.2f}] over {s['n']}"
+        )
     lines.append("")
     if results["notes"]:
         lines += ["## Notes", "", *[f"- {n}" for n in results["notes"]], ""]
@@ -319,8 +407,11 @@ def write_plots(results: dict[str, Any], out: str) -> list[str]:
                 for layout in dict.fromkeys(c["layout"] for c in job_cases):
                     impls = ("tf.function", "numpy") if layout == "local" else ("tmr", "hand")
                     for impl, style in zip(impls, ("-", "--"), strict=True):
-                        pts = sorted((c["size"], c["timings"][impl]) for c in job_cases
-                                     if c["layout"] == layout and c["input"] == input_ and impl in c["timings"])
+                        pts = sorted(
+                            (c["size"], c["timings"][impl])
+                            for c in job_cases
+                            if c["layout"] == layout and c["input"] == input_ and impl in c["timings"]
+                        )
                         if not pts:
                             continue
                         xs = [p[0] for p in pts]
@@ -328,10 +419,27 @@ def write_plots(results: dict[str, Any], out: str) -> list[str]:
                             ys = [p[1]["median"] * 1e3 for p in pts]
                             lo = [y - p[1]["min"] * 1e3 for y, p in zip(ys, pts, strict=True)]
                             hi = [p[1]["max"] * 1e3 - y for y, p in zip(ys, pts, strict=True)]
-                            ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, marker="o", ms=3, capsize=2,
-                                        color=COLORS.get(layout), label=f"{layout} {impl}")
+                            ax.errorbar(
+                                xs,
+                                ys,
+                                yerr=[lo, hi],
+                                fmt=style,
+                                marker="o",
+                                ms=3,
+                                capsize=2,
+                                color=COLORS.get(layout),
+                                label=f"{layout} {impl}",
+                            )
                         else:
-                            ax.plot(xs, [p[1]["gbps"] for p in pts], style, marker="o", ms=3, color=COLORS.get(layout), label=f"{layout} {impl}")
+                            ax.plot(
+                                xs,
+                                [p[1]["gbps"] for p in pts],
+                                style,
+                                marker="o",
+                                ms=3,
+                                color=COLORS.get(layout),
+                                label=f"{layout} {impl}",
+                            )
                 ax.set_xscale("log")
                 ax.set_yscale("log")
                 ax.set_xlabel("float32 elements")
@@ -339,7 +447,9 @@ def write_plots(results: dict[str, Any], out: str) -> list[str]:
                 ax.grid(True, which="both", alpha=0.3)
             axes[0][0].set_ylabel("median latency (ms), min–max bars" if kind == "latency" else "throughput (GB/s of input)")
             axes[0][-1].legend(fontsize=7, loc="best")
-            fig.suptitle(f"{job}: {kind} vs size per layout (solid: tmr / tf.function, dashed: hand-written TF / numpy)", fontsize=10)
+            fig.suptitle(
+                f"{job}: {kind} vs size per layout (solid: tmr / tf.function, dashed: hand-written TF / numpy)", fontsize=10
+            )
             fig.tight_layout()
             name = f"{kind}_{job}.png"
             fig.savefig(os.path.join(out, name), dpi=110)
@@ -351,15 +461,29 @@ def write_plots(results: dict[str, Any], out: str) -> list[str]:
         for ax, job in zip(axes[0], jobs, strict=True):
             for layout in dict.fromkeys(c["layout"] for c in cases if c["job"] == job):
                 for input_, style in zip(inputs, ("--", "-"), strict=False):
-                    pts = sorted((c["size"], c["ratios"]["tmr/hand"]) for c in cases
-                                 if c["job"] == job and c["layout"] == layout and c["input"] == input_ and "tmr/hand" in c["ratios"])
+                    pts = sorted(
+                        (c["size"], c["ratios"]["tmr/hand"])
+                        for c in cases
+                        if c["job"] == job and c["layout"] == layout and c["input"] == input_ and "tmr/hand" in c["ratios"]
+                    )
                     if not pts:
                         continue
                     ys = [p[1]["median"] for p in pts]
                     shift = 0.94 if input_ == "shipped" else 1.06  # side by side, not on top of each other
-                    ax.errorbar([p[0] * shift for p in pts], ys, yerr=[[y - p[1]["min"] for y, p in zip(ys, pts, strict=True)],
-                                                               [p[1]["max"] - y for y, p in zip(ys, pts, strict=True)]],
-                                fmt=style, marker="o", ms=3, capsize=2, color=COLORS.get(layout), label=f"{layout} {input_}")
+                    ax.errorbar(
+                        [p[0] * shift for p in pts],
+                        ys,
+                        yerr=[
+                            [y - p[1]["min"] for y, p in zip(ys, pts, strict=True)],
+                            [p[1]["max"] - y for y, p in zip(ys, pts, strict=True)],
+                        ],
+                        fmt=style,
+                        marker="o",
+                        ms=3,
+                        capsize=2,
+                        color=COLORS.get(layout),
+                        label=f"{layout} {input_}",
+                    )
             ax.axhline(TARGET_OVERHEAD, color="red", lw=0.8, ls=":", label=f"target ×{TARGET_OVERHEAD:.2f}")
             ax.axhline(1.0, color="grey", lw=0.6)
             ax.set_yscale("log")
@@ -385,8 +509,15 @@ def write_plots(results: dict[str, Any], out: str) -> list[str]:
         for c in sweep:
             pts = [(n, c["timings"][f"tmr@{n}"]["median"] * 1e3) for n in counts if f"tmr@{n}" in c["timings"]]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], "-" if c["input"] == "resident" else "--", marker="o", ms=3,
-                        color=palette[c["size"]], label=f"{c['job']} {_size(c['size'])} {c['input']}")
+                ax.plot(
+                    [p[0] for p in pts],
+                    [p[1] for p in pts],
+                    "-" if c["input"] == "resident" else "--",
+                    marker="o",
+                    ms=3,
+                    color=palette[c["size"]],
+                    label=f"{c['job']} {_size(c['size'])} {c['input']}",
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("shards")

@@ -77,8 +77,11 @@ class Run:
         self.log = log
         self.centroids = initial_centroids()
         self.data = {size: make_data(size) for size in config.sizes}
-        self.references = {(job, size): reference(job, job_input(job, self.data[size], size), self.centroids)
-                           for size in config.sizes for job in {*config.jobs, *config.sweep_jobs}}
+        self.references = {
+            (job, size): reference(job, job_input(job, self.data[size], size), self.centroids)
+            for size in config.sizes
+            for job in {*config.jobs, *config.sweep_jobs}
+        }
         self.results: dict[str, Any] = {
             "meta": _meta(config),
             "notes": [],
@@ -98,12 +101,19 @@ class Run:
 
     def error(self, where: str, impl: str, exc: BaseException) -> None:
         core = impl in CORE
-        entry = {"where": where, "impl": impl, "core": core, "error": f"{type(exc).__name__}: {exc}",
-                 "traceback": traceback.format_exc(limit=6)}
+        entry = {
+            "where": where,
+            "impl": impl,
+            "core": core,
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=6),
+        }
         self.results["errors"].append(entry)
         self.log(f"{'ERROR' if core else 'peer error'} in {where} [{impl}]: {entry['error']}")
 
-    def _check_and_time(self, where: str, job: str, size: int, impls: dict[str, Callable[[], Any]]) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    def _check_and_time(
+        self, where: str, job: str, size: int, impls: dict[str, Callable[[], Any]]
+    ) -> tuple[dict[str, Any], dict[str, list[float]]]:
         """Check each implementation's result against numpy in float64, then time the ones that ran, interleaved."""
         expected = self.references[(job, size)]
         checks, working = {}, {}
@@ -116,8 +126,14 @@ class Run:
             ok, err = agrees(job, value, expected)
             checks[name] = {"ok": ok, "max_rel_err": err}
             if not ok:
-                self.error(where, name, AssertionError(f"result {np.asarray(value).ravel()[:4]} disagrees with numpy's "
-                                                      f"{np.asarray(expected).ravel()[:4]} (relative error {err:.2e})"))
+                self.error(
+                    where,
+                    name,
+                    AssertionError(
+                        f"result {np.asarray(value).ravel()[:4]} disagrees with numpy's "
+                        f"{np.asarray(expected).ravel()[:4]} (relative error {err:.2e})"
+                    ),
+                )
             working[name] = fn
         raw: dict[str, list[float]] = {}
         if working:
@@ -171,7 +187,9 @@ class Run:
         if not summaries:
             return
         parts = [f"{n} {s['median'] * 1e3:.3g} ms" for n, s in summaries.items()]
-        parts += [f"{n}/{anchor} ×{case['ratios'][f'{n}/{anchor}']['median']:.2f}" for n in impls if f"{n}/{anchor}" in case["ratios"]]
+        parts += [
+            f"{n}/{anchor} ×{case['ratios'][f'{n}/{anchor}']['median']:.2f}" for n in impls if f"{n}/{anchor}" in case["ratios"]
+        ]
         self.log(f"{self._where(case)} peers: " + ", ".join(parts))
 
     def find(self, layout: str, job: str, size: int, input_: str) -> dict[str, Any] | None:
@@ -182,8 +200,15 @@ class Run:
 
     def _case(self, layout: str, job: str, size: int, input_: str, **extra: Any) -> dict[str, Any]:
         x = job_input(job, self.data[size], size)
-        return {"layout": layout, "job": job, "size": size, "elements": int(x.size), "bytes": int(x.nbytes),
-                "input": input_, **extra}
+        return {
+            "layout": layout,
+            "job": job,
+            "size": size,
+            "elements": int(x.size),
+            "bytes": int(x.nbytes),
+            "input": input_,
+            **extra,
+        }
 
     # --- layouts ------------------------------------------------------------------------------
 
@@ -192,15 +217,21 @@ class Run:
         started = time.perf_counter()
         self.results["meta"]["load_before"] = _load()
         if not has_scatter():
-            self.note("resident input: tmr.scatter is not in this tfmapreduce; the framework's resident figures are "
-                      "skipped (the hand-written resident baseline still runs)")
+            self.note(
+                "resident input: tmr.scatter is not in this tfmapreduce; the framework's resident figures are "
+                "skipped (the hand-written resident baseline still runs)"
+            )
         if "kmeans" in config.jobs and recipe_kmeans() is not None:
-            self.note("k-means: 'tmr' is tmr.recipes.kmeans(iters=1); on shipped (host) input it scatters the data for the "
-                      "call and frees it after (three runs), so each call ships the data; 'tmr-job' is one MapReduce run "
-                      "with broadcast centroids and the hand-written arithmetic")
+            self.note(
+                "k-means: 'tmr' is tmr.recipes.kmeans(iters=1); on shipped (host) input it scatters the data for the "
+                "call and frees it after (three runs), so each call ships the data; 'tmr-job' is one MapReduce run "
+                "with broadcast centroids and the hand-written arithmetic"
+            )
         if "kmeans" in config.jobs and recipe_kmeans() is None:
-            self.note("k-means: tmr.recipes.kmeans is not in this tfmapreduce; 'tmr' runs one iteration as a "
-                      "MapReduce with broadcast centroids and tmr.combiners.sum")
+            self.note(
+                "k-means: tmr.recipes.kmeans is not in this tfmapreduce; 'tmr' runs one iteration as a "
+                "MapReduce with broadcast centroids and tmr.combiners.sum"
+            )
         if not config.peers:
             self.note("peers (Dask, Ray) not run: " + ("quick mode" if config.mode == "quick" else "--no-peers"))
         if "local" in config.layouts:
@@ -235,7 +266,11 @@ class Run:
             yield cluster
         entry["leftover_pids"] = _wait_gone(pids)
         if entry["leftover_pids"]:
-            self.error(f"LocalCluster({workers}, cpu_devices={cpus})", "tmr", RuntimeError(f"workers {entry['leftover_pids']} outlived close()"))
+            self.error(
+                f"LocalCluster({workers}, cpu_devices={cpus})",
+                "tmr",
+                RuntimeError(f"workers {entry['leftover_pids']} outlived close()"),
+            )
 
     def run_local(self, layout: Layout) -> None:
         """One process, no cluster: tf.function on a tensor (resident) or on the numpy array (shipped), numpy, Dask threads."""
@@ -290,8 +325,9 @@ class Run:
                         for job in self.config.jobs:
                             self._peer_case(layout, cluster, job, size, input_, holders, running)
 
-    def _tmr(self, layout: Layout, cluster: tmr.LocalCluster, job: str, x: np.ndarray, input_: str,
-             holders: _Holders) -> dict[str, Callable[[], Any]]:
+    def _tmr(
+        self, layout: Layout, cluster: tmr.LocalCluster, job: str, x: np.ndarray, input_: str, holders: _Holders
+    ) -> dict[str, Callable[[], Any]]:
         """The framework's implementations of ``job`` on this layout: ``tmr`` (the recipe) and ``tmr-job`` (the engine)."""
         c = self.centroids
         kw: dict[str, Any] = {"cluster": cluster, "sizes": layout.sizes(), "timeout": self.config.timeout}
@@ -319,14 +355,26 @@ class Run:
             impls.pop("tmr-job", None)
         return impls
 
-    def _layout_case(self, layout: Layout, cluster: tmr.LocalCluster, job: str, size: int, input_: str, holders: _Holders) -> None:
+    def _layout_case(
+        self, layout: Layout, cluster: tmr.LocalCluster, job: str, size: int, input_: str, holders: _Holders
+    ) -> None:
         x = job_input(job, self.data[size], size)
         plan = KMEANS_JOB.plan(x, cluster=cluster, sizes=layout.sizes())
-        case = self._case(layout.name, job, size, input_, shards=len(plan.shards), shard_rows=list(plan.sizes),
-                          cluster=f"{layout.workers}w×{layout.cpu_devices}cpu")
+        case = self._case(
+            layout.name,
+            job,
+            size,
+            input_,
+            shards=len(plan.shards),
+            shard_rows=list(plan.sizes),
+            cluster=f"{layout.workers}w×{layout.cpu_devices}cpu",
+        )
         if job == "kmeans":
-            case["tmr_impl"] = ("tmr.recipes.kmeans(iters=1)" if recipe_kmeans() is not None else
-                                "MapReduce(kmeans partial, combiners.sum) with broadcast centroids")
+            case["tmr_impl"] = (
+                "tmr.recipes.kmeans(iters=1)"
+                if recipe_kmeans() is not None
+                else "MapReduce(kmeans partial, combiners.sum) with broadcast centroids"
+            )
         where = self._where(case)
         impls: dict[str, Callable[[], Any]] = {}
         try:
@@ -340,8 +388,16 @@ class Run:
             self.error(where, "hand", e)
         self.measure(case, impls, [("tmr", "hand"), ("tmr-job", "hand"), ("tmr", "tmr-job")])
 
-    def _peer_case(self, layout: Layout, cluster: tmr.LocalCluster, job: str, size: int, input_: str, holders: _Holders,
-                   peers: dict[str, Any]) -> None:
+    def _peer_case(
+        self,
+        layout: Layout,
+        cluster: tmr.LocalCluster,
+        job: str,
+        size: int,
+        input_: str,
+        holders: _Holders,
+        peers: dict[str, Any],
+    ) -> None:
         case = self.find(layout.name, job, size, input_)
         if case is None:
             return
@@ -367,8 +423,9 @@ class Run:
                     with contextlib.ExitStack() as stack:
                         self._sweep_case(layout, cluster, job, size, input_, stack)
 
-    def _sweep_case(self, layout: Layout, cluster: tmr.LocalCluster, job: str, size: int, input_: str,
-                    stack: contextlib.ExitStack) -> None:
+    def _sweep_case(
+        self, layout: Layout, cluster: tmr.LocalCluster, job: str, size: int, input_: str, stack: contextlib.ExitStack
+    ) -> None:
         counts = self.config.sweep_shards
         lo, hi = min(counts), max(counts)
         x = job_input(job, self.data[size], size)
@@ -394,7 +451,12 @@ class Run:
                 except Exception as e:
                     self.error(where, "hand", e)
         case = self._case(layout.name, job, size, input_, shards=list(counts), cluster=f"2w×{layout.cpu_devices}cpu")
-        pairs = [(f"tmr@{hi}", f"tmr@{lo}"), (f"hand@{hi}", f"hand@{lo}"), (f"tmr@{lo}", f"hand@{lo}"), (f"tmr@{hi}", f"hand@{hi}")]
+        pairs = [
+            (f"tmr@{hi}", f"tmr@{lo}"),
+            (f"hand@{hi}", f"hand@{lo}"),
+            (f"tmr@{lo}", f"hand@{lo}"),
+            (f"tmr@{hi}", f"hand@{hi}"),
+        ]
         self.measure(case, impls, pairs)
 
     def measure_startup(self) -> None:
@@ -416,8 +478,11 @@ class Run:
             samples = [c["ready_s"] for c in self.results["clusters"] if c["workers"] == 2]
             source = "the run's own LocalCluster(2) starts"
         if samples:
-            self.results["startup"] = {**_timing.summary(samples), "source": source,
-                                       "first_job": _timing.summary(first_job) if first_job else None}
+            self.results["startup"] = {
+                **_timing.summary(samples),
+                "source": source,
+                "first_job": _timing.summary(first_job) if first_job else None,
+            }
             self.log(f"LocalCluster(2) ready: median {self.results['startup']['median']:.2f} s over {len(samples)} ({source})")
 
     # --- peers --------------------------------------------------------------------------------
@@ -437,8 +502,10 @@ class Run:
         """Dask distributed (2 worker processes) and Ray (2 CPUs), each when installed, for the 2-worker layout."""
         with contextlib.ExitStack() as stack:
             running: dict[str, Any] = {}
-            for name, starter in (("dask-distributed", lambda: _peers.DaskDistributed.start(2)),
-                                  ("ray", lambda: _peers.Ray.start(2))):
+            for name, starter in (
+                ("dask-distributed", lambda: _peers.DaskDistributed.start(2)),
+                ("ray", lambda: _peers.Ray.start(2)),
+            ):
                 why = _peers.missing(name)
                 if why:
                     self.note(why)
@@ -554,8 +621,16 @@ def _meta(config: Config) -> dict[str, Any]:
             return None
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=os.path.dirname(os.path.abspath(__file__)),
+            ).stdout.strip()
+            or None
+        )
     except Exception:
         commit = None
     return {
@@ -568,10 +643,18 @@ def _meta(config: Config) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "versions": {m: version(m) for m in ("tfmapreduce", "tensorflow", "numpy", "dask", "distributed", "ray", "matplotlib")},
         "config": {
-            "sizes": list(config.sizes), "jobs": list(config.jobs), "layouts": list(config.layouts), "inputs": list(config.inputs),
-            "sweep_shards": list(config.sweep_shards), "sweep_jobs": list(config.sweep_jobs),
-            "sweep_cpu_devices": config.sweep_cpu_devices, "repeats": config.repeats, "small_repeats": config.small_repeats,
-            "warmup": config.warmup, "startup_repeats": config.startup_repeats, "peers": config.peers,
+            "sizes": list(config.sizes),
+            "jobs": list(config.jobs),
+            "layouts": list(config.layouts),
+            "inputs": list(config.inputs),
+            "sweep_shards": list(config.sweep_shards),
+            "sweep_jobs": list(config.sweep_jobs),
+            "sweep_cpu_devices": config.sweep_cpu_devices,
+            "repeats": config.repeats,
+            "small_repeats": config.small_repeats,
+            "warmup": config.warmup,
+            "startup_repeats": config.startup_repeats,
+            "peers": config.peers,
             "engine_job": config.engine_job,
         },
         "resident_available": has_scatter(),

@@ -14,7 +14,9 @@ def summary(raw: list[float]) -> dict[str, Any]:
     return {"median": statistics.median(raw), "min": min(raw), "max": max(raw), "n": len(raw), "raw": list(raw)}
 
 
-def interleaved(impls: Mapping[str, Callable[[], Any]], *, warmup: int, repeats: int) -> tuple[dict[str, Any], dict[str, list[float]]]:
+def interleaved(
+    impls: Mapping[str, Callable[[], Any]], *, warmup: int, repeats: int
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
     """Run every implementation ``warmup`` times, then time ``repeats`` rounds of one call each.
 
     Within a round each implementation runs once, and the order rotates from

@@ -69,7 +69,9 @@ def _compare(actual: Any, expected: Any, *, rtol: float, atol: float, path: str)
             _compare(actual[key], expected[key], rtol=rtol, atol=atol, path=f"{path}[{key!r}]")
         return
     if isinstance(expected, (tuple, list)):
-        assert isinstance(actual, (tuple, list)), f"{path}: expected a {type(expected).__name__}, got {type(actual).__name__} {actual!r}"
+        assert isinstance(actual, (tuple, list)), (
+            f"{path}: expected a {type(expected).__name__}, got {type(actual).__name__} {actual!r}"
+        )
         assert len(actual) == len(expected), f"{path}: {len(actual)} items, expected {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
             _compare(a, e, rtol=rtol, atol=atol, path=f"{path}[{i}]")

@@ -66,8 +66,14 @@ def elements(dtype: np.dtype) -> st.SearchStrategy[Any]:
 
 
 @st.composite
-def arrays(draw: st.DrawFn, *, dtype: np.dtype | None = None, shape: tuple[int, ...] | None = None,
-           min_rows: int = 0, max_rows: int = MAX_ROWS) -> np.ndarray:
+def arrays(
+    draw: st.DrawFn,
+    *,
+    dtype: np.dtype | None = None,
+    shape: tuple[int, ...] | None = None,
+    min_rows: int = 0,
+    max_rows: int = MAX_ROWS,
+) -> np.ndarray:
     """A numpy array of a drawn (or given) dtype and shape."""
     dtype = draw(dtypes()) if dtype is None else np.dtype(dtype)
     shape = draw(shapes(min_rows=min_rows, max_rows=max_rows)) if shape is None else shape

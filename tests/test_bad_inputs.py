@@ -111,7 +111,9 @@ def test_an_unknown_cpu_index(cluster: tmr.LocalCluster) -> None:
     _says(error, "task /job:local/task:1 has no CPU:5", "/job:local/replica:0/task:1/device:CPU:1")
 
 
-@pytest.mark.parametrize("name", ["local/task0", "/job:local", "/job:local/task:x", "/job:local/task:0/tpu:0", "/job:local/task:0/task:1"])
+@pytest.mark.parametrize(
+    "name", ["local/task0", "/job:local", "/job:local/task:x", "/job:local/task:0/tpu:0", "/job:local/task:0/task:1"]
+)
 def test_a_malformed_device_string(cluster: tmr.LocalCluster, name: str) -> None:
     with pytest.raises(tmr.PlacementError) as error:
         tmr.mean(X, cluster=cluster, devices=[name])

@@ -19,8 +19,14 @@ from benchmarks import _report, _timing  # noqa: E402 - importable only once the
 
 
 def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -43,7 +49,9 @@ def test_help_explains_layouts_jobs_and_sizes_without_importing_tensorflow() -> 
     assert "oneDNN" not in proc.stderr  # --help answers before TensorFlow loads
 
 
-@pytest.mark.parametrize(("args", "message"), [(("--layouts", "4w"), "unknown layout 4w"), (("--sizes", "lots"), "sizes must be numbers")])
+@pytest.mark.parametrize(
+    ("args", "message"), [(("--layouts", "4w"), "unknown layout 4w"), (("--sizes", "lots"), "sizes must be numbers")]
+)
 def test_bad_arguments_name_what_is_accepted(args: tuple[str, ...], message: str) -> None:
     proc = _bench(*args, timeout=60)
     assert proc.returncode == 2
@@ -107,7 +115,12 @@ def test_interleaved_timing_keeps_every_round_and_pairs_ratios() -> None:
 
 def _case(layout: str, job: str, size: int, input_: str, timings: dict[str, float], ratios: dict[str, float]) -> dict[str, Any]:
     return {
-        "layout": layout, "job": job, "size": size, "input": input_, "bytes": size * 4, "shards": 2,
+        "layout": layout,
+        "job": job,
+        "size": size,
+        "input": input_,
+        "bytes": size * 4,
+        "shards": 2,
         "timings": {k: {**_timing.summary([v, v]), "gbps": size * 4 / v / 1e9} for k, v in timings.items()},
         "ratios": {k: _timing.summary([v]) for k, v in ratios.items()},
     }

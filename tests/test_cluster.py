@@ -44,10 +44,6 @@ def running(pids: Iterable[int], within: float = 0.0) -> list[int]:
         time.sleep(0.05)
 
 
-
-
-
-
 def workers_started_by(parent: int, *, job: str | None = None) -> set[int]:
     """Running worker processes that ``parent`` started, found through their environment (orphans too)."""
     marker = f"{PARENT_ENV}={parent}".encode()

@@ -67,7 +67,9 @@ def test_weighted_mean_is_the_lessons_formula(cluster: tmr.LocalCluster) -> None
 
 def test_min_and_max(cluster: tmr.LocalCluster) -> None:
     x = np.random.default_rng(0).integers(-1000, 1000, (50, 3)).astype(np.int64)
-    assert_eq(_run(lambda t: tf.reduce_min(t, axis=0), tmr.combiners.min, x=x, sizes=[0, 1, 0, 49], cluster=cluster), x.min(axis=0))
+    assert_eq(
+        _run(lambda t: tf.reduce_min(t, axis=0), tmr.combiners.min, x=x, sizes=[0, 1, 0, 49], cluster=cluster), x.min(axis=0)
+    )
     assert_eq(_run(lambda t: tf.reduce_max(t, axis=0), tmr.combiners.max, x=x, sizes=[25, 0, 25], cluster=cluster), x.max(axis=0))
 
 
@@ -139,7 +141,9 @@ def test_a_user_combiner_for_a_range(cluster: tmr.LocalCluster) -> None:
 def test_the_docstring_combiner_on_any_partition(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
     x = data.draw(arrays(dtype=np.float32, min_rows=1))
     sizes = data.draw(size_lists(len(x)))
-    result = tmr.MapReduce(lambda t: tf.reduce_mean(tf.cast(t, tf.float64), axis=0), hand_weighted_mean).run(x, cluster=cluster, sizes=sizes)
+    result = tmr.MapReduce(lambda t: tf.reduce_mean(tf.cast(t, tf.float64), axis=0), hand_weighted_mean).run(
+        x, cluster=cluster, sizes=sizes
+    )
     assert_eq(result, reference(x).mean(axis=0), atol=scale(x))
 
 
@@ -159,9 +163,21 @@ def test_tuple_outputs_with_built_ins(cluster: tmr.LocalCluster) -> None:
 
 def test_dict_outputs_with_built_ins(cluster: tmr.LocalCluster) -> None:
     x = np.arange(30, dtype=np.float32).reshape(10, 3)
-    out = _run(lambda t: {"sum": tf.reduce_sum(t, axis=0), "rows": tf.size(t) // 3}, tmr.combiners.sum, x=x, sizes=[4, 0, 6], cluster=cluster)
+    out = _run(
+        lambda t: {"sum": tf.reduce_sum(t, axis=0), "rows": tf.size(t) // 3},
+        tmr.combiners.sum,
+        x=x,
+        sizes=[4, 0, 6],
+        cluster=cluster,
+    )
     assert_eq(out, {"sum": reference(x).sum(0), "rows": 10})
-    means = _run(lambda t: {"a": tf.reduce_mean(t), "cols": tf.reduce_mean(t, axis=0)}, tmr.combiners.weighted_mean, x=x, sizes=[1, 0, 9], cluster=cluster)
+    means = _run(
+        lambda t: {"a": tf.reduce_mean(t), "cols": tf.reduce_mean(t, axis=0)},
+        tmr.combiners.weighted_mean,
+        x=x,
+        sizes=[1, 0, 9],
+        cluster=cluster,
+    )
     assert_eq(means, {"a": reference(x).mean(), "cols": reference(x).mean(0)})
 
 
@@ -192,5 +208,7 @@ def test_a_structure_aware_reduce_fn_gets_the_whole_structure(cluster: tmr.Local
 
 
 def test_tf_add_does_not_pack_a_tuple_of_like_scalars_into_one_tensor(cluster: tmr.LocalCluster) -> None:
-    out = _run(lambda t: (tf.reduce_sum(t), tf.reduce_max(t)), tf.add, x=np.arange(10, dtype=np.float32), sizes=[4, 6], cluster=cluster)
+    out = _run(
+        lambda t: (tf.reduce_sum(t), tf.reduce_max(t)), tf.add, x=np.arange(10, dtype=np.float32), sizes=[4, 6], cluster=cluster
+    )
     assert_eq(out, (45.0, 3.0 + 9.0))  # the shards' maxima add up too: tf.add merges each element

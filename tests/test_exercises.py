@@ -103,7 +103,9 @@ def test_an_even_split_hides_the_mistake(cluster: tmr.LocalCluster) -> None:
 @pytest.mark.parametrize("sizes", [[0, 30, 0, 70], [1, 99], [99, 1], [97, 1, 1, 1]])
 def test_the_weighted_mean_is_right_for_any_uneven_split(cluster: tmr.LocalCluster, sizes: list[int]) -> None:
     job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)
-    assert_eq(job.run(X, cluster=cluster, sizes=sizes), 49.5, plan=job.plan(X, cluster=cluster, sizes=sizes), rows=100, sizes=sizes)
+    assert_eq(
+        job.run(X, cluster=cluster, sizes=sizes), 49.5, plan=job.plan(X, cluster=cluster, sizes=sizes), rows=100, sizes=sizes
+    )
     assert_eq(tmr.mean(X, cluster=cluster, sizes=sizes), 49.5)
 
 

@@ -22,8 +22,6 @@ START_TIMEOUT = 90.0
 CONFIG = tf.compat.v1.ConfigProto(operation_timeout_in_ms=20_000)
 
 
-
-
 @pytest.fixture(scope="module", params=["local", "mapreduce"])
 def workers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[int]]]:
     """Two workers of the job, started like the lesson's create_worker.py; yields (job, ports)."""

@@ -80,7 +80,9 @@ def lloyd(x: np.ndarray, centroids: np.ndarray, iters: int, tol: float) -> tuple
     return c, history
 
 
-def gradient_descent(x: np.ndarray, y: np.ndarray, steps: int, lr: float, intercept: bool = True) -> tuple[np.ndarray, float, list[float]]:
+def gradient_descent(
+    x: np.ndarray, y: np.ndarray, steps: int, lr: float, intercept: bool = True
+) -> tuple[np.ndarray, float, list[float]]:
     """Full-batch gradient descent on the mean log-loss, in one process."""
     x = np.asarray(x, np.float64).reshape(len(x), -1)
     y = np.asarray(y, np.float64)
@@ -164,8 +166,11 @@ def test_kmeans_init_random_and_array(place: Place) -> None:
     start = x[np.random.default_rng(7).choice(len(x), size=3, replace=False)]
     np.testing.assert_allclose(result.centroids, lloyd(x, start, iters=4, tol=0.0)[0], rtol=1e-10)
     given = np.array([[0.0, 0, 0], [5, 5, 5]])
-    np.testing.assert_allclose(recipes.kmeans(data, 2, init=given, iters=3, tol=0.0, **options).centroids,
-                               lloyd(x, given, iters=3, tol=0.0)[0], rtol=1e-10)
+    np.testing.assert_allclose(
+        recipes.kmeans(data, 2, init=given, iters=3, tol=0.0, **options).centroids,
+        lloyd(x, given, iters=3, tol=0.0)[0],
+        rtol=1e-10,
+    )
 
 
 def test_kmeans_many_features(cluster: tmr.LocalCluster) -> None:
@@ -195,7 +200,9 @@ def test_kmeans_one_feature_and_bad_arguments(cluster: tmr.LocalCluster) -> None
 # --------------------------------------------------------------------------- linear regression
 
 
-def regression_data(rows: int = ROWS, features: int = 3, targets: int | None = None, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+def regression_data(
+    rows: int = ROWS, features: int = 3, targets: int | None = None, seed: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(rows, features)).astype(np.float32)
     w = rng.normal(size=(features,) if targets is None else (features, targets))
@@ -257,8 +264,9 @@ def test_logistic_regression_equals_full_batch_gradient_descent(place: Place) ->
 def test_logistic_regression_options(cluster: tmr.LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
     x, y = classification_data(seed=5)
     seen: list[recipes.GradientStep] = []
-    model = recipes.logistic_regression(x, y, steps=10, lr=1.0, intercept=False, cluster=cluster, sizes=[0, 40, 80],
-                                        progress=True, callback=seen.append)
+    model = recipes.logistic_regression(
+        x, y, steps=10, lr=1.0, intercept=False, cluster=cluster, sizes=[0, 40, 80], progress=True, callback=seen.append
+    )
     w, b, _ = gradient_descent(x, y, steps=10, lr=1.0, intercept=False)
     np.testing.assert_allclose(model.coef, w, rtol=1e-10)
     assert model.intercept == b == 0.0

@@ -76,7 +76,9 @@ def test_without_sizes_one_shard_per_listed_device(cluster: tmr.LocalCluster) ->
 
 
 def test_fallback_cpu_shows_the_substitution_in_the_plan(cluster: tmr.LocalCluster) -> None:
-    plan = _job.plan(np.zeros(10), cluster=cluster, sizes=[4, 6], devices=["/job:local/task:0/gpu:0", "/job:local/task:1"], fallback="cpu")
+    plan = _job.plan(
+        np.zeros(10), cluster=cluster, sizes=[4, 6], devices=["/job:local/task:0/gpu:0", "/job:local/task:1"], fallback="cpu"
+    )
     assert _devices(plan) == [T0C0, T1C0]
     assert plan.shards[0].requested == T0G0
     assert plan.shards[1].requested is None

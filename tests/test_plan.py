@@ -36,7 +36,9 @@ def test_every_plan_covers_the_rows_exactly_once_in_order(cluster: tmr.LocalClus
 
 
 def test_the_plan_table(cluster: tmr.LocalCluster) -> None:
-    plan = _plan_only().plan(np.zeros(100), cluster=cluster, sizes=[30, 0, 70], devices=["/job:local/task:0", "/job:local/task:1"])
+    plan = _plan_only().plan(
+        np.zeros(100), cluster=cluster, sizes=[30, 0, 70], devices=["/job:local/task:0", "/job:local/task:1"]
+    )
     assert plan.explain().splitlines() == [
         "Plan: 100 rows in 3 shards on 2 tasks",
         "  shard  rows    size  device",
@@ -70,7 +72,9 @@ def test_plans_are_frozen_values(cluster: tmr.LocalCluster) -> None:
 
 
 def test_shard_properties(cluster: tmr.LocalCluster) -> None:
-    plan = _plan_only().plan(np.zeros(10), cluster=cluster, sizes=[4, 0, 6], devices=["/job:local/task:1", "/job:local/task:0/cpu:1"])
+    plan = _plan_only().plan(
+        np.zeros(10), cluster=cluster, sizes=[4, 0, 6], devices=["/job:local/task:1", "/job:local/task:0/cpu:1"]
+    )
     s0, s1, s2 = plan.shards
     assert (s0.index, s0.start, s0.stop, s0.rows, s0.task) == (0, 0, 4, 4, tmr.Task("local", 1))
     assert (s1.index, s1.start, s1.stop, s1.rows, s1.task) == (1, 4, 4, 0, tmr.Task("local", 0))

@@ -80,8 +80,11 @@ def test_every_recipe_and_mapreduce_accept_sharded(cluster: tmr.LocalCluster) ->
     x = rng.normal(size=(100, 3))
     w = rng.random(100)
     labels = (x[:, 0] + 0.3 * rng.normal(size=100) > 0).astype(np.float64)
-    with tmr.scatter(x, cluster=cluster, sizes=uneven(100)) as rx, tmr.scatter(w, cluster=cluster, sizes=uneven(100)) as rw, \
-            tmr.scatter(labels, cluster=cluster, sizes=uneven(100)) as ry:
+    with (
+        tmr.scatter(x, cluster=cluster, sizes=uneven(100)) as rx,
+        tmr.scatter(w, cluster=cluster, sizes=uneven(100)) as rw,
+        tmr.scatter(labels, cluster=cluster, sizes=uneven(100)) as ry,
+    ):
         np.testing.assert_allclose(tmr.mean(rx), x.mean())
         np.testing.assert_allclose(tmr.mean(rx, axis=0), x.mean(axis=0))
         np.testing.assert_allclose(tmr.sum(rx, axis=0), x.sum(axis=0))
@@ -97,7 +100,9 @@ def test_every_recipe_and_mapreduce_accept_sharded(cluster: tmr.LocalCluster) ->
         np.testing.assert_array_equal(counts, np.histogram(x, 6)[0])
         np.testing.assert_array_equal(edges, np.histogram(x, 6)[1])
         model = recipes.linear_regression(rx, rw)
-        np.testing.assert_allclose([*model.coef, model.intercept], np.linalg.lstsq(np.c_[x, np.ones(100)], w, rcond=None)[0], rtol=1e-9)
+        np.testing.assert_allclose(
+            [*model.coef, model.intercept], np.linalg.lstsq(np.c_[x, np.ones(100)], w, rcond=None)[0], rtol=1e-9
+        )
         assert recipes.kmeans(rx, 3, iters=2).centroids.shape == (3, 3)
         assert recipes.logistic_regression(rx, ry, steps=3).history[-1].loss < np.log(2)
         coef, _ = recipes.model_average(recipes.least_squares_fit, (rx, rw))
@@ -170,7 +175,10 @@ def test_cluster_may_be_omitted_and_another_cluster_is_refused(cluster: tmr.Loca
                     call()
             with pytest.raises(TypeError, match="do not apply to resident"):
                 tmr.mean(data, sizes=[5, 5])
-            with tmr.scatter(x[:, 0], cluster=cluster, sizes=[3, 7]) as column, pytest.raises(tmr.InputError, match="share one plan"):
+            with (
+                tmr.scatter(x[:, 0], cluster=cluster, sizes=[3, 7]) as column,
+                pytest.raises(tmr.InputError, match="share one plan"),
+            ):
                 job.run((data, column))
     finally:
         other.close()
@@ -258,8 +266,14 @@ def test_sharded_on_a_lost_or_closed_cluster_raises_cluster_error() -> None:
         os.kill(doomed.pids[0], signal.SIGKILL)
         with pytest.raises(tmr.WorkerUnavailableError):
             tmr.sum(data, timeout=3)  # the master itself is gone: found at the deadline
-    for use in (lambda: tmr.mean(data), lambda: job.run(data), data.gather, data.rebuild,
-                lambda: recipes.kmeans(data, 1), lambda: recipes.histogram(data, 2)):
+    for use in (
+        lambda: tmr.mean(data),
+        lambda: job.run(data),
+        data.gather,
+        data.rebuild,
+        lambda: recipes.kmeans(data, 1),
+        lambda: recipes.histogram(data, 2),
+    ):
         with pytest.raises(tmr.ClusterError, match="closed"):
             use()
     data.delete()  # nothing left to free: no error

@@ -73,7 +73,9 @@ def test_job_names_with_capitals_digits_and_underscores() -> None:
 
 
 def test_tf_config(monkeypatch) -> None:
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"mapreduce": LESSON["local"]}, "task": {"type": "mapreduce", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": {"mapreduce": LESSON["local"]}, "task": {"type": "mapreduce", "index": 0}})
+    )
     assert Cluster.from_tf_config().spec == {"mapreduce": LESSON["local"]}
 
 
@@ -117,7 +119,18 @@ def test_bad_job_name(job: str) -> None:
 
 @pytest.mark.parametrize(
     "address",
-    ["localhost", "localhost:", ":2222", "local host:2222", "localhost:http", "localhost:22.5", "localhost:-1", "host_name:2222", 2222, None],
+    [
+        "localhost",
+        "localhost:",
+        ":2222",
+        "local host:2222",
+        "localhost:http",
+        "localhost:22.5",
+        "localhost:-1",
+        "host_name:2222",
+        2222,
+        None,
+    ],
 )
 def test_bad_address(address: object) -> None:
     message = error_of({"local": ["localhost:2300", address]})
@@ -239,7 +252,9 @@ def test_every_valid_spec_comes_back_unchanged_in_every_form(spec: dict[str, lis
     assert validate_spec(spec) == spec
     assert validate_spec(json.dumps(spec)) == spec
     assert validate_spec(tf.train.ClusterSpec(spec)) == spec
-    assert tuple(map(str, Cluster.from_spec(spec).tasks)) == tuple(f"/job:{j}/task:{i}" for j, a in spec.items() for i in range(len(a)))
+    assert tuple(map(str, Cluster.from_spec(spec).tasks)) == tuple(
+        f"/job:{j}/task:{i}" for j, a in spec.items() for i in range(len(a))
+    )
 
 
 @given(specs(), st.data())

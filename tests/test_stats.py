@@ -46,7 +46,9 @@ def test_every_recipe_equals_numpy(cluster: tmr.LocalCluster, name: str, axis: i
         return
     result, stats = recipe(x, axis=axis, cluster=cluster, sizes=sizes, devices=devices, return_stats=True)
     assert_eq(result, numpy_fn(reference(x), axis=axis), atol=atol(x))
-    assert [s.rows for s in stats.shards] == list(tmr.MapReduce(abs, abs).plan(x, cluster=cluster, sizes=sizes, devices=devices).sizes)
+    assert [s.rows for s in stats.shards] == list(
+        tmr.MapReduce(abs, abs).plan(x, cluster=cluster, sizes=sizes, devices=devices).sizes
+    )
     assert stats.bytes_sent == x.nbytes
 
 
@@ -68,7 +70,9 @@ weight_arrays = st.integers(0, 40).flatmap(
 @given(data=st.data())
 def test_weighted_mean_equals_numpy_average(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
     x = data.draw(arrays(min_rows=1), label="x")
-    w = data.draw(st.lists(st.one_of(st.just(0.0), st.floats(0.0, 10.0)), min_size=len(x), max_size=len(x)).map(np.array), label="w")
+    w = data.draw(
+        st.lists(st.one_of(st.just(0.0), st.floats(0.0, 10.0)), min_size=len(x), max_size=len(x)).map(np.array), label="w"
+    )
     sizes = data.draw(sizes_specs(len(x)), label="sizes")
     devices = data.draw(placements(cluster.devices), label="devices")
     if w.sum() == 0:

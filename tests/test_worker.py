@@ -26,10 +26,6 @@ WORKER = [sys.executable, "-m", "tfmapreduce", "worker"]
 START_TIMEOUT = 90.0
 
 
-
-
-
-
 def env_without_tf_config(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     env.update(extra)
@@ -81,7 +77,9 @@ def failed(busy_port: int) -> dict[str, Finished]:
         "no spec and no TF_CONFIG": ["--job", "local", "--task", "0"],
     }
     processes = {
-        name: subprocess.Popen([*WORKER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_without_tf_config())
+        name: subprocess.Popen(
+            [*WORKER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_without_tf_config()
+        )
         for name, args in cases.items()
     }
     results = {}
@@ -130,7 +128,7 @@ def test_help_explains_every_flag_with_an_example_and_the_security_warning() -> 
     text = result.stdout
     for flag in ("--cluster SPEC", "--job NAME", "--task I", "--cpu-devices N", "TF_CONFIG"):
         assert flag in text, flag
-    assert "tfmapreduce worker --cluster '{\"local\": [" in text  # an example command line
+    assert 'tfmapreduce worker --cluster \'{"local": [' in text  # an example command line
     assert "no authentication" in text
     assert "all network interfaces" in " ".join(text.lower().split())
 
@@ -174,9 +172,15 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Work
     started: dict[str, Worker] = {}
     try:
         started["file"] = start(
-            directory, "file", ["--cluster", str(spec_file), "--job", "local", "--task", "0", "--cpu-devices", "3"], addresses[0], env_without_tf_config()
+            directory,
+            "file",
+            ["--cluster", str(spec_file), "--job", "local", "--task", "0", "--cpu-devices", "3"],
+            addresses[0],
+            env_without_tf_config(),
         )
-        started["json"] = start(directory, "json", [*spec_arg(addresses[2]), "--job", "local", "--task", "0"], addresses[2], env_without_tf_config())
+        started["json"] = start(
+            directory, "json", [*spec_arg(addresses[2]), "--job", "local", "--task", "0"], addresses[2], env_without_tf_config()
+        )
         started["tf_config"] = start(directory, "tf_config", [], addresses[4], env_without_tf_config(TF_CONFIG=tf_config))
         deadline = time.monotonic() + START_TIMEOUT
         for name, worker in started.items():

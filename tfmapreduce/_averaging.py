@@ -37,9 +37,13 @@ def least_squares_fit(X: tf.Tensor, y: tf.Tensor, *, intercept: bool = True) -> 
 
 
 @overload
-def model_average(fit: Callable[..., Any], data: Any, /, *, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Any: ...
+def model_average(
+    fit: Callable[..., Any], data: Any, /, *, return_stats: Literal[False] = False, **options: Unpack[Options]
+) -> Any: ...
 @overload
-def model_average(fit: Callable[..., Any], data: Any, /, *, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Any, RunStats]: ...
+def model_average(
+    fit: Callable[..., Any], data: Any, /, *, return_stats: Literal[True], **options: Unpack[Options]
+) -> tuple[Any, RunStats]: ...
 def model_average(fit: Callable[..., Any], data: Any, /, *, return_stats: bool = False, **options: Unpack[Options]) -> Any:
     """Train a model on each shard independently, then average the parameters weighted by shard rows.
 
@@ -86,8 +90,8 @@ def model_average(fit: Callable[..., Any], data: Any, /, *, return_stats: bool =
     if sources(data)[0].rows == 0:
         raise InputError("model averaging over 0 rows is undefined; pass at least one row")
     settings = RunOptions.of(return_stats=return_stats, **options)
-    mapreduce = MapReduce(fit, WEIGHTED_MEAN, name=f"model_average({getattr(fit, '__qualname__', type(fit).__name__)})")
+    mapreduce: MapReduce[Any] = MapReduce(
+        fit, WEIGHTED_MEAN, name=f"model_average({getattr(fit, '__qualname__', type(fit).__name__)})"
+    )
     value, stats = run(mapreduce, data, settings)  # jobs of the same fit share their compiled graphs
     return (value, stats) if stats is not None else value
-
-

@@ -25,6 +25,7 @@ from ._task import Task
 PROBE_TIMEOUT = 1.0
 """Seconds each task gets to answer when a run timed out and the culprit is sought."""
 
+
 def session_config(tasks: Iterable[Task], timeout: float) -> tf.compat.v1.ConfigProto:
     """A ConfigProto that bounds every call by ``timeout`` and talks only to ``tasks``."""
     return tf.compat.v1.ConfigProto(

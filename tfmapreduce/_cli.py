@@ -73,23 +73,37 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     worker = commands.add_parser(
-        "worker", help="serve one task of a cluster", description=_WORKER_HELP,
+        "worker",
+        help="serve one task of a cluster",
+        description=_WORKER_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     worker.add_argument(
-        "--cluster", metavar="SPEC",
+        "--cluster",
+        metavar="SPEC",
         help='the cluster spec: a JSON string such as \'{"local": ["localhost:2222", "localhost:2223"]}\' '
         "or the path of a JSON file; omitted: the 'cluster' entry of TF_CONFIG",
     )
-    worker.add_argument("--job", metavar="NAME", help="this worker's job, e.g. local (default: TF_CONFIG's task type, or the only job)")
-    worker.add_argument("--task", metavar="I", type=int, help="this worker's index in the job's address list, e.g. 1 (default: TF_CONFIG's task index)")
     worker.add_argument(
-        "--cpu-devices", metavar="N", type=int, default=1,
+        "--job", metavar="NAME", help="this worker's job, e.g. local (default: TF_CONFIG's task type, or the only job)"
+    )
+    worker.add_argument(
+        "--task",
+        metavar="I",
+        type=int,
+        help="this worker's index in the job's address list, e.g. 1 (default: TF_CONFIG's task index)",
+    )
+    worker.add_argument(
+        "--cpu-devices",
+        metavar="N",
+        type=int,
+        default=1,
         help="expose N CPU devices (/job:J/task:I/device:CPU:0..N-1) to test placement over several devices per task without GPUs (default 1)",
     )
     worker.set_defaults(handler=_worker)
     demo = commands.add_parser(
-        "demo", help="run the lesson on a local cluster the library starts itself",
+        "demo",
+        help="run the lesson on a local cluster the library starts itself",
         description="Start a local cluster and run the lesson's examples, printing each result beside numpy's.",
     )
     demo.add_argument("--workers", type=int, default=2, metavar="N", help="worker processes to start (default 2)")

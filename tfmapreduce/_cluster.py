@@ -78,7 +78,9 @@ class Cluster:
         except json.JSONDecodeError as e:
             raise ClusterError(f"TF_CONFIG is not valid JSON ({e.msg} at column {e.colno})") from None
         if not isinstance(config, dict) or "cluster" not in config:
-            raise ClusterError(f"TF_CONFIG has no 'cluster' entry; got keys {sorted(config) if isinstance(config, dict) else config!r}")
+            raise ClusterError(
+                f"TF_CONFIG has no 'cluster' entry; got keys {sorted(config) if isinstance(config, dict) else config!r}"
+            )
         return cls.from_spec(config["cluster"])
 
     @classmethod
@@ -147,7 +149,9 @@ class Cluster:
         if self._closed:
             raise ClusterError(f"{self!r} is closed; open a new cluster (or use it inside its 'with' block)")
 
-    def run(self, graph: tf.Graph, fetches: Any, feed_dict: dict[Any, Any], *, tasks: Sequence[Task | str], timeout: float) -> Any:
+    def run(
+        self, graph: tf.Graph, fetches: Any, feed_dict: dict[Any, Any], *, tasks: Sequence[Task | str], timeout: float
+    ) -> Any:
         """Run ``fetches`` of ``graph`` as one distributed execution over ``tasks``, with a deadline.
 
         The session for ``graph`` is opened once and kept until the cluster
@@ -181,7 +185,9 @@ class Cluster:
             _backend.close_in_background(session)
 
         values = list(feed_dict.values())
-        result = _backend.run(lambda options: call(*values, options=options), timeout=timeout, addresses=addresses, on_failure=drop)
+        result = _backend.run(
+            lambda options: call(*values, options=options), timeout=timeout, addresses=addresses, on_failure=drop
+        )
         self._last_run = time.monotonic()
         return result
 

@@ -56,7 +56,9 @@ class Combiner:
         element rather than packing or concatenating the tuple.
         """
         if not callable(reduce_fn):
-            raise TypeError(f"reduce_fn must be a Combiner or a callable (a, b) -> c such as tf.add, got {type(reduce_fn).__name__} {reduce_fn!r}")
+            raise TypeError(
+                f"reduce_fn must be a Combiner or a callable (a, b) -> c such as tf.add, got {type(reduce_fn).__name__} {reduce_fn!r}"
+            )
         name = getattr(reduce_fn, "__name__", type(reduce_fn).__name__)
 
         def merge(a: Any, b: Any) -> Any:

@@ -49,7 +49,7 @@ def main(workers: int = 2) -> int:
 
         data = np.random.default_rng(0).random(100, dtype=np.float32)
         sizes = [30, 70]
-        mapreduce = MapReduce(tf.reduce_mean, WEIGHTED_MEAN)
+        mapreduce: MapReduce[float] = MapReduce(tf.reduce_mean, WEIGHTED_MEAN)
         started = _step("Plan of a distributed mean over two uneven slices (30 / 70 rows)")
         print("   " + mapreduce.plan(data, cluster=cluster, sizes=sizes).explain().replace("\n", "\n   "))
         _done(started)

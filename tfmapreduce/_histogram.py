@@ -33,17 +33,35 @@ Histogram = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
 @overload
 def histogram(
-    x: Any, /, bins: Any = 10, range: tuple[float, float] | None = None, *, density: bool = False,
-    return_stats: Literal[False] = False, **options: Unpack[Options],
+    x: Any,
+    /,
+    bins: Any = 10,
+    range: tuple[float, float] | None = None,
+    *,
+    density: bool = False,
+    return_stats: Literal[False] = False,
+    **options: Unpack[Options],
 ) -> Histogram: ...
 @overload
 def histogram(
-    x: Any, /, bins: Any = 10, range: tuple[float, float] | None = None, *, density: bool = False,
-    return_stats: Literal[True], **options: Unpack[Options],
+    x: Any,
+    /,
+    bins: Any = 10,
+    range: tuple[float, float] | None = None,
+    *,
+    density: bool = False,
+    return_stats: Literal[True],
+    **options: Unpack[Options],
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], RunStats]: ...
 def histogram(
-    x: Any, /, bins: Any = 10, range: tuple[float, float] | None = None, *, density: bool = False,
-    return_stats: bool = False, **options: Unpack[Options],
+    x: Any,
+    /,
+    bins: Any = 10,
+    range: tuple[float, float] | None = None,
+    *,
+    density: bool = False,
+    return_stats: bool = False,
+    **options: Unpack[Options],
 ) -> Any:
     """The histogram of every element of ``x``, equal to ``numpy.histogram(x, bins, range, density=density)``.
 
@@ -72,7 +90,9 @@ def histogram(
         (array([1, 2, 1, 0, 1]), array([0., 1., 2., 3., 4., 5.]))
     """
     if isinstance(bins, str):
-        raise TypeError(f"bins must be a number of bins or a sequence of edges; numpy's estimators such as {bins!r} need the whole data on one host")
+        raise TypeError(
+            f"bins must be a number of bins or a sequence of edges; numpy's estimators such as {bins!r} need the whole data on one host"
+        )
     settings = RunOptions.of(return_stats=return_stats, **options)
     src = sources(x)[0]
     empty = np.empty(0, src.dtype)

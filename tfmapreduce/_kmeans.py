@@ -34,7 +34,7 @@ class KMeansStep:
     """Clusters that received no point (they kept their centroid)."""
     seconds: float
     """Wall time of the iteration: the distributed run and the client's update."""
-    stats: RunStats | None
+    stats: RunStats
     """What the distributed run did (bytes sent, whether it compiled)."""
 
 
@@ -66,13 +66,15 @@ class KMeansResult:
         if x.ndim != 2 or x.shape[1] != self.centroids.shape[1]:
             raise InputError(f"x must have {self.centroids.shape[1]} features per row like the centroids, got shape {x.shape}")
         d2 = (x * x).sum(1)[:, None] - 2.0 * (x @ self.centroids.T) + (self.centroids * self.centroids).sum(1)[None, :]
-        return np.argmin(d2, axis=1)
+        nearest: np.ndarray[Any, Any] = np.argmin(d2, axis=1)
+        return nearest
 
 
 def _rows_of(data: Any, indices: np.ndarray[Any, Any], timeout: float | None) -> np.ndarray[Any, Any]:
     """Rows ``indices`` (in that order) of a host array or resident data; only those rows travel."""
     if not isinstance(data, Sharded):
-        return host_array(data, argument="data")[indices]
+        rows: np.ndarray[Any, Any] = host_array(data, argument="data")[indices]
+        return rows
     data.as_source()  # raises ClusterError for deleted data or a closed cluster
     wanted = np.unique(indices)
     graph = tf.Graph()
@@ -116,14 +118,18 @@ def _kmeans_map(x: tf.Tensor, centroids: tf.Tensor) -> tuple[tf.Tensor, tf.Tenso
     labels, distance = _assign(x, centroids)
     k = tf.shape(centroids)[0]
     if x.shape[1] is not None and x.shape[1] <= _BINCOUNT_FEATURES:  # a weighted bincount per feature is ~4x faster on CPU
-        sums = tf.stack([tf.math.bincount(labels, weights=x[:, j], minlength=k, maxlength=k, dtype=tf.float64) for j in range(x.shape[1])], 1)
+        sums = tf.stack(
+            [tf.math.bincount(labels, weights=x[:, j], minlength=k, maxlength=k, dtype=tf.float64) for j in range(x.shape[1])], 1
+        )
     else:
         sums = tf.math.unsorted_segment_sum(x, labels, k)
     counts = tf.math.bincount(labels, minlength=k, maxlength=k, dtype=tf.int64)
     return sums, counts, tf.reduce_sum(distance)
 
 
-def _initial_centroids(data: Any, k: int, init: Any, rows: int, features: int, seed: int, timeout: float | None) -> np.ndarray[Any, Any]:
+def _initial_centroids(
+    data: Any, k: int, init: Any, rows: int, features: int, seed: int, timeout: float | None
+) -> np.ndarray[Any, Any]:
     if isinstance(init, str):
         if init == "first":
             indices = np.arange(k)
@@ -135,7 +141,9 @@ def _initial_centroids(data: Any, k: int, init: Any, rows: int, features: int, s
     centroids = as_array(init, argument="init").astype(np.float64)
     centroids = centroids.reshape(-1, 1) if centroids.ndim == 1 and features == 1 else centroids
     if centroids.shape != (k, features):
-        raise InputError(f"init must hold k={k} centroids of {features} features, shape ({k}, {features}); got shape {centroids.shape}")
+        raise InputError(
+            f"init must hold k={k} centroids of {features} features, shape ({k}, {features}); got shape {centroids.shape}"
+        )
     if not np.all(np.isfinite(centroids)):
         raise InputError("init holds NaN or infinite values; give finite starting centroids")
     return centroids
@@ -217,6 +225,7 @@ def kmeans(
             new[filled] = sums[filled] / counts[filled][:, None]
             shift = float(np.sqrt(((new - centroids) ** 2).sum(axis=1)).max())
             centroids = new
+            assert stats is not None  # asked for with return_stats=True
             step = KMeansStep(i, float(inertia), shift, int((~filled).sum()), time.perf_counter() - started, stats)
             history.append(step)
             bar.update(i, f"inertia={step.inertia:.6g} shift={shift:.3g}")
@@ -227,5 +236,3 @@ def kmeans(
                 break
     bar.close("converged" if converged else "")
     return KMeansResult(centroids, len(history), converged, tuple(history))
-
-

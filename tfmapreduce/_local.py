@@ -145,12 +145,18 @@ class LocalCluster(Cluster):
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         log = open(os.path.join(self._logdir, f"task{task}.log"), "wb")  # noqa: SIM115 - handed to the child
         try:
-            return _spawner.call(
+            process: subprocess.Popen[bytes] = _spawner.call(
                 lambda: subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                    preexec_fn=_die_with_parent, start_new_session=True,
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    preexec_fn=_die_with_parent,
+                    start_new_session=True,
                 )
             )
+            return process
         finally:
             log.close()
 

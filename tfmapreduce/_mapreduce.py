@@ -66,7 +66,9 @@ class MapReduce(Generic[R]):
 
     def __init__(self, map_fn: Callable[..., Any], reduce_fn: Combiner | Callable[[Any, Any], Any], *, name: str | None = None):
         if not callable(map_fn):
-            raise TypeError(f"map_fn must be a callable taking the shard tensor(s), e.g. tf.reduce_sum; got {type(map_fn).__name__} {map_fn!r}")
+            raise TypeError(
+                f"map_fn must be a callable taking the shard tensor(s), e.g. tf.reduce_sum; got {type(map_fn).__name__} {map_fn!r}"
+            )
         self.map_fn = map_fn
         self.combiner = reduce_fn if isinstance(reduce_fn, Combiner) else Combiner.lift(reduce_fn)
         self.name = name or f"{_name(map_fn)}/{self.combiner.name}"
@@ -95,9 +97,13 @@ class MapReduce(Generic[R]):
         return plan_of(srcs, resolve_cluster(settings.cluster, srcs), settings)
 
     @overload
-    def run(self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: Literal[False] = False, **options: Unpack[Options]) -> Any: ...
+    def run(
+        self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: Literal[False] = False, **options: Unpack[Options]
+    ) -> Any: ...
     @overload
-    def run(self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Any, RunStats]: ...
+    def run(
+        self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: Literal[True], **options: Unpack[Options]
+    ) -> tuple[Any, RunStats]: ...
 
     def run(self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: bool = False, **options: Unpack[Options]) -> Any:
         """Run the job: map every shard on its device, combine, and return numpy values.
@@ -128,7 +134,13 @@ class MapReduce(Generic[R]):
         cluster = resolve_cluster(settings.cluster, srcs)
         values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
         plan = plan_of(srcs, cluster, settings)
-        key = (self.identity, id(cluster), plan, tuple(s.signature(plan) for s in srcs), tuple((v.dtype.str, v.shape) for v in values))
+        key = (
+            self.identity,
+            id(cluster),
+            plan,
+            tuple(s.signature(plan) for s in srcs),
+            tuple((v.dtype.str, v.shape) for v in values),
+        )
         program, compiled = PROGRAMS.get(key, cluster, lambda: self._compile(plan, srcs, values, cluster))
         assert isinstance(program, _Compiled)
         # Feed THIS run's data: the compiled program is shared by every run of the same signature.
@@ -142,13 +154,18 @@ class MapReduce(Generic[R]):
         if not settings.return_stats:
             return result
         stats = RunStats(
-            shards=tuple(ShardStats(s.index, s.device, s.rows, sum(src.bytes_sent(s) for src in srcs) if s.rows else 0) for s in plan.shards),
+            shards=tuple(
+                ShardStats(s.index, s.device, s.rows, sum(src.bytes_sent(s) for src in srcs) if s.rows else 0)
+                for s in plan.shards
+            ),
             wall_time=time.perf_counter() - started,
             compiled=compiled,
         )
         return result, stats
 
-    def _compile(self, plan: Plan, srcs: tuple[Source, ...], broadcast: tuple[np.ndarray[Any, Any], ...], cluster: Cluster) -> _Compiled:
+    def _compile(
+        self, plan: Plan, srcs: tuple[Source, ...], broadcast: tuple[np.ndarray[Any, Any], ...], cluster: Cluster
+    ) -> _Compiled:
         """Build the job's graph: each shard's map on its device, per-task merges, the final merge."""
         graph = tf.Graph()
         feeds: list[tuple[Any, int, Shard]] = []
@@ -158,7 +175,9 @@ class MapReduce(Generic[R]):
         # Empty shards contribute nothing; a 0-row input still maps its one empty shard.
         mapped = [s for s in plan.shards if s.rows > 0] or [plan.shards[0]]
         with graph.as_default():
-            bcast = tuple(tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(broadcast))
+            bcast = tuple(
+                tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(broadcast)
+            )
             for shard in mapped:
                 with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                     tensors = []
@@ -255,7 +274,9 @@ def resolve_cluster(cluster: Cluster | None, srcs: tuple[Source, ...]) -> Cluste
     homes = {id(c): c for c in (s.home for s in srcs) if c is not None}
     if cluster is None:
         if not homes:
-            raise TypeError("cluster= is required: pass a Cluster, e.g. cluster=tmr.LocalCluster(2) or tmr.Cluster.from_spec({...})")
+            raise TypeError(
+                "cluster= is required: pass a Cluster, e.g. cluster=tmr.LocalCluster(2) or tmr.Cluster.from_spec({...})"
+            )
         if len(homes) > 1:
             raise ClusterError("the resident inputs live on different clusters; scatter them onto one cluster")
         cluster = next(iter(homes.values()))

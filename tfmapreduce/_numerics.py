@@ -25,7 +25,11 @@ def mark_nonnegative(tensor: tf.Tensor) -> tf.Tensor:
 def known_nonnegative(tensor: tf.Tensor) -> bool:
     """Whether ``tensor`` came from :func:`mark_nonnegative`: a sum over it cannot cancel."""
     op = getattr(tensor, "op", None)  # an eager tensor has no op: nothing recorded
-    return op is not None and op.type == "Identity" and re.fullmatch(rf"{_NONNEGATIVE}(_\d+)?", op.name.rsplit("/", 1)[-1]) is not None
+    return (
+        op is not None
+        and op.type == "Identity"
+        and re.fullmatch(rf"{_NONNEGATIVE}(_\d+)?", op.name.rsplit("/", 1)[-1]) is not None
+    )
 
 
 BLOCK = 256
@@ -85,5 +89,3 @@ def moments_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.T
         return n, tf.cast(c, tf.float64) + s1 / n, approx(tf.square(y), axis) - s1 * s1 / n
 
     return shard_moments
-
-

@@ -95,10 +95,14 @@ class RunOptions:
             from ._cluster import Cluster
 
             if not isinstance(cluster, Cluster):
-                raise TypeError(f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}")
+                raise TypeError(
+                    f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}"
+                )
         devices = options.get("devices")
         if devices is not None and (isinstance(devices, str) or not isinstance(devices, Sequence)):
-            raise TypeError(f"devices must be a list of device strings such as ['/job:local/task:0'], got {type(devices).__name__} {devices!r}")
+            raise TypeError(
+                f"devices must be a list of device strings such as ['/job:local/task:0'], got {type(devices).__name__} {devices!r}"
+            )
         fallback = options.get("fallback")
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be None or 'cpu', got {fallback!r}")

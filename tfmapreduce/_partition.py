@@ -88,12 +88,14 @@ def canonical_sizes(sizes: SizesLike, *, rows: int, default_shards: int) -> tupl
         raise TypeError(
             f"sizes must be None, a shard count, a list of row counts or weights(...), got {type(sizes).__name__} {sizes!r}"
         )
-    values = list(sizes.tolist() if hasattr(sizes, "tolist") else sizes)
+    values = list(sizes.tolist() if hasattr(sizes, "tolist") else sizes)  # type: ignore[arg-type]  # Sequence or array, checked above
     if not values:
         raise PartitionError("sizes=[] gives no shard; pass at least one row count, e.g. sizes=[rows]")
     bad = [f"sizes[{i}]={v!r}" for i, v in enumerate(values) if isinstance(v, bool) or not isinstance(v, numbers.Integral)]
     if bad:
-        raise PartitionError(f"sizes must be whole row counts; {', '.join(bad)} is not an integer (use weights(...) for proportions)")
+        raise PartitionError(
+            f"sizes must be whole row counts; {', '.join(bad)} is not an integer (use weights(...) for proportions)"
+        )
     negative = [f"sizes[{i}]={v}" for i, v in enumerate(values) if v < 0]
     if negative:
         raise PartitionError(f"sizes must be ≥ 0; got {', '.join(negative)}")

@@ -43,7 +43,9 @@ def default_devices(available: Sequence[Device]) -> tuple[Device, ...]:
     return tuple(sorted(chosen, key=lambda d: (d.index, order[d.task])))
 
 
-def place(shards: int, devices: Sequence[object] | None, available: Sequence[Device], *, fallback: str | None = None) -> tuple[Placement, ...]:
+def place(
+    shards: int, devices: Sequence[object] | None, available: Sequence[Device], *, fallback: str | None = None
+) -> tuple[Placement, ...]:
     """Assign ``shards`` shards to devices: shard ``i`` goes to ``devices[i % len(devices)]``.
 
     Args:
@@ -63,7 +65,9 @@ def place(shards: int, devices: Sequence[object] | None, available: Sequence[Dev
         targets = [Placement(d) for d in default_devices(available)]
     else:
         if isinstance(devices, (str, Device)) or not isinstance(devices, Sequence):
-            raise TypeError(f"devices must be a list of device strings such as ['/job:local/task:0'], got {type(devices).__name__} {devices!r}")
+            raise TypeError(
+                f"devices must be a list of device strings such as ['/job:local/task:0'], got {type(devices).__name__} {devices!r}"
+            )
         if not devices:
             raise PlacementError("devices=[] names no device; pass at least one, or None to use every device of the cluster")
         known = set(available)
@@ -76,10 +80,14 @@ def place(shards: int, devices: Sequence[object] | None, available: Sequence[Dev
                 continue
             cpu = Device(wanted.task, "CPU", 0, wanted.replica)
             if cpu not in known:
-                raise PlacementError(f"devices[{i}]={name!r}: the cluster has no task {wanted.task}; its devices are:\n  {listing}")
+                raise PlacementError(
+                    f"devices[{i}]={name!r}: the cluster has no task {wanted.task}; its devices are:\n  {listing}"
+                )
             if wanted.type == "GPU" and fallback == "cpu":
                 targets.append(Placement(cpu, requested=wanted))
                 continue
             hint = "; pass fallback='cpu' to run that shard on the task's CPU instead" if wanted.type == "GPU" else ""
-            raise PlacementError(f"devices[{i}]={name!r}: task {wanted.task} has no {wanted.type}:{wanted.index}{hint}; the cluster's devices are:\n  {listing}")
+            raise PlacementError(
+                f"devices[{i}]={name!r}: task {wanted.task} has no {wanted.type}:{wanted.index}{hint}; the cluster's devices are:\n  {listing}"
+            )
     return tuple(targets[i % len(targets)] for i in range(shards))

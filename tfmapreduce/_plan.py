@@ -102,7 +102,9 @@ def make_plan(
     rows: int, sizes: SizesLike, devices: Sequence[object] | None, available: Sequence[Device], *, fallback: str | None = None
 ) -> Plan:
     """Partition ``rows`` by ``sizes`` and place the shards on ``devices`` (see ``MapReduce.plan``)."""
-    default_shards = len(devices) if devices is not None and not isinstance(devices, str) and len(devices) else len(default_devices(available))
+    default_shards = (
+        len(devices) if devices is not None and not isinstance(devices, str) and len(devices) else len(default_devices(available))
+    )
     canonical = canonical_sizes(sizes, rows=rows, default_shards=default_shards)
     placements = place(len(canonical), devices, available, fallback=fallback)
     shards, start = [], 0

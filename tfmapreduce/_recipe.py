@@ -80,7 +80,11 @@ def check_int(value: object, name: str, minimum: int) -> int:
 
 def check_float(value: object, name: str, *, positive: bool = False) -> float:
     """``value`` as a finite float ≥ 0 (> 0 when ``positive``)."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+    ok = (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value)
+    )
     if not ok or value < 0 or (positive and value == 0):  # type: ignore[operator]
         raise ValueError(f"{name} must be a finite number {'> 0' if positive else '≥ 0'}, got {value!r}")
     return float(value)  # type: ignore[arg-type]
@@ -89,7 +93,9 @@ def check_float(value: object, name: str, *, positive: bool = False) -> float:
 def check_callback(callback: object) -> None:
     """Raise TypeError unless ``callback`` is None or callable."""
     if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be a callable taking one step record, or None; got {type(callback).__name__} {callback!r}")
+        raise TypeError(
+            f"callback must be a callable taking one step record, or None; got {type(callback).__name__} {callback!r}"
+        )
 
 
 def feature_count(shape: tuple[int, ...], name: str) -> int:
@@ -195,7 +201,10 @@ def held_resident(data: Any, rounds: int, settings: RunOptions) -> Iterator[tupl
             if not resident:  # the others follow the first one's plan
                 first = made[0].plan.shards
                 place = {"sizes": [s.rows for s in first], "devices": [s.device for s in first], "fallback": None}
-        yield (tuple(held) if isinstance(data, tuple) else held[0]), attrs.evolve(settings, cluster=cluster, sizes=None, devices=None)
+        yield (
+            (tuple(held) if isinstance(data, tuple) else held[0]),
+            attrs.evolve(settings, cluster=cluster, sizes=None, devices=None),
+        )
     except BaseException:
         _free(made, settings.timeout, quiet=True)
         raise

@@ -14,7 +14,18 @@ from typing_extensions import Unpack
 from ._combine import SUM, WEIGHTED_MEAN
 from ._errors import InputError
 from ._options import Options, RunOptions
-from ._recipe import Progress, as_matrix, check_callback, check_float, check_int, feature_count, held_resident, recipe, run, value_range
+from ._recipe import (
+    Progress,
+    as_matrix,
+    check_callback,
+    check_float,
+    check_int,
+    feature_count,
+    held_resident,
+    recipe,
+    run,
+    value_range,
+)
 from ._runstats import RunStats
 from ._source import as_array, sources
 
@@ -38,7 +49,8 @@ class LinearModel:
             array([1., 3.])
         """
         x = as_array(x, argument="X").astype(np.float64)
-        return (x.reshape(-1, 1) if x.ndim == 1 else x) @ self.coef + self.intercept
+        predicted: np.ndarray[Any, Any] = (x.reshape(-1, 1) if x.ndim == 1 else x) @ self.coef + self.intercept
+        return predicted
 
 
 @attrs.frozen
@@ -79,7 +91,8 @@ class LogisticModel:
         """
         x = as_array(x, argument="X").astype(np.float64)
         z = (x.reshape(-1, 1) if x.ndim == 1 else x) @ self.coef + self.intercept
-        return 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow warnings
+        probability: np.ndarray[Any, Any] = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow warnings
+        return probability
 
     def predict(self, x: Any) -> np.ndarray[Any, Any]:
         """Class labels (0 or 1) for each row of ``x``: 1 where ``P(y=1 | x) > 0.5``.
@@ -120,7 +133,9 @@ def linear_regression(
 def linear_regression(
     X: Any, y: Any, /, *, intercept: bool = True, return_stats: Literal[True], **options: Unpack[Options]
 ) -> tuple[LinearModel, RunStats]: ...
-def linear_regression(X: Any, y: Any, /, *, intercept: bool = True, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+def linear_regression(
+    X: Any, y: Any, /, *, intercept: bool = True, return_stats: bool = False, **options: Unpack[Options]
+) -> Any:
     """Least squares by the normal equations: ``XᵀX`` and ``Xᵀy`` summed across shards, solved on the client.
 
     Each shard computes its ``AᵀA`` and ``Aᵀy`` in float64 (``A`` is ``X`` with a
@@ -252,6 +267,7 @@ def logistic_regression(
                 coef = coef - lr * grad_coef
                 const = np.float64(const - lr * grad_const)
                 taken += 1
+            assert stats is not None  # asked for with return_stats=True
             step = GradientStep(i, float(loss), norm, time.perf_counter() - started, stats)
             history.append(step)
             bar.update(i, f"loss={step.loss:.6g} |grad|={norm:.3g}")
@@ -261,5 +277,3 @@ def logistic_regression(
                 break
     bar.close("converged" if converged else "")
     return LogisticModel(coef, float(const), taken, tuple(history))
-
-

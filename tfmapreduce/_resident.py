@@ -118,7 +118,10 @@ class Sharded(Input):
 
     def _handle(self, shard: Shard) -> tf.Tensor:
         return tf.raw_ops.VarHandleOp(
-            dtype=tf.as_dtype(self.dtype), shape=(shard.rows, *self.shape[1:]), container=self.name, shared_name=f"shard{shard.index}"
+            dtype=tf.as_dtype(self.dtype),
+            shape=(shard.rows, *self.shape[1:]),
+            container=self.name,
+            shared_name=f"shard{shard.index}",
         )
 
     def gather(self, *, timeout: float | None = None) -> np.ndarray:
@@ -192,7 +195,14 @@ def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> Non
         data.nonnegative = frozenset(known)
 
 
-def _new(cluster: Cluster, plan: Plan, dtype: Any, shape: tuple[int, ...], builders: Sequence[Callable[[Shard], Any]], timeout: float | None) -> Sharded:
+def _new(
+    cluster: Cluster,
+    plan: Plan,
+    dtype: Any,
+    shape: tuple[int, ...],
+    builders: Sequence[Callable[[Shard], Any]],
+    timeout: float | None,
+) -> Sharded:
     data = Sharded(cluster, plan, np.dtype(dtype), tuple(shape), f"tfmapreduce_{secrets.token_hex(8)}", tuple(builders))
     _store(data, plan.shards, timeout)
     return data
@@ -200,13 +210,23 @@ def _new(cluster: Cluster, plan: Plan, dtype: Any, shape: tuple[int, ...], build
 
 def _check_cluster(cluster: object) -> Cluster:
     if not isinstance(cluster, Cluster):
-        raise TypeError(f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}")
+        raise TypeError(
+            f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}"
+        )
     cluster.check_open()
     return cluster
 
 
-def scatter(x: Any, /, *, cluster: Cluster, sizes: SizesLike = None, devices: Sequence[str] | None = None,
-            fallback: str | None = None, timeout: float | None = None) -> Sharded:
+def scatter(
+    x: Any,
+    /,
+    *,
+    cluster: Cluster,
+    sizes: SizesLike = None,
+    devices: Sequence[str] | None = None,
+    fallback: str | None = None,
+    timeout: float | None = None,
+) -> Sharded:
     """Send ``x`` to the cluster once; its shards stay on their devices for many jobs.
 
     Same partition and placement rules (and errors) as ``MapReduce.run``.
@@ -228,8 +248,17 @@ def scatter(x: Any, /, *, cluster: Cluster, sizes: SizesLike = None, devices: Se
     return _new(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), timeout)
 
 
-def generate(fn: Callable[[int, int], Any], /, *, rows: int, cluster: Cluster, sizes: SizesLike = None,
-             devices: Sequence[str] | None = None, fallback: str | None = None, timeout: float | None = None) -> Sharded:
+def generate(
+    fn: Callable[[int, int], Any],
+    /,
+    *,
+    rows: int,
+    cluster: Cluster,
+    sizes: SizesLike = None,
+    devices: Sequence[str] | None = None,
+    fallback: str | None = None,
+    timeout: float | None = None,
+) -> Sharded:
     """Build each shard ON its worker: ``fn(start, stop)`` returns the rows ``start:stop`` as a tensor.
 
     The client ships nothing.  The data equals ``fn(0, rows)`` made in one
@@ -271,7 +300,9 @@ def _call(fn: Callable[[int, int], Any], start: int, stop: int) -> tf.Tensor:
     except Exception as e:
         raise MapFunctionError(f"fn {name}({start}, {stop}) raised {type(e).__name__}: {e}") from e
     if value.shape.rank is None or value.shape.rank == 0 or not value.shape.is_fully_defined():
-        raise MapFunctionError(f"fn {name}({start}, {stop}) must return a tensor of static shape with the rows on axis 0, got shape {value.shape}")
+        raise MapFunctionError(
+            f"fn {name}({start}, {stop}) must return a tensor of static shape with the rows on axis 0, got shape {value.shape}"
+        )
     return value
 
 
@@ -305,8 +336,15 @@ def save_shards(x: Any, directory: str | os.PathLike[str], /, *, sizes: SizesLik
     return names
 
 
-def load_shards(directory: str | os.PathLike[str], /, *, cluster: Cluster, devices: Sequence[str] | None = None,
-                fallback: str | None = None, timeout: float | None = None) -> Sharded:
+def load_shards(
+    directory: str | os.PathLike[str],
+    /,
+    *,
+    cluster: Cluster,
+    devices: Sequence[str] | None = None,
+    fallback: str | None = None,
+    timeout: float | None = None,
+) -> Sharded:
     """Load files written by :func:`save_shards` as a Sharded: each worker reads only its own files,
     with TensorFlow's file ops, from the same path (a shared or copied directory).
 
@@ -321,7 +359,9 @@ def load_shards(directory: str | os.PathLike[str], /, *, cluster: Cluster, devic
             manifest = json.load(f)
         dtype, shape, sizes, files = np.dtype(manifest["dtype"]), tuple(manifest["shape"]), manifest["sizes"], manifest["files"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise InputError(f"{os.path.join(directory, _MANIFEST)} is not a readable shard manifest ({e}); write the data with save_shards()") from None
+        raise InputError(
+            f"{os.path.join(directory, _MANIFEST)} is not a readable shard manifest ({e}); write the data with save_shards()"
+        ) from None
     plan = make_plan(shape[0], sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
 
     def read(shard: Shard) -> tf.Tensor:

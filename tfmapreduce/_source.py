@@ -99,7 +99,9 @@ def as_array(value: Any, *, argument: str) -> np.ndarray:
     except ValueError as e:
         raise InputError(f"{argument} must be a rectangular array, got a ragged {type(value).__name__} ({e})") from None
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
-        raise TypeError(f"{argument} must hold numbers or booleans, got dtype {array.dtype}; convert it, e.g. np.asarray(x, dtype=np.float32)")
+        raise TypeError(
+            f"{argument} must hold numbers or booleans, got dtype {array.dtype}; convert it, e.g. np.asarray(x, dtype=np.float32)"
+        )
     if np.iscomplexobj(array):
         raise TypeError(f"{argument} has complex dtype {array.dtype}; tfmapreduce maps real numbers")
     return array
@@ -167,12 +169,16 @@ def sources(x: Any, *, argument: str = "x") -> tuple[Source, ...]:
             continue
         array = as_array(item, argument=name)
         if array.ndim == 0:
-            raise InputError(f"{name} is a 0-d scalar ({array!r}); the rows to partition are its axis 0, so pass at least a 1-d array")
+            raise InputError(
+                f"{name} is a 0-d scalar ({array!r}); the rows to partition are its axis 0, so pass at least a 1-d array"
+            )
         result.append(Shipped(array))
     rows = {s.rows for s in result}
     if len(rows) > 1:
         shapes = ", ".join(f"{argument}[{i}]: {s.rows}" for i, s in enumerate(result))
-        raise InputError(f"co-partitioned inputs must have the same rows on axis 0, got {shapes}; slice or pad them to one length")
+        raise InputError(
+            f"co-partitioned inputs must have the same rows on axis 0, got {shapes}; slice or pad them to one length"
+        )
     return tuple(result)
 
 

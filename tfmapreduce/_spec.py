@@ -74,7 +74,9 @@ def validate_spec(spec: Any) -> dict[str, list[str]]:
     seen: dict[str, str] = {}
     for job, addresses in spec.items():
         if not isinstance(job, str) or not _JOB.match(job):
-            problems.append(f"job name {job!r} must start with a letter and hold only letters, digits and '_' (TensorFlow's rule)")
+            problems.append(
+                f"job name {job!r} must start with a letter and hold only letters, digits and '_' (TensorFlow's rule)"
+            )
             continue
         if isinstance(addresses, Mapping):  # TensorFlow's sparse form {task index: address}
             if not all(isinstance(k, int) for k in addresses) or sorted(addresses) != list(range(len(addresses))):

@@ -32,7 +32,9 @@ def _sum_map(axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
 @overload
 def mean(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
 @overload
-def mean(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
+def mean(
+    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
+) -> tuple[Numeric, RunStats]: ...
 def mean(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
     """The mean of ``x`` over the cluster, equal to ``np.mean(x, axis=axis)``.
 
@@ -65,7 +67,9 @@ def mean(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **op
 @overload
 def sum(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
 @overload
-def sum(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
+def sum(
+    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
+) -> tuple[Numeric, RunStats]: ...
 def sum(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
     """The sum of ``x``, equal to ``np.sum(x, axis=axis)``: integers accumulate in int64, floats in float64.
 
@@ -92,7 +96,9 @@ def _extreme(name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner, x:
 @overload
 def min(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
 @overload
-def min(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
+def min(
+    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
+) -> tuple[Numeric, RunStats]: ...
 def min(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
     """The minimum of ``x``, equal to ``np.min(x, axis=axis)``; an input with 0 rows raises InputError.
 
@@ -106,7 +112,9 @@ def min(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **opt
 @overload
 def max(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
 @overload
-def max(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
+def max(
+    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
+) -> tuple[Numeric, RunStats]: ...
 def max(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
     """The maximum of ``x``, equal to ``np.max(x, axis=axis)``; an input with 0 rows raises InputError.
 
@@ -143,9 +151,13 @@ Moments = tuple[Numeric, Numeric, Numeric]
 
 
 @overload
-def moments(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Moments: ...
+def moments(
+    x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]
+) -> Moments: ...
 @overload
-def moments(x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Moments, RunStats]: ...
+def moments(
+    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
+) -> tuple[Moments, RunStats]: ...
 def moments(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
     """``(count, mean, M2)`` of ``x`` in float64, merged across shards with Chan's parallel formula.
 
@@ -181,7 +193,9 @@ def _variance(x: Any, axis: object, ddof: object, settings: RunOptions) -> tuple
 
 
 @overload
-def variance(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+def variance(
+    x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[False] = False, **options: Unpack[Options]
+) -> Numeric: ...
 @overload
 def variance(
     x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[True], **options: Unpack[Options]
@@ -201,7 +215,9 @@ def variance(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats:
 
 
 @overload
-def std(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+def std(
+    x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[False] = False, **options: Unpack[Options]
+) -> Numeric: ...
 @overload
 def std(
     x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[True], **options: Unpack[Options]

@@ -59,7 +59,9 @@ def serve(spec: object, job: str, task: int, *, cpu_devices: int = 1, out: TextI
     probe = tf.compat.v1.ConfigProto(device_filters=[where], operation_timeout_in_ms=30_000)
     with tf.compat.v1.Session(server.target, config=probe) as session:
         devices = [d.name for d in session.list_devices() if d.name.startswith(f"/job:{job}/replica:0/task:{task}/")]
-    print(f"tfmapreduce worker {where} ready on {address} (all interfaces) with devices: {', '.join(devices)}", file=out, flush=True)
+    print(
+        f"tfmapreduce worker {where} ready on {address} (all interfaces) with devices: {', '.join(devices)}", file=out, flush=True
+    )
 
     parent = os.environ.get(PARENT_ENV)
     while True:
