@@ -26,9 +26,9 @@ def least_squares_fit(X: tf.Tensor, y: tf.Tensor, *, intercept: bool = True) -> 
     ``functools.partial(least_squares_fit, intercept=False)`` to fit without a constant.
 
     Example:
-        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = 1 + 2 * X[:, 0]
-        >>> coef, const = tmr.recipes.model_average(tmr.recipes.least_squares_fit, (X, y), cluster=cluster)
-        >>> coef.round(9), const.round(9)
+        >>> X = np.arange(8.0).reshape(8, 1); y = 1 + 2 * X[:, 0]  # noise-free: every shard fits the same line
+        >>> coef, const = tmr.recipes.model_average(tmr.recipes.least_squares_fit, (X, y), cluster=cluster, sizes=[4, 4])
+        >>> coef.round(9), float(const.round(9))
         (array([2.]), 1.0)
     """
     a = design_matrix(X, intercept)

@@ -33,7 +33,9 @@ class Combiner:
         ...     finalize=lambda p: p[0] / tf.cast(p[1], tf.float64),
         ...     name="weighted_mean",
         ... )
-        >>> # tmr.MapReduce(tf.reduce_mean, weighted_mean).run(x, cluster=c, sizes=[30, 70])
+        >>> x = np.arange(100.0)
+        >>> float(tmr.MapReduce(tf.reduce_mean, weighted_mean).run(x, cluster=cluster, sizes=[30, 70]))
+        49.5
     """
 
     partial: Callable[[Any, tf.Tensor], Any]

@@ -104,9 +104,9 @@ class LocalCluster(Cluster):
         ClusterError: a worker failed to start in time (its log is quoted).
 
     Example:
-        >>> with LocalCluster(workers=2) as cluster:  # doctest: +SKIP
-        ...     print(cluster.devices)
-        ('/job:local/replica:0/task:0/device:CPU:0', '/job:local/replica:0/task:1/device:CPU:0')
+        >>> with LocalCluster(workers=2, job="doc") as local:
+        ...     print(local.devices)
+        ('/job:doc/replica:0/task:0/device:CPU:0', '/job:doc/replica:0/task:1/device:CPU:0')
     """
 
     def __init__(self, workers: int = 2, *, job: str = "local", cpu_devices: int = 1, startup_timeout: float = 60.0):

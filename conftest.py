@@ -1,0 +1,32 @@
+"""Fixtures shared by the tests and the docstring examples: one local cluster for the whole session.
+
+Docstring examples (``pytest --doctest-modules tfmapreduce``) run with ``np``,
+``tf``, ``tmr`` and ``cluster`` (this session's cluster) in their namespace,
+so every example in the API docs is executed against real workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from _pytest.doctest import DoctestItem  # pytest exports no public name for the item type
+
+import tfmapreduce
+
+collect_ignore = ["tfmapreduce/__main__.py"]  # running it is the CLI, not a module to import
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[tfmapreduce.LocalCluster]:
+    """Two worker processes (job ``local``) with two CPU devices each, started once per session."""
+    with tfmapreduce.LocalCluster(workers=2, cpu_devices=2) as local:
+        yield local
+
+
+@pytest.fixture(autouse=True)
+def _docstring_namespace(request: pytest.FixtureRequest, doctest_namespace: dict[str, object]) -> None:
+    if isinstance(request.node, DoctestItem):
+        doctest_namespace.update(np=np, tf=tf, tmr=tfmapreduce, cluster=request.getfixturevalue("cluster"))

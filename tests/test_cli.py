@@ -1,0 +1,50 @@
+"""The ``tfmapreduce`` command and the package import: quick, quiet, and without TensorFlow where none is needed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+import tfmapreduce
+
+
+def _run(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "tfmapreduce", *args], capture_output=True, text=True, timeout=60, check=False)
+    return result, time.perf_counter() - started
+
+
+@pytest.mark.parametrize("args", [["--help"], ["worker", "--help"], ["demo", "--help"], ["--version"]])
+def test_help_and_version_answer_at_once(args: list[str]) -> None:
+    _run(*args)  # warm the file cache: the figure below is the command's own cost
+    result, seconds = _run(*args)
+    assert result.returncode == 0, result.stderr
+    assert seconds < 0.5, f"tfmapreduce {' '.join(args)} took {seconds:.2f} s"
+    assert result.stderr == ""
+
+
+def test_version_is_the_package_version() -> None:
+    result, _ = _run("--version")
+    assert result.stdout.strip() == f"tfmapreduce {tfmapreduce.__version__}"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["worker", "--help"], ["--version"], ["worker", "--cluster", "{"]])
+def test_the_command_line_imports_no_tensorflow_for_help_or_bad_arguments(args: list[str]) -> None:
+    code = (
+        "import sys\n"
+        "from tfmapreduce._cli import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        "print('tensorflow' in sys.modules, file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert result.stderr.strip().splitlines()[-1] == "False", result.stderr
+
+
+def test_import_and_first_use_print_nothing_to_stderr() -> None:
+    code = "import tfmapreduce as tmr\nassert callable(tmr.mean) and tmr.recipes.kmeans and tmr.combiners.sum\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""

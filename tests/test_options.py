@@ -1,0 +1,101 @@
+"""Run options: one validated value behind every job's and recipe's keywords, and deadline scopes."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmapreduce as tmr
+from tfmapreduce._options import effective_timeout
+
+
+def test_the_keywords_users_type_become_one_value() -> None:
+    options = tmr.RunOptions.of(sizes=[30, 70], devices=["/job:local/task:1"], fallback="cpu", timeout=np.float32(2.5))
+    assert options == tmr.RunOptions(sizes=[30, 70], devices=["/job:local/task:1"], fallback="cpu", timeout=2.5)
+    assert tmr.RunOptions.of() == tmr.RunOptions()
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"sise": 3}, TypeError, "unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout"),
+        ({"cluster": "grpc://localhost:2222"}, TypeError, "cluster must be a tfmapreduce Cluster"),
+        ({"devices": "/job:local/task:0"}, TypeError, "devices must be a list of device strings"),
+        ({"fallback": "gpu"}, ValueError, "fallback must be None or 'cpu', got 'gpu'"),
+        ({"timeout": 0}, ValueError, "timeout must be a positive, finite number of seconds"),
+        ({"timeout": 1e300}, ValueError, "at most a year"),
+        ({"timeout": float("nan")}, ValueError, "timeout must be a positive"),
+        ({"timeout": "5"}, TypeError, "timeout must be a number of seconds, got str '5'"),
+        ({"timeout": True}, TypeError, "timeout must be a number of seconds, got bool"),
+    ],
+)
+def test_bad_options_name_the_option(options: dict[str, object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        tmr.RunOptions.of(**options)
+
+
+def test_recipes_and_jobs_refuse_an_unknown_option_before_anything_runs() -> None:
+    with pytest.raises(TypeError, match="unknown run option sise=2"):
+        tmr.mean(np.arange(4.0), sise=2)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="unknown run option retry=1"):
+        tmr.MapReduce(lambda t: t, tmr.combiners.sum).run(np.arange(4.0), retry=1)  # type: ignore[call-overload]
+
+
+def test_options_are_frozen() -> None:
+    options = tmr.RunOptions.of(timeout=3)
+    with pytest.raises(AttributeError):
+        options.timeout = 4  # type: ignore[misc]
+
+
+def test_a_deadline_scope_bounds_every_run_inside_and_nests() -> None:
+    assert effective_timeout(None) == tmr.get_timeout()
+    with tmr.deadline(30):
+        assert 29 < effective_timeout(None) <= 30
+        assert effective_timeout(5) == 5  # a shorter timeout still wins
+        with tmr.deadline(100):  # the outer, earlier deadline still applies
+            assert effective_timeout(None) <= 30
+        with tmr.deadline(2):
+            assert effective_timeout(None) <= 2
+        assert 2 < effective_timeout(None) <= 30  # restored on exit
+    assert effective_timeout(None) == tmr.get_timeout()
+
+
+def test_a_scope_is_restored_when_its_block_raises() -> None:
+    with pytest.raises(RuntimeError), tmr.deadline(1):
+        raise RuntimeError("boom")
+    assert effective_timeout(None) == tmr.get_timeout()
+
+
+def test_a_call_after_the_scope_expired_raises_before_running() -> None:
+    with tmr.deadline(0.05):
+        time.sleep(0.1)
+        with pytest.raises(tmr.WorkerTimeoutError, match="deadline\\(\\) scope expired"):
+            effective_timeout(None)
+
+
+def _waits_forever(t: tf.Tensor) -> tf.Tensor:
+    return tf.queue.FIFOQueue(1, tf.float64).dequeue() + tf.reduce_sum(t)  # never gets an element, uses no CPU
+
+
+def test_a_deadline_scope_bounds_a_real_run(cluster: tmr.LocalCluster) -> None:
+    stuck = tmr.MapReduce(_waits_forever, tmr.combiners.sum)
+    started = time.monotonic()
+    with pytest.raises(tmr.WorkerTimeoutError), tmr.deadline(1.5):
+        stuck.run(np.ones(4), cluster=cluster, timeout=30)
+    assert time.monotonic() - started < 1.5 + 2  # the scope, not timeout=30, ended it (the culprit probe included)
+
+
+def test_bad_deadline_and_default_timeouts() -> None:
+    with pytest.raises(ValueError, match="seconds must be a positive"):
+        tmr.set_timeout(-1)
+    with pytest.raises(TypeError, match="seconds must be a number of seconds"):
+        with tmr.deadline("soon"):  # type: ignore[arg-type]
+            pass
+    tmr.set_timeout(np.int64(45))
+    try:
+        assert tmr.get_timeout() == 45.0
+    finally:
+        tmr.set_timeout(60)
