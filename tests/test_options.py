@@ -91,9 +91,8 @@ def test_a_deadline_scope_bounds_a_real_run(cluster: tmr.LocalCluster) -> None:
 def test_bad_deadline_and_default_timeouts() -> None:
     with pytest.raises(ValueError, match="seconds must be a positive"):
         tmr.set_timeout(-1)
-    with pytest.raises(TypeError, match="seconds must be a number of seconds"):
-        with tmr.deadline("soon"):  # type: ignore[arg-type]
-            pass
+    with pytest.raises(TypeError, match="seconds must be a number of seconds"), tmr.deadline("soon"):  # type: ignore[arg-type]
+        pass
     tmr.set_timeout(np.int64(45))
     try:
         assert tmr.get_timeout() == 45.0
