@@ -9,10 +9,13 @@ dead task become WorkerTimeoutError / WorkerUnavailableError naming the task.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import re
 import socket
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -35,6 +38,12 @@ def session_config(tasks: Iterable[Task], timeout: float) -> tf.compat.v1.Config
     )
 
 
+EXIT_WAIT = 5.0
+"""Seconds the interpreter's exit waits for sessions still closing in the background."""
+
+_closing: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
 def close_in_background(session: tf.compat.v1.Session) -> threading.Thread:
     """Close a session without waiting: closing one whose master hangs blocks until its deadline."""
 
@@ -43,8 +52,24 @@ def close_in_background(session: tf.compat.v1.Session) -> threading.Thread:
             session.close()
 
     thread = threading.Thread(target=close, name="tfmapreduce-close", daemon=True)
+    _closing.add(thread)
     thread.start()
     return thread
+
+
+@atexit.register
+def _wait_for_closes() -> None:
+    """Let background closes finish before the interpreter finalizes.
+
+    A daemon thread that returns from TensorFlow's C++ close while Python is
+    finalizing is unwound by force, and the C++ runtime aborts the process
+    ("FATAL: exception not rethrown", exit 134).  Closes to a live master take
+    milliseconds; one to a hung master stays blocked in C++ (harmless) after
+    this bounded wait.
+    """
+    deadline = time.monotonic() + EXIT_WAIT
+    for thread in list(_closing):
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def check_listening(addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT) -> None:

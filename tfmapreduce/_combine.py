@@ -77,8 +77,10 @@ class Combiner:
 
 
 def _wide(value: tf.Tensor) -> tf.Tensor:
-    """Integers as int64 and floats as float64, so merging shards neither overflows nor loses digits."""
+    """Integers as int64 (uint64 if unsigned) and floats as float64, so merging shards neither overflows nor loses digits."""
     value = tf.convert_to_tensor(value)
+    if value.dtype.is_unsigned:
+        return tf.cast(value, tf.uint64)
     if value.dtype.is_integer or value.dtype.is_bool:
         return tf.cast(value, tf.int64)
     if value.dtype.is_floating:

@@ -96,7 +96,7 @@ def histogram(
     settings = RunOptions.of(return_stats=return_stats, **options)
     src = sources(x)[0]
     empty = np.empty(0, src.dtype)
-    if range is None and math.prod(src.shape) > 0:
+    if range is None and np.ndim(bins) == 0 and math.prod(src.shape) > 0:  # explicit edges need no data range
         lo, hi = value_range(x, settings)
         if not (np.isfinite(lo) and np.isfinite(hi)):
             raise ValueError(f"autodetected range of [{lo}, {hi}] is not finite; pass range=(low, high)")

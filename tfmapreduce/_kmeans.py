@@ -220,6 +220,11 @@ def kmeans(
         for i in range(1, iters + 1):
             started = time.perf_counter()
             (sums, counts, inertia), stats = run(mapreduce, held, resident, broadcast=(centroids,))
+            if counts.sum() != rows or not np.all(np.isfinite(sums)):
+                raise InputError(
+                    f"data holds rows with NaN or infinite values ({rows - int(counts.sum())} of {rows} rows could not be assigned); "
+                    "k-means needs finite points: drop them first, e.g. x[np.isfinite(x).all(axis=1)]"
+                )
             filled = counts > 0
             new = centroids.copy()
             new[filled] = sums[filled] / counts[filled][:, None]

@@ -59,15 +59,25 @@ def blocked_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
 def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
     """Sum ``x`` (over everything, or down axis 0) as exactly as float64 accumulation.
 
-    Integers and booleans sum in int64, floats in float64.  A float32 shard
+    Signed integers and booleans sum in int64 (wrapping on overflow, as numpy's
+    ``sum`` does), unsigned integers in uint64, floats in float64.  A float32 shard
     known to hold no negative number (nothing can cancel) takes the blocked
     float32 path, as exact there and several times faster: resident data
     learns that when it is stored, shipped data when the client slices it.
     """
+    if x.dtype.is_unsigned:
+        return tf.reduce_sum(tf.cast(x, tf.uint64), axis=axis)
     if x.dtype.is_integer or x.dtype.is_bool:
         return tf.reduce_sum(tf.cast(x, tf.int64), axis=axis)
     if axis is None and x.dtype == tf.float32 and x.shape.num_elements() >= 2 * BLOCK and known_nonnegative(x):
         return blocked_sum(x, axis)
+    return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
+
+
+def float_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
+    """Sum ``x`` accumulating in float64, as numpy's ``mean`` does for integers (no int64 overflow)."""
+    if x.dtype.is_floating:
+        return exact_sum(x, axis)
     return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
 
 

@@ -33,7 +33,8 @@ def weights(*values: float) -> Weights:
     problems = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v >= 0 or v == float("inf")]
     if not values or problems or not any(values):
         raise PartitionError(f"weights must be finite numbers ≥ 0, at least one of them > 0, e.g. weights(1, 3); got {values!r}")
-    return Weights(tuple(float(v) for v in values))
+    largest = max(float(v) for v in values)
+    return Weights(tuple(float(v) / largest for v in values))  # scaled to ≤ 1: their sum cannot overflow
 
 
 SizesLike = None | int | Sequence[int] | Weights

@@ -170,6 +170,10 @@ def linear_regression(
     intercept = bool(intercept)
     mapreduce = recipe(("linear_regression", intercept), lambda: (_normal_map(intercept), SUM))
     (ata, aty), stats = run(mapreduce, (X, y), settings)
+    if not (np.all(np.isfinite(ata)) and np.all(np.isfinite(aty))):
+        raise InputError(
+            "X or y holds NaN or infinite values (or values so large their squares overflow); drop or fix those rows first"
+        )
     solution = np.linalg.lstsq(ata, aty, rcond=None)[0]
     if len(y_shape) == 1:
         solution = solution[:, 0]

@@ -98,12 +98,22 @@ def as_array(value: Any, *, argument: str) -> np.ndarray:
         array = np.asarray(value)
     except ValueError as e:
         raise InputError(f"{argument} must be a rectangular array, got a ragged {type(value).__name__} ({e})") from None
+    if array.dtype.kind in "mM":
+        raise TypeError(
+            f"{argument} has dtype {array.dtype} (dates or durations), which TensorFlow cannot hold; "
+            f"convert it to numbers first, e.g. x.astype(np.int64) (counts of its unit) or x / np.timedelta64(1, 's')"
+        )
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
         raise TypeError(
             f"{argument} must hold numbers or booleans, got dtype {array.dtype}; convert it, e.g. np.asarray(x, dtype=np.float32)"
         )
     if np.iscomplexobj(array):
         raise TypeError(f"{argument} has complex dtype {array.dtype}; tfmapreduce maps real numbers")
+    if array.dtype.kind == "f" and array.dtype.itemsize > 8:
+        raise TypeError(
+            f"{argument} has dtype {array.dtype}, wider than TensorFlow's float64; convert it with x.astype(np.float64) "
+            "(which rounds to float64's 53-bit mantissa)"
+        )
     return array
 
 

@@ -12,7 +12,7 @@ from typing_extensions import Unpack
 
 from ._combine import COUNT, MAX, MIN, MOMENTS, SUM, Combiner
 from ._errors import InputError
-from ._numerics import exact_sum, moments_map
+from ._numerics import exact_sum, float_sum, moments_map
 from ._options import Options, RunOptions
 from ._recipe import check_axis, finish, info, recipe, require_rows, run
 from ._runstats import RunStats
@@ -22,9 +22,11 @@ Numeric = np.generic | np.ndarray[Any, Any]
 """A numpy scalar (for a whole-array statistic) or array (one value per column)."""
 
 
-def _sum_map(axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
+def _sum_map(
+    axis: int | None, total: Callable[[tf.Tensor, int | None], tf.Tensor] = exact_sum
+) -> Callable[[tf.Tensor], tf.Tensor]:
     def shard_sum(x: tf.Tensor) -> tf.Tensor:
-        return exact_sum(x, axis)
+        return total(x, axis)
 
     return shard_sum
 
@@ -38,8 +40,11 @@ def mean(
 def mean(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
     """The mean of ``x`` over the cluster, equal to ``np.mean(x, axis=axis)``.
 
-    Every shard sums in float64; the sums add up and divide by the element
-    count, so uneven and empty shards weigh exactly what they hold.
+    Every shard sums in float64 (integers too, as numpy does: no int64
+    overflow); the sums add up and divide by the element count, so uneven and
+    empty shards weigh exactly what they hold.  Unlike numpy (nan and a
+    warning), an input with 0 rows raises.  TensorFlow's CPU kernels flush
+    subnormal float32/float64 values (below ~1.2e-38 / 2.2e-308) to zero.
 
     Args:
         x: an array or resident ``Sharded`` data.
@@ -58,7 +63,7 @@ def mean(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **op
     axis = check_axis(axis)
     _, shape, rows = info(x, "x")
     require_rows(rows, "the mean")
-    mapreduce = recipe(("mean", axis), lambda: (_sum_map(axis), SUM))
+    mapreduce = recipe(("mean", axis), lambda: (_sum_map(axis, float_sum), SUM))
     total, stats = run(mapreduce, x, settings)
     count = math.prod(shape) if axis is None else rows
     return finish(np.asarray(total, np.float64) / count, np.float64, stats)
@@ -71,7 +76,10 @@ def sum(
     x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
 ) -> tuple[Numeric, RunStats]: ...
 def sum(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
-    """The sum of ``x``, equal to ``np.sum(x, axis=axis)``: integers accumulate in int64, floats in float64.
+    """The sum of ``x``, equal to ``np.sum(x, axis=axis)``.
+
+    Signed integers and booleans accumulate in int64 and unsigned ones in
+    uint64 (both wrap on overflow, like numpy), floats in float64.
 
     Example:
         >>> int(tmr.sum(np.arange(10, dtype=np.int32), cluster=cluster))
@@ -84,11 +92,18 @@ def sum(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **opt
     return finish(total, np.asarray(total).dtype, stats)
 
 
+def _extreme_map(reduce: Callable[..., tf.Tensor], axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
+    def shard_extreme(t: tf.Tensor) -> tf.Tensor:
+        return reduce(tf.cast(t, tf.uint8) if t.dtype == tf.bool else t, axis=axis)  # TensorFlow has no min/max of bool
+
+    return shard_extreme
+
+
 def _extreme(name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner, x: Any, axis: object, settings: RunOptions) -> Any:
     axis = check_axis(axis)
     dtype, _, rows = info(x, "x")
     require_rows(rows, f"the {name}")
-    mapreduce = recipe((name, axis), lambda: (lambda t: reduce(t, axis=axis), combiner))
+    mapreduce = recipe((name, axis), lambda: (_extreme_map(reduce, axis), combiner))
     value, stats = run(mapreduce, x, settings)
     return finish(value, dtype, stats)
 
@@ -205,6 +220,9 @@ def variance(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats:
 
     Each shard computes its count, mean and sum of squared deviations; Chan's
     formula merges them, so data far from zero (mean 1e6, std 1) keeps its digits.
+    Where numpy returns nan with a warning (0 rows, ``ddof`` ≥ the count),
+    this raises InputError instead: a distributed run should not hand back a nan
+    that a caller may not notice.
 
     Example:
         >>> float(tmr.variance(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3]))

@@ -1,0 +1,155 @@
+"""Numbers and inputs that v0.1 got wrong or answered with a raw TensorFlow error (regression tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmapreduce as tmr
+
+
+def test_an_int64_mean_whose_sum_overflows_accumulates_in_float64(cluster: tmr.LocalCluster) -> None:
+    x = np.array([2**62, 2**62, 1], np.int64)
+    assert tmr.mean(x, cluster=cluster) == np.mean(x)
+    assert tmr.mean(x, cluster=cluster) > 0
+
+
+def test_uint64_values_above_2_63_sum_without_wrapping_negative(cluster: tmr.LocalCluster) -> None:
+    x = np.array([2**63 + 5, 7, 2**62], np.uint64)
+    assert tmr.sum(x, cluster=cluster, sizes=[1, 2]) == np.sum(x)
+    assert tmr.sum(x, cluster=cluster).dtype == np.uint64
+    assert tmr.mean(x, cluster=cluster) == pytest.approx(np.mean(x), rel=1e-15)
+
+
+@pytest.mark.parametrize("recipe", [tmr.min, tmr.max])
+def test_min_and_max_of_booleans(cluster: tmr.LocalCluster, recipe: object) -> None:
+    x = np.array([[True, False], [True, True], [False, True]])
+    for axis in (None, 0):
+        got = recipe(x, axis=axis, cluster=cluster, sizes=[1, 2])  # type: ignore[operator]
+        expected = getattr(np, recipe.__name__)(x, axis=axis)  # type: ignore[attr-defined]
+        assert np.array_equal(got, expected)
+        assert np.asarray(got).dtype == np.bool_
+
+
+def test_a_histogram_with_explicit_edges_ignores_nan_like_numpy(cluster: tmr.LocalCluster) -> None:
+    x = np.array([0.5, np.nan, 1.5, 2.5, np.nan])
+    counts, edges = tmr.recipes.histogram(x, bins=[0, 1, 2, 3], cluster=cluster)
+    expected = np.histogram(x, bins=[0, 1, 2, 3])
+    assert np.array_equal(counts, expected[0])
+    assert np.array_equal(edges, expected[1])
+
+
+def test_a_histogram_with_explicit_edges_runs_once(cluster: tmr.LocalCluster) -> None:
+    _, _, stats = tmr.recipes.histogram(np.arange(10.0), bins=[0, 5, 10], cluster=cluster, return_stats=True)
+    assert stats.shards  # the counting run; no min/max run before it (edges given)
+
+
+@pytest.mark.parametrize(
+    ("x", "message"),
+    [
+        (np.zeros(4, np.longdouble), "wider than TensorFlow's float64; convert it with x.astype"),
+        (np.array([1, 2], "timedelta64[s]"), "dates or durations"),
+        (np.array(["2026-01-01"], "datetime64[D]"), "dates or durations"),
+    ],
+)
+def test_dtypes_tensorflow_cannot_hold_are_refused_with_a_fix(cluster: tmr.LocalCluster, x: np.ndarray, message: str) -> None:
+    if x.dtype == np.longdouble and np.dtype(np.longdouble).itemsize <= 8:
+        pytest.skip("long double is float64 on this platform")
+    with pytest.raises(TypeError, match=message):
+        tmr.mean(x, cluster=cluster)
+
+
+def test_huge_weights_still_split_evenly(cluster: tmr.LocalCluster) -> None:
+    plan = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum).plan(np.zeros(10), cluster=cluster, sizes=tmr.weights(1e308, 1e308))
+    assert plan.sizes == (5, 5)
+
+
+def test_linear_regression_of_nan_says_so(cluster: tmr.LocalCluster) -> None:
+    X = np.array([[0.0], [1.0], [np.nan]])
+    with pytest.raises(tmr.InputError, match="NaN or infinite"):
+        tmr.recipes.linear_regression(X, np.arange(3.0), cluster=cluster)
+
+
+def test_kmeans_refuses_nan_rows_instead_of_dropping_them(cluster: tmr.LocalCluster) -> None:
+    x = np.array([[0.0, 0.0], [np.nan, 1.0], [10.0, 10.0], [10.0, 11.0]])
+    with pytest.raises(tmr.InputError, match="1 of 4 rows could not be assigned"):
+        tmr.recipes.kmeans(x, 2, init=np.array([[0.0, 0.0], [10.0, 10.0]]), cluster=cluster)
+
+
+def test_map_outputs_that_would_broadcast_are_an_error(cluster: tmr.LocalCluster) -> None:
+    job = tmr.MapReduce(lambda t: t[:1] if t.shape[0] == 1 else t[:9], tf.add)
+    with pytest.raises(tmr.MapFunctionError, match=r"would broadcast"):
+        job.run(np.arange(10.0), cluster=cluster, sizes=[9, 1])
+
+
+def test_a_concatenating_merge_of_different_shapes_is_fine(cluster: tmr.LocalCluster) -> None:
+    gather = tmr.Combiner(partial=lambda v, n: v, merge=lambda a, b: tf.concat([a, b], 0), name="concat")
+    result = tmr.MapReduce(lambda t: t * 2, gather).run(np.arange(10.0), cluster=cluster, sizes=[9, 1])
+    assert sorted(result) == sorted(np.arange(10.0) * 2)
+
+
+# -- save_shards / load_shards trust nothing in the directory ---------------------------------------
+
+
+def _saved(tmp_path: Path) -> Path:
+    tmr.save_shards(np.arange(12.0).reshape(6, 2), tmp_path, sizes=[2, 4])
+    return tmp_path
+
+
+def _rewrite(directory: Path, **changes: object) -> None:
+    manifest = json.loads((directory / "shards.json").read_text())
+    manifest.update(changes)
+    (directory / "shards.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"files": ["/etc/passwd", "shard-00001-of-00002.tensor"]}, "not a plain file name inside the directory"),
+        ({"files": ["../x.tensor", "shard-00001-of-00002.tensor"]}, "not a plain file name inside the directory"),
+        ({"files": ["shard-00000-of-00002.tensor"]}, "one file name per shard"),
+        ({"sizes": [2, 5]}, "sum to 7, not the 6 rows"),
+        ({"shape": [6, -2]}, "shape must be a list of ints"),
+        ({"dtype": "U5"}, "not a numeric type"),
+        ({"dtype": "nonsense"}, "not a readable shard manifest"),
+    ],
+)
+def test_a_bad_manifest_is_refused_before_anything_runs(
+    cluster: tmr.LocalCluster, tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    directory = _saved(tmp_path)
+    _rewrite(directory, **changes)
+    with pytest.raises(tmr.InputError, match=message):
+        tmr.load_shards(directory, cluster=cluster)
+
+
+def test_a_symlink_out_of_the_directory_is_refused(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    directory = _saved(tmp_path / "data")
+    outside = tmp_path / "outside.tensor"
+    os.replace(directory / "shard-00000-of-00002.tensor", outside)
+    os.symlink(outside, directory / "shard-00000-of-00002.tensor")
+    with pytest.raises(tmr.InputError, match="symlinks out are refused"):
+        tmr.load_shards(directory, cluster=cluster)
+
+
+def test_a_file_claiming_more_rows_than_it_holds_allocates_nothing(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    directory = _saved(tmp_path)
+    (directory / "shard-00001-of-00002.tensor").write_bytes(b"x" * 12)
+    _rewrite(directory, shape=[2 + 30_000_000, 2], sizes=[2, 30_000_000], dtype="<f8")
+    with pytest.raises(tmr.InputError, match="shorter than the 30000000 rows"):
+        tmr.load_shards(directory, cluster=cluster)
+
+
+def test_a_file_that_is_not_a_tensor_is_not_echoed(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    directory = _saved(tmp_path)
+    secret = b"SECRET-" * 100
+    (directory / "shard-00001-of-00002.tensor").write_bytes(secret)
+    with pytest.raises(tmr.InputError) as info:
+        tmr.load_shards(directory, cluster=cluster)
+    assert "SECRET" not in str(info.value)
+    assert "shard-00001-of-00002.tensor" in str(info.value)
