@@ -8,6 +8,12 @@ from . import combiners as combiners
 from . import recipes as recipes
 from ._backend import get_timeout as get_timeout
 from ._backend import set_timeout as set_timeout
+from ._by_key import count_by_key as count_by_key
+from ._by_key import max_by_key as max_by_key
+from ._by_key import mean_by_key as mean_by_key
+from ._by_key import min_by_key as min_by_key
+from ._by_key import sum_by_key as sum_by_key
+from ._by_key import variance_by_key as variance_by_key
 from ._cluster import Cluster as Cluster
 from ._cluster import LocalCluster as LocalCluster
 from ._combine import Combiner as Combiner
@@ -24,6 +30,9 @@ from ._errors import WorkerUnavailableError as WorkerUnavailableError
 from ._job import MapReduce as MapReduce
 from ._job import RunStats as RunStats
 from ._job import ShardStats as ShardStats
+from ._keyed import KeyedPlan as KeyedPlan
+from ._keyed import KeyedSharded as KeyedSharded
+from ._keyed_result import KeyedResult as KeyedResult
 from ._partition import weights as weights
 from ._plan import Plan as Plan
 from ._plan import Shard as Shard
@@ -48,6 +57,9 @@ __all__ = [
     "Device",
     "InputError",
     "JobError",
+    "KeyedPlan",
+    "KeyedResult",
+    "KeyedSharded",
     "LocalCluster",
     "MapFunctionError",
     "MapReduce",
@@ -63,19 +75,25 @@ __all__ = [
     "WorkerUnavailableError",
     "combiners",
     "count",
+    "count_by_key",
     "generate",
     "get_timeout",
     "load_shards",
     "max",
+    "max_by_key",
     "mean",
+    "mean_by_key",
     "min",
+    "min_by_key",
     "recipes",
     "save_shards",
     "scatter",
     "set_timeout",
     "std",
     "sum",
+    "sum_by_key",
     "variance",
+    "variance_by_key",
     "weighted_mean",
     "weights",
 ]

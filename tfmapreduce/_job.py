@@ -94,18 +94,25 @@ class MapReduce(Generic[R]):
         ...     mean = job.run(x, cluster=c, sizes=[30, 70])
     """
 
-    def __init__(self, map_fn: Callable[..., Any], reduce_fn: Combiner | Callable[[Any, Any], Any], *, name: str | None = None):
+    def __init__(self, map_fn: Callable[..., Any], reduce_fn: Combiner | Callable[[Any, Any], Any], *, name: str | None = None,
+                 by_key: bool = False):
         if not callable(map_fn):
             raise TypeError(f"map_fn must be a callable taking the shard tensor(s), e.g. tf.reduce_sum; got {type(map_fn).__name__} {map_fn!r}")
         self.map_fn = map_fn
         self.combiner = reduce_fn if isinstance(reduce_fn, Combiner) else Combiner.lift(reduce_fn)
+        self.by_key = bool(by_key)  # keyed: map_fn returns (keys, values), combined per key (see _keyed.py)
+        if self.by_key:
+            from ._keyed import check_keyed_combiner
+
+            check_keyed_combiner(self.combiner, reduce_fn)
         self.name = name or f"{_name(map_fn)}/{self.combiner.name}"
         self._compiled: collections.OrderedDict[Any, tuple[Cluster, _Compiled]] = collections.OrderedDict()
 
     def __repr__(self) -> str:
         return f"MapReduce({self.name})"
 
-    def plan(self, x: Any, /, *, cluster: Cluster | None = None, sizes: SizesLike = None, devices: Sequence[str] | None = None, fallback: str | None = None) -> Plan:
+    def plan(self, x: Any, /, *, cluster: Cluster | None = None, sizes: SizesLike = None, devices: Sequence[str] | None = None, fallback: str | None = None,
+             reducers: int | Sequence[str] | None = None, batch_rows: int | None = None) -> Any:
         """The plan a run would follow: the shards, their rows and devices.  Nothing runs.
 
         Args:
@@ -119,9 +126,17 @@ class MapReduce(Generic[R]):
             fallback: ``"cpu"`` runs a shard whose GPU is absent on its task's CPU
                 (shown in the plan); None makes that an error.
 
+            reducers, batch_rows: keyed jobs only (``by_key=True``), as for :meth:`run`; a keyed
+                job's plan is a ``KeyedPlan`` that also shows the reducers.
+
         Raises:
             PartitionError, PlacementError, InputError, ClusterError, TypeError.
         """
+        if self.by_key:
+            from ._keyed import keyed_plan
+
+            return keyed_plan(self, x, cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, reducers=reducers, batch_rows=batch_rows)
+        _only_keyed(reducers=reducers, batch_rows=batch_rows)
         srcs = sources(x)
         return self._plan(srcs, _resolve_cluster(cluster, srcs), sizes, devices, fallback)
 
@@ -151,6 +166,9 @@ class MapReduce(Generic[R]):
         broadcast: Sequence[Any] = (),
         timeout: float | None = None,
         return_stats: bool = False,
+        reducers: int | Sequence[str] | None = None,
+        batch_rows: int | None = None,
+        resident: bool = False,
     ) -> Any:
         """Run the job: map every shard on its device, combine, and return numpy values.
 
@@ -161,9 +179,15 @@ class MapReduce(Generic[R]):
                 model parameters, centroids.  New values do not recompile.
             timeout: the run's deadline in seconds (default :func:`get_timeout`, 60).
             return_stats: also return a :class:`RunStats`.
+            reducers: keyed jobs only: the number of reducer devices (default one per task of
+                the plan) or a list of device strings; keys go to them by a stable hash.
+            batch_rows: keyed jobs only: rows of a shard mapped at once (default 2**20); a
+                larger shard is folded batch by batch, so memory is its distinct keys plus a batch.
+            resident: keyed jobs only: keep the result on the reducers as a ``KeyedSharded``.
 
         Returns:
-            The combiner's result as numpy values (and the stats, if asked).
+            The combiner's result as numpy values (and the stats, if asked); for a keyed job a
+            ``KeyedResult`` (or a ``KeyedSharded`` when ``resident=True``).
 
         Raises:
             WorkerTimeoutError: a task did not answer before the deadline (named).
@@ -171,6 +195,12 @@ class MapReduce(Generic[R]):
             MapFunctionError: ``map_fn`` raised or returned something unusable.
             JobError: an op failed while running.
         """
+        if self.by_key:
+            from . import _keyed
+
+            return _keyed.run(self, x, cluster=cluster, sizes=sizes, devices=devices, fallback=fallback, broadcast=broadcast, timeout=timeout,
+                              return_stats=return_stats, reducers=reducers, batch_rows=batch_rows, resident=resident)
+        _only_keyed(reducers=reducers, batch_rows=batch_rows, resident=resident or None)
         started = time.perf_counter()
         deadline = _backend.check_timeout(timeout)
         srcs = sources(x)
@@ -279,6 +309,13 @@ class MapReduce(Generic[R]):
                 f"map_fn {_name(self.map_fn)} returned different structures for shard {shard0.index} and shard {shard.index}: "
                 f"{_describe(output0)} vs {_describe(output)}; it must return the same structure and dtypes for every shard"
             )
+
+
+def _only_keyed(**settings: Any) -> None:
+    """TypeError for keyed-only settings given to a whole-input job."""
+    given = [name for name, value in settings.items() if value is not None]
+    if given:
+        raise TypeError(f"{', '.join(f'{n}=' for n in given)} apply to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)")
 
 
 def _first_line_of(error: Exception) -> str:

@@ -7,10 +7,12 @@ Example:
 
 from ._combine import COUNT as count
 from ._combine import MAX as max
+from ._combine import MEAN as mean
 from ._combine import MIN as min
 from ._combine import MOMENTS as moments
 from ._combine import SUM as sum
 from ._combine import WEIGHTED_MEAN as weighted_mean
 from ._combine import Combiner as Combiner
+from ._combine import SegmentForm as SegmentForm
 
-__all__ = ["Combiner", "count", "max", "min", "moments", "sum", "weighted_mean"]
+__all__ = ["Combiner", "SegmentForm", "count", "max", "mean", "min", "moments", "sum", "weighted_mean"]

@@ -10,6 +10,13 @@ Example:
     ...     print(tmr.recipes.mean(x, axis=0), tmr.recipes.kmeans(x, 3).centroids)
 """
 
+from ._by_key import count_by_key as count_by_key
+from ._by_key import max_by_key as max_by_key
+from ._by_key import mean_by_key as mean_by_key
+from ._by_key import min_by_key as min_by_key
+from ._by_key import sum_by_key as sum_by_key
+from ._by_key import variance_by_key as variance_by_key
+from ._by_key import word_count as word_count
 from ._models import GradientStep as GradientStep
 from ._models import KMeansResult as KMeansResult
 from ._models import KMeansStep as KMeansStep
@@ -38,18 +45,25 @@ __all__ = [
     "LinearModel",
     "LogisticModel",
     "count",
+    "count_by_key",
     "histogram",
     "kmeans",
     "least_squares_fit",
     "linear_regression",
     "logistic_regression",
     "max",
+    "max_by_key",
     "mean",
+    "mean_by_key",
     "min",
+    "min_by_key",
     "model_average",
     "moments",
     "std",
     "sum",
+    "sum_by_key",
     "variance",
+    "variance_by_key",
     "weighted_mean",
+    "word_count",
 ]
