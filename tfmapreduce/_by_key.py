@@ -20,7 +20,6 @@ from ._cluster import Cluster
 from ._combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
 from ._errors import InputError
 from ._job import MapReduce
-from ._keyed import keyed_sources
 from ._partition import SizesLike
 
 _jobs: dict[Any, MapReduce[Any]] = {}
@@ -35,27 +34,24 @@ def _job(key: Any, make: Callable[[], tuple[Callable[..., Any], Combiner]]) -> M
 
 
 def _check_keys(keys: Any) -> None:
-    """InputError for keys that are not a 1-D array of int32/int64 or strings (resident keys are checked by the job)."""
+    """InputError for keys that are not a 1-D array of int32/int64 or strings."""
     if hasattr(keys, "as_source"):
-        dtype, shape = keys.dtype, keys.shape
+        dtype, shape = np.dtype(keys.dtype), tuple(keys.shape)
     else:
-        (src,), _ = keyed_sources(keys) if _is_array_like(keys) else ((None,), False)
-        if src is None:
-            raise InputError(f"keys must be a 1-D array of int32, int64 or strings, got {type(keys).__name__} {keys!r}")
-        dtype, shape = src.dtype, src.shape
+        try:
+            array = keys.numpy() if isinstance(keys, (tf.Tensor, tf.Variable)) else np.asarray(keys)
+        except ValueError as e:
+            raise InputError(f"keys must be a rectangular 1-D array, got a ragged {type(keys).__name__} ({e})") from None
+        dtype, shape = array.dtype, array.shape
     if len(shape) != 1:
         raise InputError(
-            f"keys must be 1-D (one key per row), got shape {tuple(shape)}; flatten them, e.g. keys.ravel(), and the values to match"
+            f"keys must be 1-D (one key per row), got shape {shape}; flatten them, e.g. keys.ravel(), and the values to match"
         )
-    if not (np.dtype(dtype) == np.dtype(object) or np.dtype(dtype) in (np.dtype(np.int32), np.dtype(np.int64))):
+    if not (dtype.kind in "USO" or dtype in (np.dtype(np.int32), np.dtype(np.int64))):
         raise InputError(
-            f"keys have dtype {np.dtype(dtype)}; keys must be int32, int64 or strings (str or bytes): float, bool and complex keys "
+            f"keys have dtype {dtype}; keys must be int32, int64 or strings (str or bytes): float, bool and complex keys "
             "have no exact equality to group by; convert them, e.g. keys.astype(np.int64)"
         )
-
-
-def _is_array_like(value: Any) -> bool:
-    return isinstance(value, (np.ndarray, list, tuple, tf.Tensor)) or np.isscalar(value)
 
 
 def _pair(keys: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -281,7 +281,7 @@ def _as_strings(item: Any) -> tuple[np.ndarray, bool] | None:
         return np.array([s.encode("utf-8") for s in array.ravel().tolist()], dtype=object).reshape(array.shape), True
     if array.dtype.kind == "S":
         return np.array(array.ravel().tolist(), dtype=object).reshape(array.shape), False
-    if array.dtype == object and array.size and all(isinstance(s, (str, bytes)) for s in array.ravel().tolist()):
+    if array.dtype == object and all(isinstance(s, (str, bytes)) for s in array.ravel().tolist()):
         flat = array.ravel().tolist()
         unicode = any(isinstance(s, str) for s in flat)
         encoded = [s.encode("utf-8") if isinstance(s, str) else s for s in flat]
