@@ -35,14 +35,15 @@ FILES = 4
 WORDS_PER_LINE = 20
 
 
-def timed(fn: Callable[[], Any], repeats: int) -> float:
-    """Median seconds of ``repeats`` calls, after one warm-up call."""
+def timed(fn: Callable[[], Any], repeats: int, label: str = "") -> float:
+    """Median seconds of ``repeats`` calls, after one warm-up call (printed as it goes)."""
     fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
+    print(f"  {label or getattr(fn, '__name__', 'call')}: {statistics.median(times):.2f} s (median of {repeats})", flush=True)
     return statistics.median(times)
 
 
@@ -104,7 +105,7 @@ def word_count(cluster: tmr.LocalCluster, tokens: int, repeats: int, peers: bool
     with tempfile.TemporaryDirectory() as directory:
         paths = corpus(directory, tokens)
         size = sum(os.path.getsize(p) for p in paths)
-        print(f"word count: {tokens:.3g} tokens, {size / 1e6:.0f} MB in {len(paths)} files")
+        print(f"word count: {tokens:.3g} tokens, {size / 1e6:.0f} MB in {len(paths)} files", flush=True)
         reference = counter(paths)
         lines = read_lines(paths)
         result = tmr.recipes.word_count(lines, cluster=cluster)
@@ -115,40 +116,65 @@ def word_count(cluster: tmr.LocalCluster, tokens: int, repeats: int, peers: bool
                 timed(lambda: tmr.recipes.word_count(lines, cluster=cluster), repeats),
             )
         )
-        rows.append(("collections.Counter, one process (reads the files)", timed(lambda: counter(paths), repeats)))
+        rows.append(
+            (
+                "collections.Counter, one process (reads the files)",
+                timed(lambda: counter(paths), repeats, "collections.Counter, one process (reads the files)"),
+            )
+        )
         if peers and spark is not None:
             from operator import add
 
             from pyspark.sql import functions as F
 
             sc = spark.sparkContext
-            rdd = lambda: (
-                sc.textFile(",".join(paths)).flatMap(lambda line: line.split()).map(lambda w: (w, 1)).reduceByKey(add).collect()
-            )  # noqa: E731
+
+            def rdd() -> Any:
+                return (
+                    sc.textFile(",".join(paths))
+                    .flatMap(lambda line: line.split())
+                    .map(lambda w: (w, 1))
+                    .reduceByKey(add)
+                    .collect()
+                )
+
             assert dict(rdd()) == {k.decode(): v for k, v in reference.items()}
-            rows.append(("Spark local[2] RDD reduceByKey (warm)", timed(rdd, repeats)))
-            df = lambda: (
-                spark.read.text(paths)
-                .select(F.explode(F.split(F.trim("value"), r"\s+")).alias("w"))
-                .groupBy("w")
-                .count()
-                .collect()
-            )  # noqa: E731
-            rows.append(("Spark local[2] DataFrame groupBy().count() (warm)", timed(df, repeats)))
+            rows.append(("Spark local[2] RDD reduceByKey (warm)", timed(rdd, repeats, "Spark local[2] RDD reduceByKey (warm)")))
+
+            def df() -> Any:
+                return (
+                    spark.read.text(paths)
+                    .select(F.explode(F.split(F.trim("value"), r"\s+")).alias("w"))
+                    .groupBy("w")
+                    .count()
+                    .collect()
+                )
+
+            rows.append(
+                (
+                    "Spark local[2] DataFrame groupBy().count() (warm)",
+                    timed(df, repeats, "Spark local[2] DataFrame groupBy().count() (warm)"),
+                )
+            )
         if peers:
             try:
                 import dask.bag as db
             except ImportError:
                 db = None
             if db is not None:
-                bag = lambda: dict(
-                    db.read_text(paths, blocksize=None)
-                    .str.split()
-                    .flatten()
-                    .frequencies()
-                    .compute(scheduler="processes", num_workers=2)
-                )  # noqa: E731
-                rows.append(("dask.bag frequencies, 2 processes", timed(bag, max(1, repeats // 2))))
+
+                def bag() -> Any:
+                    return dict(
+                        db.read_text(paths, blocksize=None)
+                        .str.split()
+                        .flatten()
+                        .frequencies()
+                        .compute(scheduler="processes", num_workers=2)
+                    )
+
+                rows.append(
+                    ("dask.bag frequencies, 2 processes", timed(bag, max(1, repeats // 2), "dask.bag frequencies, 2 processes"))
+                )
     return rows
 
 
@@ -189,7 +215,12 @@ def group_by(cluster: tmr.LocalCluster, n: int, distinct: int, repeats: int, pee
             pd = None
         if pd is not None:
             frame = pd.DataFrame({"k": keys, "v": values})
-            rows.append((f"pandas groupby().mean(), {distinct:.0e} keys", timed(lambda: frame.groupby("k")["v"].mean(), repeats)))
+            rows.append(
+                (
+                    f"pandas groupby().mean(), {distinct:.0e} keys",
+                    timed(lambda: frame.groupby("k")["v"].mean(), repeats, f"pandas groupby().mean(), {distinct:.0e} keys"),
+                )
+            )
             del frame
         if spark is not None:
             from pyspark.sql import functions as F
