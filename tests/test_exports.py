@@ -20,6 +20,9 @@ PUBLIC = {
     "Sharded", "scatter", "generate", "save_shards", "load_shards",
     # recipes (and the namespace of the model recipes)
     "recipes", "count", "max", "mean", "min", "std", "sum", "variance", "weighted_mean",
+    # keyed jobs
+    "KeyedPlan", "KeyedResult", "KeyedSharded", "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key",
+    "variance_by_key",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError",
@@ -27,12 +30,13 @@ PUBLIC = {
 
 SUBMODULES = {"combiners", "recipes"}
 
-COMBINERS = {"Combiner", "count", "max", "min", "moments", "sum", "weighted_mean"}
+COMBINERS = {"Combiner", "SegmentForm", "count", "max", "mean", "min", "moments", "sum", "weighted_mean"}
 
 RECIPES = {
     "GradientStep", "KMeansResult", "KMeansStep", "LinearModel", "LogisticModel",
     "count", "histogram", "kmeans", "least_squares_fit", "linear_regression", "logistic_regression",
     "max", "mean", "min", "model_average", "moments", "std", "sum", "variance", "weighted_mean",
+    "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key", "variance_by_key", "word_count",
 }  # fmt: skip
 
 ERRORS = {
@@ -100,7 +104,7 @@ def test_the_combiners_namespace() -> None:
     assert tmr.combiners is combiners
     assert set(combiners.__all__) == COMBINERS
     assert len(combiners.__all__) == len(COMBINERS)
-    for name in COMBINERS - {"Combiner"}:
+    for name in COMBINERS - {"Combiner", "SegmentForm"}:
         assert isinstance(getattr(combiners, name), tmr.Combiner), name
     assert combiners.Combiner is tmr.Combiner
 

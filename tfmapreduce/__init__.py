@@ -17,6 +17,9 @@ _EXPORTS = {
     "Device": "_device",
     "InputError": "_errors",
     "JobError": "_errors",
+    "KeyedPlan": "_keyed",
+    "KeyedResult": "_keyed_result",
+    "KeyedSharded": "_keyed",
     "LocalCluster": "_local",
     "MapFunctionError": "_errors",
     "MapReduce": "_mapreduce",
@@ -34,20 +37,26 @@ _EXPORTS = {
     "WorkerUnavailableError": "_errors",
     "combiners": "",
     "count": "_statistics",
+    "count_by_key": "_by_key",
     "deadline": "_options",
     "generate": "_resident",
     "get_timeout": "_options",
     "load_shards": "_resident",
     "max": "_statistics",
+    "max_by_key": "_by_key",
     "mean": "_statistics",
+    "mean_by_key": "_by_key",
     "min": "_statistics",
+    "min_by_key": "_by_key",
     "recipes": "",
     "save_shards": "_resident",
     "scatter": "_resident",
     "set_timeout": "_options",
     "std": "_statistics",
     "sum": "_statistics",
+    "sum_by_key": "_by_key",
     "variance": "_statistics",
+    "variance_by_key": "_by_key",
     "weighted_mean": "_statistics",
     "weights": "_partition",
 }
@@ -58,6 +67,12 @@ __all__ = sorted(_EXPORTS)
 if _typing.TYPE_CHECKING:
     from . import combiners as combiners
     from . import recipes as recipes
+    from ._by_key import count_by_key as count_by_key
+    from ._by_key import max_by_key as max_by_key
+    from ._by_key import mean_by_key as mean_by_key
+    from ._by_key import min_by_key as min_by_key
+    from ._by_key import sum_by_key as sum_by_key
+    from ._by_key import variance_by_key as variance_by_key
     from ._cluster import Cluster as Cluster
     from ._combine import Combiner as Combiner
     from ._device import Device as Device
@@ -70,6 +85,9 @@ if _typing.TYPE_CHECKING:
     from ._errors import TfMapReduceError as TfMapReduceError
     from ._errors import WorkerTimeoutError as WorkerTimeoutError
     from ._errors import WorkerUnavailableError as WorkerUnavailableError
+    from ._keyed import KeyedPlan as KeyedPlan
+    from ._keyed import KeyedSharded as KeyedSharded
+    from ._keyed_result import KeyedResult as KeyedResult
     from ._local import LocalCluster as LocalCluster
     from ._mapreduce import MapReduce as MapReduce
     from ._options import RunOptions as RunOptions

@@ -14,6 +14,41 @@ def _identity(value: Any) -> Any:
 
 
 @attrs.frozen
+class SegmentForm:
+    """A combiner's per-key form, for keyed jobs (``MapReduce(..., by_key=True)``): every function works
+    on many keys at once, given each row's segment (its key's index among the distinct keys).
+
+    - ``partial(values, segment_ids, num_segments)``: the per-key partial of the rows of a batch:
+      ``values`` has one row per key occurrence, ``segment_ids`` (int32, one per row) says which of
+      the ``num_segments`` distinct keys the row belongs to; every leaf of the result has
+      ``num_segments`` rows.
+    - ``merge(partials, segment_ids, num_segments)``: merge partials of equal keys: ``partials``
+      holds one row per (key, partial), ``segment_ids`` names its key; associative.
+    - ``finalize(partial)``: the per-key result, row-wise (identity by default).
+
+    Every segment in ``range(num_segments)`` has at least one row.
+
+    Example — a per-key sum of squares, as a custom keyed combiner:
+        >>> import tensorflow as tf
+        >>> seg_sum = lambda v, ids, n: tf.math.unsorted_segment_sum(v, ids, n)
+        >>> squares = Combiner(
+        ...     partial=lambda v, rows: tf.reduce_sum(tf.square(v)),
+        ...     merge=tf.add,
+        ...     name="sum_of_squares",
+        ...     per_key=SegmentForm(partial=lambda v, ids, n: seg_sum(tf.square(tf.cast(v, tf.float64)), ids, n), merge=seg_sum),
+        ... )
+        >>> # tmr.MapReduce(lambda k, v: (k, v), squares, by_key=True).run((keys, values), cluster=c)
+    """
+
+    partial: Callable[[Any, tf.Tensor, tf.Tensor], Any]
+    """(values, segment_ids, num_segments) → per-key partial."""
+    merge: Callable[[Any, tf.Tensor, tf.Tensor], Any]
+    """(partials, segment_ids, num_segments) → per-key partial; associative."""
+    finalize: Callable[[Any], Any] = _identity
+    """Per-key partial → per-key result, row-wise."""
+
+
+@attrs.frozen
 class Combiner:
     """How per-shard map outputs merge into one result: a named triple of TF functions.
 
@@ -46,6 +81,8 @@ class Combiner:
     """Merged partial → result."""
     name: str = "combiner"
     """A name for plans, stats and errors."""
+    per_key: SegmentForm | None = None
+    """The per-key form keyed jobs use (None: the combiner cannot take part in a keyed job)."""
 
     @classmethod
     def lift(cls, reduce_fn: Callable[[Any, Any], Any]) -> Combiner:
@@ -73,7 +110,33 @@ class Combiner:
             except (TypeError, ValueError):
                 return tf.nest.map_structure(reduce_fn, a, b)
 
-        return cls(partial=lambda value, rows: value, merge=merge, name=name)
+        segment = _SEGMENT_OPS.get(reduce_fn)
+        per_key = SegmentForm(partial=_nest_segments(segment), merge=_nest_segments(segment)) if segment else None
+        return cls(partial=lambda value, rows: value, merge=merge, name=name, per_key=per_key)
+
+
+_SEGMENT_OPS: dict[Any, Callable[..., tf.Tensor]] = {
+    tf.add: tf.math.unsorted_segment_sum,
+    tf.maximum: tf.math.unsorted_segment_max,
+    tf.minimum: tf.math.unsorted_segment_min,
+    tf.multiply: tf.math.unsorted_segment_prod,
+}
+"""Pairwise functions with a segment form, for keyed jobs (:attr:`Combiner.per_key` of :meth:`Combiner.lift`)."""
+
+
+def _nest_segments(op: Callable[..., tf.Tensor], cast: Callable[[Any], tf.Tensor] | None = None) -> Callable[..., Any]:
+    """``op(leaf, segment_ids, num_segments)`` on every leaf of a structure (after ``cast``)."""
+    return lambda values, ids, n: tf.nest.map_structure(lambda t: op(cast(t) if cast else t, ids, n), values)
+
+
+def _rows_per_segment(ids: tf.Tensor, n: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """How many rows each segment has, as ``dtype``."""
+    return tf.math.unsorted_segment_sum(tf.ones(tf.shape(ids), dtype), ids, n)
+
+
+def _column(count: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
+    """``count`` (one per key) shaped to broadcast against ``like`` (keys first)."""
+    return tf.reshape(count, tf.concat([tf.shape(count), tf.ones([tf.rank(like) - 1], tf.int32)], 0))
 
 
 def _wide(value: tf.Tensor) -> tf.Tensor:
@@ -96,10 +159,22 @@ def _nest(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda *structures: tf.nest.map_structure(fn, *structures)
 
 
-SUM = Combiner(partial=lambda v, n: tf.nest.map_structure(_wide, v), merge=_nest(tf.add), name="sum")
+_SEGMENT_SUM = _nest_segments(tf.math.unsorted_segment_sum)
+
+SUM = Combiner(
+    partial=lambda v, n: tf.nest.map_structure(_wide, v),
+    merge=_nest(tf.add),
+    name="sum",
+    per_key=SegmentForm(partial=_nest_segments(tf.math.unsorted_segment_sum, _wide), merge=_SEGMENT_SUM),
+)
 """Sum of the map outputs (integers accumulate in int64, floats in float64)."""
 
-COUNT = Combiner(partial=lambda v, n: n, merge=tf.add, name="count")
+COUNT = Combiner(
+    partial=lambda v, n: n,
+    merge=tf.add,
+    name="count",
+    per_key=SegmentForm(partial=lambda v, ids, n: _rows_per_segment(ids, n, tf.int64), merge=tf.math.unsorted_segment_sum),
+)
 """The number of rows; the map outputs are ignored."""
 
 WEIGHTED_MEAN = Combiner(
@@ -107,13 +182,32 @@ WEIGHTED_MEAN = Combiner(
     merge=lambda a, b: (tf.nest.map_structure(tf.add, a[0], b[0]), a[1] + b[1]),
     finalize=lambda p: tf.nest.map_structure(lambda t: t / p[1], p[0]),
     name="weighted_mean",
+    per_key=SegmentForm(
+        partial=lambda v, ids, n: (
+            _nest_segments(tf.math.unsorted_segment_sum, _f64)(v, ids, n),
+            _rows_per_segment(ids, n, tf.float64),
+        ),
+        merge=lambda p, ids, n: (_SEGMENT_SUM(p[0], ids, n), tf.math.unsorted_segment_sum(p[1], ids, n)),
+        finalize=lambda p: tf.nest.map_structure(lambda t: t / _column(p[1], t), p[0]),
+    ),
 )
-"""Mean of per-shard means weighted by shard rows: the lesson's ``Σ size_i·mean_i / Σ size_i``."""
+"""Mean of per-shard means weighted by shard rows: the lesson's ``Σ size_i·mean_i / Σ size_i``.
+Per key (keyed jobs), the mean of each key's values, in float64."""
 
-MIN = Combiner(partial=lambda v, n: v, merge=_nest(tf.minimum), name="min")
+MEAN = attrs.evolve(WEIGHTED_MEAN, name="mean")
+"""The mean: :data:`WEIGHTED_MEAN` by another name (per key, in keyed jobs: each key's rows weigh 1)."""
+
+_SEGMENT_MIN = _nest_segments(tf.math.unsorted_segment_min)
+_SEGMENT_MAX = _nest_segments(tf.math.unsorted_segment_max)
+
+MIN = Combiner(
+    partial=lambda v, n: v, merge=_nest(tf.minimum), name="min", per_key=SegmentForm(partial=_SEGMENT_MIN, merge=_SEGMENT_MIN)
+)
 """Element-wise minimum of the map outputs."""
 
-MAX = Combiner(partial=lambda v, n: v, merge=_nest(tf.maximum), name="max")
+MAX = Combiner(
+    partial=lambda v, n: v, merge=_nest(tf.maximum), name="max", per_key=SegmentForm(partial=_SEGMENT_MAX, merge=_SEGMENT_MAX)
+)
 """Element-wise maximum of the map outputs."""
 
 
@@ -126,10 +220,32 @@ def _chan(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> tuple[Any, Any, A
     return n, ma + delta * (nb / n), m2a + m2b + delta * delta * (na * nb / n)
 
 
+def _segment_moments(values: Any, ids: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Per key (count, mean, M2) of the rows, in two passes (the mean first): exact, no cancellation."""
+    x = _f64(values)
+    count = _rows_per_segment(ids, n, tf.float64)
+    mean = tf.math.unsorted_segment_sum(x, ids, n) / _column(count, x)
+    d = x - tf.gather(mean, ids)
+    return count, mean, tf.math.unsorted_segment_sum(d * d, ids, n)
+
+
+def _segment_chan(
+    p: tuple[tf.Tensor, tf.Tensor, tf.Tensor], ids: tf.Tensor, n: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Merge per-key (count, mean, M2) partials of equal keys: Chan's formula over many partials at once."""
+    count_i, mean_i, m2_i = p
+    count = tf.math.unsorted_segment_sum(count_i, ids, n)
+    mean = tf.math.unsorted_segment_sum(mean_i * _column(count_i, mean_i), ids, n) / _column(count, mean_i)
+    d = mean_i - tf.gather(mean, ids)
+    return count, mean, tf.math.unsorted_segment_sum(m2_i + d * d * _column(count_i, d), ids, n)
+
+
 MOMENTS = Combiner(
     partial=lambda v, n: tuple(_f64(t) for t in v),
     merge=_chan,
     name="moments",
+    per_key=SegmentForm(partial=_segment_moments, merge=_segment_chan),
 )
 """(count, mean, M2) from per-shard ``(count, mean, M2)`` map outputs, merged with Chan's formula;
-variance is ``M2 / (count - ddof)``.  Stable where ``E[x²] − E[x]²`` is not."""
+variance is ``M2 / (count - ddof)``.  Stable where ``E[x²] − E[x]²`` is not.  Per key (keyed
+jobs), the map emits the values themselves (one tensor) and each key gets its (count, mean, M2)."""

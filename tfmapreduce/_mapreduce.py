@@ -16,7 +16,7 @@ from ._cluster import Cluster
 from ._combine import Combiner
 from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError
-from ._options import Options, PlanOptions, RunOptions
+from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._runstats import RunStats, ShardStats
 from ._source import Source, as_array, sources
@@ -61,7 +61,8 @@ def _merge(merge: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     return merged
 
 
-def _name(fn: object) -> str:
+def callable_name(fn: object) -> str:
+    """A readable name of a user's function, for messages."""
     return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
 
 
@@ -75,6 +76,12 @@ class MapReduce(Generic[R]):
     function such as ``tf.add``.  Jobs with the same map function and combiner
     share their compiled graphs.
 
+    With ``by_key=True`` the job is keyed: ``map_fn`` returns ``(keys, values)``
+    (1-D int32/int64/string keys, values with one row per key), the values are
+    combined per key, shuffled by a stable hash of the key to the reducer
+    devices and merged there; a run returns a ``KeyedResult`` (see the keyed
+    jobs guide).
+
     Example — the lesson's distributed mean over uneven slices:
         >>> x = np.arange(100, dtype=np.float32)
         >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)
@@ -84,48 +91,90 @@ class MapReduce(Generic[R]):
         49.5
     """
 
-    def __init__(self, map_fn: Callable[..., Any], reduce_fn: Combiner | Callable[[Any, Any], Any], *, name: str | None = None):
+    def __init__(
+        self,
+        map_fn: Callable[..., Any],
+        reduce_fn: Combiner | Callable[[Any, Any], Any],
+        *,
+        name: str | None = None,
+        by_key: bool = False,
+    ):
         if not callable(map_fn):
             raise TypeError(
                 f"map_fn must be a callable taking the shard tensor(s), e.g. tf.reduce_sum; got {type(map_fn).__name__} {map_fn!r}"
             )
         self.map_fn = map_fn
         self.combiner = reduce_fn if isinstance(reduce_fn, Combiner) else Combiner.lift(reduce_fn)
-        self.name = name or f"{_name(map_fn)}/{self.combiner.name}"
+        self.by_key = bool(by_key)
+        if self.by_key:
+            from ._keyed import check_keyed_combiner
+
+            check_keyed_combiner(self.combiner, reduce_fn)
+        self.name = name or f"{callable_name(map_fn)}/{self.combiner.name}"
 
     @property
     def identity(self) -> Hashable:
         """What the compiled graphs depend on: jobs with equal identities share them."""
-        return (self.map_fn, self.combiner)
+        return (self.map_fn, self.combiner, self.by_key)
 
     def __repr__(self) -> str:
         return f"MapReduce({self.name})"
 
-    def plan(self, x: Any, /, **options: Unpack[PlanOptions]) -> Plan:
+    def plan(self, x: Any, /, **options: Unpack[Options]) -> Any:
         """The plan a run would follow: the shards, their rows and devices.  Nothing runs.
+
+        A keyed job's plan is a ``KeyedPlan``, which also shows the reducers.
 
         Args:
             x: an array (numpy, tf.Tensor, nested list), a tuple of arrays with
                 equal rows (co-partitioned on axis 0), or resident ``Sharded`` data.
-            **options: ``cluster``, ``sizes``, ``devices``, ``fallback``: see :class:`RunOptions`.
+            **options: ``cluster``, ``sizes``, ``devices``, ``fallback`` (and for keyed jobs
+                ``reducers``, ``batch_rows``): see :class:`RunOptions`.
 
         Raises:
             PartitionError, PlacementError, InputError, ClusterError, TypeError.
         """
         settings = RunOptions.of(**options)
+        if self.by_key:
+            from ._keyed import keyed_plan
+
+            return keyed_plan(x, settings)
+        _only_keyed(settings)
         srcs = sources(x)
         return plan_of(srcs, resolve_cluster(settings.cluster, srcs), settings)
 
     @overload
     def run(
-        self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: Literal[False] = False, **options: Unpack[Options]
+        self,
+        x: Any,
+        /,
+        *,
+        broadcast: Sequence[Any] = (),
+        return_stats: Literal[False] = False,
+        resident: bool = False,
+        **options: Unpack[Options],
     ) -> Any: ...
     @overload
     def run(
-        self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: Literal[True], **options: Unpack[Options]
+        self,
+        x: Any,
+        /,
+        *,
+        broadcast: Sequence[Any] = (),
+        return_stats: Literal[True],
+        resident: bool = False,
+        **options: Unpack[Options],
     ) -> tuple[Any, RunStats]: ...
-
-    def run(self, x: Any, /, *, broadcast: Sequence[Any] = (), return_stats: bool = False, **options: Unpack[Options]) -> Any:
+    def run(
+        self,
+        x: Any,
+        /,
+        *,
+        broadcast: Sequence[Any] = (),
+        return_stats: bool = False,
+        resident: bool = False,
+        **options: Unpack[Options],
+    ) -> Any:
         """Run the job: map every shard on its device, combine, and return numpy values.
 
         Args:
@@ -133,10 +182,13 @@ class MapReduce(Generic[R]):
             broadcast: values every shard receives whole, after its shard(s) —
                 model parameters, centroids.  New values do not recompile.
             return_stats: also return a :class:`RunStats`.
-            **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``: see :class:`RunOptions`.
+            resident: keyed jobs only: keep the result on the reducers as a ``KeyedSharded``.
+            **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, and for keyed
+                jobs ``reducers``, ``batch_rows``: see :class:`RunOptions`.
 
         Returns:
-            The combiner's result as numpy values (and the stats, if asked).
+            The combiner's result as numpy values (and the stats, if asked); for a keyed job a
+            ``KeyedResult`` (or a ``KeyedSharded`` when ``resident=True``).
 
         Raises:
             WorkerTimeoutError: a task did not answer before the deadline (named).
@@ -144,10 +196,15 @@ class MapReduce(Generic[R]):
             MapFunctionError: ``map_fn`` raised or returned something unusable.
             JobError: an op failed while running.
         """
-        return self.execute(x, RunOptions.of(return_stats=return_stats, **options), broadcast=broadcast)
+        return self.execute(x, RunOptions.of(return_stats=return_stats, **options), broadcast=broadcast, resident=resident)
 
-    def execute(self, x: Any, settings: RunOptions, *, broadcast: Sequence[Any] = ()) -> Any:
+    def execute(self, x: Any, settings: RunOptions, *, broadcast: Sequence[Any] = (), resident: bool = False) -> Any:
         """:meth:`run` with options already validated (what recipes call)."""
+        if self.by_key:
+            from . import _keyed
+
+            return _keyed.run(self, x, settings, broadcast=broadcast, resident=resident)
+        _only_keyed(settings, resident=resident)
         started = time.perf_counter()
         seconds = settings.seconds()
         srcs = sources(x)
@@ -235,12 +292,12 @@ class MapReduce(Generic[R]):
         try:
             output = self.map_fn(*tensors, *broadcast)
         except Exception as e:
-            raise MapFunctionError(f"map_fn {_name(self.map_fn)} raised {type(e).__name__} on {where}: {e}") from e
+            raise MapFunctionError(f"map_fn {callable_name(self.map_fn)} raised {type(e).__name__} on {where}: {e}") from e
         try:
             return tf.nest.map_structure(tf.convert_to_tensor, output)
         except (TypeError, ValueError) as e:
             raise MapFunctionError(
-                f"map_fn {_name(self.map_fn)} must return a tensor or a nested structure of tensors; on {where} it returned {output!r} ({e})"
+                f"map_fn {callable_name(self.map_fn)} must return a tensor or a nested structure of tensors; on {where} it returned {output!r} ({e})"
             ) from None
 
     def _check_same(self, first: tuple[Shard, Any], shard: Shard, output: Any) -> None:
@@ -252,9 +309,18 @@ class MapReduce(Generic[R]):
             same = False
         if not same:
             raise MapFunctionError(
-                f"map_fn {_name(self.map_fn)} returned different structures for shard {shard0.index} and shard {shard.index}: "
+                f"map_fn {callable_name(self.map_fn)} returned different structures for shard {shard0.index} and shard {shard.index}: "
                 f"{_describe(output0)} vs {_describe(output)}; it must return the same structure and dtypes for every shard"
             )
+
+
+def _only_keyed(settings: RunOptions, *, resident: bool = False) -> None:
+    """TypeError for keyed-only settings given to a whole-input job."""
+    given = [name for name, value in (("reducers", settings.reducers), ("resident", resident or None)) if value is not None]
+    if given:
+        raise TypeError(
+            f"{', '.join(f'{n}=' for n in given)} apply to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)"
+        )
 
 
 def _first_line_of(error: Exception) -> str:

@@ -46,9 +46,11 @@ class PlanOptions(TypedDict, total=False):
 
 
 class Options(PlanOptions, total=False):
-    """The keywords every run takes: where (:class:`PlanOptions`) and how long."""
+    """The keywords every run takes: where (:class:`PlanOptions`), how long, and how keyed or streamed work runs."""
 
     timeout: float | None
+    reducers: int | Sequence[str] | None
+    batch_rows: int | None
 
 
 @attrs.frozen
@@ -61,7 +63,7 @@ class RunOptions:
         >>> RunOptions.of(sise=3)
         Traceback (most recent call last):
         ...
-        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout
+        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows
     """
 
     cluster: Cluster | None = None
@@ -74,6 +76,10 @@ class RunOptions:
     """``"cpu"`` runs a shard whose GPU is absent on its task's CPU (shown in the plan); None makes that an error."""
     timeout: float | None = None
     """Seconds one run may take; None: the enclosing :func:`deadline` or the default (:func:`get_timeout`)."""
+    reducers: int | Sequence[str] | None = None
+    """Keyed jobs: the number of reducer devices (None: one per task of the plan) or a list of device strings."""
+    batch_rows: int | None = None
+    """Rows of a shard mapped at once when it is folded batch by batch (keyed jobs, streamed sources); None: the default."""
     return_stats: bool = False
     """Also return a ``RunStats``."""
 
@@ -107,12 +113,27 @@ class RunOptions:
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be None or 'cpu', got {fallback!r}")
         timeout = options.get("timeout")
+        reducers = options.get("reducers")
+        if reducers is not None and (isinstance(reducers, (bool, str)) or not isinstance(reducers, (int, np.integer, Sequence))):
+            raise TypeError(
+                f"reducers must be None, a number of reducer devices, or a list of device strings such as ['/job:local/task:0'], "
+                f"got {type(reducers).__name__} {reducers!r}"
+            )
+        batch_rows = options.get("batch_rows")
+        if batch_rows is not None and (
+            isinstance(batch_rows, (bool, np.bool_)) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1
+        ):
+            raise ValueError(
+                f"batch_rows must be an int ≥ 1 (rows of a shard mapped at once) or None for the default, got {batch_rows!r}"
+            )
         return cls(
             cluster=cluster,
             sizes=options.get("sizes"),
             devices=devices,
             fallback=fallback,
             timeout=None if timeout is None else check_timeout(timeout),
+            reducers=int(reducers) if isinstance(reducers, np.integer) else reducers,
+            batch_rows=None if batch_rows is None else int(batch_rows),
             return_stats=bool(options.get("return_stats", False)),
         )
 

@@ -29,11 +29,13 @@ from ._source import sources
 _jobs: dict[Hashable, MapReduce[Any]] = {}
 
 
-def recipe(key: tuple[Hashable, ...], make: Callable[[], tuple[Callable[..., Any], Combiner]]) -> MapReduce[Any]:
+def recipe(
+    key: tuple[Hashable, ...], make: Callable[[], tuple[Callable[..., Any], Combiner]], *, by_key: bool = False
+) -> MapReduce[Any]:
     """The recipe's MapReduce for ``key`` (its name first), built once so repeated calls reuse its compiled graphs."""
     if key not in _jobs:
         map_fn, combiner = make()
-        _jobs[key] = MapReduce(map_fn, combiner, name=str(key[0]))
+        _jobs[key] = MapReduce(map_fn, combiner, name=str(key[0]), by_key=by_key)
     return _jobs[key]
 
 

@@ -153,13 +153,16 @@ class Sharded(Input):
         graph = tf.Graph()
         with graph.as_default():
             ops = []
-            for shard in self.plan.shards:
-                if shard.rows:
-                    with tf.device(shard.device):
-                        ops.append(tf.raw_ops.DestroyResourceOp(resource=self._handle(shard), ignore_lookup_error=True))
+            ops = [self._destroy(shard) for shard in self.plan.shards]  # empty ones too: a keyed result keeps those
         self._deleted = True
-        if ops:
-            self._run(graph, ops, {}, timeout)
+        self._run(graph, ops, {}, timeout)
+
+    def _destroy(self, shard: Shard) -> tf.Operation:
+        with tf.device(shard.device):
+            handle = tf.raw_ops.VarHandleOp(
+                dtype=tf.as_dtype(self.dtype), shape=tf.TensorShape(None), container=self.name, shared_name=f"shard{shard.index}"
+            )
+            return tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
 
     def _run(self, graph: tf.Graph, fetches: Any, feed: dict[Any, Any], timeout: float | None) -> Any:
         self.cluster.check_open()

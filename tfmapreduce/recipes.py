@@ -19,6 +19,13 @@ import_tensorflow()
 
 from ._averaging import least_squares_fit as least_squares_fit  # noqa: E402 - after the quiet import
 from ._averaging import model_average as model_average  # noqa: E402
+from ._by_key import count_by_key as count_by_key  # noqa: E402 - after the quiet import
+from ._by_key import max_by_key as max_by_key  # noqa: E402
+from ._by_key import mean_by_key as mean_by_key  # noqa: E402
+from ._by_key import min_by_key as min_by_key  # noqa: E402
+from ._by_key import sum_by_key as sum_by_key  # noqa: E402
+from ._by_key import variance_by_key as variance_by_key  # noqa: E402
+from ._by_key import word_count as word_count  # noqa: E402
 from ._histogram import histogram as histogram  # noqa: E402
 from ._kmeans import KMeansResult as KMeansResult  # noqa: E402
 from ._kmeans import KMeansStep as KMeansStep  # noqa: E402
@@ -45,18 +52,25 @@ __all__ = [
     "LinearModel",
     "LogisticModel",
     "count",
+    "count_by_key",
     "histogram",
     "kmeans",
     "least_squares_fit",
     "linear_regression",
     "logistic_regression",
     "max",
+    "max_by_key",
     "mean",
+    "mean_by_key",
     "min",
+    "min_by_key",
     "model_average",
     "moments",
     "std",
     "sum",
+    "sum_by_key",
     "variance",
+    "variance_by_key",
     "weighted_mean",
+    "word_count",
 ]

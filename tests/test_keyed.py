@@ -1,0 +1,369 @@
+"""Keyed jobs: map to (key, value), combine per key, shuffle by key hash to reducers — on real workers.
+
+Every result equals a single-process reference (collections.Counter, numpy per key) exactly
+for counts and integer sums, within 1e-6 for float aggregates, for any partition (empty
+shards included), any number of reducers and any batch size.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracle import RTOL
+from strategies import examples, size_lists
+
+import tfmapreduce as tmr
+from tfmapreduce._keyed import int_bucket
+
+WORDS = ["a", "b", "", "ünï", "日本", "the", "x y"]
+"""Word material: unicode, and pieces that join into longer words."""
+
+BATCHES = st.sampled_from([None, 1, 2, 5])
+"""batch_rows=: None (one batch per shard here) or small enough that every shard folds several batches."""
+
+
+def reducer_counts() -> st.SearchStrategy[int]:
+    return st.integers(1, 4)  # the session cluster has 4 devices
+
+
+def reference(keys: np.ndarray, values: np.ndarray | None, reduce: Callable[[np.ndarray], Any]) -> dict[Any, Any]:
+    """{key: reduce(values of key)} in one process (pure Python grouping, numpy per group)."""
+    groups: dict[Any, list[int]] = collections.defaultdict(list)
+    for i, key in enumerate(keys.tolist()):
+        groups[key].append(i)
+    return {k: reduce(values[rows] if values is not None else np.array(rows)) for k, rows in groups.items()}
+
+
+def assert_keyed(result: tmr.KeyedResult, expected: dict[Any, Any], *, exact: bool) -> None:
+    """Same keys, sorted ascending; values exactly equal (integers) or within RTOL (floats)."""
+    assert isinstance(result, tmr.KeyedResult)
+    keys = result.keys.tolist()
+    assert keys == sorted(expected), f"keys {keys[:10]} vs expected {sorted(expected)[:10]}"
+    assert len(result) == len(expected)
+    for i, key in enumerate(keys):
+        got, want = result.value_at(i), expected[key]
+        if exact:
+            assert np.asarray(got).dtype.kind in "iu", f"{key!r}: expected an exact integer, got {got!r}"
+            np.testing.assert_array_equal(got, want, err_msg=repr(key))
+        else:
+            np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=RTOL, atol=1e-9, err_msg=repr(key))
+
+
+# --------------------------------------------------------------------------- word count
+
+
+@st.composite
+def corpora(draw: st.DrawFn) -> list[str]:
+    words = st.lists(st.sampled_from(WORDS), max_size=6)
+    spaces = st.sampled_from([" ", "  ", "\t", " \n "])
+    lines = draw(st.lists(st.tuples(words, spaces).map(lambda p: p[1].join(p[0])), max_size=30))
+    return lines
+
+
+@settings(max_examples=examples(15))
+@given(data=st.data())
+def test_word_count_equals_counter(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
+    lines = data.draw(corpora())
+    sizes = data.draw(size_lists(len(lines)))
+    reducers = data.draw(reducer_counts())
+    batch_rows = data.draw(BATCHES)
+    result = tmr.recipes.word_count(
+        np.array(lines, dtype=object), cluster=cluster, sizes=sizes, reducers=reducers, batch_rows=batch_rows
+    )
+    expected = collections.Counter(w.decode() for line in lines for w in line.encode().split())
+    assert result.to_dict() == expected
+    assert result.keys.tolist() == sorted(expected)
+    assert all(type(k) is str for k in result.keys.tolist())
+    np.testing.assert_array_equal(result.values, [expected[k] for k in sorted(expected)])
+
+
+def test_word_count_of_bytes_gives_bytes_and_sorts_in_byte_order(cluster: tmr.LocalCluster) -> None:
+    lines = [b"b \xc3\xa9 a", b"A b", b"\xff z"]
+    result = tmr.recipes.word_count(np.array(lines, dtype=object), cluster=cluster, sizes=[1, 0, 2], reducers=2)
+    assert result.to_dict() == collections.Counter(w for line in lines for w in line.split())
+    assert result.keys.tolist() == [b"A", b"a", b"b", b"z", b"\xc3\xa9", b"\xff"]
+    assert result[b"b"] == 2
+    assert "b" not in result  # a str never matches a bytes key
+
+
+def test_word_count_of_a_list_of_str_and_of_nothing(cluster: tmr.LocalCluster) -> None:
+    assert tmr.recipes.word_count(["the cat", "the hat"], cluster=cluster).to_dict() == {"cat": 1, "hat": 1, "the": 2}
+    empty = tmr.recipes.word_count(["", "  "], cluster=cluster, reducers=3)
+    assert len(empty) == 0
+    assert empty.to_dict() == {}
+
+
+# --------------------------------------------------------------------------- by-key recipes vs numpy
+
+
+KEY_KINDS = ("int32", "int64", "str")
+
+
+@st.composite
+def keyed_data(draw: st.DrawFn, *, value_kind: str = "float") -> tuple[np.ndarray, np.ndarray]:
+    kind = draw(st.sampled_from(KEY_KINDS))
+    rows = draw(st.integers(0, 40))
+    if kind == "str":
+        pool = draw(st.lists(st.text(max_size=3), min_size=1, max_size=6, unique=True))  # "" and unicode included
+        keys = np.array([draw(st.sampled_from(pool)) for _ in range(rows)], dtype=object)
+    else:
+        bound = 2**31 - 1 if kind == "int32" else 2**62
+        pool = draw(st.lists(st.one_of(st.integers(-8, 8), st.integers(-bound, bound)), min_size=1, max_size=8, unique=True))
+        keys = np.array([draw(st.sampled_from(pool)) for _ in range(rows)], dtype=np.dtype(kind))
+    if value_kind == "float":
+        values = np.array(draw(st.lists(st.floats(-1e3, 1e3, allow_subnormal=False), min_size=rows, max_size=rows)), np.float64)
+    else:
+        values = np.array(draw(st.lists(st.integers(-(2**31), 2**31 - 1), min_size=rows, max_size=rows)), np.int32)
+    return keys, values
+
+
+def _layout(data: st.DataObject, rows: int) -> dict[str, Any]:
+    return {"sizes": data.draw(size_lists(rows)), "reducers": data.draw(reducer_counts()), "batch_rows": data.draw(BATCHES)}
+
+
+@settings(max_examples=examples(12))
+@given(data=st.data())
+def test_count_by_key_equals_counter(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
+    keys, _ = data.draw(keyed_data())
+    result = tmr.count_by_key(keys, cluster=cluster, **_layout(data, len(keys)))
+    assert result.to_dict() == collections.Counter(keys.tolist())
+    assert_keyed(result, dict(collections.Counter(keys.tolist())), exact=True)
+
+
+@settings(max_examples=examples(12))
+@given(data=st.data())
+def test_sum_by_key_of_int32_is_exact_in_int64(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
+    keys, values = data.draw(keyed_data(value_kind="int"))
+    result = tmr.sum_by_key(keys, values, cluster=cluster, **_layout(data, len(keys)))
+    assert_keyed(result, reference(keys, values.astype(np.int64), np.sum), exact=True)
+
+
+RECIPES: dict[str, tuple[Callable[..., Any], Callable[[np.ndarray], Any]]] = {
+    "sum_by_key": (tmr.sum_by_key, np.sum),
+    "mean_by_key": (tmr.mean_by_key, np.mean),
+    "min_by_key": (tmr.min_by_key, np.min),
+    "max_by_key": (tmr.max_by_key, np.max),
+    "variance_by_key": (tmr.variance_by_key, np.var),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+@settings(max_examples=examples(8))
+@given(data=st.data())
+def test_float_recipes_equal_numpy_per_key(cluster: tmr.LocalCluster, name: str, data: st.DataObject) -> None:
+    recipe, numpy_reduce = RECIPES[name]
+    keys, values = data.draw(keyed_data())
+    result = recipe(keys, values, cluster=cluster, **_layout(data, len(keys)))
+    expected = reference(keys, values, numpy_reduce)
+    if name in ("min_by_key", "max_by_key"):
+        assert result.values.dtype == np.float64
+    assert_keyed(result, expected, exact=False)
+
+
+def test_variance_by_key_with_ddof_and_2d_values(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 5, 200)
+    keys[0] = 99  # a key with one row: its sample variance is NaN, as numpy's
+    values = rng.normal(1e6, 1.0, size=(200, 3))
+    result = tmr.variance_by_key(keys, values, ddof=1, cluster=cluster, sizes=[50, 0, 150], reducers=3, batch_rows=7)
+    for i, key in enumerate(result.keys.tolist()):
+        got = result.value_at(i)
+        if key == 99:
+            assert np.isnan(got).all()
+        else:
+            np.testing.assert_allclose(got, np.var(values[keys == key], axis=0, ddof=1), rtol=RTOL)
+    means = tmr.mean_by_key(keys, values, cluster=cluster, reducers=2)
+    assert means.values.shape == (6, 3)
+    np.testing.assert_allclose(means[3], values[keys == 3].mean(axis=0), rtol=RTOL)
+
+
+def test_edge_partitions_one_key_and_a_key_on_one_shard(cluster: tmr.LocalCluster) -> None:
+    same = np.full(50, -7, np.int64)
+    assert tmr.count_by_key(same, cluster=cluster, sizes=[0, 20, 0, 30], reducers=4).to_dict() == {-7: 50}
+    keys = np.array(["", "x", "x", "x", "only"], dtype=object)
+    values = np.array([1, 2, 3, 4, 5], np.int64)
+    result = tmr.sum_by_key(keys, values, cluster=cluster, sizes=[1, 0, 3, 1], reducers=3)
+    assert result.to_dict() == {"": 1, "x": 9, "only": 5}
+    assert result[""] == 1
+    assert list(result) == [("", 1), ("only", 5), ("x", 9)]
+    assert tmr.sum_by_key(np.zeros(0, np.int64), np.zeros(0), cluster=cluster).to_dict() == {}
+
+
+def test_a_million_distinct_keys(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(0)
+    keys = rng.permutation(np.arange(-(10**6) // 2, 10**6 // 2, dtype=np.int64)) * 7919  # spread out: the hashed path
+    values = rng.integers(0, 100, 10**6)
+    result = tmr.sum_by_key(
+        np.concatenate([keys, keys[:1000]]),
+        np.concatenate([values, values[:1000]]),
+        cluster=cluster,
+        reducers=3,
+        batch_rows=300_000,
+    )
+    assert len(result) == 10**6
+    order = np.argsort(keys)
+    np.testing.assert_array_equal(result.keys, keys[order])
+    expected = values[order].copy()
+    expected[np.searchsorted(keys[order], keys[:1000])] += values[:1000]
+    np.testing.assert_array_equal(result.values, expected)
+
+
+# --------------------------------------------------------------------------- MapReduce(by_key=True)
+
+
+def test_pairwise_functions_with_a_segment_form_and_nested_values(cluster: tmr.LocalCluster) -> None:
+    keys = np.array([3, 1, 3, 2, 1, 3], np.int32)
+    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    for fn, numpy_fn in ((tf.add, np.sum), (tf.maximum, np.max), (tf.minimum, np.min), (tf.multiply, np.prod)):
+        job = tmr.MapReduce(lambda k, v: (k, (v, 2 * v)), fn, by_key=True)
+        result = job.run((keys, x), cluster=cluster, sizes=[2, 0, 4], reducers=2)
+        assert result.keys.tolist() == [1, 2, 3]
+        assert result.keys.dtype == np.int32
+        for i, key in enumerate([1, 2, 3]):
+            a, b = result.value_at(i)
+            assert a == numpy_fn(x[keys == key])
+            assert b == numpy_fn(2 * x[keys == key])
+
+
+def test_a_custom_combiner_with_a_segment_form(cluster: tmr.LocalCluster) -> None:
+    def seg_sum(v: tf.Tensor, ids: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
+        return tf.math.unsorted_segment_sum(v, ids, n)
+
+    squares = tmr.Combiner(
+        partial=lambda v, rows: tf.reduce_sum(tf.square(v)),
+        merge=tf.add,
+        name="sum_of_squares",
+        per_key=tmr.combiners.SegmentForm(
+            partial=lambda v, ids, n: seg_sum(tf.square(tf.cast(v, tf.float64)), ids, n), merge=seg_sum
+        ),
+    )
+    keys = np.array(["a", "b", "a"], dtype=object)
+    x = np.array([1.0, 2.0, 3.0])
+    result = tmr.MapReduce(lambda k, v: (k, v), squares, by_key=True).run((keys, x), cluster=cluster, reducers=2, batch_rows=1)
+    assert result.to_dict() == {"a": 10.0, "b": 4.0}
+
+
+def test_broadcast_reaches_a_keyed_map_and_repeats_do_not_recompile(cluster: tmr.LocalCluster) -> None:
+    job = tmr.MapReduce(lambda k, v, scale: (k, v * scale), tmr.combiners.sum, by_key=True)
+    keys, x = np.array([1, 2, 1]), np.array([1.0, 2.0, 3.0])
+    first, stats = job.run((keys, x), cluster=cluster, broadcast=[np.float64(2.0)], return_stats=True)
+    again, stats2 = job.run((keys, x), cluster=cluster, broadcast=[np.float64(10.0)], return_stats=True)
+    assert first.to_dict() == {1: 8.0, 2: 4.0}
+    assert again.to_dict() == {1: 40.0, 2: 20.0}
+    assert stats.compiled
+    assert not stats2.compiled
+    assert stats.bytes_sent == keys.nbytes + x.nbytes
+
+
+def test_the_plan_shows_the_reducers(cluster: tmr.LocalCluster) -> None:
+    job = tmr.MapReduce(lambda k: (k, k), tmr.combiners.count, by_key=True)
+    plan = job.plan(np.arange(10), cluster=cluster, sizes=[4, 6])
+    assert isinstance(plan, tmr.KeyedPlan)
+    assert plan.reducers == ("/job:local/replica:0/task:0/device:CPU:0", "/job:local/replica:0/task:1/device:CPU:0")
+    three = job.plan(
+        np.arange(10), cluster=cluster, reducers=["/job:local/task:1/cpu:1", "/job:local/task:0", "/job:local/task:1"]
+    )
+    assert three.reducers[0] == "/job:local/replica:0/task:1/device:CPU:1"
+    assert "bucket 2 → /job:local/replica:0/task:1/device:CPU:0" in str(three)
+    assert job.run(np.array([5, 5, 6]), cluster=cluster, reducers=list(three.reducers)).to_dict() == {5: 2, 6: 1}
+
+
+# --------------------------------------------------------------------------- resident results
+
+
+def test_a_resident_result_is_partitioned_by_the_stable_hash_and_read_by_a_second_job(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(1)
+    keys = rng.integers(-50, 50, 500)
+    values = rng.random(500)
+    shipped = tmr.sum_by_key(keys, values, cluster=cluster, reducers=3)
+    with tmr.sum_by_key(keys, values, cluster=cluster, reducers=3, resident=True) as kept:
+        assert isinstance(kept, tmr.KeyedSharded)
+        assert len(kept) == len(shipped)
+        gathered = kept.gather()
+        np.testing.assert_array_equal(gathered.keys, shipped.keys)
+        np.testing.assert_allclose(gathered.values, shipped.values, rtol=RTOL)
+        # The layout: reducer r holds exactly the keys whose documented hash is r.
+        stored = kept.keys.gather()
+        for shard in kept.plan.shards:
+            assert {int_bucket(int(k), 3) for k in stored[shard.start : shard.stop]} <= {shard.index}
+        # Second jobs read it in place: a whole-input sum over the per-key sums, and a keyed job over (keys, values).
+        np.testing.assert_allclose(tmr.sum(kept.values), values.sum(), rtol=RTOL)
+        parity = tmr.MapReduce(lambda k, v: (tf.math.floormod(k, 2), v), tmr.combiners.sum, by_key=True).run(
+            (kept.keys, kept.values)
+        )
+        expected = reference(keys % 2, values, np.sum)
+        assert_keyed(parity, expected, exact=False)
+    with pytest.raises(tmr.ClusterError):
+        kept.gather()
+
+
+def test_a_resident_word_count_keeps_string_keys_by_farmhash(cluster: tmr.LocalCluster) -> None:
+    lines = np.array(["to be or not to be", "", "that is the question"])
+    with tmr.recipes.word_count(lines, cluster=cluster, reducers=4, resident=True) as kept:
+        assert kept.gather().to_dict() == collections.Counter(" ".join(lines).split())
+        stored = kept.keys.gather()
+        for shard in kept.plan.shards:
+            words = stored[shard.start : shard.stop]
+            if len(words):  # FarmHash Fingerprint64, computed here in the client process
+                assert set(tf.strings.to_hash_bucket_fast(list(words), 4).numpy().tolist()) == {shard.index}
+        assert tmr.count_by_key(kept.keys).to_dict() == dict.fromkeys(" ".join(lines).encode().split(), 1)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_float_bool_and_complex_keys_name_the_key_dtypes(cluster: tmr.LocalCluster) -> None:
+    for bad in (np.array([1.5, 2.0]), np.array([True, False]), np.array([1j, 2j])):
+        with pytest.raises(tmr.InputError, match=r"keys have dtype .*int32, int64 or strings"):
+            tmr.count_by_key(bad, cluster=cluster)
+    job = tmr.MapReduce(lambda x: (x, x), tmr.combiners.count, by_key=True)
+    with pytest.raises(tmr.MapFunctionError, match=r"keys of dtype float64.*int32, int64 or string"):
+        job.run(np.array([1.0, 2.0]), cluster=cluster)
+
+
+def test_keys_not_1d_and_length_mismatches(cluster: tmr.LocalCluster) -> None:
+    with pytest.raises(tmr.InputError, match=r"keys must be 1-D.*\(2, 2\)"):
+        tmr.count_by_key(np.zeros((2, 2), np.int64), cluster=cluster)
+    with pytest.raises(tmr.InputError, match="same rows"):
+        tmr.sum_by_key(np.arange(3), np.arange(4), cluster=cluster)
+    two_d = tmr.MapReduce(lambda x: (tf.reshape(x, [-1, 2]), x), tmr.combiners.sum, by_key=True)
+    with pytest.raises(tmr.MapFunctionError, match=r"keys must be a 1-D tensor"):
+        two_d.run(np.arange(8), cluster=cluster, sizes=[4, 4])
+    static = tmr.MapReduce(lambda x: (x, x[:-1]), tmr.combiners.sum, by_key=True)
+    with pytest.raises(tmr.MapFunctionError, match=r"returned 4 keys but values with 3 rows"):
+        static.run(np.arange(8), cluster=cluster, sizes=[4, 4])
+    dynamic = tmr.MapReduce(lambda x: (tf.unique(x)[0], x), tmr.combiners.sum, by_key=True)  # lengths known only when it runs
+    with pytest.raises(tmr.MapFunctionError, match=r"keys and values of different lengths"):
+        dynamic.run(np.array([1, 1, 2, 3]), cluster=cluster, sizes=[4])
+
+
+def test_a_single_tensor_from_a_keyed_map_and_a_reduce_without_segment_form(cluster: tmr.LocalCluster) -> None:
+    single = tmr.MapReduce(tf.identity, tmr.combiners.sum, by_key=True)
+    with pytest.raises(tmr.MapFunctionError, match=r"must return a pair \(keys, values\)"):
+        single.run(np.arange(4), cluster=cluster)
+    with pytest.raises(tmr.MapFunctionError, match=r"no per-key \(segment\) form.*tmr.combiners.sum"):
+        tmr.MapReduce(lambda x: (x, x), lambda a, b: a + b, by_key=True)
+    with pytest.raises(tmr.MapFunctionError, match=r"weighted_mean|no per-key"):
+        tmr.MapReduce(lambda x: (x, x), tmr.Combiner(partial=lambda v, n: v, merge=tf.add), by_key=True)
+
+
+@pytest.mark.parametrize("reducers", [0, -1, 5, [], ["/job:local/task:7"], ["/job:local/task:0", "/job:local/task:0"]])
+def test_bad_reducers(cluster: tmr.LocalCluster, reducers: Any) -> None:
+    with pytest.raises(tmr.PlacementError, match="reducer"):
+        tmr.count_by_key(np.arange(4), cluster=cluster, reducers=reducers)
+
+
+def test_keyed_settings_on_a_whole_input_job_and_bad_batch_rows(cluster: tmr.LocalCluster) -> None:
+    with pytest.raises(TypeError, match=r"reducers=.*by_key=True"):
+        tmr.MapReduce(tf.reduce_sum, tf.add).run(np.arange(4), cluster=cluster, reducers=2)
+    with pytest.raises(ValueError, match="batch_rows must be an int"):
+        tmr.count_by_key(np.arange(4), cluster=cluster, batch_rows=0)
+    with pytest.raises(tmr.InputError, match="lines must be a 1-D array of strings"):
+        tmr.recipes.word_count(np.arange(3), cluster=cluster)

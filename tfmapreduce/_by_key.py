@@ -1,0 +1,317 @@
+"""By-key recipes: count, sum, mean, min, max and variance per key, and word count — each one keyed run.
+
+Every recipe takes the data positionally (``keys``, then ``values``, each an array or resident
+``Sharded`` data, co-partitioned on axis 0) and the keywords of ``MapReduce.run``:
+``cluster=``, ``sizes=``, ``devices=``, ``fallback=``, ``timeout=``, ``return_stats=``, and the
+keyed ones ``reducers=``, ``batch_rows=``, ``resident=``.  It returns a :class:`KeyedResult`
+(or a ``KeyedSharded`` with ``resident=True``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, cast, overload
+
+import attrs
+import numpy as np
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from ._combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
+from ._errors import InputError
+from ._keyed import KeyedSharded
+from ._keyed_result import KeyedResult
+from ._options import Options, RunOptions
+from ._recipe import recipe
+from ._runstats import RunStats
+from ._source import Input
+
+Keyed = KeyedResult | KeyedSharded
+"""A keyed recipe's result: a :class:`KeyedResult`, or a :class:`KeyedSharded` when ``resident=True``."""
+
+
+def _check_keys(keys: Any) -> None:
+    """InputError for keys that are not a 1-D array of int32/int64 or strings."""
+    if isinstance(keys, Input):
+        source = keys.as_source()
+        dtype, shape = source.dtype, source.shape
+    else:
+        try:
+            array = keys.numpy() if isinstance(keys, (tf.Tensor, tf.Variable)) else np.asarray(keys)
+        except ValueError as e:
+            raise InputError(f"keys must be a rectangular 1-D array, got a ragged {type(keys).__name__} ({e})") from None
+        dtype, shape = array.dtype, array.shape
+    if len(shape) != 1:
+        raise InputError(
+            f"keys must be 1-D (one key per row), got shape {shape}; flatten them, e.g. keys.ravel(), and the values to match"
+        )
+    if not (dtype.kind in "USO" or dtype in (np.dtype(np.int32), np.dtype(np.int64))):
+        raise InputError(
+            f"keys have dtype {dtype}; keys must be int32, int64 or strings (str or bytes): float, bool and complex keys "
+            "have no exact equality to group by; convert them, e.g. keys.astype(np.int64)"
+        )
+
+
+def _pair(keys: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return keys, values
+
+
+def _keys_only(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return keys, keys
+
+
+def _run(name: tuple[Any, ...], make: Any, x: Any, return_stats: bool, resident: bool, options: Options) -> Any:
+    settings = RunOptions.of(return_stats=return_stats, **options)
+    return recipe(name, make, by_key=True).execute(x, settings, resident=resident)
+
+
+class KeysRecipe(Protocol):
+    """A keyed recipe over the keys alone (``count_by_key``, ``word_count``)."""
+
+    @overload
+    def __call__(
+        self, keys: Any, /, *, return_stats: Literal[False] = False, resident: Literal[False] = False, **options: Unpack[Options]
+    ) -> KeyedResult: ...
+    @overload
+    def __call__(
+        self, keys: Any, /, *, return_stats: Literal[False] = False, resident: Literal[True], **options: Unpack[Options]
+    ) -> KeyedSharded: ...
+    @overload
+    def __call__(
+        self, keys: Any, /, *, return_stats: Literal[True], resident: bool = False, **options: Unpack[Options]
+    ) -> tuple[Keyed, RunStats]: ...
+
+
+class ValuesRecipe(Protocol):
+    """A keyed recipe over keys and their values (``sum_by_key``, ``mean_by_key``, ...)."""
+
+    @overload
+    def __call__(
+        self,
+        keys: Any,
+        values: Any,
+        /,
+        *,
+        return_stats: Literal[False] = False,
+        resident: Literal[False] = False,
+        **options: Unpack[Options],
+    ) -> KeyedResult: ...
+    @overload
+    def __call__(
+        self,
+        keys: Any,
+        values: Any,
+        /,
+        *,
+        return_stats: Literal[False] = False,
+        resident: Literal[True],
+        **options: Unpack[Options],
+    ) -> KeyedSharded: ...
+    @overload
+    def __call__(
+        self, keys: Any, values: Any, /, *, return_stats: Literal[True], resident: bool = False, **options: Unpack[Options]
+    ) -> tuple[Keyed, RunStats]: ...
+
+
+def _count_by_key(keys: Any, /, *, return_stats: bool = False, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """How many times each key occurs: ``collections.Counter(keys)``, as a :class:`KeyedResult` of int64 counts.
+
+    Args:
+        keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
+        return_stats: also return the run's ``RunStats``.
+        resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
+            ``batch_rows`` (see ``RunOptions``).
+
+    Raises:
+        InputError: keys not 1-D, or of a dtype that is not a key (float, bool, complex).
+
+    Example:
+        >>> tmr.count_by_key(np.array([3, 1, 3]), cluster=cluster).to_dict()
+        {1: 1, 3: 2}
+    """
+    _check_keys(keys)
+    return _run(("count_by_key",), lambda: (_keys_only, COUNT), keys, return_stats, resident, options)
+
+
+count_by_key = cast(KeysRecipe, _count_by_key)
+count_by_key.__name__ = count_by_key.__qualname__ = "count_by_key"  # type: ignore[attr-defined]
+
+
+def _values_recipe(name: str, combiner: Combiner, doc: str) -> ValuesRecipe:
+    def keyed(
+        keys: Any, values: Any, /, *, return_stats: bool = False, resident: bool = False, **options: Unpack[Options]
+    ) -> Any:
+        _check_keys(keys)
+        return _run((name,), lambda: (_pair, combiner), (keys, values), return_stats, resident, options)
+
+    keyed.__name__ = keyed.__qualname__ = name
+    keyed.__doc__ = doc
+    return cast(ValuesRecipe, keyed)
+
+
+_ARGS = """
+    Args:
+        keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
+        values: an array (or resident ``Sharded``) with the same rows as ``keys``; 2-D values give
+            one result per column.
+        return_stats: also return the run's ``RunStats``.
+        resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
+            ``batch_rows`` (see ``RunOptions``).
+
+    Raises:
+        InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
+"""
+
+sum_by_key = _values_recipe(
+    "sum_by_key",
+    SUM,
+    f"""The sum of each key's values (integers in int64, floats in float64), as a :class:`KeyedResult`.
+{_ARGS}
+    Example:
+        >>> tmr.sum_by_key(np.array(["a", "b", "a"]), np.array([1, 2, 3]), cluster=cluster).to_dict()
+        {{'a': 4, 'b': 2}}
+""",
+)
+
+mean_by_key = _values_recipe(
+    "mean_by_key",
+    MEAN,
+    f"""The mean of each key's values, in float64: every row weighs 1, whatever the partition.
+{_ARGS}
+    Example:
+        >>> tmr.mean_by_key(np.array([1, 2, 1]), np.array([1.0, 5.0, 3.0]), cluster=cluster).to_dict()
+        {{1: 2.0, 2: 5.0}}
+""",
+)
+
+min_by_key = _values_recipe(
+    "min_by_key",
+    MIN,
+    f"""The minimum of each key's values, in the values' dtype.
+{_ARGS}
+    Example:
+        >>> tmr.min_by_key(np.array([1, 2, 1]), np.array([4, 5, 3]), cluster=cluster).to_dict()
+        {{1: 3, 2: 5}}
+""",
+)
+
+max_by_key = _values_recipe(
+    "max_by_key",
+    MAX,
+    f"""The maximum of each key's values, in the values' dtype.
+{_ARGS}
+    Example:
+        >>> tmr.max_by_key(np.array([1, 2, 1]), np.array([4, 5, 3]), cluster=cluster).to_dict()
+        {{1: 4, 2: 5}}
+""",
+)
+
+
+def _variance_combiner(ddof: int) -> Combiner:
+    """:data:`MOMENTS` whose per-key result is ``M2 / (count - ddof)`` (NaN where ``count ≤ ddof``, as numpy)."""
+    form = MOMENTS.per_key
+    assert form is not None
+
+    def finalize(p: tuple[tf.Tensor, tf.Tensor, tf.Tensor]) -> tf.Tensor:
+        count, _, m2 = p
+        denominator = count - float(ddof)
+        shape = tf.concat([tf.shape(count), tf.ones([tf.rank(m2) - 1], tf.int32)], 0)
+        denominator = tf.reshape(denominator, shape)
+        nan = tf.fill(tf.shape(m2), tf.constant(np.nan, tf.float64))
+        return tf.where(denominator > 0, m2 / tf.maximum(denominator, 1.0), nan)
+
+    return attrs.evolve(MOMENTS, name="variance", per_key=SegmentForm(partial=form.partial, merge=form.merge, finalize=finalize))
+
+
+@overload
+def variance_by_key(
+    keys: Any,
+    values: Any,
+    /,
+    *,
+    ddof: int = 0,
+    return_stats: Literal[False] = False,
+    resident: Literal[False] = False,
+    **options: Unpack[Options],
+) -> KeyedResult: ...
+@overload
+def variance_by_key(
+    keys: Any,
+    values: Any,
+    /,
+    *,
+    ddof: int = 0,
+    return_stats: Literal[False] = False,
+    resident: Literal[True],
+    **options: Unpack[Options],
+) -> KeyedSharded: ...
+@overload
+def variance_by_key(
+    keys: Any, values: Any, /, *, ddof: int = 0, return_stats: Literal[True], resident: bool = False, **options: Unpack[Options]
+) -> tuple[Keyed, RunStats]: ...
+def variance_by_key(
+    keys: Any, values: Any, /, *, ddof: int = 0, return_stats: bool = False, resident: bool = False, **options: Unpack[Options]
+) -> Any:
+    """The variance of each key's values, ``np.var(v, ddof=ddof)`` per key, in float64 (NaN where a key has ≤ ddof rows).
+
+    Each batch computes per-key (count, mean, M2) in two passes, and partials merge with Chan's
+    formula: no ``E[x²] − E[x]²`` cancellation.
+
+    Args:
+        keys, values, return_stats, resident, **options: as for :func:`sum_by_key`.
+        ddof: delta degrees of freedom (0: population variance; 1: sample variance).
+
+    Example:
+        >>> tmr.variance_by_key(np.array([1, 1, 2]), np.array([1.0, 3.0, 5.0]), cluster=cluster).to_dict()
+        {1: 1.0, 2: 0.0}
+    """
+    if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
+        raise ValueError(f"ddof must be an int ≥ 0 (0: population variance, 1: sample variance), got {ddof!r}")
+    _check_keys(keys)
+    ddof = int(ddof)
+    return _run(
+        ("variance_by_key", ddof), lambda: (_pair, _variance_combiner(ddof)), (keys, values), return_stats, resident, options
+    )
+
+
+def _split_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    words = tf.strings.split(lines).flat_values
+    return words, words
+
+
+def _word_count(lines: Any, /, *, return_stats: bool = False, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """How many times each word occurs in ``lines``: a :class:`KeyedResult` of int64 counts.
+
+    Words are split on ASCII whitespace (space, ``\\t``, ``\\n``, ``\\v``, ``\\f``, ``\\r``), as
+    ``bytes.split()`` does: the result equals ``collections.Counter(w for line in lines for w in
+    line.encode().split())`` with the words decoded.  Words are ``str`` when ``lines`` are ``str``,
+    ``bytes`` when they are bytes.  Each shard is tokenized and counted on its worker, batch by
+    batch (``batch_rows`` lines), then the counts shuffle to the reducers by word hash.
+
+    Args:
+        lines: a 1-D array (or list) of strings, str or bytes.
+        return_stats, resident, **options: as for :func:`sum_by_key`.
+
+    Raises:
+        InputError: ``lines`` is not a 1-D array of strings.
+
+    Example:
+        >>> tmr.recipes.word_count(["the cat", "the hat"], cluster=cluster).to_dict()
+        {'cat': 1, 'hat': 1, 'the': 2}
+    """
+    if not isinstance(lines, Input):
+        array = np.asarray(lines, dtype=object) if isinstance(lines, list) else np.asarray(lines)
+        if array.ndim != 1 or not (
+            array.dtype.kind in "US" or (array.dtype == object and all(isinstance(s, (str, bytes)) for s in array.tolist()))
+        ):
+            raise InputError(
+                f"lines must be a 1-D array of strings (str or bytes), got {type(lines).__name__} of dtype {array.dtype} and shape {array.shape}; "
+                "pass e.g. np.array(text.splitlines())"
+            )
+        lines = array if array.size else np.array([], dtype="U1")
+    return _run(("word_count",), lambda: (_split_words, COUNT), lines, return_stats, resident, options)
+
+
+word_count = cast(KeysRecipe, _word_count)
+word_count.__name__ = word_count.__qualname__ = "word_count"  # type: ignore[attr-defined]

@@ -1,0 +1,102 @@
+"""The result of a keyed job: distinct keys, sorted, and their values aligned with them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+
+def _leaves(values: Any) -> list[np.ndarray[Any, Any]]:
+    leaves: list[np.ndarray[Any, Any]] = tf.nest.flatten(values)
+    return leaves
+
+
+@attrs.frozen(eq=False)
+class KeyedResult:
+    """Distinct keys in ascending order (byte order for strings) and, aligned with them, the combiner's
+    per-key values (one numpy array, or the combiner's structure of arrays, keys first).
+
+    String keys are ``str`` when the job's string input was unicode, ``bytes`` when it was bytes.
+
+    Example:
+        >>> r = tmr.recipes.word_count(np.array(["a b a", "b a"]), cluster=cluster)
+        >>> r.keys, r.values, int(r["a"]), r.to_dict()
+        (array(['a', 'b'], dtype=object), array([3, 2]), 3, {'a': 3, 'b': 2})
+    """
+
+    keys: np.ndarray
+    """The distinct keys, sorted ascending."""
+    values: Any
+    """The per-key values: ``values[i]`` (leaf by leaf) belongs to ``keys[i]``."""
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+    def _index(self, key: Any) -> int | None:
+        if not len(self):
+            return None
+        if self.keys.dtype == object:  # str or bytes keys: only a key of the same type can match
+            if type(key) is not type(self.keys[0]):
+                return None
+        elif isinstance(key, bool) or not isinstance(key, (int, np.integer)):
+            return None
+        i = int(np.searchsorted(self.keys, key))
+        return i if i < len(self) and self.keys[i] == key else None
+
+    def __contains__(self, key: object) -> bool:
+        return self._index(key) is not None
+
+    def __getitem__(self, key: Any) -> Any:
+        """The value of ``key``; KeyError if the input had no such key."""
+        i = self._index(key)
+        if i is None:
+            raise KeyError(key)
+        return self.value_at(i)
+
+    def value_at(self, i: int) -> Any:
+        """The value of the ``i``-th key (a numpy scalar or array, or the combiner's structure of them)."""
+        return tf.nest.map_structure(lambda a: a[i], self.values)
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        """``(key, value)`` pairs in key order."""
+        keys = self.keys.tolist()
+        for i, key in enumerate(keys):
+            yield key, self.value_at(i)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """``(key, value)`` pairs in key order (as iterating the result)."""
+        return iter(self)
+
+    def to_dict(self) -> dict[Any, Any]:
+        """``{key: value}`` with Python keys (int, str or bytes) and Python values where the combiner's
+        value is a scalar (int or float)."""
+        leaves = _leaves(self.values)
+        if len(leaves) == 1 and leaves[0].ndim == 1:
+            return dict(zip(self.keys.tolist(), leaves[0].tolist(), strict=True))
+        return dict(iter(self))
+
+    def __repr__(self) -> str:
+        head = ", ".join(
+            f"{k!r}: {v!r}"
+            for k, v in list(zip(self.keys[:3].tolist(), (self.value_at(i) for i in range(min(3, len(self)))), strict=True))
+        )
+        more = ", …" if len(self) > 3 else ""
+        return f"KeyedResult({len(self)} keys: {{{head}{more}}})"
+
+
+def sorted_result(keys: np.ndarray, values: Any, *, decode: bool) -> KeyedResult:
+    """A :class:`KeyedResult` from the reducers' (unsorted, distinct) keys and values.
+
+    String keys (bytes from TensorFlow) sort in byte order, then decode as UTF-8 when ``decode``
+    (UTF-8 byte order is code point order, so the order stays ascending).
+    """
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    if keys.dtype == object or keys.dtype.kind == "S":
+        keys = np.array([k.decode("utf-8") if decode else bytes(k) for k in keys.tolist()], dtype=object)
+    values = tf.nest.map_structure(lambda a: np.asarray(a)[order], values)
+    return KeyedResult(keys, values)
