@@ -36,7 +36,7 @@ PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)[^`]*$")
 NO_RUN = re.compile(r"^\s*<!--\s*no-run\s*:\s*(?P<reason>.*?)\s*-->\s*$")
-NO_RUN_LOOSE = re.compile(r"<!--\s*no-run\b")
+NO_RUN_LOOSE = re.compile(r"^\s*<!--\s*no-run\b")
 PYTHON = {"python", "py", "python3", "pycon"}
 
 
