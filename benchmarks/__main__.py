@@ -11,6 +11,7 @@ import time
 from ._config import FULL, JOBS, KMEANS_DIM, KMEANS_K, LAYOUTS, QUICK, Config
 
 DEFAULT_OUT = os.path.join("benchmarks", "results")
+DOCS_IMG = os.path.join("docs", "img")  # the figures of docs/layouts.md: python -m benchmarks --plots docs/img
 
 EPILOG = f"""\
 layouts (--layouts, comma-separated; default: all in full mode):
@@ -49,7 +50,7 @@ one LocalCluster(2); {QUICK.repeats} rounds ({QUICK.small_repeats} small); no pe
 
 output (--out, default {DEFAULT_OUT}/): results.json (every raw repeat), results.md (tables, targets),
 and PNG plots when matplotlib is installed (latency and throughput vs size per layout, overhead vs hand-written TF,
-the shard sweep).  The exit status is 1 when a framework, hand-written or numpy result was wrong or failed.
+the shard sweep); --plots {DOCS_IMG} writes the plots where the docs site (docs/layouts.md) shows them.  The exit status is 1 when a framework, hand-written or numpy result was wrong or failed.
 """
 
 
@@ -88,6 +89,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="smoke run: small sizes, few repeats, a subset of layouts")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"results folder (default {DEFAULT_OUT})")
+    p.add_argument(
+        "--plots",
+        metavar="DIR",
+        help=f"folder for the PNG plots (default: --out); {DOCS_IMG} is where the docs site includes them",
+    )
     p.add_argument("--layouts", type=lambda t: _list(t, tuple(LAYOUTS), "layout"), help="only these layouts (comma-separated)")
     p.add_argument("--jobs", type=lambda t: _list(t, JOBS, "job"), help="only these jobs (comma-separated)")
     p.add_argument("--sizes", type=_sizes, help="float32 element counts, e.g. 1e2,1e6")
@@ -136,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run = _suite.Run(config, log)
     results = run.run()
-    rows, files = _report.write(results, args.out)
+    rows, files = _report.write(results, args.out, args.plots)
     print(_report.targets_text(rows))
     print(f"\nwrote {', '.join(files)} to {args.out}")
     for note in results["notes"]:

@@ -363,12 +363,18 @@ def markdown(results: dict[str, Any], target_rows: list[dict[str, Any]], plots: 
     return "\n".join(lines)
 
 
-def write(results: dict[str, Any], out: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Write results.json, results.md and the plots into ``out``; return the targets and the written file names."""
+def write(results: dict[str, Any], out: str, plots_dir: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Write results.json and results.md into ``out`` and the plots into ``plots_dir`` (default ``out``).
+
+    Returns the targets and the written files, relative to ``out``.  ``plots_dir="docs/img"``
+    puts the PNGs where the documentation site includes them (docs/layouts.md).
+    """
     os.makedirs(out, exist_ok=True)
+    plots_dir = out if plots_dir is None else plots_dir
+    os.makedirs(plots_dir, exist_ok=True)
     rows = targets(results)
     results["targets"] = rows
-    plots = write_plots(results, out)
+    plots = [os.path.relpath(os.path.join(plots_dir, p), out).replace(os.sep, "/") for p in write_plots(results, plots_dir)]
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1, default=str)
     with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as f:

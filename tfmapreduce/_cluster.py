@@ -40,8 +40,8 @@ class Cluster:
 
     Example:
         >>> c = Cluster.from_spec({"local": ["localhost:2222", "localhost:2223"]})
-        >>> [str(t) for t in c.tasks]
-        ['/job:local/task:0', '/job:local/task:1']
+        >>> tuple(str(t) for t in c.tasks)
+        ('/job:local/task:0', '/job:local/task:1')
         >>> c.target
         'grpc://localhost:2222'
     """

@@ -177,8 +177,8 @@ def moments(x: Any, /, *, axis: int | None = None, return_stats: bool = False, *
     """``(count, mean, M2)`` of ``x`` in float64, merged across shards with Chan's parallel formula.
 
     Example:
-        >>> [float(v) for v in tmr.recipes.moments(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3])]
-        [4.0, 2.5, 5.0]
+        >>> tuple(float(v) for v in tmr.recipes.moments(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3]))
+        (4.0, 2.5, 5.0)
     """
     settings = RunOptions.of(return_stats=return_stats, **options)
     return _moments(x, axis, settings)
