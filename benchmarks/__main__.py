@@ -50,7 +50,8 @@ one LocalCluster(2); {QUICK.repeats} rounds ({QUICK.small_repeats} small); no pe
 
 output (--out, default {DEFAULT_OUT}/): results.json (every raw repeat), results.md (tables, targets),
 and PNG plots when matplotlib is installed (latency and throughput vs size per layout, overhead vs hand-written TF,
-the shard sweep); --plots {DOCS_IMG} writes the plots where the docs site (docs/layouts.md) shows them.  The exit status is 1 when a framework, hand-written or numpy result was wrong or failed.
+the shard sweep); --plots {DOCS_IMG} writes the plots where the docs site (docs/layouts.md) shows them.
+The exit status is 1 when a framework, hand-written or numpy result was wrong or failed.
 """
 
 
