@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import queue
 import re
 import socket
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import tensorflow as tf
@@ -70,6 +72,9 @@ def _wait_for_closes() -> None:
     deadline = time.monotonic() + EXIT_WAIT
     for thread in list(_closing):
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    for runner in list(_runners):  # an idle runner waits on its queue in Python: only calls still in C++ matter
+        while runner.busy and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 def check_listening(addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT) -> None:
@@ -139,24 +144,110 @@ def probe(addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT) -> dict[Ta
         return dict(zip(addresses, pool.map(one, addresses), strict=True))
 
 
+POLL = 1.0
+"""Seconds between the watchdog's checks that every task of a running call still listens."""
+
+GRACE = 0.5
+"""Seconds past its deadline the watchdog waits for TensorFlow's own deadline before giving up on a call."""
+
+
+class _Runner:
+    """One daemon thread that runs session calls handed to it, one at a time."""
+
+    def __init__(self, pool: Runners) -> None:
+        self._pool = pool
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self.busy = False
+        _runners.add(self)
+        threading.Thread(target=self._serve, name="tfmapreduce-run", daemon=True).start()
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((fn, future))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            fn, future = self._jobs.get()
+            self.busy = True
+            try:
+                future.set_result(fn())
+            except BaseException as e:  # handed to the waiting caller
+                future.set_exception(e)
+            self.busy = False
+            self._pool.release(self)  # a call the caller gave up on returns here too, whenever it ends
+
+
+class Runners:
+    """Threads that make session calls for a cluster, so a caller can stop waiting on one that hangs.
+
+    A call blocked in TensorFlow's C++ (a stopped master while a large feed is in
+    flight; a killed master that gRPC keeps redialling until the deadline) cannot
+    be interrupted; the caller stops waiting, and the thread rejoins the pool when
+    the call ends.  Concurrent calls each get a thread.
+    """
+
+    def __init__(self) -> None:
+        self._idle: list[_Runner] = []
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        with self._lock:
+            runner = self._idle.pop() if self._idle else None
+        if runner is None:
+            runner = _Runner(self)
+        return runner.submit(fn)
+
+    def release(self, runner: _Runner) -> None:
+        with self._lock:
+            self._idle.append(runner)
+
+
+_runners: weakref.WeakSet[_Runner] = weakref.WeakSet()
+
+
 def run(
     call: Callable[[tf.compat.v1.RunOptions], Any],
     *,
     timeout: float,
     addresses: dict[Task, str],
     on_failure: Callable[[], None],
+    runners: Runners,
 ) -> Any:
     """``call(options)`` — one session run — with a deadline; cluster failures become errors that name the task.
 
-    ``addresses`` maps each task the run uses to its address; ``on_failure`` is
-    called (to drop the session) before any error is raised.
+    The call runs on one of ``runners`` while this thread watches it: every
+    :data:`POLL` seconds it checks that every task still accepts connections (a
+    killed task is named at once, whichever it is, the master included), and
+    :data:`GRACE` seconds past the deadline it stops waiting for good — even
+    where TensorFlow's own deadline does not reach (a stopped master receiving
+    a large feed).  ``addresses`` maps each task the run uses to its address;
+    ``on_failure`` is called (to drop the session) before any error is raised.
     """
     options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(timeout * 1000)))
+    future = runners.submit(lambda: call(options))
+    end = time.monotonic() + timeout + GRACE
     try:
-        return call(options)
+        while True:
+            left = end - time.monotonic()
+            try:
+                return future.result(timeout=max(0.0, min(POLL, left)))
+            except FutureTimeout:
+                if left <= POLL:
+                    on_failure()
+                    raise _culprit(
+                        addresses, f"the run did not finish within its {timeout:g} s deadline (the client stopped waiting for it)"
+                    ) from None
+                try:
+                    check_listening(addresses)
+                except WorkerUnavailableError:
+                    on_failure()
+                    raise
     except tf.errors.DeadlineExceededError:
         on_failure()
-        raise _culprit(addresses, f"the run did not finish within its {timeout:g} s deadline") from None
+        raise _culprit(
+            addresses, f"the run did not finish within its {timeout:g} s deadline (its step was cancelled on the workers)"
+        ) from None
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError) as e:
         on_failure()
         task = Task.find(e.message or "")

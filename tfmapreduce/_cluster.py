@@ -13,12 +13,10 @@ import attrs
 import tensorflow as tf
 
 from . import _backend
+from ._device import Device
 from ._errors import ClusterError
 from ._spec import validate_spec
 from ._task import Task
-
-IDLE_CHECK = 1.0
-"""Seconds without a run after which the next run first checks that the master still listens."""
 
 
 @attrs.define(eq=False)
@@ -48,10 +46,11 @@ class Cluster:
 
     _spec: dict[str, list[str]]
     _devices: tuple[str, ...] | None = None
-    _sessions: dict[int, _Session] = attrs.field(factory=dict)
+    _sessions: dict[tuple[int, Task], _Session] = attrs.field(factory=dict)
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
-    _last_run: float = 0.0
+    _lost: set[Task] = attrs.field(factory=set)
+    _runners: _backend.Runners = attrs.field(factory=_backend.Runners)
 
     @classmethod
     def from_spec(cls, spec: Any) -> Cluster:
@@ -117,9 +116,51 @@ class Cluster:
         return self._spec[task.job][task.index]
 
     @property
+    def lost(self) -> frozenset[Task]:
+        """Tasks a run found dead or hung; later runs leave them out (see :meth:`mark_lost`)."""
+        return frozenset(self._lost)
+
+    @property
+    def live_tasks(self) -> tuple[Task, ...]:
+        """The tasks not :attr:`lost`, in spec order."""
+        return tuple(t for t in self.tasks if t not in self._lost)
+
+    @property
+    def master(self) -> Task:
+        """The task runs go through: the first live task (task 0 unless it was lost).
+
+        Raises:
+            ClusterError: every task was lost.
+        """
+        live = self.live_tasks
+        if not live:
+            raise ClusterError(
+                f"every task of {self!r} was lost; restart the workers and call mark_live(), or open a new cluster"
+            )
+        return live[0]
+
+    @property
     def target(self) -> str:
-        """The gRPC target of the master (the first task), e.g. ``grpc://localhost:2222``."""
-        return f"grpc://{self.address(self.tasks[0])}"
+        """The gRPC target of the master, e.g. ``grpc://localhost:2222``."""
+        return f"grpc://{self.address(self.master)}"
+
+    def mark_lost(self, task: Task | str) -> None:
+        """Leave ``task`` out of later plans and never use it as the master (what a retry does with a dead task)."""
+        task = Task.of(task)
+        with self._lock:
+            self._lost.add(task)
+            stale = [key for key in self._sessions if key[1] == task]
+            entries = [self._sessions.pop(key) for key in stale]
+        for entry in entries:
+            _backend.close_in_background(entry.session)
+
+    def mark_live(self, task: Task | str | None = None) -> None:
+        """Use ``task`` (every task when None) again, e.g. after its worker was restarted."""
+        with self._lock:
+            if task is None:
+                self._lost.clear()
+            else:
+                self._lost.discard(Task.of(task))
 
     @property
     def closed(self) -> bool:
@@ -128,11 +169,16 @@ class Cluster:
 
     @property
     def devices(self) -> tuple[str, ...]:
-        """The full names of the devices present on every task, asked of the tasks (once, with a bounded wait).
+        """The full names of the devices of every live task, asked of the tasks (once, with a bounded wait).
 
         Raises:
             ClusterError: a task does not answer; the message names its address.
         """
+        if self._lost:
+            return tuple(d for d in self._all_devices() if Device.parse(d).task not in self._lost)
+        return self._all_devices()
+
+    def _all_devices(self) -> tuple[str, ...]:
         if self._devices is None:
             self.check_open()
             answers = _backend.probe({t: self.address(t) for t in self.tasks}, timeout=10.0)
@@ -158,44 +204,44 @@ class Cluster:
         closes or a run on it fails.
         """
         self.check_open()
-        used = [self.tasks[0], *map(Task.of, tasks)]  # the master takes part in every run
+        master = self.master
+        used = [master, *map(Task.of, tasks)]  # the master takes part in every run
         addresses = {t: self.address(t) for t in used}
-        key = id(graph)
+        key = (id(graph), master)
         feeds = tuple(feed_dict)
+        values = list(feed_dict.values())
         with self._lock:
             entry = self._sessions.get(key)
             if entry is None or entry.session.graph is not graph:
                 _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
-                entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=_backend.session_config(used, timeout)))
+                entry = _Session(
+                    tf.compat.v1.Session(
+                        f"grpc://{addresses[master]}", graph=graph, config=_backend.session_config(used, timeout)
+                    )
+                )
                 self._sessions[key] = entry
-            elif time.monotonic() - self._last_run > IDLE_CHECK:
-                # A kept session also waits out its deadline if the master died; a task that died
-                # mid-loop fails fast anyway, so only look after a pause (no connection per run).
-                _backend.check_listening({used[0]: addresses[used[0]]})
-            call = entry.callables.get((id(fetches), feeds))
-            if call is None:  # without feeds, a callable skips session.run's per-call parsing of the fetches
-                call = entry.session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
-                entry.callables[(id(fetches), feeds)] = call
-        session = entry.session
+
+        def call(options: tf.compat.v1.RunOptions) -> Any:  # on a runner thread: the session's first contact may block too
+            runnable = entry.callables.get((id(fetches), feeds))
+            if runnable is None:  # without feeds, a callable skips session.run's per-call parsing of the fetches
+                runnable = entry.session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
+                entry.callables[(id(fetches), feeds)] = runnable
+            return runnable(*values, options=options)
 
         def drop() -> None:
             with self._lock:
                 if self._sessions.get(key) is entry:
                     del self._sessions[key]
-            _backend.close_in_background(session)
+            _backend.close_in_background(entry.session)
 
-        values = list(feed_dict.values())
-        result = _backend.run(
-            lambda options: call(*values, options=options), timeout=timeout, addresses=addresses, on_failure=drop
-        )
-        self._last_run = time.monotonic()
-        return result
+        return _backend.run(call, timeout=timeout, addresses=addresses, on_failure=drop, runners=self._runners)
 
     def forget(self, graph: tf.Graph) -> None:
-        """Close the session kept for ``graph``, if any."""
+        """Close the sessions kept for ``graph``, if any."""
         with self._lock:
-            entry = self._sessions.pop(id(graph), None)
-        if entry is not None:
+            stale = [key for key in self._sessions if key[0] == id(graph)]
+            entries = [self._sessions.pop(key) for key in stale]
+        for entry in entries:
             _backend.close_in_background(entry.session)
 
     def close(self) -> None:
