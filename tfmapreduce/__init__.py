@@ -13,6 +13,7 @@ __version__ = "0.2.0.dev0"
 _EXPORTS = {
     "Cluster": "_cluster",
     "ClusterError": "_errors",
+    "Files": "_files",
     "Combiner": "_combine",
     "Device": "_device",
     "InputError": "_errors",
@@ -41,6 +42,11 @@ _EXPORTS = {
     "max": "_statistics",
     "mean": "_statistics",
     "min": "_statistics",
+    "read_csv": "_files",
+    "read_npy": "_files",
+    "read_raw": "_files",
+    "read_text": "_files",
+    "read_tfrecord": "_files",
     "recipes": "",
     "save_shards": "_resident",
     "scatter": "_resident",
@@ -70,6 +76,12 @@ if _typing.TYPE_CHECKING:
     from ._errors import TfMapReduceError as TfMapReduceError
     from ._errors import WorkerTimeoutError as WorkerTimeoutError
     from ._errors import WorkerUnavailableError as WorkerUnavailableError
+    from ._files import Files as Files
+    from ._files import read_csv as read_csv
+    from ._files import read_npy as read_npy
+    from ._files import read_raw as read_raw
+    from ._files import read_text as read_text
+    from ._files import read_tfrecord as read_tfrecord
     from ._local import LocalCluster as LocalCluster
     from ._mapreduce import MapReduce as MapReduce
     from ._options import RunOptions as RunOptions

@@ -66,7 +66,7 @@ def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
     """
     if x.dtype.is_integer or x.dtype.is_bool:
         return tf.reduce_sum(tf.cast(x, tf.int64), axis=axis)
-    if axis is None and x.dtype == tf.float32 and x.shape.num_elements() >= 2 * BLOCK and known_nonnegative(x):
+    if axis is None and x.dtype == tf.float32 and (x.shape.num_elements() or 0) >= 2 * BLOCK and known_nonnegative(x):
         return blocked_sum(x, axis)
     return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
 

@@ -49,6 +49,7 @@ class Options(PlanOptions, total=False):
     """The keywords every run takes: where (:class:`PlanOptions`) and how long."""
 
     timeout: float | None
+    batch_rows: int | None
 
 
 @attrs.frozen
@@ -61,7 +62,7 @@ class RunOptions:
         >>> RunOptions.of(sise=3)
         Traceback (most recent call last):
         ...
-        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout
+        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, batch_rows
     """
 
     cluster: Cluster | None = None
@@ -76,6 +77,8 @@ class RunOptions:
     """Seconds one run may take; None: the enclosing :func:`deadline` or the default (:func:`get_timeout`)."""
     return_stats: bool = False
     """Also return a ``RunStats``."""
+    batch_rows: int | None = None
+    """Rows per batch when a shard is streamed (file sources); None: sized to a few MB."""
 
     @classmethod
     def of(cls, **options: Any) -> RunOptions:
@@ -107,6 +110,11 @@ class RunOptions:
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback must be None or 'cpu', got {fallback!r}")
         timeout = options.get("timeout")
+        batch_rows = options.get("batch_rows")
+        if batch_rows is not None and (
+            isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1
+        ):
+            raise ValueError(f"batch_rows must be None (a few MB per batch) or an int ≥ 1, got {batch_rows!r}")
         return cls(
             cluster=cluster,
             sizes=options.get("sizes"),
@@ -114,6 +122,7 @@ class RunOptions:
             fallback=fallback,
             timeout=None if timeout is None else check_timeout(timeout),
             return_stats=bool(options.get("return_stats", False)),
+            batch_rows=None if batch_rows is None else int(batch_rows),
         )
 
     def seconds(self) -> float:
