@@ -38,7 +38,8 @@ PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Mapping[
 _MARK = "tfmapreduce-files: "
 """Prefix of the messages of the checks the reading graph makes, so their errors are recognised as the input's."""
 
-_PIECE = re.compile(r"shard(\d+)/piece(\d+)/")
+_SHARD = re.compile(r"\bshard(\d+)/")
+_PIECE = re.compile(r"\bshard\d+/piece(\d+)/")
 
 
 @attrs.frozen
@@ -180,21 +181,28 @@ class FileSource:
     def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> InputError | None:
         """The InputError a failed run means, naming the file and the task, or None when the run failed elsewhere."""
         details = error.details or str(error)
-        found = _PIECE.search(details)
+        found = _SHARD.search(details)
         if found is None or int(found.group(1)) >= len(plan.shards):
             return None
         shard = plan.shards[int(found.group(1))]
-        pieces = self.pieces(shard)
-        if int(found.group(2)) >= len(pieces):
-            return None
-        entry = pieces[int(found.group(2))][0]
-        path, task, name = _short(entry.path), shard.task, self.reader.name
+        task, name = shard.task, self.reader.name
         cause = str(error).split(": ", 1)[-1]
         mine = re.search(re.escape(_MARK) + r"(.*)", details)
-        if mine:
-            text = mine.group(1).split("Condition x")[0].strip().rstrip(".")
+        if mine:  # the checks of the reading graph name their file themselves
+            text = mine.group(1).split("]")[0].split("Condition x")[0].strip().rstrip(".")
             return InputError(
                 f"{name}: task {task}: {text}; check the file on that task (and pin files to the task that has them)"
+            )
+        piece = _PIECE.search(details)
+        pieces = self.pieces(shard)
+        if piece is None or int(piece.group(1)) >= len(pieces):
+            return None
+        entry = pieces[int(piece.group(1))][0]
+        path = _short(entry.path)
+        if "not an exact multiple of the record length" in details:
+            return InputError(
+                f"{name}: {path} (read on task {task}) no longer has the size it had when the run started ({cause}): "
+                "the file changed during the run, or is truncated; run again once it is complete"
             )
         if "No such file" in details or "NotFound" in details or "not found" in details.lower():
             return InputError(
