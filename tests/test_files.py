@@ -377,5 +377,8 @@ def test_the_mean_of_2_gib_of_files_keeps_each_workers_memory_bounded(big_files:
             peak_rss_reset(pid)
         value = tmr.mean(data, cluster=local, timeout=300)
         grown = {pid: status(pid, "VmHWM") - idle[pid] for pid in local.pids}
+    print(
+        f"peak RSS above idle, per worker: {sorted(round(g / 2**20) for g in grown.values())} MiB for {nbytes / 2**30:.0f} GiB of files"
+    )
     np.testing.assert_allclose(value, expected, rtol=RTOL)
     assert max(grown.values()) < 1 << 30, f"peak RSS above idle, per worker: {grown}"
