@@ -18,6 +18,8 @@ PUBLIC = {
     "MapReduce", "Combiner", "combiners", "Plan", "Shard", "RunStats", "ShardStats", "weights",
     # resident data
     "Sharded", "scatter", "generate", "save_shards", "load_shards",
+    # data in files, read on the workers
+    "Files", "read_npy", "read_text", "read_csv", "read_tfrecord", "read_raw",
     # recipes (and the namespace of the model recipes)
     "recipes", "count", "max", "mean", "min", "std", "sum", "variance", "weighted_mean",
     # keyed jobs

@@ -13,6 +13,7 @@ __version__ = "0.2.0.dev0"
 _EXPORTS = {
     "Cluster": "_cluster",
     "ClusterError": "_errors",
+    "Files": "_files",
     "Combiner": "_combine",
     "Device": "_device",
     "InputError": "_errors",
@@ -48,6 +49,11 @@ _EXPORTS = {
     "mean_by_key": "_by_key",
     "min": "_statistics",
     "min_by_key": "_by_key",
+    "read_csv": "_files",
+    "read_npy": "_files",
+    "read_raw": "_files",
+    "read_text": "_files",
+    "read_tfrecord": "_files",
     "recipes": "",
     "save_shards": "_resident",
     "scatter": "_resident",
@@ -85,6 +91,12 @@ if _typing.TYPE_CHECKING:
     from ._errors import TfMapReduceError as TfMapReduceError
     from ._errors import WorkerTimeoutError as WorkerTimeoutError
     from ._errors import WorkerUnavailableError as WorkerUnavailableError
+    from ._files import Files as Files
+    from ._files import read_csv as read_csv
+    from ._files import read_npy as read_npy
+    from ._files import read_raw as read_raw
+    from ._files import read_text as read_text
+    from ._files import read_tfrecord as read_tfrecord
     from ._keyed import KeyedPlan as KeyedPlan
     from ._keyed import KeyedSharded as KeyedSharded
     from ._keyed_result import KeyedResult as KeyedResult

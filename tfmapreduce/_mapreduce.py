@@ -19,7 +19,8 @@ from ._errors import ClusterError, InputError, JobError, MapFunctionError
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._runstats import RunStats, ShardStats
-from ._source import Source, as_array, sources
+from ._source import Source, Streamed, as_array, sources
+from ._stream import compile_fold, streamed
 from ._task import Task
 
 R = TypeVar("R")
@@ -211,14 +212,19 @@ class MapReduce(Generic[R]):
         cluster = resolve_cluster(settings.cluster, srcs)
         values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
         plan = plan_of(srcs, cluster, settings)
-        key = (
+        key: tuple[Any, ...] = (
             self.identity,
             id(cluster),
             plan,
             tuple(s.signature(plan) for s in srcs),
             tuple((v.dtype.str, v.shape) for v in values),
         )
-        program, compiled = PROGRAMS.get(key, cluster, lambda: self._compile(plan, srcs, values, cluster))
+        build = lambda: self._compile(plan, srcs, values, cluster)  # noqa: E731
+        stream = streamed(srcs)  # file sources: read and folded batch by batch on their tasks
+        if stream is not None:
+            key = (*key, "streamed", settings.batch_rows)
+            build = lambda: self._compile_streamed(plan, stream, values, cluster, settings.batch_rows)  # noqa: E731
+        program, compiled = PROGRAMS.get(key, cluster, build)
         assert isinstance(program, _Compiled)
         # Feed THIS run's data: the compiled program is shared by every run of the same signature.
         feed = {ph: srcs[i].feed(shard) for ph, i, shard in program.feeds}
@@ -226,6 +232,9 @@ class MapReduce(Generic[R]):
         try:
             result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=seconds)
         except JobError as e:
+            bad = stream.input_error(e, plan, cluster) if stream is not None else None
+            if bad is not None:  # the input's fault: name the file and the task
+                raise bad from None
             e.args = (f"{self!r}: {e}",)
             raise
         if not settings.return_stats:
@@ -286,6 +295,13 @@ class MapReduce(Generic[R]):
                 ) from e
         graph.finalize()
         return _Compiled(graph, fetch, tuple(feeds), bcast, tuple(partials))
+
+    def _compile_streamed(
+        self, plan: Plan, src: Streamed, broadcast: tuple[np.ndarray[Any, Any], ...], cluster: Cluster, batch_rows: int | None
+    ) -> _Compiled:
+        """The graph of a job over a streamed (file) source: each shard folded batch by batch (see ``_stream``)."""
+        graph, fetch, bcast, tasks = compile_fold(self, plan, src, broadcast, cluster, batch_rows)
+        return _Compiled(graph, fetch, (), bcast, tasks)
 
     def _map(self, shard: Shard, tensors: list[Any], broadcast: tuple[Any, ...]) -> Any:
         where = f"shard {shard.index} (rows {shard.start}:{shard.stop} on {shard.device})"

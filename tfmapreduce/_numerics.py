@@ -50,6 +50,8 @@ def blocked_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
     if axis is not None:
         return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
     flat = tf.reshape(x, [-1])  # blocks along the innermost axis: Eigen's fastest, tree-shaped reduction
+    if flat.shape[0] is None:  # a streamed batch of unknown length: widen every element
+        return tf.reduce_sum(tf.cast(flat, tf.float64))
     blocks, rest = divmod(flat.shape[0], BLOCK)
     head, tail = tf.split(flat, [blocks * BLOCK, rest])  # split shares the buffer; a slice would copy it
     total = tf.reduce_sum(tf.cast(tf.reduce_sum(tf.reshape(head, [blocks, BLOCK]), axis=1), tf.float64))
@@ -69,7 +71,7 @@ def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
         return tf.reduce_sum(tf.cast(x, tf.uint64), axis=axis)
     if x.dtype.is_integer or x.dtype.is_bool:
         return tf.reduce_sum(tf.cast(x, tf.int64), axis=axis)
-    if axis is None and x.dtype == tf.float32 and x.shape.num_elements() >= 2 * BLOCK and known_nonnegative(x):
+    if axis is None and x.dtype == tf.float32 and (x.shape.num_elements() or 0) >= 2 * BLOCK and known_nonnegative(x):
         return blocked_sum(x, axis)
     return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
 
@@ -92,7 +94,10 @@ def moments_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.T
         approx = blocked_sum if x.dtype == tf.float32 else exact_sum
         n = tf.cast(tf.size(x) if axis is None else tf.shape(x)[0], tf.float64)
         rows = x.shape[0]
-        sample = x[:: rows // SAMPLE or 1]  # c needs only be near the mean: a strided sample saves a pass
+        stride = (
+            (rows // SAMPLE or 1) if rows is not None else tf.maximum(tf.shape(x)[0] // SAMPLE, 1)
+        )  # streamed batches: dynamic
+        sample = x[::stride]  # c needs only be near the mean: a strided sample saves a pass
         c = tf.cast(tf.reduce_mean(tf.cast(sample, tf.float64), axis=axis), x.dtype)
         y = x - c
         s1 = approx(y, axis)

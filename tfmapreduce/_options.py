@@ -79,7 +79,7 @@ class RunOptions:
     reducers: int | Sequence[str] | None = None
     """Keyed jobs: the number of reducer devices (None: one per task of the plan) or a list of device strings."""
     batch_rows: int | None = None
-    """Rows of a shard mapped at once when it is folded batch by batch (keyed jobs, streamed sources); None: the default."""
+    """Rows of a shard mapped at once when it is folded batch by batch (keyed jobs, file sources); None: sized to a few MB."""
     return_stats: bool = False
     """Also return a ``RunStats``."""
 

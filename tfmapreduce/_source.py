@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
 import tensorflow as tf
 
-from ._errors import InputError
+from ._errors import InputError, JobError
 from ._numerics import mark_nonnegative
 from ._plan import Plan, Shard
 
@@ -74,6 +74,39 @@ class Source(Protocol):
 
     def bytes_sent(self, shard: Shard) -> int:
         """Input bytes the client sends for ``shard`` in one run."""
+        ...
+
+
+@attrs.frozen(eq=False)
+class Batches:
+    """One piece of a streamed shard (a file, or a row range of one): its batches, read on the shard's task."""
+
+    dataset: tf.data.Dataset
+    """Batches of rows (each a tensor of shape ``(rows, *shape[1:])``), read where the shard runs."""
+    rows: int | None
+    """The rows the piece must yield (checked in the run), or None when only reading tells."""
+    mismatch: str = ""
+    """The message of the failed check when the piece yields other than ``rows`` rows."""
+
+
+@runtime_checkable
+class Streamed(Source, Protocol):
+    """A source whose shards are read and mapped batch by batch on their tasks, never whole (file sources).
+
+    The engine folds each batch's ``combiner.partial(map_fn(batch), rows of the batch)``
+    into the shard's running partial with ``combiner.merge``, so a task holds a
+    few batches, not its shard; the weights are the rows actually read.
+    """
+
+    def batches(self, shard: Shard, batch_rows: int | None) -> Sequence[Batches]:
+        """Inside the job's graph and the shard's device scope: the shard's pieces, in row order.
+
+        ``batch_rows`` is the run's ``batch_rows=`` (None: the source's own, a few MB).
+        """
+        ...
+
+    def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> InputError | None:
+        """The error a failed run over ``plan`` means for this input (naming the file and the task), or None if it is not the input's."""
         ...
 
 

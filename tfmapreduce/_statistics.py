@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
@@ -29,6 +28,13 @@ def _sum_map(
         return total(x, axis)
 
     return shard_sum
+
+
+def _sum_count_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
+    def shard_sum_count(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return float_sum(x, axis), (tf.size(x, out_type=tf.int64) if axis is None else tf.shape(x, out_type=tf.int64)[0])
+
+    return shard_sum_count
 
 
 @overload
@@ -61,11 +67,11 @@ def mean(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **op
     """
     settings = RunOptions.of(return_stats=return_stats, **options)
     axis = check_axis(axis)
-    _, shape, rows = info(x, "x")
+    rows = info(x, "x")[2]
     require_rows(rows, "the mean")
-    mapreduce = recipe(("mean", axis), lambda: (_sum_map(axis, float_sum), SUM))
-    total, stats = run(mapreduce, x, settings)
-    count = math.prod(shape) if axis is None else rows
+    mapreduce = recipe(("mean", axis), lambda: (_sum_count_map(axis), SUM))
+    (total, count), stats = run(mapreduce, x, settings)  # counted where read: file sources learn their rows by reading
+    require_rows(int(count), "the mean")
     return finish(np.asarray(total, np.float64) / count, np.float64, stats)
 
 

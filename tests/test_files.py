@@ -1,0 +1,384 @@
+"""File sources: read_npy, read_raw, read_text, read_csv, read_tfrecord, read on the workers and streamed through map.
+
+Every result equals numpy on the concatenated data, for any split, file count and
+placement; bad files raise InputError naming the file and the task; each run reads
+the files as they are when it starts; a worker's memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmapreduce as tmr
+from tests.oracle import RTOL
+from tfmapreduce._source import Input, Source
+
+T0, T1 = "/job:local/task:0", "/job:local/task:1"
+
+
+def npy_files(folder: Path, parts: list[np.ndarray]) -> list[str]:
+    paths = []
+    for i, part in enumerate(parts):
+        paths.append(str(folder / f"part{i:03d}.npy"))
+        np.save(paths[-1], part)
+    return paths
+
+
+def example(**values: list[float]) -> bytes:
+    feature = {k: tf.train.Feature(float_list=tf.train.FloatList(value=v)) for k, v in values.items()}
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+@pytest.fixture
+def parts() -> list[np.ndarray]:
+    """Uneven 2-d float32 parts, one of them empty."""
+    rng = np.random.default_rng(7)
+    return [rng.normal(3.0, 2.0, (n, 3)).astype(np.float32) for n in (100, 0, 37, 1, 250)]
+
+
+# --------------------------------------------------------------------------- npy: any split equals numpy
+
+
+@pytest.mark.parametrize(
+    ("sizes", "batch_rows"),
+    [(None, None), ([0, 388, 0], 7), (tmr.weights(1, 3), 50), (1, 1), ([200, 188], 1000)],
+)
+def test_npy_statistics_equal_numpy_for_any_split(
+    cluster: tmr.LocalCluster, tmp_path: Path, parts: list[np.ndarray], sizes: object, batch_rows: int | None
+) -> None:
+    npy_files(tmp_path, parts)
+    whole = np.concatenate(parts).astype(np.float64)
+    data = tmr.read_npy(str(tmp_path / "*.npy"))
+    options = dict(cluster=cluster, sizes=sizes, batch_rows=batch_rows)
+    np.testing.assert_allclose(tmr.mean(data, **options), whole.mean(), rtol=RTOL)
+    np.testing.assert_allclose(tmr.mean(data, axis=0, **options), whole.mean(axis=0), rtol=RTOL)
+    np.testing.assert_allclose(tmr.sum(data, axis=0, **options), whole.sum(axis=0), rtol=RTOL)
+    np.testing.assert_allclose(tmr.variance(data, **options), whole.var(), rtol=RTOL)
+    assert tmr.min(data, **options) == whole.min()
+    assert tmr.max(data, **options) == whole.max()
+    assert int(tmr.count(data, **options)) == len(whole)
+    weighted = tmr.MapReduce(lambda x: tf.reduce_mean(x, axis=0), tmr.combiners.weighted_mean)
+    np.testing.assert_allclose(weighted.run(data, **options), whole.mean(axis=0), rtol=RTOL)
+
+
+def test_one_big_npy_file_is_split_into_row_ranges_and_the_plan_shows_them(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.arange(1000, dtype=np.int32)
+    (path,) = npy_files(tmp_path, [x])
+    data = tmr.read_npy(path)
+    text = data.explain(cluster=cluster, sizes=[100, 400, 0, 500])
+    assert "read_npy: 1 files, 1000 rows in 4 shards on 2 tasks" in text
+    assert "0:100" in text
+    assert "100:500" in text
+    assert "500:1000" in text
+    assert "(reads nothing)" in text
+    plan = tmr.MapReduce(tf.reduce_sum, tf.add).plan(data, cluster=cluster, sizes=[100, 400, 0, 500])
+    assert plan.sizes == (100, 400, 0, 500)
+    assert int(tmr.sum(data, cluster=cluster, sizes=[100, 400, 0, 500], batch_rows=33)) == x.sum()
+
+
+def test_a_run_ships_no_input_bytes(cluster: tmr.LocalCluster, tmp_path: Path, parts: list[np.ndarray]) -> None:
+    npy_files(tmp_path, parts)
+    _, stats = tmr.mean(tmr.read_npy(str(tmp_path / "*.npy")), cluster=cluster, return_stats=True)
+    assert all(s.bytes_sent == 0 for s in stats.shards)
+
+
+def test_raw_binary_rows(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.arange(60, dtype=np.int16).reshape(20, 3)
+    x[:7].tofile(tmp_path / "a.bin")
+    x[7:].tofile(tmp_path / "b.bin")
+    data = tmr.read_raw([str(tmp_path / "a.bin"), str(tmp_path / "b.bin")], dtype=np.int16, shape=(3,))
+    np.testing.assert_array_equal(tmr.sum(data, axis=0, cluster=cluster, sizes=3, batch_rows=4), x.sum(axis=0))
+
+
+def test_big_endian_npy(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.arange(10, dtype=">f8")
+    npy_files(tmp_path, [x])
+    assert float(tmr.sum(tmr.read_npy(str(tmp_path / "*.npy")), cluster=cluster)) == 45.0
+
+
+# --------------------------------------------------------------------------- text, CSV, TFRecord
+
+
+def test_text_line_count_and_byte_sum_over_100_small_files_and_an_empty_one(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    lines = []
+    for i in range(100):
+        chunk = [f"line {i} {'x' * (j % 7)}" for j in range(i % 5)]  # files of 0 to 4 lines
+        (tmp_path / f"f{i:03d}.txt").write_text("".join(f"{line}\n" for line in chunk))
+        lines += chunk
+    (tmp_path / "f100.txt").write_text("last line without newline")
+    lines.append("last line without newline")
+    data = tmr.read_text(str(tmp_path / "*.txt"))
+    for sizes in (None, [0, data.as_source().rows], tmr.weights(3, 1)):
+        assert int(tmr.count(data, cluster=cluster, sizes=sizes, batch_rows=3)) == len(lines)
+    length = tmr.MapReduce(lambda s: tf.reduce_sum(tf.strings.length(s)), tmr.combiners.sum)
+    assert int(length.run(data, cluster=cluster, batch_rows=2)) == sum(len(line) for line in lines)
+
+
+def test_csv_column_means_weigh_actual_rows(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(50, 3)), rng.normal(size=(3, 3))  # a long and a short file
+    (tmp_path / "a.csv").write_text("x,y,z\n" + "".join(",".join(str(float(v)) for v in r) + "\n" for r in a))
+    (tmp_path / "b.csv").write_text("x,y,z\n" + "\n".join(",".join(str(float(v)) for v in r) for r in b))  # no final newline
+    (tmp_path / "c.csv").write_text("x,y,z\n")  # a header and nothing else
+    (tmp_path / "d.csv").write_text("")  # empty
+    whole = np.concatenate([a, b]).astype(np.float32).astype(np.float64)
+    data = tmr.read_csv(str(tmp_path / "*.csv"))
+    for sizes in (None, 1, tmr.weights(1, 1)):
+        np.testing.assert_allclose(tmr.mean(data, axis=0, cluster=cluster, sizes=sizes), whole.mean(axis=0), rtol=RTOL)
+    picked = tmr.read_csv(str(tmp_path / "*.csv"), columns=["z", 0], dtypes="float64")
+    np.testing.assert_allclose(
+        tmr.mean(picked, axis=0, cluster=cluster), np.concatenate([a, b])[:, [2, 0]].mean(axis=0), rtol=1e-12
+    )
+    assert int(tmr.count(data, cluster=cluster, batch_rows=4)) == 53
+
+
+def test_tfrecord_features_become_rows(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    values = np.arange(12.0).reshape(6, 2)
+    for name, rows in (("a", values[:4]), ("b", values[4:]), ("c", values[:0])):
+        with tf.io.TFRecordWriter(str(tmp_path / f"{name}.tfrecord")) as w:
+            for r in rows:
+                w.write(example(u=[r[0]], v=[r[1]]))
+    features = {"u": tf.io.FixedLenFeature([], tf.float32), "v": tf.io.FixedLenFeature([1], tf.float32)}
+    data = tmr.read_tfrecord(str(tmp_path / "*.tfrecord"), features=features)
+    assert data.as_source().shape[1:] == (2,)
+    np.testing.assert_allclose(tmr.mean(data, axis=0, cluster=cluster, batch_rows=3), values.mean(axis=0), rtol=RTOL)
+
+
+def test_a_shard_that_reads_no_rows_is_left_out_and_an_input_of_no_rows_is_an_error(
+    cluster: tmr.LocalCluster, tmp_path: Path
+) -> None:
+    (tmp_path / "a.csv").write_text("x\n")
+    with pytest.raises(tmr.InputError, match="0 rows"):
+        tmr.mean(tmr.read_csv(str(tmp_path / "a.csv")), cluster=cluster)
+    assert int(tmr.count(tmr.read_csv(str(tmp_path / "a.csv")), cluster=cluster)) == 0
+
+
+# --------------------------------------------------------------------------- pinning, persist, changing files
+
+
+def test_pinned_files_are_read_by_their_task_only(cluster: tmr.LocalCluster, tmp_path: Path, parts: list[np.ndarray]) -> None:
+    paths = npy_files(tmp_path, parts)
+    data = tmr.read_npy({T1: paths[:2], T0: paths[2:]})
+    plan = tmr.MapReduce(tf.reduce_sum, tf.add).plan(data, cluster=cluster)
+    assert [str(s.task) for s in plan.shards] == [T1, T0]
+    assert plan.sizes == (100, 288)
+    text = data.explain()
+    assert all(f"{T1}" in line for line in text.splitlines() if "part000" in line or "part001" in line)
+    assert all(f"{T0}" in line for line in text.splitlines() if "part002" in line or "part004" in line)
+    whole = np.concatenate(parts).astype(np.float64)
+    np.testing.assert_allclose(tmr.mean(data, axis=0, cluster=cluster), whole.mean(axis=0), rtol=RTOL)
+    with pytest.raises(TypeError, match="do not apply"):
+        tmr.mean(data, cluster=cluster, sizes=[1, 387])
+
+
+def test_a_pinned_pattern_the_client_cannot_see_is_matched_on_its_task(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "seen.txt").write_text("a\nb\n")
+    hidden = tmp_path / "later"
+    data = tmr.read_text({T0: [str(tmp_path / "seen.txt")], T1: [str(hidden / "*.txt")]})
+    assert "matched on the task at run time" in data.explain()
+    with pytest.raises(tmr.InputError, match=r"later/\*\.txt matches no file on the task that must read it") as info:
+        tmr.count(data, cluster=cluster)
+    assert T1 in str(info.value)
+    hidden.mkdir()  # the file appears where task 1 looks (the same disk here)
+    (hidden / "x.txt").write_text("c\nd\ne\n")
+    assert int(tmr.count(data, cluster=cluster)) == 5
+
+
+def test_a_file_missing_on_the_task_that_must_read_it(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x\n")
+    data = tmr.read_text({T1: [str(tmp_path / "a.txt"), str(tmp_path / "gone.txt")]})
+    with pytest.raises(tmr.InputError, match=r"gone\.txt") as info:
+        tmr.count(data, cluster=cluster)
+    assert T1 in str(info.value)
+
+
+def test_persist_reads_the_files_on_the_workers_into_resident_data(
+    cluster: tmr.LocalCluster, tmp_path: Path, parts: list[np.ndarray]
+) -> None:
+    npy_files(tmp_path, parts)
+    whole = np.concatenate(parts)
+    with tmr.read_npy(str(tmp_path / "*.npy")).persist(cluster=cluster, sizes=[10, 0, 300, 78]) as data:
+        assert data.plan.sizes == (10, 0, 300, 78)
+        np.testing.assert_array_equal(data.gather(), whole)
+        np.testing.assert_allclose(tmr.mean(data), whole.astype(np.float64).mean(), rtol=RTOL)
+    (tmp_path / "t.csv").write_text("a,b\n1,2\n3,4\n5,6\n")
+    with tmr.read_csv(str(tmp_path / "t.csv")).persist(cluster=cluster) as table:
+        assert table.shape == (3, 2)
+        np.testing.assert_array_equal(table.gather(), [[1, 2], [3, 4], [5, 6]])
+
+
+def test_each_run_reads_the_files_as_they_are_then(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    path = str(tmp_path / "x.npy")
+    np.save(path, np.ones(10))
+    data = tmr.read_npy(path)
+    assert float(tmr.sum(data, cluster=cluster)) == 10.0
+    _, stats = tmr.sum(data, cluster=cluster, return_stats=True)
+    assert not stats.compiled  # unchanged files: the graph is reused
+    time.sleep(0.01)
+    np.save(path, np.full(25, 2.0))  # a longer file: a new stat, a new plan, a new graph
+    total, stats = tmr.sum(data, cluster=cluster, return_stats=True)
+    assert float(total) == 50.0
+    assert stats.compiled
+
+
+def test_a_co_partitioned_file_source_is_refused(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (path,) = npy_files(tmp_path, [np.ones(4)])
+    with pytest.raises(tmr.InputError, match="persist"):
+        tmr.MapReduce(lambda a, b: tf.reduce_sum(a + b), tf.add).run((tmr.read_npy(path), np.ones(4)), cluster=cluster)
+
+
+# --------------------------------------------------------------------------- errors name the file and the task
+
+
+def test_a_path_that_matches_nothing_fails_at_plan_time(tmp_path: Path) -> None:
+    with pytest.raises(tmr.InputError, match=r"nothing\*\.npy' matches no file on the client"):
+        tmr.read_npy(str(tmp_path / "nothing*.npy")).as_source()
+    with pytest.raises(tmr.InputError, match="is a directory"):
+        tmr.read_text(str(tmp_path)).as_source()
+
+
+def test_npy_files_must_agree_on_dtype_and_row_shape(tmp_path: Path) -> None:
+    np.save(tmp_path / "a.npy", np.zeros((2, 3), np.float32))
+    np.save(tmp_path / "b.npy", np.zeros((2, 3), np.float64))
+    with pytest.raises(tmr.InputError, match=r"b\.npy holds float64 rows of shape \(3,\) but .*a\.npy holds float32"):
+        tmr.read_npy(str(tmp_path / "*.npy")).as_source()
+    np.save(tmp_path / "b.npy", np.zeros((2, 4), np.float32))
+    with pytest.raises(tmr.InputError, match=r"shape \(4,\)"):
+        tmr.read_npy(str(tmp_path / "*.npy")).as_source()
+
+
+def test_truncated_and_foreign_npy_files(tmp_path: Path) -> None:
+    np.save(tmp_path / "a.npy", np.arange(100.0))
+    with open(tmp_path / "a.npy", "r+b") as f:
+        f.truncate(500)
+    with pytest.raises(tmr.InputError, match=r"a\.npy is truncated: its header promises 100 rows"):
+        tmr.read_npy(str(tmp_path / "a.npy")).as_source()
+    (tmp_path / "b.npy").write_bytes(b"not numpy at all")
+    with pytest.raises(tmr.InputError, match=r"b\.npy is not a readable \.npy file"):
+        tmr.read_npy(str(tmp_path / "b.npy")).as_source()
+    (tmp_path / "c.bin").write_bytes(b"\0" * 10)
+    with pytest.raises(tmr.InputError, match=r"c\.bin has 10 bytes, not a whole number of rows of 8 bytes"):
+        tmr.read_raw(str(tmp_path / "c.bin"), dtype=np.float64).as_source()
+
+
+def test_a_csv_row_with_the_wrong_number_of_fields_names_its_line(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "ok.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "z.csv").write_text("a,b\n1,2\n3,4\n5\n7,8\n")
+    with pytest.raises(
+        tmr.InputError, match=r"z\.csv \(read on task /job:local/task:\d\): line 4 is '5': expected 2 numeric fields"
+    ):
+        tmr.mean(tmr.read_csv(str(tmp_path / "*.csv")), cluster=cluster)
+
+
+def test_a_csv_field_that_is_not_a_number_names_its_line(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "z.csv").write_text("a,b\n1,2\n3,x\n")
+    with pytest.raises(tmr.InputError, match=r"z\.csv \(read on task /job:local/task:1\): line 3 is '3,x'"):
+        tmr.mean(tmr.read_csv({T1: [str(tmp_path / "z.csv")]}), cluster=cluster)
+
+
+def test_a_tfrecord_feature_missing(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    with tf.io.TFRecordWriter(str(tmp_path / "a.tfrecord")) as w:
+        w.write(example(u=[1.0]))
+    data = tmr.read_tfrecord({T1: [str(tmp_path / "a.tfrecord")]}, features={"v": tf.io.FixedLenFeature([], tf.float32)})
+    with pytest.raises(tmr.InputError, match=r"a\.tfrecord \(read on task /job:local/task:1\) has a record without feature 'v'"):
+        tmr.mean(data, cluster=cluster)
+
+
+def test_a_corrupt_tfrecord_file(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "a.tfrecord").write_bytes(b"garbage" * 20)
+    data = tmr.read_tfrecord(str(tmp_path / "a.tfrecord"), features={"v": tf.io.FixedLenFeature([], tf.float32)})
+    with pytest.raises(
+        tmr.InputError, match=r"a\.tfrecord could not be read on task /job:local/task:\d: it is truncated, corrupt"
+    ):
+        tmr.sum(data, cluster=cluster)
+
+
+def test_a_file_that_changes_during_a_run_is_caught(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    """White box: the source of a run made before the file shrank (as if it changed mid-run)."""
+    path = tmp_path / "x.npy"
+    np.save(path, np.ones((64, 4), np.float32))
+    files = tmr.read_npy(str(path))
+    stale = files.as_source()
+    np.save(path, np.ones((32, 4), np.float32))  # same header length, half the rows
+    job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
+
+    class Stale(Input):
+        def as_source(self) -> Source:
+            return stale  # the run sees the description made before the file changed
+
+    with pytest.raises(tmr.InputError, match=r"x\.npy yielded a different number of rows than the 64 .*changed during the run"):
+        job.run(Stale(), cluster=cluster, sizes=1, batch_rows=16)  # whole batches: only the row count tells
+    with pytest.raises(
+        tmr.InputError, match=r"x\.npy \(read on task /job:local/task:0\) no longer has the size .*changed during the run"
+    ):
+        job.run(Stale(), cluster=cluster, sizes=1, batch_rows=24)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(TypeError, match="not a task"):
+        tmr.read_npy({"task1": ["a.npy"]})
+    with pytest.raises(TypeError, match="non-empty list"):
+        tmr.read_npy([])
+    with pytest.raises(TypeError, match="FixedLenFeature"):
+        tmr.read_tfrecord("a", features={"v": 3})
+    with pytest.raises(ValueError, match="batch_rows must be"):
+        tmr.RunOptions.of(batch_rows=0)
+
+
+# --------------------------------------------------------------------------- bounded memory
+
+
+def peak_rss_reset(pid: int) -> None:
+    """Reset the kernel's high-water mark of the process's resident memory (Linux ≥ 4.0)."""
+    with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
+
+
+def status(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for process {pid}")
+
+
+@pytest.fixture
+def big_files(tmp_path: Path) -> Iterator[tuple[str, float, int]]:
+    """2 GiB of float32 in 8 .npy files (written block by block, never whole in memory), and their mean."""
+    block = (np.arange(1 << 24, dtype=np.float32) % 1000) / 7  # 64 MiB
+    per_file = 4
+    for i in range(8):
+        out = np.lib.format.open_memmap(tmp_path / f"big{i}.npy", mode="w+", dtype=np.float32, shape=(per_file * len(block),))
+        for j in range(per_file):
+            out[j * len(block) : (j + 1) * len(block)] = block
+        out.flush()
+        del out
+    yield str(tmp_path / "big*.npy"), float(block.astype(np.float64).mean()), 8 * per_file * block.nbytes
+    for i in range(8):
+        os.remove(tmp_path / f"big{i}.npy")
+
+
+@pytest.mark.slow
+def test_the_mean_of_2_gib_of_files_keeps_each_workers_memory_bounded(big_files: tuple[str, float, int]) -> None:
+    pattern, expected, nbytes = big_files
+    assert nbytes >= 2 << 30
+    with tmr.LocalCluster(workers=2) as local:
+        data = tmr.read_npy(pattern)
+        assert int(tmr.count(tmr.read_npy(pattern.replace("big*", "big0")), cluster=local)) > 0  # warm up: TF's own allocations
+        idle = {pid: status(pid, "VmRSS") for pid in local.pids}
+        for pid in local.pids:
+            peak_rss_reset(pid)
+        value = tmr.mean(data, cluster=local, timeout=300)
+        grown = {pid: status(pid, "VmHWM") - idle[pid] for pid in local.pids}
+    print(
+        f"peak RSS above idle, per worker: {sorted(round(g / 2**20) for g in grown.values())} MiB for {nbytes / 2**30:.0f} GiB of files"
+    )
+    np.testing.assert_allclose(value, expected, rtol=RTOL)
+    assert max(grown.values()) < 1 << 30, f"peak RSS above idle, per worker: {grown}"

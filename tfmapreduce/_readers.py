@@ -1,0 +1,332 @@
+"""File formats: how each kind of file is described on the client and read, batch by batch, on a worker.
+
+A reader never reads data on the client.  :meth:`Reader.describe` may stat a
+file and read its header (a ``.npy`` header, a CSV's first line); everything
+else happens in the graph, on the task that owns the piece:
+
+- *row* formats (``.npy``, raw binary) know each file's rows from its size, so
+  a piece is any row range of a file, read as byte ranges with
+  ``tf.data.FixedLengthRecordDataset`` (no byte outside the range is read);
+- *byte* formats (text, CSV, TFRecord) learn their rows only by reading, so a
+  piece is a whole file and the plan's unit is the file's bytes.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from ._errors import InputError
+
+BATCH_BYTES = 4 << 20
+"""Bytes per batch when ``batch_rows`` is None: a few MB, so a task holds a few batches, never its shard."""
+
+
+@attrs.frozen
+class Layout:
+    """What one file holds: its rows (None for byte formats), where its data starts, its element type and row shape."""
+
+    rows: int | None
+    offset: int
+    dtype: np.dtype[Any]
+    row_shape: tuple[int, ...]
+    fields: int = 0
+    """CSV: the fields of each line."""
+    columns: tuple[int, ...] = ()
+    """CSV: the fields read, in the order asked."""
+
+
+def _decodable(dtype: np.dtype[Any], what: str) -> tf.DType:
+    try:
+        tf_dtype = tf.as_dtype(dtype)
+        tf.io.decode_raw(tf.constant(b""), tf_dtype)  # the dtypes decode_raw supports
+    except (TypeError, tf.errors.InvalidArgumentError) as e:
+        raise InputError(
+            f"{what} holds dtype {dtype}, which tfmapreduce cannot decode ({e}); store numbers, e.g. float32 or int64"
+        ) from None
+    return tf_dtype
+
+
+class Reader(abc.ABC):
+    """One file format: the description of a file on the client and its batches on a worker."""
+
+    name: ClassVar[str]
+    """The function that made the reader (``read_npy``), for messages."""
+    unit: ClassVar[str]
+    """``"rows"`` (a piece may be any row range of a file) or ``"bytes"`` (a piece is a whole file)."""
+
+    @abc.abstractmethod
+    def describe(self, path: str, size: int) -> Layout:
+        """On the client: the layout of the file at ``path`` (``size`` bytes).
+
+        Raises:
+            InputError: the file is not of this format (the message names it).
+        """
+
+    @abc.abstractmethod
+    def batch_rows(self, layout: Layout) -> int:
+        """Rows per batch for about :data:`BATCH_BYTES` bytes."""
+
+    def key(self) -> tuple[Any, ...]:
+        """What the reading graph depends on (the reader's settings)."""
+        return (type(self).__name__, *attrs.astuple(self, recurse=False))  # type: ignore[arg-type]  # subclasses are attrs classes
+
+    def rows_dataset(self, path: str, size: int, layout: Layout, start: int, stop: int, batch: int) -> tf.data.Dataset:
+        """Row formats: the rows ``start:stop`` of one file, in batches of ``batch`` rows."""
+        raise NotImplementedError
+
+    def records(self, path: Any) -> tf.data.Dataset:
+        """Byte formats: one file's records (``path`` is a string or a scalar string tensor), unbatched."""
+        raise NotImplementedError
+
+    def decode(self, records: tf.Tensor, layout: Layout) -> tf.Tensor:
+        """Byte formats: a batch of records as a tensor of rows."""
+        return records
+
+
+def _fixed_rows(
+    path: str,
+    offset: int,
+    size: int,
+    row_bytes: int,
+    start: int,
+    stop: int,
+    batch: int,
+    dtype: np.dtype[Any],
+    row_shape: tuple[int, ...],
+) -> tf.data.Dataset:
+    """Rows ``start:stop`` of a file of fixed-size rows at ``offset``, in batches: byte ranges, one copy into each record."""
+    tf_dtype = tf.as_dtype(dtype)
+    little = dtype.byteorder != ">"
+    full, rest = divmod(stop - start, batch)
+    parts = []
+    if full:
+        end = offset + (start + full * batch) * row_bytes
+        parts.append(
+            tf.data.FixedLengthRecordDataset(
+                path, batch * row_bytes, header_bytes=offset + start * row_bytes, footer_bytes=size - end
+            )
+        )
+    if rest:
+        parts.append(
+            tf.data.FixedLengthRecordDataset(
+                path,
+                rest * row_bytes,
+                header_bytes=offset + (start + full * batch) * row_bytes,
+                footer_bytes=size - offset - stop * row_bytes,
+            )
+        )
+    dataset = parts[0] if len(parts) == 1 else parts[0].concatenate(parts[1])
+    return dataset.map(lambda record: tf.reshape(tf.io.decode_raw(record, tf_dtype, little_endian=little), (-1, *row_shape)))
+
+
+@attrs.frozen
+class Npy(Reader):
+    """``.npy`` files: the header parsed once on the client, the rows read as byte ranges on the workers."""
+
+    name: ClassVar[str] = "read_npy"
+    unit: ClassVar[str] = "rows"
+
+    def describe(self, path: str, size: int) -> Layout:
+        try:
+            with open(path, "rb") as f:
+                version = np.lib.format.read_magic(f)
+                read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                shape, fortran, dtype = read(f)
+                offset = f.tell()
+        except (ValueError, OSError, SyntaxError) as e:
+            raise InputError(f"{path} is not a readable .npy file ({e}); write it with np.save()") from None
+        if len(shape) == 0:
+            raise InputError(
+                f"{path} holds a 0-d scalar of shape (); the rows to partition are axis 0, so save at least a 1-d array"
+            )
+        if fortran and len(shape) > 1:
+            raise InputError(
+                f"{path} is stored in Fortran order, so its rows are not contiguous; save np.ascontiguousarray(a) instead"
+            )
+        _decodable(dtype, path)
+        row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        needed = offset + shape[0] * row_bytes
+        if size < needed:
+            raise InputError(
+                f"{path} is truncated: its header promises {shape[0]} rows of {row_bytes} bytes ({needed} bytes in all), "
+                f"but the file has {size} bytes; write it again"
+            )
+        return Layout(int(shape[0]), offset, dtype, tuple(int(d) for d in shape[1:]))
+
+    def batch_rows(self, layout: Layout) -> int:
+        return max(1, BATCH_BYTES // max(1, layout.dtype.itemsize * int(np.prod(layout.row_shape, dtype=np.int64))))
+
+    def rows_dataset(self, path: str, size: int, layout: Layout, start: int, stop: int, batch: int) -> tf.data.Dataset:
+        row_bytes = layout.dtype.itemsize * int(np.prod(layout.row_shape, dtype=np.int64))
+        return _fixed_rows(path, layout.offset, size, row_bytes, start, stop, batch, layout.dtype, layout.row_shape)
+
+
+@attrs.frozen
+class Raw(Npy):
+    """Headerless binary files of fixed-size rows (``dtype`` and the row ``shape`` given by the caller)."""
+
+    name: ClassVar[str] = "read_raw"
+    dtype: str
+    shape: tuple[int, ...]
+
+    def describe(self, path: str, size: int) -> Layout:
+        dtype = np.dtype(self.dtype)
+        row_bytes = dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
+        rows, rest = divmod(size, row_bytes)
+        if rest:
+            raise InputError(
+                f"{path} has {size} bytes, not a whole number of rows of {row_bytes} bytes ({dtype} × {self.shape}); "
+                "the file is truncated, or dtype=/shape= do not describe it"
+            )
+        return Layout(rows, 0, dtype, self.shape)
+
+
+@attrs.frozen
+class Text(Reader):
+    """Text files: one row (a string) per line, without its line ending."""
+
+    name: ClassVar[str] = "read_text"
+    unit: ClassVar[str] = "bytes"
+
+    def describe(self, path: str, size: int) -> Layout:
+        return Layout(None, 0, np.dtype(object), ())
+
+    def batch_rows(self, layout: Layout) -> int:
+        return 32768
+
+    def records(self, path: Any) -> tf.data.Dataset:
+        return tf.data.TextLineDataset(path, buffer_size=1 << 20)
+
+
+@attrs.frozen
+class Csv(Text):
+    """CSV files of numbers: the columns (names or indices) parsed into one (rows, columns) matrix."""
+
+    name: ClassVar[str] = "read_csv"
+    columns: tuple[str | int, ...] | None
+    dtypes: tuple[str, ...] | str
+    header: bool
+    delimiter: str
+
+    def describe(self, path: str, size: int) -> Layout:
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                first = f.readline().rstrip("\r\n")  # the header (or first line): the column names or count, nothing else
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"{path} is not a readable CSV file ({e})") from None
+        if not first:
+            return Layout(None, 0, np.dtype(object), ())  # an empty file: no column to learn, nothing to read
+        return self.layout([n.strip() for n in first.split(self.delimiter)], path)
+
+    def layout(self, names: Sequence[str], path: str) -> Layout:
+        """The layout of a file whose first line splits into ``names``."""
+        selected = self.selected(names, path)
+        dtypes = self.column_dtypes(len(names), path)
+        dtype = np.result_type(*(dtypes[i] for i in selected))
+        return Layout(None, 0, dtype, (len(selected),), len(names), tuple(selected))
+
+    def selected(self, names: Sequence[str], path: str) -> list[int]:
+        """The file's column indices to read, in the order asked."""
+        if self.columns is None:
+            return list(range(len(names)))
+        result = []
+        for column in self.columns:
+            if isinstance(column, int):
+                if not 0 <= column < len(names):
+                    raise InputError(f"{path} has {len(names)} columns; column index {column} is out of range")
+                result.append(column)
+            elif not self.header:
+                raise InputError(f"columns={list(self.columns)} names a column, but header=False; pass column indices")
+            elif column not in names:
+                raise InputError(f"{path} has no column {column!r}; its header names {names}")
+            else:
+                result.append(names.index(column))
+        return result
+
+    def column_dtypes(self, count: int, path: str) -> list[np.dtype[Any]]:
+        """The dtype of each of the file's ``count`` columns."""
+        if isinstance(self.dtypes, str):
+            return [np.dtype(self.dtypes)] * count
+        if len(self.dtypes) != count:
+            raise InputError(f"{path} has {count} columns but dtypes= gives {len(self.dtypes)}; give one dtype per column")
+        return [np.dtype(d) for d in self.dtypes]
+
+    def records(self, path: Any) -> tf.data.Dataset:
+        lines = tf.data.TextLineDataset(path, buffer_size=1 << 20)
+        return lines.skip(1) if self.header else lines
+
+    def decode(self, records: tf.Tensor, layout: Layout) -> tf.Tensor:
+        dtypes = self.column_dtypes(layout.fields, "")
+        # Every field is decoded (and required), so a line with a field too many or too few is an error, not skipped.
+        fields = tf.io.decode_csv(
+            records, record_defaults=[tf.constant([], tf.as_dtype(d)) for d in dtypes], field_delim=self.delimiter
+        )
+        return tf.stack([tf.cast(fields[i], tf.as_dtype(layout.dtype)) for i in layout.columns], axis=1)
+
+
+@attrs.frozen
+class TfRecord(Reader):
+    """TFRecord files of ``tf.train.Example`` records, parsed with fixed-length features into rows."""
+
+    name: ClassVar[str] = "read_tfrecord"
+    unit: ClassVar[str] = "bytes"
+    features: tuple[tuple[str, tuple[int, ...], str], ...]
+
+    def describe(self, path: str, size: int) -> Layout:
+        dtypes = [np.dtype(tf.as_dtype(d).as_numpy_dtype) for _, _, d in self.features]
+        if len(self.features) == 1:
+            return Layout(None, 0, dtypes[0], self.features[0][1])
+        width = sum(int(np.prod(shape, dtype=np.int64)) for _, shape, _ in self.features)
+        return Layout(None, 0, np.result_type(*dtypes), (width,))
+
+    def batch_rows(self, layout: Layout) -> int:
+        return 4096
+
+    def records(self, path: Any) -> tf.data.Dataset:
+        return tf.data.TFRecordDataset(path, buffer_size=1 << 20)
+
+    def decode(self, records: tf.Tensor, layout: Layout) -> tf.Tensor:
+        spec = {name: tf.io.FixedLenFeature(shape, tf.as_dtype(dtype)) for name, shape, dtype in self.features}
+        parsed = tf.io.parse_example(records, spec)
+        if len(self.features) == 1:
+            return parsed[self.features[0][0]]
+        out = tf.as_dtype(layout.dtype)
+        return tf.concat(
+            [
+                tf.reshape(tf.cast(parsed[name], out), (-1, int(np.prod(shape, dtype=np.int64))))
+                for name, shape, _ in self.features
+            ],
+            1,
+        )
+
+
+def tfrecord_features(features: Mapping[str, Any]) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+    """``{name: tf.io.FixedLenFeature(shape, dtype)}`` as a hashable tuple.
+
+    Raises:
+        TypeError: a feature is not a ``FixedLenFeature`` or not numeric.
+    """
+    if not isinstance(features, Mapping) or not features:
+        raise TypeError(f"features must be a non-empty dict {{name: tf.io.FixedLenFeature(shape, dtype)}}, got {features!r}")
+    result = []
+    for name, feature in features.items():
+        if not isinstance(feature, tf.io.FixedLenFeature):
+            raise TypeError(f"features[{name!r}] must be a tf.io.FixedLenFeature(shape, dtype), got {type(feature).__name__}")
+        dtype = tf.as_dtype(feature.dtype)
+        if dtype == tf.string and len(features) > 1:
+            raise TypeError(f"features[{name!r}] is a string feature; read string features one at a time")
+        result.append((str(name), tuple(int(d) for d in feature.shape), dtype.name))
+    return tuple(result)
+
+
+def size_of(path: str) -> tuple[int, int]:
+    """(bytes, mtime in ns) of a file, from one ``stat``."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns

@@ -1,0 +1,158 @@
+"""The streaming fold: a job over a streamed source (files), compiled as batch-by-batch reductions on the tasks.
+
+Each shard's pieces are read where the shard runs, as ``tf.data`` batches; each
+batch is mapped and turned into a partial with its own row count
+(``combiner.partial(map_fn(batch), rows)``), and ``Dataset.reduce`` folds the
+partials with ``combiner.merge`` inside the run.  A task therefore holds a few
+batches at a time, never its shard.  The running state carries the rows read
+so far: a combiner needs no identity element (the first batch's partial starts
+the fold), a shard that reads nothing contributes nothing, and an input with no
+rows at all maps one empty batch, as the in-memory path does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import tensorflow as tf
+
+from ._errors import InputError, PlacementError
+from ._plan import Plan, Shard
+from ._source import Source, Streamed
+from ._task import Task
+
+if TYPE_CHECKING:
+    from ._cluster import Cluster
+    from ._mapreduce import MapReduce
+
+_OPTIONS = tf.data.Options()
+_OPTIONS.experimental_optimization.apply_default_optimizations = False  # rewriting the pipeline costs ~0.1 s per run
+_OPTIONS.autotune.enabled = False
+
+State = tuple[tf.Tensor, Any]
+"""(rows folded so far as an int64 scalar, the running partial)."""
+
+
+def streamed(srcs: Sequence[Source]) -> Streamed | None:
+    """The one streamed source of a job's inputs, or None when nothing streams.
+
+    Raises:
+        InputError: a streamed source co-partitioned with other inputs.
+    """
+    found = [s for s in srcs if isinstance(s, Streamed)]
+    if not found:
+        return None
+    if len(srcs) > 1:
+        raise InputError(
+            "file sources stream alone: a tuple of co-partitioned inputs cannot include one; "
+            "persist() the files first (files.persist(cluster=c)) and pass the resident data"
+        )
+    return found[0]
+
+
+def _like(template: Any, value: Any) -> Any:
+    """``value`` in ``template``'s nesting (a merge may return a list where the partial was a tuple)."""
+    return tf.nest.pack_sequence_as(template, tf.nest.flatten(value))
+
+
+def _merge_states(merge: Callable[[Any, Any], Any]) -> Callable[[State, State], State]:
+    def merged(a: State, b: State) -> State:
+        (na, pa), (nb, pb) = a, b
+
+        def both() -> Any:
+            return _like(pa, merge(pa, pb))
+
+        value = tf.cond(na > 0, lambda: tf.cond(nb > 0, both, lambda: pa), lambda: pb)
+        return na + nb, _like(pa, value)
+
+    return merged
+
+
+def _tree(parts: Sequence[State], merge: Callable[[State, State], State]) -> State:
+    while len(parts) > 1:
+        parts = [merge(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def _zeros(spec: tf.TensorSpec) -> tf.Tensor:
+    shape = [0 if d is None else d for d in (spec.shape.as_list() if spec.shape.rank is not None else [])]
+    return tf.zeros(shape, spec.dtype)
+
+
+def compile_fold(
+    job: MapReduce[Any],
+    plan: Plan,
+    src: Streamed,
+    broadcast: tuple[np.ndarray[Any, Any], ...],
+    cluster: Cluster,
+    batch_rows: int | None,
+) -> tuple[tf.Graph, Any, tuple[Any, ...], tuple[Task, ...]]:
+    """Build the graph of a job over a streamed source: (graph, fetch, broadcast placeholders, tasks used)."""
+    combiner = job.combiner
+    known = set(cluster.tasks)
+    graph = tf.Graph()
+    per_task: dict[Task, list[State]] = {}
+    devices: dict[Task, str] = {}
+    row_shape, dtype = src.shape[1:], tf.as_dtype(src.dtype)
+    with graph.as_default():
+        bcast = tuple(
+            tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(broadcast)
+        )
+
+        def mapped(shard: Shard, batch: tf.Tensor) -> tuple[tf.Tensor, Any]:
+            rows = tf.shape(batch, out_type=tf.int64)[0]
+            return rows, combiner.partial(job._map(shard, [batch], bcast), rows)
+
+        for shard in plan.shards:
+            if shard.task not in known:
+                raise PlacementError(
+                    f"{shard.task} reads files of this input but is not a task of {cluster!r}; pin the files to its tasks {[str(t) for t in cluster.tasks]}"
+                )
+            with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
+                pieces = src.batches(shard, batch_rows)
+                state: State | None = None
+                for j, piece in enumerate(pieces):
+                    with tf.name_scope(f"piece{j}"):
+                        batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
+                        parts = batches.map(lambda b, shard=shard: mapped(shard, b), num_parallel_calls=2).with_options(_OPTIONS)
+                        if state is None:
+                            state = (tf.constant(0, tf.int64), tf.nest.map_structure(_zeros, parts.element_spec[1]))
+                        before = state[0]
+
+                        def step(acc: State, part: tuple[tf.Tensor, Any]) -> State:
+                            (total, value), (n, p) = acc, part
+                            merged = tf.cond(total > 0, lambda: _like(p, combiner.merge(value, p)), lambda: p)
+                            return total + n, _like(value, merged)
+
+                        state = parts.reduce(state, step)
+                        if piece.rows is not None:  # the rows the file's size promised when the run started
+                            check = tf.debugging.assert_equal(
+                                state[0] - before, tf.constant(piece.rows, tf.int64), message=piece.mismatch
+                            )
+                            with tf.control_dependencies([check]):
+                                state = (tf.identity(state[0]), state[1])
+                if state is not None:
+                    per_task.setdefault(shard.task, []).append(state)
+                    devices.setdefault(shard.task, shard.device)
+        merge = _merge_states(combiner.merge)
+        task_states = []
+        for task, states in per_task.items():
+            with tf.device(devices[task]), tf.name_scope("combine_task"):
+                task_states.append(_tree(states, merge))
+        with tf.device(f"{cluster.tasks[0]}/device:CPU:0"), tf.name_scope("combine"):
+            empty_shard = plan.shards[0]
+
+            def nothing_read() -> Any:  # an input with no rows maps one empty batch, as in memory
+                return combiner.partial(
+                    job._map(empty_shard, [tf.zeros((0, *row_shape), dtype)], bcast), tf.constant(0, tf.int64)
+                )
+
+            if task_states:
+                total, value = _tree(task_states, merge)
+                fetch = combiner.finalize(_like(value, tf.cond(total > 0, lambda: value, lambda: _like(value, nothing_read()))))
+            else:
+                fetch = combiner.finalize(nothing_read())
+    graph.finalize()
+    return graph, fetch, bcast, tuple(per_task) or (cluster.tasks[0],)
