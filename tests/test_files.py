@@ -382,3 +382,20 @@ def test_the_mean_of_2_gib_of_files_keeps_each_workers_memory_bounded(big_files:
     )
     np.testing.assert_allclose(value, expected, rtol=RTOL)
     assert max(grown.values()) < 1 << 30, f"peak RSS above idle, per worker: {grown}"
+
+
+@pytest.mark.parametrize("reducers", [1, 3])
+def test_word_count_over_text_files_read_on_the_workers_equals_counter(
+    cluster: tmr.LocalCluster, tmp_path: Path, reducers: int
+) -> None:
+    import collections
+
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(50)] + ["é", "ünïcode"]
+    texts = [" ".join(rng.choice(words, size=rng.integers(0, 400))) + "\n" + "  tab\tsep\n" for _ in range(5)]
+    texts.append("")  # an empty file
+    for i, text in enumerate(texts):
+        (tmp_path / f"part{i}.txt").write_text(text, encoding="utf-8")
+    result = tmr.recipes.word_count(tmr.read_text(str(tmp_path / "*.txt")), cluster=cluster, reducers=reducers, batch_rows=2)
+    expected = collections.Counter(w for text in texts for w in text.encode().split())
+    assert {k if isinstance(k, bytes) else k.encode(): int(v) for k, v in result} == dict(expected)

@@ -46,7 +46,8 @@ from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
 from ._resident import Sharded
 from ._runstats import RunStats, ShardStats
-from ._source import Input, Shipped, Source, as_array, sources
+from ._source import Batches, Input, Shipped, Source, Streamed, as_array, sources
+from ._stream import streamed
 from ._task import Task
 
 KEY_DTYPES = (tf.int32, tf.int64, tf.string)
@@ -361,6 +362,7 @@ def compile_keyed(
     task_device: dict[Task, str] = {}
     first: tuple[Shard, tuple[tf.Tensor, Any]] | None = None
     mapped = [s for s in plan.shards if s.rows > 0] or [plan.shards[0]]
+    stream = streamed(srcs)
     with graph.as_default():
         bcast = tuple(
             tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(broadcast)
@@ -368,13 +370,16 @@ def compile_keyed(
         for shard in mapped:
             where = f"shard {shard.index} (rows {shard.start}:{shard.stop} on {shard.device})"
             with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
-                tensors = []
-                for i, src in enumerate(srcs):
-                    data = src.tensor(shard)
-                    tensors.append(data.value)
-                    if data.placeholder is not None:
-                        feeds.append((data.placeholder, i, shard))
-                part = _fold_shard(job, form, tensors, bcast, shard.rows, kplan.batch_rows, where)
+                if stream is not None:  # files: read and folded batch by batch on this task
+                    part = _fold_pieces(job, form, stream, stream.batches(shard, kplan.batch_rows), bcast, where)
+                else:
+                    tensors = []
+                    for i, src in enumerate(srcs):
+                        data = src.tensor(shard)
+                        tensors.append(data.value)
+                        if data.placeholder is not None:
+                            feeds.append((data.placeholder, i, shard))
+                    part = _fold_shard(job, form, tensors, bcast, shard.rows, kplan.batch_rows, where)
                 if first is None:
                     first = (shard, part)
                 else:
@@ -431,10 +436,8 @@ def _assign(container: str, r: int, value: tf.Tensor) -> tf.Operation:
     return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
 
 
-def _fold_shard(
-    job: Any, form: SegmentForm, tensors: list[tf.Tensor], bcast: tuple[Any, ...], rows: int, batch_rows: int, where: str
-) -> tuple[tf.Tensor, Any]:
-    """One shard's per-key partial: its rows mapped and combined at once, or batch by batch folded with ``Dataset.reduce``."""
+def _stepper(job: Any, form: SegmentForm, bcast: tuple[Any, ...], where: str) -> Callable[..., tuple[tf.Tensor, Any]]:
+    """One batch's per-key partial: map it, check the (keys, values), combine by key."""
 
     def step(*batch: tf.Tensor) -> tuple[tf.Tensor, Any]:
         try:
@@ -444,6 +447,32 @@ def _fold_shard(
         keys, values = emit(job, output, where)
         return by_key(keys, values, form.partial)
 
+    return step
+
+
+def _fold(partials: tf.data.Dataset, form: SegmentForm) -> tuple[tf.Tensor, Any]:
+    """Fold a dataset of per-key partials into one, merging by key as it goes."""
+    initial = tf.nest.map_structure(lambda s: tf.zeros([0, *(d or 0 for d in s.shape[1:])], s.dtype), partials.element_spec)
+    folded: tuple[Any, Any] = partials.reduce(initial, lambda state, part: merge([state, part], form))
+    return folded
+
+
+def _fold_pieces(
+    job: Any, form: SegmentForm, src: Streamed, pieces: Sequence[Batches], bcast: tuple[Any, ...], where: str
+) -> tuple[tf.Tensor, Any]:
+    """A streamed shard's per-key partial: each piece's batches mapped and folded on the shard's task."""
+    step = _stepper(job, form, bcast, where)
+    if not pieces:  # nothing to read here: the partial of no rows
+        return step(tf.zeros((0, *src.shape[1:]), tf.as_dtype(src.dtype)))
+    parts = [_fold(piece.dataset.map(step), form) for piece in pieces]
+    return parts[0] if len(parts) == 1 else merge(parts, form)
+
+
+def _fold_shard(
+    job: Any, form: SegmentForm, tensors: list[tf.Tensor], bcast: tuple[Any, ...], rows: int, batch_rows: int, where: str
+) -> tuple[tf.Tensor, Any]:
+    """One shard's per-key partial: its rows mapped and combined at once, or batch by batch folded with ``Dataset.reduce``."""
+    step = _stepper(job, form, bcast, where)
     if rows <= batch_rows:
         return step(*tensors)
     batches = math.ceil(rows / batch_rows)
@@ -452,10 +481,7 @@ def _fold_shard(
         start = i * batch_rows
         return step(*(t[start : start + batch_rows] for t in tensors))
 
-    partials = tf.data.Dataset.range(batches).map(sliced)
-    initial = tf.nest.map_structure(lambda s: tf.zeros([0, *(d or 0 for d in s.shape[1:])], s.dtype), partials.element_spec)
-    folded: tuple[Any, Any] = partials.reduce(initial, lambda state, part: merge([state, part], form))
-    return folded
+    return _fold(tf.data.Dataset.range(batches).map(sliced), form)
 
 
 def _check_same(job: Any, first: tuple[Shard, Any], shard: Shard, part: Any) -> None:
@@ -506,6 +532,10 @@ def run(job: Any, x: Any, settings: RunOptions, *, broadcast: Sequence[Any], res
     try:
         out = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=seconds)
     except JobError as e:
+        stream = streamed(srcs)
+        failure = stream.input_error(e, kplan.plan, cluster) if stream is not None else None
+        if failure is not None:
+            raise failure from None
         if _MISMATCH in str(e) or _MISMATCH in e.details:
             raise MapFunctionError(
                 f"map_fn {callable_name(job.map_fn)} returned keys and values of different lengths ({str(e).split(_MISMATCH)[-1].strip(' ():')}); "

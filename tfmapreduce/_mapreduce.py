@@ -272,7 +272,7 @@ class MapReduce(Generic[R]):
                         tensors.append(data.value)
                         if data.placeholder is not None:
                             feeds.append((data.placeholder, i, shard))
-                    output = self._map(shard, tensors, bcast)
+                    output = self.map_shard(shard, tensors, bcast)
                     if first_output is None:
                         first_output = (shard, output)
                     else:
@@ -285,7 +285,7 @@ class MapReduce(Generic[R]):
                 for task, parts in partials.items():
                     with tf.device(devices[task]), tf.name_scope("combine_task"):
                         per_task.append(_tree(parts, self.combiner.merge))
-                with tf.device(f"{cluster.tasks[0]}/device:CPU:0"), tf.name_scope("combine"):
+                with tf.device(f"{cluster.master}/device:CPU:0"), tf.name_scope("combine"):
                     fetch = self.combiner.finalize(_tree(per_task, self.combiner.merge))
             except Exception as e:
                 raise MapFunctionError(
@@ -303,7 +303,8 @@ class MapReduce(Generic[R]):
         graph, fetch, bcast, tasks = compile_fold(self, plan, src, broadcast, cluster, batch_rows)
         return _Compiled(graph, fetch, (), bcast, tasks)
 
-    def _map(self, shard: Shard, tensors: list[Any], broadcast: tuple[Any, ...]) -> Any:
+    def map_shard(self, shard: Shard, tensors: list[Any], broadcast: tuple[Any, ...]) -> Any:
+        """``map_fn`` on one shard's tensors (inside its device scope), its output checked and converted to tensors."""
         where = f"shard {shard.index} (rows {shard.start}:{shard.stop} on {shard.device})"
         try:
             output = self.map_fn(*tensors, *broadcast)

@@ -103,7 +103,7 @@ def compile_fold(
 
         def mapped(shard: Shard, batch: tf.Tensor) -> tuple[tf.Tensor, Any]:
             rows = tf.shape(batch, out_type=tf.int64)[0]
-            return rows, combiner.partial(job._map(shard, [batch], bcast), rows)
+            return rows, combiner.partial(job.map_shard(shard, [batch], bcast), rows)
 
         for shard in plan.shards:
             if shard.task not in known:
@@ -141,12 +141,12 @@ def compile_fold(
         for task, states in per_task.items():
             with tf.device(devices[task]), tf.name_scope("combine_task"):
                 task_states.append(_tree(states, merge))
-        with tf.device(f"{cluster.tasks[0]}/device:CPU:0"), tf.name_scope("combine"):
+        with tf.device(f"{cluster.master}/device:CPU:0"), tf.name_scope("combine"):
             empty_shard = plan.shards[0]
 
             def nothing_read() -> Any:  # an input with no rows maps one empty batch, as in memory
                 return combiner.partial(
-                    job._map(empty_shard, [tf.zeros((0, *row_shape), dtype)], bcast), tf.constant(0, tf.int64)
+                    job.map_shard(empty_shard, [tf.zeros((0, *row_shape), dtype)], bcast), tf.constant(0, tf.int64)
                 )
 
             if task_states:
@@ -155,4 +155,4 @@ def compile_fold(
             else:
                 fetch = combiner.finalize(nothing_read())
     graph.finalize()
-    return graph, fetch, bcast, tuple(per_task) or (cluster.tasks[0],)
+    return graph, fetch, bcast, tuple(per_task) or (cluster.master,)
