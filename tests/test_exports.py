@@ -27,7 +27,7 @@ PUBLIC = {
     "variance_by_key",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
-    "PlacementError", "MapFunctionError", "JobError", "InputError",
+    "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError",
 }  # fmt: skip
 
 SUBMODULES = {"combiners", "recipes"}
@@ -51,6 +51,7 @@ ERRORS = {
     "MapFunctionError": (tmr.TfMapReduceError, ValueError),
     "JobError": (tmr.TfMapReduceError, RuntimeError),
     "InputError": (tmr.TfMapReduceError, ValueError),
+    "ShardLostError": (tmr.ClusterError,),
 }
 
 

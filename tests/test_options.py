@@ -24,7 +24,7 @@ def test_the_keywords_users_type_become_one_value() -> None:
         (
             {"sise": 3},
             TypeError,
-            "unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows",
+            "unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, retries",
         ),
         ({"cluster": "grpc://localhost:2222"}, TypeError, "cluster must be a tfmapreduce Cluster"),
         ({"devices": "/job:local/task:0"}, TypeError, "devices must be a list of device strings"),

@@ -30,6 +30,7 @@ _EXPORTS = {
     "RunOptions": "_options",
     "RunStats": "_runstats",
     "Shard": "_plan",
+    "ShardLostError": "_errors",
     "ShardStats": "_runstats",
     "Sharded": "_resident",
     "Task": "_task",
@@ -88,6 +89,7 @@ if _typing.TYPE_CHECKING:
     from ._errors import MapFunctionError as MapFunctionError
     from ._errors import PartitionError as PartitionError
     from ._errors import PlacementError as PlacementError
+    from ._errors import ShardLostError as ShardLostError
     from ._errors import TfMapReduceError as TfMapReduceError
     from ._errors import WorkerTimeoutError as WorkerTimeoutError
     from ._errors import WorkerUnavailableError as WorkerUnavailableError

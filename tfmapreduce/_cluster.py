@@ -244,12 +244,16 @@ class Cluster:
         for entry in entries:
             _backend.close_in_background(entry.session)
 
+    def drop_sessions(self) -> list[threading.Thread]:
+        """Close every kept session in the background (later runs open new ones), e.g. after a worker restarted."""
+        with self._lock:
+            entries, self._sessions = list(self._sessions.values()), {}
+        return [_backend.close_in_background(entry.session) for entry in entries]
+
     def close(self) -> None:
         """Close every session this cluster opened.  Safe to call twice."""
         self._closed = True
-        with self._lock:
-            entries, self._sessions = list(self._sessions.values()), {}
-        closing = [_backend.close_in_background(entry.session) for entry in entries]
+        closing = self.drop_sessions()
         deadline = time.monotonic() + 2.0  # let healthy sessions close before workers stop
         for thread in closing:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -59,3 +59,17 @@ class JobError(TfMapReduceError, RuntimeError):
 
 class InputError(TfMapReduceError, ValueError):
     """The data given to a job cannot be partitioned (0-d, ragged, or co-partitioned inputs of different rows)."""
+
+
+class ShardLostError(ClusterError):
+    """Resident shards are gone (their worker died or restarted) and cannot be rebuilt from how they were made.
+
+    Attributes:
+        shards: the indices of the lost shards.
+        task: the task that held them, when known.
+    """
+
+    def __init__(self, message: str, *, shards: tuple[int, ...] = (), task: Task | None = None):
+        super().__init__(message)
+        self.shards = shards
+        self.task = task

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from ._device import Device
-from ._errors import InputError, JobError
+from ._errors import InputError, JobError, ShardLostError
 from ._options import effective_timeout
 from ._plan import Plan, Shard, make_plan
 from ._readers import Csv, Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
@@ -126,6 +126,17 @@ class FileSource:
 
     def bytes_sent(self, shard: Shard) -> int:
         return 0
+
+    def survive(self, lost: frozenset[Task]) -> None:
+        """Files on a shared file system are read again by the survivors; files pinned to a lost task cannot be."""
+        if self.pinned_plan is not None:
+            gone = [s.index for s in self.pinned_plan.shards if s.task in lost]
+            if gone:
+                raise ShardLostError(
+                    f"the files pinned to {sorted(str(t) for t in lost)} cannot be read without that task; restart its worker "
+                    "(and cluster.mark_live()) or copy the files where another task can read them",
+                    shards=tuple(gone),
+                )
 
     def pieces(self, shard: Shard) -> list[tuple[FileEntry, int, int]]:
         """The (file, first unit, stop unit) pieces the shard reads, in order."""
@@ -438,9 +449,9 @@ class Files(Input):
             ...     float(tmr.sum(data)), data.plan.sizes
             (45.0, (3, 3, 2, 2))
         """
-        from ._resident import _check_cluster, _new
+        from ._resident import build_sharded, check_cluster
 
-        cluster = _check_cluster(cluster)
+        cluster = check_cluster(cluster)
         src = self.as_source()
         plan = self._plan(src, cluster=cluster, sizes=sizes, devices=devices, fallback=fallback)
         rows_plan = plan
@@ -463,7 +474,7 @@ class Files(Input):
                 whole = tf.concat(parts, 0) if parts else tf.zeros((0, *row_shape), tf.as_dtype(dtype))
                 return tf.ensure_shape(whole, (shard.rows, *row_shape))
 
-            return _new(cluster, rows_plan, dtype, (rows_plan.rows, *row_shape), [build] * len(plan.shards), timeout)
+            return build_sharded(cluster, rows_plan, dtype, (rows_plan.rows, *row_shape), [build] * len(plan.shards), timeout)
         except JobError as e:
             bad = src.input_error(e, plan, cluster)
             if bad is None:

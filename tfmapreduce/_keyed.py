@@ -38,13 +38,14 @@ from ._cache import PROGRAMS
 from ._cluster import Cluster
 from ._combine import Combiner, SegmentForm
 from ._device import Device
-from ._errors import InputError, JobError, MapFunctionError, PlacementError
+from ._errors import InputError, JobError, MapFunctionError, PlacementError, ShardLostError
 from ._keyed_result import KeyedResult, sorted_result
 from ._mapreduce import callable_name, plan_of, resolve_cluster
 from ._options import RunOptions
 from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
 from ._resident import Sharded
+from ._retry import moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
 from ._source import Batches, Input, Shipped, Source, Streamed, as_array, sources
 from ._stream import streamed
@@ -507,45 +508,45 @@ def make_keyed_plan(srcs: tuple[Source, ...], cluster: Cluster, settings: RunOpt
 def run(job: Any, x: Any, settings: RunOptions, *, broadcast: Sequence[Any], resident: bool) -> Any:
     """Run a keyed job (``MapReduce(..., by_key=True).run``): a :class:`KeyedResult`, or a :class:`KeyedSharded` if ``resident``."""
     started = time.perf_counter()
-    seconds = settings.seconds()
     srcs, unicode = keyed_sources(x)
     cluster = resolve_cluster(settings.cluster, srcs)
     values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
-    kplan = make_keyed_plan(srcs, cluster, settings)
-    key = (
-        job.identity,
-        "keyed",
-        id(cluster),
-        kplan,
-        tuple(s.signature(kplan.plan) for s in srcs),
-        tuple((v.dtype.str, v.shape) for v in values),
-    )
-    name = f"tfmapreduce_{secrets.token_hex(8)}" if resident else None
-    if resident:  # its variables are named in the graph: a graph of its own, not cached
-        program, compiled = compile_keyed(job, kplan, srcs, values, cluster, name), True
-    else:
-        cached, compiled = PROGRAMS.get(key, cluster, lambda: compile_keyed(job, kplan, srcs, values, cluster, None))
-        assert isinstance(cached, _Program)
-        program = cached
-    feed = {ph: srcs[i].feed(shard) for ph, i, shard in program.feeds}
-    feed.update(zip(program.broadcast, values, strict=True))
-    try:
-        out = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=seconds)
-    except JobError as e:
-        stream = streamed(srcs)
-        failure = stream.input_error(e, kplan.plan, cluster) if stream is not None else None
-        if failure is not None:
-            raise failure from None
-        if _MISMATCH in str(e) or _MISMATCH in e.details:
-            raise MapFunctionError(
-                f"map_fn {callable_name(job.map_fn)} returned keys and values of different lengths ({str(e).split(_MISMATCH)[-1].strip(' ():')}); "
-                "they must have one value row per key"
-            ) from None
-        e.args = (f"{job!r}: {e}",)
-        raise
-    finally:
-        if resident:
-            cluster.forget(program.graph)
+    plans: list[KeyedPlan] = []
+
+    def attempt(current: RunOptions) -> tuple[_Program, Any, str | None, bool]:
+        kplan = make_keyed_plan(srcs, cluster, current)
+        plans.append(kplan)
+        key = (
+            job.identity,
+            id(cluster),
+            kplan,
+            tuple(s.signature(kplan.plan) for s in srcs),
+            tuple((v.dtype.str, v.shape) for v in values),
+        )
+        name = f"tfmapreduce_{secrets.token_hex(8)}" if resident else None
+        if resident:  # its variables are named in the graph: a graph of its own, not cached
+            program, compiled = compile_keyed(job, kplan, srcs, values, cluster, name), True
+        else:
+            cached, compiled = PROGRAMS.get(key, cluster, lambda: compile_keyed(job, kplan, srcs, values, cluster, None))
+            assert isinstance(cached, _Program)
+            program = cached
+        feed = {ph: srcs[i].feed(shard) for ph, i, shard in program.feeds}
+        feed.update(zip(program.broadcast, values, strict=True))
+        try:
+            return (
+                program,
+                cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=current.seconds()),
+                name,
+                compiled,
+            )
+        except JobError as e:
+            raise _keyed_failure(job, e, srcs, kplan, cluster) from None
+        finally:
+            if resident:
+                cluster.forget(program.graph)
+
+    (program, out, name, compiled), recovery = with_retries(settings, srcs, cluster, attempt)
+    kplan = plans[-1]
     decode = unicode and program.key_dtype == tf.string
     if resident:
         result: Any = _keep(cluster, kplan, name, [int(n) for n in out], program, decode)
@@ -562,12 +563,33 @@ def run(job: Any, x: Any, settings: RunOptions, *, broadcast: Sequence[Any], res
         ),
         wall_time=time.perf_counter() - started,
         compiled=compiled,
+        attempts=recovery.attempts,
+        lost=recovery.lost,
+        moved=moved_shards(plans[0].plan, kplan.plan),
     )
     return result, stats
 
 
+def _keyed_failure(job: Any, error: JobError, srcs: tuple[Source, ...], kplan: KeyedPlan, cluster: Cluster) -> Exception:
+    """The error a failed keyed run raises: the input's, the map function's, or the job's (named)."""
+    for src in srcs:
+        failure = src.input_error(error, kplan.plan, cluster)
+        if failure is not None:
+            return failure
+    if _MISMATCH in str(error) or _MISMATCH in error.details:
+        return MapFunctionError(
+            f"map_fn {callable_name(job.map_fn)} returned keys and values of different lengths ({str(error).split(_MISMATCH)[-1].strip(' ():')}); "
+            "they must have one value row per key"
+        )
+    error.args = (f"{job!r}: {error}",)
+    return error
+
+
 def _not_rebuildable(shard: Shard) -> tf.Tensor:
-    raise MapFunctionError("a keyed resident result cannot be rebuilt from its source; run the keyed job again")
+    raise ShardLostError(
+        f"shard {shard.index} of a keyed resident result is lost with its reducer and cannot be rebuilt; run the keyed job again",
+        shards=(shard.index,),
+    )
 
 
 def _keep(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import json
 import os
@@ -23,6 +24,7 @@ from ._cluster import Cluster
 from ._errors import ClusterError
 from ._options import check_timeout
 from ._spec import validate_spec
+from ._task import Task
 from ._worker import PARENT_ENV
 
 _live: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
@@ -69,7 +71,8 @@ _spawner_lock = threading.Lock()
 
 def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        # PR_SET_PDEATHSIG with SIGKILL: a SIGTERM would wait, pending, in a worker that is stopped (SIGSTOP)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def _free_ports(n: int) -> list[int]:
@@ -118,6 +121,7 @@ class LocalCluster(Cluster):
         startup_timeout = check_timeout(startup_timeout, argument="startup_timeout")
         validate_spec({job: ["localhost:1"]})  # checks the job name
         self._processes: list[subprocess.Popen[bytes]] = []
+        self._job, self._cpu_devices, self._startup_timeout = job, cpu_devices, startup_timeout
         self._logdir = tempfile.mkdtemp(prefix="tfmapreduce-")
         super().__init__({})
         _live.add(self)
@@ -164,10 +168,32 @@ class LocalCluster(Cluster):
         with open(os.path.join(self._logdir, f"task{task}.log"), encoding="utf-8", errors="replace") as f:
             return f.read()
 
-    def _wait_ready(self, timeout: float, *, retry: bool) -> bool:
-        """True once all workers are ready; False if one lost its port to a race (and ``retry``)."""
+    def restart(self, task: int) -> None:
+        """Start task ``task``'s worker again on its port (stopping the old process if it still runs), and use it again.
+
+        Its resident shards are gone with the old process: the next run rebuilds
+        them from their lineage, or raises ``ShardLostError``.
+
+        Raises:
+            ClusterError: the worker did not come back within ``startup_timeout``.
+        """
+        if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < len(self._processes):
+            raise ValueError(f"task must be a task index from 0 to {len(self._processes) - 1}, got {task!r}")
+        self.check_open()
+        old = self._processes[task]
+        if old.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(old.pid, signal.SIGKILL)
+        old.wait()
+        self._processes[task] = self._spawn(self._spec, self._job, task, self._cpu_devices)
+        self._wait_ready(self._startup_timeout, retry=False, tasks={task})
+        self.drop_sessions()  # sessions through the old process are dead
+        self.mark_live(Task(self._job, task))
+
+    def _wait_ready(self, timeout: float, *, retry: bool, tasks: set[int] | None = None) -> bool:
+        """True once the workers (all, or ``tasks``) are ready; False if one lost its port to a race (and ``retry``)."""
         deadline = time.monotonic() + timeout
-        pending = set(range(len(self._processes)))
+        pending = set(range(len(self._processes))) if tasks is None else set(tasks)
         while pending:
             for task in sorted(pending):
                 code = self._processes[task].poll()

@@ -18,6 +18,7 @@ from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
+from ._retry import moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
 from ._source import Source, Streamed, as_array, sources
 from ._stream import compile_fold, streamed
@@ -207,11 +208,42 @@ class MapReduce(Generic[R]):
             return _keyed.run(self, x, settings, broadcast=broadcast, resident=resident)
         _only_keyed(settings, resident=resident)
         started = time.perf_counter()
-        seconds = settings.seconds()
         srcs = sources(x)
         cluster = resolve_cluster(settings.cluster, srcs)
         values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
-        plan = plan_of(srcs, cluster, settings)
+        plans: list[Plan] = []
+
+        def attempt(current: RunOptions) -> tuple[Any, bool]:
+            plan = plan_of(srcs, cluster, current)
+            plans.append(plan)
+            return self._run_once(plan, srcs, values, cluster, current)
+
+        (result, compiled), recovery = with_retries(settings, srcs, cluster, attempt)
+        if not settings.return_stats:
+            return result
+        plan = plans[-1]
+        stats = RunStats(
+            shards=tuple(
+                ShardStats(s.index, s.device, s.rows, sum(src.bytes_sent(s) for src in srcs) if s.rows else 0)
+                for s in plan.shards
+            ),
+            wall_time=time.perf_counter() - started,
+            compiled=compiled,
+            attempts=recovery.attempts,
+            lost=recovery.lost,
+            moved=moved_shards(plans[0], plan),
+        )
+        return result, stats
+
+    def _run_once(
+        self,
+        plan: Plan,
+        srcs: tuple[Source, ...],
+        values: tuple[np.ndarray[Any, Any], ...],
+        cluster: Cluster,
+        settings: RunOptions,
+    ) -> tuple[Any, bool]:
+        """One distributed run of ``plan`` (compiled once per signature); the result and whether it compiled."""
         key: tuple[Any, ...] = (
             self.identity,
             id(cluster),
@@ -230,24 +262,15 @@ class MapReduce(Generic[R]):
         feed = {ph: srcs[i].feed(shard) for ph, i, shard in program.feeds}
         feed.update(zip(program.broadcast, values, strict=True))
         try:
-            result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=seconds)
+            result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=settings.seconds())
         except JobError as e:
-            bad = stream.input_error(e, plan, cluster) if stream is not None else None
-            if bad is not None:  # the input's fault: name the file and the task
-                raise bad from None
+            for src in srcs:
+                bad = src.input_error(e, plan, cluster)
+                if bad is not None:  # the input's fault (a bad file, lost resident shards): named
+                    raise bad from None
             e.args = (f"{self!r}: {e}",)
             raise
-        if not settings.return_stats:
-            return result
-        stats = RunStats(
-            shards=tuple(
-                ShardStats(s.index, s.device, s.rows, sum(src.bytes_sent(s) for src in srcs) if s.rows else 0)
-                for s in plan.shards
-            ),
-            wall_time=time.perf_counter() - started,
-            compiled=compiled,
-        )
-        return result, stats
+        return result, compiled
 
     def _compile(
         self, plan: Plan, srcs: tuple[Source, ...], broadcast: tuple[np.ndarray[Any, Any], ...], cluster: Cluster
@@ -365,7 +388,10 @@ def plan_of(srcs: tuple[Source, ...], cluster: Cluster, settings: RunOptions) ->
             raise TypeError("sizes= and devices= do not apply to resident Sharded data: it stays where scatter() put it")
         return plans[0]
     available = [Device.parse(d) for d in cluster.devices]
-    return make_plan(srcs[0].rows, settings.sizes, settings.devices, available, fallback=settings.fallback)
+    devices = settings.devices
+    if devices is not None and cluster.lost:  # shards asked of a lost task go to the survivors, round-robin
+        devices = [d for d in devices if Device.parse(d).task not in cluster.lost] or None
+    return make_plan(srcs[0].rows, settings.sizes, devices, available, fallback=settings.fallback)
 
 
 def resolve_cluster(cluster: Cluster | None, srcs: tuple[Source, ...]) -> Cluster:

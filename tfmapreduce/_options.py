@@ -51,6 +51,7 @@ class Options(PlanOptions, total=False):
     timeout: float | None
     reducers: int | Sequence[str] | None
     batch_rows: int | None
+    retries: int
 
 
 @attrs.frozen
@@ -63,7 +64,7 @@ class RunOptions:
         >>> RunOptions.of(sise=3)
         Traceback (most recent call last):
         ...
-        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows
+        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, retries
     """
 
     cluster: Cluster | None = None
@@ -80,6 +81,8 @@ class RunOptions:
     """Keyed jobs: the number of reducer devices (None: one per task of the plan) or a list of device strings."""
     batch_rows: int | None = None
     """Rows of a shard mapped at once when it is folded batch by batch (keyed jobs, file sources); None: sized to a few MB."""
+    retries: int = 2
+    """Times a run is repeated on the surviving tasks after a task is lost (dead, or hung past the deadline); 0 raises at once."""
     return_stats: bool = False
     """Also return a ``RunStats``."""
 
@@ -126,6 +129,9 @@ class RunOptions:
             raise ValueError(
                 f"batch_rows must be an int ≥ 1 (rows of a shard mapped at once) or None for the default, got {batch_rows!r}"
             )
+        retries = options.get("retries", 2)
+        if isinstance(retries, (bool, np.bool_)) or not isinstance(retries, (int, np.integer)) or retries < 0:
+            raise ValueError(f"retries must be an int ≥ 0 (0: raise at once when a task is lost), got {retries!r}")
         return cls(
             cluster=cluster,
             sizes=options.get("sizes"),
@@ -134,6 +140,7 @@ class RunOptions:
             timeout=None if timeout is None else check_timeout(timeout),
             reducers=int(reducers) if isinstance(reducers, np.integer) else reducers,
             batch_rows=None if batch_rows is None else int(batch_rows),
+            retries=int(retries),
             return_stats=bool(options.get("return_stats", False)),
         )
 

@@ -15,12 +15,14 @@ import tensorflow as tf
 
 from ._cluster import Cluster
 from ._device import Device
-from ._errors import ClusterError, InputError, JobError, MapFunctionError
+from ._errors import ClusterError, InputError, JobError, MapFunctionError, ShardLostError
 from ._numerics import mark_nonnegative
 from ._options import effective_timeout
 from ._partition import SizesLike, canonical_sizes
+from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
 from ._source import Input, ShardTensor, host_array
+from ._task import Task
 
 _MANIFEST = "shards.json"
 
@@ -63,6 +65,23 @@ class _Resident:
 
     def bytes_sent(self, shard: Shard) -> int:
         return 0
+
+    def survive(self, lost: frozenset[Task]) -> None:
+        self.sharded.survive(lost)
+
+    def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> ShardLostError | None:
+        """Shards whose variables vanished (their worker restarted): a ShardLostError naming them and their task."""
+        if self.sharded.name not in error.details or "does not exist" not in error.details:
+            return None
+        found = [int(i) for i in re.findall(r"Could not find (?:variable|resource: [\w/]*?)shard(\d+)", error.details)]
+        shards = tuple(sorted(set(found))) or tuple(s.index for s in plan.shards)
+        task = plan.shards[shards[0]].task
+        return ShardLostError(
+            f"shard(s) {list(shards)} of {self.sharded!r} on {task} are gone: the worker restarted (or lost them); "
+            "a run with retries= rebuilds them from how they were made, or call .rebuild()",
+            shards=shards,
+            task=task,
+        )
 
 
 @attrs.define(eq=False)
@@ -138,6 +157,27 @@ class Sharded(Input):
         values = self._run(graph, parts, {}, timeout)
         return np.concatenate(values, axis=0) if values else np.zeros(self.shape, self.dtype)
 
+    def survive(self, lost: frozenset[Task], *, timeout: float | None = None) -> tuple[int, ...]:
+        """Move the shards that lived on ``lost`` tasks to surviving devices and rebuild them there.
+
+        Returns the indices of the moved shards (what a retried run reports).
+
+        Raises:
+            ShardLostError: a moved shard cannot be rebuilt (no lineage: see ``keep_source``).
+        """
+        moved = [s for s in self.plan.shards if s.task in lost]
+        if not moved:
+            return ()
+        available = [Device.parse(d) for d in self.cluster.devices]  # the live tasks' devices
+        targets = default_devices(available)
+        if not targets:
+            raise ShardLostError(f"{self!r}: no task survives to hold its shards", shards=tuple(s.index for s in moved))
+        spare = iter(targets * len(moved))
+        devices = [str(next(spare)) if s.task in lost else s.device for s in self.plan.shards]
+        self.plan = make_plan(self.plan.rows, list(self.plan.sizes), devices, available)
+        _store(self, [self.plan.shards[s.index] for s in moved], timeout)
+        return tuple(s.index for s in moved)
+
     def rebuild(self, shards: Sequence[int] | None = None, *, timeout: float | None = None) -> None:
         """Make the given shards (all by default) again from how they were first made,
         e.g. after their worker restarted."""
@@ -200,7 +240,7 @@ def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> Non
         data.nonnegative = frozenset(known)
 
 
-def _new(
+def build_sharded(
     cluster: Cluster,
     plan: Plan,
     dtype: Any,
@@ -213,7 +253,7 @@ def _new(
     return data
 
 
-def _check_cluster(cluster: object) -> Cluster:
+def check_cluster(cluster: object) -> Cluster:
     if not isinstance(cluster, Cluster):
         raise TypeError(
             f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}"
@@ -231,10 +271,15 @@ def scatter(
     devices: Sequence[str] | None = None,
     fallback: str | None = None,
     timeout: float | None = None,
+    keep_source: bool = True,
 ) -> Sharded:
     """Send ``x`` to the cluster once; its shards stay on their devices for many jobs.
 
-    Same partition and placement rules (and errors) as ``MapReduce.run``.
+    Same partition and placement rules (and errors) as ``MapReduce.run``.  With
+    ``keep_source=True`` (the default) the Sharded keeps a reference to ``x``
+    (no copy), so a shard lost with its worker is rebuilt on a surviving task by
+    the next run; ``keep_source=False`` lets ``x`` be freed, and a lost shard
+    then raises ``ShardLostError``.
 
     Example:
         >>> data = tmr.scatter(np.arange(8.0), cluster=cluster, sizes=tmr.weights(1, 3))
@@ -244,17 +289,28 @@ def scatter(
         3.5
         >>> data.delete()
     """
-    cluster = _check_cluster(cluster)
+    cluster = check_cluster(cluster)
     if isinstance(x, Input):
         raise TypeError(f"x is already on the workers ({type(x).__name__}); use it directly, or gather() it first")
     array = host_array(x)
     plan = make_plan(len(array), sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
 
-    def shipped(shard: Shard) -> tuple[tf.Tensor, np.ndarray]:
-        ph = tf.compat.v1.placeholder(tf.as_dtype(array.dtype), (shard.rows, *array.shape[1:]), name="x")
-        return ph, array[shard.start : shard.stop]
+    source: list[np.ndarray[Any, Any] | None] = [array]
 
-    return _new(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), timeout)
+    def shipped(shard: Shard) -> tuple[tf.Tensor, np.ndarray[Any, Any]]:
+        if source[0] is None:
+            raise ShardLostError(
+                f"shard {shard.index} of scattered data is lost and scatter(..., keep_source=False) kept no copy to rebuild it; "
+                "scatter the data again",
+                shards=(shard.index,),
+            )
+        ph = tf.compat.v1.placeholder(tf.as_dtype(array.dtype), (shard.rows, *array.shape[1:]), name="x")
+        return ph, source[0][shard.start : shard.stop]
+
+    data = build_sharded(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), timeout)
+    if not keep_source:
+        source[0] = None
+    return data
 
 
 def generate(
@@ -283,7 +339,7 @@ def generate(
         True
         >>> data.delete()
     """
-    cluster = _check_cluster(cluster)
+    cluster = check_cluster(cluster)
     if not callable(fn):
         raise TypeError(f"fn must be a callable fn(start, stop) -> tensor of rows start:stop, got {type(fn).__name__} {fn!r}")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
@@ -302,7 +358,7 @@ def generate(
             )
         return value
 
-    return _new(cluster, plan, dtype.as_numpy_dtype, (rows, *inner), [built] * len(plan.shards), timeout)
+    return build_sharded(cluster, plan, dtype.as_numpy_dtype, (rows, *inner), [built] * len(plan.shards), timeout)
 
 
 def _call(fn: Callable[[int, int], Any], start: int, stop: int) -> tf.Tensor:
@@ -369,7 +425,7 @@ def load_shards(
         InputError: the manifest is missing or malformed, or a shard file is missing or corrupt
             (the message names the file and the task that read it).
     """
-    cluster = _check_cluster(cluster)
+    cluster = check_cluster(cluster)
     directory = os.path.abspath(os.fspath(directory))
     dtype, shape, sizes, files = _manifest(directory)
     plan = make_plan(shape[0], sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
@@ -390,7 +446,7 @@ def load_shards(
         return tf.ensure_shape(value, (shard.rows, *shape[1:]))
 
     try:
-        return _new(cluster, plan, dtype, shape, [read] * len(plan.shards), timeout)
+        return build_sharded(cluster, plan, dtype, shape, [read] * len(plan.shards), timeout)
     except JobError as e:
         found = re.search(r"shard(\d+)/", e.details) or re.search(r"shard-(\d+)-of", e.details)
         if not found:

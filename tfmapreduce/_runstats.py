@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from ._task import Task
+
 
 @attrs.frozen
 class ShardStats:
@@ -35,6 +37,12 @@ class RunStats:
     """Seconds from the call to the result, compilation included."""
     compiled: bool
     """True when this run built (traced) a new graph; False when it reused one."""
+    attempts: int = 1
+    """Distributed runs made: more than 1 when a task was lost and the run repeated on the survivors."""
+    lost: tuple[Task, ...] = ()
+    """Tasks lost during this run (left out of the cluster's later runs)."""
+    moved: tuple[int, ...] = ()
+    """Shards that ran on another device than first planned, because their task was lost."""
 
     @property
     def bytes_sent(self) -> int:

@@ -10,9 +10,10 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
-from ._errors import InputError, JobError
+from ._errors import InputError, JobError, TfMapReduceError
 from ._numerics import mark_nonnegative
 from ._plan import Plan, Shard
+from ._task import Task
 
 if TYPE_CHECKING:
     from ._cluster import Cluster
@@ -76,6 +77,22 @@ class Source(Protocol):
         """Input bytes the client sends for ``shard`` in one run."""
         ...
 
+    def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> TfMapReduceError | None:
+        """What a failed run over ``plan`` means for this input (a bad file, lost resident shards), naming
+        the file or shard and the task; None when the failure is not the input's."""
+        ...
+
+    def survive(self, lost: frozenset[Task]) -> None:
+        """Make the data readable without the ``lost`` tasks before a run is repeated on the others.
+
+        Host data needs nothing; resident data moves its lost shards to surviving
+        tasks and rebuilds them from how they were made.
+
+        Raises:
+            ShardLostError: the data cannot be read again without those tasks.
+        """
+        ...
+
 
 @attrs.frozen(eq=False)
 class Batches:
@@ -103,10 +120,6 @@ class Streamed(Source, Protocol):
 
         ``batch_rows`` is the run's ``batch_rows=`` (None: the source's own, a few MB).
         """
-        ...
-
-    def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> InputError | None:
-        """The error a failed run over ``plan`` means for this input (naming the file and the task), or None if it is not the input's."""
         ...
 
 
@@ -192,6 +205,12 @@ class Shipped:
 
     def bytes_sent(self, shard: Shard) -> int:
         return shard.rows * int(np.prod(self.array.shape[1:], dtype=np.int64)) * self.array.dtype.itemsize
+
+    def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> None:
+        return None  # host data cannot fail in a run
+
+    def survive(self, lost: frozenset[Task]) -> None:
+        """Nothing to do: the client still holds the data and sends it again."""
 
 
 def sources(x: Any, *, argument: str = "x") -> tuple[Source, ...]:

@@ -27,6 +27,7 @@ def _exit_now(signum: int, frame: object) -> None:
 def check_port_free(port: int, *, where: str) -> None:
     """Raise ClusterError if something on this machine already listens on ``port``."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a killed worker's TIME_WAIT connections do not hold the port
         try:
             s.bind(("", port))
         except OSError:
