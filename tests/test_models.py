@@ -152,11 +152,17 @@ def test_kmeans_stops_at_tol_and_reports_progress(cluster: tmr.LocalCluster, cap
     np.testing.assert_allclose(result.centroids, expected, rtol=1e-10)
     assert seen == list(result.history)
     assert result.history[-1].shift <= 1e-9
-    err = capsys.readouterr().err
-    assert err.count("\r") == result.iterations
-    assert "kmeans [" in err
-    assert err.endswith("converged\n")
-    assert f"{result.iterations}/50" in err
+    err = capsys.readouterr().err  # tqdm's bar: not a terminal here, shown because progress=True forces it
+    last = err.rstrip("\n").split("\r")[-1]
+    assert last.startswith(f"kmeans:  {100 * result.iterations // 50}%|")
+    assert f"| {result.iterations}/50 [" in last
+    assert last.endswith(", converged]")
+    assert err.endswith("\n")
+    recipes.kmeans(x, 4, iters=2, cluster=cluster)  # progress=None: stderr is no terminal, so no bar
+    recipes.kmeans(x, 4, iters=2, cluster=cluster, progress=False)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(TypeError, match=r"progress must be None .*, True or False; got str 'yes'"):
+        recipes.kmeans(x, 4, cluster=cluster, progress="yes")
 
 
 def test_kmeans_init_random_and_array(place: Place) -> None:
@@ -272,8 +278,10 @@ def test_logistic_regression_options(cluster: tmr.LocalCluster, capsys: pytest.C
     assert model.intercept == b == 0.0
     assert seen == list(model.history)
     err = capsys.readouterr().err
-    assert err.count("\r") == 10
-    assert "10/10" in err
+    last = err.rstrip("\n").split("\r")[-1]
+    assert last.startswith("logistic_regression: 100%|")
+    assert "| 10/10 [" in last
+    assert "loss=" in last
     assert err.endswith("\n")
     # tol: stops (without a last update) once the gradient is small enough
     stopped = recipes.logistic_regression(x, y, steps=500, lr=1.0, tol=0.05, cluster=cluster)

@@ -3,16 +3,15 @@
 A recipe is a few lines: check its own arguments, pick (or build once) its
 MapReduce with :func:`recipe`, run it with :func:`run`, and finish the numbers
 on the client.  Multi-round recipes hold host data resident for the call with
-:func:`held_resident` and report progress with :class:`Progress`.
+:func:`held_resident` and report progress with :func:`progress_bar` (tqdm).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import sys
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 import attrs
 import numpy as np
@@ -133,32 +132,20 @@ def value_range(x: Any, settings: RunOptions) -> tuple[Any, Any]:
     return lo, hi
 
 
-@attrs.define(eq=False)
-class Progress:
-    """A one-line text bar redrawn with a carriage return; silent unless enabled."""
+def progress_bar(label: str, total: int, progress: object) -> Any:
+    """A ``tqdm.auto`` bar (a widget in Jupyter) for a multi-round recipe, on stderr.
 
-    label: str
-    total: int
-    enabled: bool
-    stream: TextIO = attrs.field(factory=lambda: sys.stderr)
-    _width: int = 0  # of the last line drawn, to blank a longer one
+    ``progress=None`` shows it only when stderr is a terminal (or in Jupyter), ``True``
+    always, ``False`` never.  Each round calls ``bar.set_postfix_str(text, refresh=False)``
+    and ``bar.update()``; the recipe closes it.
+    """
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(
+            f"progress must be None (a bar when stderr is a terminal), True or False; got {type(progress).__name__} {progress!r}"
+        )
+    from tqdm.auto import tqdm
 
-    WIDTH = 30
-
-    def update(self, done: int, text: str) -> None:
-        """Redraw the bar at ``done`` of ``total`` with ``text`` after it."""
-        if self.enabled:
-            filled = self.WIDTH * done // max(self.total, 1)
-            line = f"{self.label} [{'#' * filled}{'-' * (self.WIDTH - filled)}] {done}/{self.total} {text}"
-            self.stream.write(f"\r{line.ljust(self._width)}")
-            self.stream.flush()
-            self._width = len(line)
-
-    def close(self, note: str = "") -> None:
-        """End the bar's line (with ``note``)."""
-        if self.enabled:
-            self.stream.write(f" {note}\n" if note else "\n")
-            self.stream.flush()
+    return tqdm(total=total, desc=label, unit="round", disable=None if progress is None else not progress, leave=True)
 
 
 def _free(made: Sequence[Sharded], timeout: float | None, *, quiet: bool) -> None:

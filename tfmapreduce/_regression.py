@@ -15,13 +15,13 @@ from ._combine import SUM, WEIGHTED_MEAN
 from ._errors import InputError
 from ._options import Options, RunOptions
 from ._recipe import (
-    Progress,
     as_matrix,
     check_callback,
     check_float,
     check_int,
     feature_count,
     held_resident,
+    progress_bar,
     recipe,
     run,
     value_range,
@@ -202,7 +202,7 @@ def logistic_regression(
     lr: float = 0.1,
     intercept: bool = True,
     tol: float = 0.0,
-    progress: bool = False,
+    progress: bool | None = None,
     callback: Callable[[GradientStep], Any] | None = None,
     **options: Unpack[Options],
 ) -> LogisticModel:
@@ -224,7 +224,8 @@ def logistic_regression(
         lr: the learning rate, > 0.
         intercept: also fit a constant term.
         tol: stop once the gradient's norm is at most this (0: run every step).
-        progress: draw a progress bar on stderr.
+        progress: a ``tqdm`` progress bar on stderr: None shows it when stderr is a
+            terminal (or in Jupyter), True always, False never.
         callback: called with a :class:`GradientStep` after each step.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``
             (see ``RunOptions``; ``timeout`` bounds each run).
@@ -254,7 +255,7 @@ def logistic_regression(
     intercept = bool(intercept)
     coef, const = np.zeros(features), np.float64(0.0)
     mapreduce = recipe(("logistic_regression",), lambda: (_logistic_map, WEIGHTED_MEAN))
-    bar = Progress("logistic_regression", steps, progress)
+    bar = progress_bar("logistic_regression", steps, progress)
     history: list[GradientStep] = []
     taken, converged = 0, False
     with held_resident((X, y), steps + 1, settings) as (held, resident):
@@ -274,10 +275,13 @@ def logistic_regression(
             assert stats is not None  # asked for with return_stats=True
             step = GradientStep(i, float(loss), norm, time.perf_counter() - started, stats)
             history.append(step)
-            bar.update(i, f"loss={step.loss:.6g} |grad|={norm:.3g}")
+            bar.set_postfix_str(f"loss={step.loss:.6g} |grad|={norm:.3g}", refresh=False)
+            bar.update()
             if callback is not None:
                 callback(step)
             if converged:
                 break
-    bar.close("converged" if converged else "")
+    if converged:
+        bar.set_postfix_str(f"{bar.postfix}, converged" if bar.postfix else "converged")
+    bar.close()
     return LogisticModel(coef, float(const), taken, tuple(history))
