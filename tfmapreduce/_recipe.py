@@ -51,13 +51,46 @@ def finish(value: Any, dtype: Any, stats: RunStats | None) -> Any:
     return (value, stats) if stats is not None else value
 
 
-def check_axis(axis: object) -> int | None:
-    """``axis`` as None (every element) or 0 (down the rows); -1 means 0 for 1-d data only, so it is refused."""
+def check_axis(axis: object, ndim: int) -> int | None:
+    """``axis`` of ``ndim``-d data as None (every element) or 0 (down the rows), numpy's way: ``-ndim`` is 0 too.
+
+    For 1-d data ``axis=-1`` is the rows' axis, so it means 0; for 2-d data it is the columns'
+    axis (one result per row), which a distributed reduction over row shards does not compute.
+
+    Example:
+        >>> check_axis(-1, 1), check_axis(-2, 2), check_axis(None, 2)
+        (0, 0, None)
+    """
     if axis is None:
         return None
-    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and int(axis) == 0:
-        return 0
-    raise ValueError(f"axis must be None (every element) or 0 (down the rows, one result per column), got {axis!r}")
+    ndim = max(ndim, 1)
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_)):
+        if not -ndim <= int(axis) < ndim:
+            raise ValueError(f"axis {int(axis)} is out of bounds for {ndim}-d data; pass axis=0 (or {-ndim}) or None")
+        if int(axis) % ndim == 0:
+            return 0
+        raise ValueError(
+            f"axis={int(axis)} is axis {int(axis) % ndim} of {ndim}-d data (one result per row), which tfmapreduce does not "
+            f"compute: the rows are spread over the shards; pass axis=0 (or {-ndim}: one result per column) or None (every element)"
+        )
+    raise ValueError(
+        f"axis must be None (every element) or an int: 0 or {-ndim} (down the rows, one result per column); got {axis!r}"
+    )
+
+
+def keep_dims(value: Any, ndim: int, axis: int | None, keepdims: object) -> Any:
+    """``value`` with the reduced axes kept as length 1 when ``keepdims`` (numpy's ``keepdims=True``).
+
+    Example:
+        >>> keep_dims(np.float64(2.0), 2, None, True), keep_dims(np.array([1.0, 2.0]), 2, 0, True)
+        (array([[2.]]), array([[1., 2.]]))
+    """
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"keepdims must be True or False, got {type(keepdims).__name__} {keepdims!r}")
+    if not keepdims:
+        return value
+    value = np.asarray(value)
+    return value.reshape((1,) * max(ndim, 1)) if axis is None else np.expand_dims(value, 0)
 
 
 def info(x: Any, name: str) -> tuple[np.dtype[Any], tuple[int, ...], int]:

@@ -42,6 +42,7 @@ from ._statistics import min as min  # noqa: E402
 from ._statistics import moments as moments  # noqa: E402
 from ._statistics import std as std  # noqa: E402
 from ._statistics import sum as sum  # noqa: E402
+from ._statistics import var as var  # noqa: E402
 from ._statistics import variance as variance  # noqa: E402
 from ._statistics import weighted_mean as weighted_mean  # noqa: E402
 
@@ -69,6 +70,7 @@ __all__ = [
     "std",
     "sum",
     "sum_by_key",
+    "var",
     "variance",
     "variance_by_key",
     "weighted_mean",
