@@ -33,7 +33,7 @@ SUBMODULES = {"combiners", "recipes"}
 COMBINERS = {"Combiner", "SegmentForm", "count", "max", "mean", "min", "moments", "sum", "weighted_mean"}
 
 RECIPES = {
-    "GradientStep", "KMeansResult", "KMeansStep", "LinearModel", "LogisticModel",
+    "GradientStep", "KMeansResult", "KMeansStep", "LinearModel", "LogisticModel", "KMeans", "LinearRegression",
     "count", "histogram", "kmeans", "least_squares_fit", "linear_regression", "logistic_regression",
     "max", "mean", "min", "model_average", "moments", "std", "sum", "var", "variance", "weighted_mean",
     "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key", "variance_by_key", "word_count",

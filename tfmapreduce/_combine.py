@@ -84,6 +84,15 @@ class Combiner:
     per_key: SegmentForm | None = None
     """The per-key form keyed jobs use (None: the combiner cannot take part in a keyed job)."""
 
+    def __repr__(self) -> str:
+        """``Combiner(name='weighted_mean')``: the name, not the functions.
+
+        Example:
+            >>> tmr.combiners.weighted_mean
+            Combiner(name='weighted_mean')
+        """
+        return f"Combiner(name={self.name!r})"
+
     @classmethod
     def lift(cls, reduce_fn: Callable[[Any, Any], Any]) -> Combiner:
         """A combiner from a plain pairwise ``reduce_fn(a, b)`` such as ``tf.add`` (the lesson's ``add``).

@@ -51,6 +51,22 @@ class KMeansResult:
     history: tuple[KMeansStep, ...]
     """One record per iteration."""
 
+    @property
+    def cluster_centers_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's name for :attr:`centroids`."""
+        return self.centroids
+
+    @property
+    def n_iter_(self) -> int:
+        """scikit-learn's name for :attr:`iterations`."""
+        return self.iterations
+
+    def __repr__(self) -> str:
+        return (
+            f"KMeansResult(k={len(self.centroids)}, features={self.centroids.shape[1]}, iterations={self.iterations}, "
+            f"converged={self.converged}, history=<{len(self.history)} steps>)"
+        )
+
     def predict(self, x: Any) -> np.ndarray[Any, Any]:
         """The index of the nearest centroid for each row of ``x`` (a host array; the lowest index on ties).
 

@@ -41,6 +41,16 @@ class LinearModel:
     rows: int
     """Rows the model was fitted on."""
 
+    @property
+    def coef_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's ``coef_``: :attr:`coef` shaped as scikit-learn shapes it, ``(features,)`` or ``(targets, features)``."""
+        return self.coef.T if self.coef.ndim == 2 else self.coef
+
+    @property
+    def intercept_(self) -> Any:
+        """scikit-learn's name for :attr:`intercept`."""
+        return self.intercept
+
     def predict(self, x: Any) -> np.ndarray[Any, Any]:
         """``X @ coef + intercept`` on the client.
 
@@ -81,6 +91,24 @@ class LogisticModel:
     """Gradient steps taken."""
     history: tuple[GradientStep, ...]
     """One record per step."""
+
+    @property
+    def coef_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's ``coef_`` of a binary classifier: :attr:`coef` as shape ``(1, features)``."""
+        return self.coef[None, :]
+
+    @property
+    def intercept_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's ``intercept_`` of a binary classifier: ``array([intercept])``."""
+        return np.array([self.intercept])
+
+    @property
+    def n_iter_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's ``n_iter_`` of a binary classifier: ``array([steps])``."""
+        return np.array([self.steps])
+
+    def __repr__(self) -> str:
+        return f"LogisticModel(coef={self.coef!r}, intercept={self.intercept!r}, steps={self.steps}, history=<{len(self.history)} steps>)"
 
     def predict_proba(self, x: Any) -> np.ndarray[Any, Any]:
         """``P(y=1 | x)`` for each row of ``x``, on the client.
