@@ -28,7 +28,9 @@ class SegmentForm:
 
     Every segment in ``range(num_segments)`` has at least one row.
 
-    Example — a per-key sum of squares, as a custom keyed combiner:
+    Example:
+        A per-key sum of squares, as a custom keyed combiner:
+
         >>> import tensorflow as tf
         >>> seg_sum = lambda v, ids, n: tf.math.unsorted_segment_sum(v, ids, n)
         >>> squares = Combiner(
@@ -60,7 +62,9 @@ class Combiner:
 
     Empty shards never reach a combiner: they contribute nothing.
 
-    Example — the lesson's size-weighted mean of shard means, written by hand:
+    Example:
+        The lesson's size-weighted mean of shard means, written by hand:
+
         >>> import tensorflow as tf
         >>> weighted_mean = Combiner(
         ...     partial=lambda mean, rows: (tf.cast(mean, tf.float64) * tf.cast(rows, tf.float64), rows),

@@ -208,7 +208,8 @@ def kmeans(
         A :class:`KMeansResult`: centroids, iterations, converged, history (and ``predict``).
 
     Raises:
-        InputError: k exceeds the rows, or ``init`` has the wrong shape.  ValueError: a bad setting.
+        InputError: k exceeds the rows, or ``init`` has the wrong shape.
+        ValueError: a bad setting.
 
     Example:
         >>> x = np.array([[0.0, 0], [0, 1], [10, 10], [10, 11]])

@@ -66,7 +66,8 @@ def mean(
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
     Raises:
-        InputError: ``x`` has 0 rows.  TypeError: ``x`` is not numeric.
+        InputError: ``x`` has 0 rows.
+        TypeError: ``x`` is not numeric.
 
     Example:
         >>> float(tmr.mean(np.arange(100.0), cluster=cluster, sizes=[30, 70]))
