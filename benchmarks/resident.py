@@ -5,6 +5,7 @@ resident and shipped, and of one k-means iteration (1e6 points x 8, k = 16) resi
 and in one numpy process; it checks the k-means centroids against numpy in float64.
 """
 
+import argparse
 import time
 
 import numpy as np
@@ -32,8 +33,11 @@ def numpy_iteration(x, c):
     return np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], c)
 
 
-def main():
-    """Measure and print the table."""
+def main(argv=None):
+    """Measure and print the table (``--help``: say what it measures and exit)."""
+    argparse.ArgumentParser(
+        prog="python -m benchmarks.resident", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args(argv)
     rng = np.random.default_rng(0)
     x = rng.random(5 * 10**7, dtype=np.float32)
     X = rng.random((10**6, 8), dtype=np.float32)

@@ -218,8 +218,10 @@ def test_weights_that_sum_to_zero(cluster: tmr.LocalCluster) -> None:
 
 @pytest.mark.parametrize("recipe", [tmr.mean, tmr.sum, tmr.min, tmr.max, tmr.variance, tmr.std], ids=lambda f: f.__name__)
 def test_an_axis_other_than_none_or_0(cluster: tmr.LocalCluster, recipe) -> None:
-    with pytest.raises(ValueError, match=r"axis must be None \(every element\) or 0 .* got 1"):
+    with pytest.raises(ValueError, match=r"axis=1 is axis 1 of 2-d data \(one result per row\).* pass axis=0 \(or -2"):
         recipe(X.reshape(5, 2), axis=1, cluster=cluster)
+    with pytest.raises(ValueError, match=r"axis must be None \(every element\) or an int: 0 or -2 .*got 'rows'"):
+        recipe(X.reshape(5, 2), axis="rows", cluster=cluster)
 
 
 @pytest.mark.parametrize("ddof", [-1, 1.5, True])

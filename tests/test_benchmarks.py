@@ -151,3 +151,14 @@ def test_targets_are_computed_from_the_run() -> None:
     assert rows["tmr.mean latency, 64 shards / 2 shards, 1e2, 2 workers × 2 CPUs"]["measured"] == pytest.approx(1.5)
     assert rows["LocalCluster(2) ready (constructor returns)"]["status"] == "missed"
     assert "| metric | target | measured | status | detail |" in _report.targets_markdown(list(rows.values()))
+
+
+def test_resident_benchmark_help_prints_help_instead_of_running() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.resident", "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m benchmarks.resident")
+    assert "Resident vs shipped" in proc.stdout
+    assert "centroid difference" not in proc.stdout  # nothing was measured
+    assert "oneDNN" not in proc.stderr  # no TensorFlow, no cluster

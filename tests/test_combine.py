@@ -212,3 +212,9 @@ def test_tf_add_does_not_pack_a_tuple_of_like_scalars_into_one_tensor(cluster: t
         lambda t: (tf.reduce_sum(t), tf.reduce_max(t)), tf.add, x=np.arange(10, dtype=np.float32), sizes=[4, 6], cluster=cluster
     )
     assert_eq(out, (45.0, 3.0 + 9.0))  # the shards' maxima add up too: tf.add merges each element
+
+
+def test_a_combiner_shows_its_name_not_its_functions() -> None:
+    assert repr(tmr.combiners.weighted_mean) == "Combiner(name='weighted_mean')"
+    assert repr(tmr.Combiner.lift(tf.add)) == "Combiner(name='add')"
+    assert repr(tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)) == "MapReduce(reduce_sum/sum)"

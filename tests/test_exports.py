@@ -21,7 +21,7 @@ PUBLIC = {
     # data in files, read on the workers
     "Files", "read_npy", "read_text", "read_csv", "read_tfrecord", "read_raw",
     # recipes (and the namespace of the model recipes)
-    "recipes", "count", "max", "mean", "min", "std", "sum", "variance", "weighted_mean",
+    "recipes", "count", "max", "mean", "min", "std", "sum", "var", "variance", "weighted_mean",
     # keyed jobs
     "KeyedPlan", "KeyedResult", "KeyedSharded", "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key",
     "variance_by_key",
@@ -35,9 +35,9 @@ SUBMODULES = {"combiners", "recipes"}
 COMBINERS = {"Combiner", "SegmentForm", "count", "max", "mean", "min", "moments", "sum", "weighted_mean"}
 
 RECIPES = {
-    "GradientStep", "KMeansResult", "KMeansStep", "LinearModel", "LogisticModel",
+    "GradientStep", "KMeansResult", "KMeansStep", "LinearModel", "LogisticModel", "KMeans", "LinearRegression",
     "count", "histogram", "kmeans", "least_squares_fit", "linear_regression", "logistic_regression",
-    "max", "mean", "min", "model_average", "moments", "std", "sum", "variance", "weighted_mean",
+    "max", "mean", "min", "model_average", "moments", "std", "sum", "var", "variance", "weighted_mean",
     "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key", "variance_by_key", "word_count",
 }  # fmt: skip
 
@@ -62,11 +62,18 @@ def test_the_public_names_are_exactly_the_list() -> None:
     )
 
 
+ALIASES = {"var": "variance"}
+"""Deliberate second names: numpy's name for a recipe."""
+
+
 def test_every_name_is_exported_once() -> None:
     assert len(tmr.__all__) == len(set(tmr.__all__)), sorted(n for n in tmr.__all__ if tmr.__all__.count(n) > 1)
-    objects = [getattr(tmr, name) for name in tmr.__all__]
-    aliases = {name for name, obj in zip(tmr.__all__, objects, strict=True) if sum(o is obj for o in objects) > 1}
+    names = [name for name in tmr.__all__ if name not in ALIASES]
+    objects = [getattr(tmr, name) for name in names]
+    aliases = {name for name, obj in zip(names, objects, strict=True) if sum(o is obj for o in objects) > 1}
     assert not aliases, f"one object under several public names: {sorted(aliases)}"
+    for alias, name in ALIASES.items():
+        assert getattr(tmr, alias) is getattr(tmr, name)
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))

@@ -18,6 +18,7 @@ import tensorflow as tf
 from ports import free_ports
 
 START_TIMEOUT = 90.0
+WORKER = [sys.executable, "-m", "tfmapreduce", "worker"]
 # Passed to every Session so that a broken worker fails the test instead of hanging it.
 CONFIG = tf.compat.v1.ConfigProto(operation_timeout_in_ms=20_000)
 
@@ -35,7 +36,7 @@ def workers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             with (directory / f"task{task}.out").open("wb") as out:
                 processes.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "tfmapreduce", "worker", "--cluster", spec, "--job", job, "--task", str(task)],
+                        [*WORKER, "--cluster", spec, "--job", job, "--task", str(task), "--allow-network"],
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL,

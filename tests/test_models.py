@@ -152,11 +152,17 @@ def test_kmeans_stops_at_tol_and_reports_progress(cluster: tmr.LocalCluster, cap
     np.testing.assert_allclose(result.centroids, expected, rtol=1e-10)
     assert seen == list(result.history)
     assert result.history[-1].shift <= 1e-9
-    err = capsys.readouterr().err
-    assert err.count("\r") == result.iterations
-    assert "kmeans [" in err
-    assert err.endswith("converged\n")
-    assert f"{result.iterations}/50" in err
+    err = capsys.readouterr().err  # tqdm's bar: not a terminal here, shown because progress=True forces it
+    last = err.rstrip("\n").split("\r")[-1]
+    assert last.startswith(f"kmeans:  {100 * result.iterations // 50}%|")
+    assert f"| {result.iterations}/50 [" in last
+    assert last.endswith(", converged]")
+    assert err.endswith("\n")
+    recipes.kmeans(x, 4, iters=2, cluster=cluster)  # progress=None: stderr is no terminal, so no bar
+    recipes.kmeans(x, 4, iters=2, cluster=cluster, progress=False)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(TypeError, match=r"progress must be None .*, True or False; got str 'yes'"):
+        recipes.kmeans(x, 4, cluster=cluster, progress="yes")
 
 
 def test_kmeans_init_random_and_array(place: Place) -> None:
@@ -272,8 +278,10 @@ def test_logistic_regression_options(cluster: tmr.LocalCluster, capsys: pytest.C
     assert model.intercept == b == 0.0
     assert seen == list(model.history)
     err = capsys.readouterr().err
-    assert err.count("\r") == 10
-    assert "10/10" in err
+    last = err.rstrip("\n").split("\r")[-1]
+    assert last.startswith("logistic_regression: 100%|")
+    assert "| 10/10 [" in last
+    assert "loss=" in last
     assert err.endswith("\n")
     # tol: stops (without a last update) once the gradient is small enough
     stopped = recipes.logistic_regression(x, y, steps=500, lr=1.0, tol=0.05, cluster=cluster)
@@ -392,3 +400,53 @@ def test_recipes_namespace_reexports_the_statistics() -> None:
     assert sorted(recipes.__all__) == sorted(set(recipes.__all__))
     for name in recipes.__all__:
         assert getattr(recipes, name).__doc__, name
+
+
+# --------------------------------------------------------------------------- scikit-learn names and estimators
+
+
+def test_kmeans_estimator_and_names_equal_the_recipe(cluster: tmr.LocalCluster) -> None:
+    x = blobs(seed=3)
+    result = recipes.kmeans(x, 3, iters=5, tol=0.0, cluster=cluster, sizes=[50, 70])
+    np.testing.assert_array_equal(result.cluster_centers_, result.centroids)
+    assert result.n_iter_ == result.iterations == len(result.history) > 1
+    estimator = recipes.KMeans(n_clusters=3, max_iter=5, tol=0.0, cluster=cluster, sizes=[50, 70])
+    assert repr(estimator) == "KMeans(n_clusters=3, max_iter=5, not fitted)"
+    with pytest.raises(ValueError, match=r"not fitted yet: call fit\(x\) first"):
+        estimator.predict(x)
+    labels = estimator.fit(x).predict(x)
+    np.testing.assert_array_equal(estimator.cluster_centers_, result.centroids)
+    assert estimator.n_iter_ == result.iterations
+    np.testing.assert_array_equal(labels, result.predict(x))
+    np.testing.assert_array_equal(labels, np.argmin(((x[:, None, :] - result.centroids[None]) ** 2).sum(-1), axis=1))
+    # a short repr: the history is counted, not printed
+    n = result.iterations
+    assert repr(result) == f"KMeansResult(k=3, features=3, iterations={n}, converged={result.converged}, history=<{n} steps>)"
+
+
+def test_linear_regression_estimator_and_names_follow_scikit_learn_shapes(cluster: tmr.LocalCluster) -> None:
+    x, y = regression_data(seed=8)
+    expected = lstsq(x, y)
+    model = recipes.LinearRegression(cluster=cluster, sizes=[30, 90]).fit(x, y)
+    np.testing.assert_allclose(model.coef_, expected[:-1], rtol=1e-9)
+    assert model.intercept_ == pytest.approx(expected[-1], rel=1e-9)
+    np.testing.assert_allclose(model.predict(x), x.astype(np.float64) @ expected[:-1] + expected[-1], rtol=1e-9)
+    assert repr(model) == "LinearRegression(fit_intercept=True, fitted)"
+    two = np.stack([y, 2 * y], axis=1)  # two targets: scikit-learn's coef_ is (targets, features)
+    fitted = recipes.linear_regression(x, two, cluster=cluster)
+    assert fitted.coef.shape == (x.shape[1], 2)
+    np.testing.assert_array_equal(fitted.coef_, fitted.coef.T)
+    np.testing.assert_array_equal(fitted.intercept_, fitted.intercept)
+    with pytest.raises(ValueError, match=r"not fitted yet: call fit\(X, y\) first"):
+        recipes.LinearRegression().predict(x)
+
+
+def test_logistic_model_names_and_short_repr(cluster: tmr.LocalCluster) -> None:
+    x, y = classification_data(seed=6)
+    model = recipes.logistic_regression(x, y, steps=4, cluster=cluster)
+    assert model.coef_.shape == (1, x.shape[1])
+    np.testing.assert_array_equal(model.coef_[0], model.coef)
+    np.testing.assert_array_equal(model.intercept_, [model.intercept])
+    np.testing.assert_array_equal(model.n_iter_, [4])
+    assert repr(model).endswith(", steps=4, history=<4 steps>)")
+    assert "GradientStep" not in repr(model)

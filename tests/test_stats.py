@@ -194,3 +194,32 @@ def test_weighted_mean_of_2d_rows(cluster: tmr.LocalCluster) -> None:
     x = np.arange(12, dtype=np.float32).reshape(6, 2)
     w = np.array([0, 1, 2, 0, 0, 3], np.float64)
     assert_eq(tmr.weighted_mean(x, w, cluster=cluster, sizes=[2, 0, 4]), np.average(reference(x), axis=0, weights=w))
+
+
+# --------------------------------------------------------------------------- numpy conventions: axis=-1, keepdims, var
+
+
+@pytest.mark.parametrize("name", ["mean", "sum", "min", "max", "variance", "std"])
+def test_negative_axis_and_keepdims_follow_numpy(cluster: tmr.LocalCluster, name: str) -> None:
+    numpy_fn = {"mean": np.mean, "sum": np.sum, "min": np.min, "max": np.max, "variance": np.var, "std": np.std}[name]
+    recipe = getattr(tmr, name)
+    vector = np.array([3.0, 1.0, 4.0, 1.0, 5.0])
+    matrix = np.arange(12.0).reshape(4, 3) ** 1.5
+    for x, axis in ((vector, -1), (matrix, -2), (vector, None), (matrix, 0), (matrix, None)):
+        for keepdims in (False, True):
+            got = recipe(x, axis=axis, keepdims=keepdims, cluster=cluster, sizes=[1, len(x) - 1])
+            expected = numpy_fn(x, axis=axis, keepdims=keepdims)
+            assert np.shape(got) == np.shape(expected), (x.shape, axis, keepdims)
+            np.testing.assert_allclose(got, expected, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"axis=-1 is axis 1 of 2-d data \(one result per row\).*pass axis=0 \(or -2"):
+        recipe(matrix, axis=-1, cluster=cluster)
+    with pytest.raises(ValueError, match="axis 1 is out of bounds for 1-d data; pass axis=0 \\(or -1\\) or None"):
+        recipe(vector, axis=1, cluster=cluster)
+    with pytest.raises(TypeError, match="keepdims must be True or False, got str 'yes'"):
+        recipe(vector, keepdims="yes", cluster=cluster)
+
+
+def test_var_is_numpys_name_for_variance(cluster: tmr.LocalCluster) -> None:
+    assert tmr.var is tmr.variance
+    assert tmr.recipes.var is tmr.variance
+    assert float(tmr.var(np.array([1.0, 2.0, 3.0, 4.0]), ddof=1, cluster=cluster)) == np.var([1.0, 2.0, 3.0, 4.0], ddof=1)

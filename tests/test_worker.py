@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,9 +19,11 @@ from pathlib import Path
 
 import attrs
 import pytest
+import tensorflow as tf
 from ports import free_port, listening
 
 from tfmapreduce import Cluster
+from tfmapreduce._network import network_interfaces
 
 WORKER = [sys.executable, "-m", "tfmapreduce", "worker"]
 START_TIMEOUT = 90.0
@@ -75,17 +78,28 @@ def failed(busy_port: int) -> dict[str, Finished]:
         "port in use": [*spec_arg(f"localhost:{busy_port}"), "--job", "local", "--task", "0"],
         "address with a name for a port": [*spec_arg("localhost:http"), "--job", "local", "--task", "0"],
         "no spec and no TF_CONFIG": ["--job", "local", "--task", "0"],
+        "TF_CONFIG without a cluster": ["--job", "local", "--task", "0"],
+        "on a network without --allow-network": [*spec_arg(f"localhost:{free_port()}"), "--job", "local", "--task", "0"],
     }
+    environments = {"TF_CONFIG without a cluster": env_without_tf_config(TF_CONFIG='{"task": {"type": "local"}}')}
     processes = {
         name: subprocess.Popen(
-            [*WORKER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_without_tf_config()
+            [*WORKER, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environments.get(name, env_without_tf_config()),
         )
         for name, args in cases.items()
     }
     results = {}
     try:
         for name, p in processes.items():
-            stdout, stderr = p.communicate(timeout=START_TIMEOUT)
+            try:
+                stdout, stderr = p.communicate(timeout=START_TIMEOUT)
+            except subprocess.TimeoutExpired:  # a worker that started (only loopback here): stop it, keep its output
+                p.kill()
+                stdout, stderr = p.communicate(timeout=10)
             results[name] = Finished(p.returncode, stdout, stderr)
     finally:
         for p in processes.values():
@@ -102,6 +116,7 @@ def failed(busy_port: int) -> dict[str, Finished]:
         ("port in use", ["/job:local/task:0", "already in use"]),
         ("address with a name for a port", ["job 'local' task 0", "'localhost:http'", "1 to 65535"]),
         ("no spec and no TF_CONFIG", ["TF_CONFIG is not set", "--cluster"]),
+        ("TF_CONFIG without a cluster", ["TF_CONFIG has no 'cluster' entry", "['task']"]),
     ],
 )
 def test_bad_command_line_gives_one_error_line_and_exit_2(failed: dict[str, Finished], case: str, expected: list[str]) -> None:
@@ -118,6 +133,36 @@ def test_bad_command_line_gives_one_error_line_and_exit_2(failed: dict[str, Fini
         assert text in lines[-1], (text, lines[-1])
 
 
+def test_a_worker_on_a_networked_machine_needs_allow_network(failed: dict[str, Finished]) -> None:
+    """Real: this machine's own interfaces decide.  Only loopback: the worker starts (the fixture
+    stops it after START_TIMEOUT); any other interface: exit 2 with the one-line reason."""
+    result = failed["on a network without --allow-network"]
+    exposed = network_interfaces()
+    if not exposed:
+        assert " ready on " in result.stdout, result.stderr
+        return
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [
+        f"tfmapreduce worker: error: this machine is on a network ({', '.join(exposed)}) and TensorFlow's server "
+        f"would listen on port {lines[0].split('port ')[1].split()[0]} of ALL interfaces with no authentication (anyone "
+        "reaching it runs code as this user); pass --allow-network once a firewall admits only the client and the other "
+        "tasks (see docs/security.md)"
+    ]
+    assert "ready" not in result.stdout
+
+
+def test_network_interfaces_matches_the_kernel() -> None:
+    """Every interface with a non-loopback address in the kernel's tables is named (ip -o addr)."""
+    if shutil.which("ip") is None:
+        pytest.skip("no ip command here to compare with")
+    addresses = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show", "up"], capture_output=True, text=True, check=True).stdout
+    with_address = {line.split()[1] for line in addresses.splitlines() if " scope host " not in line}
+    up = {line.split(":")[1].strip().split("@")[0] for line in links.splitlines()}
+    assert set(network_interfaces()) == with_address & up
+
+
 def test_port_in_use_names_the_port(failed: dict[str, Finished], busy_port: int) -> None:
     assert f"port {busy_port} is already in use" in failed["port in use"].stderr
 
@@ -131,6 +176,8 @@ def test_help_explains_every_flag_with_an_example_and_the_security_warning() -> 
     assert 'tfmapreduce worker --cluster \'{"local": [' in text  # an example command line
     assert "no authentication" in text
     assert "all network interfaces" in " ".join(text.lower().split())
+    assert "--allow-network" in text
+    assert "refuses" in text
 
 
 # --- workers that start -----------------------------------------------------------------------------
@@ -156,7 +203,7 @@ class Worker:
 def start(directory: Path, name: str, args: list[str], address: str, env: dict[str, str]) -> Worker:
     stdout, stderr = directory / f"{name}.out", directory / f"{name}.err"
     with stdout.open("wb") as out, stderr.open("wb") as err:
-        process = subprocess.Popen([*WORKER, *args], stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        process = subprocess.Popen([*WORKER, *args, "--allow-network"], stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
     return Worker(process, stdout, stderr, address)
 
 
@@ -197,8 +244,8 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Work
 def test_ready_line_names_task_address_and_devices(workers: dict[str, Worker]) -> None:
     worker = workers["json"]
     assert worker.ready_line() == (
-        f"tfmapreduce worker /job:local/task:0 ready on {worker.address} (all interfaces) "
-        "with devices: /job:local/replica:0/task:0/device:CPU:0"
+        f"tfmapreduce worker /job:local/task:0 ready on {worker.address} (all interfaces, no authentication) "
+        f"with TensorFlow {tf.__version__} and devices: /job:local/replica:0/task:0/device:CPU:0"
     )
     assert listening(worker.port)
 
@@ -208,7 +255,7 @@ def test_cpu_devices_and_spec_from_a_file(workers: dict[str, Worker]) -> None:
     devices = [f"/job:local/replica:0/task:0/device:CPU:{i}" for i in range(3)]
     line = worker.ready_line()
     assert f"/job:local/task:0 ready on {worker.address}" in line
-    assert line.endswith("with devices: " + ", ".join(devices))
+    assert line.endswith("and devices: " + ", ".join(devices))
     # the devices the ready line names are the ones a client sees
     assert list(Cluster.from_spec({"local": [worker.address]}).devices) == devices
 
@@ -217,7 +264,7 @@ def test_spec_job_and_task_from_tf_config(workers: dict[str, Worker]) -> None:
     worker = workers["tf_config"]
     line = worker.ready_line()
     assert f"/job:mapreduce/task:1 ready on {worker.address}" in line
-    assert line.endswith("with devices: /job:mapreduce/replica:0/task:1/device:CPU:0")
+    assert line.endswith("and devices: /job:mapreduce/replica:0/task:1/device:CPU:0")
 
 
 @pytest.mark.parametrize(("name", "signum"), [("file", signal.SIGTERM), ("json", signal.SIGINT)])

@@ -62,6 +62,7 @@ _EXPORTS = {
     "std": "_statistics",
     "sum": "_statistics",
     "sum_by_key": "_by_key",
+    "var": "_statistics",
     "variance": "_statistics",
     "variance_by_key": "_by_key",
     "weighted_mean": "_statistics",
@@ -124,6 +125,7 @@ if _typing.TYPE_CHECKING:
     from ._statistics import min as min
     from ._statistics import std as std
     from ._statistics import sum as sum
+    from ._statistics import var as var
     from ._statistics import variance as variance
     from ._statistics import weighted_mean as weighted_mean
     from ._task import Task as Task

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import collections
+import logging
 import threading
+import time
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import attrs
 import tensorflow as tf
+
+from ._log import COMPILE
 
 if TYPE_CHECKING:
     from ._cluster import Cluster
@@ -49,7 +53,15 @@ class ProgramCache(Generic[P]):
             if entry is not None and entry[0] is cluster:
                 self._entries.move_to_end(key)
                 return entry[1], False
+        started = time.perf_counter()
         program = build()  # outside the lock: tracing a map function may take a while
+        if COMPILE.isEnabledFor(logging.DEBUG):
+            COMPILE.debug(
+                "compiled a graph of %d ops in %.1f ms (%d programs kept)",
+                len(program.graph.get_operations()),
+                1000 * (time.perf_counter() - started),
+                len(self._entries) + 1,
+            )
         evicted = []
         with self._lock:
             self._entries[key] = (cluster, program)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -24,37 +23,35 @@ then, from Python:
 
 SECURITY: TensorFlow's gRPC server has no authentication and listens on ALL
 network interfaces, whatever host the spec names.  Anyone who can reach the
-port can run any operation as this user (file writes included).  Run workers
-only on trusted networks, behind a firewall.
+port can run any operation as this user (file writes included).  So on a
+machine with a network interface (anything but loopback) the worker refuses
+to start unless --allow-network is given: pass it once a firewall, a private
+network or a tunnel admits only the client and the other tasks (docs/security.md).
 """
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from ._spec import load_spec, validate_spec
+    from ._spec import load_spec, load_tf_config, validate_spec
     from ._worker import serve
 
     if args.cluster is None:
-        text = os.environ.get("TF_CONFIG")
-        if not text:
-            raise TfMapReduceError("no --cluster given and TF_CONFIG is not set; pass --cluster SPEC")
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise TfMapReduceError(f"TF_CONFIG is not valid JSON ({e.msg} at column {e.colno})") from None
-        spec = config.get("cluster") if isinstance(config, dict) else None
-        task = config.get("task", {}) if isinstance(config, dict) else {}
-        job = args.job if args.job is not None else task.get("type")
-        index = args.task if args.task is not None else task.get("index")
+        config = load_tf_config(unset="pass --cluster SPEC, or set TF_CONFIG")
+        spec = config.cluster
+        job = args.job if args.job is not None else config.job
+        index = args.task if args.task is not None else config.index
     else:
-        spec, job, index = load_spec(args.cluster), args.job, args.task
-    spec = validate_spec(spec)
+        spec, job, index = validate_spec(load_spec(args.cluster)), args.job, args.task
     if job is None:
         if len(spec) != 1:
             raise TfMapReduceError(f"--job is required: the spec has the jobs {sorted(spec)}")
         job = next(iter(spec))
     if index is None:
         raise TfMapReduceError("--task is required (the index of this worker's address in the job's list)")
-    serve(spec, job, int(index), cpu_devices=args.cpu_devices)
+    handler = logging.StreamHandler(sys.stderr)  # the tfmapreduce loggers only: TensorFlow's own keep their settings
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    logging.getLogger("tfmapreduce").addHandler(handler)
+    logging.getLogger("tfmapreduce").setLevel(args.log_level.upper())
+    serve(spec, job, int(index), cpu_devices=args.cpu_devices, allow_network=args.allow_network)
     return 0
 
 
@@ -99,6 +96,19 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="expose N CPU devices (/job:J/task:I/device:CPU:0..N-1) to test placement over several devices per task without GPUs (default 1)",
+    )
+    worker.add_argument(
+        "--allow-network",
+        action="store_true",
+        help="start even though this machine has network interfaces other than loopback, on which the port is then open "
+        "to anyone who can reach it (needed for workers on several machines; see SECURITY below)",
+    )
+    worker.add_argument(
+        "--log-level",
+        metavar="LEVEL",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="what the tfmapreduce loggers write to stderr: debug, info, warning (default) or error",
     )
     worker.set_defaults(handler=_worker)
     demo = commands.add_parser(

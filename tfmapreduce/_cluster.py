@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -12,10 +10,10 @@ from typing import Any
 import attrs
 import tensorflow as tf
 
-from . import _backend
+from . import _backend, _versions
 from ._device import Device
 from ._errors import ClusterError
-from ._spec import validate_spec
+from ._spec import load_tf_config, validate_spec
 from ._task import Task
 
 
@@ -69,18 +67,7 @@ class Cluster:
         Raises:
             ClusterError: ``TF_CONFIG`` is unset or holds no valid cluster.
         """
-        text = os.environ.get("TF_CONFIG")
-        if not text:
-            raise ClusterError('TF_CONFIG is not set; set it to e.g. {"cluster": {"local": ["localhost:2222"]}}')
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ClusterError(f"TF_CONFIG is not valid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(config, dict) or "cluster" not in config:
-            raise ClusterError(
-                f"TF_CONFIG has no 'cluster' entry; got keys {sorted(config) if isinstance(config, dict) else config!r}"
-            )
-        return cls.from_spec(config["cluster"])
+        return cls.from_spec(load_tf_config().cluster)
 
     @classmethod
     def from_resolver(cls, resolver: Any) -> Cluster:
@@ -171,8 +158,10 @@ class Cluster:
     def devices(self) -> tuple[str, ...]:
         """The full names of the devices of every live task, asked of the tasks (once, with a bounded wait).
 
+        The first call also checks that every task runs this client's TensorFlow release.
+
         Raises:
-            ClusterError: a task does not answer; the message names its address.
+            ClusterError: a task does not answer (the message names its address), or runs another TensorFlow.
         """
         if self._lost:
             return tuple(d for d in self._all_devices() if Device.parse(d).task not in self._lost)
@@ -187,6 +176,7 @@ class Cluster:
                 raise errors[0]  # keeps its class (timeout or unavailable) and its .task
             if errors:
                 raise ClusterError("cannot list the cluster's devices:\n  " + "\n  ".join(map(str, errors)))
+            _versions.check({t: self.address(t) for t in self.tasks}, timeout=10.0)
             self._devices = tuple(name for names in answers.values() if isinstance(names, list) for name in names)
         return self._devices
 

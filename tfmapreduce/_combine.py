@@ -28,7 +28,9 @@ class SegmentForm:
 
     Every segment in ``range(num_segments)`` has at least one row.
 
-    Example — a per-key sum of squares, as a custom keyed combiner:
+    Example:
+        A per-key sum of squares, as a custom keyed combiner:
+
         >>> import tensorflow as tf
         >>> seg_sum = lambda v, ids, n: tf.math.unsorted_segment_sum(v, ids, n)
         >>> squares = Combiner(
@@ -60,7 +62,9 @@ class Combiner:
 
     Empty shards never reach a combiner: they contribute nothing.
 
-    Example — the lesson's size-weighted mean of shard means, written by hand:
+    Example:
+        The lesson's size-weighted mean of shard means, written by hand:
+
         >>> import tensorflow as tf
         >>> weighted_mean = Combiner(
         ...     partial=lambda mean, rows: (tf.cast(mean, tf.float64) * tf.cast(rows, tf.float64), rows),
@@ -83,6 +87,15 @@ class Combiner:
     """A name for plans, stats and errors."""
     per_key: SegmentForm | None = None
     """The per-key form keyed jobs use (None: the combiner cannot take part in a keyed job)."""
+
+    def __repr__(self) -> str:
+        """``Combiner(name='weighted_mean')``: the name, not the functions.
+
+        Example:
+            >>> tmr.combiners.weighted_mean
+            Combiner(name='weighted_mean')
+        """
+        return f"Combiner(name={self.name!r})"
 
     @classmethod
     def lift(cls, reduce_fn: Callable[[Any, Any], Any]) -> Combiner:

@@ -14,7 +14,7 @@ from typing_extensions import Unpack
 from ._combine import SUM
 from ._errors import InputError
 from ._options import Options, RunOptions, effective_timeout
-from ._recipe import Progress, as_matrix, check_callback, check_float, check_int, feature_count, held_resident, recipe, run
+from ._recipe import as_matrix, check_callback, check_float, check_int, feature_count, held_resident, progress_bar, recipe, run
 from ._resident import Sharded
 from ._runstats import RunStats
 from ._source import as_array, host_array, sources
@@ -50,6 +50,22 @@ class KMeansResult:
     """True when the last update moved no centroid further than ``tol``."""
     history: tuple[KMeansStep, ...]
     """One record per iteration."""
+
+    @property
+    def cluster_centers_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's name for :attr:`centroids`."""
+        return self.centroids
+
+    @property
+    def n_iter_(self) -> int:
+        """scikit-learn's name for :attr:`iterations`."""
+        return self.iterations
+
+    def __repr__(self) -> str:
+        return (
+            f"KMeansResult(k={len(self.centroids)}, features={self.centroids.shape[1]}, iterations={self.iterations}, "
+            f"converged={self.converged}, history=<{len(self.history)} steps>)"
+        )
 
     def predict(self, x: Any) -> np.ndarray[Any, Any]:
         """The index of the nearest centroid for each row of ``x`` (a host array; the lowest index on ties).
@@ -158,7 +174,7 @@ def kmeans(
     init: Any = "first",
     tol: float = 1e-6,
     seed: int = 0,
-    progress: bool = False,
+    progress: bool | None = None,
     callback: Callable[[KMeansStep], Any] | None = None,
     **options: Unpack[Options],
 ) -> KMeansResult:
@@ -182,7 +198,8 @@ def kmeans(
             with ``seed``) or a ``(k, features)`` array of starting centroids.
         tol: stop once no centroid moves further than this (Euclidean distance).
         seed: the seed of ``init="random"``.
-        progress: draw a progress bar on stderr.
+        progress: a ``tqdm`` progress bar on stderr: None shows it when stderr is a
+            terminal (or in Jupyter), True always, False never.
         callback: called with a :class:`KMeansStep` after each iteration.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``
             (see ``RunOptions``; ``timeout`` bounds each run).
@@ -191,7 +208,8 @@ def kmeans(
         A :class:`KMeansResult`: centroids, iterations, converged, history (and ``predict``).
 
     Raises:
-        InputError: k exceeds the rows, or ``init`` has the wrong shape.  ValueError: a bad setting.
+        InputError: k exceeds the rows, or ``init`` has the wrong shape.
+        ValueError: a bad setting.
 
     Example:
         >>> x = np.array([[0.0, 0], [0, 1], [10, 10], [10, 11]])
@@ -213,7 +231,7 @@ def kmeans(
         raise InputError(f"k={k} clusters need at least {k} rows of data, got {rows}")
     centroids = _initial_centroids(data, k, init, rows, features, seed, settings.timeout)
     mapreduce = recipe(("kmeans",), lambda: (_kmeans_map, SUM))
-    bar = Progress("kmeans", iters, progress)
+    bar = progress_bar("kmeans", iters, progress)
     history: list[KMeansStep] = []
     converged = False
     with held_resident(data, iters, settings) as (held, resident):
@@ -233,11 +251,14 @@ def kmeans(
             assert stats is not None  # asked for with return_stats=True
             step = KMeansStep(i, float(inertia), shift, int((~filled).sum()), time.perf_counter() - started, stats)
             history.append(step)
-            bar.update(i, f"inertia={step.inertia:.6g} shift={shift:.3g}")
+            bar.set_postfix_str(f"inertia={step.inertia:.6g} shift={shift:.3g}", refresh=False)
+            bar.update()
             if callback is not None:
                 callback(step)
             if shift <= tol:
                 converged = True
                 break
-    bar.close("converged" if converged else "")
+    if converged:
+        bar.set_postfix_str(f"{bar.postfix}, converged" if bar.postfix else "converged")
+    bar.close()
     return KMeansResult(centroids, len(history), converged, tuple(history))

@@ -22,12 +22,15 @@ from typing import Any
 
 from ._cluster import Cluster
 from ._errors import ClusterError
+from ._log import CLUSTER
+from ._network import network_interfaces
 from ._options import check_timeout
 from ._spec import validate_spec
 from ._task import Task
 from ._worker import PARENT_ENV
 
 _live: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
+_warned_network = False  # LocalCluster warns once per process that its workers are reachable from the network
 
 
 @atexit.register
@@ -89,12 +92,22 @@ def _free_ports(n: int) -> list[int]:
 
 
 class LocalCluster(Cluster):
-    """Start ``workers`` worker processes on free loopback ports; stop them on close.
+    """Start ``workers`` worker processes on free ports of this machine; stop them on close.
 
     The workers start in parallel and the constructor returns once every one
     accepts connections.  No worker outlives its client: they stop on
     :meth:`close` (or the end of the ``with`` block), on interpreter exit, and
     within milliseconds if the client process is killed.
+
+    **Security:** the spec names ``localhost``, but TensorFlow's server listens on
+    *all* interfaces (``0.0.0.0``, hard-coded in TensorFlow) and has no
+    authentication: while they run, anyone who can reach this machine's network
+    address and the workers' ports can run any operation as your user.  By default
+    (``allow_network=True``) the workers start anyway and a warning is logged once
+    per process (logger ``tfmapreduce.cluster``) when the machine has a network
+    interface; with ``allow_network=False`` they start only on a machine (or in a
+    network namespace) that has nothing but loopback.  TensorFlow offers no way to
+    bind loopback only; see the Security page for firewalls and ``unshare -rn``.
 
     Args:
         workers: how many worker processes (tasks) to start.
@@ -102,9 +115,12 @@ class LocalCluster(Cluster):
         cpu_devices: CPU devices each worker exposes (``CPU:0`` .. ``CPU:n-1``),
             to exercise placement over several devices per task without GPUs.
         startup_timeout: seconds to wait for every worker to accept connections.
+        allow_network: start the workers even though this machine has a network
+            interface other than loopback (they are then reachable from it).
 
     Raises:
-        ClusterError: a worker failed to start in time (its log is quoted).
+        ClusterError: a worker failed to start in time (its log is quoted), or
+            ``allow_network=False`` on a machine with a network interface.
 
     Example:
         >>> with LocalCluster(workers=2, job="doc") as local:
@@ -112,7 +128,15 @@ class LocalCluster(Cluster):
         ('/job:doc/replica:0/task:0/device:CPU:0', '/job:doc/replica:0/task:1/device:CPU:0')
     """
 
-    def __init__(self, workers: int = 2, *, job: str = "local", cpu_devices: int = 1, startup_timeout: float = 60.0):
+    def __init__(
+        self,
+        workers: int = 2,
+        *,
+        job: str = "local",
+        cpu_devices: int = 1,
+        startup_timeout: float = 60.0,
+        allow_network: bool = True,
+    ):
         for name, value in (("workers", workers), ("cpu_devices", cpu_devices)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
@@ -120,6 +144,17 @@ class LocalCluster(Cluster):
                 raise ValueError(f"{name} must be at least 1, got {value}")
         startup_timeout = check_timeout(startup_timeout, argument="startup_timeout")
         validate_spec({job: ["localhost:1"]})  # checks the job name
+        if not isinstance(allow_network, bool):
+            raise TypeError(f"allow_network must be True or False, got {type(allow_network).__name__} {allow_network!r}")
+        exposed = network_interfaces()
+        if exposed and not allow_network:
+            raise ClusterError(
+                f"LocalCluster(allow_network=False): this machine is on a network ({', '.join(exposed)}) and TensorFlow's "
+                "server listens on all interfaces with no authentication, so the workers would be reachable from it; "
+                "run the program where only loopback exists (e.g. unshare -rn, see docs/security.md) or pass allow_network=True"
+            )
+        self._allow_network = allow_network
+        started = time.monotonic()
         self._processes: list[subprocess.Popen[bytes]] = []
         self._job, self._cpu_devices, self._startup_timeout = job, cpu_devices, startup_timeout
         self._logdir = tempfile.mkdtemp(prefix="tfmapreduce-")
@@ -137,6 +172,24 @@ class LocalCluster(Cluster):
         except BaseException:
             self.close()
             raise
+        CLUSTER.info(
+            "LocalCluster started %d workers of job %r on %s in %.1f s (pids %s)",
+            workers,
+            job,
+            ", ".join(spec[job]),
+            time.monotonic() - started,
+            ", ".join(map(str, self.pids)),
+        )
+        global _warned_network
+        if exposed and not _warned_network:
+            _warned_network = True
+            CLUSTER.warning(
+                "LocalCluster workers listen on every interface of this machine (%s) with no authentication: while they "
+                "run, anyone who reaches ports %s can run code as this user; see docs/security.md "
+                "(warned once per process)",
+                ", ".join(exposed),
+                ", ".join(a.rpartition(":")[2] for a in spec[job]),
+            )
 
     def _spawn(self, spec: dict[str, list[str]], job: str, task: int, cpu_devices: int) -> subprocess.Popen[bytes]:
         global _spawner
@@ -145,6 +198,7 @@ class LocalCluster(Cluster):
                 _spawner = _Spawner()
         argv = [sys.executable, "-m", "tfmapreduce", "worker", "--cluster", json.dumps(spec)]
         argv += ["--job", job, "--task", str(task), "--cpu-devices", str(cpu_devices)]
+        argv += ["--allow-network"] if self._allow_network else []
         env = dict(os.environ, **{PARENT_ENV: str(os.getpid())})
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         log = open(os.path.join(self._logdir, f"task{task}.log"), "wb")  # noqa: SIM115 - handed to the child
@@ -239,6 +293,8 @@ class LocalCluster(Cluster):
     def close(self) -> None:
         """Close the sessions, stop the workers and free their ports.  Safe to call twice."""
         super().close()
+        if self._processes:
+            CLUSTER.info("LocalCluster stopping %d workers (pids %s)", len(self._processes), ", ".join(map(str, self.pids)))
         self._stop_workers()
         shutil.rmtree(self._logdir, ignore_errors=True)
         _live.discard(self)

@@ -84,7 +84,9 @@ class MapReduce(Generic[R]):
     devices and merged there; a run returns a ``KeyedResult`` (see the keyed
     jobs guide).
 
-    Example — the lesson's distributed mean over uneven slices:
+    Example:
+        The lesson's distributed mean over uneven slices:
+
         >>> x = np.arange(100, dtype=np.float32)
         >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)
         >>> job.plan(x, cluster=cluster, sizes=[30, 70]).sizes
@@ -134,7 +136,11 @@ class MapReduce(Generic[R]):
                 ``reducers``, ``batch_rows``): see :class:`RunOptions`.
 
         Raises:
-            PartitionError, PlacementError, InputError, ClusterError, TypeError.
+            PartitionError: ``sizes`` do not partition the rows.
+            PlacementError: ``devices`` name a device the cluster does not have.
+            InputError: ``x`` is unusable (ragged, 0-d, inputs of unequal rows).
+            ClusterError: no cluster, or a closed or unreachable one.
+            TypeError: ``x`` is not numeric, or an option has the wrong type.
         """
         settings = RunOptions.of(**options)
         if self.by_key:
@@ -398,7 +404,8 @@ def resolve_cluster(cluster: Cluster | None, srcs: tuple[Source, ...]) -> Cluste
     """The cluster a run goes to: ``cluster=``, or the one resident inputs live on (which must agree).
 
     Raises:
-        TypeError: no cluster at all.  ClusterError: inputs on different clusters, or a closed cluster.
+        TypeError: no cluster at all.
+        ClusterError: inputs on different clusters, or a closed cluster.
     """
     homes = {id(c): c for c in (s.home for s in srcs) if c is not None}
     if cluster is None:

@@ -3,16 +3,15 @@
 A recipe is a few lines: check its own arguments, pick (or build once) its
 MapReduce with :func:`recipe`, run it with :func:`run`, and finish the numbers
 on the client.  Multi-round recipes hold host data resident for the call with
-:func:`held_resident` and report progress with :class:`Progress`.
+:func:`held_resident` and report progress with :func:`progress_bar` (tqdm).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import sys
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 import attrs
 import numpy as np
@@ -52,13 +51,46 @@ def finish(value: Any, dtype: Any, stats: RunStats | None) -> Any:
     return (value, stats) if stats is not None else value
 
 
-def check_axis(axis: object) -> int | None:
-    """``axis`` as None (every element) or 0 (down the rows); -1 means 0 for 1-d data only, so it is refused."""
+def check_axis(axis: object, ndim: int) -> int | None:
+    """``axis`` of ``ndim``-d data as None (every element) or 0 (down the rows), numpy's way: ``-ndim`` is 0 too.
+
+    For 1-d data ``axis=-1`` is the rows' axis, so it means 0; for 2-d data it is the columns'
+    axis (one result per row), which a distributed reduction over row shards does not compute.
+
+    Example:
+        >>> check_axis(-1, 1), check_axis(-2, 2), check_axis(None, 2)
+        (0, 0, None)
+    """
     if axis is None:
         return None
-    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and int(axis) == 0:
-        return 0
-    raise ValueError(f"axis must be None (every element) or 0 (down the rows, one result per column), got {axis!r}")
+    ndim = max(ndim, 1)
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_)):
+        if not -ndim <= int(axis) < ndim:
+            raise ValueError(f"axis {int(axis)} is out of bounds for {ndim}-d data; pass axis=0 (or {-ndim}) or None")
+        if int(axis) % ndim == 0:
+            return 0
+        raise ValueError(
+            f"axis={int(axis)} is axis {int(axis) % ndim} of {ndim}-d data (one result per row), which tfmapreduce does not "
+            f"compute: the rows are spread over the shards; pass axis=0 (or {-ndim}: one result per column) or None (every element)"
+        )
+    raise ValueError(
+        f"axis must be None (every element) or an int: 0 or {-ndim} (down the rows, one result per column); got {axis!r}"
+    )
+
+
+def keep_dims(value: Any, ndim: int, axis: int | None, keepdims: object) -> Any:
+    """``value`` with the reduced axes kept as length 1 when ``keepdims`` (numpy's ``keepdims=True``).
+
+    Example:
+        >>> keep_dims(np.float64(2.0), 2, None, True), keep_dims(np.array([1.0, 2.0]), 2, 0, True)
+        (array([[2.]]), array([[1., 2.]]))
+    """
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"keepdims must be True or False, got {type(keepdims).__name__} {keepdims!r}")
+    if not keepdims:
+        return value
+    value = np.asarray(value)
+    return value.reshape((1,) * max(ndim, 1)) if axis is None else np.expand_dims(value, 0)
 
 
 def info(x: Any, name: str) -> tuple[np.dtype[Any], tuple[int, ...], int]:
@@ -133,32 +165,20 @@ def value_range(x: Any, settings: RunOptions) -> tuple[Any, Any]:
     return lo, hi
 
 
-@attrs.define(eq=False)
-class Progress:
-    """A one-line text bar redrawn with a carriage return; silent unless enabled."""
+def progress_bar(label: str, total: int, progress: object) -> Any:
+    """A ``tqdm.auto`` bar (a widget in Jupyter) for a multi-round recipe, on stderr.
 
-    label: str
-    total: int
-    enabled: bool
-    stream: TextIO = attrs.field(factory=lambda: sys.stderr)
-    _width: int = 0  # of the last line drawn, to blank a longer one
+    ``progress=None`` shows it only when stderr is a terminal (or in Jupyter), ``True``
+    always, ``False`` never.  Each round calls ``bar.set_postfix_str(text, refresh=False)``
+    and ``bar.update()``; the recipe closes it.
+    """
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(
+            f"progress must be None (a bar when stderr is a terminal), True or False; got {type(progress).__name__} {progress!r}"
+        )
+    from tqdm.auto import tqdm
 
-    WIDTH = 30
-
-    def update(self, done: int, text: str) -> None:
-        """Redraw the bar at ``done`` of ``total`` with ``text`` after it."""
-        if self.enabled:
-            filled = self.WIDTH * done // max(self.total, 1)
-            line = f"{self.label} [{'#' * filled}{'-' * (self.WIDTH - filled)}] {done}/{self.total} {text}"
-            self.stream.write(f"\r{line.ljust(self._width)}")
-            self.stream.flush()
-            self._width = len(line)
-
-    def close(self, note: str = "") -> None:
-        """End the bar's line (with ``note``)."""
-        if self.enabled:
-            self.stream.write(f" {note}\n" if note else "\n")
-            self.stream.flush()
+    return tqdm(total=total, desc=label, unit="round", disable=None if progress is None else not progress, leave=True)
 
 
 def _free(made: Sequence[Sharded], timeout: float | None, *, quiet: bool) -> None:

@@ -15,13 +15,13 @@ from ._combine import SUM, WEIGHTED_MEAN
 from ._errors import InputError
 from ._options import Options, RunOptions
 from ._recipe import (
-    Progress,
     as_matrix,
     check_callback,
     check_float,
     check_int,
     feature_count,
     held_resident,
+    progress_bar,
     recipe,
     run,
     value_range,
@@ -40,6 +40,16 @@ class LinearModel:
     """The intercept: a float (an array for a 2-d ``y``); 0 when fitted without one."""
     rows: int
     """Rows the model was fitted on."""
+
+    @property
+    def coef_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's ``coef_``: :attr:`coef` shaped as scikit-learn shapes it, ``(features,)`` or ``(targets, features)``."""
+        return self.coef.T if self.coef.ndim == 2 else self.coef
+
+    @property
+    def intercept_(self) -> Any:
+        """scikit-learn's name for :attr:`intercept`."""
+        return self.intercept
 
     def predict(self, x: Any) -> np.ndarray[Any, Any]:
         """``X @ coef + intercept`` on the client.
@@ -81,6 +91,24 @@ class LogisticModel:
     """Gradient steps taken."""
     history: tuple[GradientStep, ...]
     """One record per step."""
+
+    @property
+    def coef_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's ``coef_`` of a binary classifier: :attr:`coef` as shape ``(1, features)``."""
+        return self.coef[None, :]
+
+    @property
+    def intercept_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's ``intercept_`` of a binary classifier: ``array([intercept])``."""
+        return np.array([self.intercept])
+
+    @property
+    def n_iter_(self) -> np.ndarray[Any, Any]:
+        """scikit-learn's ``n_iter_`` of a binary classifier: ``array([steps])``."""
+        return np.array([self.steps])
+
+    def __repr__(self) -> str:
+        return f"LogisticModel(coef={self.coef!r}, intercept={self.intercept!r}, steps={self.steps}, history=<{len(self.history)} steps>)"
 
     def predict_proba(self, x: Any) -> np.ndarray[Any, Any]:
         """``P(y=1 | x)`` for each row of ``x``, on the client.
@@ -202,7 +230,7 @@ def logistic_regression(
     lr: float = 0.1,
     intercept: bool = True,
     tol: float = 0.0,
-    progress: bool = False,
+    progress: bool | None = None,
     callback: Callable[[GradientStep], Any] | None = None,
     **options: Unpack[Options],
 ) -> LogisticModel:
@@ -224,7 +252,8 @@ def logistic_regression(
         lr: the learning rate, > 0.
         intercept: also fit a constant term.
         tol: stop once the gradient's norm is at most this (0: run every step).
-        progress: draw a progress bar on stderr.
+        progress: a ``tqdm`` progress bar on stderr: None shows it when stderr is a
+            terminal (or in Jupyter), True always, False never.
         callback: called with a :class:`GradientStep` after each step.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``
             (see ``RunOptions``; ``timeout`` bounds each run).
@@ -254,7 +283,7 @@ def logistic_regression(
     intercept = bool(intercept)
     coef, const = np.zeros(features), np.float64(0.0)
     mapreduce = recipe(("logistic_regression",), lambda: (_logistic_map, WEIGHTED_MEAN))
-    bar = Progress("logistic_regression", steps, progress)
+    bar = progress_bar("logistic_regression", steps, progress)
     history: list[GradientStep] = []
     taken, converged = 0, False
     with held_resident((X, y), steps + 1, settings) as (held, resident):
@@ -274,10 +303,13 @@ def logistic_regression(
             assert stats is not None  # asked for with return_stats=True
             step = GradientStep(i, float(loss), norm, time.perf_counter() - started, stats)
             history.append(step)
-            bar.update(i, f"loss={step.loss:.6g} |grad|={norm:.3g}")
+            bar.set_postfix_str(f"loss={step.loss:.6g} |grad|={norm:.3g}", refresh=False)
+            bar.update()
             if callback is not None:
                 callback(step)
             if converged:
                 break
-    bar.close("converged" if converged else "")
+    if converged:
+        bar.set_postfix_str(f"{bar.postfix}, converged" if bar.postfix else "converged")
+    bar.close()
     return LogisticModel(coef, float(const), taken, tuple(history))

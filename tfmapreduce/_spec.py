@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from ._errors import ClusterError
 
 _JOB = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # TensorFlow aborts (C++ check failure) on any other job name
@@ -111,3 +113,51 @@ def task_address(spec: Mapping[str, list[str]], job: str, task: int) -> str:
     if not 0 <= task < len(spec[job]):
         raise ClusterError(f"task {task} is out of range for job {job!r}, which has tasks 0..{len(spec[job]) - 1}")
     return spec[job][task]
+
+
+@attrs.frozen
+class TfConfig:
+    """The parts of the ``TF_CONFIG`` environment variable tfmapreduce uses."""
+
+    cluster: dict[str, list[str]]
+    """The validated ``cluster`` entry."""
+    job: str | None
+    """``task.type``, if given."""
+    index: int | None
+    """``task.index``, if given."""
+
+
+def load_tf_config(environ: Mapping[str, str] = os.environ, *, unset: str = "") -> TfConfig:
+    """Parse ``TF_CONFIG`` (``{"cluster": {...}, "task": {"type": ..., "index": ...}}``) once, for the CLI and ``Cluster``.
+
+    ``unset`` is what to do about an unset ``TF_CONFIG``, appended to the error.
+
+    Raises:
+        ClusterError: ``TF_CONFIG`` is unset, not JSON, has no valid ``cluster``, or a malformed ``task``.
+
+    Example:
+        >>> load_tf_config({"TF_CONFIG": '{"cluster": {"local": ["localhost:2222"]}, "task": {"type": "local", "index": 0}}'})
+        TfConfig(cluster={'local': ['localhost:2222']}, job='local', index=0)
+    """
+    text = environ.get("TF_CONFIG")
+    if not text:
+        raise ClusterError(
+            "TF_CONFIG is not set; "
+            + (unset or 'set it to e.g. {"cluster": {"local": ["localhost:2222"]}, "task": {"type": "local", "index": 0}}')
+        )
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ClusterError(f"TF_CONFIG is not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(config, dict) or "cluster" not in config:
+        got = sorted(config) if isinstance(config, dict) else config
+        raise ClusterError(f"TF_CONFIG has no 'cluster' entry; got {'keys ' if isinstance(config, dict) else ''}{got!r}")
+    task = config.get("task", {})
+    if not isinstance(task, dict):
+        raise ClusterError(f'TF_CONFIG\'s \'task\' must be a mapping such as {{"type": "local", "index": 0}}, got {task!r}')
+    job, index = task.get("type"), task.get("index")
+    if job is not None and not isinstance(job, str):
+        raise ClusterError(f"TF_CONFIG's task type must be a job name (a string), got {job!r}")
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
+        raise ClusterError(f"TF_CONFIG's task index must be an int, got {index!r}")
+    return TfConfig(validate_spec(config["cluster"]), job, index)

@@ -13,7 +13,7 @@ from ._combine import COUNT, MAX, MIN, MOMENTS, SUM, Combiner
 from ._errors import InputError
 from ._numerics import exact_sum, float_sum, moments_map
 from ._options import Options, RunOptions
-from ._recipe import check_axis, finish, info, recipe, require_rows, run
+from ._recipe import check_axis, finish, info, keep_dims, recipe, require_rows, run
 from ._runstats import RunStats
 from ._source import sources
 
@@ -21,11 +21,9 @@ Numeric = np.generic | np.ndarray[Any, Any]
 """A numpy scalar (for a whole-array statistic) or array (one value per column)."""
 
 
-def _sum_map(
-    axis: int | None, total: Callable[[tf.Tensor, int | None], tf.Tensor] = exact_sum
-) -> Callable[[tf.Tensor], tf.Tensor]:
+def _sum_map(axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
     def shard_sum(x: tf.Tensor) -> tf.Tensor:
-        return total(x, axis)
+        return exact_sum(x, axis)
 
     return shard_sum
 
@@ -38,12 +36,22 @@ def _sum_count_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, t
 
 
 @overload
-def mean(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
+def mean(
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    return_stats: Literal[False] = False,
+    **options: Unpack[Options],
+) -> Numeric: ...
 @overload
 def mean(
-    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
+    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: Literal[True], **options: Unpack[Options]
 ) -> tuple[Numeric, RunStats]: ...
-def mean(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+def mean(
+    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: bool = False, **options: Unpack[Options]
+) -> Any:
     """The mean of ``x`` over the cluster, equal to ``np.mean(x, axis=axis)``.
 
     Every shard sums in float64 (integers too, as numpy does: no int64
@@ -54,34 +62,48 @@ def mean(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **op
 
     Args:
         x: an array or resident ``Sharded`` data.
-        axis: None for every element, 0 for one mean per column.
+        axis: None for every element, 0 for one mean per column (numpy's negative axes
+            too: ``-1`` is 0 for 1-d data; a per-row axis such as ``-1`` of 2-d data raises).
+        keepdims: keep the reduced axes with length 1, as numpy does (the same in
+            :func:`sum`, :func:`min`, :func:`max`, :func:`variance` and :func:`std`).
         return_stats: also return the run's ``RunStats``.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
     Raises:
-        InputError: ``x`` has 0 rows.  TypeError: ``x`` is not numeric.
+        InputError: ``x`` has 0 rows.
+        TypeError: ``x`` is not numeric.
 
     Example:
         >>> float(tmr.mean(np.arange(100.0), cluster=cluster, sizes=[30, 70]))
         49.5
     """
     settings = RunOptions.of(return_stats=return_stats, **options)
-    axis = check_axis(axis)
-    rows = info(x, "x")[2]
+    _, shape, rows = info(x, "x")
+    axis = check_axis(axis, len(shape))
     require_rows(rows, "the mean")
     mapreduce = recipe(("mean", axis), lambda: (_sum_count_map(axis), SUM))
     (total, count), stats = run(mapreduce, x, settings)  # counted where read: file sources learn their rows by reading
     require_rows(int(count), "the mean")
-    return finish(np.asarray(total, np.float64) / count, np.float64, stats)
+    return finish(keep_dims(np.asarray(total, np.float64) / count, len(shape), axis, keepdims), np.float64, stats)
 
 
-@overload
-def sum(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
 @overload
 def sum(
-    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    return_stats: Literal[False] = False,
+    **options: Unpack[Options],
+) -> Numeric: ...
+@overload
+def sum(
+    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: Literal[True], **options: Unpack[Options]
 ) -> tuple[Numeric, RunStats]: ...
-def sum(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+def sum(
+    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: bool = False, **options: Unpack[Options]
+) -> Any:
     """The sum of ``x``, equal to ``np.sum(x, axis=axis)``.
 
     Signed integers and booleans accumulate in int64 and unsigned ones in
@@ -92,10 +114,11 @@ def sum(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **opt
         45
     """
     settings = RunOptions.of(return_stats=return_stats, **options)
-    axis = check_axis(axis)
+    _, shape, _ = info(x, "x")
+    axis = check_axis(axis, len(shape))
     mapreduce = recipe(("sum", axis), lambda: (_sum_map(axis), SUM))
     total, stats = run(mapreduce, x, settings)
-    return finish(total, np.asarray(total).dtype, stats)
+    return finish(keep_dims(total, len(shape), axis, keepdims), np.asarray(total).dtype, stats)
 
 
 def _extreme_map(reduce: Callable[..., tf.Tensor], axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
@@ -105,45 +128,67 @@ def _extreme_map(reduce: Callable[..., tf.Tensor], axis: int | None) -> Callable
     return shard_extreme
 
 
-def _extreme(name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner, x: Any, axis: object, settings: RunOptions) -> Any:
-    axis = check_axis(axis)
-    dtype, _, rows = info(x, "x")
+def _extreme(
+    name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner, x: Any, axis: object, keepdims: object, settings: RunOptions
+) -> Any:
+    dtype, shape, rows = info(x, "x")
+    axis = check_axis(axis, len(shape))
     require_rows(rows, f"the {name}")
     mapreduce = recipe((name, axis), lambda: (_extreme_map(reduce, axis), combiner))
     value, stats = run(mapreduce, x, settings)
-    return finish(value, dtype, stats)
+    return finish(keep_dims(value, len(shape), axis, keepdims), dtype, stats)
 
 
-@overload
-def min(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
 @overload
 def min(
-    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    return_stats: Literal[False] = False,
+    **options: Unpack[Options],
+) -> Numeric: ...
+@overload
+def min(
+    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: Literal[True], **options: Unpack[Options]
 ) -> tuple[Numeric, RunStats]: ...
-def min(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+def min(
+    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: bool = False, **options: Unpack[Options]
+) -> Any:
     """The minimum of ``x``, equal to ``np.min(x, axis=axis)``; an input with 0 rows raises InputError.
 
     Example:
         >>> int(tmr.min(np.array([3, 1, 2]), cluster=cluster))
         1
     """
-    return _extreme("min", tf.reduce_min, MIN, x, axis, RunOptions.of(return_stats=return_stats, **options))
+    return _extreme("min", tf.reduce_min, MIN, x, axis, keepdims, RunOptions.of(return_stats=return_stats, **options))
 
 
-@overload
-def max(x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
 @overload
 def max(
-    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    return_stats: Literal[False] = False,
+    **options: Unpack[Options],
+) -> Numeric: ...
+@overload
+def max(
+    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: Literal[True], **options: Unpack[Options]
 ) -> tuple[Numeric, RunStats]: ...
-def max(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+def max(
+    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: bool = False, **options: Unpack[Options]
+) -> Any:
     """The maximum of ``x``, equal to ``np.max(x, axis=axis)``; an input with 0 rows raises InputError.
 
     Example:
         >>> int(tmr.max(np.array([3, 1, 2]), cluster=cluster))
         3
     """
-    return _extreme("max", tf.reduce_max, MAX, x, axis, RunOptions.of(return_stats=return_stats, **options))
+    return _extreme("max", tf.reduce_max, MAX, x, axis, keepdims, RunOptions.of(return_stats=return_stats, **options))
 
 
 def _rows_map(t: tf.Tensor) -> tf.Tensor:
@@ -191,37 +236,60 @@ def moments(x: Any, /, *, axis: int | None = None, return_stats: bool = False, *
 
 
 def _moments(x: Any, axis: object, settings: RunOptions) -> Any:
-    axis = check_axis(axis)
-    _, _, rows = info(x, "x")
+    _, shape, rows = info(x, "x")
+    axis = check_axis(axis, len(shape))
     require_rows(rows, "the variance")
     mapreduce = recipe(("moments", axis), lambda: (moments_map(axis), MOMENTS))
     value, stats = run(mapreduce, x, settings)
     return (value, stats) if stats is not None else value
 
 
-def _variance(x: Any, axis: object, ddof: object, settings: RunOptions) -> tuple[Any, RunStats | None]:
-    _, _, rows = info(x, "x")
+def _variance(x: Any, axis: object, ddof: object, keepdims: object, settings: RunOptions) -> tuple[Any, RunStats | None]:
+    _, shape, rows = info(x, "x")
     if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
         raise ValueError(f"ddof must be an int ≥ 0, got {ddof!r}")
     ddof = int(ddof)
-    if rows and ddof >= rows and axis == 0:
+    if rows and ddof >= rows and check_axis(axis, len(shape)) == 0:
         raise InputError(f"ddof={ddof} needs more than {ddof} rows, got {rows}")
     out = _moments(x, axis, settings)
     (n, _, m2), stats = out if settings.return_stats else (out, None)
     if np.any(np.asarray(n) <= ddof):
         raise InputError(f"ddof={ddof} needs more than {ddof} elements, got {int(np.max(n))}")
-    return np.asarray(m2) / (np.asarray(n) - ddof), stats
+    return keep_dims(np.asarray(m2) / (np.asarray(n) - ddof), len(shape), check_axis(axis, len(shape)), keepdims), stats
 
 
 @overload
 def variance(
-    x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[False] = False, **options: Unpack[Options]
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    ddof: int = 0,
+    return_stats: Literal[False] = False,
+    **options: Unpack[Options],
 ) -> Numeric: ...
 @overload
 def variance(
-    x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[True], **options: Unpack[Options]
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    ddof: int = 0,
+    return_stats: Literal[True],
+    **options: Unpack[Options],
 ) -> tuple[Numeric, RunStats]: ...
-def variance(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+def variance(
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    ddof: int = 0,
+    return_stats: bool = False,
+    **options: Unpack[Options],
+) -> Any:
     """The variance of ``x``, equal to ``np.var(x, axis=axis, ddof=ddof)``.
 
     Each shard computes its count, mean and sum of squared deviations; Chan's
@@ -234,26 +302,53 @@ def variance(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats:
         >>> float(tmr.variance(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3]))
         1.25
     """
-    value, stats = _variance(x, axis, ddof, RunOptions.of(return_stats=return_stats, **options))
+    value, stats = _variance(x, axis, ddof, keepdims, RunOptions.of(return_stats=return_stats, **options))
     return finish(value, np.float64, stats)
 
 
+var = variance
+"""numpy's name for :func:`variance` (``np.var``): the same function."""
+
+
 @overload
 def std(
-    x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[False] = False, **options: Unpack[Options]
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    ddof: int = 0,
+    return_stats: Literal[False] = False,
+    **options: Unpack[Options],
 ) -> Numeric: ...
 @overload
 def std(
-    x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: Literal[True], **options: Unpack[Options]
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    ddof: int = 0,
+    return_stats: Literal[True],
+    **options: Unpack[Options],
 ) -> tuple[Numeric, RunStats]: ...
-def std(x: Any, /, *, axis: int | None = None, ddof: int = 0, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+def std(
+    x: Any,
+    /,
+    *,
+    axis: int | None = None,
+    keepdims: bool = False,
+    ddof: int = 0,
+    return_stats: bool = False,
+    **options: Unpack[Options],
+) -> Any:
     """The standard deviation of ``x``, equal to ``np.std(x, axis=axis, ddof=ddof)`` (see :func:`variance`).
 
     Example:
         >>> float(tmr.std(np.array([1.0, 3.0]), cluster=cluster))
         1.0
     """
-    value, stats = _variance(x, axis, ddof, RunOptions.of(return_stats=return_stats, **options))
+    value, stats = _variance(x, axis, ddof, keepdims, RunOptions.of(return_stats=return_stats, **options))
     return finish(np.sqrt(value), np.float64, stats)
 
 

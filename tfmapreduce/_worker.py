@@ -14,7 +14,10 @@ import time
 from typing import TextIO
 
 from ._errors import ClusterError
+from ._log import WORKER
+from ._network import network_interfaces, refusal
 from ._spec import split_address, task_address, validate_spec
+from ._task import Task
 
 PARENT_ENV = "TFMAPREDUCE_PARENT_PID"
 """Set by LocalCluster: the worker exits when this process is no longer its parent."""
@@ -34,11 +37,19 @@ def check_port_free(port: int, *, where: str) -> None:
             raise ClusterError(f"{where}: port {port} is already in use on this machine; pick a free port in the spec") from None
 
 
-def serve(spec: object, job: str, task: int, *, cpu_devices: int = 1, out: TextIO = sys.stdout) -> None:
+def serve(
+    spec: object, job: str, task: int, *, cpu_devices: int = 1, allow_network: bool = False, out: TextIO = sys.stdout
+) -> None:
     """Start the server for ``/job:JOB/task:TASK`` of ``spec`` and serve forever.
 
+    TensorFlow's server listens on every interface without authentication, so on a
+    machine with a network interface (see :func:`network_interfaces`) it starts only
+    when ``allow_network`` is true.  The worker publishes its TensorFlow version for
+    clients to check (see ``_versions``) and prints one ready line on ``out``.
+
     Raises:
-        ClusterError: the spec, job, task or address is wrong, or the port is taken.
+        ClusterError: the spec, job, task or address is wrong, the port is taken, or the
+            machine is on a network and ``allow_network`` is false.
     """
     signal.signal(signal.SIGTERM, _exit_now)
     signal.signal(signal.SIGINT, _exit_now)
@@ -49,8 +60,21 @@ def serve(spec: object, job: str, task: int, *, cpu_devices: int = 1, out: TextI
     if cpu_devices < 1:
         raise ClusterError(f"--cpu-devices must be at least 1, got {cpu_devices}")
     check_port_free(port, where=where)
+    exposed = network_interfaces()
+    if exposed and not allow_network:
+        raise ClusterError(refusal(exposed, port))
+    if exposed:
+        WORKER.warning(
+            "%s: port %d is open on every interface (%s) with no authentication: admit only the client and the other "
+            "tasks with a firewall (docs/security.md)",
+            where,
+            port,
+            ", ".join(exposed),
+        )
 
     import tensorflow as tf
+
+    from ._versions import publish
 
     config = tf.compat.v1.ConfigProto(device_count={"CPU": cpu_devices})
     try:
@@ -60,8 +84,13 @@ def serve(spec: object, job: str, task: int, *, cpu_devices: int = 1, out: TextI
     probe = tf.compat.v1.ConfigProto(device_filters=[where], operation_timeout_in_ms=30_000)
     with tf.compat.v1.Session(server.target, config=probe) as session:
         devices = [d.name for d in session.list_devices() if d.name.startswith(f"/job:{job}/replica:0/task:{task}/")]
+    publish(server.target, Task(job, task))
+    WORKER.info("%s serves on %s with TensorFlow %s and %d devices", where, address, tf.__version__, len(devices))
     print(
-        f"tfmapreduce worker {where} ready on {address} (all interfaces) with devices: {', '.join(devices)}", file=out, flush=True
+        f"tfmapreduce worker {where} ready on {address} (all interfaces, no authentication) "
+        f"with TensorFlow {tf.__version__} and devices: {', '.join(devices)}",
+        file=out,
+        flush=True,
     )
 
     parent = os.environ.get(PARENT_ENV)

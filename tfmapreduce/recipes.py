@@ -26,6 +26,8 @@ from ._by_key import min_by_key as min_by_key  # noqa: E402
 from ._by_key import sum_by_key as sum_by_key  # noqa: E402
 from ._by_key import variance_by_key as variance_by_key  # noqa: E402
 from ._by_key import word_count as word_count  # noqa: E402
+from ._estimators import KMeans as KMeans  # noqa: E402
+from ._estimators import LinearRegression as LinearRegression  # noqa: E402
 from ._histogram import histogram as histogram  # noqa: E402
 from ._kmeans import KMeansResult as KMeansResult  # noqa: E402
 from ._kmeans import KMeansStep as KMeansStep  # noqa: E402
@@ -42,14 +44,17 @@ from ._statistics import min as min  # noqa: E402
 from ._statistics import moments as moments  # noqa: E402
 from ._statistics import std as std  # noqa: E402
 from ._statistics import sum as sum  # noqa: E402
+from ._statistics import var as var  # noqa: E402
 from ._statistics import variance as variance  # noqa: E402
 from ._statistics import weighted_mean as weighted_mean  # noqa: E402
 
 __all__ = [
     "GradientStep",
+    "KMeans",
     "KMeansResult",
     "KMeansStep",
     "LinearModel",
+    "LinearRegression",
     "LogisticModel",
     "count",
     "count_by_key",
@@ -69,6 +74,7 @@ __all__ = [
     "std",
     "sum",
     "sum_by_key",
+    "var",
     "variance",
     "variance_by_key",
     "weighted_mean",

@@ -1,0 +1,101 @@
+"""The network guard: TensorFlow's server binds every interface, so workers start on a networked machine only when allowed.
+
+Nothing is faked: this machine's own interfaces decide what each test expects.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import tfmapreduce as tmr
+from tfmapreduce._network import network_interfaces
+
+EXPOSED = network_interfaces()
+
+
+def test_local_cluster_allow_network_false_refuses_on_a_networked_machine_before_starting_anything() -> None:
+    if not EXPOSED:
+        with tmr.LocalCluster(1, allow_network=False) as local:
+            assert len(local.pids) == 1
+        return
+    with pytest.raises(tmr.ClusterError) as error:
+        tmr.LocalCluster(1, allow_network=False)
+    message = str(error.value)
+    assert message.startswith("LocalCluster(allow_network=False): this machine is on a network")
+    for name in EXPOSED:
+        assert name in message
+    assert "unshare -rn" in message
+    assert "allow_network=True" in message
+
+
+def test_allow_network_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="allow_network must be True or False, got str 'no'"):
+        tmr.LocalCluster(1, allow_network="no")  # type: ignore[arg-type]
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import logging, sys
+    import numpy as np
+    import tfmapreduce as tmr
+    from tfmapreduce._network import network_interfaces
+
+    logging.basicConfig(level="INFO", stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
+    print("interfaces", ",".join(network_interfaces()))
+    for _ in range(2):
+        with tmr.LocalCluster(1, **OPTIONS) as local:
+            assert local.devices  # the first devices probe also checks every worker's TensorFlow version
+            print("mean", float(tmr.mean(np.arange(10.0), cluster=local)))
+    """
+)
+
+
+def run_script(options: str, *prefix: str) -> subprocess.CompletedProcess[str]:
+    code = SCRIPT.replace("OPTIONS", options)
+    return subprocess.run(
+        [*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False, env=None
+    )
+
+
+def tfmapreduce_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("tfmapreduce.")]
+
+
+def test_local_cluster_by_default_starts_and_warns_once_per_process_when_networked() -> None:
+    result = run_script("{}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("mean 4.5") == 2
+    lines = tfmapreduce_lines(result.stderr)
+    warnings = [line for line in lines if "WARNING" in line]
+    if EXPOSED:
+        assert len(warnings) == 1, lines
+        assert "LocalCluster workers listen on every interface of this machine" in warnings[0]
+        assert f"({', '.join(EXPOSED)})" in warnings[0]
+    else:
+        assert warnings == [], lines
+    # start and stop at INFO, twice; the version check passed without a word (every worker reported 2.x == client)
+    assert sum("LocalCluster started 1 workers of job 'local'" in line for line in lines) == 2
+    assert sum("LocalCluster stopping 1 workers" in line for line in lines) == 2
+    assert not [line for line in lines if "TensorFlow" in line], lines
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, timeout=30, check=False)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="no unprivileged network namespaces (unshare -rn) here")
+def test_a_program_in_its_own_network_namespace_runs_with_allow_network_false_and_no_warning() -> None:
+    """The protection docs/security.md recommends for local-only work: client and workers see only loopback."""
+    result = run_script("{'allow_network': False}", "unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$0" "$@"')
+    assert result.returncode == 0, result.stderr
+    assert "interfaces \n" in result.stdout  # nothing but loopback inside
+    assert result.stdout.count("mean 4.5") == 2
+    assert not [line for line in tfmapreduce_lines(result.stderr) if "WARNING" in line]
