@@ -255,7 +255,7 @@ def clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Clie
     directory = tmp_path_factory.mktemp("clients")
     started: dict[str, Client] = {}
     try:
-        for job in ("sigint", "sigkill", "sigintstarting"):
+        for job in ("sigint", "sigkill", "sigintstarting", "sigkillstopped"):
             stdout, stderr = directory / f"{job}.out", directory / f"{job}.err"
             with stdout.open("wb") as out, stderr.open("wb") as err:
                 process = subprocess.Popen([sys.executable, "-c", CLIENT, job], stdout=out, stderr=err, stdin=subprocess.DEVNULL)
@@ -291,6 +291,15 @@ def test_ctrl_c_while_the_workers_start_stops_them(clients: dict[str, Client]) -
     client.process.wait(timeout=15)
     assert "KeyboardInterrupt" in client.stderr.read_text()
     assert running(workers_started_by(client.process.pid), within=1.0) == []
+
+
+def test_sigkill_of_the_client_stops_even_a_stopped_worker(clients: dict[str, Client]) -> None:
+    client = clients["sigkillstopped"]
+    pids, ports = client.started_cluster()
+    os.kill(pids[1], signal.SIGSTOP)  # a stopped process keeps a SIGTERM pending: the death signal must be SIGKILL
+    client.process.kill()
+    client.process.wait(timeout=5)
+    assert_nothing_left(pids, ports, within=3.0)
 
 
 def test_sigkill_of_the_client_stops_its_workers_within_seconds(clients: dict[str, Client]) -> None:

@@ -150,6 +150,9 @@ POLL = 1.0
 GRACE = 0.5
 """Seconds past its deadline the watchdog waits for TensorFlow's own deadline before giving up on a call."""
 
+HANG_PROBES = 2
+"""Consecutive probes a task must leave unanswered (:data:`PROBE_TIMEOUT` each) during a run to be called hung."""
+
 
 class _Runner:
     """One daemon thread that runs session calls handed to it, one at a time."""
@@ -213,6 +216,7 @@ def run(
     addresses: dict[Task, str],
     on_failure: Callable[[], None],
     runners: Runners,
+    hang_check: bool = False,
 ) -> Any:
     """``call(options)`` — one session run — with a deadline; cluster failures become errors that name the task.
 
@@ -221,12 +225,18 @@ def run(
     killed task is named at once, whichever it is, the master included), and
     :data:`GRACE` seconds past the deadline it stops waiting for good — even
     where TensorFlow's own deadline does not reach (a stopped master receiving
-    a large feed).  ``addresses`` maps each task the run uses to its address;
-    ``on_failure`` is called (to drop the session) before any error is raised.
+    a large feed).  With ``hang_check`` (a run that can be repeated elsewhere)
+    it also asks each task for its devices every poll once the run has lasted a
+    poll: a task that leaves :data:`HANG_PROBES` probes in a row unanswered is
+    named hung before the deadline, so a retry has time left.  ``addresses``
+    maps each task the run uses to its address; ``on_failure`` is called (to
+    drop the session) before any error is raised.
     """
     options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(timeout * 1000)))
     future = runners.submit(lambda: call(options))
-    end = time.monotonic() + timeout + GRACE
+    begun = time.monotonic()
+    end = begun + timeout + GRACE
+    silent: dict[Task, int] = {}
     try:
         while True:
             left = end - time.monotonic()
@@ -240,7 +250,9 @@ def run(
                     ) from None
                 try:
                     check_listening(addresses)
-                except WorkerUnavailableError:
+                    if hang_check and time.monotonic() - begun >= POLL:
+                        _check_answering(addresses, silent)
+                except (WorkerUnavailableError, WorkerTimeoutError):
                     on_failure()
                     raise
     except tf.errors.DeadlineExceededError:
@@ -263,6 +275,21 @@ def run(
         error = JobError(f"the job failed on the cluster: {_first_line(e)}")
         error.details = e.message or ""
         raise error from None
+
+
+def _check_answering(addresses: dict[Task, str], silent: dict[Task, int]) -> None:
+    """Probe every task once; raise for a dead one, or one silent for :data:`HANG_PROBES` probes in a row."""
+    for task, answer in probe(addresses).items():
+        if isinstance(answer, WorkerUnavailableError):
+            raise answer
+        silent[task] = silent.get(task, 0) + 1 if isinstance(answer, WorkerTimeoutError) else 0
+        if silent[task] >= HANG_PROBES:
+            raise WorkerTimeoutError(
+                f"task {task} at {addresses[task]} stopped answering while the run was under way ({HANG_PROBES} probes of "
+                f"{PROBE_TIMEOUT:g} s in a row went unanswered): the worker is stopped, hung or overloaded",
+                task=task,
+                address=addresses[task],
+            )
 
 
 def _culprit(addresses: dict[Task, str], what: str) -> ClusterError:

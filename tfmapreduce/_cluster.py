@@ -186,12 +186,20 @@ class Cluster:
             raise ClusterError(f"{self!r} is closed; open a new cluster (or use it inside its 'with' block)")
 
     def run(
-        self, graph: tf.Graph, fetches: Any, feed_dict: dict[Any, Any], *, tasks: Sequence[Task | str], timeout: float
+        self,
+        graph: tf.Graph,
+        fetches: Any,
+        feed_dict: dict[Any, Any],
+        *,
+        tasks: Sequence[Task | str],
+        timeout: float,
+        hang_check: bool = False,
     ) -> Any:
         """Run ``fetches`` of ``graph`` as one distributed execution over ``tasks``, with a deadline.
 
         The session for ``graph`` is opened once and kept until the cluster
-        closes or a run on it fails.
+        closes or a run on it fails.  ``hang_check`` names a hung task before
+        the deadline (for runs a retry can repeat elsewhere; see ``_backend.run``).
         """
         self.check_open()
         master = self.master
@@ -224,7 +232,9 @@ class Cluster:
                     del self._sessions[key]
             _backend.close_in_background(entry.session)
 
-        return _backend.run(call, timeout=timeout, addresses=addresses, on_failure=drop, runners=self._runners)
+        return _backend.run(
+            call, timeout=timeout, addresses=addresses, on_failure=drop, runners=self._runners, hang_check=hang_check
+        )
 
     def forget(self, graph: tf.Graph) -> None:
         """Close the sessions kept for ``graph``, if any."""

@@ -45,7 +45,7 @@ from ._options import RunOptions
 from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
 from ._resident import Sharded
-from ._retry import moved_shards, with_retries
+from ._retry import can_retry, moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
 from ._source import Batches, Input, Shipped, Source, Streamed, as_array, sources
 from ._stream import streamed
@@ -535,7 +535,14 @@ def run(job: Any, x: Any, settings: RunOptions, *, broadcast: Sequence[Any], res
         try:
             return (
                 program,
-                cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=current.seconds()),
+                cluster.run(
+                    program.graph,
+                    program.fetch,
+                    feed,
+                    tasks=program.tasks,
+                    timeout=current.seconds(),
+                    hang_check=can_retry(current, cluster),
+                ),
                 name,
                 compiled,
             )

@@ -18,7 +18,7 @@ from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
-from ._retry import moved_shards, with_retries
+from ._retry import can_retry, moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
 from ._source import Source, Streamed, as_array, sources
 from ._stream import compile_fold, streamed
@@ -268,7 +268,14 @@ class MapReduce(Generic[R]):
         feed = {ph: srcs[i].feed(shard) for ph, i, shard in program.feeds}
         feed.update(zip(program.broadcast, values, strict=True))
         try:
-            result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=settings.seconds())
+            result = cluster.run(
+                program.graph,
+                program.fetch,
+                feed,
+                tasks=program.tasks,
+                timeout=settings.seconds(),
+                hang_check=can_retry(settings, cluster),
+            )
         except JobError as e:
             for src in srcs:
                 bad = src.input_error(e, plan, cluster)

@@ -44,6 +44,11 @@ def moved_shards(first: Plan, last: Plan) -> tuple[int, ...]:
     return tuple(a.index for a, b in zip(first.shards, last.shards, strict=False) if a.device != b.device)
 
 
+def can_retry(settings: RunOptions, cluster: Cluster) -> bool:
+    """Whether a lost task could be retried around: retries asked for, and another task to run on."""
+    return settings.retries > 0 and len(cluster.live_tasks) > 1
+
+
 def with_retries(
     settings: RunOptions, srcs: Sequence[Source], cluster: Cluster, attempt: Callable[[RunOptions], T]
 ) -> tuple[T, Recovery]:

@@ -1,0 +1,157 @@
+"""Fault injection with real worker processes: every case ends in the right answer or a named error, in time.
+
+Each test starts its own small LocalCluster (the session cluster must not lose a task), kills or
+stops one of its workers, and checks the outcome and how long it took.  Loopback only.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmapreduce as tmr
+
+pytestmark = pytest.mark.slow
+
+GRACE = 2.0  # a failure must be named within its deadline (or at once, for a killed task) + this
+
+
+@pytest.fixture
+def pair() -> Iterator[tmr.LocalCluster]:
+    """Two fresh workers for one test (job "local", one CPU each)."""
+    with tmr.LocalCluster(workers=2) as local:
+        local.devices  # noqa: B018 - ask for the devices (and versions) while every worker lives
+        yield local
+
+
+def _kill(cluster: tmr.LocalCluster, task: int) -> None:
+    os.kill(cluster.pids[task], signal.SIGKILL)
+    time.sleep(0.1)  # let the kernel close its port
+
+
+@pytest.mark.parametrize("task", [0, 1])
+def test_a_killed_task_is_named_within_2_s_whichever_it_is(pair: tmr.LocalCluster, task: int) -> None:
+    x = np.arange(100.0)
+    assert tmr.mean(x, cluster=pair) == 49.5  # sessions exist: the next run reuses them
+    _kill(pair, task)
+    started = time.monotonic()
+    with pytest.raises(tmr.WorkerUnavailableError) as info:
+        tmr.mean(x, cluster=pair, retries=0, timeout=60)
+    assert time.monotonic() - started < GRACE
+    assert info.value.task == tmr.Task("local", task)
+
+
+@pytest.mark.parametrize("task", [0, 1])
+def test_a_run_survives_a_killed_task_on_the_others(pair: tmr.LocalCluster, task: int) -> None:
+    x = np.random.default_rng(task).random(10_001)
+    assert tmr.count(x, cluster=pair) == len(x)
+    _kill(pair, task)
+    started = time.monotonic()
+    value, stats = tmr.mean(x, cluster=pair, return_stats=True)
+    assert time.monotonic() - started < GRACE + 1
+    assert value == pytest.approx(np.mean(x), rel=1e-12)
+    assert stats.attempts == 2
+    assert stats.lost == (tmr.Task("local", task),)
+    assert {s.device for s in stats.shards} == {f"/job:local/replica:0/task:{1 - task}/device:CPU:0"}
+    assert pair.master == tmr.Task("local", 1 - task)
+    assert tmr.count(x, cluster=pair, devices=[f"/job:local/task:{task}"]) == len(x)  # asked of the lost task: re-placed
+
+
+def test_a_kill_in_the_middle_of_a_run_counts_every_row_once(pair: tmr.LocalCluster) -> None:
+    x = np.ones(30_000_000, np.int8)  # 30 MB shipped: the kill lands while the run is under way
+    assert tmr.count(x[:10], cluster=pair) == 10
+    killer = threading.Timer(0.05, _kill, (pair, 1))
+    killer.start()
+    try:
+        total, stats = tmr.count(x, cluster=pair, return_stats=True)
+    finally:
+        killer.join()
+    assert total == len(x)
+    assert stats.attempts in (1, 2)  # 1 when the run finished before the kill
+
+
+def test_a_stopped_master_receiving_a_large_feed_ends_by_the_deadline(pair: tmr.LocalCluster) -> None:
+    x = np.ones(20_000_000, np.float32)  # 80 MB: TensorFlow's own deadline does not bound this call
+    assert tmr.mean(x[:10], cluster=pair) == 1.0
+    os.kill(pair.pids[0], signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(tmr.WorkerTimeoutError) as info:
+            tmr.mean(x, cluster=pair, timeout=3, retries=0)
+        assert time.monotonic() - started < 3 + GRACE
+        assert info.value.task == tmr.Task("local", 0)
+    finally:
+        os.kill(pair.pids[0], signal.SIGCONT)
+    assert tmr.mean(x[:1000], cluster=pair, timeout=30) == 1.0  # the client is still usable
+
+
+def test_a_hung_worker_is_left_out_and_the_run_finishes_on_the_others(pair: tmr.LocalCluster) -> None:
+    x = np.arange(1000.0)
+    assert tmr.mean(x, cluster=pair) == 499.5
+    os.kill(pair.pids[1], signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        value, stats = tmr.mean(x, cluster=pair, timeout=8, return_stats=True)
+        assert time.monotonic() - started < 8 + GRACE
+        assert value == 499.5
+        assert stats.lost == (tmr.Task("local", 1),)
+    finally:
+        os.kill(pair.pids[1], signal.SIGCONT)
+
+
+def test_resident_shards_of_a_lost_task_are_rebuilt_on_the_survivors(pair: tmr.LocalCluster) -> None:
+    x = np.random.default_rng(3).random((2000, 3))
+    data = tmr.scatter(x, cluster=pair, sizes=[700, 1300])
+    assert tmr.mean(data) == pytest.approx(np.mean(x))
+    _kill(pair, 1)
+    value, stats = tmr.mean(data, axis=0, return_stats=True)
+    np.testing.assert_allclose(value, np.mean(x, axis=0), rtol=1e-12)
+    assert stats.moved == (1,)
+    assert data.plan.tasks == (tmr.Task("local", 0),)
+    assert tmr.count(data) == len(x)
+    np.testing.assert_array_equal(data.gather(), x)
+
+
+def test_generated_data_is_rebuilt_from_its_generator(pair: tmr.LocalCluster) -> None:
+    data = tmr.generate(lambda a, b: tf.range(a, b, dtype=tf.float64), rows=1000, cluster=pair)
+    _kill(pair, 0)
+    assert tmr.sum(data) == sum(range(1000))
+
+
+def test_resident_data_without_lineage_says_which_shards_are_lost(pair: tmr.LocalCluster) -> None:
+    data = tmr.scatter(np.arange(10.0), cluster=pair, keep_source=False)
+    _kill(pair, 1)
+    with pytest.raises(tmr.ShardLostError, match="keep_source=False") as info:
+        tmr.mean(data)
+    assert info.value.shards == (1,)
+
+
+def test_a_restarted_worker_is_used_again_and_its_shards_rebuilt(pair: tmr.LocalCluster) -> None:
+    x = np.arange(12.0)
+    data = tmr.scatter(x, cluster=pair)
+    pair.restart(1)  # same port; its shard's variable is gone with the old process
+    with pytest.raises(tmr.ShardLostError) as info:
+        tmr.mean(data, retries=0)
+    assert info.value.task == tmr.Task("local", 1)
+    assert "rebuild" in str(info.value)
+    assert tmr.mean(data) == 5.5  # retries rebuild the shard
+    _kill(pair, 1)
+    assert tmr.mean(x, cluster=pair) == 5.5  # task 1 lost ...
+    pair.restart(1)
+    assert tmr.count(x, cluster=pair, devices=["/job:local/task:1"]) == 12  # ... and back on its port
+
+
+def test_a_keyed_shuffle_survives_a_killed_reducer(pair: tmr.LocalCluster) -> None:
+    lines = np.array(["a b a", "c b", "a"] * 100)
+    assert tmr.recipes.word_count(lines, cluster=pair, reducers=2)["a"] == 300
+    _kill(pair, 1)
+    counts = tmr.recipes.word_count(lines, cluster=pair, reducers=1)
+    assert counts.to_dict() == dict(collections.Counter(w for line in lines for w in line.split()))
