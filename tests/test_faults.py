@@ -155,3 +155,30 @@ def test_a_keyed_shuffle_survives_a_killed_reducer(pair: tmr.LocalCluster) -> No
     _kill(pair, 1)
     counts = tmr.recipes.word_count(lines, cluster=pair, reducers=1)
     assert counts.to_dict() == dict(collections.Counter(w for line in lines for w in line.split()))
+
+
+def _endless(t: tf.Tensor) -> tf.Tensor:
+    def body(i: tf.Tensor, acc: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        m = tf.random.normal([200, 200])
+        return i + 1, acc + tf.reduce_sum(tf.matmul(m, m))
+
+    _, acc = tf.while_loop(lambda i, a: i < 10**9, body, [tf.constant(0), tf.constant(0.0)])
+    return acc + tf.reduce_sum(t)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115 - a one-shot read
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_timed_out_run_stops_computing_on_the_workers(pair: tmr.LocalCluster) -> None:
+    with pytest.raises(tmr.WorkerTimeoutError, match="its step was cancelled on the workers"):
+        tmr.MapReduce(_endless, tmr.combiners.sum).run(np.ones(4, np.float32), cluster=pair, timeout=2, retries=0)
+    time.sleep(0.5)
+    before = [_cpu_seconds(pid) for pid in pair.pids]
+    time.sleep(2)
+    used = [_cpu_seconds(pid) - b for pid, b in zip(pair.pids, before, strict=True)]
+    assert max(used) < 0.5, f"workers kept computing after the deadline: {used} CPU seconds in 2 s"
+    started = time.monotonic()
+    assert tmr.mean(np.arange(10.0), cluster=pair, timeout=5) == 4.5
+    assert time.monotonic() - started < 2
