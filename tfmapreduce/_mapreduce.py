@@ -19,6 +19,7 @@ from ._errors import ClusterError, InputError, JobError, MapFunctionError
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._runstats import RunStats, ShardStats
+from ._shm import Staging, route
 from ._source import Source, as_array, sources
 from ._task import Task
 
@@ -29,7 +30,7 @@ R = TypeVar("R")
 class _Compiled:
     graph: tf.Graph
     fetch: Any
-    feeds: tuple[tuple[Any, int, Shard], ...]  # (placeholder, position of its source in the job's inputs, shard)
+    feeds: tuple[tuple[Any, int, Shard, bool], ...]  # (placeholder, position of its source in the job's inputs, shard, staged)
     broadcast: tuple[Any, ...]
     tasks: tuple[Task, ...]
 
@@ -141,7 +142,8 @@ class MapReduce(Generic[R]):
             return keyed_plan(x, settings)
         _only_keyed(settings)
         srcs = sources(x)
-        return plan_of(srcs, resolve_cluster(settings.cluster, srcs), settings)
+        cluster = resolve_cluster(settings.cluster, srcs)
+        return route(plan_of(srcs, cluster, settings), srcs, cluster, settings.transfer)
 
     @overload
     def run(
@@ -210,7 +212,7 @@ class MapReduce(Generic[R]):
         srcs = sources(x)
         cluster = resolve_cluster(settings.cluster, srcs)
         values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
-        plan = plan_of(srcs, cluster, settings)
+        plan = route(plan_of(srcs, cluster, settings), srcs, cluster, settings.transfer)
         key = (
             self.identity,
             id(cluster),
@@ -221,13 +223,15 @@ class MapReduce(Generic[R]):
         program, compiled = PROGRAMS.get(key, cluster, lambda: self._compile(plan, srcs, values, cluster))
         assert isinstance(program, _Compiled)
         # Feed THIS run's data: the compiled program is shared by every run of the same signature.
-        feed = {ph: srcs[i].feed(shard) for ph, i, shard in program.feeds}
-        feed.update(zip(program.broadcast, values, strict=True))
-        try:
-            result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=seconds)
-        except JobError as e:
-            e.args = (f"{self!r}: {e}",)
-            raise
+        # Staged shards travel as shared-memory files, closed or unlinked when the run ends, however it ends.
+        with Staging() as staging:
+            feed = staging.feed_dict((ph, srcs[i].feed(shard), staged) for ph, i, shard, staged in program.feeds)
+            feed.update(zip(program.broadcast, values, strict=True))
+            try:
+                result = cluster.run(program.graph, program.fetch, feed, tasks=program.tasks, timeout=seconds)
+            except JobError as e:
+                e.args = (f"{self!r}: {e}",)
+                raise
         if not settings.return_stats:
             return result
         stats = RunStats(
@@ -245,7 +249,7 @@ class MapReduce(Generic[R]):
     ) -> _Compiled:
         """Build the job's graph: each shard's map on its device, per-task merges, the final merge."""
         graph = tf.Graph()
-        feeds: list[tuple[Any, int, Shard]] = []
+        feeds: list[tuple[Any, int, Shard, bool]] = []
         partials: dict[Task, list[Any]] = {}
         devices: dict[Task, str] = {}
         first_output: tuple[Shard, Any] | None = None
@@ -262,7 +266,7 @@ class MapReduce(Generic[R]):
                         data = src.tensor(shard)
                         tensors.append(data.value)
                         if data.placeholder is not None:
-                            feeds.append((data.placeholder, i, shard))
+                            feeds.append((data.placeholder, i, shard, data.staged))
                     output = self._map(shard, tensors, bcast)
                     if first_output is None:
                         first_output = (shard, output)

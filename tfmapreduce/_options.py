@@ -51,6 +51,7 @@ class Options(PlanOptions, total=False):
     timeout: float | None
     reducers: int | Sequence[str] | None
     batch_rows: int | None
+    transfer: str | None
 
 
 @attrs.frozen
@@ -63,7 +64,7 @@ class RunOptions:
         >>> RunOptions.of(sise=3)
         Traceback (most recent call last):
         ...
-        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows
+        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, transfer
     """
 
     cluster: Cluster | None = None
@@ -80,6 +81,8 @@ class RunOptions:
     """Keyed jobs: the number of reducer devices (None: one per task of the plan) or a list of device strings."""
     batch_rows: int | None = None
     """Rows of a shard mapped at once when it is folded batch by batch (keyed jobs, streamed sources); None: the default."""
+    transfer: str | None = None
+    """How host data travels: None/``"auto"`` (shared memory to tasks on the client's host, else gRPC), ``"shm"``, ``"feed"``."""
     return_stats: bool = False
     """Also return a ``RunStats``."""
 
@@ -126,6 +129,11 @@ class RunOptions:
             raise ValueError(
                 f"batch_rows must be an int ≥ 1 (rows of a shard mapped at once) or None for the default, got {batch_rows!r}"
             )
+        transfer = options.get("transfer")
+        if transfer not in (None, "auto", "shm", "feed"):
+            raise ValueError(
+                f"transfer must be 'auto' (shared memory on the client's host, else gRPC), 'shm' or 'feed', got {transfer!r}"
+            )
         return cls(
             cluster=cluster,
             sizes=options.get("sizes"),
@@ -134,6 +142,7 @@ class RunOptions:
             timeout=None if timeout is None else check_timeout(timeout),
             reducers=int(reducers) if isinstance(reducers, np.integer) else reducers,
             batch_rows=None if batch_rows is None else int(batch_rows),
+            transfer=transfer,
             return_stats=bool(options.get("return_stats", False)),
         )
 
