@@ -237,6 +237,8 @@ def test_the_file_mechanism_is_private_unlinked_after_the_run_and_swept_after_a_
     assert os.path.exists(left)  # SIGKILL: nothing in the client ran; the next client sweeps it
     assert os.path.basename(os.path.dirname(left)) in _shm.sweep()
     assert not os.path.exists(os.path.dirname(left))
+    _shm.remove_client_dir()  # what the interpreter's exit does: this process's folder, then the empty per-user one
+    assert _shm_entries() == set()
 
 
 def _unshare_works() -> bool:

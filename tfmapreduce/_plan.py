@@ -27,8 +27,9 @@ class Shard:
     """The full name of the device that runs the map, e.g. ``/job:local/replica:0/task:1/device:CPU:0``."""
     requested: str | None = None
     """The device asked for, when it was missing and a fallback ran the shard on ``device`` instead."""
-    path: str | None = None
-    """How host data reaches the shard: ``"shm"`` (a shared-memory file on the client's host), ``"feed"`` (gRPC), or None (resident)."""
+    path: str | None = attrs.field(default=None, eq=False)
+    """How host data reaches the shard: ``"shm"`` (a shared-memory file on the client's host), ``"feed"`` (gRPC), or None
+    (resident).  Not part of the plan's identity (where rows go); the shipped inputs' signatures include it."""
     task: Task = attrs.field(init=False, eq=False, repr=False)
     """The task holding ``device`` (parsed once, from ``device``)."""
 

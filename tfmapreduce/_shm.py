@@ -146,19 +146,27 @@ def client_dir() -> str:
     """This process's private directory for the ``file`` mechanism (made on first use, after a sweep of dead clients')."""
     with _client_dir_lock:
         if not _client_dir or not os.path.isdir(_client_dir[0]):
-            root = user_root()
-            sweep(root)
-            path = os.path.join(root, f"{os.getpid()}-{secrets.token_hex(8)}")
-            os.mkdir(path, 0o700)
+            for attempt in range(3):
+                root = user_root()
+                sweep(root)
+                path = os.path.join(root, f"{os.getpid()}-{secrets.token_hex(8)}")
+                try:
+                    os.mkdir(path, 0o700)
+                    break
+                except FileNotFoundError:  # another client removed the empty per-user folder meanwhile
+                    if attempt == 2:
+                        raise
             _client_dir[:] = [path]
         return _client_dir[0]
 
 
 def remove_client_dir() -> None:
-    """Remove this process's directory (at exit; safe when there is none)."""
+    """Remove this process's directory, and the per-user folder if that leaves it empty (at exit; safe when there is none)."""
     with _client_dir_lock:
         for path in _client_dir:
             shutil.rmtree(path, ignore_errors=True)
+            with contextlib.suppress(OSError):  # not empty: other clients' folders
+                os.rmdir(os.path.dirname(path))
         _client_dir.clear()
 
 

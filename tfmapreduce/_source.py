@@ -147,7 +147,8 @@ class Shipped:
         return None
 
     def signature(self, plan: Plan) -> Hashable:
-        return ("shipped", self.array.dtype.str, self.array.shape[1:], tuple(self._nonnegative(s) for s in plan.shards))
+        nonnegative = tuple(self._nonnegative(s) for s in plan.shards)
+        return ("shipped", self.array.dtype.str, self.array.shape[1:], nonnegative, tuple(s.path for s in plan.shards))
 
     def _nonnegative(self, shard: Shard) -> bool:
         """float32 shards without a negative (or NaN) element: their sums take the blocked path."""
