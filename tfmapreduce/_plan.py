@@ -73,8 +73,6 @@ class Plan:
     """Rows of the input (its length on axis 0)."""
     shards: tuple[Shard, ...] = attrs.field(validator=_check_cover)
     """The shards, in row order."""
-    note: str = attrs.field(default="", eq=False)
-    """Lines printed under the table, e.g. the measured speeds behind ``sizes="auto"`` (not part of the plan's identity)."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -99,7 +97,6 @@ class Plan:
             note += "  (empty: skipped)" if s.rows == 0 else ""
             path = f"{s.path or '':<4}  " if via else ""
             lines.append(f"  {s.index:>5}  {span:<{w_span}}  {s.rows:>{w_size}}  {path}{s.device}{note}")
-        lines += self.note.splitlines()
         return "\n".join(lines)
 
     def __str__(self) -> str:
