@@ -41,10 +41,10 @@ def test_the_plan_table(cluster: tmr.LocalCluster) -> None:
     )
     assert plan.explain().splitlines() == [
         "Plan: 100 rows in 3 shards on 2 tasks",
-        "  shard  rows    size  device",
-        f"      0  0:30      30  {T0C0}",
-        f"      1  30:30      0  {T1C0}  (empty: skipped)",
-        f"      2  30:100    70  {T0C0}",
+        "  shard  rows    size  via   device",
+        f"      0  0:30      30  feed  {T0C0}",
+        f"      1  30:30      0  feed  {T1C0}  (empty: skipped)",
+        f"      2  30:100    70  feed  {T0C0}",
     ]
     assert str(plan) == plan.explain()
 

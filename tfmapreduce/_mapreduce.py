@@ -20,6 +20,7 @@ from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._retry import can_retry, moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
+from ._shm import Staging, route
 from ._source import Source, Streamed, as_array, sources
 from ._stream import compile_fold, streamed
 from ._task import Task
@@ -31,7 +32,7 @@ R = TypeVar("R")
 class _Compiled:
     graph: tf.Graph
     fetch: Any
-    feeds: tuple[tuple[Any, int, Shard], ...]  # (placeholder, position of its source in the job's inputs, shard)
+    feeds: tuple[tuple[Any, int, Shard, bool], ...]  # (placeholder, position of its source in the job's inputs, shard, staged)
     broadcast: tuple[Any, ...]
     tasks: tuple[Task, ...]
 
@@ -149,7 +150,8 @@ class MapReduce(Generic[R]):
             return keyed_plan(x, settings)
         _only_keyed(settings)
         srcs = sources(x)
-        return plan_of(srcs, resolve_cluster(settings.cluster, srcs), settings)
+        cluster = resolve_cluster(settings.cluster, srcs)
+        return route(plan_of(srcs, cluster, settings), srcs, cluster, settings.transfer)
 
     @overload
     def run(
@@ -220,7 +222,7 @@ class MapReduce(Generic[R]):
         plans: list[Plan] = []
 
         def attempt(current: RunOptions) -> tuple[Any, bool]:
-            plan = plan_of(srcs, cluster, current)
+            plan = route(plan_of(srcs, cluster, current), srcs, cluster, current.transfer, timeout=current.seconds())
             plans.append(plan)
             return self._run_once(plan, srcs, values, cluster, current)
 
@@ -265,24 +267,26 @@ class MapReduce(Generic[R]):
         program, compiled = PROGRAMS.get(key, cluster, build)
         assert isinstance(program, _Compiled)
         # Feed THIS run's data: the compiled program is shared by every run of the same signature.
-        feed = {ph: srcs[i].feed(shard) for ph, i, shard in program.feeds}
-        feed.update(zip(program.broadcast, values, strict=True))
-        try:
-            result = cluster.run(
-                program.graph,
-                program.fetch,
-                feed,
-                tasks=program.tasks,
-                timeout=settings.seconds(),
-                hang_check=can_retry(settings, cluster),
-            )
-        except JobError as e:
-            for src in srcs:
-                bad = src.input_error(e, plan, cluster)
-                if bad is not None:  # the input's fault (a bad file, lost resident shards): named
-                    raise bad from None
-            e.args = (f"{self!r}: {e}",)
-            raise
+        # Staged shards travel as shared-memory files, closed or unlinked when the run ends, however it ends.
+        with Staging() as staging:
+            feed = staging.feed_dict((ph, srcs[i].feed(shard), staged) for ph, i, shard, staged in program.feeds)
+            feed.update(zip(program.broadcast, values, strict=True))
+            try:
+                result = cluster.run(
+                    program.graph,
+                    program.fetch,
+                    feed,
+                    tasks=program.tasks,
+                    timeout=settings.seconds(),
+                    hang_check=can_retry(settings, cluster),
+                )
+            except JobError as e:
+                for src in srcs:
+                    bad = src.input_error(e, plan, cluster)
+                    if bad is not None:  # the input's fault (a bad file, lost resident shards): named
+                        raise bad from None
+                e.args = (f"{self!r}: {e}",)
+                raise
         return result, compiled
 
     def _compile(
@@ -290,7 +294,7 @@ class MapReduce(Generic[R]):
     ) -> _Compiled:
         """Build the job's graph: each shard's map on its device, per-task merges, the final merge."""
         graph = tf.Graph()
-        feeds: list[tuple[Any, int, Shard]] = []
+        feeds: list[tuple[Any, int, Shard, bool]] = []
         partials: dict[Task, list[Any]] = {}
         devices: dict[Task, str] = {}
         first_output: tuple[Shard, Any] | None = None
@@ -307,7 +311,7 @@ class MapReduce(Generic[R]):
                         data = src.tensor(shard)
                         tensors.append(data.value)
                         if data.placeholder is not None:
-                            feeds.append((data.placeholder, i, shard))
+                            feeds.append((data.placeholder, i, shard, data.staged))
                     output = self.map_shard(shard, tensors, bcast)
                     if first_output is None:
                         first_output = (shard, output)

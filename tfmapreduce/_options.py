@@ -52,6 +52,7 @@ class Options(PlanOptions, total=False):
     reducers: int | Sequence[str] | None
     batch_rows: int | None
     retries: int
+    transfer: str | None
 
 
 @attrs.frozen
@@ -64,7 +65,7 @@ class RunOptions:
         >>> RunOptions.of(sise=3)
         Traceback (most recent call last):
         ...
-        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, retries
+        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, retries, transfer
     """
 
     cluster: Cluster | None = None
@@ -83,6 +84,8 @@ class RunOptions:
     """Rows of a shard mapped at once when it is folded batch by batch (keyed jobs, file sources); None: sized to a few MB."""
     retries: int = 2
     """Times a run is repeated on the surviving tasks after a task is lost (dead, or hung past the deadline); 0 raises at once."""
+    transfer: str | None = None
+    """How host data travels: None/``"auto"`` (shared memory to tasks on the client's host, else gRPC), ``"shm"``, ``"feed"``."""
     return_stats: bool = False
     """Also return a ``RunStats``."""
 
@@ -132,6 +135,11 @@ class RunOptions:
         retries = options.get("retries", 2)
         if isinstance(retries, (bool, np.bool_)) or not isinstance(retries, (int, np.integer)) or retries < 0:
             raise ValueError(f"retries must be an int ≥ 0 (0: raise at once when a task is lost), got {retries!r}")
+        transfer = options.get("transfer")
+        if transfer not in (None, "auto", "shm", "feed"):
+            raise ValueError(
+                f"transfer must be 'auto' (shared memory on the client's host, else gRPC), 'shm' or 'feed', got {transfer!r}"
+            )
         return cls(
             cluster=cluster,
             sizes=options.get("sizes"),
@@ -141,6 +149,7 @@ class RunOptions:
             reducers=int(reducers) if isinstance(reducers, np.integer) else reducers,
             batch_rows=None if batch_rows is None else int(batch_rows),
             retries=int(retries),
+            transfer=transfer,
             return_stats=bool(options.get("return_stats", False)),
         )
 

@@ -27,6 +27,9 @@ class Shard:
     """The full name of the device that runs the map, e.g. ``/job:local/replica:0/task:1/device:CPU:0``."""
     requested: str | None = None
     """The device asked for, when it was missing and a fallback ran the shard on ``device`` instead."""
+    path: str | None = attrs.field(default=None, eq=False)
+    """How host data reaches the shard: ``"shm"`` (a shared-memory file on the client's host), ``"feed"`` (gRPC), or None
+    (resident).  Not part of the plan's identity (where rows go); the shipped inputs' signatures include it."""
     task: Task = attrs.field(init=False, eq=False, repr=False)
     """The task holding ``device`` (parsed once, from ``device``)."""
 
@@ -87,11 +90,13 @@ class Plan:
         w_span = max(4, *(len(t) for t in spans))
         w_size = max(4, *(len(str(s.rows)) for s in self.shards))
         lines = [f"Plan: {self.rows} rows in {len(self.shards)} shards on {len(self.tasks)} tasks"]
-        lines.append(f"  shard  {'rows':<{w_span}}  {'size':>{w_size}}  device")
+        via = any(s.path for s in self.shards)  # host data: each shard's path (shared memory or feed)
+        lines.append(f"  shard  {'rows':<{w_span}}  {'size':>{w_size}}  {'via   ' if via else ''}device")
         for s, span in zip(self.shards, spans, strict=True):
             note = f"  (asked for {s.requested}: absent, fell back to CPU)" if s.requested else ""
             note += "  (empty: skipped)" if s.rows == 0 else ""
-            lines.append(f"  {s.index:>5}  {span:<{w_span}}  {s.rows:>{w_size}}  {s.device}{note}")
+            path = f"{s.path or '':<4}  " if via else ""
+            lines.append(f"  {s.index:>5}  {span:<{w_span}}  {s.rows:>{w_size}}  {path}{s.device}{note}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

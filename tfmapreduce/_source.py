@@ -13,6 +13,7 @@ import tensorflow as tf
 from ._errors import InputError, JobError, TfMapReduceError
 from ._numerics import mark_nonnegative
 from ._plan import Plan, Shard
+from ._shm import can_stage, read_tensor
 from ._task import Task
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ class ShardTensor:
     """What ``map_fn`` receives for this shard."""
     placeholder: tf.Tensor | None = None
     """The placeholder the run feeds with :meth:`Source.feed`, or None when the data is already on the device."""
+    staged: bool = False
+    """True when the placeholder takes the path of a same-host shared-memory file holding :meth:`Source.feed`'s bytes."""
 
 
 class Source(Protocol):
@@ -190,14 +193,24 @@ class Shipped:
         return None
 
     def signature(self, plan: Plan) -> Hashable:
-        return ("shipped", self.array.dtype.str, self.array.shape[1:], tuple(self._nonnegative(s) for s in plan.shards))
+        nonnegative = tuple(self._nonnegative(s) for s in plan.shards)
+        return ("shipped", self.array.dtype.str, self.array.shape[1:], nonnegative, tuple(s.path for s in plan.shards))
 
     def _nonnegative(self, shard: Shard) -> bool:
         """float32 shards without a negative (or NaN) element: their sums take the blocked path."""
         return self.array.dtype == np.float32 and bool(shard.rows) and bool(self.array[shard.start : shard.stop].min() >= 0)
 
+    def stageable(self, shard: Shard, min_bytes: int) -> bool:
+        """Whether ``shard`` may travel through a shared-memory file (a decodable type, at least ``min_bytes``)."""
+        return can_stage(self.array.dtype, self.bytes_sent(shard), min_bytes)
+
     def tensor(self, shard: Shard) -> ShardTensor:
-        ph = tf.compat.v1.placeholder(tf.as_dtype(self.array.dtype), (shard.rows, *self.array.shape[1:]), name="x")
+        shape = (shard.rows, *self.array.shape[1:])
+        if shard.path == "shm" and self.stageable(shard, 1):  # the path of a file on the worker's host, fed per run
+            ph = tf.compat.v1.placeholder(tf.string, (), name="x_path")
+            value = read_tensor(ph, self.array.dtype, shape)
+            return ShardTensor(mark_nonnegative(value) if self._nonnegative(shard) else value, ph, staged=True)
+        ph = tf.compat.v1.placeholder(tf.as_dtype(self.array.dtype), shape, name="x")
         return ShardTensor(mark_nonnegative(ph) if self._nonnegative(shard) else ph, ph)
 
     def feed(self, shard: Shard) -> np.ndarray[Any, Any]:

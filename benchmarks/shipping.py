@@ -1,0 +1,128 @@
+"""``python -m benchmarks.shipping``: shipped host data through shared memory vs gRPC feeds (vs Ray), side by side.
+
+On one 2-worker ``LocalCluster``, in one run and interleaved round by round (so the
+machine's load hits every implementation alike):
+
+- ``tmr.mean`` of N float32 shipped from the client with ``transfer="shm"`` (same-host
+  shared-memory files), ``transfer="feed"`` (TensorFlow's gRPC feeds, the old path), and
+  resident (``tmr.scatter`` once: the memory-speed bound);
+- Ray's shipped path when Ray is installed (``ray.put`` of two chunks, one task each);
+- a tiny shipped job (100 float32, a ``MapReduce`` of ``tf.reduce_mean`` and the weighted
+  mean) against the same job written by hand in plain TensorFlow (``benchmarks/_hand.py``).
+
+Every result is checked against numpy (float64) first.  Prints a Markdown table (median
+[min-max] over the rounds; GB/s = input bytes / median time) and the per-round ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from typing import Any
+
+import numpy as np
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.shipping",
+        description="Shipped tmr.mean through shared memory vs gRPC feeds (and Ray when installed) on a 2-worker "
+        "LocalCluster, and a tiny shipped job vs hand-written TensorFlow, interleaved in one run.",
+    )
+    p.add_argument("--quick", action="store_true", help="5e6 elements, 3 rounds, tiny job 20 rounds (a smoke run, seconds)")
+    p.add_argument("--size", type=float, default=5e7, help="float32 elements of the shipped mean (default 5e7 = 200 MB)")
+    p.add_argument("--repeats", type=int, default=7, help="timed rounds of the shipped mean (default 7)")
+    p.add_argument("--tiny-repeats", type=int, default=200, help="timed rounds of the tiny job (default 200)")
+    p.add_argument("--no-peers", action="store_true", help="skip Ray even when installed")
+    return p
+
+
+def _row(name: str, samples: list[float], nbytes: int | None) -> str:
+    med, lo, hi = np.median(samples), min(samples), max(samples)
+    rate = f"{nbytes / med / 1e9:.2f}" if nbytes else ""
+    return f"| {name} | {med * 1e3:.1f} [{lo * 1e3:.1f}–{hi * 1e3:.1f}] | {rate} |"
+
+
+def _ratio(raw: dict[str, list[float]], a: str, b: str) -> str:
+    r = [x / y for x, y in zip(raw[a], raw[b], strict=True)]
+    return f"{a} / {b}: median {np.median(r):.3f} [{min(r):.3f}–{max(r):.3f}] over {len(r)} rounds"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    size, repeats, tiny_repeats = (int(5e6), 3, 20) if args.quick else (int(args.size), args.repeats, args.tiny_repeats)
+    import tensorflow as tf
+
+    import tfmapreduce as tmr
+
+    from ._hand import HandWritten
+    from ._timing import interleaved
+
+    x = np.random.default_rng(0).random(size, dtype=np.float32)
+    expected = float(np.mean(x, dtype=np.float64))
+    tiny = np.random.default_rng(1).random(100, dtype=np.float32)
+    ray_ok = not args.no_peers and importlib.util.find_spec("ray") is not None
+    wrong: list[str] = []
+    with tmr.LocalCluster(2) as cluster, tmr.scatter(x, cluster=cluster) as resident:
+        impls: dict[str, Any] = {
+            "tmr.mean shipped, shared memory": lambda: tmr.mean(x, cluster=cluster, transfer="shm"),
+            "tmr.mean shipped, gRPC feeds": lambda: tmr.mean(x, cluster=cluster, transfer="feed"),
+            "tmr.mean resident": lambda: tmr.mean(resident),
+        }
+        print(tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean).plan(x, cluster=cluster), file=sys.stderr)
+        ray_cm = None
+        if ray_ok:
+            from ._peers import Ray
+
+            ray_cm = Ray.start(2)
+            ray = ray_cm.__enter__()
+            impls["ray shipped (put + 2 tasks)"] = ray.job("mean", x, None, np.zeros((1, 1)))
+        try:
+            values, raw = interleaved(impls, warmup=1, repeats=repeats)
+        finally:
+            if ray_cm is not None:
+                ray_cm.__exit__(None, None, None)
+        for name, value in values.items():
+            if not np.isclose(float(value), expected, rtol=1e-6):
+                wrong.append(f"{name}: {value} != numpy {expected}")
+
+        job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)
+        shards = job.plan(tiny, cluster=cluster).shards
+        with HandWritten(
+            cluster.target,
+            f"{cluster.tasks[0]}/device:CPU:0",
+            [(s.start, s.stop, s.device) for s in shards],
+            tiny,
+            ["mean"],
+            resident=False,
+        ) as hand:
+            tiny_impls = {
+                "tiny tmr job (100 float32)": lambda: job.run(tiny, cluster=cluster),
+                "tiny hand-written TF": lambda: hand.run("mean"),
+            }
+            tiny_values, tiny_raw = interleaved(tiny_impls, warmup=3, repeats=tiny_repeats)
+        for name, value in tiny_values.items():
+            if not np.isclose(float(np.asarray(value).reshape(-1)[0]), float(np.mean(tiny, dtype=np.float64)), rtol=1e-5):
+                wrong.append(f"{name}: {value}")
+
+    print(f"mean of {size:.0e} float32 ({x.nbytes / 1e6:.0f} MB) on a 2-worker LocalCluster, {repeats} interleaved rounds\n")
+    print("| implementation | ms: median [min–max] | GB/s |\n|---|---|---|")
+    for name, samples in raw.items():
+        print(_row(name, samples, x.nbytes if "shipped" in name else None))
+    for name, samples in tiny_raw.items():
+        print(_row(name, samples, None))
+    print()
+    print(_ratio(raw, "tmr.mean shipped, shared memory", "tmr.mean shipped, gRPC feeds"))
+    if ray_ok:
+        print(_ratio(raw, "tmr.mean shipped, shared memory", "ray shipped (put + 2 tasks)"))
+    else:
+        print("ray: not installed (pip install -e '.[bench]'), not compared")
+    print(_ratio(tiny_raw, "tiny tmr job (100 float32)", "tiny hand-written TF"))
+    for line in wrong:
+        print(f"WRONG: {line}")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

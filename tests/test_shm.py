@@ -1,0 +1,291 @@
+"""Same-host shipping through shared memory: identical results, the plan's paths, cleanup whatever happens, fallback.
+
+Real workers throughout: the session cluster (2 tasks x 2 CPU devices), a dedicated
+LocalCluster where a worker must be stopped, and client processes started here
+(to kill one mid-run, or to make one whose files the workers cannot open).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmapreduce as tmr
+from tfmapreduce import _shm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _memfds(pid: int | None = None) -> list[str]:
+    """The shared-memory files a process holds open (this one by default)."""
+    folder = f"/proc/{pid or os.getpid()}/fd"
+    found = []
+    for name in os.listdir(folder):
+        try:
+            target = os.readlink(os.path.join(folder, name))
+        except OSError:
+            continue
+        if target.startswith("/memfd:tfmapreduce"):
+            found.append(target)
+    return found
+
+
+def _shm_entries() -> set[str]:
+    """Everything of ours under /dev/shm (the file mechanism's per-user directory and its contents)."""
+    found = set()
+    for top, dirs, files in os.walk(_shm.SHM_ROOT):
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            if "tfmapreduce" in path:
+                found.add(path)
+    return found
+
+
+@pytest.fixture
+def no_leftovers() -> Iterator[None]:
+    """The test leaves no open shared-memory file in this process and nothing new under /dev/shm."""
+    before = _shm_entries()
+    yield
+    assert _memfds() == []
+    assert _shm_entries() <= before
+
+
+def _numpy_sum(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float64).sum(axis=0)
+
+
+@pytest.mark.usefixtures("no_leftovers")
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.arange(1000, dtype=np.float32),
+        np.arange(3000, dtype=np.int64).reshape(1000, 3) - 1500,
+        np.linspace(-1, 1, 777).reshape(777, 1, 1),  # float64, 3-D
+        np.arange(500) % 3 == 0,  # bool
+        np.arange(999, dtype=np.int8).astype(np.int16),
+    ],
+    ids=["f32", "i64-2d", "f64-3d", "bool", "i16"],
+)
+def test_shared_memory_and_feeds_give_identical_results(cluster: tmr.LocalCluster, x: np.ndarray) -> None:
+    job = tmr.MapReduce(lambda t: tf.reduce_sum(tf.cast(t, tf.float64), axis=0), tf.add)
+    sizes = [100, 0, len(x) - 400, 300]  # uneven, one empty shard, two devices per task
+    plan = job.plan(x, cluster=cluster, sizes=sizes, transfer="shm")
+    assert [s.path for s in plan.shards] == ["shm", "feed", "shm", "shm"]  # the empty shard is skipped: nothing ships
+    by_shm = job.run(x, cluster=cluster, sizes=sizes, transfer="shm")
+    by_feed = job.run(x, cluster=cluster, sizes=sizes, transfer="feed")
+    np.testing.assert_array_equal(by_shm, by_feed)
+    np.testing.assert_allclose(by_shm, _numpy_sum(x), rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_co_partitioned_inputs_and_recipes_through_shared_memory(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(1)
+    x, w = rng.random(5000).astype(np.float32), rng.random(5000)
+    for transfer in ("shm", "feed"):
+        got = tmr.weighted_mean(x, w, cluster=cluster, sizes=[1234, 3766], transfer=transfer)
+        assert got == pytest.approx(np.average(x.astype(np.float64), weights=w), rel=1e-12)
+    assert tmr.variance(x, cluster=cluster, transfer="shm") == tmr.variance(x, cluster=cluster, transfer="feed")
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_auto_ships_big_shards_through_shared_memory_and_small_ones_through_feeds(cluster: tmr.LocalCluster) -> None:
+    big = np.random.default_rng(2).random(_shm.MIN_BYTES, dtype=np.float32)  # 4 MiB: 1 MiB on each of the 4 devices
+    job = tmr.MapReduce(tf.reduce_sum, tf.add)
+    plan = job.plan(big, cluster=cluster)
+    assert {s.path for s in plan.shards} == {"shm"}
+    assert "  shm   /job:local" in plan.explain()
+    assert {s.path for s in job.plan(big[:1000], cluster=cluster).shards} == {"feed"}
+    assert {s.path for s in job.plan(big, cluster=cluster, transfer="feed").shards} == {"feed"}
+    assert {s.path for s in job.plan(big.astype(np.uint64), cluster=cluster, transfer="shm").shards} == {"feed"}  # no decoder
+    result, stats = job.run(big, cluster=cluster, return_stats=True)
+    assert result == job.run(big, cluster=cluster, transfer="feed")
+    assert stats.bytes_sent == big.nbytes
+
+
+def test_resident_data_has_no_path(cluster: tmr.LocalCluster) -> None:
+    with tmr.scatter(np.arange(10.0), cluster=cluster) as data:
+        plan = tmr.MapReduce(tf.reduce_sum, tf.add).plan(data)
+        assert {s.path for s in plan.shards} == {None}
+        assert "via" not in plan.explain()
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_one_compiled_graph_serves_every_run_with_new_data(cluster: tmr.LocalCluster) -> None:
+    job = tmr.MapReduce(tf.reduce_sum, tf.add)
+    rng = np.random.default_rng(3)
+    first = rng.random(4096).astype(np.float32)
+    _, stats = job.run(first, cluster=cluster, transfer="shm", return_stats=True)
+    for _ in range(3):
+        x = rng.random(4096).astype(np.float32)
+        result, stats = job.run(x, cluster=cluster, transfer="shm", return_stats=True)
+        assert not stats.compiled
+        assert result == job.run(x, cluster=cluster, transfer="feed")  # the data of THIS run, not a baked-in one
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_files_are_closed_when_the_run_fails(cluster: tmr.LocalCluster) -> None:
+    def must_be_small(t: tf.Tensor) -> tf.Tensor:
+        with tf.control_dependencies([tf.debugging.assert_less(t, np.float32(0.5), message="too big")]):
+            return tf.reduce_sum(t)
+
+    job = tmr.MapReduce(must_be_small, tf.add)
+    with pytest.raises(tmr.JobError, match="too big"):
+        job.run(np.ones(1000, np.float32), cluster=cluster, transfer="shm")
+
+
+def test_files_are_closed_when_the_run_times_out() -> None:
+    before = _shm_entries()
+    with tmr.LocalCluster(2) as local:
+        job = tmr.MapReduce(tf.reduce_sum, tf.add)
+        x = np.ones(100_000, np.float32)
+        assert job.run(x, cluster=local, transfer="shm") == 100_000  # compiled, session open
+        os.kill(local.pids[1], signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(tmr.WorkerTimeoutError):
+                job.run(x, cluster=local, transfer="shm", timeout=2)
+            assert time.monotonic() - started < 15
+            assert _memfds() == []
+        finally:
+            os.kill(local.pids[1], signal.SIGCONT)
+    assert _shm_entries() <= before
+
+
+def _client(code: str, spec: dict[str, list[str]], prefix: list[str] | None = None) -> subprocess.Popen[str]:
+    """A client process of its own, on the given cluster's workers."""
+    script = f"import numpy as np, tensorflow as tf, tfmapreduce as tmr\ncluster = tmr.Cluster.from_spec({spec!r})\n"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]), TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.Popen(
+        [*(prefix or []), sys.executable, "-c", script + textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_nothing_is_left_when_the_client_is_killed_mid_run(cluster: tmr.LocalCluster) -> None:
+    before = _shm_entries()
+    child = _client(
+        """
+        x = np.random.default_rng(0).random(4_000_000, dtype=np.float32)
+        job = tmr.MapReduce(lambda t: tf.reduce_sum(tf.sort(t)), tf.add)
+        while True:
+            job.run(x, cluster=cluster, transfer="shm", sizes=[2_000_000, 2_000_000])
+        """,
+        cluster.spec,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _memfds(child.pid):  # a run's files are staged: the run is in flight
+            assert child.poll() is None, child.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "the client never staged a file"
+            time.sleep(0.01)
+        child.kill()
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+    assert not os.path.exists(f"/proc/{child.pid}")  # its memfds died with it: the kernel frees them
+    assert _shm_entries() <= before
+    assert tmr.mean(np.arange(8.0), cluster=cluster) == 3.5  # the workers serve on
+
+
+def test_the_file_mechanism_is_private_unlinked_after_the_run_and_swept_after_a_kill(cluster: tmr.LocalCluster) -> None:
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:local/task:1/device:CPU:0"):
+        path = tf.compat.v1.placeholder(tf.string, ())
+        value = _shm.read_tensor(path, x.dtype, x.shape)
+    try:
+        with _shm.Staging("file") as staging:
+            name = staging.write(x)
+            assert stat.S_IMODE(os.stat(name).st_mode) == 0o600
+            assert stat.S_IMODE(os.stat(os.path.dirname(name)).st_mode) == 0o700
+            assert stat.S_IMODE(os.stat(_shm.user_root()).st_mode) == 0o700
+            got = cluster.run(graph, value, {path: name}, tasks=["/job:local/task:1"], timeout=10)
+        np.testing.assert_array_equal(got, x)
+        assert not os.path.exists(name)
+    finally:
+        cluster.forget(graph)
+
+    child = _client(
+        """
+        from tfmapreduce import _shm
+        print(_shm.Staging("file").write(np.zeros(10)), flush=True)
+        import time; time.sleep(60)
+        """,
+        cluster.spec,
+    )
+    try:
+        assert child.stdout is not None
+        left = child.stdout.readline().strip()
+        assert os.path.exists(left), child.communicate()[1][-2000:]
+    finally:
+        child.kill()
+        child.wait()
+    assert os.path.exists(left)  # SIGKILL: nothing in the client ran; the next client sweeps it
+    assert os.path.basename(os.path.dirname(left)) in _shm.sweep()
+    assert not os.path.exists(os.path.dirname(left))
+    _shm.remove_client_dir()  # what the interpreter's exit does: this process's folder, then the empty per-user one
+    assert _shm_entries() == set()
+
+
+def _unshare_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def test_tasks_that_cannot_open_the_clients_files_are_fed(cluster: tmr.LocalCluster) -> None:
+    # A client whose files the workers cannot open, on this one machine: as root (which may open any
+    # process's files), a client in its own pid namespace (its /proc/<pid> names another process for
+    # the workers, as on another host); otherwise a client that is not dumpable (nobody else may open
+    # its /proc/<pid>/fd files).
+    in_namespace = os.getuid() == 0 and _unshare_works()
+    if os.getuid() == 0 and not in_namespace:
+        pytest.skip("root here, and no pid namespace available: every worker can open the client's files")
+    setup = "" if in_namespace else "import ctypes\nctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE = 0\n"
+    child = _client(
+        setup
+        + textwrap.dedent(
+            """
+        x = np.arange(1 << 20, dtype=np.float32)
+        job = tmr.MapReduce(tf.reduce_sum, tf.add)
+        print(sorted({s.path for s in job.plan(x, cluster=cluster).shards}))
+        print(job.run(x, cluster=cluster) == job.run(x, cluster=cluster, transfer="feed") == np.float32(x.sum(dtype=np.float64)))
+        try:
+            job.run(x, cluster=cluster, transfer="shm")
+        except tmr.ClusterError as e:
+            print(type(e).__name__, e)
+        """
+        ),
+        cluster.spec,
+        prefix=["unshare", "--pid", "--fork"] if in_namespace else [],
+    )
+    out, err = child.communicate(timeout=120)
+    lines = out.splitlines()
+    assert lines[:2] == ["['feed']", "True"], err[-3000:]
+    assert len(lines) == 3, err[-3000:]
+    assert lines[2].startswith("ClusterError transfer='shm': task /job:local/task:0")
+    assert "pass transfer='auto'" in lines[2]
+    # and in this process, where the workers do see the files, the same input goes through shared memory
+    assert {
+        s.path for s in tmr.MapReduce(tf.reduce_sum, tf.add).plan(np.arange(1 << 20, dtype=np.float32), cluster=cluster).shards
+    } == {"shm"}
+
+
+def test_transfer_is_checked() -> None:
+    with pytest.raises(ValueError, match=r"transfer must be 'auto' .* got 'gpu'"):
+        tmr.mean(np.arange(3.0), cluster=None, transfer="gpu")  # type: ignore[typeddict-item]
