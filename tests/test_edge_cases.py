@@ -153,3 +153,21 @@ def test_a_file_that_is_not_a_tensor_is_not_echoed(cluster: tmr.LocalCluster, tm
         tmr.load_shards(directory, cluster=cluster)
     assert "SECRET" not in str(info.value)
     assert "shard-00001-of-00002.tensor" in str(info.value)
+
+
+def test_a_feed_over_2_gib_is_refused_before_anything_is_sent(cluster: tmr.LocalCluster) -> None:
+    x = np.zeros(2**29 + 2**25, np.float32)  # 2.1 GiB, never touched: calloc'd pages cost nothing
+    with pytest.raises(tmr.InputError, match="2 GiB") as info:
+        tmr.mean(x, cluster=cluster, transfer="feed")
+    assert "read it on the workers" in str(info.value).lower() or "tmr.read_npy" in str(info.value)
+    assert tmr.mean(np.ones(10), cluster=cluster) == 1.0  # the client and the cluster are fine
+
+
+def test_scatter_stores_large_data_in_several_runs(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfmapreduce import _resident
+
+    monkeypatch.setattr(_resident, "STORE_BYTES", 3000)  # a few shards per storing run
+    x = np.arange(1000.0)
+    with tmr.scatter(x, cluster=cluster, sizes=8) as data:
+        np.testing.assert_array_equal(data.gather(), x)
+        assert tmr.sum(data) == x.sum()

@@ -8,13 +8,38 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 import tensorflow as tf
 
 from . import _backend, _versions
 from ._device import Device
-from ._errors import ClusterError
+from ._errors import ClusterError, InputError
 from ._spec import load_tf_config, validate_spec
 from ._task import Task
+
+FEED_LIMIT = 2**31 - 2**26
+"""Bytes of host data one run may feed: TensorFlow's gRPC request to the master must stay under 2 GiB
+(a larger one aborts the whole client process in protobuf, beyond any exception handler)."""
+
+
+def feed_bytes(feed_dict: dict[Any, Any]) -> int:
+    """Bytes of the numpy arrays in a feed dict."""
+    return sum(v.nbytes for v in feed_dict.values() if isinstance(v, np.ndarray))
+
+
+def check_feed_size(feed_dict: dict[Any, Any]) -> None:
+    """Refuse, before anything is sent, a run that would feed more than :data:`FEED_LIMIT` bytes.
+
+    Raises:
+        InputError: the feed is too large for one gRPC request.
+    """
+    total = feed_bytes(feed_dict)
+    if total > FEED_LIMIT:
+        raise InputError(
+            f"this run would send {total / 2**30:.2f} GiB of host data through gRPC in one request; TensorFlow's limit is 2 GiB. "
+            "Read it on the workers (tmr.read_npy on a saved copy), scatter it first (tmr.scatter sends large data in several runs), "
+            "or run the client on the workers' machine, where transfer='auto' uses shared memory"
+        )
 
 
 @attrs.define(eq=False)
@@ -202,6 +227,7 @@ class Cluster:
         the deadline (for runs a retry can repeat elsewhere; see ``_backend.run``).
         """
         self.check_open()
+        check_feed_size(feed_dict)
         master = self.master
         used = [master, *map(Task.of, tasks)]  # the master takes part in every run
         addresses = {t: self.address(t) for t in used}

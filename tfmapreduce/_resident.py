@@ -218,15 +218,29 @@ class Sharded(Input):
         self.delete()
 
 
+STORE_BYTES = 2**30
+"""Host bytes one storing run ships at most: larger data is stored in several runs (gRPC requests stay under 2 GiB)."""
+
+
 def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> None:
-    """Build each shard with its builder, on its device, into its variable (one run)."""
+    """Build each shard with its builder, on its device, into its variable: one run per up to :data:`STORE_BYTES` shipped."""
+    row_bytes = int(np.prod(data.shape[1:], dtype=np.int64)) * data.dtype.itemsize
+    group: list[Shard] = []
+    for shard in (s for s in shards if s.rows):  # 0 rows: nothing to store
+        if group and (sum(s.rows for s in group) + shard.rows) * row_bytes > STORE_BYTES:
+            _store_group(data, group, timeout)
+            group = []
+        group.append(shard)
+    if group:
+        _store_group(data, group, timeout)
+
+
+def _store_group(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> None:
     graph = tf.Graph()
     feed: dict[Any, Any] = {}
     with graph.as_default():
         ops, signs = [], {}
         for shard in shards:
-            if shard.rows == 0:
-                continue
             with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                 value = data._builders[shard.index](shard)
                 if isinstance(value, tuple):  # (placeholder, host value) for shipped data
@@ -234,10 +248,9 @@ def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> Non
                 ops.append(tf.raw_ops.AssignVariableOp(resource=data._handle(shard), value=value))
                 if value.dtype == tf.float32:  # lets sums over it skip their sign check on every run
                     signs[shard.index] = tf.reduce_min(value) >= 0
-    if ops:  # 0 rows: nothing to store, and an empty graph cannot run
-        _, found = data._run(graph, (ops, signs), feed, timeout)
-        known = (data.nonnegative - found.keys()) | {i for i, v in found.items() if v}
-        data.nonnegative = frozenset(known)
+    _, found = data._run(graph, (ops, signs), feed, timeout)
+    known = (data.nonnegative - found.keys()) | {i for i, v in found.items() if v}
+    data.nonnegative = frozenset(known)
 
 
 def build_sharded(
