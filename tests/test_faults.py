@@ -7,8 +7,11 @@ stops one of its workers, and checks the outcome and how long it took.  Loopback
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -182,3 +185,42 @@ def test_a_timed_out_run_stops_computing_on_the_workers(pair: tmr.LocalCluster) 
     started = time.monotonic()
     assert tmr.mean(np.arange(10.0), cluster=pair, timeout=5) == 4.5
     assert time.monotonic() - started < 2
+
+
+SAME_PID_CLIENT = """
+import json, os, sys, time
+import numpy as np, tfmapreduce as tmr
+cluster = tmr.Cluster.from_spec(json.loads(sys.argv[1]))
+value = float(sys.argv[2])
+data = tmr.scatter(np.full(1000, value), cluster=cluster)
+time.sleep(2)  # the other client scatters meanwhile
+means = {float(tmr.mean(data)) for _ in range(20)}
+data.delete()
+cluster.close()
+print(os.getpid(), sorted(means), flush=True)
+"""
+
+
+def _unshare_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def test_two_clients_with_the_same_pid_keep_their_own_resident_data(cluster: tmr.LocalCluster) -> None:
+    if not _unshare_works():
+        pytest.skip("needs `unshare --pid` (a PID namespace) to give two clients the same pid")
+    spec = json.dumps(cluster.spec)
+    clients = [
+        subprocess.Popen(
+            ["unshare", "--pid", "--fork", sys.executable, "-c", SAME_PID_CLIENT, spec, str(value)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for value in (1.0, 2.0)
+    ]
+    outputs = [client.communicate(timeout=120) for client in clients]
+    for (out, err), value in zip(outputs, (1.0, 2.0), strict=True):
+        assert out.split() == ["1", f"[{value}]"], err[-2000:]  # pid 1 in both namespaces, each its own mean only
