@@ -171,3 +171,31 @@ def test_scatter_stores_large_data_in_several_runs(cluster: tmr.LocalCluster, mo
     with tmr.scatter(x, cluster=cluster, sizes=8) as data:
         np.testing.assert_array_equal(data.gather(), x)
         assert tmr.sum(data) == x.sum()
+
+
+NUMPY_PARITY = [
+    (tmr.min, np.min, np.array([1.0, np.nan, 2.0])),
+    (tmr.max, np.max, np.array([np.nan, 5.0, 2.0, 1.0])),
+    (tmr.mean, np.mean, np.array([1.0, np.inf])),
+    (tmr.mean, np.mean, np.array([np.inf, -np.inf])),
+    (tmr.variance, np.var, np.array([1.0, np.inf])),
+    (tmr.max, np.max, np.array([-128, 127], np.int8)),
+    (tmr.sum, np.sum, np.array([200, 100], np.uint8)),
+    (tmr.mean, np.mean, np.array([True, False, True])),
+    (tmr.std, np.std, np.array([3.0])),
+]
+
+
+@pytest.mark.parametrize(
+    ("recipe", "reference", "x"), NUMPY_PARITY, ids=lambda v: getattr(v, "__name__", None) or str(getattr(v, "dtype", ""))
+)
+def test_nan_inf_and_small_types_as_numpy(cluster: tmr.LocalCluster, recipe: object, reference: object, x: np.ndarray) -> None:
+    with np.errstate(all="ignore"):
+        expected = reference(x)  # type: ignore[operator]
+    got = recipe(x, cluster=cluster, sizes=2)  # type: ignore[operator]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_float16_sums_accumulate_in_float64_where_numpy_overflows(cluster: tmr.LocalCluster) -> None:
+    x = np.full(70_000, 1.0, np.float16)
+    assert tmr.sum(x, cluster=cluster) == 70_000.0  # numpy's float16 sum is inf (documented difference)

@@ -107,7 +107,9 @@ def sum(
     """The sum of ``x``, equal to ``np.sum(x, axis=axis)``.
 
     Signed integers and booleans accumulate in int64 and unsigned ones in
-    uint64 (both wrap on overflow, like numpy), floats in float64.
+    uint64 (both wrap on overflow, like numpy), floats in float64: the sum of
+    float16 or float32 data is a float64 (numpy keeps the input's type, and a
+    float16 sum of 70,000 ones overflows to inf there).
 
     Example:
         >>> int(tmr.sum(np.arange(10, dtype=np.int32), cluster=cluster))
