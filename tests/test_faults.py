@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import tensorflow as tf
+from namespaces import unshare_works
 
 import tfmapreduce as tmr
 
@@ -201,15 +202,8 @@ print(os.getpid(), sorted(means), flush=True)
 """
 
 
-def _unshare_works() -> bool:
-    try:
-        return subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def test_two_clients_with_the_same_pid_keep_their_own_resident_data(cluster: tmr.LocalCluster) -> None:
-    if not _unshare_works():
+    if not unshare_works("--pid", "--fork"):
         pytest.skip("needs `unshare --pid` (a PID namespace) to give two clients the same pid")
     spec = json.dumps(cluster.spec)
     clients = [

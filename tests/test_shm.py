@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import tensorflow as tf
+from namespaces import unshare_works
 
 import tfmapreduce as tmr
 from tfmapreduce import _shm
@@ -241,19 +242,12 @@ def test_the_file_mechanism_is_private_unlinked_after_the_run_and_swept_after_a_
     assert _shm_entries() == set()
 
 
-def _unshare_works() -> bool:
-    try:
-        return subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def test_tasks_that_cannot_open_the_clients_files_are_fed(cluster: tmr.LocalCluster) -> None:
     # A client whose files the workers cannot open, on this one machine: as root (which may open any
     # process's files), a client in its own pid namespace (its /proc/<pid> names another process for
     # the workers, as on another host); otherwise a client that is not dumpable (nobody else may open
     # its /proc/<pid>/fd files).
-    in_namespace = os.getuid() == 0 and _unshare_works()
+    in_namespace = os.getuid() == 0 and unshare_works("--pid", "--fork")
     if os.getuid() == 0 and not in_namespace:
         pytest.skip("root here, and no pid namespace available: every worker can open the client's files")
     setup = "" if in_namespace else "import ctypes\nctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE = 0\n"

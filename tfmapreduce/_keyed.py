@@ -38,16 +38,16 @@ from ._cache import PROGRAMS
 from ._cluster import Cluster
 from ._combine import Combiner, SegmentForm
 from ._device import Device
-from ._errors import InputError, JobError, MapFunctionError, PlacementError, ShardLostError
+from ._errors import JobError, MapFunctionError, PlacementError, ShardLostError
 from ._keyed_result import KeyedResult, sorted_result
-from ._mapreduce import callable_name, plan_of, resolve_cluster
+from ._mapreduce import callable_name, check_same_outputs, plan_of, resolve_cluster
 from ._options import RunOptions
 from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
 from ._resident import Sharded
 from ._retry import can_retry, moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
-from ._source import Batches, Input, Shipped, Source, Streamed, as_array, sources
+from ._source import Batches, Input, Shipped, Source, Streamed, as_array, co_partitioned, sources
 from ._stream import streamed
 from ._task import Task
 
@@ -249,13 +249,7 @@ def keyed_sources(x: Any) -> tuple[tuple[Source, ...], bool]:
             result.append(Shipped(strings[0]))
         else:
             result.append(next(numeric_srcs))
-    rows = {s.rows for s in result}
-    if len(rows) > 1:
-        shapes = ", ".join(f"x[{i}]: {s.rows}" for i, s in enumerate(result))
-        raise InputError(
-            f"co-partitioned inputs must have the same rows on axis 0, got {shapes}; slice or pad them to one length"
-        )
-    return tuple(result), unicode
+    return co_partitioned(result), unicode
 
 
 _STRING_MARK = object()
@@ -384,7 +378,7 @@ def compile_keyed(
                 if first is None:
                     first = (shard, part)
                 else:
-                    _check_same(job, first, shard, part)
+                    check_same_outputs(job.map_fn, first, shard, part)
                 per_task.setdefault(shard.task, []).append(part)
                 task_device.setdefault(shard.task, shard.device)
         assert first is not None
@@ -483,20 +477,6 @@ def _fold_shard(
         return step(*(t[start : start + batch_rows] for t in tensors))
 
     return _fold(tf.data.Dataset.range(batches).map(sliced), form)
-
-
-def _check_same(job: Any, first: tuple[Shard, Any], shard: Shard, part: Any) -> None:
-    shard0, part0 = first
-    try:
-        tf.nest.assert_same_structure(part0, part)
-        same = all(a.dtype == b.dtype for a, b in zip(tf.nest.flatten(part0), tf.nest.flatten(part), strict=True))
-    except (TypeError, ValueError):
-        same = False
-    if not same:
-        raise MapFunctionError(
-            f"map_fn {callable_name(job.map_fn)} gave different keys or values for shard {shard0.index} and shard {shard.index}: "
-            f"{_describe(part0)} vs {_describe(part)}; it must return the same structure and dtypes for every shard"
-        )
 
 
 def make_keyed_plan(srcs: tuple[Source, ...], cluster: Cluster, settings: RunOptions) -> KeyedPlan:

@@ -316,7 +316,7 @@ class MapReduce(Generic[R]):
                     if first_output is None:
                         first_output = (shard, output)
                     else:
-                        self._check_same(first_output, shard, output)
+                        check_same_outputs(self.map_fn, first_output, shard, output)
                     rows = tf.constant(shard.rows, tf.int64, name="rows")
                     partials.setdefault(shard.task, []).append(self.combiner.partial(output, rows))
                     devices.setdefault(shard.task, shard.device)
@@ -357,19 +357,6 @@ class MapReduce(Generic[R]):
                 f"map_fn {callable_name(self.map_fn)} must return a tensor or a nested structure of tensors; on {where} it returned {output!r} ({e})"
             ) from None
 
-    def _check_same(self, first: tuple[Shard, Any], shard: Shard, output: Any) -> None:
-        shard0, output0 = first
-        try:
-            tf.nest.assert_same_structure(output0, output)
-            same = all(a.dtype == b.dtype for a, b in zip(tf.nest.flatten(output0), tf.nest.flatten(output), strict=True))
-        except (TypeError, ValueError):
-            same = False
-        if not same:
-            raise MapFunctionError(
-                f"map_fn {callable_name(self.map_fn)} returned different structures for shard {shard0.index} and shard {shard.index}: "
-                f"{_describe(output0)} vs {_describe(output)}; it must return the same structure and dtypes for every shard"
-            )
-
 
 def _only_keyed(settings: RunOptions, *, resident: bool = False) -> None:
     """TypeError for keyed-only settings given to a whole-input job."""
@@ -377,6 +364,21 @@ def _only_keyed(settings: RunOptions, *, resident: bool = False) -> None:
     if given:
         raise TypeError(
             f"{', '.join(f'{n}=' for n in given)} apply to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)"
+        )
+
+
+def check_same_outputs(map_fn: object, first: tuple[Shard, Any], shard: Shard, output: Any) -> None:
+    """MapFunctionError unless ``output`` (of ``shard``) has the structure and dtypes of the first shard's."""
+    shard0, output0 = first
+    try:
+        tf.nest.assert_same_structure(output0, output)
+        same = all(a.dtype == b.dtype for a, b in zip(tf.nest.flatten(output0), tf.nest.flatten(output), strict=True))
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        raise MapFunctionError(
+            f"map_fn {callable_name(map_fn)} returned different structures for shard {shard0.index} and shard {shard.index}: "
+            f"{_describe(output0)} vs {_describe(output)}; it must return the same structure and dtypes for every shard"
         )
 
 

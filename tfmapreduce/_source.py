@@ -248,13 +248,22 @@ def sources(x: Any, *, argument: str = "x") -> tuple[Source, ...]:
                 f"{name} is a 0-d scalar ({array!r}); the rows to partition are its axis 0, so pass at least a 1-d array"
             )
         result.append(Shipped(array))
-    rows = {s.rows for s in result}
+    return co_partitioned(result, argument=argument)
+
+
+def co_partitioned(srcs: Sequence[Source], *, argument: str = "x") -> tuple[Source, ...]:
+    """``srcs`` as a tuple, after checking that they have the same rows (they are partitioned together).
+
+    Raises:
+        InputError: the rows differ; the message lists each input's.
+    """
+    rows = {s.rows for s in srcs}
     if len(rows) > 1:
-        shapes = ", ".join(f"{argument}[{i}]: {s.rows}" for i, s in enumerate(result))
+        shapes = ", ".join(f"{argument}[{i}]: {s.rows}" for i, s in enumerate(srcs))
         raise InputError(
             f"co-partitioned inputs must have the same rows on axis 0, got {shapes}; slice or pad them to one length"
         )
-    return tuple(result)
+    return tuple(srcs)
 
 
 def host_array(x: Any, *, argument: str = "x") -> np.ndarray[Any, Any]:
