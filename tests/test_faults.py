@@ -218,3 +218,65 @@ def test_two_clients_with_the_same_pid_keep_their_own_resident_data(cluster: tmr
     outputs = [client.communicate(timeout=120) for client in clients]
     for (out, err), value in zip(outputs, (1.0, 2.0), strict=True):
         assert out.split() == ["1", f"[{value}]"], err[-2000:]  # pid 1 in both namespaces, each its own mean only
+
+
+EXIT_AFTER_FAILURE = """
+import os, signal, time
+import numpy as np, tfmapreduce as tmr
+with tmr.LocalCluster(workers=2) as cluster:
+    x = np.arange(1000.0)
+    tmr.mean(x, cluster=cluster)
+    os.kill(cluster.pids[1], signal.SIGKILL)
+    time.sleep(0.1)
+    try:
+        tmr.mean(x, cluster=cluster, retries=0)
+    except tmr.WorkerUnavailableError:
+        print("named", flush=True)
+    tmr.mean(x, cluster=cluster)  # retried on task 0; sessions to the dead task close in the background
+print("done", flush=True)
+"""
+
+
+def test_the_client_exits_cleanly_after_a_worker_failure() -> None:
+    for _ in range(3):  # the crash it guards against (a close thread returning during finalization) was intermittent
+        done = subprocess.run(
+            [sys.executable, "-c", EXIT_AFTER_FAILURE], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split() == ["named", "done"]
+        assert "FATAL" not in done.stderr
+        assert "terminate called" not in done.stderr
+
+
+def test_the_first_device_listing_is_bounded_by_the_runs_timeout(pair: tmr.LocalCluster) -> None:
+    fresh = tmr.Cluster.from_spec(pair.spec)  # has not listed its devices yet
+    os.kill(pair.pids[1], signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(tmr.WorkerTimeoutError) as info:
+            tmr.mean(np.arange(10.0), cluster=fresh, timeout=2)
+        assert time.monotonic() - started < 2 + GRACE
+        assert info.value.task == tmr.Task("local", 1)
+    finally:
+        os.kill(pair.pids[1], signal.SIGCONT)
+        fresh.close()
+
+
+def test_a_worker_killed_during_scatter_is_named(pair: tmr.LocalCluster) -> None:
+    x = np.ones(40_000_000, np.uint8)  # 40 MB through feeds: the kill lands while it is sent
+    killer = threading.Timer(0.05, _kill, (pair, 1))
+    started = time.monotonic()
+    killer.start()
+    data: tmr.Sharded | None = None
+    named = None
+    try:
+        data = tmr.scatter(x, cluster=pair, timeout=30)
+    except tmr.WorkerUnavailableError as e:
+        named = e.task
+    finally:
+        killer.join()
+    assert time.monotonic() - started < 30
+    if data is None:
+        assert named == tmr.Task("local", 1)
+    else:  # the scatter finished first: its shard on task 1 is lost, and rebuilt by the next run
+        assert tmr.count(data) == len(x)

@@ -14,8 +14,12 @@ import tensorflow as tf
 from . import _backend, _versions
 from ._device import Device
 from ._errors import ClusterError, InputError
+from ._options import effective_timeout
 from ._spec import load_tf_config, validate_spec
 from ._task import Task
+
+DEVICES_TIMEOUT = 10.0
+"""Seconds each task gets to list its devices when the cluster first asks (less when the run's deadline is nearer)."""
 
 FEED_LIMIT = 2**31 - 2**26
 """Bytes of host data one run may feed: TensorFlow's gRPC request to the master must stay under 2 GiB
@@ -188,20 +192,24 @@ class Cluster:
         Raises:
             ClusterError: a task does not answer (the message names its address), or runs another TensorFlow.
         """
-        if self._lost:
-            return tuple(d for d in self._all_devices() if Device.parse(d).task not in self._lost)
-        return self._all_devices()
+        return self.list_devices(min(DEVICES_TIMEOUT, effective_timeout(None)))
 
-    def _all_devices(self) -> tuple[str, ...]:
+    def list_devices(self, timeout: float) -> tuple[str, ...]:
+        """:attr:`devices`, each task given ``timeout`` seconds to answer the first time they are asked."""
+        if self._lost:
+            return tuple(d for d in self._all_devices(timeout) if Device.parse(d).task not in self._lost)
+        return self._all_devices(timeout)
+
+    def _all_devices(self, timeout: float) -> tuple[str, ...]:
         if self._devices is None:
             self.check_open()
-            answers = _backend.probe({t: self.address(t) for t in self.tasks}, timeout=10.0)
+            answers = _backend.probe({t: self.address(t) for t in self.tasks}, timeout=timeout)
             errors = [a for a in answers.values() if isinstance(a, ClusterError)]
             if len(errors) == 1:
                 raise errors[0]  # keeps its class (timeout or unavailable) and its .task
             if errors:
                 raise ClusterError("cannot list the cluster's devices:\n  " + "\n  ".join(map(str, errors)))
-            _versions.check({t: self.address(t) for t in self.tasks}, timeout=10.0)
+            _versions.check({t: self.address(t) for t in self.tasks}, timeout=timeout)
             self._devices = tuple(name for names in answers.values() if isinstance(names, list) for name in names)
         return self._devices
 

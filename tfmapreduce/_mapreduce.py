@@ -12,7 +12,7 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from ._cache import PROGRAMS
-from ._cluster import Cluster
+from ._cluster import DEVICES_TIMEOUT, Cluster
 from ._combine import Combiner
 from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError
@@ -406,7 +406,7 @@ def plan_of(srcs: tuple[Source, ...], cluster: Cluster, settings: RunOptions) ->
         if settings.sizes is not None or settings.devices is not None:
             raise TypeError("sizes= and devices= do not apply to resident Sharded data: it stays where scatter() put it")
         return plans[0]
-    available = [Device.parse(d) for d in cluster.devices]
+    available = [Device.parse(d) for d in cluster.list_devices(min(DEVICES_TIMEOUT, settings.seconds()))]
     devices = settings.devices
     if devices is not None and cluster.lost:  # shards asked of a lost task go to the survivors, round-robin
         devices = [d for d in devices if Device.parse(d).task not in cluster.lost] or None

@@ -80,6 +80,8 @@ def with_retries(
             task = e.task
             if task is None or number > settings.retries or task not in cluster.live_tasks or len(cluster.live_tasks) < 2:
                 raise
+            if end - time.monotonic() <= 0:  # no time is left for another attempt: the loss itself, named
+                raise
             cluster.mark_lost(task)
             lost.append(task)
             for src in srcs:
