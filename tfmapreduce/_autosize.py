@@ -1,18 +1,21 @@
 """``sizes="auto"``: shards sized to each device's measured speed for a job, adapting run after run.
 
-A run planned with ``sizes="auto"`` is *timed*: on each shard's task, a
-``tf.timestamp()`` is read once the shard's input is there and again once its
-partial result is computed; the per-shard clocks (two float64 scalars each) are
-fetched with the result.  Each device's speed for the job is its rows divided
-by the span of its shards' clocks, folded into a per-(job, cluster) record:
+A run planned with ``sizes="auto"`` is *timed*: the master reads ``tf.timestamp()``
+as the run starts there and again as each shard's partial result reaches it (one
+clock for all shards, so the span covers the shard's wait, transfer and map on its
+task); the per-shard clocks (two float64 scalars each) are fetched with the
+result.  Each device's speed for the job is its rows divided by the span of its
+shards' clocks, folded into a per-(job, cluster) record:
 
 - an exponentially weighted moving average (:data:`ALPHA`), each measurement
   first clipped to within ×:data:`STEP` of the current speed, so one noisy run
   cannot swing the sizes;
 - a device never weighs less than :data:`FLOOR` of the fastest one, so a slowed
   device keeps some rows, keeps being measured, and wins rows back when it recovers;
-- the sizes move only when a shard would change by more than :data:`HYSTERESIS`
-  of the rows (each new split is a new compiled graph: no recompiling for noise);
+- sizes are multiples of 1/:data:`GRID` of the rows, and move only when the new
+  split would finish at least :data:`HYSTERESIS` sooner at the recorded speeds (each
+  new split is a new compiled graph: no recompiling for noise, and a split seen
+  before reuses its graph);
 - spans under :data:`MIN_SECONDS` are too short to time and leave the record alone.
 
 The first run of a job on a cluster has no record: it uses even sizes and measures.
@@ -43,7 +46,9 @@ STEP = 4.0
 FLOOR = 0.05
 """The least weight of a device, as a fraction of the fastest device's speed."""
 HYSTERESIS = 0.05
-"""Sizes change only when some shard would move by more than this fraction of the rows."""
+"""Sizes change only when the new split would finish at least this fraction sooner, at the recorded speeds."""
+GRID = 64
+"""Sizes are multiples of 1/GRID of the rows: a split seen before reuses its compiled graph."""
 MIN_SECONDS = 0.002
 """A device whose shards took less than this is not timed (clock noise would dominate)."""
 
@@ -104,15 +109,33 @@ def auto_plan(
         middle = float(np.median(known))
         guessed = [record.rates.get(d, middle) for d in names]
         least = FLOOR * max(guessed)
-        shares = [max(r, least) / names.count(d) for r, d in zip(guessed, names, strict=True)]
-        sizes = canonical_sizes(Weights(tuple(s / max(shares) for s in shares)), rows=rows, default_shards=count)
+        shares = [max(r, least) / names.count(d) for r, d in zip(guessed, names, strict=True)]  # rows/s of each shard
+        sizes = _on_grid(Weights(tuple(s / max(shares) for s in shares)), rows)
         if record.last is not None and record.last[0] == (rows, names):
             previous = record.last[1]
-            if max(abs(a - b) for a, b in zip(sizes, previous, strict=True)) <= HYSTERESIS * rows:
-                sizes = previous
+            if _makespan(sizes, shares) > (1 - HYSTERESIS) * _makespan(previous, shares):
+                sizes = previous  # the new split would not pay for itself (a new graph): keep the last one
         rates = [record.rates.get(d) for d in names]
     plan = make_plan(rows, list(sizes), devices, available, fallback=fallback)
     return attrs.evolve(plan, measured=Measured(tuple(rates), record.runs))
+
+
+def _on_grid(shares: Weights, rows: int) -> tuple[int, ...]:
+    """``rows`` split by ``shares`` in steps of 1/:data:`GRID` of the rows (the rest to the largest shard).
+
+    Example:
+        >>> _on_grid(Weights((1.0, 0.5)), 1000)
+        (670, 330)
+    """
+    step = max(1, rows // GRID)
+    sizes = [step * n for n in canonical_sizes(shares, rows=rows // step, default_shards=len(shares.values))]
+    sizes[sizes.index(max(sizes))] += rows - sum(sizes)
+    return tuple(sizes)
+
+
+def _makespan(sizes: Sequence[int], rates: Sequence[float]) -> float:
+    """Seconds until the last shard is done, each shard at its rows/s."""
+    return max(n / r for n, r in zip(sizes, rates, strict=True))
 
 
 def record(job: Hashable, cluster: Cluster, plan: Plan, shards: Sequence[Shard], clocks: Sequence[Any]) -> None:

@@ -311,8 +311,9 @@ class MapReduce(Generic[R]):
     ) -> _Compiled:
         """Build the job's graph: each shard's map on its device, per-task merges, the final merge.
 
-        ``timed`` (``sizes="auto"``): each shard also reads ``tf.timestamp()`` on its task once its input is
-        there and once its partial is computed; the fetch is then ``(result, clocks)``.
+        ``timed`` (``sizes="auto"``): the master also reads ``tf.timestamp()`` as the run starts and as each
+        shard's partial reaches it (one clock for every shard: its wait, transfer and map included); the
+        fetch is then ``(result, clocks)``.
         """
         graph = tf.Graph()
         feeds: list[tuple[Any, int, Shard, bool]] = []
@@ -320,12 +321,16 @@ class MapReduce(Generic[R]):
         devices: dict[Task, str] = {}
         first_output: tuple[Shard, Any] | None = None
         clocks: list[Any] = []
+        master = f"{cluster.master}/device:CPU:0"
         # Empty shards contribute nothing; a 0-row input still maps its one empty shard.
         mapped = [s for s in plan.shards if s.rows > 0] or [plan.shards[0]]
         with graph.as_default():
             bcast = tuple(
                 tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(broadcast)
             )
+            if timed:  # one clock, the master's: read as the run starts there, and as each shard's partial arrives
+                with tf.device(master):
+                    start = tf.timestamp(name="clock_start")
             for shard in mapped:
                 with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                     tensors = []
@@ -334,11 +339,6 @@ class MapReduce(Generic[R]):
                         tensors.append(data.value)
                         if data.placeholder is not None:
                             feeds.append((data.placeholder, i, shard, data.staged))
-                    if timed:  # the clock starts once the shard's input is on its task; the map waits for it
-                        with tf.device(f"{shard.task}/device:CPU:0"), tf.control_dependencies(tensors):
-                            start = tf.timestamp(name="clock_start")
-                        with tf.control_dependencies([start]):
-                            tensors = [tf.identity(t) for t in tensors]
                     output = self.map_shard(shard, tensors, bcast)
                     if first_output is None:
                         first_output = (shard, output)
@@ -347,8 +347,8 @@ class MapReduce(Generic[R]):
                     rows = tf.constant(shard.rows, tf.int64, name="rows")
                     partial = self.combiner.partial(output, rows)
                     partials.setdefault(shard.task, []).append(partial)
-                    if timed:  # ... and stops once its partial is computed
-                        with tf.device(f"{shard.task}/device:CPU:0"), tf.control_dependencies(tf.nest.flatten(partial)):
+                    if timed:  # the master's clock once this partial has reached it
+                        with tf.device(master), tf.control_dependencies(tf.nest.flatten(partial)):
                             clocks.append(tf.stack([start, tf.timestamp(name="clock_end")]))
                     devices.setdefault(shard.task, shard.device)
             try:
@@ -356,7 +356,7 @@ class MapReduce(Generic[R]):
                 for task, parts in partials.items():
                     with tf.device(devices[task]), tf.name_scope("combine_task"):
                         per_task.append(_tree(parts, self.combiner.merge))
-                with tf.device(f"{cluster.master}/device:CPU:0"), tf.name_scope("combine"):
+                with tf.device(master), tf.name_scope("combine"):
                     fetch = self.combiner.finalize(_tree(per_task, self.combiner.merge))
             except Exception as e:
                 raise MapFunctionError(
