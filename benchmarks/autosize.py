@@ -99,6 +99,7 @@ def _job() -> Any:
     import tfmapreduce as tmr
 
     def sin_cos(t: Any) -> Any:
+        t = tf.cast(t, tf.float64)
         return tf.reduce_sum(tf.sin(t) * tf.cos(t), axis=0)
 
     return tmr.MapReduce(sin_cos, tmr.combiners.sum)
