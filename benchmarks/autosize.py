@@ -1,6 +1,7 @@
 """``python -m benchmarks.autosize``: ``sizes="auto"`` vs even shards, with one worker slowed and with equal workers.
 
-On one 2-worker ``LocalCluster`` (one CPU device per worker), a compute-bound job over
+On one 2-worker ``LocalCluster`` (one CPU device per worker; task i pinned to core i with
+``os.sched_setaffinity`` unless ``--no-pin``, so the workers behave like two machines), a compute-bound job over
 shipped float32 rows (``sum(sin(x) * cos(x))`` per column) runs with even shards and with
 ``sizes="auto"``, interleaved round by round.  Two scenarios, each with its own job (so
 each starts with no recorded speeds):
@@ -77,6 +78,13 @@ class Throttle:
             os.kill(self.pid, signal.SIGCONT)
 
 
+def pin(pid: int, cores: set[int]) -> None:
+    """Run every thread of process ``pid`` on ``cores`` only (threads it starts later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError, FileNotFoundError):  # a thread that just ended
+            os.sched_setaffinity(int(tid), cores)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.autosize",
@@ -85,10 +93,16 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="4e5 rows, 3 warm-up runs, 3 rounds (a smoke run, seconds)")
     p.add_argument("--rows", type=float, default=4e6, help="rows of 4 float32 (default 4e6 = 64 MB)")
-    p.add_argument("--warmup", type=int, default=6, help='sizes="auto" runs before timing (default 6)')
-    p.add_argument("--repeats", type=int, default=9, help="timed rounds per scenario (default 9)")
+    p.add_argument("--warmup", type=int, default=8, help='sizes="auto" runs before timing (default 8)')
+    p.add_argument("--repeats", type=int, default=15, help="timed rounds per scenario (default 15)")
     p.add_argument("--stopped", type=float, default=0.03, help="seconds task 1 is stopped per period (default 0.03)")
     p.add_argument("--period", type=float, default=0.04, help="seconds of one throttle cycle (default 0.04)")
+    p.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="leave the workers on every core (default: task i pinned to core i, so the throttled worker does not "
+        "hand its core to the other one, as separate machines would not)",
+    )
     return p
 
 
@@ -138,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     with tmr.LocalCluster(2, cpu_devices=1) as cluster:
         # Connect to both tasks before throttling: a first gRPC contact with a stopped process backs off for seconds.
         tmr.sum(x[:10], cluster=cluster)
+        cores = sorted(os.sched_getaffinity(0))
+        pinned = not args.no_pin and len(cores) >= 2
+        if pinned:
+            for i, pid in enumerate(cluster.pids):
+                pin(pid, {cores[i]})
         slow = cluster.pids[1]
         with Throttle(slow, stopped=args.stopped, period=args.period):
             results["slowed"], plan, bad = _scenario(cluster, x, expected, warmup, repeats)
@@ -150,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"equal, last auto plan:\n{plan}\n", file=sys.stderr)
 
     print(
-        f"sum(sin(x)·cos(x)) over {rows:.0e} × 4 float32 ({x.nbytes / 1e6:.0f} MB, shipped) on a 2-worker LocalCluster, "
+        f"sum(sin(x)·cos(x)) over {rows:.0e} × 4 float32 ({x.nbytes / 1e6:.0f} MB, shipped) on a 2-worker LocalCluster "
+        f"({'each worker pinned to its own core' if pinned else 'workers on every core'}), "
         f"{repeats} interleaved rounds after {warmup} sizes='auto' runs; task 1 throttled by SIGSTOP/SIGCONT "
         f"({args.stopped:g} s of every {args.period:g} s) in the slowed scenario\n"
     )

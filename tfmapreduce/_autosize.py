@@ -45,7 +45,7 @@ STEP = 4.0
 """A measurement counts as at most ×STEP (at least ÷STEP) of the speed it updates."""
 FLOOR = 0.05
 """The least weight of a device, as a fraction of the fastest device's speed."""
-HYSTERESIS = 0.05
+HYSTERESIS = 0.1
 """Sizes change only when the new split would finish at least this fraction sooner, at the recorded speeds."""
 GRID = 64
 """Sizes are multiples of 1/GRID of the rows: a split seen before reuses its compiled graph."""
