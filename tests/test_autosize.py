@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -150,3 +151,27 @@ def test_auto_where_it_does_not_apply_is_a_type_error(cluster: tmr.LocalCluster)
     keyed = tmr.MapReduce(lambda t: (tf.cast(t, tf.int64) % 2, t), tmr.combiners.sum, by_key=True)
     with pytest.raises(TypeError, match="sizes='auto'"):
         keyed.run(x, cluster=cluster, sizes="auto")
+
+
+def test_benchmark_help_and_quick_run() -> None:
+    def bench(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "benchmarks.autosize", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+
+    shown = bench("--help")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("usage: python -m benchmarks.autosize")
+    assert "SIGSTOP" in shown.stdout
+    assert "oneDNN" not in shown.stderr  # --help answers before TensorFlow loads
+    quick = bench("--quick")
+    assert quick.returncode == 0, quick.stdout + quick.stderr[-3000:]
+    assert "| slowed |" in quick.stdout
+    assert "| equal |" in quick.stdout
+    assert "WRONG" not in quick.stdout
