@@ -175,3 +175,15 @@ def test_benchmark_help_and_quick_run() -> None:
     assert "| slowed |" in quick.stdout
     assert "| equal |" in quick.stdout
     assert "WRONG" not in quick.stdout
+
+
+@pytest.mark.parametrize("rows", [0, 1, 3, 1000])
+def test_auto_over_tiny_inputs_and_repeated_devices(cluster: tmr.LocalCluster, rows: int) -> None:
+    x = np.arange(rows, dtype=np.float32)
+    job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
+    devices = ["/job:local/task:0", "/job:local/task:1", "/job:local/task:1"]  # two shards on task 1's CPU:0
+    for _ in range(3):
+        plan = job.plan(x, cluster=cluster, sizes="auto", devices=devices)
+        assert len(plan.shards) == 3
+        assert sum(plan.sizes) == rows
+        assert float(job.run(x, cluster=cluster, sizes="auto", devices=devices)) == float(np.sum(x, dtype=np.float64))
