@@ -54,7 +54,7 @@ def test_auto_gives_the_result_of_its_sizes_fixed_and_of_numpy(cluster: tmr.Loca
 
 
 def test_auto_plans_one_shard_per_device_and_shows_the_speeds(cluster: tmr.LocalCluster) -> None:
-    x = np.random.default_rng(2).random((400_000, 4), dtype=np.float32)  # each shard takes milliseconds: timed
+    x = np.random.default_rng(2).random((1_600_000, 4), dtype=np.float32)  # each shard takes > 2 ms: timed
     job = _sin_cos_job()
     first = job.plan(x, cluster=cluster, sizes="auto")
     assert first.measured is not None
