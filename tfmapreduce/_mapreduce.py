@@ -335,8 +335,12 @@ class MapReduce(Generic[R]):
                 with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                     tensors = []
                     for i, src in enumerate(srcs):
-                        data = src.tensor(shard)
-                        tensors.append(data.value)
+                        with tf.control_dependencies(
+                            [start] if timed else []
+                        ):  # timed: nothing of the shard runs before the clock starts
+                            data = src.tensor(shard)
+                            value = tf.identity(data.value) if timed else data.value
+                        tensors.append(value)
                         if data.placeholder is not None:
                             feeds.append((data.placeholder, i, shard, data.staged))
                     output = self.map_shard(shard, tensors, bcast)
