@@ -11,12 +11,14 @@ import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
+from . import _autosize
 from ._cache import PROGRAMS
 from ._cluster import DEVICES_TIMEOUT, Cluster
 from ._combine import Combiner
 from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError
 from ._options import Options, RunOptions
+from ._partition import AUTO
 from ._plan import Plan, Shard, make_plan
 from ._retry import can_retry, moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
@@ -35,6 +37,7 @@ class _Compiled:
     feeds: tuple[tuple[Any, int, Shard, bool], ...]  # (placeholder, position of its source in the job's inputs, shard, staged)
     broadcast: tuple[Any, ...]
     tasks: tuple[Task, ...]
+    clocked: tuple[Shard, ...] = ()  # sizes="auto": the shards whose clocks (start, end) follow the result in the fetch
 
 
 def _tree(parts: Sequence[Any], merge: Callable[[Any, Any], Any]) -> Any:
@@ -151,7 +154,7 @@ class MapReduce(Generic[R]):
         _only_keyed(settings)
         srcs = sources(x)
         cluster = resolve_cluster(settings.cluster, srcs)
-        return route(plan_of(srcs, cluster, settings), srcs, cluster, settings.transfer)
+        return route(plan_of(srcs, cluster, settings, job=self.identity), srcs, cluster, settings.transfer)
 
     @overload
     def run(
@@ -222,7 +225,9 @@ class MapReduce(Generic[R]):
         plans: list[Plan] = []
 
         def attempt(current: RunOptions) -> tuple[Any, bool]:
-            plan = route(plan_of(srcs, cluster, current), srcs, cluster, current.transfer, timeout=current.seconds())
+            plan = route(
+                plan_of(srcs, cluster, current, job=self.identity), srcs, cluster, current.transfer, timeout=current.seconds()
+            )
             plans.append(plan)
             return self._run_once(plan, srcs, values, cluster, current)
 
@@ -259,7 +264,10 @@ class MapReduce(Generic[R]):
             tuple(s.signature(plan) for s in srcs),
             tuple((v.dtype.str, v.shape) for v in values),
         )
-        build = lambda: self._compile(plan, srcs, values, cluster)  # noqa: E731
+        timed = plan.measured is not None  # sizes="auto": time each shard, to size the next run's shards
+        if timed:
+            key = (*key, "timed")
+        build = lambda: self._compile(plan, srcs, values, cluster, timed=timed)  # noqa: E731
         stream = streamed(srcs)  # file sources: read and folded batch by batch on their tasks
         if stream is not None:
             key = (*key, "streamed", settings.batch_rows)
@@ -287,29 +295,52 @@ class MapReduce(Generic[R]):
                         raise bad from None
                 e.args = (f"{self!r}: {e}",)
                 raise
+        if program.clocked:
+            result, clocks = result
+            _autosize.record(self.identity, cluster, plan, program.clocked, clocks)
         return result, compiled
 
     def _compile(
-        self, plan: Plan, srcs: tuple[Source, ...], broadcast: tuple[np.ndarray[Any, Any], ...], cluster: Cluster
+        self,
+        plan: Plan,
+        srcs: tuple[Source, ...],
+        broadcast: tuple[np.ndarray[Any, Any], ...],
+        cluster: Cluster,
+        *,
+        timed: bool = False,
     ) -> _Compiled:
-        """Build the job's graph: each shard's map on its device, per-task merges, the final merge."""
+        """Build the job's graph: each shard's map on its device, per-task merges, the final merge.
+
+        ``timed`` (``sizes="auto"``): the master also reads ``tf.timestamp()`` as the run starts and as each
+        shard's partial reaches it (one clock for every shard: its wait, transfer and map included); the
+        fetch is then ``(result, clocks)``.
+        """
         graph = tf.Graph()
         feeds: list[tuple[Any, int, Shard, bool]] = []
         partials: dict[Task, list[Any]] = {}
         devices: dict[Task, str] = {}
         first_output: tuple[Shard, Any] | None = None
+        clocks: list[Any] = []
+        master = f"{cluster.master}/device:CPU:0"
         # Empty shards contribute nothing; a 0-row input still maps its one empty shard.
         mapped = [s for s in plan.shards if s.rows > 0] or [plan.shards[0]]
         with graph.as_default():
             bcast = tuple(
                 tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(broadcast)
             )
+            if timed:  # one clock, the master's: read as the run starts there, and as each shard's partial arrives
+                with tf.device(master):
+                    start = tf.timestamp(name="clock_start")
             for shard in mapped:
                 with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                     tensors = []
                     for i, src in enumerate(srcs):
-                        data = src.tensor(shard)
-                        tensors.append(data.value)
+                        with tf.control_dependencies(
+                            [start] if timed else []
+                        ):  # timed: nothing of the shard runs before the clock starts
+                            data = src.tensor(shard)
+                            value = tf.identity(data.value) if timed else data.value
+                        tensors.append(value)
                         if data.placeholder is not None:
                             feeds.append((data.placeholder, i, shard, data.staged))
                     output = self.map_shard(shard, tensors, bcast)
@@ -318,14 +349,18 @@ class MapReduce(Generic[R]):
                     else:
                         check_same_outputs(self.map_fn, first_output, shard, output)
                     rows = tf.constant(shard.rows, tf.int64, name="rows")
-                    partials.setdefault(shard.task, []).append(self.combiner.partial(output, rows))
+                    partial = self.combiner.partial(output, rows)
+                    partials.setdefault(shard.task, []).append(partial)
+                    if timed:  # the master's clock once this partial has reached it
+                        with tf.device(master), tf.control_dependencies(tf.nest.flatten(partial)):
+                            clocks.append(tf.stack([start, tf.timestamp(name="clock_end")]))
                     devices.setdefault(shard.task, shard.device)
             try:
                 per_task = []
                 for task, parts in partials.items():
                     with tf.device(devices[task]), tf.name_scope("combine_task"):
                         per_task.append(_tree(parts, self.combiner.merge))
-                with tf.device(f"{cluster.master}/device:CPU:0"), tf.name_scope("combine"):
+                with tf.device(master), tf.name_scope("combine"):
                     fetch = self.combiner.finalize(_tree(per_task, self.combiner.merge))
             except Exception as e:
                 raise MapFunctionError(
@@ -334,6 +369,8 @@ class MapReduce(Generic[R]):
                     "map_fn must return values the combiner can merge, e.g. the same shape on every shard for tf.add"
                 ) from e
         graph.finalize()
+        if timed:
+            return _Compiled(graph, (fetch, tuple(clocks)), tuple(feeds), bcast, tuple(partials), clocked=tuple(mapped))
         return _Compiled(graph, fetch, tuple(feeds), bcast, tuple(partials))
 
     def _compile_streamed(
@@ -390,12 +427,14 @@ def _describe(output: Any) -> str:
     return repr(tf.nest.map_structure(lambda t: f"{t.dtype.name}{t.shape}", output))
 
 
-def plan_of(srcs: tuple[Source, ...], cluster: Cluster, settings: RunOptions) -> Plan:
+def plan_of(srcs: tuple[Source, ...], cluster: Cluster, settings: RunOptions, *, job: Hashable | None = None) -> Plan:
     """The plan of a run over ``srcs``: where resident inputs live, or a new partition and placement.
+
+    ``job`` (a whole-input job's identity) lets ``sizes="auto"`` size the shards by the speeds measured for it.
 
     Raises:
         InputError: co-partitioned resident inputs live on different plans.
-        TypeError: ``sizes``/``devices`` given for resident inputs.
+        TypeError: ``sizes``/``devices`` given for resident inputs; ``sizes="auto"`` without ``job`` or over files.
     """
     plans = [s.home_plan for s in srcs if s.home_plan is not None]
     if any(p != plans[0] for p in plans):
@@ -410,6 +449,8 @@ def plan_of(srcs: tuple[Source, ...], cluster: Cluster, settings: RunOptions) ->
     devices = settings.devices
     if devices is not None and cluster.lost:  # shards asked of a lost task go to the survivors, round-robin
         devices = [d for d in devices if Device.parse(d).task not in cluster.lost] or None
+    if isinstance(settings.sizes, str) and settings.sizes == AUTO and job is not None and streamed(srcs) is None:
+        return _autosize.auto_plan(job, cluster, srcs[0].rows, devices, available, fallback=settings.fallback)
     return make_plan(srcs[0].rows, settings.sizes, devices, available, fallback=settings.fallback)
 
 

@@ -71,7 +71,8 @@ class RunOptions:
     cluster: Cluster | None = None
     """Where to run; None for resident data, which knows its cluster."""
     sizes: SizesLike = None
-    """None (even over the devices), a shard count, row counts such as ``[30, 70]``, or ``tmr.weights(1, 3)``."""
+    """None (even over the devices), a shard count, row counts such as ``[30, 70]``, ``tmr.weights(1, 3)``, or ``"auto"``
+    (one shard per device, sized to the devices' speeds measured in earlier runs of the job)."""
     devices: Sequence[str] | None = None
     """Device strings (``"/job:local/task:1"``, ``"/job:local/task:0/gpu:0"`` or full names); shard i goes to ``devices[i % n]``."""
     fallback: str | None = None

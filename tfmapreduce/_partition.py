@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from typing import Literal
 
 import attrs
 
@@ -37,8 +38,12 @@ def weights(*values: float) -> Weights:
     return Weights(tuple(float(v) / largest for v in values))  # scaled to ≤ 1: their sum cannot overflow
 
 
-SizesLike = None | int | Sequence[int] | Weights
-"""What ``sizes=`` accepts: None (even over the devices), a shard count, row counts, or :func:`weights`."""
+SizesLike = None | int | Sequence[int] | Weights | Literal["auto"]
+"""What ``sizes=`` accepts: None (even over the devices), a shard count, row counts, :func:`weights`, or ``"auto"``
+(sized to the devices' measured speeds, for runs of whole-input jobs over host arrays)."""
+
+AUTO = "auto"
+"""``sizes="auto"``: one shard per device, sized to the devices' measured speeds for the job."""
 
 
 def even_sizes(rows: int, shards: int) -> tuple[int, ...]:
@@ -85,11 +90,18 @@ def canonical_sizes(sizes: SizesLike, *, rows: int, default_shards: int) -> tupl
         if sizes < 1:
             raise PartitionError(f"sizes={sizes} asks for {sizes} shards; pass a shard count of at least 1")
         return even_sizes(rows, int(sizes))
+    if isinstance(sizes, str) and sizes == AUTO:
+        raise TypeError(
+            "sizes='auto' sizes the shards of a run by the devices' measured speeds; it applies to MapReduce.run, "
+            "MapReduce.plan and the one-pass recipes over host arrays, not here (resident data, files, keyed jobs, "
+            "iterative recipes): pass None, a shard count, a list of row counts or weights(...)"
+        )
     if isinstance(sizes, (str, bytes)) or (not isinstance(sizes, Sequence) and not hasattr(sizes, "__array__")):
         raise TypeError(
-            f"sizes must be None, a shard count, a list of row counts or weights(...), got {type(sizes).__name__} {sizes!r}"
+            f"sizes must be None, a shard count, a list of row counts or weights(...), or 'auto' (sized to the devices' "
+            f"measured speeds), got {type(sizes).__name__} {sizes!r}"
         )
-    values = list(sizes.tolist() if hasattr(sizes, "tolist") else sizes)  # type: ignore[arg-type]  # Sequence or array, checked above
+    values = list(sizes.tolist() if hasattr(sizes, "tolist") else sizes)  # type: ignore[arg-type,union-attr]  # Sequence or array, checked above
     if not values:
         raise PartitionError("sizes=[] gives no shard; pass at least one row count, e.g. sizes=[rows]")
     bad = [f"sizes[{i}]={v!r}" for i, v in enumerate(values) if isinstance(v, bool) or not isinstance(v, numbers.Integral)]

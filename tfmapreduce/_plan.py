@@ -43,6 +43,16 @@ class Shard:
         return self.stop - self.start
 
 
+@attrs.frozen
+class Measured:
+    """How ``sizes="auto"`` chose a plan's sizes: the speeds it used."""
+
+    speeds: tuple[float | None, ...]
+    """Per shard: its device's measured rows per second for the job (None: not measured yet)."""
+    runs: int
+    """Timed runs behind the speeds; 0: none yet, so the sizes are even (and this run measures)."""
+
+
 def _check_cover(plan: Plan, attribute: object, shards: tuple[Shard, ...]) -> None:
     expected = 0
     for i, s in enumerate(shards):
@@ -73,6 +83,8 @@ class Plan:
     """Rows of the input (its length on axis 0)."""
     shards: tuple[Shard, ...] = attrs.field(validator=_check_cover)
     """The shards, in row order."""
+    measured: Measured | None = attrs.field(default=None, eq=False)
+    """For ``sizes="auto"``: the devices' measured speeds behind the sizes.  Not part of the plan's identity."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -90,13 +102,26 @@ class Plan:
         w_span = max(4, *(len(t) for t in spans))
         w_size = max(4, *(len(str(s.rows)) for s in self.shards))
         lines = [f"Plan: {self.rows} rows in {len(self.shards)} shards on {len(self.tasks)} tasks"]
+        auto = self.measured
+        rates: list[str] = []
+        w_rate = 0
+        if auto is not None:
+            lines.append(
+                f"  sizes='auto': sized to the speeds measured over {auto.runs} earlier run{'s' if auto.runs != 1 else ''} of this job"
+                if auto.runs
+                else "  sizes='auto': no speed measured yet for this job: even sizes, this run measures them"
+            )
+            rates = [f"{r:.3g}" if r is not None else "-" for r in auto.speeds]
+            w_rate = max(6, *(len(r) for r in rates))
         via = any(s.path for s in self.shards)  # host data: each shard's path (shared memory or feed)
-        lines.append(f"  shard  {'rows':<{w_span}}  {'size':>{w_size}}  {'via   ' if via else ''}device")
+        rate_head = f"{'rows/s':>{w_rate}}  " if auto is not None else ""
+        lines.append(f"  shard  {'rows':<{w_span}}  {'size':>{w_size}}  {rate_head}{'via   ' if via else ''}device")
         for s, span in zip(self.shards, spans, strict=True):
             note = f"  (asked for {s.requested}: absent, fell back to CPU)" if s.requested else ""
             note += "  (empty: skipped)" if s.rows == 0 else ""
             path = f"{s.path or '':<4}  " if via else ""
-            lines.append(f"  {s.index:>5}  {span:<{w_span}}  {s.rows:>{w_size}}  {path}{s.device}{note}")
+            rate = f"{rates[s.index]:>{w_rate}}  " if auto is not None else ""
+            lines.append(f"  {s.index:>5}  {span:<{w_span}}  {s.rows:>{w_size}}  {rate}{path}{s.device}{note}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -1,0 +1,189 @@
+"""sizes="auto": shards sized to the devices' measured speeds, with real workers (one of them slowed by SIGSTOP/SIGCONT)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmapreduce as tmr
+from tfmapreduce import _autosize
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.autosize import Throttle  # noqa: E402 - importable only once the repository root is on the path
+
+T0 = "/job:local/replica:0/task:0/device:CPU:0"
+T1 = "/job:local/replica:0/task:1/device:CPU:0"
+
+
+def _sin_cos_job() -> tmr.MapReduce[Any]:
+    """A fresh job (its own identity: no speeds recorded yet), compute-bound."""
+
+    def sin_cos(t: Any) -> Any:
+        t = tf.cast(t, tf.float64)
+        return tf.reduce_sum(tf.sin(t) * tf.cos(t), axis=0)
+
+    return tmr.MapReduce(sin_cos, tmr.combiners.sum)
+
+
+def _expected(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    x64 = x.astype(np.float64)
+    return np.sum(np.sin(x64) * np.cos(x64), axis=0)
+
+
+def test_auto_gives_the_result_of_its_sizes_fixed_and_of_numpy(cluster: tmr.LocalCluster) -> None:
+    x = np.random.default_rng(1).random((200_000, 3), dtype=np.float32)
+    job = _sin_cos_job()
+    for _ in range(4):  # the first run is even and measures; the later ones follow the speeds
+        plan = job.plan(x, cluster=cluster, sizes="auto")
+        auto = job.run(x, cluster=cluster, sizes="auto")
+        fixed = job.run(x, cluster=cluster, sizes=list(plan.sizes), devices=[s.device for s in plan.shards])
+        np.testing.assert_array_equal(auto, fixed)  # the same shards on the same devices: the same arithmetic, bit for bit
+        np.testing.assert_allclose(auto, _expected(x), rtol=1e-5)
+        assert sum(plan.sizes) == len(x)
+        assert min(plan.sizes) >= 0
+    assert float(tmr.mean(x[:, 0], cluster=cluster, sizes="auto")) == pytest.approx(float(np.mean(x[:, 0], dtype=np.float64)))
+
+
+def test_auto_plans_one_shard_per_device_and_shows_the_speeds(cluster: tmr.LocalCluster) -> None:
+    x = np.random.default_rng(2).random((1_600_000, 4), dtype=np.float32)  # each shard takes > 2 ms: timed
+    job = _sin_cos_job()
+    first = job.plan(x, cluster=cluster, sizes="auto")
+    assert first.measured is not None
+    assert first.measured.runs == 0
+    assert set(first.measured.speeds) == {None}
+    assert len(first.shards) == len(cluster.devices)
+    assert max(first.sizes) - min(first.sizes) <= 1
+    assert "no speed measured yet" in str(first)
+    assert "rows/s" in str(first)
+    job.run(x, cluster=cluster, sizes="auto")
+    second = job.plan(x, cluster=cluster, sizes="auto")
+    assert second.measured is not None
+    assert second.measured.runs == 1
+    assert all(s is not None and s > 0 for s in second.measured.speeds), second
+    text = str(second)
+    assert "sized to the speeds measured over 1 earlier run" in text
+    for shard, speed in zip(second.shards, second.measured.speeds, strict=True):
+        assert f"{speed:.3g}" in text
+        assert str(shard.rows) in text
+    assert "rows/s" not in str(job.plan(x, cluster=cluster))  # plans of fixed sizes do not change
+
+
+def test_sizes_move_toward_the_faster_device() -> None:
+    x = np.random.default_rng(3).random((1_000_000, 4), dtype=np.float32)
+    expected = _expected(x)
+    with tmr.LocalCluster(2, cpu_devices=1) as local:
+        tmr.sum(x[:10], cluster=local)  # connect before throttling: a first contact with a stopped process backs off
+        slow = local.pids[1]
+        for order in ([T0, T1], [T1, T0]):  # task 1 slowed, wherever its shard is in the plan
+            job = _sin_cos_job()
+            with Throttle(slow, stopped=0.03, period=0.04):  # task 1 runs at most 1/4 of the time
+                for _ in range(5):
+                    result = job.run(x, cluster=local, sizes="auto", devices=order)
+                    np.testing.assert_allclose(result, expected, rtol=1e-5)
+            plan = job.plan(x, cluster=local, sizes="auto", devices=order)
+            assert plan.measured is not None
+            rows = {s.device: s.rows for s in plan.shards}
+            speed = dict(zip((s.device for s in plan.shards), plan.measured.speeds, strict=True))
+            assert speed[T1] < speed[T0], plan  # type: ignore[operator]  # both measured
+            assert rows[T1] < 0.4 * len(x) < 0.6 * len(x) < rows[T0], plan
+        assert local.lost == frozenset()
+
+
+def test_speeds_adapt_smoothly_and_the_sizes_hold_still_under_noise(cluster: tmr.LocalCluster) -> None:
+    """The record's arithmetic, fed clocks as a timed run returns them (start, end) on the master's clock."""
+    x = np.zeros((64_000, 1), np.float32)
+    job = _sin_cos_job()
+    devices = [T0, T1]
+
+    def run_with(rates: tuple[float, float], noise: tuple[float, float] = (1.0, 1.0)) -> tmr.Plan:
+        """Record one run of devices at ``rates`` rows/s (times ``noise``) on the current auto plan; the next plan."""
+        plan = job.plan(x, cluster=cluster, sizes="auto", devices=devices)
+        clocks = [np.array([10.0, 10.0 + s.rows / r * n]) for s, r, n in zip(plan.shards, rates, noise, strict=True)]
+        _autosize.record(job.identity, cluster, plan, plan.shards, clocks)
+        return job.plan(x, cluster=cluster, sizes="auto", devices=devices)
+
+    plan = run_with((3e5, 1e5))  # even shards; task 1 is 3× slower
+    assert plan.sizes == (48_000, 16_000)  # 3:1
+    slower = run_with((3e5, 1.0))  # one wild measurement moves a speed by at most ×4, averaged in by ALPHA
+    rate = slower.measured.speeds[1]  # type: ignore[union-attr]
+    assert rate == pytest.approx((1 - _autosize.ALPHA) * 1e5 + _autosize.ALPHA * 1e5 / _autosize.STEP)
+    assert slower.sizes[1] < plan.sizes[1]
+    # Equal devices again, measured with ±3% noise: the sizes move back toward even, then hold still (no new graph per run).
+    seen = []
+    for i in range(40):
+        noise = (1.03, 0.97) if i % 2 else (0.97, 1.03)
+        seen.append(run_with((3e5, 3e5), noise).sizes)
+    assert len(set(seen[-10:])) == 1, seen
+    assert abs(seen[-1][0] - seen[-1][1]) <= 0.15 * len(x), seen
+    assert sum(seen[-1]) == len(x), seen
+    # A device that is never fast again still keeps some rows, so it is still measured.
+    for _ in range(30):
+        starved = run_with((3e5, 1.0))
+    assert len(x) // 64 <= starved.sizes[1] < 0.1 * len(x), starved
+    _autosize.forget(job.identity, cluster)
+    assert job.plan(x, cluster=cluster, sizes="auto").measured.runs == 0  # type: ignore[union-attr]
+
+
+def test_a_misspelled_sizes_names_the_accepted_values(cluster: tmr.LocalCluster) -> None:
+    with pytest.raises(TypeError) as error:
+        tmr.mean(np.ones(10, np.float32), cluster=cluster, sizes="fast")
+    message = str(error.value)
+    assert "'auto'" in message
+    assert "None, a shard count, a list of row counts or weights(...)" in message
+    assert "got str 'fast'" in message
+
+
+def test_auto_where_it_does_not_apply_is_a_type_error(cluster: tmr.LocalCluster) -> None:
+    x = np.arange(10, dtype=np.float32)
+    with tmr.scatter(x, cluster=cluster) as resident, pytest.raises(TypeError, match="do not apply to resident Sharded data"):
+        tmr.mean(resident, sizes="auto")
+    with pytest.raises(TypeError, match=r"sizes='auto' .* not here"):
+        tmr.scatter(x, cluster=cluster, sizes="auto")
+    keyed = tmr.MapReduce(lambda t: (tf.cast(t, tf.int64) % 2, t), tmr.combiners.sum, by_key=True)
+    with pytest.raises(TypeError, match="sizes='auto'"):
+        keyed.run(x, cluster=cluster, sizes="auto")
+
+
+def test_benchmark_help_and_quick_run() -> None:
+    def bench(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "benchmarks.autosize", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+
+    shown = bench("--help")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("usage: python -m benchmarks.autosize")
+    assert "SIGSTOP" in shown.stdout
+    assert "oneDNN" not in shown.stderr  # --help answers before TensorFlow loads
+    quick = bench("--quick")
+    assert quick.returncode == 0, quick.stdout + quick.stderr[-3000:]
+    assert "| slowed |" in quick.stdout
+    assert "| equal |" in quick.stdout
+    assert "WRONG" not in quick.stdout
+
+
+@pytest.mark.parametrize("rows", [0, 1, 3, 1000])
+def test_auto_over_tiny_inputs_and_repeated_devices(cluster: tmr.LocalCluster, rows: int) -> None:
+    x = np.arange(rows, dtype=np.float32)
+    job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
+    devices = ["/job:local/task:0", "/job:local/task:1", "/job:local/task:1"]  # two shards on task 1's CPU:0
+    for _ in range(3):
+        plan = job.plan(x, cluster=cluster, sizes="auto", devices=devices)
+        assert len(plan.shards) == 3
+        assert sum(plan.sizes) == rows
+        assert float(job.run(x, cluster=cluster, sizes="auto", devices=devices)) == float(np.sum(x, dtype=np.float64))

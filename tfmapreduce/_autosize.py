@@ -1,0 +1,169 @@
+"""``sizes="auto"``: shards sized to each device's measured speed for a job, adapting run after run.
+
+A run planned with ``sizes="auto"`` is *timed*: the master reads ``tf.timestamp()``
+as the run starts there and again as each shard's partial result reaches it (one
+clock for all shards, so the span covers the shard's wait, transfer and map on its
+task); the per-shard clocks (two float64 scalars each) are fetched with the
+result.  Each device's speed for the job is its rows divided by the span of its
+shards' clocks, folded into a per-(job, cluster) record:
+
+- an exponentially weighted moving average (:data:`ALPHA`), each measurement
+  first clipped to within ×:data:`STEP` of the current speed, so one noisy run
+  cannot swing the sizes;
+- a device never weighs less than :data:`FLOOR` of the fastest one, so a slowed
+  device keeps some rows, keeps being measured, and wins rows back when it recovers;
+- sizes are multiples of 1/:data:`GRID` of the rows, and move only when the new
+  split would finish at least :data:`HYSTERESIS` sooner at the recorded speeds (each
+  new split is a new compiled graph: no recompiling for noise, and a split seen
+  before reuses its graph);
+- spans under :data:`MIN_SECONDS` are too short to time and leave the record alone.
+
+The first run of a job on a cluster has no record: it uses even sizes and measures.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+
+from ._device import Device
+from ._partition import Weights, canonical_sizes, even_sizes
+from ._place import default_devices, place
+from ._plan import Measured, Plan, Shard, make_plan
+
+if TYPE_CHECKING:
+    from ._cluster import Cluster
+
+ALPHA = 0.3
+"""Weight of the newest measurement in a device's moving average of rows/s."""
+STEP = 4.0
+"""A measurement counts as at most ×STEP (at least ÷STEP) of the speed it updates."""
+FLOOR = 0.05
+"""The least weight of a device, as a fraction of the fastest device's speed."""
+HYSTERESIS = 0.1
+"""Sizes change only when the new split would finish at least this fraction sooner, at the recorded speeds."""
+GRID = 64
+"""Sizes are multiples of 1/GRID of the rows: a split seen before reuses its compiled graph."""
+MIN_SECONDS = 0.002
+"""A device whose shards took less than this is not timed (clock noise would dominate)."""
+
+
+@attrs.define
+class Speeds:
+    """What ``sizes="auto"`` knows of one job on one cluster."""
+
+    rates: dict[str, float] = attrs.field(factory=dict)
+    """Each device's moving average of rows per second."""
+    runs: int = 0
+    """Timed runs folded into ``rates``."""
+    last: tuple[tuple[int, tuple[str, ...]], tuple[int, ...]] | None = None
+    """(rows, shard devices) and the sizes of the last timed run: kept while the speeds barely move."""
+
+
+_records: weakref.WeakKeyDictionary[Cluster, dict[Hashable, Speeds]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def speeds(job: Hashable, cluster: Cluster) -> Speeds:
+    """A copy of the record of ``job`` (a job's identity) on ``cluster``; empty when it never ran timed there."""
+    with _lock:
+        found = _records.get(cluster, {}).get(job)
+        return Speeds() if found is None else Speeds(dict(found.rates), found.runs, found.last)
+
+
+def forget(job: Hashable, cluster: Cluster) -> None:
+    """Drop the record of ``job`` on ``cluster``: its next ``sizes="auto"`` run starts from even sizes."""
+    with _lock:
+        _records.get(cluster, {}).pop(job, None)
+
+
+def auto_plan(
+    job: Hashable,
+    cluster: Cluster,
+    rows: int,
+    devices: Sequence[object] | None,
+    available: Sequence[Device],
+    *,
+    fallback: str | None = None,
+) -> Plan:
+    """The plan of a ``sizes="auto"`` run: one shard per device, sized by the devices' recorded speeds.
+
+    Raises:
+        PlacementError: ``devices`` name a device the cluster does not have.
+    """
+    count = (
+        len(devices) if devices is not None and not isinstance(devices, str) and len(devices) else len(default_devices(available))
+    )
+    names = tuple(str(p.device) for p in place(count, devices, available, fallback=fallback))
+    record = speeds(job, cluster)
+    known = [record.rates[d] for d in names if d in record.rates]
+    if not known:
+        sizes = even_sizes(rows, count)
+        rates: list[float | None] = [None] * count
+    else:
+        middle = float(np.median(known))
+        guessed = [record.rates.get(d, middle) for d in names]
+        least = FLOOR * max(guessed)
+        shares = [max(r, least) / names.count(d) for r, d in zip(guessed, names, strict=True)]  # rows/s of each shard
+        sizes = _on_grid(Weights(tuple(s / max(shares) for s in shares)), rows)
+        if record.last is not None and record.last[0] == (rows, names):
+            previous = record.last[1]
+            if _makespan(sizes, shares) > (1 - HYSTERESIS) * _makespan(previous, shares):
+                sizes = previous  # the new split would not pay for itself (a new graph): keep the last one
+        rates = [record.rates.get(d) for d in names]
+    plan = make_plan(rows, list(sizes), devices, available, fallback=fallback)
+    return attrs.evolve(plan, measured=Measured(tuple(rates), record.runs))
+
+
+def _on_grid(shares: Weights, rows: int) -> tuple[int, ...]:
+    """``rows`` split by ``shares`` in steps of 1/:data:`GRID` of the rows (the rest to the largest shard).
+
+    Example:
+        >>> _on_grid(Weights((1.0, 0.5)), 1000)
+        (670, 330)
+    """
+    step = max(1, rows // GRID)
+    sizes = [step * n for n in canonical_sizes(shares, rows=rows // step, default_shards=len(shares.values))]
+    sizes[sizes.index(max(sizes))] += rows - sum(sizes)
+    return tuple(sizes)
+
+
+def _makespan(sizes: Sequence[int], rates: Sequence[float]) -> float:
+    """Seconds until the last shard is done, each shard at its rows/s."""
+    return max(n / r for n, r in zip(sizes, rates, strict=True))
+
+
+def record(job: Hashable, cluster: Cluster, plan: Plan, shards: Sequence[Shard], clocks: Sequence[Any]) -> None:
+    """Fold one timed run into the record of ``job`` on ``cluster``.
+
+    ``clocks[i]`` holds the two ``tf.timestamp()`` readings (start, end) of ``shards[i]``.
+    """
+    spans: dict[str, list[float]] = {}
+    counted: dict[str, int] = {}
+    for shard, clock in zip(shards, clocks, strict=True):
+        start, end = (float(c) for c in np.asarray(clock).reshape(2))
+        span = spans.setdefault(shard.device, [start, end])
+        span[0], span[1] = min(span[0], start), max(span[1], end)
+        counted[shard.device] = counted.get(shard.device, 0) + shard.rows
+    with _lock:
+        entry = _records.setdefault(cluster, {}).setdefault(job, Speeds())
+        changed = False
+        for device, (start, end) in spans.items():
+            seconds, rows = end - start, counted[device]
+            if rows <= 0 or seconds < MIN_SECONDS:
+                continue
+            measured = rows / seconds
+            old = entry.rates.get(device)
+            if old is not None:
+                measured = min(max(measured, old / STEP), old * STEP)
+                measured = (1 - ALPHA) * old + ALPHA * measured
+            entry.rates[device] = measured
+            changed = True
+        if changed:
+            entry.runs += 1
+            entry.last = ((plan.rows, tuple(s.device for s in plan.shards)), plan.sizes)
