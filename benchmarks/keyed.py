@@ -113,7 +113,17 @@ def word_count(cluster: tmr.LocalCluster, tokens: int, repeats: int, peers: bool
         rows.append(
             (
                 "tmr.recipes.word_count, 2-worker LocalCluster (lines in memory, shipped)",
-                timed(lambda: tmr.recipes.word_count(lines, cluster=cluster), repeats),
+                timed(lambda: tmr.recipes.word_count(lines, cluster=cluster), repeats, "tmr word_count, lines shipped"),
+            )
+        )
+        files = tmr.read_text(paths)
+        assert tmr.recipes.word_count(files, cluster=cluster).to_dict() == reference, "word count over files differs from Counter"
+        rows.append(
+            (
+                "tmr.recipes.word_count(tmr.read_text(...)), 2-worker LocalCluster (files read on the workers)",
+                timed(
+                    lambda: tmr.recipes.word_count(files, cluster=cluster), repeats, "tmr word_count, read_text on the workers"
+                ),
             )
         )
         rows.append(
