@@ -38,7 +38,7 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
@@ -91,6 +91,7 @@ def read_tensor(path: tf.Tensor, dtype: np.dtype[Any], shape: Sequence[int]) -> 
     return tf.reshape(raw, tuple(shape))
 
 
+@runtime_checkable
 class Stageable(Protocol):
     """A source whose shards can travel through shared memory (host arrays)."""
 
@@ -319,7 +320,7 @@ def route(plan: Plan, srcs: Sequence[object], cluster: Cluster, transfer: str | 
     Raises:
         ClusterError: ``transfer="shm"`` and a shard's task cannot open the client's files.
     """
-    stageable: list[Stageable] = [s for s in srcs if callable(getattr(s, "stageable", None))]  # type: ignore[misc]
+    stageable = [s for s in srcs if isinstance(s, Stageable)]
     if not stageable:
         return plan
     transfer = transfer or "auto"
