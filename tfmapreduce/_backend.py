@@ -47,13 +47,19 @@ _closing: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
 
 def close_in_background(session: tf.compat.v1.Session) -> threading.Thread:
-    """Close a session without waiting: closing one whose master hangs blocks until its deadline."""
+    """Close a session without waiting: closing one whose master hangs blocks until its deadline.
+
+    The thread is not a daemon: the interpreter waits for it before it finalizes (at most the
+    session's deadline), because a daemon thread that returns from TensorFlow's C++ close while
+    Python is finalizing is unwound by force and the C++ runtime aborts the process
+    ("FATAL: exception not rethrown", exit 134).
+    """
 
     def close() -> None:
         with contextlib.suppress(tf.errors.OpError):  # a dead or hung master: nothing to close, nobody to tell
             session.close()
 
-    thread = threading.Thread(target=close, name="tfmapreduce-close", daemon=True)
+    thread = threading.Thread(target=close, name="tfmapreduce-close", daemon=False)
     _closing.add(thread)
     thread.start()
     return thread
@@ -61,17 +67,17 @@ def close_in_background(session: tf.compat.v1.Session) -> threading.Thread:
 
 @atexit.register
 def _wait_for_closes() -> None:
-    """Let background closes finish before the interpreter finalizes.
+    """Let background closes and runner calls finish before the interpreter finalizes.
 
-    A daemon thread that returns from TensorFlow's C++ close while Python is
-    finalizing is unwound by force, and the C++ runtime aborts the process
-    ("FATAL: exception not rethrown", exit 134).  Closes to a live master take
-    milliseconds; one to a hung master stays blocked in C++ (harmless) after
-    this bounded wait.
+    Closes started by other exit hooks (a LocalCluster nobody closed) come after the
+    interpreter has joined its threads, so they are joined here, each bounded by its
+    session's deadline.  A runner call still in TensorFlow after :data:`EXIT_WAIT`
+    seconds (a call given up on, to a stopped master) is left: it returns only when
+    that task resumes.
     """
-    deadline = time.monotonic() + EXIT_WAIT
     for thread in list(_closing):
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        thread.join()
+    deadline = time.monotonic() + EXIT_WAIT
     for runner in list(_runners):  # an idle runner waits on its queue in Python: only calls still in C++ matter
         while runner.busy and time.monotonic() < deadline:
             time.sleep(0.01)
