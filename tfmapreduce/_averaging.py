@@ -87,7 +87,8 @@ def model_average(fit: Callable[..., Any], data: Any, /, *, return_stats: bool =
     """
     if not callable(fit):
         raise TypeError(f"fit must be a callable fit(*shards) -> parameters in TensorFlow ops, got {type(fit).__name__} {fit!r}")
-    if sources(data)[0].rows == 0:
+    data = sources(data)
+    if data[0].rows == 0:
         raise InputError("model averaging over 0 rows is undefined; pass at least one row")
     settings = RunOptions.of(return_stats=return_stats, **options)
     mapreduce: MapReduce[Any] = MapReduce(

@@ -94,7 +94,8 @@ def histogram(
             f"bins must be a number of bins or a sequence of edges; numpy's estimators such as {bins!r} need the whole data on one host"
         )
     settings = RunOptions.of(return_stats=return_stats, **options)
-    src = sources(x)[0]
+    x = sources(x)  # once, for the range run and the counting run
+    src = x[0]
     empty = np.empty(0, src.dtype)
     if range is None and np.ndim(bins) == 0 and math.prod(src.shape) > 0:  # explicit edges need no data range
         lo, hi = value_range(x, settings)

@@ -145,8 +145,8 @@ def _normal_map(intercept: bool) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Te
     return normal_equations
 
 
-def _xy_info(X: Any, y: Any) -> tuple[int, int, tuple[int, ...]]:
-    srcs = sources((X, y), argument="(X, y)")
+def _xy_info(data: Any) -> tuple[int, int, tuple[int, ...]]:
+    srcs = sources(data, argument="(X, y)")
     features = feature_count(srcs[0].shape, "X")
     if len(srcs[1].shape) not in (1, 2):
         raise InputError(f"y must be 1-d (one target) or 2-d (rows × targets), got shape {srcs[1].shape}")
@@ -192,12 +192,13 @@ def linear_regression(
         (array([2.]), 1.0)
     """
     settings = RunOptions.of(return_stats=return_stats, **options)
-    rows, _, y_shape = _xy_info(X, y)
+    data = sources((X, y), argument="(X, y)")  # once, for the checks and the run
+    rows, _, y_shape = _xy_info(data)
     if rows == 0:
         raise InputError("linear regression of 0 rows is undefined; pass at least one row")
     intercept = bool(intercept)
     mapreduce = recipe(("linear_regression", intercept), lambda: (_normal_map(intercept), SUM))
-    (ata, aty), stats = run(mapreduce, (X, y), settings)
+    (ata, aty), stats = run(mapreduce, data, settings)
     if not (np.all(np.isfinite(ata)) and np.all(np.isfinite(aty))):
         raise InputError(
             "X or y holds NaN or infinite values (or values so large their squares overflow); drop or fix those rows first"
@@ -275,7 +276,7 @@ def logistic_regression(
     lr = check_float(lr, "lr", positive=True)
     tol = check_float(tol, "tol")
     check_callback(callback)
-    rows, features, y_shape = _xy_info(X, y)
+    rows, features, y_shape = _xy_info((X, y))
     if rows == 0:
         raise InputError("logistic regression of 0 rows is undefined; pass at least one row")
     if len(y_shape) != 1:

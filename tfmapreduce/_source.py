@@ -226,13 +226,20 @@ class Shipped:
         """Nothing to do: the client still holds the data and sends it again."""
 
 
-def sources(x: Any, *, argument: str = "x") -> tuple[Source, ...]:
+class Sources(tuple[Source, ...]):
+    """A job's data already canonicalized by :func:`sources` (passed to it again, it is returned as it is)."""
+
+
+def sources(x: Any, *, argument: str = "x") -> Sources:
     """Canonicalize a job's data: one array, or a tuple of co-partitioned inputs, into sources with equal rows.
 
     A tuple means several inputs partitioned together on axis 0; anything else
     is one input.  An :class:`Input` (resident ``Sharded`` data, file sources)
-    supplies its own source.
+    supplies its own source.  A recipe canonicalizes once and hands the result
+    on: canonicalizing a :class:`Sources` again costs nothing.
     """
+    if isinstance(x, Sources):
+        return x
     items = x if isinstance(x, tuple) else (x,)
     if not items:
         raise InputError(f"{argument}=() holds no input; pass an array or a tuple of arrays with equal rows")
@@ -251,7 +258,7 @@ def sources(x: Any, *, argument: str = "x") -> tuple[Source, ...]:
     return co_partitioned(result, argument=argument)
 
 
-def co_partitioned(srcs: Sequence[Source], *, argument: str = "x") -> tuple[Source, ...]:
+def co_partitioned(srcs: Sequence[Source], *, argument: str = "x") -> Sources:
     """``srcs`` as a tuple, after checking that they have the same rows (they are partitioned together).
 
     Raises:
@@ -263,7 +270,7 @@ def co_partitioned(srcs: Sequence[Source], *, argument: str = "x") -> tuple[Sour
         raise InputError(
             f"co-partitioned inputs must have the same rows on axis 0, got {shapes}; slice or pad them to one length"
         )
-    return tuple(srcs)
+    return Sources(srcs)
 
 
 def host_array(x: Any, *, argument: str = "x") -> np.ndarray[Any, Any]:

@@ -78,6 +78,7 @@ def mean(
         49.5
     """
     settings = RunOptions.of(return_stats=return_stats, **options)
+    x = sources(x)  # once: the checks below and the run share it
     _, shape, rows = info(x, "x")
     axis = check_axis(axis, len(shape))
     require_rows(rows, "the mean")
@@ -116,6 +117,7 @@ def sum(
         45
     """
     settings = RunOptions.of(return_stats=return_stats, **options)
+    x = sources(x)
     _, shape, _ = info(x, "x")
     axis = check_axis(axis, len(shape))
     mapreduce = recipe(("sum", axis), lambda: (_sum_map(axis), SUM))
@@ -133,6 +135,7 @@ def _extreme_map(reduce: Callable[..., tf.Tensor], axis: int | None) -> Callable
 def _extreme(
     name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner, x: Any, axis: object, keepdims: object, settings: RunOptions
 ) -> Any:
+    x = sources(x)
     dtype, shape, rows = info(x, "x")
     axis = check_axis(axis, len(shape))
     require_rows(rows, f"the {name}")
@@ -238,6 +241,7 @@ def moments(x: Any, /, *, axis: int | None = None, return_stats: bool = False, *
 
 
 def _moments(x: Any, axis: object, settings: RunOptions) -> Any:
+    x = sources(x)
     _, shape, rows = info(x, "x")
     axis = check_axis(axis, len(shape))
     require_rows(rows, "the variance")
@@ -247,6 +251,7 @@ def _moments(x: Any, axis: object, settings: RunOptions) -> Any:
 
 
 def _variance(x: Any, axis: object, ddof: object, keepdims: object, settings: RunOptions) -> tuple[Any, RunStats | None]:
+    x = sources(x)
     _, shape, rows = info(x, "x")
     if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
         raise ValueError(f"ddof must be an int ≥ 0, got {ddof!r}")
@@ -378,12 +383,12 @@ def weighted_mean(x: Any, w: Any, /, *, return_stats: bool = False, **options: U
     """
     settings = RunOptions.of(return_stats=return_stats, **options)
     _, _, rows = info(x, "x")
-    srcs = sources((x, w))
+    srcs = sources((x, w))  # the run below uses these sources, not x and w again
     if len(srcs[1].shape) != 1:
         raise InputError(f"w must be 1-d, one weight per row of x, got shape {srcs[1].shape}")
     require_rows(rows, "the weighted mean")
     mapreduce = recipe(("weighted_mean",), lambda: (_weighted_map, SUM))
-    (total, weight), stats = run(mapreduce, (x, w), settings)
+    (total, weight), stats = run(mapreduce, srcs, settings)
     if weight == 0:
         raise InputError("the weights w sum to 0, so the weighted mean is undefined; give some row a non-zero weight")
     return finish(np.asarray(total) / weight, np.float64, stats)
