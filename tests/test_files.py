@@ -399,3 +399,31 @@ def test_word_count_over_text_files_read_on_the_workers_equals_counter(
     result = tmr.recipes.word_count(tmr.read_text(str(tmp_path / "*.txt")), cluster=cluster, reducers=reducers, batch_rows=2)
     expected = collections.Counter(w for text in texts for w in text.encode().split())
     assert {k if isinstance(k, bytes) else k.encode(): int(v) for k, v in result} == dict(expected)
+
+
+TEXTS = [
+    b"",
+    b"\n",
+    b"one line, no newline",
+    b"a\nb\n",
+    b"a\r\nb\r\n\r\nc\rd\n\ne\r",
+    b"\n\n\nlast",
+    b"x" * 50 + b"\n" + b"y" * 23 + b"\nz",
+]
+
+
+@pytest.mark.parametrize("block", [1, 3, 16, 1 << 20])
+@pytest.mark.parametrize("text", TEXTS)
+def test_text_blocks_yield_the_lines_text_line_dataset_yields(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: bytes, block: int
+) -> None:
+    from tfmapreduce import _readers
+
+    monkeypatch.setattr(_readers, "TEXT_BLOCK", block)
+    path = tmp_path / "t.txt"
+    path.write_bytes(text)
+    expected = list(tf.data.TextLineDataset(str(path)).as_numpy_iterator())
+    got = [line for batch in _readers.text_lines(str(path), len(text)).as_numpy_iterator() for line in batch.tolist()]
+    assert got == expected
+    with_header = _readers.Csv(None, "float64", True, ",").record_batches(str(path), len(text), 2)
+    assert [line for batch in with_header.as_numpy_iterator() for line in batch.tolist()] == expected[1:]

@@ -176,10 +176,10 @@ class FileSource:
                 )
                 with tf.control_dependencies([found]):
                     matched = tf.identity(matched)
-                records = tf.data.Dataset.from_tensor_slices(matched).flat_map(self.reader.records)
+                records = tf.data.Dataset.from_tensor_slices(matched).flat_map(self.reader.records).batch(rows)
             else:
-                records = self.reader.records(e.path)
-            result.append(Batches(records.batch(rows).map(lambda r, layout=layout: self.reader.decode(r, layout)), None))
+                records = self.reader.record_batches(e.path, e.size, rows)
+            result.append(Batches(records.map(lambda r, layout=layout: self.reader.decode(r, layout)), None))
         return result
 
     def changed(self, entry: FileEntry, expected: int) -> str:

@@ -12,8 +12,8 @@ The graph of one keyed run (one distributed execution)::
 
 A per-key partial is a pair (distinct keys, partial per key).  Integer keys whose range
 within a batch is small (at most ``2·rows + 65536`` values) are combined without hashing or
-sorting: the key minus the batch's minimum is the segment id.  Other keys go through
-``tf.unique``.
+sorting: the key minus the batch's minimum is the segment id.  Other integer keys go through
+``tf.unique``; strings are grouped by their fingerprints (see ``_group.py``).
 
 The bucket of a key is stable across processes, machines and runs:
 
@@ -39,6 +39,7 @@ from ._cluster import Cluster
 from ._combine import Combiner, SegmentForm
 from ._device import Device
 from ._errors import JobError, MapFunctionError, PlacementError, ShardLostError
+from ._group import GOLDEN, group
 from ._keyed_result import KeyedResult, sorted_result
 from ._mapreduce import callable_name, check_same_outputs, plan_of, resolve_cluster
 from ._options import RunOptions
@@ -60,9 +61,6 @@ and smaller batches keep that merge cheap (word count over 97 MB of text: 2.7 s 
 
 BATCH_ROWS = 1 << 20
 """Rows of a shard mapped at once when ``batch_rows=None``: a larger shard is folded batch by batch."""
-
-GOLDEN = 0x9E3779B97F4A7C15
-"""The multiplier of the integer key hash: 2**64 divided by the golden ratio, odd."""
 
 DENSE_SLACK = 1 << 16
 """Integer keys spanning at most ``2·rows + DENSE_SLACK`` values are combined densely (no hashing)."""
@@ -96,11 +94,11 @@ def by_key(keys: tf.Tensor, rows: Any, combine: Callable[[Any, tf.Tensor, tf.Ten
     """Combine ``rows`` (a structure, one row per key occurrence) by key: (distinct keys, ``combine(rows, ids, n)``).
 
     ``combine`` is a :class:`SegmentForm`'s ``partial`` or ``merge``.  Integer keys of a small
-    range use their offset from the minimum as the segment (no hash table); the others ``tf.unique``.
+    range use their offset from the minimum as the segment (no hash table); the others are grouped by :func:`group`.
     """
 
     def hashed() -> tuple[tf.Tensor, Any]:
-        distinct, ids = tf.unique(keys)
+        distinct, ids = group(keys)
         return distinct, combine(rows, ids, tf.size(distinct))
 
     if keys.dtype == tf.string:

@@ -85,6 +85,10 @@ class Reader(abc.ABC):
         """Byte formats: one file's records (``path`` is a string or a scalar string tensor), unbatched."""
         raise NotImplementedError
 
+    def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
+        """Byte formats: the records of the file at ``path`` (``size`` bytes when the run started), in batches of ``batch``."""
+        return self.records(path).batch(batch)
+
     def decode(self, records: tf.Tensor, layout: Layout) -> tf.Tensor:
         """Byte formats: a batch of records as a tensor of rows."""
         return records
@@ -124,6 +128,48 @@ def _fixed_rows(
         )
     dataset = parts[0] if len(parts) == 1 else parts[0].concatenate(parts[1])
     return dataset.map(lambda record: tf.reshape(tf.io.decode_raw(record, tf_dtype, little_endian=little), (-1, *row_shape)))
+
+
+TEXT_BLOCK = 4 << 20
+"""Bytes of a text file read at once: the file is read in blocks, each split into its whole lines."""
+
+
+def text_lines(path: str, size: int) -> tf.data.Dataset:
+    """The lines of a text file of ``size`` bytes, in batches of one block's whole lines, as ``TextLineDataset`` yields them.
+
+    Lines end at ``\\n``; every ``\\r`` is dropped (as ``TextLineDataset`` does); a last line
+    without ``\\n`` counts.  A block is split at its last newline and the rest carried into the
+    next: one pass over the bytes, no per-line dataset element (about 2x faster than
+    ``TextLineDataset`` here).
+    """
+    full, rest = divmod(size, TEXT_BLOCK)
+    parts = []
+    if full:
+        parts.append(tf.data.FixedLengthRecordDataset(path, TEXT_BLOCK, footer_bytes=rest, buffer_size=TEXT_BLOCK))
+    if rest:
+        parts.append(tf.data.FixedLengthRecordDataset(path, rest, header_bytes=full * TEXT_BLOCK))
+    blocks = tf.data.Dataset.from_tensors((tf.constant(b""), True))  # the end: what is carried is the last line
+    for part in reversed(parts):
+        blocks = part.map(lambda block: (block, False)).concatenate(blocks)
+
+    def whole_lines(carried: tf.Tensor, item: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
+        block, end = item
+        has_cr = tf.reduce_any(tf.equal(tf.io.decode_raw(block, tf.uint8), 13))
+        block = tf.cond(has_cr, lambda: tf.strings.regex_replace(block, "\r", ""), lambda: block)
+        newlines = tf.where(tf.equal(tf.io.decode_raw(block, tf.uint8), 10))
+        some = tf.size(newlines) > 0
+        last = tf.cond(some, lambda: tf.cast(newlines[-1, 0], tf.int32), lambda: tf.constant(-1))
+        lines = carried + tf.strings.substr(block, 0, tf.maximum(last, 0))
+        tail = tf.strings.length(carried) > 0
+        lines, emit = tf.cond(end, lambda: (carried, tail), lambda: (lines, some))
+        carry = tf.where(some, tf.strings.substr(block, last + 1, tf.strings.length(block)), carried + block)
+        return carry, (lines, emit)
+
+    return (
+        blocks.scan(tf.constant(b""), whole_lines)
+        .filter(lambda lines, emit: emit)
+        .map(lambda lines, emit: tf.strings.split(lines, "\n"))
+    )
 
 
 @attrs.frozen
@@ -204,6 +250,9 @@ class Text(Reader):
     def records(self, path: Any) -> tf.data.Dataset:
         return tf.data.TextLineDataset(path, buffer_size=1 << 20)
 
+    def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
+        return text_lines(path, size).rebatch(batch)
+
 
 @attrs.frozen
 class Csv(Text):
@@ -261,6 +310,12 @@ class Csv(Text):
     def records(self, path: Any) -> tf.data.Dataset:
         lines = tf.data.TextLineDataset(path, buffer_size=1 << 20)
         return lines.skip(1) if self.header else lines
+
+    def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
+        blocks = text_lines(path, size)
+        if self.header:  # the first line of the first block is the header
+            blocks = blocks.enumerate().map(lambda i, lines: lines[tf.cast(tf.equal(i, 0), tf.int32) :])
+        return blocks.rebatch(batch)
 
     def decode(self, records: tf.Tensor, layout: Layout) -> tf.Tensor:
         dtypes = self.column_dtypes(layout.fields, "")

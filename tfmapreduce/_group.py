@@ -1,0 +1,96 @@
+"""Grouping keys: each key's segment id among the distinct keys of a batch, in the graph.
+
+``tf.unique`` hashes and compares every string key; on word-count batches it is the largest
+cost after splitting the lines.  String keys are grouped instead by two independent 64-bit
+fingerprints of their bytes, computed in one pass each:
+
+- the first, FarmHash ``Fingerprint64`` (``tf.strings.to_hash_bucket_fast``), is grouped exactly
+  as an integer, by a multiplicative hash into ``2**k`` buckets: a bucket whose smallest and largest
+  fingerprint agree holds one fingerprint; the keys of the few mixed buckets go through ``tf.unique``;
+- the second, TensorFlow's ``Hash64`` (``tf.strings.to_hash_bucket``), checks every group: if two
+  different strings of a batch share the first fingerprint, their second fingerprints differ and the
+  batch is grouped by ``tf.unique`` on the strings themselves.
+
+Two different strings land in one group only if both 64-bit fingerprints collide: about one
+chance in 2**127 for a pair of keys (for a billion distinct keys, about 10**-20).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import tensorflow as tf
+
+GOLDEN = 0x9E3779B97F4A7C15
+"""The multiplier of the bucket hash: 2**64 divided by the golden ratio, odd."""
+
+MAX_BUCKET_BITS = 20
+"""At most 2**20 buckets (8 MiB of int64 per bucket array); a larger batch shares them."""
+
+_FINGERPRINT_MOD = 2**63 - 1
+
+
+def group(
+    keys: tf.Tensor, fingerprint: Callable[[tf.Tensor, int], tf.Tensor] = tf.strings.to_hash_bucket_fast
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The distinct ``keys`` (in no particular order) and each key's index among them (int32), like ``tf.unique``.
+
+    Example:
+        >>> distinct, ids = group(tf.constant(["b", "a", "b"]))
+        >>> [distinct.numpy()[i].decode() for i in ids.numpy()]
+        ['b', 'a', 'b']
+
+    ``fingerprint`` is the first fingerprint (a test passes a weak one to reach the fallback).
+    """
+    if keys.dtype != tf.string:
+        return _unique(keys)
+    first = fingerprint(keys, _FINGERPRINT_MOD)
+    second = tf.strings.to_hash_bucket(keys, _FINGERPRINT_MOD)
+    fingerprints, ids = group_ints(first)
+    n = tf.size(fingerprints)
+    one_string = tf.reduce_all(
+        tf.equal(tf.math.unsorted_segment_min(second, ids, n), tf.math.unsorted_segment_max(second, ids, n))
+    )
+
+    def by_fingerprint() -> tuple[tf.Tensor, tf.Tensor]:
+        return tf.gather(keys, tf.math.unsorted_segment_min(tf.range(tf.size(keys)), ids, n)), ids
+
+    result: tuple[tf.Tensor, tf.Tensor] = tf.cond(one_string, by_fingerprint, lambda: _unique(keys))
+    return result
+
+
+def group_ints(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """:func:`group` of int64 keys, exact: buckets holding one key are its group, the rest go through ``tf.unique``.
+
+    Example:
+        >>> distinct, ids = group_ints(tf.constant([7, -1, 7], tf.int64))
+        >>> distinct.numpy()[ids.numpy()].tolist()
+        [7, -1, 7]
+    """
+    m = tf.size(keys)
+    bits = tf.minimum(
+        tf.cast(tf.math.ceil(tf.math.log(tf.cast(m, tf.float32) + 2.0) / tf.math.log(2.0)), tf.int32), MAX_BUCKET_BITS
+    )
+    count = tf.bitwise.left_shift(1, bits)
+    mixed = tf.bitcast(keys, tf.uint64) * tf.constant(GOLDEN, tf.uint64)
+    bucket = tf.cast(tf.bitwise.right_shift(mixed, tf.cast(64 - bits, tf.uint64)), tf.int32)
+    lo = tf.math.unsorted_segment_min(keys, bucket, count)  # an empty bucket has lo > hi
+    hi = tf.math.unsorted_segment_max(keys, bucket, count)
+    single = tf.equal(lo, hi)
+    slot = tf.cumsum(tf.cast(single, tf.int32)) - 1
+    ids = tf.gather(slot, bucket)
+    distinct = tf.boolean_mask(lo, single)
+    alone = tf.gather(single, bucket)
+
+    def with_mixed() -> tuple[tf.Tensor, tf.Tensor]:
+        where = tf.where(tf.logical_not(alone))
+        rest, rest_ids = _unique(tf.gather_nd(keys, where))
+        return tf.concat([distinct, rest], 0), tf.tensor_scatter_nd_update(ids, where, rest_ids + tf.size(distinct))
+
+    result: tuple[tf.Tensor, tf.Tensor] = tf.cond(tf.reduce_all(alone), lambda: (distinct, ids), with_mixed)
+    return result
+
+
+def _unique(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    distinct, ids = tf.unique(keys)
+    return distinct, ids
