@@ -384,16 +384,19 @@ def test_the_mean_of_2_gib_of_files_keeps_each_workers_memory_bounded(big_files:
     assert max(grown.values()) < 1 << 30, f"peak RSS above idle, per worker: {grown}"
 
 
-@pytest.mark.parametrize("reducers", [1, 3])
+@pytest.mark.parametrize(("reducers", "block"), [(1, 1 << 22), (3, 1 << 22), (2, 7)])
 def test_word_count_over_text_files_read_on_the_workers_equals_counter(
-    cluster: tmr.LocalCluster, tmp_path: Path, reducers: int
+    cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reducers: int, block: int
 ) -> None:
     import collections
 
+    from tfmapreduce import _readers
+
+    monkeypatch.setattr(_readers, "TEXT_BLOCK", block)  # 7: words and lines straddle the blocks
     rng = np.random.default_rng(7)
     words = [f"w{i}" for i in range(50)] + ["é", "ünïcode"]
     texts = [" ".join(rng.choice(words, size=rng.integers(0, 400))) + "\n" + "  tab\tsep\n" for _ in range(5)]
-    texts.append("")  # an empty file
+    texts += ["", "crlf\r\nline\r\nlast without newline"]  # an empty file; Windows line ends
     for i, text in enumerate(texts):
         (tmp_path / f"part{i}.txt").write_text(text, encoding="utf-8")
     result = tmr.recipes.word_count(tmr.read_text(str(tmp_path / "*.txt")), cluster=cluster, reducers=reducers, batch_rows=2)

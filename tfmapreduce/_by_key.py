@@ -18,9 +18,11 @@ from typing_extensions import Unpack
 
 from ._combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
 from ._errors import InputError
+from ._files import Files
 from ._keyed import KeyedSharded
 from ._keyed_result import KeyedResult
 from ._options import Options, RunOptions
+from ._readers import Text, TextBlocks
 from ._recipe import recipe
 from ._runstats import RunStats
 from ._source import Input
@@ -300,6 +302,8 @@ def _word_count(lines: Any, /, *, return_stats: bool = False, resident: bool = F
         >>> tmr.recipes.word_count(["the cat", "the hat"], cluster=cluster).to_dict()
         {'cat': 1, 'hat': 1, 'the': 2}
     """
+    if isinstance(lines, Files) and type(lines.reader) is Text:
+        lines = attrs.evolve(lines, reader=TextBlocks())  # whole-line blocks split into words directly: no string per line
     if not isinstance(lines, Input):
         array = np.asarray(lines, dtype=object) if isinstance(lines, list) else np.asarray(lines)
         if array.ndim != 1 or not (

@@ -5,8 +5,9 @@ cost after splitting the lines.  String keys are grouped instead by two independ
 fingerprints of their bytes, computed in one pass each:
 
 - the first, FarmHash ``Fingerprint64`` (``tf.strings.to_hash_bucket_fast``), is grouped exactly
-  as an integer, by a multiplicative hash into ``2**k`` buckets: a bucket whose smallest and largest
-  fingerprint agree holds one fingerprint; the keys of the few mixed buckets go through ``tf.unique``;
+  as an integer, by a multiplicative hash into ``2**k`` buckets: the smallest fingerprint of each
+  bucket is a group, and the few fingerprints that share a bucket with a smaller one go through
+  ``tf.unique``;
 - the second, TensorFlow's ``Hash64`` (``tf.strings.to_hash_bucket``), checks every group: if two
   different strings of a batch share the first fingerprint, their second fingerprints differ and the
   batch is grouped by ``tf.unique`` on the strings themselves.
@@ -60,7 +61,7 @@ def group(
 
 
 def group_ints(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """:func:`group` of int64 keys, exact: buckets holding one key are its group, the rest go through ``tf.unique``.
+    """:func:`group` of int64 keys, exact: each bucket's smallest key is a group; the keys that are not go through ``tf.unique``.
 
     Example:
         >>> distinct, ids = group_ints(tf.constant([7, -1, 7], tf.int64))
@@ -74,20 +75,18 @@ def group_ints(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     count = tf.bitwise.left_shift(1, bits)
     mixed = tf.bitcast(keys, tf.uint64) * tf.constant(GOLDEN, tf.uint64)
     bucket = tf.cast(tf.bitwise.right_shift(mixed, tf.cast(64 - bits, tf.uint64)), tf.int32)
-    lo = tf.math.unsorted_segment_min(keys, bucket, count)  # an empty bucket has lo > hi
-    hi = tf.math.unsorted_segment_max(keys, bucket, count)
-    single = tf.equal(lo, hi)
-    slot = tf.cumsum(tf.cast(single, tf.int32)) - 1
-    ids = tf.gather(slot, bucket)
-    distinct = tf.boolean_mask(lo, single)
-    alone = tf.gather(single, bucket)
+    smallest = tf.math.unsorted_segment_min(keys, bucket, count)
+    present = tf.math.bincount(bucket, minlength=count, maxlength=count) > 0
+    ids = tf.gather(tf.cumsum(tf.cast(present, tf.int32)) - 1, bucket)
+    distinct = tf.boolean_mask(smallest, present)
+    alone = tf.equal(tf.gather(smallest, bucket), keys)  # False only where a bucket holds two keys or more
 
-    def with_mixed() -> tuple[tf.Tensor, tf.Tensor]:
+    def with_others() -> tuple[tf.Tensor, tf.Tensor]:
         where = tf.where(tf.logical_not(alone))
         rest, rest_ids = _unique(tf.gather_nd(keys, where))
         return tf.concat([distinct, rest], 0), tf.tensor_scatter_nd_update(ids, where, rest_ids + tf.size(distinct))
 
-    result: tuple[tf.Tensor, tf.Tensor] = tf.cond(tf.reduce_all(alone), lambda: (distinct, ids), with_mixed)
+    result: tuple[tf.Tensor, tf.Tensor] = tf.cond(tf.reduce_all(alone), lambda: (distinct, ids), with_others)
     return result
 
 

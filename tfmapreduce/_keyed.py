@@ -48,7 +48,7 @@ from ._plan import Plan, Shard, make_plan
 from ._resident import Sharded
 from ._retry import can_retry, moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
-from ._source import Batches, Input, Shipped, Source, Streamed, as_array, co_partitioned, sources
+from ._source import DATA_OPTIONS, Batches, Input, Shipped, Source, Streamed, as_array, co_partitioned, sources
 from ._stream import streamed
 from ._task import Task
 
@@ -449,6 +449,7 @@ def _stepper(job: Any, form: SegmentForm, bcast: tuple[Any, ...], where: str) ->
 
 def _fold(partials: tf.data.Dataset, form: SegmentForm) -> tuple[tf.Tensor, Any]:
     """Fold a dataset of per-key partials into one, merging by key as it goes."""
+    partials = partials.with_options(DATA_OPTIONS)
     initial = tf.nest.map_structure(lambda s: tf.zeros([0, *(d or 0 for d in s.shape[1:])], s.dtype), partials.element_spec)
     folded: tuple[Any, Any] = partials.reduce(initial, lambda state, part: merge([state, part], form))
     return folded

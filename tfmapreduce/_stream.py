@@ -20,16 +20,13 @@ import tensorflow as tf
 
 from ._errors import InputError, PlacementError
 from ._plan import Plan, Shard
-from ._source import Source, Streamed
+from ._source import DATA_OPTIONS, Source, Streamed
 from ._task import Task
 
 if TYPE_CHECKING:
     from ._cluster import Cluster
     from ._mapreduce import MapReduce
 
-_OPTIONS = tf.data.Options()
-_OPTIONS.experimental_optimization.apply_default_optimizations = False  # rewriting the pipeline costs ~0.1 s per run
-_OPTIONS.autotune.enabled = False
 
 State = tuple[tf.Tensor, Any]
 """(rows folded so far as an int64 scalar, the running partial)."""
@@ -116,7 +113,9 @@ def compile_fold(
                 for j, piece in enumerate(pieces):
                     with tf.name_scope(f"piece{j}"):
                         batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
-                        parts = batches.map(lambda b, shard=shard: mapped(shard, b), num_parallel_calls=2).with_options(_OPTIONS)
+                        parts = batches.map(lambda b, shard=shard: mapped(shard, b), num_parallel_calls=2).with_options(
+                            DATA_OPTIONS
+                        )
                         if state is None:
                             state = (tf.constant(0, tf.int64), tf.nest.map_structure(_zeros, parts.element_spec[1]))
                         before = state[0]
