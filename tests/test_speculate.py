@@ -54,6 +54,9 @@ def test_broadcast_values_and_co_partitioned_inputs_reach_every_copy(cluster: tm
     job = tmr.MapReduce(lambda a, b, scale: tf.reduce_sum(a * b[:, None] * scale, axis=0), tmr.combiners.sum)
     got = job.run((x, w), cluster=cluster, sizes=[10, 20], broadcast=[np.float64(2.0)], speculate=True)
     np.testing.assert_allclose(got, (x * w[:, None] * 2).sum(axis=0))
+    assert float(tmr.mean(x[:, 1], cluster=cluster, sizes=[10, 20], speculate=True)) == pytest.approx(
+        x[:, 1].mean()
+    )  # recipes too
 
 
 def test_the_plan_says_what_speculation_does(cluster: tmr.LocalCluster) -> None:
