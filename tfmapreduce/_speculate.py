@@ -29,9 +29,10 @@ and its plan says so; keyed jobs refuse ``speculate=True``.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -192,40 +193,37 @@ def run(
     running: dict[Future[Any], tuple[int, Task, float]] = {}
     won: dict[int, tuple[Task, Any, float, float]] = {}  # shard → (task, partial, started, finished)
     failed: set[Task] = set()  # tasks a copy failed on: no backup goes there
-    pool = ThreadPoolExecutor(max_workers=2 * len(mapped), thread_name_prefix="tfmapreduce-speculate")
 
     def start(index: int, task: Task) -> None:
         copy = program.copies[(index, task)]
         timeout = max(0.001, end - time.monotonic())
-        running[pool.submit(_run_copy, cluster, program, copy, srcs, values, timeout)] = (index, task, time.perf_counter())
+        future = _in_thread(lambda: _run_copy(cluster, program, copy, srcs, values, timeout))
+        running[future] = (index, task, time.perf_counter())
 
-    try:
-        for shard in mapped:
-            start(shard.index, shard.task)
-        while len(won) < len(mapped):
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)  # each copy ends by its own deadline
-            for future in done:
-                index, task, started = running.pop(future)
-                if index in won:
-                    continue  # the loser: its result never counts
-                error = future.exception()
-                if error is None:
-                    won[index] = (task, future.result(), started, time.perf_counter())
-                    continue
-                failed.add(task)
-                if not any(i == index for i, _, _ in running.values()):
-                    raise error  # no copy of the shard is left
-            if time.monotonic() < end:
-                busy = {task for index, task, _ in running.values() if index not in won} | failed
-                for task in program.tasks:
-                    waiting = [s for s in mapped if s.index not in won and len(runs[s.index]) == 1 and runs[s.index][0] != task]
-                    if task not in busy and waiting:
-                        shard = max(waiting, key=lambda s: s.rows)
-                        runs[shard.index].append(task)
-                        busy.add(task)
-                        start(shard.index, task)
-    finally:
-        pool.shutdown(wait=False)  # the losers finish (or time out) in the background
+    for shard in mapped:
+        start(shard.index, shard.task)
+    while len(won) < len(mapped):
+        done, _ = wait(list(running), return_when=FIRST_COMPLETED)  # each copy ends by its own deadline
+        for future in done:
+            index, task, started = running.pop(future)
+            if index in won:
+                continue  # the loser: its result never counts
+            error = future.exception()
+            if error is None:
+                won[index] = (task, future.result(), started, time.perf_counter())
+                continue
+            failed.add(task)
+            if not any(i == index for i, _, _ in running.values()):
+                raise error  # no copy of the shard is left (the others run on to their ends in the background)
+        if time.monotonic() < end:
+            busy = {task for index, task, _ in running.values() if index not in won} | failed
+            for task in program.tasks:
+                waiting = [s for s in mapped if s.index not in won and len(runs[s.index]) == 1 and runs[s.index][0] != task]
+                if task not in busy and waiting:
+                    shard = max(waiting, key=lambda s: s.rows)
+                    runs[shard.index].append(task)
+                    busy.add(task)
+                    start(shard.index, task)
     winners = [won[s.index] for s in mapped]
     if plan.measured is not None:  # sizes="auto": each winner's span, on the client's clock, times its device
         shards = [program.copies[(s.index, w[0])].shard for s, w in zip(mapped, winners, strict=True)]
@@ -239,6 +237,25 @@ def run(
         for s in plan.shards
     )
     return combine(job, [w[1] for w in winners]), outcomes
+
+
+def _in_thread(fn: Callable[[], Any]) -> Future[Any]:
+    """``fn()`` on a new thread; its future.
+
+    Not a daemon, like the background session closes of ``_backend``: a thread unwound by force
+    while it is inside TensorFlow's C++ at interpreter exit aborts the process, so the interpreter
+    waits for a loser still running, at most until its deadline.
+    """
+    future: Future[Any] = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as e:  # handed to whoever still waits, or to nobody (a loser)
+            future.set_exception(e)
+
+    threading.Thread(target=work, name="tfmapreduce-speculate", daemon=False).start()
+    return future
 
 
 def _run_copy(
