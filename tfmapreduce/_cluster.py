@@ -15,7 +15,7 @@ from . import _backend, _versions
 from ._device import Device
 from ._errors import ClusterError, InputError
 from ._options import effective_timeout
-from ._spec import load_tf_config, validate_spec
+from ._spec import CLIENT_JOB, load_tf_config, validate_spec
 from ._task import Task
 
 DEVICES_TIMEOUT = 10.0
@@ -78,16 +78,49 @@ class Cluster:
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _lost: set[Task] = attrs.field(factory=set)
     _runners: _backend.Runners = attrs.field(factory=_backend.Runners)
+    _client: Any = None  # client_master=True: the in-process server of the spec's client task
 
     @classmethod
-    def from_spec(cls, spec: Any) -> Cluster:
+    def from_spec(cls, spec: Any, *, client_master: bool = False) -> Cluster:
         """Describe workers that already run, from a ``{job: [address, ...]}`` dict,
         a ``tf.train.ClusterSpec``, a JSON string or the path of a JSON file.
 
+        A job named ``client`` (one address) is the client's own task, never a worker.  With
+        ``client_master=True`` (off by default) this process starts a server for that task and
+        makes it the master of every run: fed data enters the cluster in process instead of through
+        gRPC to task 0 (see ``_client``: the workers must have been started with that spec; the port
+        listens on every interface until the process exits).
+
         Raises:
-            ClusterError: the spec is malformed (every problem is listed).
+            ClusterError: the spec is malformed (every problem is listed), names no worker, or
+                ``client_master=True`` and it has no client task (or its port is taken).
         """
-        return cls(validate_spec(spec))
+        if not isinstance(client_master, bool):
+            raise TypeError(f"client_master must be True or False, got {type(client_master).__name__} {client_master!r}")
+        cluster = cls(validate_spec(spec))
+        if not cluster.tasks:
+            raise ClusterError(f"the cluster spec names no worker, only the client's task {CLIENT_JOB!r}: {cluster.spec!r}")
+        if client_master:
+            cluster.serve_client()
+        return cluster
+
+    def serve_client(self) -> None:
+        """Make this process's server for the spec's ``client`` task the master (``client_master=True``).
+
+        Raises:
+            ClusterError: the spec has no client task, or its port is taken.
+        """
+        from . import _client
+
+        server = _client.serve(self._spec)
+        with self._lock:
+            self._client = server
+        self.drop_sessions()  # later runs go through the new master
+
+    @property
+    def client_master(self) -> bool:
+        """Whether runs go through this process's own server for the spec's ``client`` task (``client_master=True``)."""
+        return self._client is not None
 
     @classmethod
     def from_tf_config(cls) -> Cluster:
@@ -118,13 +151,13 @@ class Cluster:
 
     @property
     def jobs(self) -> tuple[str, ...]:
-        """The job names, in spec order."""
-        return tuple(self._spec)
+        """The workers' job names, in spec order (the client's task, if the spec names one, is not a worker)."""
+        return tuple(job for job in self._spec if job != CLIENT_JOB)
 
     @property
     def tasks(self) -> tuple[Task, ...]:
-        """Every task, job by job."""
-        return tuple(Task(job, i) for job, addresses in self._spec.items() for i in range(len(addresses)))
+        """Every worker task, job by job."""
+        return tuple(Task(job, i) for job in self.jobs for i in range(len(self._spec[job])))
 
     def address(self, task: Task | str) -> str:
         """The ``host:port`` of a task (a :class:`Task` or ``/job:NAME/task:I``)."""
@@ -143,11 +176,14 @@ class Cluster:
 
     @property
     def master(self) -> Task:
-        """The task runs go through: the first live task (task 0 unless it was lost).
+        """The task runs go through: the client's own task with ``client_master=True``, else the first live task
+        (task 0 unless it was lost).
 
         Raises:
             ClusterError: every task was lost.
         """
+        if self._client is not None:
+            return Task(CLIENT_JOB, 0)
         live = self.live_tasks
         if not live:
             raise ClusterError(
@@ -157,7 +193,9 @@ class Cluster:
 
     @property
     def target(self) -> str:
-        """The gRPC target of the master, e.g. ``grpc://localhost:2222``."""
+        """The gRPC target of the master, e.g. ``grpc://localhost:2222`` (this process's own server with ``client_master=True``)."""
+        if self._client is not None:
+            return str(self._client.target)
         return f"grpc://{self.address(self.master)}"
 
     def mark_lost(self, task: Task | str) -> None:
@@ -246,11 +284,7 @@ class Cluster:
             entry = self._sessions.get(key)
             if entry is None or entry.session.graph is not graph:
                 _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
-                entry = _Session(
-                    tf.compat.v1.Session(
-                        f"grpc://{addresses[master]}", graph=graph, config=_backend.session_config(used, timeout)
-                    )
-                )
+                entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=_backend.session_config(used, timeout)))
                 self._sessions[key] = entry
 
         def call(options: tf.compat.v1.RunOptions) -> Any:  # on a runner thread: the session's first contact may block too

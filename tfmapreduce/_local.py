@@ -25,7 +25,7 @@ from ._errors import ClusterError
 from ._log import CLUSTER
 from ._network import network_interfaces
 from ._options import check_timeout
-from ._spec import validate_spec
+from ._spec import CLIENT_JOB, validate_spec
 from ._task import Task
 from ._worker import PARENT_ENV
 
@@ -117,6 +117,10 @@ class LocalCluster(Cluster):
         startup_timeout: seconds to wait for every worker to accept connections.
         allow_network: start the workers even though this machine has a network
             interface other than loopback (they are then reachable from it).
+        client_master: give the spec a ``client`` task on one more free port, start the
+            workers with it, and make this process's own server for it the master of every
+            run (see :meth:`Cluster.from_spec`).  TensorFlow cannot stop that server: its port
+            stays bound until this process exits, after the workers have stopped.
 
     Raises:
         ClusterError: a worker failed to start in time (its log is quoted), or
@@ -136,6 +140,7 @@ class LocalCluster(Cluster):
         cpu_devices: int = 1,
         startup_timeout: float = 60.0,
         allow_network: bool = True,
+        client_master: bool = False,
     ):
         for name, value in (("workers", workers), ("cpu_devices", cpu_devices)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -144,6 +149,10 @@ class LocalCluster(Cluster):
                 raise ValueError(f"{name} must be at least 1, got {value}")
         startup_timeout = check_timeout(startup_timeout, argument="startup_timeout")
         validate_spec({job: ["localhost:1"]})  # checks the job name
+        if not isinstance(client_master, bool):
+            raise TypeError(f"client_master must be True or False, got {type(client_master).__name__} {client_master!r}")
+        if job == CLIENT_JOB:
+            raise ValueError(f"job must not be {CLIENT_JOB!r}: that name is the client's own task (client_master=True)")
         if not isinstance(allow_network, bool):
             raise TypeError(f"allow_network must be True or False, got {type(allow_network).__name__} {allow_network!r}")
         exposed = network_interfaces()
@@ -162,13 +171,17 @@ class LocalCluster(Cluster):
         _live.add(self)
         try:
             for attempt in range(3):
-                ports = _free_ports(workers)
-                spec = {job: [f"localhost:{p}" for p in ports]}
+                ports = _free_ports(workers + client_master)
+                spec = {job: [f"localhost:{p}" for p in ports[:workers]]}
+                if client_master:
+                    spec[CLIENT_JOB] = [f"localhost:{ports[workers]}"]
                 self._processes = [self._spawn(spec, job, i, cpu_devices) for i in range(workers)]
                 if self._wait_ready(startup_timeout, retry=attempt < 2):
                     break
                 self._stop_workers()
             self._spec = spec
+            if client_master:
+                self.serve_client()
         except BaseException:
             self.close()
             raise

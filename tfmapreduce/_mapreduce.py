@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
-from . import _autosize
+from . import _autosize, _speculate
 from ._cache import PROGRAMS
 from ._cluster import DEVICES_TIMEOUT, Cluster
 from ._combine import Combiner
@@ -40,7 +40,7 @@ class _Compiled:
     clocked: tuple[Shard, ...] = ()  # sizes="auto": the shards whose clocks (start, end) follow the result in the fetch
 
 
-def _tree(parts: Sequence[Any], merge: Callable[[Any, Any], Any]) -> Any:
+def merge_tree(parts: Sequence[Any], merge: Callable[[Any, Any], Any]) -> Any:
     """Merge ``parts`` pairwise in a balanced tree (depth log n)."""
     while len(parts) > 1:
         parts = [_merge(merge, parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
@@ -150,11 +150,13 @@ class MapReduce(Generic[R]):
         if self.by_key:
             from ._keyed import keyed_plan
 
+            _not_keyed(settings)
             return keyed_plan(x, settings)
         _only_keyed(settings)
         srcs = sources(x)
         cluster = resolve_cluster(settings.cluster, srcs)
-        return route(plan_of(srcs, cluster, settings, job=self.identity), srcs, cluster, settings.transfer)
+        plan = route(plan_of(srcs, cluster, settings, job=self.identity), srcs, cluster, settings.transfer)
+        return _speculate.note(plan, srcs) if settings.speculate else plan
 
     @overload
     def run(
@@ -216,6 +218,7 @@ class MapReduce(Generic[R]):
         if self.by_key:
             from . import _keyed
 
+            _not_keyed(settings)
             return _keyed.run(self, x, settings, broadcast=broadcast, resident=resident)
         _only_keyed(settings, resident=resident)
         started = time.perf_counter()
@@ -224,20 +227,32 @@ class MapReduce(Generic[R]):
         values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
         plans: list[Plan] = []
 
-        def attempt(current: RunOptions) -> tuple[Any, bool]:
+        def attempt(current: RunOptions) -> tuple[Any, bool, tuple[_speculate.Outcome, ...]]:
             plan = route(
                 plan_of(srcs, cluster, current, job=self.identity), srcs, cluster, current.transfer, timeout=current.seconds()
             )
+            if current.speculate:
+                plan = _speculate.note(plan, srcs)
             plans.append(plan)
             return self._run_once(plan, srcs, values, cluster, current)
 
-        (result, compiled), recovery = with_retries(settings, srcs, cluster, attempt)
+        (result, compiled, outcomes), recovery = with_retries(settings, srcs, cluster, attempt)
         if not settings.return_stats:
             return result
         plan = plans[-1]
+        backups = {o.index: o for o in outcomes}
         stats = RunStats(
             shards=tuple(
-                ShardStats(s.index, s.device, s.rows, sum(src.bytes_sent(s) for src in srcs) if s.rows else 0)
+                ShardStats(
+                    s.index,
+                    s.device,
+                    s.rows,
+                    sum(src.bytes_sent(s) for src in srcs) * (2 if s.index in backups and backups[s.index].backup else 1)
+                    if s.rows
+                    else 0,
+                    backups[s.index].backup if s.index in backups else None,
+                    s.index in backups and backups[s.index].backup_won,
+                )
                 for s in plan.shards
             ),
             wall_time=time.perf_counter() - started,
@@ -255,8 +270,9 @@ class MapReduce(Generic[R]):
         values: tuple[np.ndarray[Any, Any], ...],
         cluster: Cluster,
         settings: RunOptions,
-    ) -> tuple[Any, bool]:
-        """One distributed run of ``plan`` (compiled once per signature); the result and whether it compiled."""
+    ) -> tuple[Any, bool, tuple[_speculate.Outcome, ...]]:
+        """One distributed run of ``plan`` (compiled once per signature): the result, whether it compiled, and what
+        speculation did (``speculate=True`` runs that back up their shards; else empty)."""
         key: tuple[Any, ...] = (
             self.identity,
             id(cluster),
@@ -267,6 +283,18 @@ class MapReduce(Generic[R]):
         timed = plan.measured is not None  # sizes="auto": time each shard, to size the next run's shards
         if timed:
             key = (*key, "timed")
+        if settings.speculate and _speculate.why_not(plan, srcs) is None:
+            key = (*key, "speculate")
+            speculative, compiled = PROGRAMS.get(
+                key, cluster, lambda: _speculate.compile_copies(self, plan, srcs, values, cluster)
+            )
+            assert isinstance(speculative, _speculate.Program)
+            try:
+                result, outcomes = _speculate.run(self, speculative, plan, srcs, values, cluster, settings)
+            except JobError as e:
+                e.args = (f"{self!r}: {e}",)
+                raise
+            return result, compiled, outcomes
         build = lambda: self._compile(plan, srcs, values, cluster, timed=timed)  # noqa: E731
         stream = streamed(srcs)  # file sources: read and folded batch by batch on their tasks
         if stream is not None:
@@ -298,7 +326,7 @@ class MapReduce(Generic[R]):
         if program.clocked:
             result, clocks = result
             _autosize.record(self.identity, cluster, plan, program.clocked, clocks)
-        return result, compiled
+        return result, compiled, ()
 
     def _compile(
         self,
@@ -355,23 +383,35 @@ class MapReduce(Generic[R]):
                         with tf.device(master), tf.control_dependencies(tf.nest.flatten(partial)):
                             clocks.append(tf.stack([start, tf.timestamp(name="clock_end")]))
                     devices.setdefault(shard.task, shard.device)
-            try:
-                per_task = []
-                for task, parts in partials.items():
-                    with tf.device(devices[task]), tf.name_scope("combine_task"):
-                        per_task.append(_tree(parts, self.combiner.merge))
-                with tf.device(master), tf.name_scope("combine"):
-                    fetch = self.combiner.finalize(_tree(per_task, self.combiner.merge))
-            except Exception as e:
-                raise MapFunctionError(
-                    f"{self!r}: the combiner {self.combiner.name} cannot merge the shards' map outputs "
-                    f"({type(e).__name__}: {_first_line_of(e)}); shard {mapped[0].index} gave {_describe(first_output[1]) if first_output else None}: "
-                    "map_fn must return values the combiner can merge, e.g. the same shape on every shard for tf.add"
-                ) from e
+            fetch = self.combine_partials(partials, devices, master, first_output)
         graph.finalize()
         if timed:
             return _Compiled(graph, (fetch, tuple(clocks)), tuple(feeds), bcast, tuple(partials), clocked=tuple(mapped))
         return _Compiled(graph, fetch, tuple(feeds), bcast, tuple(partials))
+
+    def combine_partials(
+        self, partials: dict[Task, list[Any]], devices: dict[Task, str], master: str, first_output: tuple[Shard, Any] | None
+    ) -> Any:
+        """In the graph being built: merge the partials on each task (on ``devices[task]``), then across tasks and
+        finalize on ``master``; the result tensor(s).
+
+        Raises:
+            MapFunctionError: the combiner cannot merge the partials (``first_output``: a shard and its map output, named).
+        """
+        try:
+            per_task = []
+            for task, parts in partials.items():
+                with tf.device(devices[task]), tf.name_scope("combine_task"):
+                    per_task.append(merge_tree(parts, self.combiner.merge))
+            with tf.device(master), tf.name_scope("combine"):
+                return self.combiner.finalize(merge_tree(per_task, self.combiner.merge))
+        except Exception as e:
+            gave = f"shard {first_output[0].index} gave {_describe(first_output[1])}" if first_output else "no shard mapped"
+            raise MapFunctionError(
+                f"{self!r}: the combiner {self.combiner.name} cannot merge the shards' map outputs "
+                f"({type(e).__name__}: {_first_line_of(e)}); {gave}: "
+                "map_fn must return values the combiner can merge, e.g. the same shape on every shard for tf.add"
+            ) from e
 
     def _compile_streamed(
         self, plan: Plan, src: Streamed, broadcast: tuple[np.ndarray[Any, Any], ...], cluster: Cluster, batch_rows: int | None
@@ -401,6 +441,15 @@ def _only_keyed(settings: RunOptions, *, resident: bool = False) -> None:
     if given:
         raise TypeError(
             f"{', '.join(f'{n}=' for n in given)} apply to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)"
+        )
+
+
+def _not_keyed(settings: RunOptions) -> None:
+    """TypeError for ``speculate=True`` given to a keyed job."""
+    if settings.speculate:
+        raise TypeError(
+            "speculate=True applies to whole-input jobs only: a keyed job's shards shuffle to the reducers in one "
+            "distributed run, so no shard can be backed up alone; drop speculate= or use a job without by_key=True"
         )
 
 

@@ -53,6 +53,7 @@ class Options(PlanOptions, total=False):
     batch_rows: int | None
     retries: int
     transfer: str | None
+    speculate: bool
 
 
 @attrs.frozen
@@ -65,7 +66,7 @@ class RunOptions:
         >>> RunOptions.of(sise=3)
         Traceback (most recent call last):
         ...
-        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, retries, transfer
+        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, retries, transfer, speculate
     """
 
     cluster: Cluster | None = None
@@ -87,6 +88,10 @@ class RunOptions:
     """Times a run is repeated on the surviving tasks after a task is lost (dead, or hung past the deadline); 0 raises at once."""
     transfer: str | None = None
     """How host data travels: None/``"auto"`` (shared memory to tasks on the client's host, else gRPC), ``"shm"``, ``"feed"``."""
+    speculate: bool = False
+    """Back up stragglers: each shard runs as its own fetch, and a task that runs out of work re-runs an unfinished shard
+    of another task; the first copy to finish counts, exactly once (MapReduce's backup tasks; see ``_speculate``).  Only
+    host data (shipped arrays) is backed up; a keyed job refuses it."""
     return_stats: bool = False
     """Also return a ``RunStats``."""
 
@@ -141,6 +146,9 @@ class RunOptions:
             raise ValueError(
                 f"transfer must be 'auto' (shared memory on the client's host, else gRPC), 'shm' or 'feed', got {transfer!r}"
             )
+        speculate = options.get("speculate", False)
+        if not isinstance(speculate, (bool, np.bool_)):
+            raise TypeError(f"speculate must be True or False, got {type(speculate).__name__} {speculate!r}")
         return cls(
             cluster=cluster,
             sizes=options.get("sizes"),
@@ -151,6 +159,7 @@ class RunOptions:
             batch_rows=None if batch_rows is None else int(batch_rows),
             retries=int(retries),
             transfer=transfer,
+            speculate=bool(speculate),
             return_stats=bool(options.get("return_stats", False)),
         )
 

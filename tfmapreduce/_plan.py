@@ -85,6 +85,8 @@ class Plan:
     """The shards, in row order."""
     measured: Measured | None = attrs.field(default=None, eq=False)
     """For ``sizes="auto"``: the devices' measured speeds behind the sizes.  Not part of the plan's identity."""
+    speculation: str | None = attrs.field(default=None, eq=False)
+    """For ``speculate=True``: what speculation does in this plan (backups, or why there are none).  Not part of its identity."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -102,6 +104,8 @@ class Plan:
         w_span = max(4, *(len(t) for t in spans))
         w_size = max(4, *(len(str(s.rows)) for s in self.shards))
         lines = [f"Plan: {self.rows} rows in {len(self.shards)} shards on {len(self.tasks)} tasks"]
+        if self.speculation:
+            lines.append(f"  speculate=True: {self.speculation}")
         auto = self.measured
         rates: list[str] = []
         w_rate = 0

@@ -18,7 +18,11 @@ class ShardStats:
     rows: int
     """Its rows."""
     bytes_sent: int
-    """Input bytes the client sent for it in this run (0 for resident data)."""
+    """Input bytes the client sent for it in this run (0 for resident data), a backup copy's included."""
+    backup: str | None = None
+    """``speculate=True``: the device a backup copy of the shard ran on, or None when it was not backed up."""
+    backup_won: bool = False
+    """``speculate=True``: True when the backup finished first and its result was counted (the original's was discarded)."""
 
 
 @attrs.frozen
@@ -48,3 +52,8 @@ class RunStats:
     def bytes_sent(self) -> int:
         """Input bytes sent to the cluster in this run, all shards together."""
         return sum(s.bytes_sent for s in self.shards)
+
+    @property
+    def backed_up(self) -> tuple[int, ...]:
+        """``speculate=True``: the shards that were backed up on another device (see :attr:`ShardStats.backup_won`)."""
+        return tuple(s.index for s in self.shards if s.backup is not None)

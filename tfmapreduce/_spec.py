@@ -12,6 +12,9 @@ import attrs
 
 from ._errors import ClusterError
 
+CLIENT_JOB = "client"
+"""The job name of the client's own task in a cluster spec (for ``client_master=True``): never a worker, never given shards."""
+
 _JOB = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")  # TensorFlow aborts (C++ check failure) on any other job name
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)$")
 

@@ -16,7 +16,7 @@ from typing import TextIO
 from ._errors import ClusterError
 from ._log import WORKER
 from ._network import network_interfaces, refusal
-from ._spec import split_address, task_address, validate_spec
+from ._spec import CLIENT_JOB, split_address, task_address, validate_spec
 from ._task import Task
 
 PARENT_ENV = "TFMAPREDUCE_PARENT_PID"
@@ -54,6 +54,11 @@ def serve(
     signal.signal(signal.SIGTERM, _exit_now)
     signal.signal(signal.SIGINT, _exit_now)
     cluster = validate_spec(spec)
+    if job == CLIENT_JOB:
+        raise ClusterError(
+            f"job {CLIENT_JOB!r} is the client's own task (its in-process master, client_master=True), not a worker: "
+            "start workers for the spec's other jobs"
+        )
     address = task_address(cluster, job, task)
     where = f"/job:{job}/task:{task}"
     _, port = split_address(address, where=where)

@@ -1,0 +1,50 @@
+"""``python -m benchmarks.client_master``: shipping through task 0 as the master vs the client as the master.
+
+Two 2-worker ``LocalCluster`` s run side by side in this process: one as usual (task 0 is the
+master: the client sends every fed byte to it through gRPC and it forwards task 1's shard), one
+with ``client_master=True`` (the client's own in-process server is the master; each worker
+fetches its shard from the client).  ``tmr.mean`` of ``--rows`` float32 shipped through gRPC
+(``transfer="feed"``: shared memory would bypass the master on one machine) runs on both,
+interleaved round by round, after one checked warm-up run each.  Prints each side's median
+[min-max] seconds and GB/s, and the per-round ratio.
+
+The client's server cannot be stopped (TensorFlow): its port stays bound until this process exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import tfmapreduce as tmr
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=50_000_000, help="float32 numbers shipped per run (default 5e7)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    args = parser.parse_args()
+    x = np.random.default_rng(0).random(args.rows, dtype=np.float32)
+    expected = float(np.mean(x, dtype=np.float64))
+    with tmr.LocalCluster(2) as usual, tmr.LocalCluster(2, client_master=True) as client:
+        sides = {"task 0 as master": usual, "client as master": client}
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for cluster in sides.values():
+            assert abs(float(tmr.mean(x, cluster=cluster, transfer="feed")) - expected) < 1e-6
+        for _ in range(args.rounds):
+            for name, cluster in sides.items():
+                started = time.perf_counter()
+                tmr.mean(x, cluster=cluster, transfer="feed")
+                times[name].append(time.perf_counter() - started)
+    print(f"mean of {args.rows:.3g} float32 ({x.nbytes / 1e6:.0f} MB) shipped by gRPC, {args.rounds} rounds:")
+    for name, seconds in times.items():
+        median = float(np.median(seconds))
+        print(f"  {name:>16}: {median:.3f} s [{min(seconds):.3f}-{max(seconds):.3f}], {x.nbytes / median / 1e9:.2f} GB/s")
+    ratios = [a / b for a, b in zip(times["task 0 as master"], times["client as master"], strict=True)]
+    print(f"  ratio per round (task 0 / client): median {np.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]")
+
+
+if __name__ == "__main__":
+    main()
