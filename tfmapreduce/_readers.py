@@ -130,7 +130,7 @@ def _fixed_rows(
     return dataset.map(lambda record: tf.reshape(tf.io.decode_raw(record, tf_dtype, little_endian=little), (-1, *row_shape)))
 
 
-TEXT_BLOCK = 4 << 20
+TEXT_BLOCK = 8 << 20
 """Bytes of a text file read at once: the file is read in blocks, each split into its whole lines."""
 
 
