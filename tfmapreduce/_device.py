@@ -64,6 +64,9 @@ class Device:
             return name
         if not isinstance(name, str):
             raise TypeError(f"{argument} must be a device string such as '/job:local/task:1', got {type(name).__name__} {name!r}")
+        known = _parsed.get(name)
+        if known is not None:
+            return known
         fields: dict[str, str] = {}
         pos = 0
         for m in _PART.finditer(name):
@@ -83,9 +86,16 @@ class Device:
                 "by '/cpu:K', '/gpu:K' or '/device:GPU:K', e.g. '/job:local/task:0/gpu:0'"
             )
         dtype, dindex = fields.get("dtype") or fields.get("short") or "CPU", fields.get("dindex") or fields.get("sindex") or "0"
-        return cls(
+        device = cls(
             task=Task(fields["job"], int(fields["task"])),
             type=dtype.upper(),
             index=int(dindex),
             replica=int(fields.get("replica", "0")),
         )
+        if len(_parsed) < 4096:  # every run parses its cluster's device names again
+            _parsed[name] = device
+        return device
+
+
+_parsed: dict[str, Device] = {}
+"""Device strings parsed so far (a bounded cache: parsing is a regex walk, repeated on every run)."""

@@ -38,7 +38,7 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import attrs
 import numpy as np
@@ -320,7 +320,9 @@ def route(plan: Plan, srcs: Sequence[object], cluster: Cluster, transfer: str | 
     Raises:
         ClusterError: ``transfer="shm"`` and a shard's task cannot open the client's files.
     """
-    stageable = [s for s in srcs if isinstance(s, Stageable)]
+    from ._source import implements  # (_source imports this module)
+
+    stageable = [cast(Stageable, s) for s in srcs if implements(s, Stageable)]
     if not stageable:
         return plan
     transfer = transfer or "auto"

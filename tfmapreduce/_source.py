@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -95,6 +96,23 @@ class Source(Protocol):
             ShardLostError: the data cannot be read again without those tasks.
         """
         ...
+
+
+_implements: dict[tuple[type, type], bool] = {}
+
+
+def implements(obj: object, protocol: Any) -> bool:
+    """``isinstance(obj, protocol)`` for a runtime-checkable protocol, remembered per type (the check walks every member).
+
+    Example:
+        >>> implements(Shipped(np.zeros(3)), Streamed), implements(np.zeros(3), Streamed)
+        (False, False)
+    """
+    key = (type(obj), protocol)
+    found = _implements.get(key)
+    if found is None:
+        found = _implements[key] = isinstance(obj, protocol)
+    return found
 
 
 DATA_OPTIONS = tf.data.Options()
@@ -224,7 +242,7 @@ class Shipped:
         return self.array[shard.start : shard.stop]
 
     def bytes_sent(self, shard: Shard) -> int:
-        return shard.rows * int(np.prod(self.array.shape[1:], dtype=np.int64)) * self.array.dtype.itemsize
+        return shard.rows * math.prod(self.array.shape[1:]) * self.array.dtype.itemsize
 
     def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> None:
         return None  # host data cannot fail in a run

@@ -13,14 +13,14 @@ rows at all maps one empty batch, as the in-memory path does.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import tensorflow as tf
 
 from ._errors import InputError, PlacementError
 from ._plan import Plan, Shard
-from ._source import DATA_OPTIONS, Source, Streamed
+from ._source import DATA_OPTIONS, Source, Streamed, implements
 from ._task import Task
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def streamed(srcs: Sequence[Source]) -> Streamed | None:
     Raises:
         InputError: a streamed source co-partitioned with other inputs.
     """
-    found = [s for s in srcs if isinstance(s, Streamed)]
+    found = [cast(Streamed, s) for s in srcs if implements(s, Streamed)]
     if not found:
         return None
     if len(srcs) > 1:
