@@ -24,7 +24,7 @@ from ._errors import InputError, JobError, ShardLostError
 from ._options import effective_timeout
 from ._plan import Plan, Shard, make_plan
 from ._readers import Csv, Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
-from ._source import DATA_OPTIONS, Batches, Input, ShardTensor
+from ._source import Batches, Input, ShardTensor
 from ._task import Task
 
 if TYPE_CHECKING:
@@ -166,11 +166,7 @@ class FileSource:
             rows = batch_rows or self.reader.batch_rows(layout)
             if self.reader.unit == "rows":
                 result.append(
-                    Batches(
-                        self.reader.rows_dataset(e.path, e.size, layout, lo, hi, rows).with_options(DATA_OPTIONS),
-                        hi - lo,
-                        self.changed(e, hi - lo),
-                    )
+                    Batches(self.reader.rows_dataset(e.path, e.size, layout, lo, hi, rows), hi - lo, self.changed(e, hi - lo))
                 )
                 continue
             if e.layout is None:  # pinned, unseen by the client: matched on its own task
@@ -183,9 +179,7 @@ class FileSource:
                 records = tf.data.Dataset.from_tensor_slices(matched).flat_map(self.reader.records).batch(rows)
             else:
                 records = self.reader.record_batches(e.path, e.size, rows)
-            result.append(
-                Batches(records.map(lambda r, layout=layout: self.reader.decode(r, layout)).with_options(DATA_OPTIONS), None)
-            )
+            result.append(Batches(records.map(lambda r, layout=layout: self.reader.decode(r, layout)), None))
         return result
 
     def changed(self, entry: FileEntry, expected: int) -> str:

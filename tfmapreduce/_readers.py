@@ -94,6 +94,22 @@ class Reader(abc.ABC):
         return records
 
 
+def byte_blocks(path: str, size: int, first: int, stop: int, block: int) -> tf.data.Dataset:
+    """The bytes ``first:stop`` of a file of ``size`` bytes as string records of ``block`` bytes (the last one shorter).
+
+    No byte outside the range is read: ``FixedLengthRecordDataset`` skips a header and a footer.
+    """
+    full, rest = divmod(stop - first, block)
+    parts = []
+    if full:
+        parts.append(tf.data.FixedLengthRecordDataset(path, block, header_bytes=first, footer_bytes=size - first - full * block))
+    if rest:
+        parts.append(tf.data.FixedLengthRecordDataset(path, rest, header_bytes=first + full * block, footer_bytes=size - stop))
+    if not parts:
+        return tf.data.Dataset.from_tensor_slices(tf.zeros([0], tf.string))
+    return parts[0] if len(parts) == 1 else parts[0].concatenate(parts[1])
+
+
 def _fixed_rows(
     path: str,
     offset: int,
@@ -108,25 +124,7 @@ def _fixed_rows(
     """Rows ``start:stop`` of a file of fixed-size rows at ``offset``, in batches: byte ranges, one copy into each record."""
     tf_dtype = tf.as_dtype(dtype)
     little = dtype.byteorder != ">"
-    full, rest = divmod(stop - start, batch)
-    parts = []
-    if full:
-        end = offset + (start + full * batch) * row_bytes
-        parts.append(
-            tf.data.FixedLengthRecordDataset(
-                path, batch * row_bytes, header_bytes=offset + start * row_bytes, footer_bytes=size - end
-            )
-        )
-    if rest:
-        parts.append(
-            tf.data.FixedLengthRecordDataset(
-                path,
-                rest * row_bytes,
-                header_bytes=offset + (start + full * batch) * row_bytes,
-                footer_bytes=size - offset - stop * row_bytes,
-            )
-        )
-    dataset = parts[0] if len(parts) == 1 else parts[0].concatenate(parts[1])
+    dataset = byte_blocks(path, size, offset + start * row_bytes, offset + stop * row_bytes, batch * row_bytes)
     return dataset.map(lambda record: tf.reshape(tf.io.decode_raw(record, tf_dtype, little_endian=little), (-1, *row_shape)))
 
 
@@ -150,15 +148,8 @@ def text_blocks(path: str, size: int) -> tf.data.Dataset:
     is joined from the part carried over and the block's text up to its first newline; the rest
     up to the block's last newline is passed on as it is (joining large strings is slow).
     """
-    full, rest = divmod(size, TEXT_BLOCK)
-    parts = []
-    if full:
-        parts.append(tf.data.FixedLengthRecordDataset(path, TEXT_BLOCK, footer_bytes=rest, buffer_size=TEXT_BLOCK))
-    if rest:
-        parts.append(tf.data.FixedLengthRecordDataset(path, rest, header_bytes=full * TEXT_BLOCK))
-    blocks = tf.data.Dataset.from_tensors((tf.constant(b""), True))  # the end: what is carried is the last line
-    for part in reversed(parts):
-        blocks = part.map(lambda block: (block, False)).concatenate(blocks)
+    end = tf.data.Dataset.from_tensors((tf.constant(b""), True))  # the end: what is carried is the last line
+    blocks = byte_blocks(path, size, 0, size, TEXT_BLOCK).map(lambda block: (block, False)).concatenate(end)
 
     def whole_lines(carried: tf.Tensor, item: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
         block, end = item

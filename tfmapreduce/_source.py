@@ -122,12 +122,16 @@ DATA_OPTIONS.experimental_optimization.apply_default_optimizations = False
 DATA_OPTIONS.autotune.enabled = False
 
 
+def _with_data_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    return dataset.with_options(DATA_OPTIONS)
+
+
 @attrs.frozen(eq=False)
 class Batches:
     """One piece of a streamed shard (a file, or a row range of one): its batches, read on the shard's task."""
 
-    dataset: tf.data.Dataset
-    """Batches of rows (each a tensor of shape ``(rows, *shape[1:])``), read where the shard runs."""
+    dataset: tf.data.Dataset = attrs.field(converter=_with_data_options)
+    """Batches of rows (each a tensor of shape ``(rows, *shape[1:])``), read where the shard runs (with :data:`DATA_OPTIONS`)."""
     rows: int | None
     """The rows the piece must yield (checked in the run), or None when only reading tells."""
     mismatch: str = ""

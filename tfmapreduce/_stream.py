@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from ._errors import InputError, PlacementError
 from ._plan import Plan, Shard
-from ._source import DATA_OPTIONS, Source, Streamed, implements
+from ._source import Source, Streamed, implements
 from ._task import Task
 
 if TYPE_CHECKING:
@@ -113,9 +113,7 @@ def compile_fold(
                 for j, piece in enumerate(pieces):
                     with tf.name_scope(f"piece{j}"):
                         batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
-                        parts = batches.map(lambda b, shard=shard: mapped(shard, b), num_parallel_calls=2).with_options(
-                            DATA_OPTIONS
-                        )
+                        parts = batches.map(lambda b, shard=shard: mapped(shard, b), num_parallel_calls=2)
                         if state is None:
                             state = (tf.constant(0, tf.int64), tf.nest.map_structure(_zeros, parts.element_spec[1]))
                         before = state[0]
