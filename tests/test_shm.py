@@ -7,12 +7,15 @@ LocalCluster where a worker must be stopped, and client processes started here
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import signal
 import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 
@@ -27,18 +30,30 @@ from tfmapreduce import _shm
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _memfds(pid: int | None = None) -> list[str]:
-    """The shared-memory files a process holds open (this one by default)."""
+def _memfds(pid: int | None = None, name: str = "tfmapreduce") -> list[str]:
+    """The shared-memory files named ``name`` a process holds open (this one by default): files staged for one run by
+    default, ``"tfmapreduce-program"`` for the buffers compiled programs keep."""
     folder = f"/proc/{pid or os.getpid()}/fd"
     found = []
-    for name in os.listdir(folder):
+    for fd in os.listdir(folder):
         try:
-            target = os.readlink(os.path.join(folder, name))
+            target = os.readlink(os.path.join(folder, fd))
         except OSError:
             continue
-        if target.startswith("/memfd:tfmapreduce"):
+        if target.split(" ")[0] == f"/memfd:{name}":
             found.append(target)
     return found
+
+
+def _buffers() -> int:
+    """The shared-memory buffers compiled programs of this process keep (each is open twice: its own fd and its mapping's)."""
+    folder = f"/proc/{os.getpid()}/fd"
+    inodes = set()
+    for fd in os.listdir(folder):
+        with contextlib.suppress(OSError):
+            if os.readlink(os.path.join(folder, fd)).startswith("/memfd:tfmapreduce-program "):
+                inodes.add(os.stat(os.path.join(folder, fd)).st_ino)
+    return len(inodes)
 
 
 def _shm_entries() -> set[str]:
@@ -97,6 +112,25 @@ def test_shared_memory_and_feeds_give_identical_results(cluster: tmr.LocalCluste
 
 
 @pytest.mark.usefixtures("no_leftovers")
+@pytest.mark.parametrize(
+    "map_fn",
+    [
+        lambda t: tf.reduce_sum(t - 1.0),
+        lambda t: tf.reduce_sum(tf.square(t) + t),
+        lambda t: tf.reduce_sum(tf.nn.relu(tf.cast(t, tf.float32))),
+        lambda t: tf.reduce_sum(tf.reshape(t, (-1, 10)) * 2.0, axis=0),
+    ],
+    ids=["sub", "square-add", "cast-relu", "reshape-mul"],
+)
+def test_ops_that_write_in_place_leave_the_read_only_mapping_alone(cluster: tmr.LocalCluster, map_fn: object) -> None:
+    x = np.random.default_rng(5).random(100_000, dtype=np.float32)
+    job = tmr.MapReduce(map_fn, tf.add)
+    for _ in range(2):
+        by_shm = job.run(x, cluster=cluster, transfer="shm", sizes=[25_000] * 4)
+        np.testing.assert_allclose(by_shm, job.run(x, cluster=cluster, transfer="feed", sizes=[25_000] * 4), rtol=1e-6)
+
+
+@pytest.mark.usefixtures("no_leftovers")
 def test_co_partitioned_inputs_and_recipes_through_shared_memory(cluster: tmr.LocalCluster) -> None:
     rng = np.random.default_rng(1)
     x, w = rng.random(5000).astype(np.float32), rng.random(5000)
@@ -142,6 +176,40 @@ def test_one_compiled_graph_serves_every_run_with_new_data(cluster: tmr.LocalClu
 
 
 @pytest.mark.usefixtures("no_leftovers")
+def test_a_program_maps_its_own_buffers_and_its_concurrent_runs_take_turns(cluster: tmr.LocalCluster) -> None:
+    job = tmr.MapReduce(lambda t: tf.reduce_sum(tf.cast(t, tf.float64)), tf.add)
+    before = _buffers()
+    job.run(np.zeros(40_000, np.float32), cluster=cluster, sizes=[10_000] * 4, transfer="shm")
+    assert _buffers() == before + 4  # one buffer per shard, kept with the program
+    inputs = [np.full(40_000, i, np.float32) for i in range(8)]
+    results: dict[int, float] = {}
+
+    def run(i: int) -> None:
+        for _ in range(5):
+            results[i] = job.run(inputs[i], cluster=cluster, sizes=[10_000] * 4, transfer="shm")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {i: 40_000.0 * i for i in range(8)}  # no run saw another's data
+    assert _buffers() == before + 4
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_past_their_share_of_memory_shards_are_staged_per_run(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_shm, "MAPPED_SHARE", 0.0)
+    before = _buffers()
+    job = tmr.MapReduce(tf.reduce_sum, tf.add)
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        x = rng.random(4096).astype(np.float32)
+        assert job.run(x, cluster=cluster, transfer="shm") == job.run(x, cluster=cluster, transfer="feed")
+    assert _buffers() == before  # read from files staged per run instead
+
+
+@pytest.mark.usefixtures("no_leftovers")
 def test_files_are_closed_when_the_run_fails(cluster: tmr.LocalCluster) -> None:
     def must_be_small(t: tf.Tensor) -> tf.Tensor:
         with tf.control_dependencies([tf.debugging.assert_less(t, np.float32(0.5), message="too big")]):
@@ -152,8 +220,9 @@ def test_files_are_closed_when_the_run_fails(cluster: tmr.LocalCluster) -> None:
         job.run(np.ones(1000, np.float32), cluster=cluster, transfer="shm")
 
 
-def test_files_are_closed_when_the_run_times_out() -> None:
+def test_files_are_closed_when_the_run_times_out_and_buffers_when_the_cluster_closes() -> None:
     before = _shm_entries()
+    kept = _buffers()
     with tmr.LocalCluster(2) as local:
         job = tmr.MapReduce(tf.reduce_sum, tf.add)
         x = np.ones(100_000, np.float32)
@@ -167,6 +236,9 @@ def test_files_are_closed_when_the_run_times_out() -> None:
             _no_memfds_soon()
         finally:
             os.kill(local.pids[1], signal.SIGCONT)
+        assert _buffers() == kept + 2  # the program's two shards' buffers
+    gc.collect()
+    assert _buffers() == kept  # closed with the cluster's programs
     assert _shm_entries() <= before
 
 
@@ -196,7 +268,7 @@ def test_nothing_is_left_when_the_client_is_killed_mid_run(cluster: tmr.LocalClu
     )
     try:
         deadline = time.monotonic() + 60
-        while not _memfds(child.pid):  # a run's files are staged: the run is in flight
+        while not _memfds(child.pid, "tfmapreduce-program"):  # the program's buffers exist: runs are in flight
             assert child.poll() is None, child.communicate()[1][-2000:]
             assert time.monotonic() < deadline, "the client never staged a file"
             time.sleep(0.01)

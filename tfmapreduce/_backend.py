@@ -31,13 +31,21 @@ PROBE_TIMEOUT = 1.0
 """Seconds each task gets to answer when a run timed out and the culprit is sought."""
 
 
-def session_config(tasks: Iterable[Task], timeout: float) -> tf.compat.v1.ConfigProto:
-    """A ConfigProto that bounds every call by ``timeout`` and talks only to ``tasks``."""
-    return tf.compat.v1.ConfigProto(
+def session_config(tasks: Iterable[Task], timeout: float, *, fold_constants: bool = True) -> tf.compat.v1.ConfigProto:
+    """A ConfigProto that bounds every call by ``timeout`` and talks only to ``tasks``.
+
+    ``fold_constants=False`` turns off the classic graph optimizer (opt level L0) for graphs that map
+    shared memory: it would read an ``ImmutableConst`` once and fold its first contents into the graph.
+    Grappler still optimizes them.
+    """
+    config = tf.compat.v1.ConfigProto(
         operation_timeout_in_ms=max(1, int(timeout * 1000)),
         device_filters=sorted({str(t) for t in tasks}),
         allow_soft_placement=False,
     )
+    if not fold_constants:
+        config.graph_options.optimizer_options.opt_level = tf.compat.v1.OptimizerOptions.L0
+    return config
 
 
 EXIT_WAIT = 5.0

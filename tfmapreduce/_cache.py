@@ -13,6 +13,7 @@ import attrs
 import tensorflow as tf
 
 from ._log import COMPILE
+from ._shm import MAPPED
 
 if TYPE_CHECKING:
     from ._cluster import Cluster
@@ -71,6 +72,14 @@ class ProgramCache(Generic[P]):
         for old_cluster, old in evicted:
             old_cluster.forget(old.graph)
         return program, True
+
+    def drop(self, cluster: Cluster) -> None:
+        """Forget the programs compiled for ``cluster`` and free their shared-memory buffers (the cluster is closing)."""
+        with self._lock:
+            dropped = [self._entries.pop(key)[1] for key in [k for k, (owner, _) in self._entries.items() if owner is cluster]]
+        for program in dropped:
+            for buffer in program.graph.get_collection(MAPPED):
+                buffer.close()
 
     def count(self, owner: Hashable) -> int:
         """Programs kept whose key starts with ``owner`` (a job's identity)."""

@@ -12,9 +12,11 @@ import numpy as np
 import tensorflow as tf
 
 from . import _backend, _versions
+from ._cache import PROGRAMS
 from ._device import Device
 from ._errors import ClusterError, InputError
 from ._options import effective_timeout
+from ._shm import MAPPED
 from ._spec import CLIENT_JOB, load_tf_config, validate_spec
 from ._task import Task
 
@@ -284,7 +286,8 @@ class Cluster:
             entry = self._sessions.get(key)
             if entry is None or entry.session.graph is not graph:
                 _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
-                entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=_backend.session_config(used, timeout)))
+                config = _backend.session_config(used, timeout, fold_constants=not graph.get_collection(MAPPED))
+                entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=config))
                 self._sessions[key] = entry
 
         def call(options: tf.compat.v1.RunOptions) -> Any:  # on a runner thread: the session's first contact may block too
@@ -319,8 +322,9 @@ class Cluster:
         return [_backend.close_in_background(entry.session) for entry in entries]
 
     def close(self) -> None:
-        """Close every session this cluster opened.  Safe to call twice."""
+        """Close every session this cluster opened, and drop the programs compiled for it.  Safe to call twice."""
         self._closed = True
+        PROGRAMS.drop(self)
         closing = self.drop_sessions()
         deadline = time.monotonic() + 2.0  # let healthy sessions close before workers stop; the rest finish in the background
         for thread in closing:

@@ -22,7 +22,7 @@ from ._partition import AUTO
 from ._plan import Plan, Shard, make_plan
 from ._retry import can_retry, moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
-from ._shm import Staging, route
+from ._shm import Staging, guard, route
 from ._source import Source, Streamed, as_array, sources
 from ._stream import compile_fold, streamed
 from ._task import Task
@@ -38,6 +38,7 @@ class _Compiled:
     broadcast: tuple[Any, ...]
     tasks: tuple[Task, ...]
     clocked: tuple[Shard, ...] = ()  # sizes="auto": the shards whose clocks (start, end) follow the result in the fetch
+    guarded: bool = False  # mapped shared memory: the fetch is (fetch, guards), see _shm.guard
 
 
 def merge_tree(parts: Sequence[Any], merge: Callable[[Any, Any], Any]) -> Any:
@@ -323,6 +324,8 @@ class MapReduce(Generic[R]):
                         raise bad from None
                 e.args = (f"{self!r}: {e}",)
                 raise
+        if program.guarded:
+            result = result[0]
         if program.clocked:
             result, clocks = result
             _autosize.record(self.identity, cluster, plan, program.clocked, clocks)
@@ -349,6 +352,7 @@ class MapReduce(Generic[R]):
         devices: dict[Task, str] = {}
         first_output: tuple[Shard, Any] | None = None
         clocks: list[Any] = []
+        guards: list[tf.Tensor] = []
         master = f"{cluster.master}/device:CPU:0"
         # Empty shards contribute nothing; a 0-row input still maps its one empty shard.
         mapped = [s for s in plan.shards if s.rows > 0] or [plan.shards[0]]
@@ -361,7 +365,7 @@ class MapReduce(Generic[R]):
                     start = tf.timestamp(name="clock_start")
             for shard in mapped:
                 with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
-                    tensors = []
+                    tensors, in_memory = [], []
                     for i, src in enumerate(srcs):
                         with tf.control_dependencies(
                             [start] if timed else []
@@ -371,6 +375,8 @@ class MapReduce(Generic[R]):
                         tensors.append(value)
                         if data.placeholder is not None:
                             feeds.append((data.placeholder, i, shard, data.staged))
+                        if data.mapped is not None:
+                            in_memory.append(data.mapped)
                     output = self.map_shard(shard, tensors, bcast)
                     if first_output is None:
                         first_output = (shard, output)
@@ -378,6 +384,7 @@ class MapReduce(Generic[R]):
                         check_same_outputs(self.map_fn, first_output, shard, output)
                     rows = tf.constant(shard.rows, tf.int64, name="rows")
                     partial = self.combiner.partial(output, rows)
+                    guards += [guard(m, partial) for m in in_memory]
                     partials.setdefault(shard.task, []).append(partial)
                     if timed:  # the master's clock once this partial has reached it
                         with tf.device(master), tf.control_dependencies(tf.nest.flatten(partial)):
@@ -385,9 +392,10 @@ class MapReduce(Generic[R]):
                     devices.setdefault(shard.task, shard.device)
             fetch = self.combine_partials(partials, devices, master, first_output)
         graph.finalize()
-        if timed:
-            return _Compiled(graph, (fetch, tuple(clocks)), tuple(feeds), bcast, tuple(partials), clocked=tuple(mapped))
-        return _Compiled(graph, fetch, tuple(feeds), bcast, tuple(partials))
+        fetch = (fetch, tuple(clocks)) if timed else fetch
+        fetch = (fetch, tuple(guards)) if guards else fetch
+        clocked = tuple(mapped) if timed else ()
+        return _Compiled(graph, fetch, tuple(feeds), bcast, tuple(partials), clocked=clocked, guarded=bool(guards))
 
     def combine_partials(
         self, partials: dict[Task, list[Any]], devices: dict[Task, str], master: str, first_output: tuple[Shard, Any] | None

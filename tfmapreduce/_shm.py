@@ -6,6 +6,20 @@ the shard's bytes to a private in-memory file and feeds only its *path*; the
 worker's graph reads the file with ``tf.io.read_file`` + ``tf.io.decode_raw``.
 The graph is compiled once: the path is a string placeholder fed per run.
 
+Two ways a shard's bytes reach the worker's graph:
+
+- **mapped** (memfd, the default on Linux): the compiled program owns one memfd per
+  shared-memory shard, sized once (:class:`Mapped`).  Each run the client copies the
+  shard into it through its own mapping (memory speed, no page faults after the
+  first run), and the worker's graph maps the same pages with ``ImmutableConst``:
+  no read, no decode, no copy.  Runs of one program take the buffer's lock from the
+  write until the run ends.  Such graphs run without TensorFlow's classic constant
+  folding, which would read the file once at compile time and keep its first contents.
+  Buffers are closed when their program is dropped, and kept mapped programs hold at
+  most :data:`MAPPED_SHARE` of the host's memory: past that, shards are staged per run.
+- **staged** per run: the client writes the shard to a new private file and feeds only
+  its *path*; the worker's graph reads it with ``tf.io.read_file`` + ``tf.io.decode_raw``.
+
 Two kinds of file, both private to the client's user:
 
 - ``memfd`` (the default on Linux): an anonymous ``memfd_create`` file, passed to
@@ -29,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import mmap
 import os
 import queue
 import secrets
@@ -37,9 +52,10 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 
 import attrs
 import numpy as np
@@ -52,11 +68,19 @@ from ._task import Task
 if TYPE_CHECKING:
     from ._cluster import Cluster
 
+R = TypeVar("R")
+
 MIN_BYTES = 1 << 20
 """Shards smaller than this go through feeds: staging a file costs more than feeding a few kB."""
 
 TRANSFERS = ("auto", "shm", "feed")
 """What ``transfer=`` accepts: shared memory where visible (auto), shared memory or an error, feeds always."""
+
+MAPPED_SHARE = 0.25
+"""At most this share of the host's memory is held by the mapped buffers of kept programs."""
+
+MAPPED = "tfmapreduce_mapped"
+"""The graph collection of the :class:`Mapped` buffers a graph maps (its sessions fold no constants)."""
 
 PROBE_TIMEOUT = 10.0
 """Seconds a task gets to answer whether it sees the client's files."""
@@ -90,6 +114,95 @@ def read_tensor(path: tf.Tensor, dtype: np.dtype[Any], shape: Sequence[int]) -> 
     """Inside a graph, on the reading device: the array of ``dtype`` and ``shape`` held by the file named by ``path``."""
     raw = tf.io.decode_raw(tf.io.read_file(path), tf.as_dtype(dtype))
     return tf.reshape(raw, tuple(shape))
+
+
+_mapped_bytes = [0]  # bytes held by live Mapped buffers
+_mapped_lock = threading.Lock()
+
+
+def _mapped_limit() -> int:
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * MAPPED_SHARE)
+
+
+def _release(fd: int, nbytes: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    with _mapped_lock:
+        _mapped_bytes[0] -= nbytes
+
+
+class Mapped:
+    """A shard's shared-memory buffer for the life of a compiled program: filled in place each run, mapped by its graph.
+
+    Example:
+        >>> buffer = Mapped.reserve(16)
+        >>> with tf.Graph().as_default():
+        ...     tensor = buffer.tensor(np.dtype(np.int32), (4,))
+        >>> buffer.fill(np.arange(4, dtype=np.int32))
+        >>> np.frombuffer(open(buffer.path, "rb").read(), np.int32)
+        array([0, 1, 2, 3], dtype=int32)
+    """
+
+    def __init__(self, nbytes: int) -> None:
+        fd = os.memfd_create("tfmapreduce-program", os.MFD_CLOEXEC)
+        self._finalizer = weakref.finalize(self, _release, fd, nbytes)  # closed with the program that holds it
+        os.ftruncate(fd, nbytes)  # never shrunk: a worker mapping it must not fault past its end
+        self._mmap = mmap.mmap(fd, nbytes)
+        self._view: np.ndarray[Any, Any] | None = np.frombuffer(self._mmap, np.uint8)
+        self.path = f"/proc/{os.getpid()}/fd/{fd}"
+        self.lock = threading.Lock()
+        """Held from a run's write until that run ends: runs of one program take turns."""
+
+    @classmethod
+    def reserve(cls, nbytes: int) -> Mapped | None:
+        """A new buffer of ``nbytes``, or None where there is no memfd or mapped buffers already hold their share of memory."""
+        if default_mechanism() != "memfd":
+            return None
+        with _mapped_lock:
+            if _mapped_bytes[0] + nbytes > _mapped_limit():
+                return None
+            _mapped_bytes[0] += nbytes
+        try:
+            return cls(nbytes)
+        except OSError:
+            with _mapped_lock:
+                _mapped_bytes[0] -= nbytes
+            return None
+
+    def tensor(self, dtype: np.dtype[Any], shape: Sequence[int]) -> tf.Tensor:
+        """Inside a graph, on the reading device: the buffer's bytes as an array of ``dtype`` and ``shape``, without a copy."""
+        value = tf.raw_ops.ImmutableConst(dtype=tf.as_dtype(dtype), shape=tuple(shape), memory_region_name=self.path)
+        tf.compat.v1.add_to_collection(MAPPED, self)
+        return value
+
+    def fill(self, array: np.ndarray[Any, Any]) -> None:
+        """Copy ``array``'s bytes (C order) into the buffer (numpy lets go of the GIL: fills run in parallel)."""
+        if self._view is None:
+            raise ClusterError("this program's cluster was closed; run the job on an open cluster")
+        np.copyto(self._view, np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+
+    def close(self) -> None:
+        """Free the buffer now (its program's cluster closed), unless a run holds it: then it goes with its program."""
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            if self._view is not None:
+                self._view = None  # the mapping's only export: it can close now
+                self._mmap.close()
+                self._finalizer()
+        finally:
+            self.lock.release()
+
+
+def guard(mapped: tf.Tensor, after: Any) -> tf.Tensor:
+    """One element of a mapped shard, read once ``after`` (its partial) is computed: fetch it with the run.
+
+    The mapping is read-only, and TensorFlow lets an op write its output into an input buffer that
+    nothing else references (``x - mean`` over the shard would, and the worker would crash).  The
+    guard's pending input is a second reference for as long as the shard's ops run.
+    """
+    with tf.control_dependencies([t for t in tf.nest.flatten(after) if isinstance(t, tf.Tensor | tf.Operation)]):
+        return tf.reshape(mapped, [-1])[:1]
 
 
 @runtime_checkable
@@ -221,6 +334,7 @@ class Staging:
     """``"memfd"`` or ``"file"`` (see the module's documentation)."""
     _fds: list[int] = attrs.field(factory=list)
     _paths: list[str] = attrs.field(factory=list)
+    _held: list[threading.Lock] = attrs.field(factory=list)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def write(self, array: np.ndarray[Any, Any] | bytes) -> str:
@@ -243,20 +357,26 @@ class Staging:
         return path
 
     def feed_dict(self, entries: Iterable[tuple[Any, Any, bool]]) -> dict[Any, Any]:
-        """``{placeholder: value}`` from ``(placeholder, value, staged)``: staged values written (in parallel) and fed by path."""
+        """``{placeholder: value}`` from ``(placeholder, value, staged)``, staged values written in parallel: into their
+        program's :class:`Mapped` buffer (locked until :meth:`close`) when the key is one, else to a file fed by path."""
         entries = list(entries)
-        staged = [(ph, value) for ph, value, is_staged in entries if is_staged]
-        feed = {ph: value for ph, value, is_staged in entries if not is_staged}
-        if len(staged) == 1:
-            feed[staged[0][0]] = np.asarray(self.write(staged[0][1]).encode())
-        elif staged:
-            with ThreadPoolExecutor(max_workers=min(len(staged), os.cpu_count() or 1)) as pool:
-                paths = list(pool.map(self.write, [value for _, value in staged]))  # os.write lets go of the GIL
-            feed.update((ph, np.asarray(p.encode())) for (ph, _), p in zip(staged, paths, strict=True))
+        feed = {key: value for key, value, staged in entries if not staged}
+        writes: list[Callable[[], None]] = []
+        for key, value, staged in entries:
+            if not staged:
+                continue
+            if isinstance(key, Mapped):
+                key.lock.acquire()  # in the program's order: two runs of it cannot hold each other's buffers
+                self._held.append(key.lock)
+                writes.append(partial(key.fill, value))
+            else:
+                writes.append(partial(_feed_path, feed, key, self.write, value))
+        in_parallel(writes)  # the copies let go of the GIL
         return feed
 
     def close(self) -> None:
-        """Close every memfd (on a background thread) and unlink every file staged so far.  Safe to call twice.
+        """Release the mapped buffers, close every memfd (on a background thread) and unlink every file staged so far.
+        Safe to call twice.
 
         Freeing a memfd's pages takes about 12 ms per 100 MB, so the closes are handed to a
         thread and the run returns at once; a client that exits first has them freed by the kernel.
@@ -264,6 +384,9 @@ class Staging:
         with self._lock:
             fds, self._fds = self._fds, []
             paths, self._paths = self._paths, []
+            held, self._held = self._held, []
+        for lock in held:
+            lock.release()
         if fds:
             _close_later(fds)
         for path in paths:
@@ -275,6 +398,29 @@ class Staging:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_pool: list[ThreadPoolExecutor] = []
+_pool_lock = threading.Lock()
+
+
+def in_parallel(calls: Sequence[Callable[[], R]]) -> list[R]:
+    """The results of ``calls``, run on a pool of one thread per core (the caller's thread runs the last one).
+
+    For work that lets go of the GIL (numpy copies and reductions, file writes).
+    """
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with _pool_lock:
+        if not _pool:
+            _pool.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="tfmapreduce-copy"))
+    started = [_pool[0].submit(call) for call in calls[:-1]]
+    last = calls[-1]()
+    return [future.result() for future in started] + [last]
+
+
+def _feed_path(feed: dict[Any, Any], placeholder: Any, write: Callable[[Any], str], value: Any) -> None:
+    feed[placeholder] = np.asarray(write(value).encode())
 
 
 _visible: weakref.WeakKeyDictionary[Cluster, dict[Task, bool]] = weakref.WeakKeyDictionary()

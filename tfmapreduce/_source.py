@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Hashable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
@@ -14,11 +15,15 @@ import tensorflow as tf
 from ._errors import InputError, JobError, TfMapReduceError
 from ._numerics import mark_nonnegative
 from ._plan import Plan, Shard
-from ._shm import can_stage, read_tensor
+from ._shm import Mapped, can_stage, in_parallel, read_tensor
 from ._task import Task
 
 if TYPE_CHECKING:
     from ._cluster import Cluster
+
+
+PARALLEL_BYTES = 1 << 24
+"""Host arrays at least this big have their shards' signs checked in parallel (small ones: threads cost more)."""
 
 
 @attrs.frozen
@@ -27,10 +32,14 @@ class ShardTensor:
 
     value: tf.Tensor
     """What ``map_fn`` receives for this shard."""
-    placeholder: tf.Tensor | None = None
-    """The placeholder the run feeds with :meth:`Source.feed`, or None when the data is already on the device."""
+    placeholder: tf.Tensor | Mapped | None = None
+    """The placeholder the run feeds with :meth:`Source.feed` (or the mapped buffer it fills), or None when the data is
+    already on the device."""
     staged: bool = False
-    """True when the placeholder takes the path of a same-host shared-memory file holding :meth:`Source.feed`'s bytes."""
+    """True when :meth:`Source.feed`'s bytes go through same-host shared memory: into the mapped buffer, or a file whose
+    path the placeholder takes."""
+    mapped: tf.Tensor | None = None
+    """The data as mapped from the program's shared-memory buffer (what :func:`~tfmapreduce._shm.guard` reads), or None."""
 
 
 class Source(Protocol):
@@ -222,7 +231,8 @@ class Shipped:
         return None
 
     def signature(self, plan: Plan) -> Hashable:
-        nonnegative = tuple(self._nonnegative(s) for s in plan.shards)
+        checks = [partial(self._nonnegative, s) for s in plan.shards]
+        nonnegative = tuple(in_parallel(checks) if self.array.nbytes >= PARALLEL_BYTES else [check() for check in checks])
         return ("shipped", self.array.dtype.str, self.array.shape[1:], nonnegative, tuple(s.path for s in plan.shards))
 
     def _nonnegative(self, shard: Shard) -> bool:
@@ -235,8 +245,13 @@ class Shipped:
 
     def tensor(self, shard: Shard) -> ShardTensor:
         shape = (shard.rows, *self.array.shape[1:])
-        if shard.path == "shm" and self.stageable(shard, 1):  # the path of a file on the worker's host, fed per run
-            ph = tf.compat.v1.placeholder(tf.string, (), name="x_path")
+        if shard.path == "shm" and self.stageable(shard, 1):
+            buffer = Mapped.reserve(self.bytes_sent(shard))  # the program's own buffer, filled per run, mapped by the graph
+            if buffer is not None:
+                value = buffer.tensor(self.array.dtype, shape)
+                marked = mark_nonnegative(value) if self._nonnegative(shard) else value
+                return ShardTensor(marked, buffer, staged=True, mapped=value)
+            ph = tf.compat.v1.placeholder(tf.string, (), name="x_path")  # the path of a file on the worker's host, fed per run
             value = read_tensor(ph, self.array.dtype, shape)
             return ShardTensor(mark_nonnegative(value) if self._nonnegative(shard) else value, ph, staged=True)
         ph = tf.compat.v1.placeholder(tf.as_dtype(self.array.dtype), shape, name="x")
