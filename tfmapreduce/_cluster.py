@@ -81,6 +81,7 @@ class Cluster:
     _lost: set[Task] = attrs.field(factory=set)
     _runners: _backend.Runners = attrs.field(factory=_backend.Runners)
     _client: Any = None  # client_master=True: the in-process server of the spec's client task
+    _tasks: tuple[dict[str, list[str]], tuple[Task, ...]] | None = None  # (the spec, its tasks), made once per spec
 
     @classmethod
     def from_spec(cls, spec: Any, *, client_master: bool = False) -> Cluster:
@@ -159,7 +160,10 @@ class Cluster:
     @property
     def tasks(self) -> tuple[Task, ...]:
         """Every worker task, job by job."""
-        return tuple(Task(job, i) for job in self.jobs for i in range(len(self._spec[job])))
+        known = self._tasks
+        if known is None or known[0] is not self._spec:
+            known = self._tasks = (self._spec, tuple(Task(job, i) for job in self.jobs for i in range(len(self._spec[job]))))
+        return known[1]
 
     def address(self, task: Task | str) -> str:
         """The ``host:port`` of a task (a :class:`Task` or ``/job:NAME/task:I``)."""

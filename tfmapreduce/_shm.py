@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import mmap
 import os
 import queue
@@ -54,7 +55,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 
 import attrs
@@ -95,6 +95,7 @@ _DECODABLE = frozenset(
 """Element types ``tf.io.decode_raw`` reads (in native byte order)."""
 
 
+@functools.cache
 def default_mechanism() -> str:
     """``"memfd"`` where the kernel and Python offer ``memfd_create`` (Linux), else ``"file"``."""
     return "memfd" if hasattr(os, "memfd_create") and os.path.isdir(f"/proc/{os.getpid()}/fd") else "file"
@@ -368,9 +369,9 @@ class Staging:
             if isinstance(key, Mapped):
                 key.lock.acquire()  # in the program's order: two runs of it cannot hold each other's buffers
                 self._held.append(key.lock)
-                writes.append(partial(key.fill, value))
+                writes.append(functools.partial(key.fill, value))
             else:
-                writes.append(partial(_feed_path, feed, key, self.write, value))
+                writes.append(functools.partial(_feed_path, feed, key, self.write, value))
         in_parallel(writes)  # the copies let go of the GIL
         return feed
 
@@ -499,7 +500,7 @@ def route(plan: Plan, srcs: Sequence[object], cluster: Cluster, transfer: str | 
         return plan
     transfer = transfer or "auto"
     min_bytes = 1 if transfer == "shm" else MIN_BYTES
-    shards = []
+    paths = []
     for shard in plan.shards:
         path = "feed"
         if transfer != "feed" and shard.rows and any(s.stageable(shard, min_bytes) for s in stageable):
@@ -511,5 +512,14 @@ def route(plan: Plan, srcs: Sequence[object], cluster: Cluster, transfer: str | 
                     "shared-memory files (it runs on another host or as another user, or this process is not dumpable); "
                     "pass transfer='auto' to feed its shards through gRPC instead"
                 )
-        shards.append(attrs.evolve(shard, path=path))
-    return attrs.evolve(plan, shards=tuple(shards))
+        paths.append(path)
+    if plan.measured is not None:  # sizes="auto": a plan of its own (its speeds are not part of its identity)
+        return _with_paths(plan, tuple(paths))
+    return _remembered(plan, tuple(paths))
+
+
+def _with_paths(plan: Plan, paths: tuple[str, ...]) -> Plan:
+    return attrs.evolve(plan, shards=tuple(attrs.evolve(s, path=p) for s, p in zip(plan.shards, paths, strict=True)))
+
+
+_remembered = functools.lru_cache(maxsize=256)(_with_paths)
