@@ -1,12 +1,8 @@
 """Same-host shipping: shards handed to workers on the client's machine as private shared-memory files.
 
 TensorFlow's feeds move host data at ≈ 0.3 GB/s (every byte through gRPC, via the
-master).  When a shard's task runs on the client's host, the client instead writes
-the shard's bytes to a private in-memory file and feeds only its *path*; the
-worker's graph reads the file with ``tf.io.read_file`` + ``tf.io.decode_raw``.
-The graph is compiled once: the path is a string placeholder fed per run.
-
-Two ways a shard's bytes reach the worker's graph:
+master).  When a shard's task runs on the client's host, its bytes go through
+private shared memory instead, one of two ways:
 
 - **mapped** (memfd, the default on Linux): the compiled program owns one memfd per
   shared-memory shard, sized once (:class:`Mapped`).  Each run the client copies the
@@ -14,13 +10,14 @@ Two ways a shard's bytes reach the worker's graph:
   first run), and the worker's graph maps the same pages with ``ImmutableConst``:
   no read, no decode, no copy.  Runs of one program take the buffer's lock from the
   write until the run ends.  Such graphs run without TensorFlow's classic constant
-  folding, which would read the file once at compile time and keep its first contents.
-  Buffers are closed when their program is dropped, and kept mapped programs hold at
+  folding, which would read the file once at compile time and keep its first contents,
+  and each mapped shard has a :func:`guard`.  Buffers are closed when their program is dropped, and kept mapped programs hold at
   most :data:`MAPPED_SHARE` of the host's memory: past that, shards are staged per run.
 - **staged** per run: the client writes the shard to a new private file and feeds only
-  its *path*; the worker's graph reads it with ``tf.io.read_file`` + ``tf.io.decode_raw``.
+  its *path* (a string placeholder); the worker's graph reads it with ``tf.io.read_file``
+  + ``tf.io.decode_raw``.
 
-Two kinds of file, both private to the client's user:
+Two kinds of staged file, both private to the client's user:
 
 - ``memfd`` (the default on Linux): an anonymous ``memfd_create`` file, passed to
   the worker as ``/proc/<client pid>/fd/<n>``.  The kernel lets only processes of
