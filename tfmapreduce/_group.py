@@ -8,9 +8,10 @@ fingerprints of their bytes, computed in one pass each:
   as an integer, by a multiplicative hash into ``2**k`` buckets: the smallest fingerprint of each
   bucket is a group, and the few fingerprints that share a bucket with a smaller one go through
   ``tf.unique``;
-- the second, TensorFlow's ``Hash64`` (``tf.strings.to_hash_bucket``), checks every group: if two
-  different strings of a batch share the first fingerprint, their second fingerprints differ and the
-  batch is grouped by ``tf.unique`` on the strings themselves.
+- the second, TensorFlow's ``Hash64`` (``tf.strings.to_hash_bucket``), checks every group: each key's
+  second fingerprint must equal that of one member of its group; if two different strings of a batch
+  share the first fingerprint, their second fingerprints differ and the batch is grouped by
+  ``tf.unique`` on the strings themselves.
 
 Two different strings land in one group only if both 64-bit fingerprints collide: about one
 chance in 2**127 for a pair of keys (for a billion distinct keys, about 10**-20).
@@ -48,13 +49,11 @@ def group(
     first = fingerprint(keys, _FINGERPRINT_MOD)
     second = tf.strings.to_hash_bucket(keys, _FINGERPRINT_MOD)
     fingerprints, ids = group_ints(first)
-    n = tf.size(fingerprints)
-    one_string = tf.reduce_all(
-        tf.equal(tf.math.unsorted_segment_min(second, ids, n), tf.math.unsorted_segment_max(second, ids, n))
-    )
+    member = tf.tensor_scatter_nd_update(tf.zeros(tf.shape(fingerprints), tf.int32), ids[:, None], tf.range(tf.size(keys)))
+    one_string = tf.reduce_all(tf.equal(tf.gather(tf.gather(second, member), ids), second))  # each key: its group's member
 
     def by_fingerprint() -> tuple[tf.Tensor, tf.Tensor]:
-        return tf.gather(keys, tf.math.unsorted_segment_min(tf.range(tf.size(keys)), ids, n)), ids
+        return tf.gather(keys, member), ids
 
     result: tuple[tf.Tensor, tf.Tensor] = tf.cond(one_string, by_fingerprint, lambda: _unique(keys))
     return result

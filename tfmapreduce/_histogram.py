@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
-from ._combine import SUM
+from ._combine import SUM, segment_count
 from ._options import Options, RunOptions
 from ._recipe import recipe, run, value_range
 from ._runstats import RunStats
@@ -24,7 +24,7 @@ def _histogram_map(x: tf.Tensor, edges: tf.Tensor) -> tf.Tensor:
     index = tf.where(tf.equal(values, edges[-1]), bins - 1, index)
     inside = (values >= edges[0]) & (values <= edges[-1])
     index = tf.where(inside, index, bins)  # one extra bucket for everything outside (NaN included)
-    return tf.math.unsorted_segment_sum(tf.ones_like(index, tf.int64), index, bins + 1)[:-1]
+    return segment_count(index, bins + 1)[:-1]
 
 
 Histogram = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]

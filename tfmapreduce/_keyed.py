@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from ._cache import PROGRAMS
 from ._cluster import Cluster
-from ._combine import Combiner, SegmentForm
+from ._combine import Combiner, SegmentForm, segment_count
 from ._device import Device
 from ._errors import JobError, MapFunctionError, PlacementError, ShardLostError
 from ._group import GOLDEN, group
@@ -113,7 +113,7 @@ def by_key(keys: tf.Tensor, rows: Any, combine: Callable[[Any, tf.Tensor, tf.Ten
         n = tf.cast(hi - lo, tf.int32) + 1
         ids = tf.cast(keys - lo, tf.int32)
         combined = combine(rows, ids, n)
-        present = tf.math.unsorted_segment_max(tf.ones_like(ids), ids, n) > 0
+        present = segment_count(ids, n) > 0
         distinct = tf.boolean_mask(tf.range(n, dtype=keys.dtype) + lo, present)
         return distinct, tf.nest.map_structure(lambda t: tf.boolean_mask(t, present), combined)
 
