@@ -54,23 +54,48 @@ EXIT_WAIT = 5.0
 _closing: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
 
-def close_in_background(session: tf.compat.v1.Session) -> threading.Thread:
-    """Close a session without waiting: closing one whose master hangs blocks until its deadline.
+def close_in_background(
+    session: tf.compat.v1.Session, *, check: dict[Task, str] | None = None, keep: object = None
+) -> threading.Thread:
+    """Close a session without waiting for its master's answer.
 
-    The thread is not a daemon: the interpreter waits for it before it finalizes (at most the
-    session's deadline), because a daemon thread that returns from TensorFlow's C++ close while
-    Python is finalizing is unwound by force and the C++ runtime aborts the process
-    ("FATAL: exception not rethrown", exit 134).
+    The thread is not a daemon: the interpreter waits for it before it finalizes, because a daemon
+    thread that returns from TensorFlow's C++ close while Python is finalizing is unwound by force
+    and the C++ runtime aborts the process ("FATAL: exception not rethrown", exit 134).  So a close
+    that cannot finish must not be started: it waits out the session's whole deadline (the run's
+    timeout, 60 s by default), and so does the interpreter's exit.  A dead or stopped master never
+    answers (gRPC redials it until the deadline), and a live master's ``MasterSession::Close`` first
+    waits for the cleanup of a failed step on each of its tasks, which never ends on a dead one.
+    Such sessions are abandoned (:func:`abandon`) instead: a run that fails naming a task abandons
+    its session at once, and ``check`` (a session's tasks and their addresses, for one whose task is
+    suspect) probes them first, abandoning the session unless every one answers.  The deadline is
+    not shortened for closes instead: a session's ``operation_timeout_in_ms`` also bounds its
+    creation and callables, which ship and register the whole graph.
+
+    ``keep`` (the session's callables) stays referenced until the session is closed or abandoned:
+    a callable freed before then releases itself with a call to the master, which blocks the same way.
     """
 
-    def close() -> None:
+    def close(keep: object) -> None:
+        if check is not None and any(isinstance(answer, ClusterError) for answer in probe(check).values()):
+            abandon(session)
+            return
         with contextlib.suppress(tf.errors.OpError):  # a dead or hung master: nothing to close, nobody to tell
             session.close()
 
-    thread = threading.Thread(target=close, name="tfmapreduce-close", daemon=False)
+    thread = threading.Thread(target=close, args=(keep,), name="tfmapreduce-close", daemon=False)
     _closing.add(thread)
     thread.start()
     return thread
+
+
+def abandon(session: tf.compat.v1.Session) -> None:
+    """Let go of a session without a call to its master, now or when it and its callables are freed.
+
+    Its state stays on a master that survives until that worker process exits: a close could not
+    free it while a task of its failed step is dead, and a stopped task's is given up on.
+    """
+    session._closed = True  # private: BaseSession.close() and _Callable.__del__ then send nothing
 
 
 @atexit.register
@@ -78,8 +103,9 @@ def _wait_for_closes() -> None:
     """Let background closes and runner calls finish before the interpreter finalizes.
 
     Closes started by other exit hooks (a LocalCluster nobody closed) come after the
-    interpreter has joined its threads, so they are joined here, each bounded by its
-    session's deadline.  A runner call still in TensorFlow after :data:`EXIT_WAIT`
+    interpreter has joined its threads, so they are joined here: each is quick (a session
+    that cannot be closed is abandoned, see :func:`close_in_background`), and bounded by its
+    session's deadline in any case.  A runner call still in TensorFlow after :data:`EXIT_WAIT`
     seconds (a call given up on, to a stopped master) is left: it returns only when
     that task resumes.
     """
@@ -228,7 +254,7 @@ def run(
     *,
     timeout: float,
     addresses: dict[Task, str],
-    on_failure: Callable[[], None],
+    on_failure: Callable[[ClusterError], None],
     runners: Runners,
     hang_check: bool = False,
 ) -> Any:
@@ -243,11 +269,20 @@ def run(
     it also asks each task for its devices every poll once the run has lasted a
     poll: a task that leaves :data:`HANG_PROBES` probes in a row unanswered is
     named hung before the deadline, so a retry has time left.  ``addresses``
-    maps each task the run uses to its address; ``on_failure`` is called (to
-    drop the session) before any error is raised.
+    maps each task the run uses to its address; ``on_failure(error)`` is called
+    (to drop the session) with the error about to be raised.
     """
     options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(timeout * 1000)))
     future = runners.submit(lambda: call(options))
+    try:
+        return _watch(future, timeout=timeout, addresses=addresses, hang_check=hang_check)
+    except ClusterError as error:
+        on_failure(error)
+        raise
+
+
+def _watch(future: Future[Any], *, timeout: float, addresses: dict[Task, str], hang_check: bool) -> Any:
+    """The result of ``future``, a session call watched as :func:`run` says; a failure of the cluster raises ClusterError."""
     begun = time.monotonic()
     end = begun + timeout + GRACE
     silent: dict[Task, int] = {}
@@ -258,24 +293,17 @@ def run(
                 return future.result(timeout=max(0.0, min(POLL, left)))
             except FutureTimeout:
                 if left <= POLL:
-                    on_failure()
                     raise _culprit(
                         addresses, f"the run did not finish within its {timeout:g} s deadline (the client stopped waiting for it)"
                     ) from None
-                try:
-                    check_listening(addresses)
-                    if hang_check and time.monotonic() - begun >= POLL:
-                        _check_answering(addresses, silent)
-                except (WorkerUnavailableError, WorkerTimeoutError):
-                    on_failure()
-                    raise
+                check_listening(addresses)
+                if hang_check and time.monotonic() - begun >= POLL:
+                    _check_answering(addresses, silent)
     except tf.errors.DeadlineExceededError:
-        on_failure()
         raise _culprit(
             addresses, f"the run did not finish within its {timeout:g} s deadline (its step was cancelled on the workers)"
         ) from None
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError) as e:
-        on_failure()
         task = Task.find(e.message or "")
         if task is not None and task in addresses:
             raise WorkerUnavailableError(

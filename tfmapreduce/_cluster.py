@@ -50,9 +50,10 @@ def check_feed_size(feed_dict: dict[Any, Any]) -> None:
 
 @attrs.define(eq=False)
 class _Session:
-    """A session kept for one graph, with a callable per (fetches, feeds) it has run."""
+    """A session kept for one graph, with a callable per (fetches, feeds) it has run, and the addresses of its tasks."""
 
     session: tf.compat.v1.Session
+    addresses: dict[Task, str]
     callables: dict[Any, Callable[..., Any]] = attrs.field(factory=dict)
 
 
@@ -211,8 +212,8 @@ class Cluster:
             self._lost.add(task)
             stale = [key for key in self._sessions if key[1] == task]
             entries = [self._sessions.pop(key) for key in stale]
-        for entry in entries:
-            _backend.close_in_background(entry.session)
+        for entry in entries:  # its master is dead or hung (or was only set aside): closed only if it answers
+            _backend.close_in_background(entry.session, check=entry.addresses, keep=entry)
 
     def mark_live(self, task: Task | str | None = None) -> None:
         """Use ``task`` (every task when None) again, e.g. after its worker was restarted."""
@@ -291,7 +292,7 @@ class Cluster:
             if entry is None or entry.session.graph is not graph:
                 _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
                 config = _backend.session_config(used, timeout, fold_constants=not graph.get_collection(MAPPED))
-                entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=config))
+                entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=config), addresses)
                 self._sessions[key] = entry
 
         def call(options: tf.compat.v1.RunOptions) -> Any:  # on a runner thread: the session's first contact may block too
@@ -301,11 +302,14 @@ class Cluster:
                 entry.callables[(id(fetches), feeds)] = runnable
             return runnable(*values, options=options)
 
-        def drop() -> None:
+        def drop(error: ClusterError) -> None:
             with self._lock:
                 if self._sessions.get(key) is entry:
                     del self._sessions[key]
-            _backend.close_in_background(entry.session)
+            if getattr(error, "task", None) is not None:  # a dead or hung task: closing would wait out the deadline
+                _backend.abandon(entry.session)
+            else:  # every task answers (a job slower than its deadline): the master cancels the step and closes
+                _backend.close_in_background(entry.session, keep=entry)
 
         return _backend.run(
             call, timeout=timeout, addresses=addresses, on_failure=drop, runners=self._runners, hang_check=hang_check
