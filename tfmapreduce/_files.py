@@ -177,9 +177,8 @@ class FileSource:
     def _small(self, entry: FileEntry) -> bool:
         return self.reader.unit == "bytes" and entry.layout is not None and self.reader.small(entry.size)
 
-    def _layout(self, entry: FileEntry) -> Layout:
+    def _layout(self, e: FileEntry) -> Layout:
         """The layout the file is read with (its own, or the shared one for empty files and pinned patterns)."""
-        e = entry
         return e.layout if e.layout is not None and (self.reader.unit == "rows" or e.layout.fields) else self.layout
 
     def batches(self, shard: Shard, batch_rows: int | None) -> list[Batches]:
