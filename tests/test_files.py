@@ -321,6 +321,26 @@ def test_a_file_that_changes_during_a_run_is_caught(cluster: tmr.LocalCluster, t
         job.run(Stale(), cluster=cluster, sizes=1, batch_rows=24)
 
 
+def test_a_small_file_that_vanishes_or_changes_is_named_though_read_with_others(
+    cluster: tmr.LocalCluster, tmp_path: Path
+) -> None:
+    """White box: small text files are read in one pipeline; the missing one is still the one named."""
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.txt").write_text(f"{name}\n")
+    stale = tmr.read_text(str(tmp_path / "*.txt")).as_source()
+    os.remove(tmp_path / "b.txt")
+
+    class Stale(Input):
+        def as_source(self) -> Source:
+            return stale
+
+    with pytest.raises(tmr.InputError, match=r"read_text: \S*b\.txt is missing on task /job:local/task:0"):
+        tmr.count(Stale(), cluster=cluster, sizes=1)
+    (tmp_path / "b.txt").write_text("b\nbb\n")
+    with pytest.raises(tmr.InputError, match=r"read_text: \S*b\.txt \(read on task /job:local/task:0\) no longer has the size"):
+        tmr.count(Stale(), cluster=cluster, sizes=1)
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(TypeError, match="not a task"):
         tmr.read_npy({"task1": ["a.npy"]})
@@ -407,6 +427,7 @@ def test_word_count_over_text_files_read_on_the_workers_equals_counter(
 TEXTS = [
     b"",
     b"\n",
+    b"\r",
     b"one line, no newline",
     b"a\nb\n",
     b"a\r\nb\r\n\r\nc\rd\n\ne\r",
@@ -430,3 +451,32 @@ def test_text_blocks_yield_the_lines_text_line_dataset_yields(
     assert got == expected
     with_header = _readers.Csv(None, "float64", True, ",").record_batches(str(path), len(text), 2)
     assert [line for batch in with_header.as_numpy_iterator() for line in batch.tolist()] == expected[1:]
+    whole = _readers.Text().small_batches([str(path)], [len(text)], 2)  # the small-file path: the file read at once
+    assert [line for batch in whole.as_numpy_iterator() for line in batch.tolist()] == expected
+    pieces = [piece.tolist() for piece in _readers.whole_texts([str(path)], [len(text)]).as_numpy_iterator()]
+    blocks = [part for piece in _readers.text_blocks(str(path), len(text)).as_numpy_iterator() for part in piece.tolist()]
+    assert pieces == ([[b"\n".join(blocks)]] if blocks else [])  # the same text, as one piece
+
+
+def test_small_files_read_together_yield_the_lines_text_line_dataset_yields(tmp_path: Path) -> None:
+    from tfmapreduce import _readers
+
+    paths = []
+    for i, text in enumerate([*TEXTS, b"x,y\n1,2\n", b"x,y\r\n3,4\r\n5,6"]):
+        paths.append(str(tmp_path / f"t{i}.txt"))
+        Path(paths[-1]).write_bytes(text)
+    sizes = [os.path.getsize(p) for p in paths]
+    per_file = [list(tf.data.TextLineDataset(p).as_numpy_iterator()) for p in paths]
+
+    def lines(dataset: tf.data.Dataset) -> list[bytes]:
+        return [line for batch in dataset.as_numpy_iterator() for line in batch.tolist()]
+
+    assert lines(_readers.Text().small_batches(paths, sizes, 3)) == [line for f in per_file for line in f]
+    with_header = _readers.Csv(None, "float64", True, ",").small_batches(paths, sizes, 3)
+    assert lines(with_header) == [line for f in per_file for line in f[1:]]  # each file's first line skipped
+    blocks = _readers.TextBlocks().small_batches(paths, sizes, 3)
+    texts = [
+        [part for piece in _readers.text_blocks(p, n).as_numpy_iterator() for part in piece.tolist()]
+        for p, n in zip(paths, sizes, strict=True)
+    ]
+    assert [piece.tolist() for piece in blocks.as_numpy_iterator()] == [[b"\n".join(text)] for text in texts if text]

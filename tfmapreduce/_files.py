@@ -23,7 +23,7 @@ from ._device import Device
 from ._errors import InputError, JobError, ShardLostError
 from ._options import effective_timeout
 from ._plan import Plan, Shard, make_plan
-from ._readers import Csv, Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
+from ._readers import RESIZED, Csv, Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
 from ._source import Batches, Input, ShardTensor
 from ._task import Task
 
@@ -159,10 +159,33 @@ class FileSource:
                 result.append((e, 0, e.units))  # a whole file, in the shard that holds its first byte
         return result
 
+    def groups(self, shard: Shard) -> list[list[tuple[FileEntry, int, int]]]:
+        """The shard's pieces as they are read: each alone, or consecutive small files of one layout together.
+
+        A group of small files (:meth:`Reader.small`) is one pipeline, traced once however many files it holds.
+        """
+        result: list[list[tuple[FileEntry, int, int]]] = []
+        for piece in self.pieces(shard):
+            e = piece[0]
+            last = result[-1][0][0] if result else None
+            if last is not None and self._small(last) and self._small(e) and self._layout(last) == self._layout(e):
+                result[-1].append(piece)
+            else:
+                result.append([piece])
+        return result
+
+    def _small(self, entry: FileEntry) -> bool:
+        return self.reader.unit == "bytes" and entry.layout is not None and self.reader.small(entry.size)
+
+    def _layout(self, e: FileEntry) -> Layout:
+        """The layout the file is read with (its own, or the shared one for empty files and pinned patterns)."""
+        return e.layout if e.layout is not None and (self.reader.unit == "rows" or e.layout.fields) else self.layout
+
     def batches(self, shard: Shard, batch_rows: int | None) -> list[Batches]:
         result = []
-        for e, lo, hi in self.pieces(shard):
-            layout = e.layout if e.layout is not None and (self.reader.unit == "rows" or e.layout.fields) else self.layout
+        for group in self.groups(shard):
+            e, lo, hi = group[0]
+            layout = self._layout(e)
             rows = batch_rows or self.reader.batch_rows(layout)
             if self.reader.unit == "rows":
                 result.append(
@@ -177,6 +200,8 @@ class FileSource:
                 with tf.control_dependencies([found]):
                     matched = tf.identity(matched)
                 records = tf.data.Dataset.from_tensor_slices(matched).flat_map(self.reader.records).batch(rows)
+            elif self._small(e):
+                records = self.reader.small_batches([p[0].path for p in group], [p[0].size for p in group], rows)
             else:
                 records = self.reader.record_batches(e.path, e.size, rows)
             result.append(Batches(records.map(lambda r, layout=layout: self.reader.decode(r, layout)), None))
@@ -205,12 +230,14 @@ class FileSource:
                 f"{name}: task {task}: {text}; check the file on that task (and pin files to the task that has them)"
             )
         piece = _PIECE.search(details)
-        pieces = self.pieces(shard)
-        if piece is None or int(piece.group(1)) >= len(pieces):
+        groups = self.groups(shard)
+        if piece is None or int(piece.group(1)) >= len(groups):
             return None
-        entry = pieces[int(piece.group(1))][0]
+        group = [p[0] for p in groups[int(piece.group(1))]]
+        named = [e for e in group if e.path in details]  # small files read together: the one TensorFlow names
+        entry = max(named, key=lambda e: len(e.path)) if named else group[0]  # a.txt.bak, not a.txt
         path = _short(entry.path)
-        if "not an exact multiple of the record length" in details:
+        if "not an exact multiple of the record length" in details or RESIZED in details:
             return InputError(
                 f"{name}: {path} (read on task {task}) no longer has the size it had when the run started ({cause}): "
                 "the file changed during the run, or is truncated; run again once it is complete"
@@ -221,7 +248,7 @@ class FileSource:
                 "put the file there, or pin it with {task: [paths]} to the task that has it"
             )
         if any(s in details for s in ("fields but have", "is not a valid", "required but missing", "Quote")):
-            return InputError(self._csv_row(entry, task, cluster, cause))
+            return InputError(self._csv_row(named or group, task, cluster, cause))
         feature = re.search(r"Feature: (\S+) \(data type: (\w+)\) is required but could not be found", details)
         if feature:
             return InputError(
@@ -232,32 +259,40 @@ class FileSource:
             f"{name}: {path} could not be read on task {task}: it is truncated, corrupt or not a {name[5:]} file ({cause}); write it again"
         )
 
-    def _csv_row(self, entry: FileEntry, task: Task, cluster: Cluster, cause: str) -> str:
-        """Find the first bad line of a CSV file, on the task that failed to parse it (only after a failed run)."""
+    def _csv_row(self, entries: Sequence[FileEntry], task: Task, cluster: Cluster, cause: str) -> str:
+        """Find the first bad line of the CSV files (small ones are read together), on the task that failed to parse them.
+
+        Runs only after a failed run.
+        """
         reader = self.reader
         assert isinstance(reader, Csv)
         layout = self.layout
-        where = f"read_csv: {_short(entry.path)} (read on task {task})"
         number = r"\s*[-+]?((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|nan|NaN|inf|Inf|infinity|Infinity)\s*"
         graph = tf.Graph()
         with graph.as_default(), tf.device(_device_of(task)):
-            lines = tf.data.TextLineDataset(entry.path).enumerate(start=1)
-            if reader.header:
-                lines = lines.skip(1)
 
-            def bad(i: tf.Tensor, line: tf.Tensor) -> tf.Tensor:
+            def numbered(f: tf.Tensor, path: tf.Tensor) -> tf.data.Dataset:
+                lines = tf.data.TextLineDataset(path).enumerate(start=1).skip(int(reader.header))
+                return lines.map(lambda i, line: (f, i, line))
+
+            def bad(f: tf.Tensor, i: tf.Tensor, line: tf.Tensor) -> tf.Tensor:
                 fields = tf.strings.split(line, reader.delimiter)
                 numeric = tf.reduce_all(tf.strings.regex_full_match(fields, number))
                 return tf.logical_or(tf.not_equal(tf.size(fields), layout.fields), tf.logical_not(numeric))
 
-            first_bad = lines.filter(bad).take(1).reduce((tf.constant(0, tf.int64), tf.constant("")), lambda s, e: e)
+            files = tf.data.Dataset.from_tensor_slices((tf.range(len(entries), dtype=tf.int64), [e.path for e in entries]))
+            first = (tf.constant(0, tf.int64), tf.constant(0, tf.int64), tf.constant(""))
+            first_bad = files.flat_map(numbered).filter(bad).take(1).reduce(first, lambda s, e: e)
         try:
-            line, text = cluster.run(graph, first_bad, {}, tasks=[task], timeout=effective_timeout(None))
+            f, line, text = cluster.run(graph, first_bad, {}, tasks=[task], timeout=effective_timeout(None))
         except Exception:  # the diagnosis is a courtesy: the error stands without it
-            line = 0
+            f, line = 0, 0
         finally:
             cluster.forget(graph)
+        where = f"read_csv: {_short(entries[int(f)].path)} (read on task {task})"
         if not line:
+            if len(entries) > 1:
+                where = f"read_csv: one of {len(entries)} files read together, {_short(entries[0].path)} to {_short(entries[-1].path)} (read on task {task})"
             return f"{where}: a line does not parse as {layout.fields} {reader.delimiter!r}-separated numbers ({cause}); fix the file"
         shown = text.decode("utf-8", "replace")
         return (

@@ -89,6 +89,14 @@ class Reader(abc.ABC):
         """Byte formats: the records of the file at ``path`` (``size`` bytes when the run started), in batches of ``batch``."""
         return self.records(path).batch(batch)
 
+    def small(self, size: int) -> bool:
+        """Byte formats: whether a file of ``size`` bytes is read by :meth:`small_batches`, together with its small neighbours."""
+        return False
+
+    def small_batches(self, paths: Sequence[str], sizes: Sequence[int], batch: int) -> tf.data.Dataset:
+        """Byte formats: the records of several small files (``sizes`` bytes when the run started), one pipeline for all, in batches of ``batch``."""
+        raise NotImplementedError
+
     def decode(self, records: tf.Tensor, layout: Layout) -> tf.Tensor:
         """Byte formats: a batch of records as a tensor of rows."""
         return records
@@ -138,7 +146,12 @@ def text_lines(path: str, size: int) -> tf.data.Dataset:
     Lines end at ``\\n``; every ``\\r`` is dropped (as ``TextLineDataset`` does); a last line
     without ``\\n`` counts.  No dataset element per line: about 2x faster than ``TextLineDataset`` here.
     """
-    return text_blocks(path, size).map(lambda text: tf.strings.split(text, "\n").flat_values)
+    return text_blocks(path, size).map(split_lines)
+
+
+def split_lines(text: tf.Tensor) -> tf.Tensor:
+    """The lines of a piece of :func:`text_blocks` (strings of whole lines joined by ``\\n``), as one 1-D string tensor."""
+    return tf.strings.split(text, "\n").flat_values
 
 
 def text_blocks(path: str, size: int) -> tf.data.Dataset:
@@ -178,6 +191,35 @@ def text_blocks(path: str, size: int) -> tf.data.Dataset:
         return tf.size(text) > 0
 
     return blocks.scan(tf.constant(b""), whole_lines).filter(some)
+
+
+RESIZED = "no longer has the size it had when the run started"
+"""In the error of a small text file that changed during the run, next to its path."""
+
+
+def whole_texts(paths: Sequence[str], sizes: Sequence[int]) -> tf.data.Dataset:
+    """The text of small files as :func:`text_blocks` yields it, one pipeline for them all: each file as one string.
+
+    Each file is read whole (``tf.io.read_file``), every ``\\r`` dropped and then one final ``\\n``;
+    a file with no byte left once its ``\\r`` are dropped yields nothing, and one of ``sizes`` 0 is not read.
+    A file whose size is no longer its ``sizes`` fails the run with an error that names it and says :data:`RESIZED`.
+
+    Example:
+        files holding ``a\\r\\nb\\n``, nothing, ``\\n`` and ``c`` yield ``["a\\nb"]``, ``[""]`` and ``["c"]``.
+    """
+
+    def whole(path: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
+        data = tf.io.read_file(path)
+        same = tf.debugging.Assert(tf.equal(tf.strings.length(data, unit="BYTE"), size), [path, RESIZED])
+        with tf.control_dependencies([same]):
+            text = tf.strings.regex_replace(data, "\r", "")
+        n = tf.strings.length(text)
+        newline = tf.cast(tf.equal(tf.strings.substr(text, tf.maximum(n - 1, 0), 1), "\n"), tf.int32)
+        return tf.reshape(tf.strings.substr(text, 0, n - newline), [1])[: tf.cast(n > 0, tf.int32)]
+
+    read = [(p, size) for p, size in zip(paths, sizes, strict=True) if size]
+    files = (tf.constant([p for p, _ in read], tf.string), tf.constant([size for _, size in read], tf.int32))
+    return tf.data.Dataset.from_tensor_slices(files).map(whole).filter(lambda text: tf.size(text) > 0)
 
 
 @attrs.frozen
@@ -261,6 +303,12 @@ class Text(Reader):
     def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
         return text_lines(path, size).rebatch(batch)
 
+    def small(self, size: int) -> bool:
+        return size <= TEXT_BLOCK  # read whole at once: the block scan is for larger files
+
+    def small_batches(self, paths: Sequence[str], sizes: Sequence[int], batch: int) -> tf.data.Dataset:
+        return whole_texts(paths, sizes).map(split_lines).rebatch(batch)
+
 
 @attrs.frozen
 class TextBlocks(Text):
@@ -273,6 +321,9 @@ class TextBlocks(Text):
 
     def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
         return text_blocks(path, size)
+
+    def small_batches(self, paths: Sequence[str], sizes: Sequence[int], batch: int) -> tf.data.Dataset:
+        return whole_texts(paths, sizes)
 
 
 @attrs.frozen
@@ -337,6 +388,10 @@ class Csv(Text):
         if self.header:  # the first line of the first block is the header
             blocks = blocks.enumerate().map(lambda i, lines: lines[tf.cast(tf.equal(i, 0), tf.int32) :])
         return blocks.rebatch(batch)
+
+    def small_batches(self, paths: Sequence[str], sizes: Sequence[int], batch: int) -> tf.data.Dataset:
+        files = whole_texts(paths, sizes).map(split_lines)  # one element per file with text
+        return (files.map(lambda lines: lines[1:]) if self.header else files).rebatch(batch)
 
     def decode(self, records: tf.Tensor, layout: Layout) -> tf.Tensor:
         dtypes = self.column_dtypes(layout.fields, "")

@@ -137,7 +137,7 @@ def _with_data_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
 @attrs.frozen(eq=False)
 class Batches:
-    """One piece of a streamed shard (a file, or a row range of one): its batches, read on the shard's task."""
+    """One piece of a streamed shard (a file, a row range of one, or small files read together): its batches, read on the shard's task."""
 
     dataset: tf.data.Dataset = attrs.field(converter=_with_data_options)
     """Batches of rows (each a tensor of shape ``(rows, *shape[1:])``), read where the shard runs (with :data:`DATA_OPTIONS`)."""
