@@ -70,6 +70,10 @@ R = TypeVar("R")
 MIN_BYTES = 1 << 20
 """Shards smaller than this go through feeds: staging a file costs more than feeding a few kB."""
 
+STAGED = "shm-staged"
+"""The path of a shard whose shared memory is staged per run (a file fed by path), never a program's mapped buffer:
+speculative copies, whose losers may still run when the next run starts."""
+
 TRANSFERS = ("auto", "shm", "feed")
 """What ``transfer=`` accepts: shared memory where visible (auto), shared memory or an error, feeds always."""
 

@@ -15,7 +15,7 @@ import tensorflow as tf
 from ._errors import InputError, JobError, TfMapReduceError
 from ._numerics import mark_nonnegative
 from ._plan import Plan, Shard
-from ._shm import Mapped, can_stage, in_parallel, read_tensor
+from ._shm import STAGED, Mapped, can_stage, in_parallel, read_tensor
 from ._task import Task
 
 if TYPE_CHECKING:
@@ -245,8 +245,8 @@ class Shipped:
 
     def tensor(self, shard: Shard) -> ShardTensor:
         shape = (shard.rows, *self.array.shape[1:])
-        if shard.path == "shm" and self.stageable(shard, 1):
-            buffer = Mapped.reserve(self.bytes_sent(shard))  # the program's own buffer, filled per run, mapped by the graph
+        if shard.path in ("shm", STAGED) and self.stageable(shard, 1):
+            buffer = Mapped.reserve(self.bytes_sent(shard)) if shard.path == "shm" else None  # the program's own, mapped
             if buffer is not None:
                 value = buffer.tensor(self.array.dtype, shape)
                 marked = mark_nonnegative(value) if self._nonnegative(shard) else value

@@ -42,7 +42,7 @@ import tensorflow as tf
 from . import _autosize
 from ._options import RunOptions
 from ._plan import Plan, Shard
-from ._shm import Staging, guard, visible
+from ._shm import STAGED, Staging, guard, visible
 from ._source import Shipped, Source
 from ._task import Task
 
@@ -141,7 +141,7 @@ def compile_copies(
         for shard in mapped:
             for task, device in homes.items():
                 own = task == shard.task
-                placed = shard if own else _moved(shard, device, task, cluster)
+                placed = _staged(shard) if own else _moved(shard, device, task, cluster)
                 scope = f"shard{shard.index}" if own else f"shard{shard.index}_backup_{task.job}_{task.index}"
                 with tf.device(placed.device), tf.name_scope(scope):
                     tensors, feeds, in_memory = [], [], []
@@ -169,8 +169,14 @@ def compile_copies(
 
 def _moved(shard: Shard, device: str, task: Task, cluster: Cluster) -> Shard:
     """``shard`` as its backup on ``device`` of ``task`` runs it: shared memory only where that task sees the client's files."""
-    path = "shm" if shard.path == "shm" and visible(cluster, task) else "feed" if shard.path else None
+    path = STAGED if shard.path == "shm" and visible(cluster, task) else "feed" if shard.path else None
     return attrs.evolve(shard, device=device, requested=None, path=path)
+
+
+def _staged(shard: Shard) -> Shard:
+    """``shard`` with its shared memory staged per copy: a loser left running on a stopped task must not hold a
+    buffer the next run needs (a program's mapped buffers serve one run at a time)."""
+    return attrs.evolve(shard, path=STAGED) if shard.path == "shm" else shard
 
 
 def run(
