@@ -436,14 +436,16 @@ TEXTS = [
 ]
 
 
+@pytest.mark.parametrize("window", [2, 1 << 16])  # 2: the first and last newlines often lie outside the windows
 @pytest.mark.parametrize("block", [1, 3, 16, 1 << 20])
 @pytest.mark.parametrize("text", TEXTS)
 def test_text_blocks_yield_the_lines_text_line_dataset_yields(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: bytes, block: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: bytes, block: int, window: int
 ) -> None:
     from tfmapreduce import _readers
 
     monkeypatch.setattr(_readers, "TEXT_BLOCK", block)
+    monkeypatch.setattr(_readers, "NEWLINE_WINDOW", window)
     path = tmp_path / "t.txt"
     path.write_bytes(text)
     expected = list(tf.data.TextLineDataset(str(path)).as_numpy_iterator())

@@ -168,10 +168,9 @@ def text_blocks(path: str, size: int) -> tf.data.Dataset:
         block, end = item
         has_cr = tf.reduce_any(tf.equal(tf.io.decode_raw(block, tf.uint8), 13))
         block = tf.cond(has_cr, lambda: tf.strings.regex_replace(block, "\r", ""), lambda: block)
-        newlines = tf.cast(tf.where(tf.equal(tf.io.decode_raw(block, tf.uint8), 10))[:, 0], tf.int32)
+        first, last = _first_and_last_newline(block)
 
         def cut() -> tuple[tf.Tensor, tf.Tensor]:
-            first, last = newlines[0], newlines[-1]
             straddling = carried + tf.strings.substr(block, 0, first)
             text = tf.stack([straddling, tf.strings.substr(block, first + 1, last - first - 1)])
             return tf.strings.substr(block, last + 1, tf.strings.length(block) - last - 1), text[
@@ -184,13 +183,39 @@ def text_blocks(path: str, size: int) -> tf.data.Dataset:
         def finish() -> tuple[tf.Tensor, tf.Tensor]:
             return tf.constant(b""), tf.reshape(carried, [1])[: tf.cast(tf.strings.length(carried) > 0, tf.int32)]
 
-        result: tuple[tf.Tensor, tf.Tensor] = tf.cond(end, finish, lambda: tf.cond(tf.size(newlines) > 0, cut, carry_all))
+        result: tuple[tf.Tensor, tf.Tensor] = tf.cond(end, finish, lambda: tf.cond(first >= 0, cut, carry_all))
         return result
 
     def some(text: tf.Tensor) -> tf.Tensor:
         return tf.size(text) > 0
 
     return blocks.scan(tf.constant(b""), whole_lines).filter(some)
+
+
+NEWLINE_WINDOW = 1 << 16
+"""Bytes at each end of a block searched first for its first and last newline (the whole block only if they hold none)."""
+
+
+def _first_and_last_newline(block: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """The byte positions of the first and the last ``\\n`` of ``block`` (int32), or (-1, -1) when it has none.
+
+    Lines are short: both are found in :data:`NEWLINE_WINDOW` bytes at the block's ends, without
+    listing every newline of an 8 MiB block.
+    """
+    n = tf.strings.length(block)
+    w = tf.minimum(n, NEWLINE_WINDOW)
+    head = tf.where(tf.equal(tf.io.decode_raw(tf.strings.substr(block, 0, w), tf.uint8), 10))[:, 0]
+    tail = tf.where(tf.equal(tf.io.decode_raw(tf.strings.substr(block, n - w, w), tf.uint8), 10))[:, 0]
+
+    def windows() -> tuple[tf.Tensor, tf.Tensor]:
+        return tf.cast(head[0], tf.int32), n - w + tf.cast(tail[-1], tf.int32)
+
+    def whole() -> tuple[tf.Tensor, tf.Tensor]:
+        every = tf.cast(tf.where(tf.equal(tf.io.decode_raw(block, tf.uint8), 10))[:, 0], tf.int32)
+        return tf.cond(tf.size(every) > 0, lambda: (every[0], every[-1]), lambda: (tf.constant(-1), tf.constant(-1)))
+
+    result: tuple[tf.Tensor, tf.Tensor] = tf.cond(tf.logical_and(tf.size(head) > 0, tf.size(tail) > 0), windows, whole)
+    return result
 
 
 RESIZED = "no longer has the size it had when the run started"
