@@ -212,7 +212,10 @@ def _first_and_last_newline(block: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 
     def whole() -> tuple[tf.Tensor, tf.Tensor]:
         every = tf.cast(tf.where(tf.equal(tf.io.decode_raw(block, tf.uint8), 10))[:, 0], tf.int32)
-        return tf.cond(tf.size(every) > 0, lambda: (every[0], every[-1]), lambda: (tf.constant(-1), tf.constant(-1)))
+        ends: tuple[tf.Tensor, tf.Tensor] = tf.cond(
+            tf.size(every) > 0, lambda: (every[0], every[-1]), lambda: (tf.constant(-1), tf.constant(-1))
+        )
+        return ends
 
     result: tuple[tf.Tensor, tf.Tensor] = tf.cond(tf.logical_and(tf.size(head) > 0, tf.size(tail) > 0), windows, whole)
     return result
