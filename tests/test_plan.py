@@ -71,6 +71,18 @@ def test_plans_are_frozen_values(cluster: tmr.LocalCluster) -> None:
         a.shards[0].stop = 4  # type: ignore[misc]
 
 
+def test_remembered_plans_still_check_their_arguments(cluster: tmr.LocalCluster) -> None:
+    job = _plan_only()
+    assert job.plan(np.zeros(3), cluster=cluster, sizes=1).sizes == (3,)
+    assert job.plan(np.zeros(3), cluster=cluster, sizes=1) is job.plan(np.zeros(3), cluster=cluster, sizes=1)
+    for bad in (True, 1.0):  # equal to 1 as keys go, refused as sizes
+        with pytest.raises(TypeError, match="sizes must be"):
+            job.plan(np.zeros(3), cluster=cluster, sizes=bad)
+    job.plan(np.zeros(3), cluster=cluster, sizes=[1, 2])
+    with pytest.raises(tmr.PartitionError, match="not an integer"):
+        job.plan(np.zeros(3), cluster=cluster, sizes=[True, 2])
+
+
 def test_shard_properties(cluster: tmr.LocalCluster) -> None:
     plan = _plan_only().plan(
         np.zeros(10), cluster=cluster, sizes=[4, 0, 6], devices=["/job:local/task:1", "/job:local/task:0/cpu:1"]

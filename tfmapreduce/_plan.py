@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import functools
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -142,20 +143,28 @@ def make_plan(
     """
     key = (rows, _frozen(sizes), _frozen(devices), tuple(available), fallback)
     try:
-        return _remembered(*key)
+        with _plans_lock:
+            plan = _plans.get(key)
     except TypeError:  # unhashable sizes (a numpy array): made anew
         return _make_plan(rows, sizes, devices, available, fallback)
+    if plan is None:
+        plan = _make_plan(rows, sizes, devices, available, fallback)
+        with _plans_lock:
+            _plans[key] = plan
+            while len(_plans) > 256:
+                del _plans[next(iter(_plans))]
+    return plan
+
+
+_plans: dict[tuple[Any, ...], Plan] = {}
+_plans_lock = threading.Lock()
 
 
 def _frozen(value: object) -> object:
-    return tuple(value) if isinstance(value, list) else value
-
-
-@functools.lru_cache(maxsize=256)
-def _remembered(
-    rows: int, sizes: SizesLike, devices: Sequence[object] | None, available: Sequence[Device], fallback: str | None
-) -> Plan:
-    return _make_plan(rows, sizes, devices, available, fallback)
+    """``value`` as a cache key that tells ``1``, ``1.0`` and ``True`` apart (each may be valid or not)."""
+    if isinstance(value, list | tuple):
+        return tuple((type(v), v) for v in value)
+    return (type(value), value)
 
 
 def _make_plan(

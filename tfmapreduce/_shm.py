@@ -11,8 +11,9 @@ private shared memory instead, one of two ways:
   no read, no decode, no copy.  Runs of one program take the buffer's lock from the
   write until the run ends.  Such graphs run without TensorFlow's classic constant
   folding, which would read the file once at compile time and keep its first contents,
-  and each mapped shard has a :func:`guard`.  Buffers are closed when their program is dropped, and kept mapped programs hold at
-  most :data:`MAPPED_SHARE` of the host's memory: past that, shards are staged per run.
+  and each mapped shard has a :func:`guard`.  Buffers are closed when their program is
+  dropped, and kept programs' buffers hold at most :data:`MAPPED_SHARE` of the host's
+  memory: past that (and for speculative copies, :data:`STAGED`) shards are staged per run.
 - **staged** per run: the client writes the shard to a new private file and feeds only
   its *path* (a string placeholder); the worker's graph reads it with ``tf.io.read_file``
   + ``tf.io.decode_raw``.
