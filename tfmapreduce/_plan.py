@@ -139,7 +139,7 @@ def make_plan(
 ) -> Plan:
     """Partition ``rows`` by ``sizes`` and place the shards on ``devices`` (see ``MapReduce.plan``).
 
-    Plans are values: the same arguments give the same plan, remembered (a run's fixed cost: 30 µs).
+    Plans are values: the same arguments give the same plan, made once and remembered (every run plans).
     """
     key = (rows, _frozen(sizes), _frozen(devices), tuple(available), fallback)
     try:

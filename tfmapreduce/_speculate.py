@@ -42,7 +42,7 @@ import tensorflow as tf
 from . import _autosize
 from ._options import RunOptions
 from ._plan import Plan, Shard
-from ._shm import STAGED, Staging, guard, visible
+from ._shm import STAGED, Staging, visible
 from ._source import Shipped, Source
 from ._task import Task
 
@@ -88,7 +88,7 @@ class _Copy:
     """One copy of a shard in the speculative graph: the shard as placed there, its partial, its placeholders."""
 
     shard: Shard
-    fetch: Any  # (partial, guards): see _shm.guard
+    fetch: Any
     feeds: tuple[tuple[Any, int, bool], ...]  # (placeholder, position of its source in the job's inputs, staged)
 
 
@@ -144,22 +144,19 @@ def compile_copies(
                 placed = _staged(shard) if own else _moved(shard, device, task, cluster)
                 scope = f"shard{shard.index}" if own else f"shard{shard.index}_backup_{task.job}_{task.index}"
                 with tf.device(placed.device), tf.name_scope(scope):
-                    tensors, feeds, in_memory = [], [], []
+                    tensors, feeds = [], []
                     for i, src in enumerate(srcs):
-                        data = src.tensor(placed)
+                        data = src.tensor(placed)  # staged, never mapped: no guard to fetch
                         tensors.append(data.value)
                         if data.placeholder is not None:
                             feeds.append((data.placeholder, i, data.staged))
-                        if data.mapped is not None:
-                            in_memory.append(data.mapped)
                     output = job.map_shard(placed, tensors, bcast)
                     if first_output is None:
                         first_output = (shard, output)
                     else:
                         check_same_outputs(job.map_fn, first_output, shard, output)
                     partial = job.combiner.partial(output, tf.constant(shard.rows, tf.int64, name="rows"))
-                    guards = tuple(guard(m, partial) for m in in_memory)
-                copies[(shard.index, task)] = _Copy(placed, (partial, guards), tuple(feeds))
+                copies[(shard.index, task)] = _Copy(placed, partial, tuple(feeds))
                 if own:
                     partials.setdefault(task, []).append(partial)
         job.combine_partials(partials, homes, f"{cluster.master}/device:CPU:0", first_output)  # the check only
@@ -279,7 +276,7 @@ def _run_copy(
     with Staging() as staging:  # this copy's shared-memory files live until this copy ends, won or lost
         feed = staging.feed_dict((ph, srcs[i].feed(copy.shard), staged) for ph, i, staged in copy.feeds)
         feed.update(zip(program.broadcast, values, strict=True))
-        return cluster.run(program.graph, copy.fetch, feed, tasks=program.tasks, timeout=timeout)[0]
+        return cluster.run(program.graph, copy.fetch, feed, tasks=program.tasks, timeout=timeout)
 
 
 def combine(job: MapReduce[Any], partials: Sequence[Any]) -> Any:
