@@ -13,6 +13,7 @@ from strategies import arrays, examples, placements, sizes_specs
 import tfmapreduce as tmr
 from tfmapreduce import _cache
 from tfmapreduce._device import Device
+from tfmapreduce._numerics import BLOCK
 
 T0C0 = "/job:local/replica:0/task:0/device:CPU:0"
 T1C0 = "/job:local/replica:0/task:1/device:CPU:0"
@@ -76,6 +77,35 @@ def test_a_repeated_run_with_new_data_does_not_retrace(cluster: tmr.LocalCluster
         assert_eq(result, data.sum(), atol=scale(data))
     assert map_fn.calls == traced
     assert _cache.PROGRAMS.count(job.identity) == 1
+
+
+def test_a_run_like_the_last_reuses_its_plan_and_program_with_this_runs_data(cluster: tmr.LocalCluster) -> None:
+    map_fn = Counted(tf.reduce_sum)
+    job = tmr.MapReduce(map_fn, tmr.combiners.sum)
+    rng = np.random.default_rng(2)
+    for sizes in (None, (10, 30)):  # hashable options: the run is kept ready to go again
+        traced = None
+        for _ in range(3):
+            data = rng.normal(size=(40, 3))
+            result, stats = job.run(data, cluster=cluster, sizes=sizes, return_stats=True)
+            assert_eq(result, data.sum(), atol=scale(data))
+            traced = traced or map_fn.calls
+        assert not stats.compiled
+        assert map_fn.calls == traced
+    # float32 shards with no negative number take another program (a blocked sum): the signs are looked at each run
+    x = np.abs(rng.normal(size=16 * BLOCK)).astype(np.float32)  # shards of at least 2 blocks
+    for data in (x, -x, x, -x):
+        assert np.isclose(job.run(data, cluster=cluster), data.sum(dtype=np.float64), rtol=1e-6)
+    assert _cache.PROGRAMS.count(job.identity) == 4
+    # a lost task changes the plan
+    cluster.mark_lost("/job:local/task:1")
+    try:
+        _, stats = job.run(data, cluster=cluster, return_stats=True)
+    finally:
+        cluster.mark_live()
+    assert {s.device.split("/device:")[0] for s in stats.shards} == {"/job:local/replica:0/task:0"}
+    _, stats = job.run(data, cluster=cluster, return_stats=True)
+    assert len({s.device.split("/device:")[0] for s in stats.shards}) == 2
 
 
 def test_a_new_signature_or_plan_compiles_again(cluster: tmr.LocalCluster) -> None:

@@ -48,6 +48,14 @@ def test_recipes_and_jobs_refuse_an_unknown_option_before_anything_runs() -> Non
         tmr.MapReduce(lambda t: t, tmr.combiners.sum).run(np.arange(4.0), retry=1)  # type: ignore[call-overload]
 
 
+def test_remembered_options_still_check_their_values() -> None:
+    assert tmr.RunOptions.of(retries=1, timeout=2) is tmr.RunOptions.of(retries=1, timeout=2)
+    for bad in (True, 1.0):  # equal to 1 as keys go, refused as retries
+        with pytest.raises((TypeError, ValueError), match="retries must be"):
+            tmr.RunOptions.of(retries=bad, timeout=2)
+    assert tmr.RunOptions.of(sizes=[1, 2]).sizes == [1, 2]  # unhashable: validated each time
+
+
 def test_options_are_frozen() -> None:
     options = tmr.RunOptions.of(timeout=3)
     with pytest.raises(AttributeError):

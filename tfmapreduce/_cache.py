@@ -46,6 +46,8 @@ class ProgramCache(Generic[P]):
     """How many programs to keep."""
     _entries: collections.OrderedDict[Hashable, tuple[Cluster, P]] = attrs.field(factory=collections.OrderedDict)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    generation: int = 0
+    """Counts the times programs left the cache: a program found at one generation is still kept while it holds."""
 
     def get(self, key: Hashable, cluster: Cluster, build: Callable[[], P]) -> tuple[P, bool]:
         """The program for ``key`` on ``cluster``, built by ``build()`` if absent; and whether it was built now."""
@@ -69,6 +71,7 @@ class ProgramCache(Generic[P]):
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 evicted.append(self._entries.popitem(last=False)[1])
+                self.generation += 1
         for old_cluster, old in evicted:
             old_cluster.forget(old.graph)
         return program, True
@@ -77,6 +80,7 @@ class ProgramCache(Generic[P]):
         """Forget the programs compiled for ``cluster`` and free their shared-memory buffers (the cluster is closing)."""
         with self._lock:
             dropped = [self._entries.pop(key)[1] for key in [k for k, (owner, _) in self._entries.items() if owner is cluster]]
+            self.generation += 1
         for program in dropped:
             for buffer in program.graph.get_collection(MAPPED):
                 buffer.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, Literal, TypeVar, overload
@@ -23,7 +24,7 @@ from ._plan import Plan, Shard, make_plan
 from ._retry import can_retry, moved_shards, with_retries
 from ._runstats import RunStats, ShardStats
 from ._shm import Staging, guard, route
-from ._source import Source, Streamed, as_array, sources
+from ._source import Shipped, Source, Streamed, as_array, sources
 from ._stream import compile_fold, streamed
 from ._task import Task
 
@@ -39,6 +40,44 @@ class _Compiled:
     tasks: tuple[Task, ...]
     clocked: tuple[Shard, ...] = ()  # sizes="auto": the shards whose clocks (start, end) follow the result in the fetch
     guarded: bool = False  # mapped shared memory: the fetch is (fetch, guards), see _shm.guard
+    staged: bool = False  # a shard travels through shared memory: its runs need a Staging
+
+
+READY = 16
+"""Plain runs a job remembers ready to go again (see :func:`_ready_key`)."""
+
+
+@attrs.frozen(eq=False)
+class _Ready:
+    """A run's routed plan and compiled program, kept for the next run of the same kind (see :func:`_ready_key`)."""
+
+    plan: Plan
+    signature: tuple[Hashable, ...]  # what the program was compiled for; a source's may depend on its values
+    program: _Compiled
+    generation: int  # PROGRAMS.generation then: the program is still kept (and its sessions open) while it holds
+
+    def fits(self, srcs: tuple[Source, ...]) -> bool:
+        return self.generation == PROGRAMS.generation and self.signature == tuple(s.signature(self.plan) for s in srcs)
+
+
+def _ready_key(
+    srcs: tuple[Source, ...], values: tuple[np.ndarray[Any, Any], ...], settings: RunOptions, cluster: Cluster
+) -> Hashable:
+    """What a plain run's plan and program depend on, beyond its sources' signatures; None where a run is not plain.
+
+    A job runs again and again on data of one shape (a tiny job's whole cost is
+    its overhead): planning, routing and finding its program each time would
+    repeat the same work.  Plain runs ship host arrays with hashable options, and
+    neither size shards by measured speeds nor back them up.
+    """
+    if settings.speculate or isinstance(settings.sizes, str) or not all(isinstance(s, Shipped) for s in srcs):
+        return None
+    key = (settings, cluster.lost, *((s.dtype.str, s.shape) for s in srcs), *((v.dtype.str, v.shape) for v in values))
+    try:
+        hash(key)
+    except TypeError:  # unhashable options (a list of sizes): planned each time
+        return None
+    return key
 
 
 def merge_tree(parts: Sequence[Any], merge: Callable[[Any, Any], Any]) -> Any:
@@ -120,6 +159,7 @@ class MapReduce(Generic[R]):
 
             check_keyed_combiner(self.combiner, reduce_fn)
         self.name = name or f"{callable_name(map_fn)}/{self.combiner.name}"
+        self._ready: dict[Hashable, _Ready] = {}  # see _ready_key
 
     @property
     def identity(self) -> Hashable:
@@ -227,15 +267,20 @@ class MapReduce(Generic[R]):
         cluster = resolve_cluster(settings.cluster, srcs)
         values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
         plans: list[Plan] = []
+        again = _ready_key(srcs, values, settings, cluster)
 
         def attempt(current: RunOptions) -> tuple[Any, bool, tuple[_speculate.Outcome, ...]]:
+            ready = self._ready.get(again) if again is not None and not plans else None
+            if ready is not None and ready.fits(srcs):  # the same run again: planned, routed and compiled before
+                plans.append(ready.plan)
+                return self._run_program(ready.program, ready.plan, srcs, values, cluster, current), False, ()
             plan = route(
                 plan_of(srcs, cluster, current, job=self.identity), srcs, cluster, current.transfer, timeout=current.seconds()
             )
             if current.speculate:
                 plan = _speculate.note(plan, srcs)
             plans.append(plan)
-            return self._run_once(plan, srcs, values, cluster, current)
+            return self._run_once(plan, srcs, values, cluster, current, remember=again if len(plans) == 1 else None)
 
         (result, compiled, outcomes), recovery = with_retries(settings, srcs, cluster, attempt)
         if not settings.return_stats:
@@ -271,16 +316,16 @@ class MapReduce(Generic[R]):
         values: tuple[np.ndarray[Any, Any], ...],
         cluster: Cluster,
         settings: RunOptions,
+        *,
+        remember: Hashable | None = None,
     ) -> tuple[Any, bool, tuple[_speculate.Outcome, ...]]:
         """One distributed run of ``plan`` (compiled once per signature): the result, whether it compiled, and what
-        speculation did (``speculate=True`` runs that back up their shards; else empty)."""
-        key: tuple[Any, ...] = (
-            self.identity,
-            id(cluster),
-            plan,
-            tuple(s.signature(plan) for s in srcs),
-            tuple((v.dtype.str, v.shape) for v in values),
-        )
+        speculation did (``speculate=True`` runs that back up their shards; else empty).
+
+        ``remember`` (see :func:`_ready_key`) keeps the plan and program of a plain run for the next one like it.
+        """
+        signature = tuple(s.signature(plan) for s in srcs)
+        key: tuple[Any, ...] = (self.identity, id(cluster), plan, signature, tuple((v.dtype.str, v.shape) for v in values))
         timed = plan.measured is not None  # sizes="auto": time each shard, to size the next run's shards
         if timed:
             key = (*key, "timed")
@@ -301,12 +346,32 @@ class MapReduce(Generic[R]):
         if stream is not None:
             key = (*key, "streamed", settings.batch_rows)
             build = lambda: self._compile_streamed(plan, stream, values, cluster, settings.batch_rows)  # noqa: E731
+        generation = PROGRAMS.generation
         program, compiled = PROGRAMS.get(key, cluster, build)
         assert isinstance(program, _Compiled)
+        if remember is not None and not timed and stream is None:
+            if len(self._ready) >= READY:
+                self._ready.clear()
+            self._ready[remember] = _Ready(plan, signature, program, generation)
+        return self._run_program(program, plan, srcs, values, cluster, settings), compiled, ()
+
+    def _run_program(
+        self,
+        program: _Compiled,
+        plan: Plan,
+        srcs: tuple[Source, ...],
+        values: tuple[np.ndarray[Any, Any], ...],
+        cluster: Cluster,
+        settings: RunOptions,
+    ) -> Any:
+        """Run a compiled program once on this run's data: its result."""
         # Feed THIS run's data: the compiled program is shared by every run of the same signature.
         # Staged shards travel as shared-memory files, closed or unlinked when the run ends, however it ends.
-        with Staging() as staging:
-            feed = staging.feed_dict((ph, srcs[i].feed(shard), staged) for ph, i, shard, staged in program.feeds)
+        with Staging() if program.staged else contextlib.nullcontext() as staging:
+            if staging is None:
+                feed = {ph: srcs[i].feed(shard) for ph, i, shard, _ in program.feeds}
+            else:
+                feed = staging.feed_dict((ph, srcs[i].feed(shard), staged) for ph, i, shard, staged in program.feeds)
             feed.update(zip(program.broadcast, values, strict=True))
             try:
                 result = cluster.run(
@@ -329,7 +394,7 @@ class MapReduce(Generic[R]):
         if program.clocked:
             result, clocks = result
             _autosize.record(self.identity, cluster, plan, program.clocked, clocks)
-        return result, compiled, ()
+        return result
 
     def _compile(
         self,
@@ -395,7 +460,16 @@ class MapReduce(Generic[R]):
         fetch = (fetch, tuple(clocks)) if timed else fetch
         fetch = (fetch, tuple(guards)) if guards else fetch
         clocked = tuple(mapped) if timed else ()
-        return _Compiled(graph, fetch, tuple(feeds), bcast, tuple(partials), clocked=clocked, guarded=bool(guards))
+        return _Compiled(
+            graph,
+            fetch,
+            tuple(feeds),
+            bcast,
+            tuple(partials),
+            clocked=clocked,
+            guarded=bool(guards),
+            staged=any(staged for *_, staged in feeds),
+        )
 
     def combine_partials(
         self, partials: dict[Task, list[Any]], devices: dict[Task, str], master: str, first_output: tuple[Shard, Any] | None

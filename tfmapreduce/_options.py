@@ -103,6 +103,23 @@ class RunOptions:
             TypeError: an unknown option, or an option of the wrong type.
             ValueError: an option out of range (``fallback``, ``timeout``).
         """
+        # Every run validates its keywords: the same keywords again (each value of the same type) give the same
+        # value, remembered.  Unhashable ones (a list of sizes) are validated each time.
+        key = tuple((name, type(value), value) for name, value in options.items())
+        try:
+            return _validated[key]
+        except KeyError:
+            pass
+        except TypeError:
+            return cls._validate(options)
+        settings = cls._validate(options)
+        if len(_validated) >= 256:
+            _validated.clear()
+        _validated[key] = settings
+        return settings
+
+    @classmethod
+    def _validate(cls, options: dict[str, Any]) -> RunOptions:
         names = [f.name for f in attrs.fields(cls) if f.name != "return_stats"]
         unknown = sorted(set(options) - {*names, "return_stats"})
         if unknown:
@@ -170,6 +187,9 @@ class RunOptions:
             WorkerTimeoutError: the enclosing :func:`deadline` has already passed.
         """
         return effective_timeout(self.timeout)
+
+
+_validated: dict[tuple[Any, ...], RunOptions] = {}
 
 
 def effective_timeout(timeout: float | None) -> float:

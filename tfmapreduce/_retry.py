@@ -69,7 +69,8 @@ def with_retries(
         try:
             if left <= 0:
                 raise WorkerTimeoutError(f"no time is left of the run's deadline after losing {', '.join(map(str, lost))}")
-            return attempt(attrs.evolve(settings, timeout=left)), Recovery(number, tuple(lost))
+            current = settings if number == 1 else attrs.evolve(settings, timeout=left)  # the first has all its time
+            return attempt(current), Recovery(number, tuple(lost))
         except ShardLostError as e:  # resident shards vanished with a restarted worker: rebuild them, run again
             if e.task is None or number > settings.retries:
                 raise

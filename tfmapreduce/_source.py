@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from ._errors import InputError, JobError, TfMapReduceError
-from ._numerics import mark_nonnegative
+from ._numerics import BLOCK, mark_nonnegative
 from ._plan import Plan, Shard
 from ._shm import STAGED, Mapped, can_stage, in_parallel, read_tensor
 from ._task import Task
@@ -172,6 +172,10 @@ class Input(abc.ABC):
         """The source jobs read this data through."""
 
 
+PLAIN_DTYPES = frozenset(map(np.dtype, "?bhilqBHILQefd"))
+"""The numpy dtypes of numbers and booleans TensorFlow holds as they are (native byte order)."""
+
+
 def as_array(value: Any, *, argument: str) -> np.ndarray:
     """``value`` (numpy array, tf.Tensor, nested list, scalar) as a numeric numpy array.
 
@@ -231,13 +235,17 @@ class Shipped:
         return None
 
     def signature(self, plan: Plan) -> Hashable:
-        checks = [partial(self._nonnegative, s) for s in plan.shards]
-        nonnegative = tuple(in_parallel(checks) if self.array.nbytes >= PARALLEL_BYTES else [check() for check in checks])
+        if self.array.nbytes >= PARALLEL_BYTES:
+            nonnegative = tuple(in_parallel([partial(self._nonnegative, s) for s in plan.shards]))
+        else:
+            nonnegative = tuple(self._nonnegative(s) for s in plan.shards)
         return ("shipped", self.array.dtype.str, self.array.shape[1:], nonnegative, tuple(s.path for s in plan.shards))
 
     def _nonnegative(self, shard: Shard) -> bool:
         """float32 shards without a negative (or NaN) element: their sums take the blocked path."""
-        return self.array.dtype == np.float32 and bool(shard.rows) and bool(self.array[shard.start : shard.stop].min() >= 0)
+        if self.array.dtype != np.float32 or shard.rows * math.prod(self.array.shape[1:]) < 2 * BLOCK:
+            return False  # smaller shards never take the blocked path: their signs need no look
+        return bool(self.array[shard.start : shard.stop].min() >= 0)
 
     def stageable(self, shard: Shard, min_bytes: int) -> bool:
         """Whether ``shard`` may travel through a shared-memory file (a decodable type, at least ``min_bytes``)."""
@@ -284,6 +292,8 @@ def sources(x: Any, *, argument: str = "x") -> Sources:
     """
     if isinstance(x, Sources):
         return x
+    if type(x) is np.ndarray and x.ndim and x.dtype in PLAIN_DTYPES:  # the common case, as as_array would accept it
+        return Sources((Shipped(x),))
     items = x if isinstance(x, tuple) else (x,)
     if not items:
         raise InputError(f"{argument}=() holds no input; pass an array or a tuple of arrays with equal rows")
