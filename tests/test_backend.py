@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import tensorflow as tf
 
-from tfmapreduce import JobError, LocalCluster, WorkerTimeoutError, WorkerUnavailableError
+from tfmapreduce import JobError, LocalCluster, WorkerTimeoutError, WorkerUnavailableError, _backend
 
 TIMEOUT = 3.0
 GRACE = 2.0  # how much later than its deadline a failed run may end
@@ -56,11 +56,20 @@ def test_a_healthy_run_uses_both_tasks(own: LocalCluster) -> None:
     assert run_both(own) == 238
 
 
+def quick(cluster: LocalCluster, graph: tuple[tf.Graph, tf.Tensor, tf.Tensor]) -> None:
+    """Run ``graph`` until its runs are made on the caller's thread (see ``_backend.run``)."""
+    for _ in range(_backend.QUICK_AFTER + 3):
+        assert run_both(cluster, graph=graph) == 238
+
+
 @pytest.mark.parametrize("task", [1, 0], ids=["worker", "master"])
-def test_a_stopped_worker_ends_the_run_at_its_deadline_naming_the_task(own: LocalCluster, task: int) -> None:
+@pytest.mark.parametrize("runs", ["one run", "quick runs"])
+def test_a_stopped_worker_ends_the_run_at_its_deadline_naming_the_task(own: LocalCluster, task: int, runs: str) -> None:
     pid, name = own.pids[task], f"/job:local/task:{task}"
     graph = both_tasks()
     assert run_both(own, graph=graph) == 238  # a session exists: the stop hits a run, not a session creation
+    if runs == "quick runs":
+        quick(own, graph)
     os.kill(pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
@@ -119,6 +128,34 @@ def test_a_run_slower_than_its_deadline_blames_no_task(own: LocalCluster) -> Non
     assert run_both(own) == 238
 
 
+def test_quick_runs_are_made_on_the_callers_thread_and_one_that_turns_slow_again_watched(
+    own: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = tf.Graph()
+    with graph.as_default():
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        with tf.device("/job:local/task:1"):
+            _, steps = tf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a + 1), [0, 0])  # ~1 ms a step
+        with tf.device("/job:local/task:0"):
+            y = steps + 1
+    watched: list[float] = []
+    watch = _backend._watch
+    monkeypatch.setattr(_backend, "_watch", lambda *a, **k: watched.append(k["rest"]) or watch(*a, **k))
+    monkeypatch.setattr(_backend, "QUICK_LIMIT", 0.05)
+    tasks = ["/job:local/task:0", "/job:local/task:1"]
+    runs = 3 * _backend.QUICK_AFTER
+    for _ in range(runs):
+        assert own.run(graph, y, {n: 0}, tasks=tasks, timeout=20) == 1
+    assert _backend.QUICK_AFTER < len(watched) < runs  # the first runs are watched, the quick ones after are not
+
+    before = len(watched)
+    assert own.run(graph, y, {n: 300}, tasks=tasks, timeout=20) == 301  # ~0.3 s: far slower than 0.05 s
+    assert len(watched) == before + 1  # cancelled at the quick deadline, then made again, watched, with the rest
+    assert watched[-1] < 20 - 0.05 + 0.01
+    assert own.run(graph, y, {n: 0}, tasks=tasks, timeout=20) == 1
+    assert len(watched) == before + 2  # slow once: watched again until it is quick again
+
+
 def test_an_op_on_a_missing_device_is_a_job_error_not_a_silent_fallback(own: LocalCluster) -> None:
     graph = tf.Graph()
     with graph.as_default():
@@ -155,13 +192,15 @@ def test_a_killed_worker_fails_the_run_within_2_s_naming_it(own: LocalCluster, c
     assert cluster.run(g, y, {x: 2}, tasks=list(cluster.tasks), timeout=20) == 238
 
 
-def test_a_killed_master_fails_a_kept_session_within_2_s_naming_it() -> None:
+@pytest.mark.parametrize("runs", [1, _backend.QUICK_AFTER + 3], ids=["one run", "quick runs"])
+def test_a_killed_master_fails_a_kept_session_within_2_s_naming_it(runs: int) -> None:
     with LocalCluster(workers=1) as lone:
         graph = tf.Graph()
         with graph.as_default():
             x = tf.compat.v1.placeholder(tf.float32, [])
             y = x * 3
-        assert lone.run(graph, y, {x: 2.0}, tasks=["/job:local/task:0"], timeout=20) == 6.0  # the session is kept
+        for _ in range(runs):
+            assert lone.run(graph, y, {x: 2.0}, tasks=["/job:local/task:0"], timeout=20) == 6.0  # the session is kept
         os.kill(lone.pids[0], signal.SIGKILL)
         time.sleep(1.5)  # longer than the pause after which a run first checks the master
         started = time.monotonic()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import queue
 import re
 import socket
@@ -18,13 +19,12 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import tensorflow as tf
 
-from ._errors import ClusterError, JobError, WorkerTimeoutError, WorkerUnavailableError
+from ._errors import ClusterError, JobError, TfMapReduceError, WorkerTimeoutError, WorkerUnavailableError
 from ._task import Task
 
 PROBE_TIMEOUT = 1.0
@@ -194,31 +194,72 @@ HANG_PROBES = 2
 """Consecutive probes a task must leave unanswered (:data:`PROBE_TIMEOUT` each) during a run to be called hung."""
 
 
+QUICK_RUN = 0.02
+"""Seconds under which a run counts as quick: after :data:`QUICK_AFTER` such runs in a row, its session's runs are
+made on the caller's thread (see :func:`run`)."""
+
+QUICK_AFTER = 3
+"""Quick runs in a row after which a session's runs are made on the caller's thread."""
+
+QUICK_LIMIT = 0.25
+"""The deadline of a run made on the caller's thread: past it, the run is cancelled and made again, watched."""
+
+QUICK_FEED = 1 << 20
+"""Bytes fed at most to a run made on the caller's thread (a large feed to a stopped master ignores deadlines)."""
+
+
+class _Call:
+    """A session call handed to a runner: ``done`` is released once ``value`` or ``error`` is set.
+
+    A bare lock rather than a ``concurrent.futures.Future`` (a condition variable
+    and its bookkeeping): the hand-off is on the path of every watched run.
+    """
+
+    __slots__ = ("done", "error", "fn", "value")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Lock()
+        self.done.acquire()
+
+    def result(self, timeout: float) -> Any:
+        """The call's value (or its error, raised); ``TimeoutError`` if it has not ended within ``timeout`` seconds."""
+        if not self.done.acquire(timeout=timeout):
+            raise TimeoutError
+        self.done.release()  # later waiters see it ended too
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 class _Runner:
     """One daemon thread that runs session calls handed to it, one at a time."""
 
     def __init__(self, pool: Runners) -> None:
         self._pool = pool
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Call] = queue.SimpleQueue()
         self.busy = False
         _runners.add(self)
         threading.Thread(target=self._serve, name="tfmapreduce-run", daemon=True).start()
 
-    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-        self._jobs.put((fn, future))
-        return future
+    def submit(self, fn: Callable[[], Any]) -> _Call:
+        call = _Call(fn)
+        self._jobs.put(call)
+        return call
 
     def _serve(self) -> None:
         while True:
-            fn, future = self._jobs.get()
+            call = self._jobs.get()
             self.busy = True
             try:
-                future.set_result(fn())
+                call.value = call.fn()
             except BaseException as e:  # handed to the waiting caller
-                future.set_exception(e)
+                call.error = e
             self.busy = False
             self._pool.release(self)  # a call the caller gave up on returns here too, whenever it ends
+            call.done.release()  # last before the next wait: the caller wakes to a free GIL
 
 
 class Runners:
@@ -234,7 +275,7 @@ class Runners:
         self._idle: list[_Runner] = []
         self._lock = threading.Lock()
 
-    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+    def submit(self, fn: Callable[[], Any]) -> _Call:
         with self._lock:
             runner = self._idle.pop() if self._idle else None
         if runner is None:
@@ -257,6 +298,7 @@ def run(
     on_failure: Callable[[ClusterError], None],
     runners: Runners,
     hang_check: bool = False,
+    quick: bool = False,
 ) -> Any:
     """``call(options)`` — one session run — with a deadline; cluster failures become errors that name the task.
 
@@ -271,27 +313,52 @@ def run(
     named hung before the deadline, so a retry has time left.  ``addresses``
     maps each task the run uses to its address; ``on_failure(error)`` is called
     (to drop the session) with the error about to be raised.
+
+    A ``quick`` call (a run that has always been quick, with a small feed) is
+    first made on this thread, with a deadline of :data:`QUICK_LIMIT`: handing
+    it to a runner and back would cost a tiny job a tenth of its time.  If it
+    is not done by then (it became slow, or a task hangs), its step is cancelled
+    and it runs again, watched, with what is left of its deadline: map/reduce
+    runs have no side effect that a repeat would double.
     """
-    options = tf.compat.v1.RunOptions(timeout_in_ms=max(1, int(timeout * 1000)))
-    future = runners.submit(lambda: call(options))
+    rest = timeout
     try:
-        return _watch(future, timeout=timeout, addresses=addresses, hang_check=hang_check)
+        if quick and timeout > QUICK_LIMIT:
+            began = time.monotonic()
+            try:
+                return call(_run_options(int(QUICK_LIMIT * 1000)))
+            except tf.errors.DeadlineExceededError:
+                rest -= time.monotonic() - began
+            except tf.errors.OpError as e:
+                raise _named(e, addresses, timeout) from None
+        options = _run_options(max(1, int(rest * 1000)))
+        return _watch(runners, lambda: call(options), timeout=timeout, rest=rest, addresses=addresses, hang_check=hang_check)
     except ClusterError as error:
         on_failure(error)
         raise
 
 
-def _watch(future: Future[Any], *, timeout: float, addresses: dict[Task, str], hang_check: bool) -> Any:
-    """The result of ``future``, a session call watched as :func:`run` says; a failure of the cluster raises ClusterError."""
+@functools.lru_cache(maxsize=64)
+def _run_options(timeout_ms: int) -> tf.compat.v1.RunOptions:
+    """A run's options, with its deadline (made once per deadline: most runs have the default one)."""
+    return tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms)
+
+
+def _watch(
+    runners: Runners, fn: Callable[[], Any], *, timeout: float, rest: float, addresses: dict[Task, str], hang_check: bool
+) -> Any:
+    """The result of ``fn``, a session call handed to ``runners`` and watched as :func:`run` says, with ``rest`` seconds
+    left of its ``timeout``; a failure of the cluster raises ClusterError."""
     begun = time.monotonic()
-    end = begun + timeout + GRACE
+    end = begun + rest + GRACE
     silent: dict[Task, int] = {}
+    handed = runners.submit(fn)  # last before the wait: the runner starts while this thread lets go of the GIL
     try:
         while True:
             left = end - time.monotonic()
             try:
-                return future.result(timeout=max(0.0, min(POLL, left)))
-            except FutureTimeout:
+                return handed.result(timeout=max(0.0, min(POLL, left)))
+            except TimeoutError:
                 if left <= POLL:
                     raise _culprit(
                         addresses, f"the run did not finish within its {timeout:g} s deadline (the client stopped waiting for it)"
@@ -299,24 +366,29 @@ def _watch(future: Future[Any], *, timeout: float, addresses: dict[Task, str], h
                 check_listening(addresses)
                 if hang_check and time.monotonic() - begun >= POLL:
                     _check_answering(addresses, silent)
-    except tf.errors.DeadlineExceededError:
-        raise _culprit(
+    except tf.errors.OpError as e:
+        raise _named(e, addresses, timeout) from None
+
+
+def _named(e: tf.errors.OpError, addresses: dict[Task, str], timeout: float) -> TfMapReduceError:
+    """TensorFlow's error from a session call as ours: a cluster failure names its task, an op's failure is a JobError."""
+    if isinstance(e, tf.errors.DeadlineExceededError):
+        return _culprit(
             addresses, f"the run did not finish within its {timeout:g} s deadline (its step was cancelled on the workers)"
-        ) from None
-    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError) as e:
+        )
+    if isinstance(e, (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)):
         task = Task.find(e.message or "")
         if task is not None and task in addresses:
-            raise WorkerUnavailableError(
+            return WorkerUnavailableError(
                 f"task {task} at {addresses[task]} is gone ({_first_line(e)}); its worker process died or "
                 "cannot be reached: restart it, or run on the tasks that remain",
                 task=task,
                 address=addresses[task],
-            ) from None
-        raise _culprit(addresses, f"the run failed ({_first_line(e)})") from None
-    except tf.errors.OpError as e:
-        error = JobError(f"the job failed on the cluster: {_first_line(e)}")
-        error.details = e.message or ""
-        raise error from None
+            )
+        return _culprit(addresses, f"the run failed ({_first_line(e)})")
+    error = JobError(f"the job failed on the cluster: {_first_line(e)}")
+    error.details = e.message or ""
+    return error
 
 
 def _check_answering(addresses: dict[Task, str], silent: dict[Task, int]) -> None:

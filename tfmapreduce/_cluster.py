@@ -33,8 +33,8 @@ def feed_bytes(feed_dict: dict[Any, Any]) -> int:
     return sum(v.nbytes for v in feed_dict.values() if isinstance(v, np.ndarray))
 
 
-def check_feed_size(feed_dict: dict[Any, Any]) -> None:
-    """Refuse, before anything is sent, a run that would feed more than :data:`FEED_LIMIT` bytes.
+def check_feed_size(feed_dict: dict[Any, Any]) -> int:
+    """Refuse, before anything is sent, a run that would feed more than :data:`FEED_LIMIT` bytes; the bytes fed.
 
     Raises:
         InputError: the feed is too large for one gRPC request.
@@ -46,6 +46,7 @@ def check_feed_size(feed_dict: dict[Any, Any]) -> None:
             "Read it on the workers (tmr.read_npy on a saved copy), scatter it first (tmr.scatter sends large data in several runs), "
             "or run the client on the workers' machine, where transfer='auto' uses shared memory"
         )
+    return total
 
 
 @attrs.define(eq=False)
@@ -55,6 +56,7 @@ class _Session:
     session: tf.compat.v1.Session
     addresses: dict[Task, str]
     callables: dict[Any, Callable[..., Any]] = attrs.field(factory=dict)
+    quick: int = 0  # runs in a row that took under _backend.QUICK_RUN
 
 
 @attrs.define(eq=False)
@@ -280,27 +282,35 @@ class Cluster:
         the deadline (for runs a retry can repeat elsewhere; see ``_backend.run``).
         """
         self.check_open()
-        check_feed_size(feed_dict)
+        fed = check_feed_size(feed_dict)
         master = self.master
-        used = [master, *map(Task.of, tasks)]  # the master takes part in every run
-        addresses = {t: self.address(t) for t in used}
         key = (id(graph), master)
         feeds = tuple(feed_dict)
         values = list(feed_dict.values())
         with self._lock:
             entry = self._sessions.get(key)
             if entry is None or entry.session.graph is not graph:
+                used = [master, *map(Task.of, tasks)]  # the master takes part in every run
+                addresses = {t: self.address(t) for t in used}
                 _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
                 config = _backend.session_config(used, timeout, fold_constants=not graph.get_collection(MAPPED))
                 entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=config), addresses)
                 self._sessions[key] = entry
+        addresses = entry.addresses
 
         def call(options: tf.compat.v1.RunOptions) -> Any:  # on a runner thread: the session's first contact may block too
             runnable = entry.callables.get((id(fetches), feeds))
             if runnable is None:  # without feeds, a callable skips session.run's per-call parsing of the fetches
                 runnable = entry.session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
                 entry.callables[(id(fetches), feeds)] = runnable
-            return runnable(*values, options=options)
+            began = time.monotonic()
+            try:
+                result = runnable(*values, options=options)
+            except BaseException:
+                entry.quick = 0
+                raise
+            entry.quick = entry.quick + 1 if time.monotonic() - began < _backend.QUICK_RUN else 0
+            return result
 
         def drop(error: ClusterError) -> None:
             with self._lock:
@@ -312,7 +322,13 @@ class Cluster:
                 _backend.close_in_background(entry.session, keep=entry)
 
         return _backend.run(
-            call, timeout=timeout, addresses=addresses, on_failure=drop, runners=self._runners, hang_check=hang_check
+            call,
+            timeout=timeout,
+            addresses=addresses,
+            on_failure=drop,
+            runners=self._runners,
+            hang_check=hang_check,
+            quick=entry.quick >= _backend.QUICK_AFTER and fed <= _backend.QUICK_FEED,
         )
 
     def forget(self, graph: tf.Graph) -> None:
