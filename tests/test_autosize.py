@@ -99,7 +99,7 @@ def test_sizes_move_toward_the_faster_device() -> None:
 
 
 def test_speeds_adapt_smoothly_and_the_sizes_hold_still_under_noise(cluster: tmr.LocalCluster) -> None:
-    """The record's arithmetic, fed clocks as a timed run returns them (start, end) on the master's clock."""
+    """The record's arithmetic, fed clocks as a timed run returns them: (start, end) per shard."""
     x = np.zeros((64_000, 1), np.float32)
     job = _sin_cos_job()
     devices = [T0, T1]

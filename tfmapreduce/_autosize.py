@@ -1,10 +1,9 @@
 """``sizes="auto"``: shards sized to each device's measured speed for a job, adapting run after run.
 
-A run planned with ``sizes="auto"`` is *timed*: the master reads ``tf.timestamp()``
-as the run starts there and again as each shard's partial result reaches it (one
-clock for all shards, so the span covers the shard's wait, transfer and map on its
-task); the per-shard clocks (two float64 scalars each) are fetched with the
-result.  Each device's speed for the job is its rows divided by the span of its
+A run planned with ``sizes="auto"`` is *timed*: each shard's device reads
+``tf.timestamp()`` before the shard's map and again once its partial result is made
+(the device's own work, not its wait for the run to reach it); the per-shard clocks
+(two float64 scalars each) are fetched with the result.  Each device's speed for the job is its rows divided by the span of its
 shards' clocks, folded into a per-(job, cluster) record:
 
 - an exponentially weighted moving average (:data:`ALPHA`), each measurement

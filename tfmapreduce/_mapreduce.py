@@ -407,9 +407,9 @@ class MapReduce(Generic[R]):
     ) -> _Compiled:
         """Build the job's graph: each shard's map on its device, per-task merges, the final merge.
 
-        ``timed`` (``sizes="auto"``): the master also reads ``tf.timestamp()`` as the run starts and as each
-        shard's partial reaches it (one clock for every shard: its wait, transfer and map included); the
-        fetch is then ``(result, clocks)``.
+        ``timed`` (``sizes="auto"``): each shard's device also reads ``tf.timestamp()`` before the shard's map
+        and once its partial is made (the device's own clock: its work, not its wait for the run to reach it);
+        the fetch is then ``(result, clocks)``.
         """
         graph = tf.Graph()
         feeds: list[tuple[Any, int, Shard, bool]] = []
@@ -425,18 +425,17 @@ class MapReduce(Generic[R]):
             bcast = tuple(
                 tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(broadcast)
             )
-            if timed:  # one clock, the master's: read as the run starts there, and as each shard's partial arrives
-                with tf.device(master):
-                    start = tf.timestamp(name="clock_start")
             for shard in mapped:
                 with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                     tensors, in_memory = [], []
+                    start = tf.timestamp(name="clock_start") if timed else None
                     for i, src in enumerate(srcs):
-                        with tf.control_dependencies(
-                            [start] if timed else []
-                        ):  # timed: nothing of the shard runs before the clock starts
-                            data = src.tensor(shard)
-                            value = tf.identity(data.value) if timed else data.value
+                        data = src.tensor(shard)
+                        if start is None:
+                            value = data.value
+                        else:  # nothing of the shard's map runs before its clock starts
+                            with tf.control_dependencies([start]):
+                                value = tf.identity(data.value)
                         tensors.append(value)
                         if data.placeholder is not None:
                             feeds.append((data.placeholder, i, shard, data.staged))
@@ -451,8 +450,8 @@ class MapReduce(Generic[R]):
                     partial = self.combiner.partial(output, rows)
                     guards += [guard(m, partial) for m in in_memory]
                     partials.setdefault(shard.task, []).append(partial)
-                    if timed:  # the master's clock once this partial has reached it
-                        with tf.device(master), tf.control_dependencies(tf.nest.flatten(partial)):
+                    if start is not None:  # the device's clock once this partial is made
+                        with tf.control_dependencies(tf.nest.flatten(partial)):
                             clocks.append(tf.stack([start, tf.timestamp(name="clock_end")]))
                     devices.setdefault(shard.task, shard.device)
             fetch = self.combine_partials(partials, devices, master, first_output)
