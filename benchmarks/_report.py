@@ -8,6 +8,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from ._config import JOBS
 
 TARGET_TINY_MS = 3.5
@@ -536,3 +538,36 @@ def write_plots(results: dict[str, Any], out: str) -> list[str]:
         plt.close(fig)
         written.append("sweep.png")
     return written
+
+
+def bar_chart(panels: list[tuple[str, list[tuple[str, list[float]]]]], path: str, *, unit: str) -> None:
+    """Horizontal bars of the median of each ``(label, samples)``, with min-max whiskers, one panel per
+    ``(title, rows)`` (on a log scale where the medians span more than 10×); tfmapreduce's rows (labels
+    with "tmr") in blue.  Needs matplotlib.
+
+    Example (``python -m benchmarks.shipping --plot docs/img/shipping.png``)::
+
+        bar_chart([("tiny job", [("tmr", [2.1, 2.3]), ("hand", [1.9, 2.0])])], "out.png", unit="ms")
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sum(len(part) for _, part in panels)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 1.2 + 0.45 * rows), squeeze=False)
+    for ax, (title, part) in zip(axes[:, 0], panels, strict=True):
+        labels = [label for label, _ in part][::-1]
+        medians = [float(np.median(v)) for _, v in part][::-1]
+        spans = [
+            [m - min(v) for m, (_, v) in zip(medians, part[::-1], strict=True)],
+            [max(v) - m for m, (_, v) in zip(medians, part[::-1], strict=True)],
+        ]
+        ax.barh(labels, medians, xerr=spans, color=["C0" if "tmr" in lab else "C7" for lab in labels], capsize=3)
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(axis="y", labelsize=8)
+        if max(medians) > 10 * min(medians):
+            ax.set_xscale("log")
+    axes[-1, 0].set_xlabel(f"median {unit} [min-max] on the 2-core machine, 2 workers (lower is better)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)

@@ -103,6 +103,7 @@ def parser() -> argparse.ArgumentParser:
         help="leave the workers on every core (default: task i pinned to core i, so the throttled worker does not "
         "hand its core to the other one, as separate machines would not)",
     )
+    p.add_argument("--plot", metavar="PNG", help="also draw the makespans as bar charts into this file (needs matplotlib)")
     return p
 
 
@@ -179,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         cells = [f"{np.median(raw[k]) * 1e3:.1f} [{min(raw[k]) * 1e3:.1f}–{max(raw[k]) * 1e3:.1f}]" for k in ("even", "auto")]
         r = [a / b for a, b in zip(raw["even"], raw["auto"], strict=True)]
         print(f"| {name} | {cells[0]} | {cells[1]} | ×{np.median(r):.2f} [{min(r):.2f}–{max(r):.2f}] |")
+    if args.plot:
+        from ._report import bar_chart
+
+        titles = {"slowed": f"task 1 slowed (stopped {args.stopped:g} s of every {args.period:g} s)", "equal": "equal workers"}
+        labels = {"even": "tmr, even shards", "auto": "tmr, sizes='auto'"}
+        panels = [(titles[name], [(labels[k], [t * 1e3 for t in raw[k]]) for k in labels]) for name, raw in results.items()]
+        bar_chart(panels, args.plot, unit="ms")
     for line in wrong:
         print(f"WRONG: {line}")
     return 1 if wrong else 0

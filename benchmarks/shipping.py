@@ -35,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=7, help="timed rounds of the shipped mean (default 7)")
     p.add_argument("--tiny-repeats", type=int, default=200, help="timed rounds of the tiny job (default 200)")
     p.add_argument("--no-peers", action="store_true", help="skip Ray even when installed")
+    p.add_argument("--plot", metavar="PNG", help="also draw the times as bar charts into this file (needs matplotlib)")
     return p
 
 
@@ -119,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("ray: not installed (pip install -e '.[bench]'), not compared")
     print(_ratio(tiny_raw, "tiny tmr job (100 float32)", "tiny hand-written TF"))
+    if args.plot:
+        from ._report import bar_chart
+
+        ms = lambda raw: [(name, [t * 1e3 for t in samples]) for name, samples in raw.items()]  # noqa: E731
+        bar_chart([(f"mean of {size:.0e} float32", ms(raw)), ("tiny job (100 float32)", ms(tiny_raw))], args.plot, unit="ms")
     for line in wrong:
         print(f"WRONG: {line}")
     return 1 if wrong else 0
