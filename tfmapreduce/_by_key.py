@@ -21,6 +21,7 @@ from ._errors import InputError
 from ._files import Files
 from ._keyed import KeyedSharded
 from ._keyed_result import KeyedResult
+from ._native import available, kernels
 from ._options import Options, RunOptions
 from ._readers import Text, TextBlocks
 from ._recipe import recipe
@@ -282,6 +283,14 @@ def _split_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return words, words
 
 
+def _count_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each distinct word of ``lines`` and its count, by the native kernel (the map-side combine in one pass)."""
+    ops = kernels()
+    assert ops is not None  # chosen only where the kernels are loaded
+    words, counts = ops.tmr_word_counts(lines)
+    return words, counts
+
+
 def _word_count(lines: Any, /, *, return_stats: bool = False, resident: bool = False, **options: Unpack[Options]) -> Any:
     """How many times each word occurs in ``lines``: a :class:`KeyedResult` of int64 counts.
 
@@ -314,7 +323,12 @@ def _word_count(lines: Any, /, *, return_stats: bool = False, resident: bool = F
                 "pass e.g. np.array(text.splitlines())"
             )
         lines = array if array.size else np.array([], dtype="U1")
-    return _run(("word_count",), lambda: (_split_words, COUNT), lines, return_stats, resident, options)
+    settings = RunOptions.of(return_stats=return_stats, **options)
+    if settings.cluster is not None and available(settings.cluster, settings.seconds()):  # see _native
+        return recipe(("word_count", "native"), lambda: (_count_words, SUM), by_key=True).execute(
+            lines, settings, resident=resident
+        )
+    return recipe(("word_count",), lambda: (_split_words, COUNT), by_key=True).execute(lines, settings, resident=resident)
 
 
 word_count = cast(KeysRecipe, _word_count)

@@ -23,6 +23,7 @@ from typing import Any
 from ._cluster import Cluster
 from ._errors import ClusterError
 from ._log import CLUSTER
+from ._native import kernels
 from ._network import network_interfaces
 from ._options import check_timeout
 from ._spec import CLIENT_JOB, validate_spec
@@ -175,6 +176,7 @@ class LocalCluster(Cluster):
                 spec = {job: [f"localhost:{p}" for p in ports[:workers]]}
                 if client_master:
                     spec[CLIENT_JOB] = [f"localhost:{ports[workers]}"]
+                kernels()  # built once here, not by each worker as it starts (see _native)
                 self._processes = [self._spawn(spec, job, i, cpu_devices) for i in range(workers)]
                 if self._wait_ready(startup_timeout, retry=attempt < 2):
                     break

@@ -79,7 +79,10 @@ def serve(
 
     import tensorflow as tf
 
+    from ._native import kernels
     from ._versions import publish
+
+    kernels()  # the native kernels, registered before any graph arrives (built first if need be; see _native)
 
     config = tf.compat.v1.ConfigProto(device_count={"CPU": cpu_devices})
     try:
