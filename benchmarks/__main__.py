@@ -52,6 +52,10 @@ output (--out, default {DEFAULT_OUT}/): results.json (every raw repeat), results
 and PNG plots when matplotlib is installed (latency and throughput vs size per layout, overhead vs hand-written TF,
 the shard sweep); --plots {DOCS_IMG} writes the plots where the docs site (docs/layouts.md) shows them.
 The exit status is 1 when a framework, hand-written or numpy result was wrong or failed.
+
+other benchmarks (each with --help): python -m benchmarks.shipping (shared memory vs feeds vs Ray, tiny job),
+benchmarks.autosize (sizes="auto"), benchmarks.keyed (word count, group-by), benchmarks.files, benchmarks.resident,
+benchmarks.client_master, benchmarks.faults, benchmarks.soak.
 """
 
 

@@ -86,5 +86,12 @@ def test_a_failed_build_is_logged_and_leaves_the_stock_path(
     monkeypatch.setenv("CXX", "false")  # a compiler that always fails
     with caplog.at_level(logging.WARNING, logger="tfmapreduce.native"):
         assert _native.build() is None
-    assert "building the native kernels failed (" in caplog.text
+    assert "building the native kernels in" in caplog.text
+    assert "false exited 1" in caplog.text
     assert not list(_native.cache_dir().glob("native-*"))  # no half-built library left to load
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "tfmapreduce").write_text("a file where the cache folder should be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.delenv("CXX")
+    assert _native.build() is None  # an unusable cache folder: logged, stock ops

@@ -18,6 +18,7 @@ environment, nothing is built or loaded.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.resources
@@ -53,7 +54,7 @@ def cache_dir() -> Path:
 
 def build() -> str | None:
     """The path of the kernels' shared library for this source and TensorFlow, compiled now if absent; None if it
-    cannot be (no compiler, or the build failed: logged)."""
+    cannot be (no compiler, an unusable cache folder, or the build failed: logged)."""
     source = importlib.resources.files("tfmapreduce").joinpath("_native.cc").read_bytes()
     flags = [*tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags()]
     digest = hashlib.sha256(b"\0".join([source, tf.__version__.encode(), *(f.encode() for f in flags)])).hexdigest()[:16]
@@ -64,26 +65,21 @@ def build() -> str | None:
     if compiler is None:
         log.info("no C++ compiler (set CXX, or install g++): jobs use stock TensorFlow ops instead of native kernels")
         return None
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}")
-    with importlib.resources.as_file(importlib.resources.files("tfmapreduce").joinpath("_native.cc")) as path:
-        command = [compiler, "-O2", "-shared", "-fPIC", str(path), "-o", str(partial), *flags]
-        try:
+    try:
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with importlib.resources.as_file(importlib.resources.files("tfmapreduce").joinpath("_native.cc")) as path:
+            command = [compiler, "-O2", "-shared", "-fPIC", str(path), "-o", str(partial), *flags]
             done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            log.warning("building the native kernels failed (%s): jobs use stock TensorFlow ops", e)
-            return None
-    if done.returncode != 0:
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        log.warning(
-            "building the native kernels failed (%s exited %d: %s): jobs use stock TensorFlow ops",
-            compiler,
-            done.returncode,
-            tail,
-        )
-        partial.unlink(missing_ok=True)
+        if done.returncode != 0:
+            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+            raise OSError(f"{compiler} exited {done.returncode}: {tail}")
+        os.replace(partial, target)  # whole or absent: another process may be loading it
+    except (OSError, subprocess.TimeoutExpired) as e:  # no compiler that works, a read-only cache, a build too slow
+        log.warning("building the native kernels in %s failed (%s): jobs use stock TensorFlow ops", target.parent, e)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
         return None
-    os.replace(partial, target)  # whole or absent: another process may be loading it
     return str(target)
 
 
