@@ -95,3 +95,11 @@ def test_a_failed_build_is_logged_and_leaves_the_stock_path(
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     monkeypatch.delenv("CXX")
     assert _native.build() is None  # an unusable cache folder: logged, stock ops
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setattr(pathlib.Path, "home", classmethod(_no_home))
+    assert _native.build() is None  # no home at all: logged, stock ops
+    assert "set XDG_CACHE_HOME" in caplog.text
+
+
+def _no_home(cls: type) -> pathlib.Path:
+    raise RuntimeError("Could not determine home directory.")

@@ -58,7 +58,11 @@ def build() -> str | None:
     source = importlib.resources.files("tfmapreduce").joinpath("_native.cc").read_bytes()
     flags = [*tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags()]
     digest = hashlib.sha256(b"\0".join([source, tf.__version__.encode(), *(f.encode() for f in flags)])).hexdigest()[:16]
-    target = cache_dir() / f"native-{digest}.so"
+    try:
+        target = cache_dir() / f"native-{digest}.so"
+    except RuntimeError as e:  # no HOME, and no home directory for this user
+        log.warning("no folder to keep the native kernels in (%s; set XDG_CACHE_HOME): jobs use stock TensorFlow ops", e)
+        return None
     if target.exists():
         return str(target)
     compiler = next(filter(None, map(shutil.which, [os.environ.get("CXX") or "", "g++", "c++"])), None)
