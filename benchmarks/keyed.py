@@ -291,24 +291,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def plot(rows: list[tuple[str, float]], path: str) -> None:
-    """The table as two bar charts (word count; group-by), seconds per implementation, tfmapreduce in blue."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The table as bar charts (word count; group-by per key count), seconds per implementation, tfmapreduce in blue."""
+    from ._report import bar_chart
 
     panels = [("word count, 1.6e7 tokens", [r for r in rows if "keys" not in r[0]])]
     panels += [("group-by mean, " + k + " keys", [r for r in rows if r[0].endswith(k + " keys")]) for k in ("1e+03", "1e+06")]
-    panels = [(title, part) for title, part in panels if part]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 1.2 + 0.34 * len(rows)), squeeze=False)
-    for ax, (title, part) in zip(axes[:, 0], panels, strict=True):
-        labels = [", ".join(p for p in name.split(", ") if "keys" not in p and "LocalCluster" not in p) for name, _ in part]
-        ax.barh(labels[::-1], [t for _, t in part][::-1], color=["C0" if "tmr" in lab else "C7" for lab in labels[::-1]])
-        ax.set_title(title, fontsize=10)
-        ax.tick_params(axis="y", labelsize=8)
-    axes[-1, 0].set_xlabel("median seconds on the 2-core machine, 2 workers (lower is better)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    short = lambda name: ", ".join(p for p in name.split(", ") if "keys" not in p and "LocalCluster" not in p)  # noqa: E731
+    bar_chart([(title, [(short(n), [t]) for n, t in part]) for title, part in panels if part], path, unit="seconds")
 
 
 if __name__ == "__main__":

@@ -325,10 +325,10 @@ def _word_count(lines: Any, /, *, return_stats: bool = False, resident: bool = F
         lines = array if array.size else np.array([], dtype="U1")
     settings = RunOptions.of(return_stats=return_stats, **options)
     if settings.cluster is not None and available(settings.cluster, settings.seconds()):  # see _native
-        return recipe(("word_count", "native"), lambda: (_count_words, SUM), by_key=True).execute(
-            lines, settings, resident=resident
-        )
-    return recipe(("word_count",), lambda: (_split_words, COUNT), by_key=True).execute(lines, settings, resident=resident)
+        job = recipe(("word_count", "native"), lambda: (_count_words, SUM), by_key=True)
+    else:
+        job = recipe(("word_count",), lambda: (_split_words, COUNT), by_key=True)
+    return job.execute(lines, settings, resident=resident)
 
 
 word_count = cast(KeysRecipe, _word_count)

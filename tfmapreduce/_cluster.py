@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
@@ -19,6 +19,8 @@ from ._options import effective_timeout
 from ._shm import MAPPED
 from ._spec import CLIENT_JOB, load_tf_config, validate_spec
 from ._task import Task
+
+T = TypeVar("T")
 
 DEVICES_TIMEOUT = 10.0
 """Seconds each task gets to list its devices when the cluster first asks (less when the run's deadline is nearer)."""
@@ -85,6 +87,7 @@ class Cluster:
     _runners: _backend.Runners = attrs.field(factory=_backend.Runners)
     _client: Any = None  # client_master=True: the in-process server of the spec's client task
     _tasks: tuple[dict[str, list[str]], tuple[Task, ...]] | None = None  # (the spec, its tasks), made once per spec
+    _facts: dict[Hashable, Any] = attrs.field(factory=dict)  # see remember()
 
     @classmethod
     def from_spec(cls, spec: Any, *, client_master: bool = False) -> Cluster:
@@ -206,6 +209,16 @@ class Cluster:
         if self._client is not None:
             return str(self._client.target)
         return f"grpc://{self.address(self.master)}"
+
+    def remember(self, fact: Hashable, ask: Callable[[], T]) -> T:
+        """What ``ask()`` answers about this cluster's tasks (whether one sees the client's files, whether all have the
+        native kernels), asked once and kept while the cluster lives; an ask that raises keeps nothing."""
+        with self._lock:
+            if fact in self._facts:
+                return self._facts[fact]  # type: ignore[no-any-return]
+        answer = ask()
+        with self._lock:
+            return self._facts.setdefault(fact, answer)  # type: ignore[no-any-return]
 
     def mark_lost(self, task: Task | str) -> None:
         """Leave ``task`` out of later plans and never use it as the master (what a retry does with a dead task)."""

@@ -40,7 +40,11 @@ class _Compiled:
     tasks: tuple[Task, ...]
     clocked: tuple[Shard, ...] = ()  # sizes="auto": the shards whose clocks (start, end) follow the result in the fetch
     guarded: bool = False  # mapped shared memory: the fetch is (fetch, guards), see _shm.guard
-    staged: bool = False  # a shard travels through shared memory: its runs need a Staging
+
+    @property
+    def staged(self) -> bool:
+        """Whether a shard travels through shared memory: its runs need a Staging."""
+        return any(staged for *_, staged in self.feeds)
 
 
 READY = 16
@@ -467,7 +471,6 @@ class MapReduce(Generic[R]):
             tuple(partials),
             clocked=clocked,
             guarded=bool(guards),
-            staged=any(staged for *_, staged in feeds),
         )
 
     def combine_partials(

@@ -26,7 +26,6 @@ import os
 import shutil
 import subprocess
 import threading
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,20 +109,20 @@ def kernels() -> Any | None:
         return None
 
 
-_clusters: weakref.WeakKeyDictionary[Cluster, bool] = weakref.WeakKeyDictionary()
-_clusters_lock = threading.Lock()
-
-
 def available(cluster: Cluster, timeout: float) -> bool:
-    """Whether this client and every live task of ``cluster`` have the native kernels (each task asked once,
-    with a run of the kernel on an empty string)."""
-    ops = kernels()
-    if ops is None:
+    """Whether this client and every live task of ``cluster`` have the native kernels (asked of the tasks once per
+    cluster, with a run of the kernel on an empty string)."""
+    if kernels() is None:
         return False
-    with _clusters_lock:
-        known = _clusters.get(cluster)
-    if known is not None:
-        return known
+    try:
+        return cluster.remember("has the native kernels", lambda: _probe(cluster, timeout))
+    except ClusterError:
+        return False  # a task did not answer: ask again next time
+
+
+def _probe(cluster: Cluster, timeout: float) -> bool:
+    ops = kernels()
+    assert ops is not None  # asked only where the client has them
     graph = tf.Graph()
     with graph.as_default():
         fetch = []
@@ -132,13 +131,9 @@ def available(cluster: Cluster, timeout: float) -> bool:
                 fetch.append(ops.tmr_word_counts(tf.constant([""]))[1])
     try:
         cluster.run(graph, fetch, {}, tasks=cluster.live_tasks, timeout=timeout)
-        answer = True
     except JobError as e:  # a task without them: "Op type not registered 'TmrWordCounts'"
         log.info("a task of %r has no native kernels (%s): jobs use stock TensorFlow ops there", cluster, e)
-        answer = False
-    except ClusterError:
-        return False  # a task did not answer: ask again next time
-    cluster.forget(graph)
-    with _clusters_lock:
-        _clusters[cluster] = answer
-    return answer
+        return False
+    finally:
+        cluster.forget(graph)
+    return True

@@ -426,10 +426,6 @@ def _feed_path(feed: dict[Any, Any], placeholder: Any, write: Callable[[Any], st
     feed[placeholder] = np.asarray(write(value).encode())
 
 
-_visible: weakref.WeakKeyDictionary[Cluster, dict[Task, bool]] = weakref.WeakKeyDictionary()
-_visible_lock = threading.Lock()
-
-
 def _identity(stat_line: bytes) -> tuple[bytes, bytes]:
     """(pid and command, start time) from a ``/proc/<pid>/stat`` line: what names one process for its whole life."""
     head, _, rest = stat_line.rpartition(b")")
@@ -477,14 +473,7 @@ def visible(cluster: Cluster, task: Task, mechanism: str | None = None, timeout:
         WorkerTimeoutError, WorkerUnavailableError: the task did not answer within ``timeout`` (named).
     """
     mechanism = mechanism or default_mechanism()
-    with _visible_lock:
-        known = _visible.setdefault(cluster, {}).get(task)
-    if known is not None:
-        return known
-    answer = _probe(cluster, task, mechanism, timeout)
-    with _visible_lock:
-        _visible.setdefault(cluster, {})[task] = answer
-    return answer
+    return cluster.remember(("sees the client's files", task), lambda: _probe(cluster, task, mechanism, timeout))
 
 
 def route(plan: Plan, srcs: Sequence[object], cluster: Cluster, transfer: str | None, timeout: float = PROBE_TIMEOUT) -> Plan:

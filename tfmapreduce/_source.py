@@ -253,17 +253,18 @@ class Shipped:
 
     def tensor(self, shard: Shard) -> ShardTensor:
         shape = (shard.rows, *self.array.shape[1:])
-        if shard.path in ("shm", STAGED) and self.stageable(shard, 1):
-            buffer = Mapped.reserve(self.bytes_sent(shard)) if shard.path == "shm" else None  # the program's own, mapped
-            if buffer is not None:
-                value = buffer.tensor(self.array.dtype, shape)
-                marked = mark_nonnegative(value) if self._nonnegative(shard) else value
-                return ShardTensor(marked, buffer, staged=True, mapped=value)
-            ph = tf.compat.v1.placeholder(tf.string, (), name="x_path")  # the path of a file on the worker's host, fed per run
-            value = read_tensor(ph, self.array.dtype, shape)
-            return ShardTensor(mark_nonnegative(value) if self._nonnegative(shard) else value, ph, staged=True)
-        ph = tf.compat.v1.placeholder(tf.as_dtype(self.array.dtype), shape, name="x")
-        return ShardTensor(mark_nonnegative(ph) if self._nonnegative(shard) else ph, ph)
+        staged = shard.path in ("shm", STAGED) and self.stageable(shard, 1)
+        buffer = Mapped.reserve(self.bytes_sent(shard)) if staged and shard.path == "shm" else None  # the program's own
+        placeholder: tf.Tensor | Mapped
+        if buffer is not None:  # mapped
+            placeholder, value = buffer, buffer.tensor(self.array.dtype, shape)
+        elif staged:  # the path of a file on the worker's host, fed per run
+            placeholder = tf.compat.v1.placeholder(tf.string, (), name="x_path")
+            value = read_tensor(placeholder, self.array.dtype, shape)
+        else:
+            placeholder = value = tf.compat.v1.placeholder(tf.as_dtype(self.array.dtype), shape, name="x")
+        marked = mark_nonnegative(value) if self._nonnegative(shard) else value
+        return ShardTensor(marked, placeholder, staged=staged, mapped=value if buffer is not None else None)
 
     def feed(self, shard: Shard) -> np.ndarray[Any, Any]:
         return self.array[shard.start : shard.stop]
