@@ -31,8 +31,8 @@ class Counted:
         return self.fn(*args)
 
 
-def _graphs(job: tmr.MapReduce) -> list[tf.Graph]:
-    return [program.graph for key, (_, program) in _cache.PROGRAMS._entries.items() if key[0] == job.identity]
+def _graphs(job: tmr.MapReduce, cluster: tmr.Cluster) -> list[tf.Graph]:
+    return [program.graph for program in _cache.programs(cluster).of(job.identity)]
 
 
 # -- correctness on any partition and placement -------------------------------------------------
@@ -76,7 +76,7 @@ def test_a_repeated_run_with_new_data_does_not_retrace(cluster: tmr.LocalCluster
         assert not stats.compiled
         assert_eq(result, data.sum(), atol=scale(data))
     assert map_fn.calls == traced
-    assert _cache.PROGRAMS.count(job.identity) == 1
+    assert _cache.programs(cluster).count(job.identity) == 1
 
 
 def test_a_run_like_the_last_reuses_its_plan_and_program_with_this_runs_data(cluster: tmr.LocalCluster) -> None:
@@ -96,7 +96,7 @@ def test_a_run_like_the_last_reuses_its_plan_and_program_with_this_runs_data(clu
     x = np.abs(rng.normal(size=16 * BLOCK)).astype(np.float32)  # shards of at least 2 blocks
     for data in (x, -x, x, -x):
         assert np.isclose(job.run(data, cluster=cluster), data.sum(dtype=np.float64), rtol=1e-6)
-    assert _cache.PROGRAMS.count(job.identity) == 4
+    assert _cache.programs(cluster).count(job.identity) == 4
     # a lost task changes the plan
     cluster.mark_lost("/job:local/task:1")
     try:
@@ -124,15 +124,15 @@ def test_a_new_signature_or_plan_compiles_again(cluster: tmr.LocalCluster) -> No
     _, stats = job.run(np.zeros((10, 2), np.float64), cluster=cluster, sizes=[4, 6], return_stats=True)  # new plan
     assert stats.compiled
     assert map_fn.calls > calls
-    assert _cache.PROGRAMS.count(job.identity) == 4
+    assert _cache.programs(cluster).count(job.identity) == 4
 
 
 def test_the_cache_keeps_the_most_recent_graphs(cluster: tmr.LocalCluster) -> None:
     job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
-    rows = _cache.PROGRAMS.size + 2
+    rows = _cache.SIZE + 2
     for first in range(rows + 1):
         job.run(np.ones(rows), cluster=cluster, sizes=[first, rows - first])
-    assert _cache.PROGRAMS.count(job.identity) == _cache.PROGRAMS.size
+    assert _cache.programs(cluster).count(job.identity) == _cache.SIZE
     _, stats = job.run(np.ones(rows), cluster=cluster, sizes=[rows, 0], return_stats=True)  # the newest: still cached
     assert not stats.compiled
     _, stats = job.run(np.ones(rows), cluster=cluster, sizes=[0, rows], return_stats=True)  # the oldest: evicted
@@ -145,7 +145,7 @@ def test_input_data_never_enters_the_graph_as_a_constant(cluster: tmr.LocalClust
     job = tmr.MapReduce(lambda a, b, c: tf.reduce_sum(tf.cast(a * b[:, None] + c, tf.float64), axis=0), tmr.combiners.sum)
     result = job.run((x, w), cluster=cluster, sizes=[5_000, 0, 15_000], broadcast=[np.arange(5.0, dtype=np.float32)])
     assert_eq(result, (x * w[:, None] + np.arange(5.0, dtype=np.float32)).astype(np.float64).sum(axis=0))
-    [graph] = _graphs(job)
+    [graph] = _graphs(job, cluster)
     constants = [op for op in graph.get_operations() if op.type == "Const"]
     assert constants, "expected at least the shards' row counts as constants"
     largest = max(tf.make_ndarray(op.get_attr("value")).size for op in constants)
@@ -156,7 +156,7 @@ def test_input_data_never_enters_the_graph_as_a_constant(cluster: tmr.LocalClust
 def test_each_task_combines_its_own_shards_before_the_final_merge(cluster: tmr.LocalCluster) -> None:
     job = tmr.MapReduce(lambda t: tf.reduce_sum(t, axis=0), tf.add)
     job.run(np.ones((40, 2)), cluster=cluster, sizes=[10, 10, 10, 10])  # round robin: tasks 0, 1, 0, 1
-    [graph] = _graphs(job)
+    [graph] = _graphs(job, cluster)
     merges = [op for op in graph.get_operations() if op.type == "AddV2"]
     per_task = {str(Device.parse(op.device)) for op in merges if op.name.startswith("combine_task")}
     final = {str(Device.parse(op.device)) for op in merges if op.name.startswith("combine/")}

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
-from tfmapreduce import _native
+from tfmapreduce import _kernels, _native
 
 TEXTS = [
     b"the cat  the\that\n",
@@ -47,7 +47,7 @@ def test_the_word_counts_kernel_counts_what_bytes_split_splits(ops: object) -> N
 
 
 def test_word_count_uses_the_kernel_on_a_cluster_that_has_it(ops: object, cluster: tmr.LocalCluster) -> None:
-    assert _native.available(cluster, 30)
+    assert _kernels.available(cluster, 30)
     lines = np.array([t.decode("utf-8", "replace") for t in TEXTS] * 50)
     expected = collections.Counter(w for line in lines for w in line.encode().split())
     result = tmr.recipes.word_count(lines, cluster=cluster)
@@ -70,7 +70,7 @@ def without_kernels() -> Iterator[tmr.LocalCluster]:
 def test_a_cluster_without_the_kernels_counts_words_with_stock_ops(
     ops: object, without_kernels: tmr.LocalCluster, tmp_path: pathlib.Path
 ) -> None:
-    assert not _native.available(without_kernels, 30)
+    assert not _kernels.available(without_kernels, 30)
     lines = ["the cat", "the hat", "\tthe\r"]
     assert tmr.recipes.word_count(lines, cluster=without_kernels).to_dict() == {"cat": 1, "hat": 1, "the": 3}
     path = tmp_path / "words.txt"

@@ -54,7 +54,7 @@ def test_planning_runs_nothing(cluster: tmr.LocalCluster) -> None:
     job = tmr.MapReduce(lambda t: calls.append(1) or t, tmr.combiners.sum)
     plan = job.plan(np.zeros(10), cluster=cluster)
     assert calls == []
-    assert _cache.PROGRAMS.count(job.identity) == 0
+    assert _cache.programs(cluster).count(job.identity) == 0
     assert plan.rows == 10
 
 

@@ -8,7 +8,7 @@ of a name that needs it does, with TensorFlow's start-up lines silenced.
 import importlib as _importlib
 import typing as _typing
 
-__version__ = "0.2.0.dev0"
+from ._version import __version__ as __version__
 
 _EXPORTS = {
     "Cluster": "_cluster",
@@ -18,9 +18,9 @@ _EXPORTS = {
     "Device": "_device",
     "InputError": "_errors",
     "JobError": "_errors",
-    "KeyedPlan": "_keyed",
+    "KeyedPlan": "_keyed_plan",
     "KeyedResult": "_keyed_result",
-    "KeyedSharded": "_keyed",
+    "KeyedSharded": "_keyed_sharded",
     "LocalCluster": "_local",
     "MapFunctionError": "_errors",
     "MapReduce": "_mapreduce",
@@ -40,9 +40,9 @@ _EXPORTS = {
     "combiners": "",
     "count": "_statistics",
     "count_by_key": "_by_key",
-    "deadline": "_options",
+    "deadline": "_deadline",
     "generate": "_resident",
-    "get_timeout": "_options",
+    "get_timeout": "_deadline",
     "load_shards": "_resident",
     "max": "_statistics",
     "max_by_key": "_by_key",
@@ -58,7 +58,7 @@ _EXPORTS = {
     "recipes": "",
     "save_shards": "_resident",
     "scatter": "_resident",
-    "set_timeout": "_options",
+    "set_timeout": "_deadline",
     "std": "_statistics",
     "sum": "_statistics",
     "sum_by_key": "_by_key",
@@ -83,6 +83,9 @@ if _typing.TYPE_CHECKING:
     from ._by_key import variance_by_key as variance_by_key
     from ._cluster import Cluster as Cluster
     from ._combine import Combiner as Combiner
+    from ._deadline import deadline as deadline
+    from ._deadline import get_timeout as get_timeout
+    from ._deadline import set_timeout as set_timeout
     from ._device import Device as Device
     from ._errors import ClusterError as ClusterError
     from ._errors import InputError as InputError
@@ -100,15 +103,12 @@ if _typing.TYPE_CHECKING:
     from ._files import read_raw as read_raw
     from ._files import read_text as read_text
     from ._files import read_tfrecord as read_tfrecord
-    from ._keyed import KeyedPlan as KeyedPlan
-    from ._keyed import KeyedSharded as KeyedSharded
+    from ._keyed_plan import KeyedPlan as KeyedPlan
     from ._keyed_result import KeyedResult as KeyedResult
+    from ._keyed_sharded import KeyedSharded as KeyedSharded
     from ._local import LocalCluster as LocalCluster
     from ._mapreduce import MapReduce as MapReduce
     from ._options import RunOptions as RunOptions
-    from ._options import deadline as deadline
-    from ._options import get_timeout as get_timeout
-    from ._options import set_timeout as set_timeout
     from ._partition import weights as weights
     from ._plan import Plan as Plan
     from ._plan import Shard as Shard

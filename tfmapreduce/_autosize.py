@@ -23,20 +23,18 @@ The first run of a job on a cluster has no record: it uses even sizes and measur
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
 
+from ._cluster import Cluster
 from ._device import Device
 from ._partition import Weights, canonical_sizes, even_sizes
 from ._place import default_devices, place
 from ._plan import Measured, Plan, Shard, make_plan
-
-if TYPE_CHECKING:
-    from ._cluster import Cluster
+from ._state import ClusterVar
 
 ALPHA = 0.3
 """Weight of the newest measurement in a device's moving average of rows/s."""
@@ -64,21 +62,21 @@ class Speeds:
     """(rows, shard devices) and the sizes of the last timed run: kept while the speeds barely move."""
 
 
-_records: weakref.WeakKeyDictionary[Cluster, dict[Hashable, Speeds]] = weakref.WeakKeyDictionary()
+_SPEEDS = ClusterVar("measured speeds of sizes='auto' jobs", lambda cluster: dict[Hashable, Speeds]())
 _lock = threading.Lock()
 
 
 def speeds(job: Hashable, cluster: Cluster) -> Speeds:
     """A copy of the record of ``job`` (a job's identity) on ``cluster``; empty when it never ran timed there."""
     with _lock:
-        found = _records.get(cluster, {}).get(job)
+        found = cluster.state(_SPEEDS).get(job)
         return Speeds() if found is None else Speeds(dict(found.rates), found.runs, found.last)
 
 
 def forget(job: Hashable, cluster: Cluster) -> None:
     """Drop the record of ``job`` on ``cluster``: its next ``sizes="auto"`` run starts from even sizes."""
     with _lock:
-        _records.get(cluster, {}).pop(job, None)
+        cluster.state(_SPEEDS).pop(job, None)
 
 
 def auto_plan(
@@ -150,7 +148,7 @@ def record(job: Hashable, cluster: Cluster, plan: Plan, shards: Sequence[Shard],
         span[0], span[1] = min(span[0], start), max(span[1], end)
         counted[shard.device] = counted.get(shard.device, 0) + shard.rows
     with _lock:
-        entry = _records.setdefault(cluster, {}).setdefault(job, Speeds())
+        entry = cluster.state(_SPEEDS).setdefault(job, Speeds())
         changed = False
         for device, (start, end) in spans.items():
             seconds, rows = end - start, counted[device]

@@ -19,9 +19,10 @@ from typing_extensions import Unpack
 from ._combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
 from ._errors import InputError
 from ._files import Files
-from ._keyed import KeyedSharded
+from ._kernels import available
 from ._keyed_result import KeyedResult
-from ._native import available, kernels
+from ._keyed_sharded import KeyedSharded
+from ._native import kernels
 from ._options import Options, RunOptions
 from ._readers import Text, TextBlocks
 from ._recipe import recipe

@@ -1,4 +1,4 @@
-"""The one cache of compiled programs: every job's graphs, least recently used dropped first."""
+"""Compiled programs, kept per cluster: the least recently used is dropped first."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 import attrs
 import tensorflow as tf
 
+from ._cluster import Cluster
 from ._log import COMPILE
-from ._shm import MAPPED
+from ._state import ClusterVar
 
-if TYPE_CHECKING:
-    from ._cluster import Cluster
+SIZE = 64
+"""Compiled programs a cluster keeps (each holds a graph and a session)."""
 
 
 class Program(Protocol):
@@ -25,37 +26,44 @@ class Program(Protocol):
     @property
     def graph(self) -> tf.Graph: ...
 
-
-P = TypeVar("P", bound=Program)
-
-SIZE = 64
-"""Compiled programs kept, all jobs together (each holds a graph and, on its cluster, a session)."""
+    def close(self) -> None:
+        """Free what the program holds beyond its graph (shared-memory buffers)."""
 
 
 @attrs.define(eq=False)
-class ProgramCache(Generic[P]):
-    """Compiled programs by (job, cluster, plan, input signature); evicting one closes its session.
+class Kept:
+    """A program as the cache keeps it: ``alive`` until it leaves the cache (a holder may then no longer run it)."""
+
+    program: Any
+    alive: bool = True
+
+
+@attrs.define(eq=False)
+class ProgramCache:
+    """A cluster's compiled programs by key (a job's identity first, then what else the program depends on).
+
+    Evicting a program closes its session; closing the cache (its cluster closes) also frees its buffers.
 
     Example:
-        >>> cache = ProgramCache(size=2)
+        >>> cache = ProgramCache(forget=lambda graph: None, size=2)
         >>> len(cache)
         0
     """
 
+    forget: Callable[[tf.Graph], None]
+    """Closes the sessions kept for a graph (``Cluster.forget``)."""
     size: int = SIZE
     """How many programs to keep."""
-    _entries: collections.OrderedDict[Hashable, tuple[Cluster, P]] = attrs.field(factory=collections.OrderedDict)
+    _entries: collections.OrderedDict[Hashable, Kept] = attrs.field(factory=collections.OrderedDict)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
-    generation: int = 0
-    """Counts the times programs left the cache: a program found at one generation is still kept while it holds."""
 
-    def get(self, key: Hashable, cluster: Cluster, build: Callable[[], P]) -> tuple[P, bool]:
-        """The program for ``key`` on ``cluster``, built by ``build()`` if absent; and whether it was built now."""
+    def get(self, key: Hashable, build: Callable[[], Any]) -> tuple[Kept, bool]:
+        """The program kept for ``key``, built by ``build()`` if absent; and whether it was built now."""
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and entry[0] is cluster:
+            kept = self._entries.get(key)
+            if kept is not None:
                 self._entries.move_to_end(key)
-                return entry[1], False
+                return kept, False
         started = time.perf_counter()
         program = build()  # outside the lock: tracing a map function may take a while
         if COMPILE.isEnabledFor(logging.DEBUG):
@@ -65,34 +73,41 @@ class ProgramCache(Generic[P]):
                 1000 * (time.perf_counter() - started),
                 len(self._entries) + 1,
             )
-        evicted = []
+        kept = Kept(program)
         with self._lock:
-            self._entries[key] = (cluster, program)
+            self._entries[key] = kept
             self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                evicted.append(self._entries.popitem(last=False)[1])
-                self.generation += 1
-        for old_cluster, old in evicted:
-            old_cluster.forget(old.graph)
-        return program, True
+            evicted = [self._entries.popitem(last=False)[1] for _ in range(len(self._entries) - self.size)]
+        for old in evicted:
+            old.alive = False
+            self.forget(old.program.graph)  # its buffers go with the program, once no run holds it
+        return kept, True
 
-    def drop(self, cluster: Cluster) -> None:
-        """Forget the programs compiled for ``cluster`` and free their shared-memory buffers (the cluster is closing)."""
+    def close(self) -> None:
+        """Forget every program and free its buffers (the cluster is closing)."""
         with self._lock:
-            dropped = [self._entries.pop(key)[1] for key in [k for k, (owner, _) in self._entries.items() if owner is cluster]]
-            self.generation += 1
-        for program in dropped:
-            for buffer in program.graph.get_collection(MAPPED):
-                buffer.close()
+            dropped, self._entries = list(self._entries.values()), collections.OrderedDict()
+        for kept in dropped:
+            kept.alive = False
+            kept.program.close()
+
+    def of(self, owner: Hashable) -> list[Any]:
+        """The programs kept whose key starts with ``owner`` (a job's identity)."""
+        with self._lock:
+            return [kept.program for key, kept in self._entries.items() if isinstance(key, tuple) and key[:1] == (owner,)]
 
     def count(self, owner: Hashable) -> int:
-        """Programs kept whose key starts with ``owner`` (a job's identity)."""
-        with self._lock:
-            return sum(1 for key in self._entries if isinstance(key, tuple) and key[:1] == (owner,))
+        """How many programs are kept for ``owner``."""
+        return len(self.of(owner))
 
     def __len__(self) -> int:
         return len(self._entries)
 
 
-PROGRAMS: ProgramCache[Program] = ProgramCache()
-"""The process's compiled programs, shared by every job."""
+PROGRAMS = ClusterVar("compiled programs", lambda cluster: ProgramCache(cluster.forget), close=ProgramCache.close)
+"""Each cluster's :class:`ProgramCache`."""
+
+
+def programs(cluster: Cluster) -> ProgramCache:
+    """The programs compiled for ``cluster``."""
+    return cluster.state(PROGRAMS)

@@ -7,8 +7,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from . import __version__
 from ._errors import TfMapReduceError
+from ._version import __version__
 
 _WORKER_HELP = """\
 Start one TensorFlow worker (a tf.distribute.Server) for one task of a cluster

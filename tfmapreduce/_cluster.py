@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -12,12 +12,12 @@ import numpy as np
 import tensorflow as tf
 
 from . import _backend, _versions
-from ._cache import PROGRAMS
+from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import ClusterError, InputError
-from ._options import effective_timeout
-from ._shm import MAPPED
+from ._runners import Runners
 from ._spec import CLIENT_JOB, load_tf_config, validate_spec
+from ._state import ClusterVar, State
 from ._task import Task
 
 T = TypeVar("T")
@@ -84,10 +84,13 @@ class Cluster:
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _lost: set[Task] = attrs.field(factory=set)
-    _runners: _backend.Runners = attrs.field(factory=_backend.Runners)
+    _runners: Runners = attrs.field(factory=Runners)
     _client: Any = None  # client_master=True: the in-process server of the spec's client task
     _tasks: tuple[dict[str, list[str]], tuple[Task, ...]] | None = None  # (the spec, its tasks), made once per spec
-    _facts: dict[Hashable, Any] = attrs.field(factory=dict)  # see remember()
+    _state: State = attrs.field(init=False)  # see state()
+
+    def __attrs_post_init__(self) -> None:
+        self._state = State(self)
 
     @classmethod
     def from_spec(cls, spec: Any, *, client_master: bool = False) -> Cluster:
@@ -210,15 +213,10 @@ class Cluster:
             return str(self._client.target)
         return f"grpc://{self.address(self.master)}"
 
-    def remember(self, fact: Hashable, ask: Callable[[], T]) -> T:
-        """What ``ask()`` answers about this cluster's tasks (whether one sees the client's files, whether all have the
-        native kernels), asked once and kept while the cluster lives; an ask that raises keeps nothing."""
-        with self._lock:
-            if fact in self._facts:
-                return self._facts[fact]  # type: ignore[no-any-return]
-        answer = ask()
-        with self._lock:
-            return self._facts.setdefault(fact, answer)  # type: ignore[no-any-return]
+    def state(self, var: ClusterVar[T]) -> T:
+        """This cluster's value of ``var`` (a subsystem's typed slot: its compiled programs, facts about its tasks),
+        made on first use and closed with the cluster."""
+        return self._state.get(var)
 
     def mark_lost(self, task: Task | str) -> None:
         """Leave ``task`` out of later plans and never use it as the master (what a retry does with a dead task)."""
@@ -287,12 +285,14 @@ class Cluster:
         tasks: Sequence[Task | str],
         timeout: float,
         hang_check: bool = False,
+        fold_constants: bool = True,
     ) -> Any:
         """Run ``fetches`` of ``graph`` as one distributed execution over ``tasks``, with a deadline.
 
         The session for ``graph`` is opened once and kept until the cluster
         closes or a run on it fails.  ``hang_check`` names a hung task before
         the deadline (for runs a retry can repeat elsewhere; see ``_backend.run``).
+        ``fold_constants=False`` for a graph that maps shared memory (see ``_backend.session_config``).
         """
         self.check_open()
         fed = check_feed_size(feed_dict)
@@ -306,7 +306,7 @@ class Cluster:
                 used = [master, *map(Task.of, tasks)]  # the master takes part in every run
                 addresses = {t: self.address(t) for t in used}
                 _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
-                config = _backend.session_config(used, timeout, fold_constants=not graph.get_collection(MAPPED))
+                config = _backend.session_config(used, timeout, fold_constants=fold_constants)
                 entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=config), addresses)
                 self._sessions[key] = entry
         addresses = entry.addresses
@@ -359,9 +359,9 @@ class Cluster:
         return [_backend.close_in_background(entry.session) for entry in entries]
 
     def close(self) -> None:
-        """Close every session this cluster opened, and drop the programs compiled for it.  Safe to call twice."""
+        """Close every session this cluster opened, and its state (the programs compiled for it).  Safe to call twice."""
         self._closed = True
-        PROGRAMS.drop(self)
+        self._state.close()
         closing = self.drop_sessions()
         deadline = time.monotonic() + 2.0  # let healthy sessions close before workers stop; the rest finish in the background
         for thread in closing:

@@ -19,9 +19,9 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
+from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import InputError, JobError, ShardLostError
-from ._options import effective_timeout
 from ._plan import Plan, Shard, make_plan
 from ._readers import RESIZED, Csv, Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
 from ._source import Batches, Input, ShardTensor

@@ -12,8 +12,9 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from ._combine import SUM
+from ._deadline import effective_timeout
 from ._errors import InputError
-from ._options import Options, RunOptions, effective_timeout
+from ._options import Options, RunOptions
 from ._recipe import as_matrix, check_callback, check_float, check_int, feature_count, held_resident, progress_bar, recipe, run
 from ._resident import Sharded
 from ._runstats import RunStats

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ._cluster import Cluster
+from ._deadline import check_timeout
 from ._errors import ClusterError
 from ._log import CLUSTER
 from ._native import kernels
 from ._network import network_interfaces
-from ._options import check_timeout
 from ._spec import CLIENT_JOB, validate_spec
 from ._task import Task
 from ._worker import PARENT_ENV

@@ -27,15 +27,11 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import tensorflow as tf
 
-from ._errors import ClusterError, JobError
 from ._log import ROOT
-
-if TYPE_CHECKING:
-    from ._cluster import Cluster
 
 ENV = "TFMAPREDUCE_NATIVE"
 """Set to ``0`` to build and load no native kernel (every job uses stock TensorFlow ops)."""
@@ -107,33 +103,3 @@ def kernels() -> Any | None:
     except (tf.errors.OpError, OSError) as e:
         log.warning("loading the native kernels from %s failed (%s): jobs use stock TensorFlow ops", path, e)
         return None
-
-
-def available(cluster: Cluster, timeout: float) -> bool:
-    """Whether this client and every live task of ``cluster`` have the native kernels (asked of the tasks once per
-    cluster, with a run of the kernel on an empty string)."""
-    if kernels() is None:
-        return False
-    try:
-        return cluster.remember("has the native kernels", lambda: _probe(cluster, timeout))
-    except ClusterError:
-        return False  # a task did not answer: ask again next time
-
-
-def _probe(cluster: Cluster, timeout: float) -> bool:
-    ops = kernels()
-    assert ops is not None  # asked only where the client has them
-    graph = tf.Graph()
-    with graph.as_default():
-        fetch = []
-        for task in cluster.live_tasks:
-            with tf.device(f"{task}/device:CPU:0"):
-                fetch.append(ops.tmr_word_counts(tf.constant([""]))[1])
-    try:
-        cluster.run(graph, fetch, {}, tasks=cluster.live_tasks, timeout=timeout)
-    except JobError as e:  # a task without them: "Op type not registered 'TmrWordCounts'"
-        log.info("a task of %r has no native kernels (%s): jobs use stock TensorFlow ops there", cluster, e)
-        return False
-    finally:
-        cluster.forget(graph)
-    return True

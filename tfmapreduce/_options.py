@@ -1,39 +1,23 @@
-"""Run options: the one home of the keywords every job and recipe takes, and of deadlines.
+"""Run options: the one home of the keywords every job and recipe takes.
 
 Every public call that runs on a cluster takes the same keywords (``cluster=``,
 ``sizes=``, ``devices=``, ``fallback=``, ``timeout=``); they are typed once here
 (:class:`Options`, for ``**options: Unpack[Options]``) and validated once into a
 frozen :class:`RunOptions`.  A new option is one field here plus its docs.
-
-Deadlines: ``timeout=`` bounds one run; :func:`deadline` bounds a block of
-calls, nests (the earliest deadline wins) and restores the previous one on
-exit; :func:`set_timeout` changes the default of a run with neither.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import math
-import time
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Sequence
+from typing import Any, TypedDict
 
 import attrs
 import numpy as np
 
-from ._errors import WorkerTimeoutError
+from ._cluster import Cluster
+from ._deadline import check_timeout, effective_timeout
 from ._partition import SizesLike
 from ._place import FALLBACKS
-
-if TYPE_CHECKING:
-    from ._cluster import Cluster
-
-DEFAULT_TIMEOUT = 60.0
-"""Seconds a run may take when neither ``timeout=``, :func:`deadline` nor :func:`set_timeout` says otherwise."""
-
-_default_timeout = DEFAULT_TIMEOUT  # process-wide, like attrs' set_run_validators
-_scope_end = contextvars.ContextVar[float | None]("tfmapreduce_deadline", default=None)
 
 
 class PlanOptions(TypedDict, total=False):
@@ -126,13 +110,10 @@ class RunOptions:
             given = ", ".join(f"{k}={options[k]!r}" for k in unknown)
             raise TypeError(f"unknown run option {given}; the options are {', '.join(names)}")
         cluster = options.get("cluster")
-        if cluster is not None:
-            from ._cluster import Cluster
-
-            if not isinstance(cluster, Cluster):
-                raise TypeError(
-                    f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}"
-                )
+        if cluster is not None and not isinstance(cluster, Cluster):
+            raise TypeError(
+                f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}"
+            )
         devices = options.get("devices")
         if devices is not None and (isinstance(devices, str) or not isinstance(devices, Sequence)):
             raise TypeError(
@@ -190,76 +171,3 @@ class RunOptions:
 
 
 _validated: dict[tuple[Any, ...], RunOptions] = {}
-
-
-def effective_timeout(timeout: float | None) -> float:
-    """Seconds a call starting now may take (see :meth:`RunOptions.seconds`)."""
-    seconds = _default_timeout if timeout is None else timeout
-    end = _scope_end.get()
-    if end is None:
-        return seconds
-    left = end - time.monotonic()
-    if left <= 0:
-        raise WorkerTimeoutError("the enclosing tmr.deadline() scope expired before this call started; give the block more time")
-    return min(seconds, left)
-
-
-def check_timeout(timeout: object, *, argument: str = "timeout") -> float:
-    """``timeout`` as a positive, finite number of seconds (numpy scalars accepted).
-
-    Example:
-        >>> check_timeout(np.float32(2.5))
-        2.5
-        >>> check_timeout(0)
-        Traceback (most recent call last):
-        ...
-        ValueError: timeout must be a positive, finite number of seconds (at most a year), got 0
-    """
-    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{argument} must be a number of seconds, got {type(timeout).__name__} {timeout!r}")
-    value = float(timeout)
-    if not (value > 0 and math.isfinite(value) and value <= 365 * 86400):
-        raise ValueError(f"{argument} must be a positive, finite number of seconds (at most a year), got {timeout!r}")
-    return value
-
-
-def set_timeout(seconds: float) -> None:
-    """Set the deadline (in seconds) of every run that passes no ``timeout=``; the default is 60.
-
-    Example:
-        >>> set_timeout(30)
-        >>> get_timeout()
-        30.0
-        >>> set_timeout(60)
-    """
-    global _default_timeout
-    _default_timeout = check_timeout(seconds, argument="seconds")
-
-
-def get_timeout() -> float:
-    """The deadline in seconds of a run that passes no ``timeout=`` (outside any :func:`deadline` scope)."""
-    return _default_timeout
-
-
-@contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Bound every run inside the block by one deadline, ``seconds`` from now.
-
-    Each run inside gets ``min(its timeout, time left in the block)``; scopes
-    nest (the earliest deadline wins) and the previous one is restored on exit.
-    A call that starts after the deadline passed raises ``WorkerTimeoutError``.
-
-    Example:
-        >>> with deadline(30):
-        ...     with deadline(60):  # the outer 30 s still bound this block
-        ...         left = effective_timeout(None)
-        >>> 29 < left <= 30
-        True
-    """
-    end = time.monotonic() + check_timeout(seconds, argument="seconds")
-    outer = _scope_end.get()
-    token = _scope_end.set(end if outer is None else min(outer, end))
-    try:
-        yield
-    finally:
-        _scope_end.reset(token)

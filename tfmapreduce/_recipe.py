@@ -19,8 +19,9 @@ import tensorflow as tf
 
 from ._combine import Combiner
 from ._errors import InputError, TfMapReduceError
-from ._mapreduce import MapReduce, plan_of, resolve_cluster
+from ._mapreduce import MapReduce
 from ._options import RunOptions
+from ._planner import plan_of, resolve_cluster
 from ._resident import Sharded, scatter
 from ._runstats import RunStats
 from ._source import sources

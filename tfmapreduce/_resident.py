@@ -14,10 +14,10 @@ import numpy as np
 import tensorflow as tf
 
 from ._cluster import Cluster
+from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError, ShardLostError
 from ._numerics import mark_nonnegative
-from ._options import effective_timeout
 from ._partition import SizesLike, canonical_sizes
 from ._place import default_devices
 from ._plan import Plan, Shard, make_plan

@@ -1,40 +1,10 @@
-"""Same-host shipping: shards handed to workers on the client's machine as private shared-memory files.
+"""Same-host shipping: shards handed to workers on the client's machine through private shared memory.
 
-TensorFlow's feeds move host data at ≈ 0.3 GB/s (every byte through gRPC, via the
-master).  When a shard's task runs on the client's host, its bytes go through
-private shared memory instead, one of two ways:
-
-- **mapped** (memfd, the default on Linux): the compiled program owns one memfd per
-  shared-memory shard, sized once (:class:`Mapped`).  Each run the client copies the
-  shard into it through its own mapping (memory speed, no page faults after the
-  first run), and the worker's graph maps the same pages with ``ImmutableConst``:
-  no read, no decode, no copy.  Runs of one program take the buffer's lock from the
-  write until the run ends.  Such graphs run without TensorFlow's classic constant
-  folding, which would read the file once at compile time and keep its first contents,
-  and each mapped shard has a :func:`guard`.  Buffers are closed when their program is
-  dropped, and kept programs' buffers hold at most :data:`MAPPED_SHARE` of the host's
-  memory: past that (and for speculative copies, :data:`STAGED`) shards are staged per run.
-- **staged** per run: the client writes the shard to a new private file and feeds only
-  its *path* (a string placeholder); the worker's graph reads it with ``tf.io.read_file``
-  + ``tf.io.decode_raw``.
-
-Two kinds of staged file, both private to the client's user:
-
-- ``memfd`` (the default on Linux): an anonymous ``memfd_create`` file, passed to
-  the worker as ``/proc/<client pid>/fd/<n>``.  The kernel lets only processes of
-  the same user (that could trace the client) open it, and frees it when the
-  client closes it — or dies, even by SIGKILL: nothing can be left behind, and
-  nothing ever appears under ``/dev/shm``.
-- ``file``: a file created with ``O_CREAT | O_EXCL`` and mode 0600 in a per-client
-  directory ``/dev/shm/tfmapreduce-<uid>/<pid>-<random>`` (the parent 0700, owned
-  by the user).  Files are unlinked right after the run; directories of dead
-  clients (their pid gone) are swept by the next client that stages a file.
-
-Every staged file is closed or unlinked when its run ends: on success, on a
-failure, on a timeout.  Whether a task can open the client's files is asked of
-the task itself once per cluster (:func:`visible`): it reads a random token
-from a staged file; a task that cannot (another host, another user, a client
-that is not dumpable) is fed through gRPC instead, and the plan says so.
+A program's :class:`Mapped` buffer (a memfd the worker's graph maps with ``ImmutableConst``),
+filled each run; or a private file per run (:class:`Staging`: a memfd passed as
+``/proc/<pid>/fd/<n>``, or a 0600 file under ``/dev/shm/tfmapreduce-<uid>``) whose path is fed.
+Every staged file is closed or unlinked when its run ends, however it ends.  The design and its
+measurements are in docs/architecture.md ("Same-host shipping").
 """
 
 from __future__ import annotations
@@ -49,22 +19,17 @@ import secrets
 import shutil
 import stat
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import attrs
 import numpy as np
 import tensorflow as tf
 
-from ._errors import ClusterError, JobError
-from ._plan import Plan, Shard
-from ._task import Task
-
-if TYPE_CHECKING:
-    from ._cluster import Cluster
+from ._errors import ClusterError
+from ._plan import Shard
 
 R = TypeVar("R")
 
@@ -80,12 +45,6 @@ TRANSFERS = ("auto", "shm", "feed")
 
 MAPPED_SHARE = 0.25
 """At most this share of the host's memory is held by the mapped buffers of kept programs."""
-
-MAPPED = "tfmapreduce_mapped"
-"""The graph collection of the :class:`Mapped` buffers a graph maps (its sessions fold no constants)."""
-
-PROBE_TIMEOUT = 10.0
-"""Seconds a task gets to answer whether it sees the client's files."""
 
 SHM_ROOT = "/dev/shm"
 """Where the ``file`` mechanism keeps its per-user directory."""
@@ -174,9 +133,7 @@ class Mapped:
 
     def tensor(self, dtype: np.dtype[Any], shape: Sequence[int]) -> tf.Tensor:
         """Inside a graph, on the reading device: the buffer's bytes as an array of ``dtype`` and ``shape``, without a copy."""
-        value = tf.raw_ops.ImmutableConst(dtype=tf.as_dtype(dtype), shape=tuple(shape), memory_region_name=self.path)
-        tf.compat.v1.add_to_collection(MAPPED, self)
-        return value
+        return tf.raw_ops.ImmutableConst(dtype=tf.as_dtype(dtype), shape=tuple(shape), memory_region_name=self.path)
 
     def fill(self, array: np.ndarray[Any, Any]) -> None:
         """Copy ``array``'s bytes (C order) into the buffer (numpy lets go of the GIL: fills run in parallel)."""
@@ -424,93 +381,3 @@ def in_parallel(calls: Sequence[Callable[[], R]]) -> list[R]:
 
 def _feed_path(feed: dict[Any, Any], placeholder: Any, write: Callable[[Any], str], value: Any) -> None:
     feed[placeholder] = np.asarray(write(value).encode())
-
-
-def _identity(stat_line: bytes) -> tuple[bytes, bytes]:
-    """(pid and command, start time) from a ``/proc/<pid>/stat`` line: what names one process for its whole life."""
-    head, _, rest = stat_line.rpartition(b")")
-    fields = rest.split()
-    return head, fields[19] if len(fields) > 19 else b""
-
-
-def _probe(cluster: Cluster, task: Task, mechanism: str, timeout: float) -> bool:
-    """Whether ``task`` reads back a random token the client staged, asked within ``timeout`` seconds.
-
-    With memfd paths the task first reads ``/proc/<client pid>/stat``: only when it names this very
-    process (same pid, command and start time: not another pid namespace or host) does it open the
-    token's file, so a probe never opens another process's descriptor (which could be a pipe).
-    """
-    token = secrets.token_bytes(16)
-    end = time.monotonic() + min(timeout, PROBE_TIMEOUT)
-    graph = tf.Graph()
-    with graph.as_default(), tf.device(f"{task}/device:CPU:0"):
-        path = tf.compat.v1.placeholder(tf.string, (), name="probe_path")
-        fetch = tf.io.read_file(path)
-    try:
-        if mechanism == "memfd":
-            with open(f"/proc/{os.getpid()}/stat", "rb") as f:
-                mine = _identity(f.read())
-            seen = cluster.run(graph, fetch, {path: f"/proc/{os.getpid()}/stat"}, tasks=[task], timeout=_left(end))
-            if _identity(bytes(seen)) != mine:
-                return False
-        with Staging(mechanism) as staging:
-            got = cluster.run(graph, fetch, {path: staging.write(token)}, tasks=[task], timeout=_left(end))
-    except JobError:  # NotFound, PermissionDenied: the task cannot open the client's files
-        return False
-    finally:  # a task that is down or hung raises its named error: the run would fail on it anyway
-        cluster.forget(graph)
-    return bytes(got) == token
-
-
-def _left(end: float) -> float:
-    return max(0.001, end - time.monotonic())
-
-
-def visible(cluster: Cluster, task: Task, mechanism: str | None = None, timeout: float = PROBE_TIMEOUT) -> bool:
-    """Whether ``task`` of ``cluster`` opens the files this client stages (asked of the task once per cluster).
-
-    Raises:
-        WorkerTimeoutError, WorkerUnavailableError: the task did not answer within ``timeout`` (named).
-    """
-    mechanism = mechanism or default_mechanism()
-    return cluster.remember(("sees the client's files", task), lambda: _probe(cluster, task, mechanism, timeout))
-
-
-def route(plan: Plan, srcs: Sequence[object], cluster: Cluster, transfer: str | None, timeout: float = PROBE_TIMEOUT) -> Plan:
-    """``plan`` with each shard's path: ``"shm"`` when a host input of it is big enough (any size for
-    ``transfer="shm"``) and its task sees the client's files, else ``"feed"``; unchanged when no input is
-    shipped from the host (resident data).
-
-    Raises:
-        ClusterError: ``transfer="shm"`` and a shard's task cannot open the client's files.
-    """
-    from ._source import implements  # (_source imports this module)
-
-    stageable = [cast(Stageable, s) for s in srcs if implements(s, Stageable)]
-    if not stageable:
-        return plan
-    transfer = transfer or "auto"
-    min_bytes = 1 if transfer == "shm" else MIN_BYTES
-    paths = []
-    for shard in plan.shards:
-        path = "feed"
-        if transfer != "feed" and shard.rows and any(s.stageable(shard, min_bytes) for s in stageable):
-            if visible(cluster, shard.task, timeout=timeout):
-                path = "shm"
-            elif transfer == "shm":
-                raise ClusterError(
-                    f"transfer='shm': task {shard.task} at {cluster.address(shard.task)} cannot open this client's "
-                    "shared-memory files (it runs on another host or as another user, or this process is not dumpable); "
-                    "pass transfer='auto' to feed its shards through gRPC instead"
-                )
-        paths.append(path)
-    if plan.measured is not None:  # sizes="auto": a plan of its own (its speeds are not part of its identity)
-        return _with_paths(plan, tuple(paths))
-    return _remembered(plan, tuple(paths))
-
-
-def _with_paths(plan: Plan, paths: tuple[str, ...]) -> Plan:
-    return attrs.evolve(plan, shards=tuple(attrs.evolve(s, path=p) for s, p in zip(plan.shards, paths, strict=True)))
-
-
-_remembered = functools.lru_cache(maxsize=256)(_with_paths)

@@ -6,21 +6,18 @@ import abc
 import math
 from collections.abc import Hashable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import attrs
 import numpy as np
 import tensorflow as tf
 
+from ._cluster import Cluster
 from ._errors import InputError, JobError, TfMapReduceError
 from ._numerics import BLOCK, mark_nonnegative
 from ._plan import Plan, Shard
 from ._shm import STAGED, Mapped, can_stage, in_parallel, read_tensor
 from ._task import Task
-
-if TYPE_CHECKING:
-    from ._cluster import Cluster
-
 
 PARALLEL_BYTES = 1 << 24
 """Host arrays at least this big have their shards' signs checked in parallel (small ones: threads cost more)."""
@@ -162,6 +159,23 @@ class Streamed(Source, Protocol):
         ``batch_rows`` is the run's ``batch_rows=`` (None: the source's own, a few MB).
         """
         ...
+
+
+def streamed(srcs: Sequence[Source]) -> Streamed | None:
+    """The one streamed source of a job's inputs, or None when nothing streams.
+
+    Raises:
+        InputError: a streamed source co-partitioned with other inputs.
+    """
+    found = [cast(Streamed, s) for s in srcs if implements(s, Streamed)]
+    if not found:
+        return None
+    if len(srcs) > 1:
+        raise InputError(
+            "file sources stream alone: a tuple of co-partitioned inputs cannot include one; "
+            "persist() the files first (files.persist(cluster=c)) and pass the resident data"
+        )
+    return found[0]
 
 
 class Input(abc.ABC):

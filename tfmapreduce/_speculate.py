@@ -1,54 +1,58 @@
 """Speculative execution (``speculate=True``): stragglers backed up on idle tasks; the first copy of a shard to finish counts.
 
-A run is normally one ``Session.run`` of one graph, so no shard is done before
-every shard is.  With ``speculate=True`` — over host data (shipped arrays), with
-at least two non-empty shards on two tasks — the run's graph holds, for each
-non-empty shard, its map and ``combiner.partial`` on its own device (its *own
-copy*), and the same on one device of each other task of the plan (its *backup
-copies*); each copy is its own fetch, run on its own thread through the run's
-one session.  The client:
-
-1. starts every shard's own copy at once;
-2. whenever a task has no unfinished copy left (it is idle) while a shard of
-   another task still runs with no backup, starts that shard's backup on the idle
-   task (the largest such shard first; at most one backup per shard);
-3. takes the first copy of each shard to finish and discards the other's result.
-   TensorFlow cannot cancel one step of a shared session, so the loser runs on in
-   the background to its end or its deadline (its shared-memory files live until it
-   ends); its result is never looked at;
-4. merges the winners' partials on the client, in shard order, with the job's own
-   ``combiner.merge`` (eagerly, a balanced tree) and ``finalize``: each shard counts
-   exactly once, whichever copy won.
-
-A copy that fails is forgotten while its shard's other copy still runs;
-otherwise the failure ends the attempt, and a lost task repeats the whole run on
-the survivors (``_retry``), as without speculation.  Resident shards and file
-splits are read on their own task only, so a run over them is one graph as usual
-and its plan says so; keyed jobs refuse ``speculate=True``.
+With ``speculate=True`` — over host data (shipped arrays), with at least two non-empty
+shards on two tasks — a run's graph holds each non-empty shard's map and
+``combiner.partial`` on its own device (its *own copy*) and on one device of each
+other task of the plan (its *backup copies*); each copy is its own fetch, run on its
+own thread through the run's one session.  The client starts every own copy, starts
+a backup of the largest unfinished shard on each task that runs out of work (at most
+one backup per shard), takes the first copy of each shard to finish and merges the
+winners' partials in shard order: each shard counts exactly once.  A loser runs on to
+its end or deadline; its result is never looked at.  Resident shards and file splits
+are read on their own task only, so a run over them is one graph as usual and its
+plan says so.  See docs/architecture.md for the design.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
 import tensorflow as tf
 
 from . import _autosize
+from ._cluster import Cluster
+from ._combine import Combiner
+from ._mapfn import check_same_outputs, map_shard
+from ._merge import merge_tree
 from ._options import RunOptions
 from ._plan import Plan, Shard
-from ._shm import STAGED, Staging, visible
+from ._program import Call
+from ._retry import can_retry
+from ._route import visible
+from ._shm import STAGED, Staging
 from ._source import Shipped, Source
 from ._task import Task
 
-if TYPE_CHECKING:
-    from ._cluster import Cluster
-    from ._mapreduce import MapReduce
+
+class Backed(Protocol):
+    """A kind of job whose shards can be backed up: a map and a combiner merged on the client."""
+
+    @property
+    def identity(self) -> Hashable: ...
+    @property
+    def map_fn(self) -> Callable[..., Any]: ...
+    @property
+    def combiner(self) -> Combiner: ...
+    def combine_partials(
+        self, partials: dict[Task, list[Any]], devices: dict[Task, str], master: str, first: tuple[Shard, Any] | None
+    ) -> Any: ...
+
 
 BACKUPS = (
     "each shard is its own fetch; a task that runs out of work backs up an unfinished shard of another task, "
@@ -102,6 +106,9 @@ class Program:
     broadcast: tuple[Any, ...]
     tasks: tuple[Task, ...]
 
+    def close(self) -> None:
+        """Nothing to free: speculative copies stage their shared memory per copy."""
+
 
 @attrs.frozen
 class Outcome:
@@ -114,9 +121,7 @@ class Outcome:
     """Whether the backup's result was the one counted."""
 
 
-def compile_copies(
-    job: MapReduce[Any], plan: Plan, srcs: Sequence[Source], broadcast: Sequence[np.ndarray[Any, Any]], cluster: Cluster
-) -> Program:
+def compile_copies(job: Backed, plan: Plan, call: Call) -> Program:
     """Build the speculative graph: each non-empty shard mapped (and ``combiner.partial``) on each task of the plan.
 
     Each backup copy runs on the first device its task has in the plan, and reads
@@ -124,8 +129,7 @@ def compile_copies(
     the client's files.  The combiner's merge is built too (and never run), so a
     combiner that cannot merge the outputs fails here, as in a run without speculation.
     """
-    from ._mapreduce import check_same_outputs
-
+    srcs, broadcast, cluster = call.srcs, call.values, call.cluster
     graph = tf.Graph()
     mapped = [s for s in plan.shards if s.rows]
     homes: dict[Task, str] = {}
@@ -150,7 +154,7 @@ def compile_copies(
                         tensors.append(data.value)
                         if data.placeholder is not None:
                             feeds.append((data.placeholder, i, data.staged))
-                    output = job.map_shard(placed, tensors, bcast)
+                    output = map_shard(job.map_fn, placed, tensors, bcast)
                     if first_output is None:
                         first_output = (shard, output)
                     else:
@@ -176,15 +180,7 @@ def _staged(shard: Shard) -> Shard:
     return attrs.evolve(shard, path=STAGED) if shard.path == "shm" else shard
 
 
-def run(
-    job: MapReduce[Any],
-    program: Program,
-    plan: Plan,
-    srcs: Sequence[Source],
-    values: Sequence[np.ndarray[Any, Any]],
-    cluster: Cluster,
-    settings: RunOptions,
-) -> tuple[Any, tuple[Outcome, ...]]:
+def run(job: Backed, program: Program, plan: Plan, call: Call, settings: RunOptions) -> tuple[Any, tuple[Outcome, ...]]:
     """Run every shard's own copy, back up stragglers on idle tasks, and combine the first copy of each shard.
 
     Returns the result (numpy values, as a run without speculation returns them) and
@@ -193,6 +189,8 @@ def run(
     Raises:
         ClusterError, JobError: every copy of a shard failed (the first failure of its last copy).
     """
+    srcs, values, cluster = call.srcs, call.values, call.cluster
+    hang_check = can_retry(settings, cluster)
     end = time.monotonic() + settings.seconds()
     mapped = [s for s in plan.shards if s.rows]
     runs: dict[int, list[Task]] = {s.index: [s.task] for s in mapped}  # the tasks each shard was started on, own first
@@ -203,7 +201,7 @@ def run(
     def start(index: int, task: Task) -> None:
         copy = program.copies[(index, task)]
         timeout = max(0.001, end - time.monotonic())
-        future = _in_thread(lambda: _run_copy(cluster, program, copy, srcs, values, timeout))
+        future = _in_thread(lambda: _run_copy(cluster, program, copy, srcs, values, timeout, hang_check))
         running[future] = (index, task, time.perf_counter())
 
     for shard in mapped:
@@ -271,24 +269,24 @@ def _run_copy(
     srcs: Sequence[Source],
     values: Sequence[np.ndarray[Any, Any]],
     timeout: float,
+    hang_check: bool,
 ) -> Any:
-    """One copy's run (on a pool thread): its shard's data fed (or staged), its partial fetched."""
+    """One copy's run (on its own thread): its shard's data fed (or staged), its partial fetched; a hung task is named
+    before the deadline where a retry could go around it (its new session waits for every task of the plan)."""
     with Staging() as staging:  # this copy's shared-memory files live until this copy ends, won or lost
         feed = staging.feed_dict((ph, srcs[i].feed(copy.shard), staged) for ph, i, staged in copy.feeds)
         feed.update(zip(program.broadcast, values, strict=True))
-        return cluster.run(program.graph, copy.fetch, feed, tasks=program.tasks, timeout=timeout)
+        return cluster.run(program.graph, copy.fetch, feed, tasks=program.tasks, timeout=timeout, hang_check=hang_check)
 
 
-def combine(job: MapReduce[Any], partials: Sequence[Any]) -> Any:
+def combine(job: Backed, partials: Sequence[Any]) -> Any:
     """The job's result from one partial per shard (numpy, in shard order): merged on the client, then finalized.
 
     Example:
-        >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)
+        >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean).kind
         >>> float(combine(job, [(np.float64(30.0), np.float64(10.0)), (np.float64(10.0), np.float64(10.0))]))
         2.0
     """
-    from ._mapreduce import merge_tree
-
     with tf.init_scope():  # eager, on the client, whatever graph the caller builds
         tensors = [tf.nest.map_structure(tf.convert_to_tensor, p) for p in partials]
         result = job.combiner.finalize(merge_tree(tensors, job.combiner.merge))

@@ -13,40 +13,20 @@ rows at all maps one empty batch, as the in-memory path does.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
-from ._errors import InputError, PlacementError
+from ._cluster import Cluster
+from ._combine import Combiner
+from ._errors import PlacementError
+from ._mapfn import map_shard
 from ._plan import Plan, Shard
-from ._source import Source, Streamed, implements
+from ._source import Streamed
 from ._task import Task
-
-if TYPE_CHECKING:
-    from ._cluster import Cluster
-    from ._mapreduce import MapReduce
-
 
 State = tuple[tf.Tensor, Any]
 """(rows folded so far as an int64 scalar, the running partial)."""
-
-
-def streamed(srcs: Sequence[Source]) -> Streamed | None:
-    """The one streamed source of a job's inputs, or None when nothing streams.
-
-    Raises:
-        InputError: a streamed source co-partitioned with other inputs.
-    """
-    found = [cast(Streamed, s) for s in srcs if implements(s, Streamed)]
-    if not found:
-        return None
-    if len(srcs) > 1:
-        raise InputError(
-            "file sources stream alone: a tuple of co-partitioned inputs cannot include one; "
-            "persist() the files first (files.persist(cluster=c)) and pass the resident data"
-        )
-    return found[0]
 
 
 def _like(template: Any, value: Any) -> Any:
@@ -79,77 +59,71 @@ def _zeros(spec: tf.TensorSpec) -> tf.Tensor:
 
 
 def compile_fold(
-    job: MapReduce[Any],
+    map_fn: Callable[..., Any],
+    combiner: Combiner,
     plan: Plan,
     src: Streamed,
-    broadcast: tuple[np.ndarray[Any, Any], ...],
+    bcast: tuple[Any, ...],
     cluster: Cluster,
     batch_rows: int | None,
-) -> tuple[tf.Graph, Any, tuple[Any, ...], tuple[Task, ...]]:
-    """Build the graph of a job over a streamed source: (graph, fetch, broadcast placeholders, tasks used)."""
-    combiner = job.combiner
+) -> tuple[Any, tuple[Task, ...]]:
+    """In the graph being built: a job over a streamed source, ``bcast`` its broadcast placeholders; (fetch, tasks used)."""
     known = set(cluster.tasks)
-    graph = tf.Graph()
     per_task: dict[Task, list[State]] = {}
     devices: dict[Task, str] = {}
     row_shape, dtype = src.shape[1:], tf.as_dtype(src.dtype)
-    with graph.as_default():
-        bcast = tuple(
-            tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(broadcast)
-        )
 
-        def mapped(shard: Shard, batch: tf.Tensor) -> tuple[tf.Tensor, Any]:
-            rows = tf.shape(batch, out_type=tf.int64)[0]
-            return rows, combiner.partial(job.map_shard(shard, [batch], bcast), rows)
+    def mapped(shard: Shard, batch: tf.Tensor) -> tuple[tf.Tensor, Any]:
+        rows = tf.shape(batch, out_type=tf.int64)[0]
+        return rows, combiner.partial(map_shard(map_fn, shard, [batch], bcast), rows)
 
-        for shard in plan.shards:
-            if shard.task not in known:
-                raise PlacementError(
-                    f"{shard.task} reads files of this input but is not a task of {cluster!r}; pin the files to its tasks {[str(t) for t in cluster.tasks]}"
-                )
-            with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
-                pieces = src.batches(shard, batch_rows)
-                state: State | None = None
-                for j, piece in enumerate(pieces):
-                    with tf.name_scope(f"piece{j}"):
-                        batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
-                        parts = batches.map(lambda b, shard=shard: mapped(shard, b), num_parallel_calls=2)
-                        if state is None:
-                            state = (tf.constant(0, tf.int64), tf.nest.map_structure(_zeros, parts.element_spec[1]))
-                        before = state[0]
+    for shard in plan.shards:
+        if shard.task not in known:
+            raise PlacementError(
+                f"{shard.task} reads files of this input but is not a task of {cluster!r}; pin the files to its tasks {[str(t) for t in cluster.tasks]}"
+            )
+        with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
+            pieces = src.batches(shard, batch_rows)
+            state: State | None = None
+            for j, piece in enumerate(pieces):
+                with tf.name_scope(f"piece{j}"):
+                    batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
+                    parts = batches.map(lambda b, shard=shard: mapped(shard, b), num_parallel_calls=2)
+                    if state is None:
+                        state = (tf.constant(0, tf.int64), tf.nest.map_structure(_zeros, parts.element_spec[1]))
+                    before = state[0]
 
-                        def step(acc: State, part: tuple[tf.Tensor, Any]) -> State:
-                            (total, value), (n, p) = acc, part
-                            merged = tf.cond(total > 0, lambda: _like(p, combiner.merge(value, p)), lambda: p)
-                            return total + n, _like(value, merged)
+                    def step(acc: State, part: tuple[tf.Tensor, Any]) -> State:
+                        (total, value), (n, p) = acc, part
+                        merged = tf.cond(total > 0, lambda: _like(p, combiner.merge(value, p)), lambda: p)
+                        return total + n, _like(value, merged)
 
-                        state = parts.reduce(state, step)
-                        if piece.rows is not None:  # the rows the file's size promised when the run started
-                            check = tf.debugging.assert_equal(
-                                state[0] - before, tf.constant(piece.rows, tf.int64), message=piece.mismatch
-                            )
-                            with tf.control_dependencies([check]):
-                                state = (tf.identity(state[0]), state[1])
-                if state is not None:
-                    per_task.setdefault(shard.task, []).append(state)
-                    devices.setdefault(shard.task, shard.device)
-        merge = _merge_states(combiner.merge)
-        task_states = []
-        for task, states in per_task.items():
-            with tf.device(devices[task]), tf.name_scope("combine_task"):
-                task_states.append(_tree(states, merge))
-        with tf.device(f"{cluster.master}/device:CPU:0"), tf.name_scope("combine"):
-            empty_shard = plan.shards[0]
+                    state = parts.reduce(state, step)
+                    if piece.rows is not None:  # the rows the file's size promised when the run started
+                        check = tf.debugging.assert_equal(
+                            state[0] - before, tf.constant(piece.rows, tf.int64), message=piece.mismatch
+                        )
+                        with tf.control_dependencies([check]):
+                            state = (tf.identity(state[0]), state[1])
+            if state is not None:
+                per_task.setdefault(shard.task, []).append(state)
+                devices.setdefault(shard.task, shard.device)
+    merge = _merge_states(combiner.merge)
+    task_states = []
+    for task, states in per_task.items():
+        with tf.device(devices[task]), tf.name_scope("combine_task"):
+            task_states.append(_tree(states, merge))
+    with tf.device(f"{cluster.master}/device:CPU:0"), tf.name_scope("combine"):
+        empty_shard = plan.shards[0]
 
-            def nothing_read() -> Any:  # an input with no rows maps one empty batch, as in memory
-                return combiner.partial(
-                    job.map_shard(empty_shard, [tf.zeros((0, *row_shape), dtype)], bcast), tf.constant(0, tf.int64)
-                )
+        def nothing_read() -> Any:  # an input with no rows maps one empty batch, as in memory
+            return combiner.partial(
+                map_shard(map_fn, empty_shard, [tf.zeros((0, *row_shape), dtype)], bcast), tf.constant(0, tf.int64)
+            )
 
-            if task_states:
-                total, value = _tree(task_states, merge)
-                fetch = combiner.finalize(_like(value, tf.cond(total > 0, lambda: value, lambda: _like(value, nothing_read()))))
-            else:
-                fetch = combiner.finalize(nothing_read())
-    graph.finalize()
-    return graph, fetch, bcast, tuple(per_task) or (cluster.master,)
+        if task_states:
+            total, value = _tree(task_states, merge)
+            fetch = combiner.finalize(_like(value, tf.cond(total > 0, lambda: value, lambda: _like(value, nothing_read()))))
+        else:
+            fetch = combiner.finalize(nothing_read())
+    return fetch, tuple(per_task) or (cluster.master,)

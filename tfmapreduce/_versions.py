@@ -17,10 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import tensorflow as tf
 
-from . import __version__, _backend
+from . import _backend
 from ._errors import ClusterError
 from ._log import CLUSTER
 from ._task import Task
+from ._version import __version__
 
 CONTAINER = "tfmapreduce"
 NAME = "versions"

@@ -1,0 +1,42 @@
+"""Whether the native kernels (see ``_native``) can be used on a cluster: the client and every task have them."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from ._cluster import Cluster
+from ._errors import ClusterError, JobError
+from ._native import kernels, log
+from ._state import ClusterVar, Memo
+
+_EVERYWHERE = ClusterVar("whether every task has the native kernels", lambda cluster: Memo[None, bool]())
+
+
+def available(cluster: Cluster, timeout: float) -> bool:
+    """Whether this client and every live task of ``cluster`` have the native kernels (asked of the tasks once per
+    cluster, with a run of the kernel on an empty string)."""
+    if kernels() is None:
+        return False
+    try:
+        return cluster.state(_EVERYWHERE).get(None, lambda: _probe(cluster, timeout))
+    except ClusterError:
+        return False  # a task did not answer: ask again next time
+
+
+def _probe(cluster: Cluster, timeout: float) -> bool:
+    ops = kernels()
+    assert ops is not None  # asked only where the client has them
+    graph = tf.Graph()
+    with graph.as_default():
+        fetch = []
+        for task in cluster.live_tasks:
+            with tf.device(f"{task}/device:CPU:0"):
+                fetch.append(ops.tmr_word_counts(tf.constant([""]))[1])
+    try:
+        cluster.run(graph, fetch, {}, tasks=cluster.live_tasks, timeout=timeout)
+    except JobError as e:  # a task without them: "Op type not registered 'TmrWordCounts'"
+        log.info("a task of %r has no native kernels (%s): jobs use stock TensorFlow ops there", cluster, e)
+        return False
+    finally:
+        cluster.forget(graph)
+    return True

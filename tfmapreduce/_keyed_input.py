@@ -1,0 +1,63 @@
+"""The inputs of a keyed job: as for every job, and arrays of strings too (travelling as bytes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from ._source import Input, Shipped, Source, Sources, co_partitioned, sources
+
+
+def keyed_sources(x: Any) -> tuple[Sources, bool]:
+    """The job's sources, where arrays of strings are allowed too (as bytes); and whether any was unicode.
+
+    Numeric and resident inputs canonicalize as for every job (:func:`sources`).
+    """
+    items = x if isinstance(x, tuple) else (x,)
+    unicode = False
+    converted = []
+    for item in items:
+        strings = _as_strings(item)
+        if strings is None:
+            converted.append(item)
+        else:
+            converted.append(_STRING_MARK)
+            unicode = unicode or strings[1]
+    numeric = [c for c in converted if c is not _STRING_MARK]
+    numeric_srcs = iter(sources(tuple(numeric)) if numeric else ())
+    result: list[Source] = []
+    for item, c in zip(items, converted, strict=True):
+        if c is _STRING_MARK:
+            strings = _as_strings(item)
+            assert strings is not None
+            result.append(Shipped(strings[0]))
+        else:
+            result.append(next(numeric_srcs))
+    return co_partitioned(result), unicode
+
+
+_STRING_MARK = object()
+
+
+def _as_strings(item: Any) -> tuple[np.ndarray, bool] | None:
+    """An array of strings as an object array of bytes (and whether it was unicode); None for anything else."""
+    if isinstance(item, Input) or (isinstance(item, (tf.Tensor, tf.Variable)) and item.dtype != tf.string):
+        return None
+    if isinstance(item, (tf.Tensor, tf.Variable)):
+        item = item.numpy()
+    try:
+        array = np.asarray(item)
+    except ValueError:
+        return None
+    if array.dtype.kind == "U":
+        return np.array([s.encode("utf-8") for s in array.ravel().tolist()], dtype=object).reshape(array.shape), True
+    if array.dtype.kind == "S":
+        return np.array(array.ravel().tolist(), dtype=object).reshape(array.shape), False
+    if array.dtype == object and all(isinstance(s, (str, bytes)) for s in array.ravel().tolist()):
+        flat = array.ravel().tolist()
+        unicode = any(isinstance(s, str) for s in flat)
+        encoded = [s.encode("utf-8") if isinstance(s, str) else s for s in flat]
+        return np.array(encoded, dtype=object).reshape(array.shape), unicode
+    return None

@@ -1,0 +1,160 @@
+"""A compiled run (:class:`Program`), how a kind of job builds one (:class:`Builder`), and one run's inputs (:class:`Call`)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from ._cache import Kept
+from ._cluster import Cluster
+from ._options import RunOptions
+from ._plan import Plan, Shard
+from ._shm import Mapped, guard
+from ._source import Sources
+from ._task import Task
+
+
+@attrs.frozen(eq=False)
+class Feed:
+    """A placeholder (or mapped buffer) a run fills with a shard of one of its inputs."""
+
+    placeholder: Any
+    source: int
+    """The position of its source in the job's inputs."""
+    shard: Shard
+    staged: bool
+    """Whether the shard's bytes go through shared memory (see ``_shm``)."""
+
+
+@attrs.frozen(eq=False)
+class Program:
+    """A compiled run: the graph, what to fetch and feed, the tasks it uses, and what the kind needs to finish."""
+
+    graph: tf.Graph
+    fetch: Any
+    """What the kind fetches; the run fetches ``(fetch, clocks, guards)``."""
+    feeds: tuple[Feed, ...]
+    broadcast: tuple[Any, ...]
+    """The placeholders of the broadcast values, in order."""
+    tasks: tuple[Task, ...]
+    buffers: tuple[Mapped, ...] = ()
+    """The shared-memory buffers its graph maps (closed with the program)."""
+    guards: tuple[Any, ...] = ()
+    clocks: tuple[Any, ...] = ()
+    clocked: tuple[Shard, ...] = ()
+    """``sizes="auto"``: the shards whose clocks (start, end) are fetched, in order."""
+    info: Any = None
+    """What the kind keeps of the build for its finish (e.g. a keyed result's dtypes)."""
+
+    @property
+    def staged(self) -> bool:
+        """Whether a shard travels through shared memory: its runs need a Staging."""
+        return any(f.staged for f in self.feeds)
+
+    def close(self) -> None:
+        for buffer in self.buffers:
+            buffer.close()
+
+
+@attrs.frozen(eq=False)
+class Call:
+    """One run of a kind: its inputs, broadcast values, cluster and options (and whether its result stays resident)."""
+
+    srcs: Sources
+    note: Any
+    """What the kind noted of the inputs as it took them (see :meth:`Kind.sources`)."""
+    values: tuple[np.ndarray[Any, Any], ...]
+    cluster: Cluster
+    settings: RunOptions
+    resident: bool = False
+
+
+@attrs.define(eq=False)
+class Builder:
+    """The graph a kind builds, and what the driver needs of it: feeds, mapped buffers, guards and clocks.
+
+    Inside ``with builder.graph.as_default()`` and a shard's device scope, :meth:`inputs` gives the
+    shard's tensors (one per input); :meth:`mapped` is told the shard's partial once it is made.
+    """
+
+    srcs: Sources
+    timed: bool
+    """``sizes="auto"``: each shard's device reads ``tf.timestamp()`` before its map and once its partial is made."""
+    graph: tf.Graph = attrs.field(factory=tf.Graph)
+    broadcast: tuple[Any, ...] = ()
+    feeds: list[Feed] = attrs.field(factory=list)
+    buffers: list[Mapped] = attrs.field(factory=list)
+    guards: list[Any] = attrs.field(factory=list)
+    clocks: list[Any] = attrs.field(factory=list)
+    clocked: list[Shard] = attrs.field(factory=list)
+    _open: dict[int, tuple[Any, list[Any]]] = attrs.field(factory=dict)  # shard → (its start clock, its mapped tensors)
+
+    @classmethod
+    def of(cls, call: Call, *, timed: bool) -> Builder:
+        builder = cls(call.srcs, timed)
+        with builder.graph.as_default():
+            builder.broadcast = tuple(
+                tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(call.values)
+            )
+        return builder
+
+    def inputs(self, shard: Shard) -> list[tf.Tensor]:
+        """The shard's data, one tensor per input, entering on the current device (nothing of it before its clock)."""
+        start = tf.timestamp(name="clock_start") if self.timed else None
+        tensors, in_memory = [], []
+        for i, src in enumerate(self.srcs):
+            data = src.tensor(shard)
+            value = data.value
+            if start is not None:
+                with tf.control_dependencies([start]):
+                    value = tf.identity(value)
+            tensors.append(value)
+            if data.placeholder is not None:
+                self.feeds.append(Feed(data.placeholder, i, shard, data.staged))
+            if isinstance(data.placeholder, Mapped):
+                self.buffers.append(data.placeholder)
+            if data.mapped is not None:
+                in_memory.append(data.mapped)
+        self._open[shard.index] = (start, in_memory)
+        return tensors
+
+    def mapped(self, shard: Shard, partial: Any) -> None:
+        """The shard's partial is made: its mapped memory is guarded until then, and its clock stops."""
+        start, in_memory = self._open.pop(shard.index)
+        self.guards += [guard(m, partial) for m in in_memory]
+        if start is not None:
+            with tf.control_dependencies([t for t in tf.nest.flatten(partial) if isinstance(t, tf.Tensor | tf.Operation)]):
+                self.clocks.append(tf.stack([start, tf.timestamp(name="clock_end")]))
+            self.clocked.append(shard)
+
+    def program(self, fetch: Any, tasks: Sequence[Task], info: Any = None) -> Program:
+        self.graph.finalize()
+        return Program(
+            self.graph,
+            fetch,
+            tuple(self.feeds),
+            self.broadcast,
+            tuple(tasks),
+            tuple(self.buffers),
+            tuple(self.guards),
+            tuple(self.clocks),
+            tuple(self.clocked),
+            info,
+        )
+
+
+@attrs.frozen(eq=False)
+class Ready:
+    """A plain run's plans and program, kept for the next run of the same kind (see :func:`_ready_key`)."""
+
+    shards: Plan
+    plan: Any
+    signature: tuple[Hashable, ...]
+    kept: Kept
+
+    def fits(self, srcs: Sources) -> bool:
+        return self.kept.alive and self.signature == tuple(s.signature(self.shards) for s in srcs)
