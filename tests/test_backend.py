@@ -10,10 +10,13 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
+import tfmapreduce as tmr
 from tfmapreduce import JobError, LocalCluster, WorkerTimeoutError, WorkerUnavailableError, _backend
 
 TIMEOUT = 3.0
@@ -154,6 +157,44 @@ def test_quick_runs_are_made_on_the_callers_thread_and_one_that_turns_slow_again
     assert watched[-1] < 20 - 0.05 + 0.01
     assert own.run(graph, y, {n: 0}, tasks=tasks, timeout=20) == 1
     assert len(watched) == before + 2  # slow once: watched again until it is quick again
+
+
+def test_a_run_with_side_effects_is_never_made_twice(own: LocalCluster, tmp_path: Any, monkeypatch: Any) -> None:
+    printed = tmp_path / "printed.txt"
+    graph = tf.Graph()
+    with graph.as_default():
+        n = tf.compat.v1.placeholder(tf.int32, [])
+        with tf.device("/job:local/task:1"):
+            effect = tf.print("ran", output_stream=f"file://{printed}")  # a side effect a second run would repeat
+            with tf.control_dependencies([effect]):
+                _, steps = tf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a + 1), [0, 0])
+        with tf.device("/job:local/task:0"):
+            y = steps + 1
+    monkeypatch.setattr(_backend, "QUICK_LIMIT", 0.05)
+    tasks = ["/job:local/task:0", "/job:local/task:1"]
+    runs = 3 * _backend.QUICK_AFTER
+    for _ in range(runs):
+        assert own.run(graph, y, {n: 0}, tasks=tasks, timeout=20) == 1
+    assert own.run(graph, y, {n: 300}, tasks=tasks, timeout=20) == 301  # slower than the quick deadline
+    assert printed.read_text().count("ran") == runs + 1  # each run printed once: none was cancelled and made again
+
+
+def test_a_map_function_s_side_effects_happen_once_per_run(own: LocalCluster, tmp_path: Any, monkeypatch: Any) -> None:
+    printed = tmp_path / "printed.txt"
+
+    def busy_sum(t: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
+        with tf.control_dependencies([tf.print("mapped", output_stream=f"file://{printed}")]):
+            _, steps = tf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a + 1.0), [0, 0.0])
+        return tf.reduce_sum(t) + steps
+
+    monkeypatch.setattr(_backend, "QUICK_LIMIT", 0.05)
+    job = tmr.MapReduce(busy_sum, tmr.combiners.sum)
+    x = np.ones(10, np.float32)
+    runs = 3 * _backend.QUICK_AFTER
+    for _ in range(runs):
+        assert job.run(x, cluster=own, broadcast=[np.int32(0)]) == 10
+    assert job.run(x, cluster=own, broadcast=[np.int32(300)]) == 610  # slower than the quick deadline
+    assert printed.read_text().count("mapped") == 2 * (runs + 1)  # two shards, each mapped once per run
 
 
 def test_an_op_on_a_missing_device_is_a_job_error_not_a_silent_fallback(own: LocalCluster) -> None:

@@ -132,3 +132,24 @@ def test_a_stopped_task_s_shard_is_backed_up_and_counted_once() -> None:
         (result, _), slow = stopped_run(retries=0)  # no speculation: the run waits for task 1
         assert (int(result[0]), int(result[1])) == expected
         assert slow > stop * 0.9 > fast
+
+
+@pytest.mark.slow
+def test_a_task_stopped_before_the_first_speculative_run_is_named_and_retried_around() -> None:
+    """The speculative program's new session waits for every task of its plan: a stopped one is named as hung well
+    before the deadline, and the retry runs on the survivor (it used to wait out the whole deadline, twice)."""
+    x = np.arange(1000.0)
+    job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
+    with tmr.LocalCluster(2) as local:
+        assert float(tmr.sum(x, cluster=local)) == x.sum()  # connected while every task answers
+        os.kill(local.pids[1], signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            total, stats = job.run(x, cluster=local, speculate=True, timeout=30, return_stats=True)
+            elapsed = time.monotonic() - started
+        finally:
+            os.kill(local.pids[1], signal.SIGCONT)
+    assert float(total) == x.sum()
+    assert stats.attempts == 2
+    assert [str(t) for t in stats.lost] == ["/job:local/task:1"]
+    assert elapsed < 15, f"{elapsed:.1f} s"

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
 
 from ._errors import ClusterError, JobError, TfMapReduceError, WorkerTimeoutError, WorkerUnavailableError
 from ._runners import Runners, wait_for_runners
@@ -46,6 +47,28 @@ def session_config(tasks: Iterable[Task], timeout: float, *, fold_constants: boo
     if not fold_constants:
         config.graph_options.optimizer_options.opt_level = tf.compat.v1.OptimizerOptions.L0
     return config
+
+
+REPEATABLE = frozenset(
+    {"Assert", "If", "While", "StatefulPartitionedCall", "Timestamp", "ReadVariableOp", "VarHandleOp", "VarIsInitializedOp"}
+    | {"RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal", "Multinomial", "RandomShuffle"}
+)
+"""Stateful ops a run may repeat with no effect beyond its own result: checks, control flow (whose bodies are looked at
+too), clocks, variable reads and random draws; datasets (reads) besides.  A graph with any other stateful op (a print,
+an assignment, a file write, a py_function) is never cancelled and made again (see :func:`run`)."""
+
+
+def repeatable(graph: tf.Graph) -> bool:
+    """Whether a run of ``graph`` may be cancelled and made again without doing anything twice (see :data:`REPEATABLE`)."""
+    types = {op.type for op in graph.get_operations()}
+    types |= {node.op for function in graph.as_graph_def().library.function for node in function.node_def}
+    for name in types:
+        if name in REPEATABLE or re.search(r"Dataset(V\d+)?$", name):
+            continue
+        op_def = op_def_registry.get(name)
+        if op_def is None or op_def.is_stateful:
+            return False
+    return True
 
 
 EXIT_WAIT = 5.0
@@ -229,12 +252,12 @@ def run(
     maps each task the run uses to its address; ``on_failure(error)`` is called
     (to drop the session) with the error about to be raised.
 
-    A ``quick`` call (a run that has always been quick, with a small feed) is
-    first made on this thread, with a deadline of :data:`QUICK_LIMIT`: handing
-    it to a runner and back costs about 0.1 ms, 5% of a tiny job.  If it
-    is not done by then (it became slow, or a task hangs), its step is cancelled
-    and it runs again, watched, with what is left of its deadline: map/reduce
-    runs have no side effect that a repeat would double.
+    A ``quick`` call (a run that has always been quick, with a small feed, of a
+    :func:`repeatable` graph) is first made on this thread, with a deadline of
+    :data:`QUICK_LIMIT`: handing it to a runner and back costs about 0.1 ms, 5% of
+    a tiny job.  If it is not done by then (it became slow, or a task hangs), its
+    step is cancelled and it runs again, watched, with what is left of its
+    deadline: its graph has no side effect that a repeat would double.
     """
     rest = timeout
     try:

@@ -59,6 +59,7 @@ class _Session:
     addresses: dict[Task, str]
     callables: dict[Any, Callable[..., Any]] = attrs.field(factory=dict)
     quick: int = 0  # runs in a row that took under _backend.QUICK_RUN
+    repeatable: bool = False  # whether a run may be cancelled and made again (_backend.repeatable)
 
 
 @attrs.define(eq=False)
@@ -307,7 +308,8 @@ class Cluster:
                 addresses = {t: self.address(t) for t in used}
                 _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
                 config = _backend.session_config(used, timeout, fold_constants=fold_constants)
-                entry = _Session(tf.compat.v1.Session(self.target, graph=graph, config=config), addresses)
+                session = tf.compat.v1.Session(self.target, graph=graph, config=config)
+                entry = _Session(session, addresses, repeatable=_backend.repeatable(graph))
                 self._sessions[key] = entry
         addresses = entry.addresses
 
@@ -341,7 +343,7 @@ class Cluster:
             on_failure=drop,
             runners=self._runners,
             hang_check=hang_check,
-            quick=entry.quick >= _backend.QUICK_AFTER and fed <= _backend.QUICK_FEED,
+            quick=entry.repeatable and entry.quick >= _backend.QUICK_AFTER and fed <= _backend.QUICK_FEED,
         )
 
     def forget(self, graph: tf.Graph) -> None:
