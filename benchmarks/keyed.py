@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def plot(rows: list[tuple[str, float]], path: str) -> None:
     """The table as bar charts (word count; group-by per key count), seconds per implementation, tfmapreduce in blue."""
-    from ._report import bar_chart
+    from ._plots import bar_chart
 
     panels = [("word count, 1.6e7 tokens", [r for r in rows if "keys" not in r[0]])]
     panels += [("group-by mean, " + k + " keys", [r for r in rows if r[0].endswith(k + " keys")]) for k in ("1e+03", "1e+06")]
