@@ -7,7 +7,7 @@ written, then read once before timing):
   array from the client vs ``np.load(mmap_mode="r").mean()`` in one process vs
   Dask (``da.from_array`` over the memmaps, threaded scheduler);
 - a line count and byte sum over text files with ``tmr.read_text`` vs one Python
-  process reading the same files (no keyed jobs on this branch, so no word count);
+  process reading the same files (word count: ``python -m benchmarks.keyed``);
 - CSV column means with ``tmr.read_csv`` vs ``pandas.read_csv(...).mean()``, in rows/s.
 """
 
@@ -16,21 +16,17 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ._timing import repeat
+
 
 def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     """Median seconds of ``repeats`` calls after one warm-up call, and the last value."""
-    value = fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - start)
+    times, value = repeat(fn, repeats)
     return float(np.median(times)), value
 
 

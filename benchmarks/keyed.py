@@ -23,13 +23,14 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import tfmapreduce as tmr
+
+from ._timing import repeat
 
 VOCABULARY = 50_000
 FILES = 4
@@ -45,15 +46,9 @@ class Rows:
 
     def add(self, name: str, fn: Callable[[], Any], items: float, repeats: int | None = None) -> None:
         """Time ``fn``: the median of ``repeats`` (default: the table's) calls after one warm-up call."""
-        fn()
-        n = self.repeats if repeats is None else repeats
-        times = []
-        for _ in range(n):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
+        times, _ = repeat(fn, self.repeats if repeats is None else repeats)
         self.rows.append((name, statistics.median(times), items))
-        print(f"  {name}: {statistics.median(times):.2f} s (median of {n})", flush=True)
+        print(f"  {name}: {statistics.median(times):.2f} s (median of {len(times)})", flush=True)
 
 
 def _importable(module: str) -> bool:
