@@ -8,6 +8,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import platform
 import subprocess
@@ -157,8 +158,7 @@ def _commit() -> str | None:
 
 
 def _meta(config: Config) -> dict[str, Any]:
-    fields = ("sizes", "jobs", "layouts", "inputs", "sweep_shards", "sweep_jobs", "sweep_cpu_devices", "repeats")
-    fields += ("small_repeats", "warmup", "startup_repeats", "peers", "engine_job")
+    fields = [f.name for f in dataclasses.fields(config) if f.name not in ("mode", "timeout")]
     modules = ("tfmapreduce", "tensorflow", "numpy", "dask", "distributed", "ray", "matplotlib")
     return {
         "mode": config.mode,
