@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
             ("dask from_array(memmap).mean(), threads", t_dask),
         ]:
             rows.append((title, name, t, f"{mb / 1e3 / t:.2f} GB/s, {t_ship / t:.1f}× shipping, {t_numpy / t:.2f}× numpy"))
-        npy_times = {"read_npy": t_files, "shipped": t_ship, "numpy mmap": t_numpy, "dask": t_dask}
+        npy_times = {"tmr.read_npy": t_files, "tmr, shipped": t_ship, "numpy mmap": t_numpy, "dask": t_dask}
 
         texts = write_text(folder, int(args.text_mb * 1e6), 8)
         total = sum(os.path.getsize(p) for p in texts)
@@ -153,17 +153,10 @@ def main(argv: list[str] | None = None) -> None:
             last = title
         print(f"| {name} | {t * 1000:.0f} ms | {note} |")
     if args.plot:
-        import matplotlib
+        from ._plots import bar_chart
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.barh(list(npy_times), [t * 1000 for t in npy_times.values()], color=["C0", "C1", "C2", "C3"])
-        ax.set_xlabel("median ms (lower is better)")
-        ax.set_title(f"mean of {n:.0e} float32 in 4 .npy files")
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=100)
+        bars = [(name, [t * 1e3]) for name, t in npy_times.items()]
+        bar_chart([(f"mean of {n:.0e} float32 in 4 .npy files", bars)], args.plot, unit="ms")
 
 
 def tf_size(s: Any) -> Any:
