@@ -27,7 +27,7 @@ def load(path: Path | str = PATH) -> list[dict[str, Any]]:
     """The targets of ``path``, lists under ``AXES`` expanded to one target each.
 
     Raises:
-        ValueError: a target lacks its figure, goal or unit; names the target and the key.
+        ValueError: a target lacks its figure, goal, case keys or unit; names the target and the key.
     """
     with open(path, encoding="utf-8") as f:
         entries = json.load(f)["targets"]
@@ -38,6 +38,8 @@ def load(path: Path | str = PATH) -> list[dict[str, Any]]:
             raise ValueError(f"{where} needs exactly one figure: timing, ratio or startup; got keys {sorted(entry)}")
         if sum(k in entry for k in ("at_most", "at_least")) != 1:
             raise ValueError(f"{where} needs exactly one goal: at_most or at_least; got keys {sorted(entry)}")
+        if "startup" not in entry and (absent := [a for a in AXES if a not in entry]):
+            raise ValueError(f"{where} needs the keys of its case: {', '.join(absent)} missing")
         if entry.get("unit") not in UNITS:
             raise ValueError(f"{where} needs a unit among {sorted(UNITS)}; got {entry.get('unit')!r}")
         axes = [a for a in AXES if a in entry]

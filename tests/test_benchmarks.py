@@ -210,6 +210,9 @@ def test_the_report_reads_its_targets_from_the_targets_file(tmp_path: Path) -> N
     path.write_text(json.dumps({"targets": [{"metric": "no goal", "startup": "ready", "unit": "s"}]}))
     with pytest.raises(ValueError, match=r"'no goal'.* needs exactly one goal: at_most or at_least"):
         _targets.load(path)
+    path.write_text(json.dumps({"targets": [{"metric": "no case", "timing": "tmr", "layout": "1w", "unit": "ms", "at_most": 1}]}))
+    with pytest.raises(ValueError, match="needs the keys of its case: job, size, input missing"):
+        _targets.load(path)
 
 
 def test_resident_benchmark_help_prints_help_instead_of_running() -> None:
