@@ -25,7 +25,6 @@ jobs (--jobs):
   mean       tmr.mean (float64 accumulation per shard)
   variance   tmr.variance (per-shard count/mean/M2, Chan's merge)
   kmeans     one Lloyd iteration over N/{KMEANS_DIM} points (at least {2 * KMEANS_K}) of {KMEANS_DIM} float32, k={KMEANS_K}: tmr.recipes.kmeans(iters=1)
-             when it exists, else a MapReduce with broadcast centroids and tmr.combiners.sum
 
 sizes (--sizes): float32 elements, e.g. 1e2,1e6,1e7,5e7 (5e7 = 200 MB; k-means uses the same elements as points)
 
@@ -44,11 +43,10 @@ figures: median [min-max] of {FULL.repeats} timed rounds ({FULL.small_repeats} f
 within a round every implementation runs once in rotating order and ratios (tmr/hand, 64/2 shards, ...) are
 taken round by round.  Every result is checked against numpy in float64 first.
 
-full mode takes about 12 minutes on 2 cores.
 quick mode: sizes 1e2,1e5; mean and variance; layouts local, 2w-even, 2w-uneven and a 2/8-shard sweep on
 one LocalCluster(2); {QUICK.repeats} rounds ({QUICK.small_repeats} small); no peers.  Runs in well under a minute.
 
-output (--out, default {DEFAULT_OUT}/): results.json (every raw repeat), results.md (tables, targets),
+output (--out, default {DEFAULT_OUT}/): results.json (every raw repeat), results.md (tables; the targets of benchmarks/targets.json),
 and PNG plots when matplotlib is installed (latency and throughput vs size per layout, overhead vs hand-written TF,
 the shard sweep); --plots {DOCS_IMG} writes the plots where the docs site (docs/layouts.md) shows them.
 The exit status is 1 when a framework, hand-written or numpy result was wrong or failed.
@@ -139,16 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     def log(line: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
-    from . import _report, _suite  # imports TensorFlow: after --help and argument errors
+    from . import _report, _suite, _targets  # imports TensorFlow: after --help and argument errors
 
     log(
         f"{config.mode} mode: layouts {', '.join(config.layouts)}; jobs {', '.join(config.jobs)}; "
         f"sizes {', '.join(f'{s:.0e}' for s in config.sizes)}"
     )
-    run = _suite.Run(config, log)
-    results = run.run()
+    results = _suite.run(config, log)
     rows, files = _report.write(results, args.out, args.plots)
-    print(_report.targets_text(rows))
+    print(_targets.text(rows))
     print(f"\nwrote {', '.join(files)} to {args.out}")
     for note in results["notes"]:
         print(f"note: {note}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import tfmapreduce as tmr  # lazy: TensorFlow loads on first use, so --help stays fast
+
 JOBS = ("mean", "variance", "kmeans")
 """Every job, in report order."""
 
@@ -37,11 +39,7 @@ class Layout:
 
     def sizes(self) -> Any:
         """The ``sizes=`` argument of the framework's calls for this layout."""
-        if self.weights is None:
-            return None
-        import tfmapreduce as tmr
-
-        return tmr.weights(*self.weights)
+        return None if self.weights is None else tmr.weights(*self.weights)
 
 
 LAYOUTS: dict[str, Layout] = {
@@ -80,7 +78,7 @@ class Config:
     sweep_jobs: tuple[str, ...] = ("mean",)
     sweep_cpu_devices: int = 2
     repeats: int = 5
-    """Timed rounds per figure (after warm-up) for sizes above ``SMALL``: calls of 10 ms to seconds."""
+    """Timed rounds per figure (after warm-up) for sizes above ``SMALL``."""
     small_repeats: int = 31
     """Timed rounds for sizes up to ``SMALL`` elements, whose calls take milliseconds."""
     warmup: int = 2
@@ -105,7 +103,7 @@ class Config:
 
 
 SMALL = 1_000_000
-"""Sizes up to this many elements get ``small_repeats`` rounds (their calls take milliseconds, and noise matters more)."""
+"""Sizes up to this many elements get ``small_repeats`` rounds."""
 
 FULL = Config(
     mode="full",

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ._work import KMEANS_DIM, KMEANS_K, kmeans_update, tf_kmeans_partial
+from ._config import KMEANS_DIM, KMEANS_K
+from ._work import kmeans_update, tf_kmeans_partial
 
 _containers = itertools.count()
 

@@ -14,6 +14,25 @@ def summary(raw: list[float]) -> dict[str, Any]:
     return {"median": statistics.median(raw), "min": min(raw), "max": max(raw), "n": len(raw), "raw": list(raw)}
 
 
+def repeat(fn: Callable[[], Any], repeats: int, *, warmup: int = 1) -> tuple[list[float], Any]:
+    """Seconds of each of ``repeats`` calls of ``fn`` after ``warmup`` untimed ones, and the last call's value.
+
+    Example:
+        >>> seconds, value = repeat(lambda: 6 * 7, 3)
+        >>> len(seconds), value
+        (3, 42)
+    """
+    value = None
+    for _ in range(warmup):
+        value = fn()
+    seconds = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        value = fn()
+        seconds.append(time.perf_counter() - started)
+    return seconds, value
+
+
 def interleaved(
     impls: Mapping[str, Callable[[], Any]], *, warmup: int, repeats: int
 ) -> tuple[dict[str, Any], dict[str, list[float]]]:

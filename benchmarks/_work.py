@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ._config import JOBS as JOBS
 from ._config import KMEANS_DIM, KMEANS_K
 
 SEED = 20240521

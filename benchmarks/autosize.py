@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         r = [a / b for a, b in zip(raw["even"], raw["auto"], strict=True)]
         print(f"| {name} | {cells[0]} | {cells[1]} | ×{np.median(r):.2f} [{min(r):.2f}–{max(r):.2f}] |")
     if args.plot:
-        from ._report import bar_chart
+        from ._plots import bar_chart
 
         titles = {"slowed": f"task 1 slowed (stopped {args.stopped:g} s of every {args.period:g} s)", "equal": "equal workers"}
         labels = {"even": "tmr, even shards", "auto": "tmr, sizes='auto'"}

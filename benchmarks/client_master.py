@@ -14,30 +14,26 @@ The client's server cannot be stopped (TensorFlow): its port stays bound until t
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import tfmapreduce as tmr
 
+from ._timing import interleaved
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.client_master", description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000_000, help="float32 numbers shipped per run (default 5e7)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     x = np.random.default_rng(0).random(args.rows, dtype=np.float32)
     expected = float(np.mean(x, dtype=np.float64))
     with tmr.LocalCluster(2) as usual, tmr.LocalCluster(2, client_master=True) as client:
         sides = {"task 0 as master": usual, "client as master": client}
-        times: dict[str, list[float]] = {name: [] for name in sides}
-        for cluster in sides.values():
-            assert abs(float(tmr.mean(x, cluster=cluster, transfer="feed")) - expected) < 1e-6
-        for _ in range(args.rounds):
-            for name, cluster in sides.items():
-                started = time.perf_counter()
-                tmr.mean(x, cluster=cluster, transfer="feed")
-                times[name].append(time.perf_counter() - started)
+        impls = {name: (lambda c=cluster: tmr.mean(x, cluster=c, transfer="feed")) for name, cluster in sides.items()}
+        values, times = interleaved(impls, warmup=1, repeats=args.rounds)
+    assert all(abs(float(v) - expected) < 1e-6 for v in values.values()), (values, expected)
     print(f"mean of {args.rows:.3g} float32 ({x.nbytes / 1e6:.0f} MB) shipped by gRPC, {args.rounds} rounds:")
     for name, seconds in times.items():
         median = float(np.median(seconds))

@@ -1,6 +1,6 @@
 """The fault table: each fault injected into a fresh 2-worker LocalCluster, its outcome and how long it took.
 
-    python -m benchmarks.faults           # every case, one fresh cluster each (about a minute)
+    python -m benchmarks.faults           # every case, one fresh cluster each
     python -m benchmarks.faults --help
 
 Each case kills (SIGKILL) or stops (SIGSTOP) one worker at a given moment and runs

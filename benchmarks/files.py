@@ -7,7 +7,7 @@ written, then read once before timing):
   array from the client vs ``np.load(mmap_mode="r").mean()`` in one process vs
   Dask (``da.from_array`` over the memmaps, threaded scheduler);
 - a line count and byte sum over text files with ``tmr.read_text`` vs one Python
-  process reading the same files (no keyed jobs on this branch, so no word count);
+  process reading the same files (word count: ``python -m benchmarks.keyed``);
 - CSV column means with ``tmr.read_csv`` vs ``pandas.read_csv(...).mean()``, in rows/s.
 """
 
@@ -16,21 +16,17 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ._timing import repeat
+
 
 def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     """Median seconds of ``repeats`` calls after one warm-up call, and the last value."""
-    value = fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - start)
+    times, value = repeat(fn, repeats)
     return float(np.median(times)), value
 
 
@@ -111,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
             ("dask from_array(memmap).mean(), threads", t_dask),
         ]:
             rows.append((title, name, t, f"{mb / 1e3 / t:.2f} GB/s, {t_ship / t:.1f}× shipping, {t_numpy / t:.2f}× numpy"))
-        npy_times = {"read_npy": t_files, "shipped": t_ship, "numpy mmap": t_numpy, "dask": t_dask}
+        npy_times = {"tmr.read_npy": t_files, "tmr, shipped": t_ship, "numpy mmap": t_numpy, "dask": t_dask}
 
         texts = write_text(folder, int(args.text_mb * 1e6), 8)
         total = sum(os.path.getsize(p) for p in texts)
@@ -157,17 +153,10 @@ def main(argv: list[str] | None = None) -> None:
             last = title
         print(f"| {name} | {t * 1000:.0f} ms | {note} |")
     if args.plot:
-        import matplotlib
+        from ._plots import bar_chart
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.barh(list(npy_times), [t * 1000 for t in npy_times.values()], color=["C0", "C1", "C2", "C3"])
-        ax.set_xlabel("median ms (lower is better)")
-        ax.set_title(f"mean of {n:.0e} float32 in 4 .npy files")
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=100)
+        bars = [(name, [t * 1e3]) for name, t in npy_times.items()]
+        bar_chart([(f"mean of {n:.0e} float32 in 4 .npy files", bars)], args.plot, unit="ms")
 
 
 def tf_size(s: Any) -> Any:

@@ -4,7 +4,7 @@
 
 - word count over a generated Zipf corpus (50k-word vocabulary, ``--tokens`` tokens, 4 files):
   ``tmr.recipes.word_count`` on a 2-worker LocalCluster (the lines read on the client and
-  shipped), ``collections.Counter`` in one process, Spark local[2] (RDD ``reduceByKey`` and
+  shipped; ``tmr.read_text``, the files read on the workers), ``collections.Counter`` in one process, Spark local[2] (RDD ``reduceByKey`` and
   DataFrame ``groupBy().count()``, warm) and ``dask.bag`` ``frequencies`` (when installed);
 - group-by mean over ``--rows`` rows, int64 keys with 1e3 and 1e6 distinct values and float32
   values: ``tmr.mean_by_key`` over resident data vs numpy (``np.unique(return_inverse=True)`` +
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib
 import os
 import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,21 +30,33 @@ import numpy as np
 
 import tfmapreduce as tmr
 
+from ._timing import repeat
+
 VOCABULARY = 50_000
 FILES = 4
 WORDS_PER_LINE = 20
 
 
-def timed(fn: Callable[[], Any], repeats: int, label: str = "") -> float:
-    """Median seconds of ``repeats`` calls, after one warm-up call (printed as it goes)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    print(f"  {label or getattr(fn, '__name__', 'call')}: {statistics.median(times):.2f} s (median of {repeats})", flush=True)
-    return statistics.median(times)
+class Rows:
+    """The table: ``(implementation, median seconds, items)`` per row, each timed and printed as it is added."""
+
+    def __init__(self, repeats: int):
+        self.repeats = repeats
+        self.rows: list[tuple[str, float, float]] = []
+
+    def add(self, name: str, fn: Callable[[], Any], items: float, repeats: int | None = None) -> None:
+        """Time ``fn``: the median of ``repeats`` (default: the table's) calls after one warm-up call."""
+        times, _ = repeat(fn, self.repeats if repeats is None else repeats)
+        self.rows.append((name, statistics.median(times), items))
+        print(f"  {name}: {statistics.median(times):.2f} s (median of {len(times)})", flush=True)
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def corpus(directory: str, tokens: int, seed: int = 0) -> list[str]:
@@ -100,92 +112,45 @@ def spark_session() -> Any:
     )
 
 
-def word_count(cluster: tmr.LocalCluster, tokens: int, repeats: int, peers: bool, spark: Any) -> list[tuple[str, float]]:
-    rows: list[tuple[str, float]] = []
+def word_count(table: Rows, cluster: tmr.LocalCluster, tokens: int, peers: bool, spark: Any) -> None:
+    """Word count over a generated corpus: tfmapreduce (lines shipped; files read on the workers), Counter, peers."""
     with tempfile.TemporaryDirectory() as directory:
         paths = corpus(directory, tokens)
         size = sum(os.path.getsize(p) for p in paths)
         print(f"word count: {tokens:.3g} tokens, {size / 1e6:.0f} MB in {len(paths)} files", flush=True)
         reference = counter(paths)
-        lines = read_lines(paths)
-        result = tmr.recipes.word_count(lines, cluster=cluster)
-        assert result.to_dict() == reference, "tfmapreduce word count differs from collections.Counter"
-        rows.append(
-            (
-                "tmr.recipes.word_count, lines in memory shipped to a 2-worker LocalCluster",
-                timed(lambda: tmr.recipes.word_count(lines, cluster=cluster), repeats, "tmr word_count, lines shipped"),
-            )
-        )
-        files = tmr.read_text(paths)
-        assert tmr.recipes.word_count(files, cluster=cluster).to_dict() == reference, "word count over files differs from Counter"
-        rows.append(
-            (
-                "tmr.recipes.word_count(tmr.read_text(...)), 2-worker LocalCluster (files read on the workers)",
-                timed(
-                    lambda: tmr.recipes.word_count(files, cluster=cluster), repeats, "tmr word_count, read_text on the workers"
-                ),
-            )
-        )
-        rows.append(
-            (
-                "collections.Counter, one process (reads the files)",
-                timed(lambda: counter(paths), repeats, "collections.Counter, one process (reads the files)"),
-            )
-        )
+        lines, files = read_lines(paths), tmr.read_text(paths)
+        for data, what in ((lines, "lines"), (files, "files")):
+            assert tmr.recipes.word_count(data, cluster=cluster).to_dict() == reference, f"word count over {what} != Counter"
+        shipped = "tmr.recipes.word_count, lines in memory shipped to a 2-worker LocalCluster"
+        table.add(shipped, lambda: tmr.recipes.word_count(lines, cluster=cluster), tokens)
+        read = "tmr.recipes.word_count(tmr.read_text(...)), 2-worker LocalCluster (files read on the workers)"
+        table.add(read, lambda: tmr.recipes.word_count(files, cluster=cluster), tokens)
+        table.add("collections.Counter, one process (reads the files)", lambda: counter(paths), tokens)
         if peers and spark is not None:
             from operator import add
 
             from pyspark.sql import functions as F
 
-            sc = spark.sparkContext
-
             def rdd() -> Any:
-                return (
-                    sc.textFile(",".join(paths))
-                    .flatMap(lambda line: line.split())
-                    .map(lambda w: (w, 1))
-                    .reduceByKey(add)
-                    .collect()
-                )
-
-            assert dict(rdd()) == {k.decode(): v for k, v in reference.items()}
-            rows.append(("Spark local[2] RDD reduceByKey (warm)", timed(rdd, repeats, "Spark local[2] RDD reduceByKey (warm)")))
+                text = spark.sparkContext.textFile(",".join(paths))
+                return text.flatMap(lambda line: line.split()).map(lambda w: (w, 1)).reduceByKey(add).collect()
 
             def df() -> Any:
-                return (
-                    spark.read.text(paths)
-                    .select(F.explode(F.split(F.trim("value"), r"\s+")).alias("w"))
-                    .groupBy("w")
-                    .count()
-                    .collect()
-                )
+                words = spark.read.text(paths).select(F.explode(F.split(F.trim("value"), r"\s+")).alias("w"))
+                return words.groupBy("w").count().collect()
 
-            rows.append(
-                (
-                    "Spark local[2] DataFrame groupBy().count() (warm)",
-                    timed(df, repeats, "Spark local[2] DataFrame groupBy().count() (warm)"),
-                )
-            )
-        if peers:
-            try:
-                import dask.bag as db
-            except ImportError:
-                db = None
-            if db is not None:
+            assert dict(rdd()) == {k.decode(): v for k, v in reference.items()}
+            table.add("Spark local[2] RDD reduceByKey (warm)", rdd, tokens)
+            table.add("Spark local[2] DataFrame groupBy().count() (warm)", df, tokens)
+        if peers and _importable("dask.bag"):
+            import dask.bag as db
 
-                def bag() -> Any:
-                    return dict(
-                        db.read_text(paths, blocksize=None)
-                        .str.split()
-                        .flatten()
-                        .frequencies()
-                        .compute(scheduler="processes", num_workers=2)
-                    )
+            def bag() -> Any:
+                words = db.read_text(paths, blocksize=None).str.split().flatten()
+                return dict(words.frequencies().compute(scheduler="processes", num_workers=2))
 
-                rows.append(
-                    ("dask.bag frequencies, 2 processes", timed(bag, max(1, repeats // 2), "dask.bag frequencies, 2 processes"))
-                )
-    return rows
+            table.add("dask.bag frequencies, 2 processes", bag, tokens, max(1, table.repeats // 2))
 
 
 def numpy_mean_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,60 +158,35 @@ def numpy_mean_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray,
     return distinct, np.bincount(inverse, weights=values) / np.bincount(inverse)
 
 
-def group_by(cluster: tmr.LocalCluster, n: int, distinct: int, repeats: int, peers: bool, spark: Any) -> list[tuple[str, float]]:
+def group_by(table: Rows, cluster: tmr.LocalCluster, n: int, distinct: int, peers: bool, spark: Any) -> None:
+    """Group-by mean of ``n`` float32 values over ``distinct`` int64 keys: tmr.mean_by_key (resident), numpy, peers."""
     rng = np.random.default_rng(distinct)
     keys = rng.integers(0, distinct, n, dtype=np.int64)
     values = rng.random(n, dtype=np.float32)
-    rows: list[tuple[str, float]] = []
+    k = f"{distinct:.0e} keys"
     with tmr.scatter(keys, cluster=cluster) as kd, tmr.scatter(values, cluster=cluster) as vd:
         ours = tmr.mean_by_key(kd, vd)
         ref_keys, ref_means = numpy_mean_by_key(keys, values.astype(np.float64))
         np.testing.assert_array_equal(ours.keys, ref_keys)
         np.testing.assert_allclose(ours.values, ref_means, rtol=1e-6)
-        rows.append(
-            (
-                f"tmr.mean_by_key, resident, 2-worker LocalCluster, {distinct:.0e} keys",
-                timed(lambda: tmr.mean_by_key(kd, vd), repeats),
-            )
-        )
-        rows.append(
-            (
-                f"tmr.mean_by_key, resident, result kept resident, {distinct:.0e} keys",
-                timed(lambda: tmr.mean_by_key(kd, vd, resident=True).delete(), repeats),
-            )
-        )
-    rows.append(
-        (f"numpy unique(return_inverse) + bincount, {distinct:.0e} keys", timed(lambda: numpy_mean_by_key(keys, values), 1))
-    )
-    if peers:
-        try:
-            import pandas as pd
-        except ImportError:
-            pd = None
-        if pd is not None:
-            frame = pd.DataFrame({"k": keys, "v": values})
-            rows.append(
-                (
-                    f"pandas groupby().mean(), {distinct:.0e} keys",
-                    timed(lambda: frame.groupby("k")["v"].mean(), repeats, f"pandas groupby().mean(), {distinct:.0e} keys"),
-                )
-            )
-            del frame
-        if spark is not None:
-            from pyspark.sql import functions as F
+        table.add(f"tmr.mean_by_key, resident, 2-worker LocalCluster, {k}", lambda: tmr.mean_by_key(kd, vd), n)
+        kept = lambda: tmr.mean_by_key(kd, vd, resident=True).delete()  # noqa: E731
+        table.add(f"tmr.mean_by_key, resident, result kept resident, {k}", kept, n)
+    table.add(f"numpy unique(return_inverse) + bincount, {k}", lambda: numpy_mean_by_key(keys, values), n, 1)
+    if peers and _importable("pandas"):
+        import pandas as pd
 
-            frame = (
-                spark.range(n).select((F.xxhash64("id") % distinct).alias("k"), F.rand(seed=0).cast("float").alias("v")).cache()
-            )
-            frame.count()
-            rows.append(
-                (
-                    f"Spark local[2] DataFrame groupBy().avg(), cached, {distinct:.0e} keys",
-                    timed(lambda: frame.groupBy("k").avg("v").collect(), max(1, repeats // 2)),
-                )
-            )
-            frame.unpersist()
-    return rows
+        frame = pd.DataFrame({"k": keys, "v": values})
+        table.add(f"pandas groupby().mean(), {k}", lambda: frame.groupby("k")["v"].mean(), n)
+        del frame
+    if peers and spark is not None:
+        from pyspark.sql import functions as F
+
+        cached = spark.range(n).select((F.xxhash64("id") % distinct).alias("k"), F.rand(seed=0).cast("float").alias("v")).cache()
+        cached.count()
+        avg = lambda: cached.groupBy("k").avg("v").collect()  # noqa: E731
+        table.add(f"Spark local[2] DataFrame groupBy().avg(), cached, {k}", avg, n, max(1, table.repeats // 2))
+        cached.unpersist()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -267,37 +207,32 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.tokens, args.rows, args.repeats, args.peers = 1e6, 1e6, 1, False
     spark = spark_session() if args.peers else None
-    rows: list[tuple[str, float]] = []
+    table = Rows(args.repeats)
     try:
         with tmr.LocalCluster(workers=2) as cluster:
             if args.only in (None, "wordcount"):
-                rows += word_count(cluster, int(args.tokens), args.repeats, args.peers, spark)
+                word_count(table, cluster, int(args.tokens), args.peers, spark)
             if args.only in (None, "groupby"):
                 for distinct in (10**3, 10**6):
-                    rows += group_by(cluster, int(args.rows), distinct, args.repeats, args.peers, spark)
+                    group_by(table, cluster, int(args.rows), distinct, args.peers, spark)
     finally:
         if spark is not None:
             spark.stop()
     print("\n| implementation | seconds | tokens or rows per second |\n|---|---|---|")
-    for name, seconds in rows:
-        items = (
-            args.tokens
-            if "word" in name.lower() or "Counter" in name or "RDD" in name or "count()" in name or "dask" in name
-            else args.rows
-        )
+    for name, seconds, items in table.rows:
         print(f"| {name} | {seconds:.2f} | {items / seconds:.3g} |")
     if args.plot:
-        plot(rows, args.plot)
+        plot(table.rows, args.plot, args.tokens)
 
 
-def plot(rows: list[tuple[str, float]], path: str) -> None:
+def plot(rows: list[tuple[str, float, float]], path: str, tokens: float) -> None:
     """The table as bar charts (word count; group-by per key count), seconds per implementation, tfmapreduce in blue."""
-    from ._report import bar_chart
+    from ._plots import bar_chart
 
-    panels = [("word count, 1.6e7 tokens", [r for r in rows if "keys" not in r[0]])]
+    panels = [(f"word count, {tokens:.2g} tokens", [r for r in rows if "keys" not in r[0]])]
     panels += [("group-by mean, " + k + " keys", [r for r in rows if r[0].endswith(k + " keys")]) for k in ("1e+03", "1e+06")]
     short = lambda name: ", ".join(p for p in name.split(", ") if "keys" not in p and "LocalCluster" not in p)  # noqa: E731
-    bar_chart([(title, [(short(n), [t]) for n, t in part]) for title, part in panels if part], path, unit="seconds")
+    bar_chart([(title, [(short(n), [t]) for n, t, _ in part]) for title, part in panels if part], path, unit="seconds")
 
 
 if __name__ == "__main__":

@@ -5,26 +5,26 @@ resident and shipped, and of one k-means iteration (1e6 points x 8, k = 16) resi
 and in one numpy process; it checks the k-means centroids against numpy in float64.
 """
 
+from __future__ import annotations
+
 import argparse
-import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import tfmapreduce as tmr
 
+from ._timing import repeat
 
-def med(f, n=7):
+
+def med(f: Callable[[], Any], n: int = 7) -> tuple[float, float, float]:
     """Median, min and max in ms of ``n`` calls after one warm-up."""
-    f()
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return np.median(ts) * 1000, min(ts) * 1000, max(ts) * 1000
+    ts, _ = repeat(f, n)
+    return float(np.median(ts)) * 1000, min(ts) * 1000, max(ts) * 1000
 
 
-def numpy_iteration(x, c):
+def numpy_iteration(x: np.ndarray, c: np.ndarray) -> np.ndarray:
     """One Lloyd iteration in numpy: assign each point to its nearest centroid, average."""
     d2 = (x * x).sum(1)[:, None] - 2.0 * (x @ c.T) + (c * c).sum(1)[None, :]
     labels = np.argmin(d2, axis=1)
@@ -33,7 +33,7 @@ def numpy_iteration(x, c):
     return np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], c)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     """Measure and print the table (``--help``: say what it measures and exit)."""
     argparse.ArgumentParser(
         prog="python -m benchmarks.resident", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         print("ray: not installed (pip install -e '.[bench]'), not compared")
     print(_ratio(tiny_raw, "tiny tmr job (100 float32)", "tiny hand-written TF"))
     if args.plot:
-        from ._report import bar_chart
+        from ._plots import bar_chart
 
         ms = lambda raw: [(name, [t * 1e3 for t in samples]) for name, samples in raw.items()]  # noqa: E731
         bar_chart([(f"mean of {size:.0e} float32", ms(raw)), ("tiny job (100 float32)", ms(tiny_raw))], args.plot, unit="ms")

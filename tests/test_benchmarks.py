@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import _report, _timing  # noqa: E402 - importable only once the repository root is on the path
+from benchmarks import _targets, _timing  # noqa: E402 - importable only once the repository root is on the path
 
 
 def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -81,9 +81,8 @@ def test_quick_mode_measures_every_layout_and_writes_json_and_markdown(tmp_path:
     cluster_cases = [c for c in cases if c["layout"] in ("2w-even", "2w-uneven")]
     assert {c["input"] for c in cluster_cases} == {"shipped", "resident"}
     for case in cluster_cases:
-        if case["input"] == "shipped" or results["meta"]["resident_available"]:
-            assert {"tmr", "hand"} <= set(case["timings"])
-            assert "tmr/hand" in case["ratios"]
+        assert {"tmr", "hand"} <= set(case["timings"])
+        assert "tmr/hand" in case["ratios"]
     uneven = next(c for c in cases if c["layout"] == "2w-uneven")
     assert uneven["shard_rows"][1] == 3 * uneven["shard_rows"][0]
     sweep = next(c for c in cases if c["layout"] == "sweep")
@@ -93,8 +92,8 @@ def test_quick_mode_measures_every_layout_and_writes_json_and_markdown(tmp_path:
         assert cluster["leftover_pids"] == []
         assert not any(_alive(pid) for pid in cluster["pids"])
 
-    assert [row["metric"] for row in results["targets"]] == [row["metric"] for row in _report.targets(results)]
     markdown = (out / "results.md").read_text()
+    _assert_every_target_of_the_file_is_reported(results, markdown, proc.stdout)
     for heading in ("## Targets", "## Layouts at a glance", "## mean", "## variance", "## Shard-count sweep"):
         assert heading in markdown
     assert str(ROOT) not in markdown  # no path of the machine in the report
@@ -126,10 +125,41 @@ def _case(layout: str, job: str, size: int, input_: str, timings: dict[str, floa
     }
 
 
+def _assert_every_target_of_the_file_is_reported(results: dict[str, Any], markdown: str, stdout: str) -> None:
+    """Each entry of benchmarks/targets.json, one row per combination of its listed keys, with its goal, in order."""
+    entries = json.loads((ROOT / "benchmarks" / "targets.json").read_text())["targets"]
+    expected = []
+    for entry in entries:
+        combinations = 1
+        for key in ("layout", "job", "size", "input"):
+            combinations *= len(entry[key]) if isinstance(entry.get(key), list) else 1
+        bound = entry.get("at_most", entry.get("at_least"))
+        expected += [(entry["metric"].split("{")[0], "≤" if "at_most" in entry else "≥", bound)] * combinations
+    rows = results["targets"]
+    assert len(rows) == len(expected)
+    for row, (prefix, op, bound) in zip(rows, expected, strict=True):
+        assert row["metric"].startswith(prefix)
+        assert row["target"].startswith(f"{op} {bound:g}")
+        assert row["status"] in ("met", "missed", "not measured")
+        assert f"| {row['metric']} | {row['target']} |" in markdown
+        assert row["metric"] in stdout
+
+
+def _rows(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {row["metric"]: row for row in _targets.evaluate(results)}
+
+
 def test_targets_are_computed_from_the_run() -> None:
-    big = _report.BIG
+    big = 50_000_000
     results = {
-        "meta": {"config": {"sizes": [100, big], "sweep_shards": [2, 8, 32, 64], "sweep_cpu_devices": 2}},
+        "meta": {
+            "config": {
+                "sizes": [100, big],
+                "layouts": ["local", "2w-even", "sweep"],
+                "sweep_shards": [2, 8, 32, 64],
+                "sweep_cpu_devices": 2,
+            }
+        },
         "cases": [
             _case("2w-even", "mean", 100, "resident", {"tmr": 0.002, "hand": 0.0019}, {"tmr/hand": 1.05}),
             _case("2w-even", "mean", big, "resident", {"tmr": 0.010, "hand": 0.010}, {"tmr/hand": 1.0}),
@@ -139,18 +169,50 @@ def test_targets_are_computed_from_the_run() -> None:
         ],
         "startup": {**_timing.summary([6.0]), "source": "test", "first_job": None},
     }
-    rows = {row["metric"]: row for row in _report.targets(results)}
-    assert rows["tmr.mean, 100 elements, resident, 2 workers: median latency"]["status"] == "met"
+    rows = _rows(results)
+    latency = rows["tmr.mean, 100 elements, resident, 2 workers: median latency"]
+    assert (latency["status"], latency["target"]) == ("met", "≤ 3.5 ms")
+    assert "hand-written TF 1.9 ms" in latency["detail"]
     assert rows["overhead tmr.mean / hand-written TF, 1e2, resident, 2 workers"]["status"] == "met"
     assert rows["overhead tmr.variance / hand-written TF, 5e7, resident, 2 workers"]["status"] == "missed"
-    assert rows["overhead tmr.mean / hand-written TF, 1e2, shipped, 2 workers"]["status"] == "not measured"
+    shipped = rows["overhead tmr.mean / hand-written TF, 1e2, shipped, 2 workers"]
+    assert (shipped["status"], shipped["detail"]) == ("not measured", "not in this run")
     assert rows["tmr.mean over 5e7 float32, resident, 2 workers: throughput"]["measured"] == pytest.approx(20.0)
     variance = rows["tmr.variance over 5e7 float32, resident, 2 workers: throughput"]
     assert variance["status"] == "missed"
     assert "numpy np.var in one process 2.5 GB/s" in variance["detail"]
     assert rows["tmr.mean latency, 64 shards / 2 shards, 1e2, 2 workers × 2 CPUs"]["measured"] == pytest.approx(1.5)
+    assert rows["tmr.mean latency, 64 shards / 2 shards, 5e7, 2 workers × 2 CPUs"]["detail"] == "not in this run"
     assert rows["LocalCluster(2) ready (constructor returns)"]["status"] == "missed"
-    assert "| metric | target | measured | status | detail |" in _report.targets_markdown(list(rows.values()))
+    assert "| metric | target | measured | status | detail |" in _targets.markdown(list(rows.values()))
+
+    results["meta"]["config"]["sizes"] = [100]
+    big_row = _rows(results)["overhead tmr.mean / hand-written TF, 5e7, shipped, 2 workers"]
+    assert (big_row["status"], big_row["detail"]) == ("not measured", "not in this run (its sizes: 1e2)")
+
+
+def test_the_report_reads_its_targets_from_the_targets_file(tmp_path: Path) -> None:
+    path = tmp_path / "targets.json"
+    target = {"metric": "tmr.mean {size} {input}", "layout": "2w-even", "job": "mean", "size": 100, "timing": "tmr"}
+    target |= {"input": ["resident", "shipped"], "unit": "ms", "at_least": 2.5}
+    path.write_text(json.dumps({"targets": [target, {"metric": "start", "startup": "ready", "unit": "s", "at_most": 9}]}))
+    results = {
+        "meta": {"config": {"sizes": [100], "layouts": ["2w-even"]}},
+        "cases": [_case("2w-even", "mean", 100, "resident", {"tmr": 0.003}, {})],
+        "startup": {**_timing.summary([6.0]), "source": "test", "first_job": None},
+    }
+    rows = _targets.evaluate(results, _targets.load(path))
+    assert [(r["metric"], r["target"], r["status"]) for r in rows] == [
+        ("tmr.mean 1e2 resident", "≥ 2.5 ms", "met"),
+        ("tmr.mean 1e2 shipped", "≥ 2.5 ms", "not measured"),
+        ("start", "≤ 9 s", "met"),
+    ]
+    path.write_text(json.dumps({"targets": [{"metric": "no goal", "startup": "ready", "unit": "s"}]}))
+    with pytest.raises(ValueError, match=r"'no goal'.* needs exactly one goal: at_most or at_least"):
+        _targets.load(path)
+    path.write_text(json.dumps({"targets": [{"metric": "no case", "timing": "tmr", "layout": "1w", "unit": "ms", "at_most": 1}]}))
+    with pytest.raises(ValueError, match="needs the keys of its case: job, size, input missing"):
+        _targets.load(path)
 
 
 def test_resident_benchmark_help_prints_help_instead_of_running() -> None:
