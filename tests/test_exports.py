@@ -15,7 +15,7 @@ PUBLIC = {
     # clusters
     "Cluster", "LocalCluster", "Device", "Task", "get_timeout", "set_timeout", "deadline", "RunOptions",
     # jobs
-    "MapReduce", "Combiner", "combiners", "Plan", "Shard", "RunStats", "ShardStats", "weights",
+    "MapReduce", "Combiner", "combiners", "Plan", "Shard", "RunStats", "ShardStats", "stats", "weights",
     # resident data
     "Sharded", "scatter", "generate", "save_shards", "load_shards",
     # data in files, read on the workers

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, overload
+from typing import Any
 
 import tensorflow as tf
 from typing_extensions import Unpack
@@ -12,9 +12,8 @@ from ._combine import WEIGHTED_MEAN
 from ._errors import InputError
 from ._mapreduce import MapReduce
 from ._options import Options, RunOptions
-from ._recipe import run
+from ._recipe import returns_stats, run
 from ._regression import design_matrix
-from ._runstats import RunStats
 from ._source import sources
 
 
@@ -36,15 +35,8 @@ def least_squares_fit(X: tf.Tensor, y: tf.Tensor, *, intercept: bool = True) -> 
     return (solution[:-1], solution[-1]) if intercept else (solution, tf.constant(0.0, tf.float64))
 
 
-@overload
-def model_average(
-    fit: Callable[..., Any], data: Any, /, *, return_stats: Literal[False] = False, **options: Unpack[Options]
-) -> Any: ...
-@overload
-def model_average(
-    fit: Callable[..., Any], data: Any, /, *, return_stats: Literal[True], **options: Unpack[Options]
-) -> tuple[Any, RunStats]: ...
-def model_average(fit: Callable[..., Any], data: Any, /, *, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+@returns_stats
+def model_average(fit: Callable[..., Any], data: Any, /, **options: Unpack[Options]) -> Any:
     """Train a model on each shard independently, then average the parameters weighted by shard rows.
 
     ``fit(*shard_tensors)`` runs on each shard's own device (TensorFlow ops,
@@ -68,11 +60,10 @@ def model_average(fit: Callable[..., Any], data: Any, /, *, return_stats: bool =
     Args:
         fit: ``fit(*shards) -> parameters`` in TensorFlow ops, e.g. :func:`least_squares_fit`.
         data: an array, a tuple of co-partitioned arrays (passed to ``fit`` in order), or resident data.
-        return_stats: also return the run's ``RunStats``.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
     Returns:
-        The averaged parameters as numpy values, in ``fit``'s structure (and the stats, if asked).
+        The averaged parameters as numpy values, in ``fit``'s structure.
 
     Raises:
         MapFunctionError: ``fit`` raised or returned something that is not tensors.
@@ -90,9 +81,8 @@ def model_average(fit: Callable[..., Any], data: Any, /, *, return_stats: bool =
     data = sources(data)
     if data[0].rows == 0:
         raise InputError("model averaging over 0 rows is undefined; pass at least one row")
-    settings = RunOptions.of(return_stats=return_stats, **options)
+    settings = RunOptions.of(**options)
     mapreduce: MapReduce[Any] = MapReduce(
         fit, WEIGHTED_MEAN, name=f"model_average({getattr(fit, '__qualname__', type(fit).__name__)})"
     )
-    value, stats = run(mapreduce, data, settings)  # jobs of the same fit share their compiled graphs
-    return (value, stats) if stats is not None else value
+    return run(mapreduce, data, settings)  # jobs of the same fit share their compiled graphs

@@ -11,6 +11,7 @@ from ._combine import WEIGHTED_MEAN
 from ._local import LocalCluster
 from ._mapreduce import MapReduce
 from ._resident import scatter
+from ._runstats import stats as tmr_stats
 from ._statistics import mean, variance
 
 
@@ -76,8 +77,9 @@ def main(workers: int = 2) -> int:
 
         started = _step("The same data made resident: scattered once, then reduced where it lives")
         with scatter(big, cluster=cluster) as resident:
-            m, stats = mean(resident, return_stats=True)
-            print(f"   mean tfmapreduce: {m:.6f}    bytes sent this run: {stats.bytes_sent}")
+            with tmr_stats() as collected:
+                m = mean(resident)
+            print(f"   mean tfmapreduce: {m:.6f}    bytes sent this run: {collected.last.bytes_sent}")
         _done(started)
     print("\nThe workers have stopped.")
     return 0

@@ -25,7 +25,7 @@ from ._planner import plan_of, resolve_cluster
 from ._program import Builder, Call, Program, Ready
 from ._retry import can_retry, moved_shards, with_retries
 from ._route import route
-from ._runstats import RunStats, ShardStats
+from ._runstats import RunStats, ShardStats, collecting, record
 from ._shm import Staging
 from ._source import Shipped, Sources, as_array
 
@@ -165,9 +165,11 @@ def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (),
 
     (value, program, planned, compiled, outcomes), recovery = with_retries(settings, call.srcs, call.cluster, attempt)
     result = kind.finish(value, program, planned, call)
-    if not settings.return_stats:
+    if not (settings.return_stats or collecting()):
         return result
-    return result, _stats(call, tried, outcomes, compiled, recovery, time.perf_counter() - started)
+    stats = _stats(call, tried, outcomes, compiled, recovery, time.perf_counter() - started)
+    record(stats)
+    return (result, stats) if settings.return_stats else result
 
 
 def _signature(call: Call, shards: Plan) -> tuple[tuple[Hashable, ...], tuple[Any, ...]]:

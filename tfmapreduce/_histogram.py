@@ -11,7 +11,7 @@ from typing_extensions import Unpack
 
 from ._combine import SUM, segment_count
 from ._options import Options, RunOptions
-from ._recipe import recipe, run, value_range
+from ._recipe import recipe, run_with_stats, value_range
 from ._runstats import RunStats
 from ._source import sources
 
@@ -104,10 +104,10 @@ def histogram(
         range = (lo, hi)
     edges = np.histogram_bin_edges(empty, bins, range)
     mapreduce = recipe(("histogram",), lambda: (_histogram_map, SUM))
-    counts, stats = run(mapreduce, x, settings, broadcast=(edges.astype(np.float64),))
+    counts, stats = run_with_stats(mapreduce, x, settings, broadcast=(edges.astype(np.float64),))
     counts = np.asarray(counts, np.int64)
     result: Histogram = (counts, edges)
     if density:
         widths = np.array(np.diff(edges), float)
         result = (counts / widths / counts.sum(), edges)
-    return (*result, stats) if stats is not None else result
+    return (*result, stats) if return_stats else result

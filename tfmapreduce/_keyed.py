@@ -33,7 +33,7 @@ from ._keyed_sharded import Built, keep
 from ._mapfn import call_map, callable_name, check_same_outputs, describe, first_line, where
 from ._per_key import buckets, by_key, merge
 from ._plan import Plan, Shard
-from ._program import Builder, Call, Program, Ready
+from ._program import Builder, Call, MapJob, Program
 from ._source import DATA_OPTIONS, Batches, Sources, Streamed, streamed
 from ._task import Task
 
@@ -49,21 +49,14 @@ NO_SPECULATION = (
 
 
 @attrs.define(eq=False, repr=False)
-class Keyed:
+class Keyed(MapJob):
     """A keyed job as the run driver sees it (see ``_engine.Kind``): per-key results on the reducers."""
 
-    map_fn: Callable[..., Any]
-    combiner: Combiner
-    name: str
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     speculation: str | None = NO_SPECULATION
 
     @property
     def identity(self) -> Hashable:
         return (self.map_fn, self.combiner, True)
-
-    def __repr__(self) -> str:
-        return f"MapReduce({self.name})"
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         return keyed_sources(x)

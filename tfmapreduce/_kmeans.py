@@ -15,7 +15,17 @@ from ._combine import SUM
 from ._deadline import effective_timeout
 from ._errors import InputError
 from ._options import Options, RunOptions
-from ._recipe import as_matrix, check_callback, check_float, check_int, feature_count, held_resident, progress_bar, recipe, run
+from ._recipe import (
+    as_matrix,
+    check_callback,
+    check_float,
+    check_int,
+    feature_count,
+    held_resident,
+    progress_bar,
+    recipe,
+    run_with_stats,
+)
 from ._resident import Sharded
 from ._runstats import RunStats
 from ._source import as_array, host_array, sources
@@ -219,7 +229,7 @@ def kmeans(
         array([[ 0. ,  0.5],
                [10. , 10.5]])
     """
-    settings = RunOptions.of(return_stats=True, **options)
+    settings = RunOptions.of(**options)
     k = check_int(k, "k", 1)
     iters = check_int(iters, "iters", 1)
     tol = check_float(tol, "tol")
@@ -238,7 +248,7 @@ def kmeans(
     with held_resident(data, iters, settings) as (held, resident):
         for i in range(1, iters + 1):
             started = time.perf_counter()
-            (sums, counts, inertia), stats = run(mapreduce, held, resident, broadcast=(centroids,))
+            (sums, counts, inertia), stats = run_with_stats(mapreduce, held, resident, broadcast=(centroids,))
             if counts.sum() != rows or not np.all(np.isfinite(sums)):
                 raise InputError(
                     f"data holds rows with NaN or infinite values ({rows - int(counts.sum())} of {rows} rows could not be assigned); "
@@ -249,7 +259,6 @@ def kmeans(
             new[filled] = sums[filled] / counts[filled][:, None]
             shift = float(np.sqrt(((new - centroids) ** 2).sum(axis=1)).max())
             centroids = new
-            assert stats is not None  # asked for with return_stats=True
             step = KMeansStep(i, float(inertia), shift, int((~filled).sum()), time.perf_counter() - started, stats)
             history.append(step)
             bar.set_postfix_str(f"inertia={step.inertia:.6g} shift={shift:.3g}", refresh=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from ._cache import Kept
 from ._cluster import Cluster
+from ._combine import Combiner
 from ._options import RunOptions
 from ._plan import Plan, Shard
 from ._shm import Mapped, guard
@@ -158,3 +159,17 @@ class Ready:
 
     def fits(self, srcs: Sources) -> bool:
         return self.kept.alive and self.signature == tuple(s.signature(self.shards) for s in srcs)
+
+
+@attrs.define(eq=False, repr=False)
+class MapJob:
+    """What the kinds of a ``MapReduce`` job share: its map function, combiner and name, and its runs kept ready."""
+
+    map_fn: Callable[..., Any]
+    combiner: Combiner
+    name: str
+    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
+    """Where the run driver keeps the job's plain runs ready to go again."""
+
+    def __repr__(self) -> str:
+        return f"MapReduce({self.name})"

@@ -9,9 +9,10 @@ on the client.  Multi-round recipes hold host data resident for the call with
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import attrs
 import numpy as np
@@ -23,8 +24,11 @@ from ._mapreduce import MapReduce
 from ._options import RunOptions
 from ._planner import plan_of, resolve_cluster
 from ._resident import Sharded, scatter
-from ._runstats import RunStats
+from ._runstats import RunStats, stats
 from ._source import sources
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _jobs: dict[Hashable, MapReduce[Any]] = {}
 
@@ -39,17 +43,42 @@ def recipe(
     return _jobs[key]
 
 
-def run(mapreduce: MapReduce[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] = ()) -> tuple[Any, RunStats | None]:
-    """Run a recipe's MapReduce; returns (result, stats or None)."""
-    out = mapreduce.execute(x, settings, broadcast=broadcast)
-    return out if settings.return_stats else (out, None)
+def run(mapreduce: MapReduce[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] = ()) -> Any:
+    """Run a recipe's MapReduce: its result (the stats go to any open ``tmr.stats()`` block)."""
+    return mapreduce.execute(x, attrs.evolve(settings, return_stats=False), broadcast=broadcast)
 
 
-def finish(value: Any, dtype: Any, stats: RunStats | None) -> Any:
-    """``value`` as ``dtype`` (a numpy scalar for 0-d), with the stats when they were asked for."""
-    value = np.asarray(value).astype(dtype)
-    value = value[()] if value.ndim == 0 else value
-    return (value, stats) if stats is not None else value
+def run_with_stats(
+    mapreduce: MapReduce[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] = ()
+) -> tuple[Any, RunStats]:
+    """:func:`run`, and its stats (what a multi-round recipe records of each round)."""
+    with stats() as collected:
+        value = run(mapreduce, x, settings, broadcast)
+    return value, collected.last
+
+
+def finish(value: Any, dtype: Any) -> np.generic | np.ndarray[Any, Any]:
+    """``value`` as ``dtype`` (a numpy scalar for 0-d)."""
+    array = np.asarray(value).astype(dtype)
+    return array[()] if array.ndim == 0 else array
+
+
+def returns_stats(fn: Callable[P, R]) -> Callable[P, R]:
+    """A recipe that also takes ``return_stats=True`` and then returns ``(result, stats of its last run)``.
+
+    ``return_stats=`` is the older spelling of ``with tmr.stats() as s:`` (typed code uses the block);
+    the recipe itself never sees it.
+    """
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        if not kwargs.pop("return_stats", False):
+            return fn(*args, **kwargs)
+        with stats() as collected:
+            result = fn(*args, **kwargs)
+        return (result, collected.last)  # type: ignore[return-value]  # the older, untyped spelling
+
+    return call
 
 
 def check_axis(axis: object, ndim: int) -> int | None:
@@ -162,7 +191,7 @@ def _minmax_map(t: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 def value_range(x: Any, settings: RunOptions) -> tuple[Any, Any]:
     """(min, max) over every element of ``x`` in one run, in ``x``'s dtype."""
     mapreduce = recipe(("minmax",), lambda: (_minmax_map, _MINMAX))
-    (lo, hi), _ = run(mapreduce, x, attrs.evolve(settings, return_stats=False))
+    lo, hi = run(mapreduce, x, settings)
     return lo, hi
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Literal, overload
+from typing import Any
 
 import attrs
 import numpy as np
@@ -23,7 +23,9 @@ from ._recipe import (
     held_resident,
     progress_bar,
     recipe,
+    returns_stats,
     run,
+    run_with_stats,
     value_range,
 )
 from ._runstats import RunStats
@@ -153,17 +155,8 @@ def _xy_info(data: Any) -> tuple[int, int, tuple[int, ...]]:
     return srcs[0].rows, features, srcs[1].shape
 
 
-@overload
-def linear_regression(
-    X: Any, y: Any, /, *, intercept: bool = True, return_stats: Literal[False] = False, **options: Unpack[Options]
-) -> LinearModel: ...
-@overload
-def linear_regression(
-    X: Any, y: Any, /, *, intercept: bool = True, return_stats: Literal[True], **options: Unpack[Options]
-) -> tuple[LinearModel, RunStats]: ...
-def linear_regression(
-    X: Any, y: Any, /, *, intercept: bool = True, return_stats: bool = False, **options: Unpack[Options]
-) -> Any:
+@returns_stats
+def linear_regression(X: Any, y: Any, /, *, intercept: bool = True, **options: Unpack[Options]) -> LinearModel:
     """Least squares by the normal equations: ``XᵀX`` and ``Xᵀy`` summed across shards, solved on the client.
 
     Each shard computes its ``AᵀA`` and ``Aᵀy`` in float64 (``A`` is ``X`` with a
@@ -176,11 +169,10 @@ def linear_regression(
         X: ``(rows, features)`` (1-d: one feature), or resident data.
         y: ``(rows,)`` or ``(rows, targets)``, co-partitioned with ``X``.
         intercept: also fit a constant term.
-        return_stats: also return the run's ``RunStats``.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
     Returns:
-        A :class:`LinearModel` (and the run's stats, if asked).
+        A :class:`LinearModel`.
 
     Raises:
         InputError: no rows, or ``X``/``y`` of unusable shapes.
@@ -191,14 +183,14 @@ def linear_regression(
         >>> model.coef.round(12), round(model.intercept, 12)
         (array([2.]), 1.0)
     """
-    settings = RunOptions.of(return_stats=return_stats, **options)
+    settings = RunOptions.of(**options)
     data = sources((X, y), argument="(X, y)")  # once, for the checks and the run
     rows, _, y_shape = _xy_info(data)
     if rows == 0:
         raise InputError("linear regression of 0 rows is undefined; pass at least one row")
     intercept = bool(intercept)
     mapreduce = recipe(("linear_regression", intercept), lambda: (_normal_map(intercept), SUM))
-    (ata, aty), stats = run(mapreduce, data, settings)
+    ata, aty = run(mapreduce, data, settings)
     if not (np.all(np.isfinite(ata)) and np.all(np.isfinite(aty))):
         raise InputError(
             "X or y holds NaN or infinite values (or values so large their squares overflow); drop or fix those rows first"
@@ -208,7 +200,7 @@ def linear_regression(
         solution = solution[:, 0]
     coef, const = (solution[:-1], solution[-1]) if intercept else (solution, np.zeros(solution.shape[1:]))
     model = LinearModel(coef, float(const) if np.ndim(const) == 0 else const, rows)
-    return (model, stats) if stats is not None else model
+    return model
 
 
 def _logistic_map(x: tf.Tensor, y: tf.Tensor, coef: tf.Tensor, const: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -271,7 +263,7 @@ def logistic_regression(
         >>> model.predict(X)
         array([0, 0, 1, 1])
     """
-    settings = RunOptions.of(return_stats=True, **options)
+    settings = RunOptions.of(**options)
     steps = check_int(steps, "steps", 1)
     lr = check_float(lr, "lr", positive=True)
     tol = check_float(tol, "tol")
@@ -293,7 +285,7 @@ def logistic_regression(
             raise InputError(f"y must hold labels in [0, 1] (0/1 classes or probabilities), got values in [{lo}, {hi}]")
         for i in range(1, steps + 1):
             started = time.perf_counter()
-            (grad_coef, grad_const, loss), stats = run(mapreduce, held, resident, broadcast=(coef, const))
+            (grad_coef, grad_const, loss), stats = run_with_stats(mapreduce, held, resident, broadcast=(coef, const))
             grad_const = grad_const if intercept else 0.0
             norm = float(np.sqrt(grad_coef @ grad_coef + grad_const * grad_const))
             converged = norm <= tol
@@ -301,7 +293,6 @@ def logistic_regression(
                 coef = coef - lr * grad_coef
                 const = np.float64(const - lr * grad_const)
                 taken += 1
-            assert stats is not None  # asked for with return_stats=True
             step = GradientStep(i, float(loss), norm, time.perf_counter() - started, stats)
             history.append(step)
             bar.set_postfix_str(f"loss={step.loss:.6g} |grad|={norm:.3g}", refresh=False)

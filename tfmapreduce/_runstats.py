@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import attrs
 
 from ._task import Task
@@ -57,3 +61,54 @@ class RunStats:
     def backed_up(self) -> tuple[int, ...]:
         """``speculate=True``: the shards that were backed up on another device (see :attr:`ShardStats.backup_won`)."""
         return tuple(s.index for s in self.shards if s.backup is not None)
+
+
+@attrs.define(eq=False)
+class Collected:
+    """The :class:`RunStats` of every run made inside a :func:`stats` block, in order."""
+
+    runs: list[RunStats] = attrs.field(factory=list)
+    """One entry per distributed run (a multi-round recipe makes several)."""
+
+    @property
+    def last(self) -> RunStats:
+        """The last run's stats.
+
+        Raises:
+            LookupError: no run was made inside the block.
+        """
+        if not self.runs:
+            raise LookupError("no run was made inside this tmr.stats() block; call a job or recipe inside it")
+        return self.runs[-1]
+
+
+_collecting: contextvars.ContextVar[tuple[Collected, ...]] = contextvars.ContextVar("tfmapreduce_stats", default=())
+
+
+@contextlib.contextmanager
+def stats() -> Iterator[Collected]:
+    """Collect the :class:`RunStats` of every run made inside the block (scopes nest; each sees its own runs).
+
+    Example:
+        >>> with tmr.stats() as s:
+        ...     total = tmr.sum(np.arange(10), cluster=cluster, sizes=[3, 7])
+        >>> int(total), [shard.rows for shard in s.last.shards]
+        (45, [3, 7])
+    """
+    collected = Collected()
+    token = _collecting.set((*_collecting.get(), collected))
+    try:
+        yield collected
+    finally:
+        _collecting.reset(token)
+
+
+def collecting() -> bool:
+    """Whether a :func:`stats` block is open."""
+    return bool(_collecting.get())
+
+
+def record(run: RunStats) -> None:
+    """Add a run's stats to every open :func:`stats` block."""
+    for collected in _collecting.get():
+        collected.runs.append(run)

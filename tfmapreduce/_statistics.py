@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, overload
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -13,8 +13,7 @@ from ._combine import COUNT, MAX, MIN, MOMENTS, SUM, Combiner
 from ._errors import InputError
 from ._numerics import exact_sum, float_sum, moments_map
 from ._options import Options, RunOptions
-from ._recipe import check_axis, finish, info, keep_dims, recipe, require_rows, run
-from ._runstats import RunStats
+from ._recipe import check_axis, finish, info, keep_dims, recipe, require_rows, returns_stats, run
 from ._source import sources
 
 Numeric = np.generic | np.ndarray[Any, Any]
@@ -35,23 +34,8 @@ def _sum_count_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, t
     return shard_sum_count
 
 
-@overload
-def mean(
-    x: Any,
-    /,
-    *,
-    axis: int | None = None,
-    keepdims: bool = False,
-    return_stats: Literal[False] = False,
-    **options: Unpack[Options],
-) -> Numeric: ...
-@overload
-def mean(
-    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: Literal[True], **options: Unpack[Options]
-) -> tuple[Numeric, RunStats]: ...
-def mean(
-    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: bool = False, **options: Unpack[Options]
-) -> Any:
+@returns_stats
+def mean(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options: Unpack[Options]) -> Numeric:
     """The mean of ``x`` over the cluster, equal to ``np.mean(x, axis=axis)``.
 
     Every shard sums in float64 (integers too, as numpy does: no int64
@@ -66,7 +50,6 @@ def mean(
             too: ``-1`` is 0 for 1-d data; a per-row axis such as ``-1`` of 2-d data raises).
         keepdims: keep the reduced axes with length 1, as numpy does (the same in
             :func:`sum`, :func:`min`, :func:`max`, :func:`variance` and :func:`std`).
-        return_stats: also return the run's ``RunStats``.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
     Raises:
@@ -77,34 +60,19 @@ def mean(
         >>> float(tmr.mean(np.arange(100.0), cluster=cluster, sizes=[30, 70]))
         49.5
     """
-    settings = RunOptions.of(return_stats=return_stats, **options)
+    settings = RunOptions.of(**options)
     x = sources(x)  # once: the checks below and the run share it
     _, shape, rows = info(x, "x")
     axis = check_axis(axis, len(shape))
     require_rows(rows, "the mean")
     mapreduce = recipe(("mean", axis), lambda: (_sum_count_map(axis), SUM))
-    (total, count), stats = run(mapreduce, x, settings)  # counted where read: file sources learn their rows by reading
+    (total, count) = run(mapreduce, x, settings)  # counted where read: file sources learn their rows by reading
     require_rows(int(count), "the mean")
-    return finish(keep_dims(np.asarray(total, np.float64) / count, len(shape), axis, keepdims), np.float64, stats)
+    return finish(keep_dims(np.asarray(total, np.float64) / count, len(shape), axis, keepdims), np.float64)
 
 
-@overload
-def sum(
-    x: Any,
-    /,
-    *,
-    axis: int | None = None,
-    keepdims: bool = False,
-    return_stats: Literal[False] = False,
-    **options: Unpack[Options],
-) -> Numeric: ...
-@overload
-def sum(
-    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: Literal[True], **options: Unpack[Options]
-) -> tuple[Numeric, RunStats]: ...
-def sum(
-    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: bool = False, **options: Unpack[Options]
-) -> Any:
+@returns_stats
+def sum(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options: Unpack[Options]) -> Numeric:
     """The sum of ``x``, equal to ``np.sum(x, axis=axis)``.
 
     Signed integers and booleans accumulate in int64 and unsigned ones in
@@ -116,13 +84,13 @@ def sum(
         >>> int(tmr.sum(np.arange(10, dtype=np.int32), cluster=cluster))
         45
     """
-    settings = RunOptions.of(return_stats=return_stats, **options)
+    settings = RunOptions.of(**options)
     x = sources(x)
     _, shape, _ = info(x, "x")
     axis = check_axis(axis, len(shape))
     mapreduce = recipe(("sum", axis), lambda: (_sum_map(axis), SUM))
-    total, stats = run(mapreduce, x, settings)
-    return finish(keep_dims(total, len(shape), axis, keepdims), np.asarray(total).dtype, stats)
+    total = run(mapreduce, x, settings)
+    return finish(keep_dims(total, len(shape), axis, keepdims), np.asarray(total).dtype)
 
 
 def _extreme_map(reduce: Callable[..., tf.Tensor], axis: int | None) -> Callable[[tf.Tensor], tf.Tensor]:
@@ -134,123 +102,83 @@ def _extreme_map(reduce: Callable[..., tf.Tensor], axis: int | None) -> Callable
 
 def _extreme(
     name: str, reduce: Callable[..., tf.Tensor], combiner: Combiner, x: Any, axis: object, keepdims: object, settings: RunOptions
-) -> Any:
+) -> Numeric:
     x = sources(x)
     dtype, shape, rows = info(x, "x")
     axis = check_axis(axis, len(shape))
     require_rows(rows, f"the {name}")
     mapreduce = recipe((name, axis), lambda: (_extreme_map(reduce, axis), combiner))
-    value, stats = run(mapreduce, x, settings)
-    return finish(keep_dims(value, len(shape), axis, keepdims), dtype, stats)
+    value = run(mapreduce, x, settings)
+    return finish(keep_dims(value, len(shape), axis, keepdims), dtype)
 
 
-@overload
-def min(
-    x: Any,
-    /,
-    *,
-    axis: int | None = None,
-    keepdims: bool = False,
-    return_stats: Literal[False] = False,
-    **options: Unpack[Options],
-) -> Numeric: ...
-@overload
-def min(
-    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: Literal[True], **options: Unpack[Options]
-) -> tuple[Numeric, RunStats]: ...
-def min(
-    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: bool = False, **options: Unpack[Options]
-) -> Any:
+@returns_stats
+def min(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options: Unpack[Options]) -> Numeric:
     """The minimum of ``x``, equal to ``np.min(x, axis=axis)``; an input with 0 rows raises InputError.
 
     Example:
         >>> int(tmr.min(np.array([3, 1, 2]), cluster=cluster))
         1
     """
-    return _extreme("min", tf.reduce_min, MIN, x, axis, keepdims, RunOptions.of(return_stats=return_stats, **options))
+    return _extreme("min", tf.reduce_min, MIN, x, axis, keepdims, RunOptions.of(**options))
 
 
-@overload
-def max(
-    x: Any,
-    /,
-    *,
-    axis: int | None = None,
-    keepdims: bool = False,
-    return_stats: Literal[False] = False,
-    **options: Unpack[Options],
-) -> Numeric: ...
-@overload
-def max(
-    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: Literal[True], **options: Unpack[Options]
-) -> tuple[Numeric, RunStats]: ...
-def max(
-    x: Any, /, *, axis: int | None = None, keepdims: bool = False, return_stats: bool = False, **options: Unpack[Options]
-) -> Any:
+@returns_stats
+def max(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options: Unpack[Options]) -> Numeric:
     """The maximum of ``x``, equal to ``np.max(x, axis=axis)``; an input with 0 rows raises InputError.
 
     Example:
         >>> int(tmr.max(np.array([3, 1, 2]), cluster=cluster))
         3
     """
-    return _extreme("max", tf.reduce_max, MAX, x, axis, keepdims, RunOptions.of(return_stats=return_stats, **options))
+    return _extreme("max", tf.reduce_max, MAX, x, axis, keepdims, RunOptions.of(**options))
 
 
 def _rows_map(t: tf.Tensor) -> tf.Tensor:
     return tf.shape(t, out_type=tf.int64)[0]
 
 
-@overload
-def count(x: Any, /, *, return_stats: Literal[False] = False, **options: Unpack[Options]) -> np.int64: ...
-@overload
-def count(x: Any, /, *, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[np.int64, RunStats]: ...
-def count(x: Any, /, *, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+@returns_stats
+def count(x: Any, /, **options: Unpack[Options]) -> np.int64:
     """The number of rows of ``x`` (``len(x)``), counted shard by shard on the cluster.
 
     Example:
         >>> int(tmr.count(np.zeros((7, 3)), cluster=cluster))
         7
     """
-    settings = RunOptions.of(return_stats=return_stats, **options)
+    settings = RunOptions.of(**options)
     mapreduce = recipe(("count",), lambda: (_rows_map, COUNT))
-    value, stats = run(mapreduce, x, settings)
-    return finish(value, np.int64, stats)
+    rows: np.int64 = np.int64(run(mapreduce, x, settings))
+    return rows
 
 
 Moments = tuple[Numeric, Numeric, Numeric]
 """``(count, mean, M2)`` in float64."""
 
 
-@overload
-def moments(
-    x: Any, /, *, axis: int | None = None, return_stats: Literal[False] = False, **options: Unpack[Options]
-) -> Moments: ...
-@overload
-def moments(
-    x: Any, /, *, axis: int | None = None, return_stats: Literal[True], **options: Unpack[Options]
-) -> tuple[Moments, RunStats]: ...
-def moments(x: Any, /, *, axis: int | None = None, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+@returns_stats
+def moments(x: Any, /, *, axis: int | None = None, **options: Unpack[Options]) -> Moments:
     """``(count, mean, M2)`` of ``x`` in float64, merged across shards with Chan's parallel formula.
 
     Example:
         >>> tuple(float(v) for v in tmr.recipes.moments(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3]))
         (4.0, 2.5, 5.0)
     """
-    settings = RunOptions.of(return_stats=return_stats, **options)
+    settings = RunOptions.of(**options)
     return _moments(x, axis, settings)
 
 
-def _moments(x: Any, axis: object, settings: RunOptions) -> Any:
+def _moments(x: Any, axis: object, settings: RunOptions) -> Moments:
     x = sources(x)
     _, shape, rows = info(x, "x")
     axis = check_axis(axis, len(shape))
     require_rows(rows, "the variance")
     mapreduce = recipe(("moments", axis), lambda: (moments_map(axis), MOMENTS))
-    value, stats = run(mapreduce, x, settings)
-    return (value, stats) if stats is not None else value
+    n, mean, m2 = run(mapreduce, x, settings)
+    return n, mean, m2
 
 
-def _variance(x: Any, axis: object, ddof: object, keepdims: object, settings: RunOptions) -> tuple[Any, RunStats | None]:
+def _variance(x: Any, axis: object, ddof: object, keepdims: object, settings: RunOptions) -> Any:
     x = sources(x)
     _, shape, rows = info(x, "x")
     if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
@@ -258,14 +186,13 @@ def _variance(x: Any, axis: object, ddof: object, keepdims: object, settings: Ru
     ddof = int(ddof)
     if rows and ddof >= rows and check_axis(axis, len(shape)) == 0:
         raise InputError(f"ddof={ddof} needs more than {ddof} rows, got {rows}")
-    out = _moments(x, axis, settings)
-    (n, _, m2), stats = out if settings.return_stats else (out, None)
+    n, _, m2 = _moments(x, axis, settings)
     if np.any(np.asarray(n) <= ddof):
         raise InputError(f"ddof={ddof} needs more than {ddof} elements, got {int(np.max(n))}")
-    return keep_dims(np.asarray(m2) / (np.asarray(n) - ddof), len(shape), check_axis(axis, len(shape)), keepdims), stats
+    return keep_dims(np.asarray(m2) / (np.asarray(n) - ddof), len(shape), check_axis(axis, len(shape)), keepdims)
 
 
-@overload
+@returns_stats
 def variance(
     x: Any,
     /,
@@ -273,30 +200,8 @@ def variance(
     axis: int | None = None,
     keepdims: bool = False,
     ddof: int = 0,
-    return_stats: Literal[False] = False,
     **options: Unpack[Options],
-) -> Numeric: ...
-@overload
-def variance(
-    x: Any,
-    /,
-    *,
-    axis: int | None = None,
-    keepdims: bool = False,
-    ddof: int = 0,
-    return_stats: Literal[True],
-    **options: Unpack[Options],
-) -> tuple[Numeric, RunStats]: ...
-def variance(
-    x: Any,
-    /,
-    *,
-    axis: int | None = None,
-    keepdims: bool = False,
-    ddof: int = 0,
-    return_stats: bool = False,
-    **options: Unpack[Options],
-) -> Any:
+) -> Numeric:
     """The variance of ``x``, equal to ``np.var(x, axis=axis, ddof=ddof)``.
 
     Each shard computes its count, mean and sum of squared deviations; Chan's
@@ -309,15 +214,15 @@ def variance(
         >>> float(tmr.variance(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3]))
         1.25
     """
-    value, stats = _variance(x, axis, ddof, keepdims, RunOptions.of(return_stats=return_stats, **options))
-    return finish(value, np.float64, stats)
+    value = _variance(x, axis, ddof, keepdims, RunOptions.of(**options))
+    return finish(value, np.float64)
 
 
 var = variance
 """numpy's name for :func:`variance` (``np.var``): the same function."""
 
 
-@overload
+@returns_stats
 def std(
     x: Any,
     /,
@@ -325,38 +230,16 @@ def std(
     axis: int | None = None,
     keepdims: bool = False,
     ddof: int = 0,
-    return_stats: Literal[False] = False,
     **options: Unpack[Options],
-) -> Numeric: ...
-@overload
-def std(
-    x: Any,
-    /,
-    *,
-    axis: int | None = None,
-    keepdims: bool = False,
-    ddof: int = 0,
-    return_stats: Literal[True],
-    **options: Unpack[Options],
-) -> tuple[Numeric, RunStats]: ...
-def std(
-    x: Any,
-    /,
-    *,
-    axis: int | None = None,
-    keepdims: bool = False,
-    ddof: int = 0,
-    return_stats: bool = False,
-    **options: Unpack[Options],
-) -> Any:
+) -> Numeric:
     """The standard deviation of ``x``, equal to ``np.std(x, axis=axis, ddof=ddof)`` (see :func:`variance`).
 
     Example:
         >>> float(tmr.std(np.array([1.0, 3.0]), cluster=cluster))
         1.0
     """
-    value, stats = _variance(x, axis, ddof, keepdims, RunOptions.of(return_stats=return_stats, **options))
-    return finish(np.sqrt(value), np.float64, stats)
+    value = _variance(x, axis, ddof, keepdims, RunOptions.of(**options))
+    return finish(np.sqrt(value), np.float64)
 
 
 def _weighted_map(x: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -365,11 +248,8 @@ def _weighted_map(x: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.reduce_sum(wx, axis=0), tf.reduce_sum(w)
 
 
-@overload
-def weighted_mean(x: Any, w: Any, /, *, return_stats: Literal[False] = False, **options: Unpack[Options]) -> Numeric: ...
-@overload
-def weighted_mean(x: Any, w: Any, /, *, return_stats: Literal[True], **options: Unpack[Options]) -> tuple[Numeric, RunStats]: ...
-def weighted_mean(x: Any, w: Any, /, *, return_stats: bool = False, **options: Unpack[Options]) -> Any:
+@returns_stats
+def weighted_mean(x: Any, w: Any, /, **options: Unpack[Options]) -> Numeric:
     """``Σ wᵢ·xᵢ / Σ wᵢ`` down the rows, equal to ``np.average(x, axis=0, weights=w)``.
 
     ``x`` and ``w`` are partitioned together: ``w`` holds one weight per row.
@@ -381,14 +261,14 @@ def weighted_mean(x: Any, w: Any, /, *, return_stats: bool = False, **options: U
         >>> float(tmr.weighted_mean(np.array([1.0, 3.0]), np.array([3.0, 1.0]), cluster=cluster))
         1.5
     """
-    settings = RunOptions.of(return_stats=return_stats, **options)
+    settings = RunOptions.of(**options)
     _, _, rows = info(x, "x")
     srcs = sources((x, w))  # the run below uses these sources, not x and w again
     if len(srcs[1].shape) != 1:
         raise InputError(f"w must be 1-d, one weight per row of x, got shape {srcs[1].shape}")
     require_rows(rows, "the weighted mean")
     mapreduce = recipe(("weighted_mean",), lambda: (_weighted_map, SUM))
-    (total, weight), stats = run(mapreduce, srcs, settings)
+    (total, weight) = run(mapreduce, srcs, settings)
     if weight == 0:
         raise InputError("the weights w sum to 0, so the weighted mean is undefined; give some row a non-zero weight")
-    return finish(np.asarray(total) / weight, np.float64, stats)
+    return finish(np.asarray(total) / weight, np.float64)

@@ -2,39 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
 import attrs
 import tensorflow as tf
 
-from ._combine import Combiner
 from ._errors import JobError, MapFunctionError
 from ._mapfn import check_same_outputs, describe, first_line, map_shard
 from ._merge import merge_tree
 from ._plan import Plan, Shard
-from ._program import Builder, Call, Program, Ready
+from ._program import Builder, Call, MapJob, Program
 from ._source import Sources, sources, streamed
 from ._stream import compile_fold
 from ._task import Task
 
 
 @attrs.define(eq=False, repr=False)
-class WholeInput:
+class WholeInput(MapJob):
     """A whole-input job as the run driver sees it (see ``_engine.Kind``): one combined result per run."""
 
-    map_fn: Callable[..., Any]
-    combiner: Combiner
-    name: str
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     speculation: str | None = None  # its shards can be backed up
 
     @property
     def identity(self) -> Hashable:
         return (self.map_fn, self.combiner, False)
-
-    def __repr__(self) -> str:
-        return f"MapReduce({self.name})"
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         return sources(x), None
