@@ -43,7 +43,7 @@ _EXPORTS = {
     "deadline": "_options",
     "generate": "_resident",
     "get_timeout": "_options",
-    "load_shards": "_resident",
+    "load_shards": "_shardfile",
     "max": "_statistics",
     "max_by_key": "_by_key",
     "mean": "_statistics",
@@ -56,7 +56,7 @@ _EXPORTS = {
     "read_text": "_files",
     "read_tfrecord": "_files",
     "recipes": "",
-    "save_shards": "_resident",
+    "save_shards": "_shardfile",
     "scatter": "_resident",
     "set_timeout": "_options",
     "std": "_statistics",
@@ -114,11 +114,11 @@ if _typing.TYPE_CHECKING:
     from ._plan import Shard as Shard
     from ._resident import Sharded as Sharded
     from ._resident import generate as generate
-    from ._resident import load_shards as load_shards
-    from ._resident import save_shards as save_shards
     from ._resident import scatter as scatter
     from ._runstats import RunStats as RunStats
     from ._runstats import ShardStats as ShardStats
+    from ._shardfile import load_shards as load_shards
+    from ._shardfile import save_shards as save_shards
     from ._statistics import count as count
     from ._statistics import max as max
     from ._statistics import mean as mean
