@@ -97,16 +97,21 @@ def load_shards(
     row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
 
     def read(shard: Shard) -> tf.Tensor:
-        path = os.path.join(directory, files[shard.index])
+        # The path passes a stateful identity: TensorFlow's classic constant folding would otherwise read
+        # and parse the file of a constant path while it optimizes the graph, ahead of every check below.
+        path = tf.raw_ops.Print(input=os.path.join(directory, files[shard.index]), data=[], message="", first_n=0)
         raw = tf.io.read_file(path)
         # A TensorProto holds at least its elements' bytes: a file claiming more rows than it holds
-        # fails here, before parse_tensor would allocate what its header claims.
+        # fails here, and a header that claims another type or shape than the manifest's fails in
+        # check_header, in that order, before parse_tensor would allocate what the header claims.
         short = tf.debugging.assert_greater_equal(
             tf.cast(tf.strings.length(raw), tf.int64),
             tf.constant(shard.rows * row_bytes, tf.int64),
             message="shard file too short",
         )
         with tf.control_dependencies([short]):
+            checked = check_header(raw, dtype, (shard.rows, *shape[1:]))
+        with tf.control_dependencies([checked]):
             value = tf.io.parse_tensor(raw, out_type=tf.as_dtype(dtype))
         return tf.ensure_shape(value, (shard.rows, *shape[1:]))
 
@@ -123,10 +128,42 @@ def load_shards(
         ) from None
 
 
+def check_header(raw: tf.Tensor, dtype: np.dtype[Any], shape: Sequence[int]) -> tf.Operation | None:
+    """Inside a graph, on the reading device: an assertion that the serialized TensorProto ``raw`` claims ``dtype``
+    (checked first) and ``shape``, read from its header alone (``tf.io.decode_proto``): nothing of the size it
+    claims is allocated.  None when run eagerly (it has checked already).
+
+    Example:
+        >>> raw = tf.io.serialize_tensor(tf.zeros([3, 2], tf.float64))
+        >>> check_header(raw, np.dtype(np.float64), (3, 2))  # eager: checked, nothing to wait for
+        >>> check_header(raw, np.dtype(np.float64), (300_000_000,))
+        Traceback (most recent call last):
+        ...
+        tensorflow.python.framework.errors_impl.InvalidArgumentError: ...shard file header: its shape is not the manifest's...
+    """
+    _, (type_enum, shape_proto) = tf.io.decode_proto(
+        tf.reshape(raw, [1]), "tensorflow.TensorProto", ["dtype", "tensor_shape"], [tf.int32, tf.string]
+    )
+    _, (dims,) = tf.io.decode_proto(
+        tf.strings.reduce_join(shape_proto, axis=1), "tensorflow.TensorShapeProto", ["dim"], [tf.string]
+    )
+    _, (sizes,) = tf.io.decode_proto(tf.reshape(dims, [-1]), "tensorflow.TensorShapeProto.Dim", ["size"], [tf.int64])
+    claimed = tf.strings.reduce_join(tf.strings.as_string(tf.reduce_sum(sizes, axis=1)), separator=",")  # absent: size 0
+    same_type = tf.equal(tf.reduce_sum(type_enum), tf.as_dtype(dtype).as_datatype_enum)
+    type_checked = tf.debugging.Assert(same_type, ["shard file header: its element type is not the manifest's"])
+    with tf.control_dependencies([type_checked]):
+        same_shape = tf.equal(claimed, ",".join(str(n) for n in shape))
+        return tf.debugging.Assert(same_shape, ["shard file header: its shape is not the manifest's"])
+
+
 def _load_failure(details: str, rows: int) -> str:
     """What went wrong reading a shard file, in words that never quote the file's content."""
     if "shard file too short" in details:
         return f"it is shorter than the {rows} rows the manifest gives it (truncated, or not this manifest's file)"
+    if "shard file header: its element type" in details:
+        return "its header claims another element type than the manifest's (not this manifest's file)"
+    if "shard file header: its shape" in details:
+        return f"its header claims another shape than the manifest's {rows} rows (not this manifest's file)"
     if "NotFound" in details or "No such file" in details:
         return "it does not exist on that task (a shared or copied directory must hold the same files on every machine)"
     if "Could not parse" in details or "parse" in details.lower():
