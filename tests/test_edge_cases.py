@@ -239,3 +239,15 @@ def test_a_long_double_histogram_range_is_refused_where_float64_would_move_an_ed
     expected = np.histogram(np.array([0.5, 1.0, 2.0]), bins=4, range=exact)
     np.testing.assert_array_equal(counts, expected[0])
     np.testing.assert_array_equal(edges, expected[1])
+
+
+def test_string_feeds_count_their_bytes_for_the_feed_limits(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfmapreduce import _cluster
+
+    lines = [("word " * 100).encode()] * 10_000  # 5 MB of text in 10,000 rows (80 kB of pointers)
+    assert _cluster.feed_bytes({"lines": np.array(lines, object)}) == 10_000 * 502
+    monkeypatch.setattr(_cluster, "FEED_LIMIT", 4 << 20)  # the real 2 GiB limit, scaled down to these 5 MB
+    with pytest.raises(tmr.InputError, match="through gRPC in one request"):  # before: counted as 80 kB, sent
+        tmr.recipes.word_count(lines, cluster=cluster, transfer="feed")
+    monkeypatch.undo()
+    assert tmr.recipes.word_count(lines[:10], cluster=cluster).to_dict() == {b"word": 1000}
