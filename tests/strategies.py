@@ -102,7 +102,7 @@ def sizes_specs(rows: int) -> st.SearchStrategy[Any]:
     """Every spelling ``sizes=`` accepts: None, a shard count, a size list, ``tmr.weights(...)``."""
     return st.one_of(
         st.none(),
-        st.integers(1, MAX_SHARDS),
+        st.integers(1, max(1, min(MAX_SHARDS, rows))),  # a count may not pass the rows (nor the devices: ≥ 1)
         size_lists(rows),
         weight_values().map(lambda w: tmr.weights(*w)),
     )

@@ -202,3 +202,52 @@ def test_nan_inf_and_small_types_as_numpy(cluster: tmr.LocalCluster, recipe: obj
 def test_float16_sums_accumulate_in_float64_where_numpy_overflows(cluster: tmr.LocalCluster) -> None:
     x = np.full(70_000, 1.0, np.float16)
     assert tmr.sum(x, cluster=cluster) == 70_000.0  # numpy's float16 sum is inf (documented difference)
+
+
+# -- booleans with non-canonical bytes, long-double histogram ranges ------------------------------
+
+NONCANONICAL = np.frombuffer(b"\xff\x00\x02\x01" * 25, bool)  # numpy counts every nonzero byte as True
+
+
+@pytest.mark.parametrize(("recipe", "reference"), [(tmr.sum, np.sum), (tmr.mean, np.mean), (tmr.min, np.min), (tmr.max, np.max)])
+def test_booleans_with_non_canonical_bytes_are_true_as_numpy_says(
+    cluster: tmr.LocalCluster, recipe: object, reference: object
+) -> None:
+    # Before: "Invalid TensorProto for feed value 1" from TensorFlow.
+    np.testing.assert_array_equal(recipe(NONCANONICAL, cluster=cluster, sizes=2), reference(NONCANONICAL))  # type: ignore[operator]
+    np.testing.assert_array_equal(recipe(~NONCANONICAL[:4], cluster=cluster), reference(~NONCANONICAL[:4]))  # type: ignore[operator]
+    large = np.frombuffer(b"\x00\x07" * (1 << 20), bool)  # 2 MiB: through shared memory
+    assert tmr.sum(large, cluster=cluster, transfer="shm") == np.sum(large) == 1 << 20
+    assert tmr.mean(large.reshape(-1, 2), axis=0, cluster=cluster).tolist() == [0.0, 1.0]
+    assert NONCANONICAL.view(np.uint8).max() == 0xFF  # the caller's array is left as it was
+
+
+def test_a_long_double_histogram_range_is_refused_where_float64_would_move_an_edge(cluster: tmr.LocalCluster) -> None:
+    x = np.array([1.0])
+    hi = np.longdouble(1) - np.longdouble(2) ** -60  # 0.99999999999999999913: float64 rounds it to 1.0
+    if hi == 1:
+        pytest.skip("this platform's long double is float64")
+    assert np.histogram(x, bins=1, range=(np.longdouble(0), hi))[0].tolist() == [0]  # numpy leaves 1.0 out
+    with pytest.raises(TypeError) as error:  # before: counted 1.0, as if the range ended at 1.0
+        tmr.recipes.histogram(x, bins=1, range=(np.longdouble(0), hi), cluster=cluster)
+    for words in ("range", "longdouble", "float64", "edge"):
+        assert words in str(error.value), str(error.value)
+    with pytest.raises(TypeError, match="bins"):
+        tmr.recipes.histogram(x, bins=np.array([0, hi], np.longdouble), cluster=cluster)
+    exact = (np.longdouble(0), np.longdouble(2))  # every edge of 4 bins over [0, 2] is a float64: counted exactly
+    counts, edges = tmr.recipes.histogram(np.array([0.5, 1.0, 2.0]), bins=4, range=exact, cluster=cluster)
+    expected = np.histogram(np.array([0.5, 1.0, 2.0]), bins=4, range=exact)
+    np.testing.assert_array_equal(counts, expected[0])
+    np.testing.assert_array_equal(edges, expected[1])
+
+
+def test_string_feeds_count_their_bytes_for_the_feed_limits(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfmapreduce import _cluster
+
+    lines = [("word " * 100).encode()] * 10_000  # 5 MB of text in 10,000 rows (80 kB of pointers)
+    assert _cluster.feed_bytes({"lines": np.array(lines, object)}) == 10_000 * 502
+    monkeypatch.setattr(_cluster, "FEED_LIMIT", 4 << 20)  # the real 2 GiB limit, scaled down to these 5 MB
+    with pytest.raises(tmr.InputError, match="through gRPC in one request"):  # before: counted as 80 kB, sent
+        tmr.recipes.word_count(lines, cluster=cluster, transfer="feed")
+    monkeypatch.undo()
+    assert tmr.recipes.word_count(lines[:10], cluster=cluster).to_dict() == {b"word": 1000}

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import collections
+import hashlib
 import logging
 import os
 import pathlib
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 
 import numpy as np
@@ -103,3 +110,134 @@ def test_a_failed_build_is_logged_and_leaves_the_stock_path(
 
 def _no_home(cls: type) -> pathlib.Path:
     raise RuntimeError("Could not determine home directory.")
+
+
+# -- trust: only a kernel this user built, whole, from a folder nobody else can write -------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_CLIENT = """
+import logging, sys
+import tfmapreduce as tmr
+logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+with tmr.LocalCluster(1) as cluster:
+    print(tmr.recipes.word_count(["to be or", "not to be"], cluster=cluster).to_dict(), flush=True)
+"""
+
+_COUNTS = {"to": 2, "be": 2, "or": 1, "not": 1}
+
+
+def _python(code: str, cache: pathlib.Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh client process (its workers inherit its environment) with ``cache`` as XDG_CACHE_HOME."""
+    environ = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    environ.pop(_native.ENV, None)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=600, check=False, env=environ | env
+    )
+
+
+def _plant(folder: pathlib.Path, marker: pathlib.Path) -> list[pathlib.Path]:
+    """Plant a shared library whose constructor writes ``marker`` under every name a kernel may have in ``folder``,
+    with a record of its hash (what an attacker who can write the folder would do); the planted files."""
+    source = folder / "evil.c"
+    source.write_text(
+        f'#include <stdio.h>\n__attribute__((constructor)) static void run(void) {{ fclose(fopen("{marker}", "w")); }}\n'
+    )
+    evil = folder / "evil.so"
+    subprocess.run(["cc", "-shared", "-fPIC", str(source), "-o", str(evil)], check=True, capture_output=True, timeout=120)
+    source.unlink()
+    digest = _native.digest()
+    sha = hashlib.sha256(evil.read_bytes()).hexdigest()
+    planted = [folder / f"native-{digest}.so", folder / _native.library_name(digest, sha), folder / _native.record_name(digest)]
+    shutil.copy(evil, planted[0])
+    os.replace(evil, planted[1])
+    planted[2].write_text(sha)
+    return planted
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build the planted library with")
+def test_a_library_planted_in_a_world_writable_cache_is_never_loaded(tmp_path: pathlib.Path) -> None:
+    # Before: a .so with the predictable name in a world-writable XDG_CACHE_HOME ran its constructor in
+    # the client and in every worker.
+    cache = tmp_path / "cache"
+    folder = cache / "tfmapreduce"
+    folder.mkdir(parents=True)
+    os.chmod(cache, 0o777)
+    os.chmod(folder, 0o777)
+    marker = tmp_path / "constructor-ran"
+    _plant(folder, marker)
+    done = _python(_CLIENT, cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ast.literal_eval(done.stdout.strip()) == _COUNTS  # with stock ops
+    assert not marker.exists(), "the planted library ran"
+    assert f"{folder} is not a private folder of this user" in done.stderr
+    assert "jobs use stock TensorFlow ops" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or os.getuid() != 0, reason="needs a C compiler and root (to chown)")
+def test_a_library_of_another_user_in_a_private_folder_is_never_loaded(tmp_path: pathlib.Path) -> None:
+    folder = tmp_path / "tfmapreduce"
+    folder.mkdir(mode=0o700)
+    marker = tmp_path / "constructor-ran"
+    for path in _plant(folder, marker):
+        os.chown(path, 65534, 65534)  # nobody's
+    done = _python(_CLIENT, tmp_path, CXX="false")  # and no compiler that works: nothing to replace them with
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ast.literal_eval(done.stdout.strip()) == _COUNTS
+    assert not marker.exists(), "the planted library ran"
+    assert "is not this user's" in done.stderr
+
+
+_BUILD = """
+from tfmapreduce import _native
+path = _native.build()
+print(path, _native.kernels() is not None, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A cache folder the kernels were built into by two processes at once."""
+    cache = tmp_path_factory.mktemp("cache")
+    environ = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    children = [
+        subprocess.Popen([sys.executable, "-c", _BUILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
+        for _ in range(2)
+    ]
+    outputs = [child.communicate(timeout=600) for child in children]
+    for child, (out, err) in zip(children, outputs, strict=True):
+        if shutil.which("g++") is None and shutil.which("c++") is None:
+            pytest.skip("no C++ compiler: the native kernels cannot be built")
+        assert child.returncode == 0, err[-3000:]
+        assert out.split()[1:] == ["True"], err[-3000:]
+    return cache
+
+
+def test_two_processes_building_at_once_both_get_a_whole_kernel(built: pathlib.Path) -> None:
+    folder = built / "tfmapreduce"
+    assert stat.S_IMODE(folder.stat().st_mode) & 0o022 == 0
+    libraries = sorted(folder.glob("native-*.so"))
+    assert libraries, list(folder.iterdir())
+    assert not [p for p in folder.iterdir() if not p.name.startswith("native-")]  # no partial file left
+    for library in libraries:
+        assert stat.S_IMODE(library.stat().st_mode) & 0o022 == 0
+    sha = (folder / _native.record_name(_native.digest())).read_text().strip()
+    assert (folder / _native.library_name(_native.digest(), sha)).exists()
+    assert hashlib.sha256((folder / _native.library_name(_native.digest(), sha)).read_bytes()).hexdigest() == sha
+
+
+def test_a_truncated_kernel_is_never_loaded(built: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    # Before: a truncated .so in the cache killed LocalCluster() with SIGBUS.
+    cache = tmp_path / "cache"
+    shutil.copytree(built, cache)
+    for library in (cache / "tfmapreduce").glob("native-*.so"):
+        with open(library, "r+b") as f:
+            f.truncate(library.stat().st_size // 2)
+    done = _python(_CLIENT, cache, CXX="false")  # no working compiler: nothing to rebuild it with
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ast.literal_eval(done.stdout.strip()) == _COUNTS  # with stock ops
+    assert "does not match the hash recorded when it was built" in done.stderr
+    assert "jobs use stock TensorFlow ops" in done.stderr
+    rebuilt = _python(_BUILD, cache)  # with a compiler, the damaged kernel is rebuilt in its place
+    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    assert rebuilt.stdout.split()[1:] == ["True"], rebuilt.stderr[-3000:]

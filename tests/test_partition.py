@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import doctest
 import math
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -92,8 +95,8 @@ def test_size_lists_are_canonical_as_given(data: st.DataObject, rows: int) -> No
 
 @given(rows=st.integers(0, 200), shards=st.integers(1, 8))
 def test_int_and_weights_of_ones_agree(rows: int, shards: int) -> None:
-    assert canonical_sizes(shards, rows=rows, default_shards=2) == canonical_sizes(
-        tmr.weights(*[1] * shards), rows=rows, default_shards=2
+    assert canonical_sizes(shards, rows=rows, default_shards=8) == canonical_sizes(
+        tmr.weights(*[1] * shards), rows=rows, default_shards=8
     )
 
 
@@ -105,3 +108,59 @@ def test_the_plan_uses_each_spelling(cluster: tmr.LocalCluster) -> None:
     assert job.plan(x, cluster=cluster, sizes=3).sizes == (4, 3, 3)
     assert job.plan(x, cluster=cluster, sizes=[0, 10, 0]).sizes == (0, 10, 0)
     assert job.plan(x, cluster=cluster, sizes=tmr.weights(1, 4)).sizes == (2, 8)
+
+
+def test_a_shard_count_is_at_most_the_rows_or_the_devices(cluster: tmr.LocalCluster) -> None:
+    job = tmr.MapReduce(lambda t: t, tmr.combiners.sum)
+    x = np.zeros(100)
+    with pytest.raises(tmr.PartitionError) as error:
+        job.plan(x, cluster=cluster, sizes=10**6)  # accepted before: a million shards, 999,900 of them empty
+    message = str(error.value)
+    for words in ("sizes=1000000", "100 rows", "4 devices", "at most max(rows, devices) = 100", "pass sizes=100 or fewer"):
+        assert words in message, f"{words!r} not in {message!r}"
+    assert job.plan(x, cluster=cluster, sizes=100).sizes == (1,) * 100  # one row a shard: the most rows allow
+    assert job.plan(np.zeros(2), cluster=cluster, sizes=4).sizes == (1, 1, 0, 0)  # one shard a device: empty ones too
+    with pytest.raises(tmr.PartitionError, match=r"= 4; pass sizes=4"):
+        job.plan(np.zeros(2), cluster=cluster, sizes=5)
+    with pytest.raises(tmr.PartitionError, match=r"= 100; pass sizes=100"):
+        tmr.scatter(x, cluster=cluster, sizes=101)
+    assert canonical_sizes(3, rows=0, default_shards=3) == (0, 0, 0)
+    with pytest.raises(tmr.PartitionError, match=r"= 3; pass sizes=3"):
+        canonical_sizes(4, rows=0, default_shards=3)
+
+
+_HUGE_COUNT = """
+import os, resource, sys
+import numpy as np
+import tensorflow as tf
+import tfmapreduce as tmr
+from tfmapreduce._partition import canonical_sizes
+save, refused = tmr.save_shards, tmr.PartitionError  # every import made before the limit
+with open("/proc/self/status") as f:
+    vm = next(int(line.split()[1]) for line in f if line.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (512 << 20), resource.RLIM_INFINITY))  # 512 MiB more, at most
+calls = [
+    lambda: canonical_sizes(10**12, rows=100, default_shards=4),
+    lambda: save(np.zeros(100), sys.argv[1], sizes=10**12),
+    lambda: save(np.zeros(100), sys.argv[1], shards=10**12),
+]
+for call in calls:
+    try:
+        call()
+    except refused as e:
+        print("refused:", e)
+    else:
+        print("accepted")
+"""
+
+
+def test_a_huge_shard_count_is_refused_before_any_list_of_its_length_is_built(tmp_path: pathlib.Path) -> None:
+    # Before: sizes=10**12 built a tuple of 10**12 sizes and was OOM-killed past 4 GB (here: a MemoryError).
+    done = subprocess.run(
+        [sys.executable, "-c", _HUGE_COUNT, str(tmp_path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3, done.stdout
+    assert all(line.startswith("refused: ") and "=1000000000000 asks" in line for line in lines), done.stdout
+    assert not list(tmp_path.iterdir())  # nothing written either

@@ -1,4 +1,4 @@
-"""Resident data: scatter, generate, save_shards/load_shards and Sharded (gather, rebuild, delete).
+"""Resident data: scatter, generate and Sharded (gather, rebuild, delete).
 
 A repeated run over resident data ships no input and does not retrace; every
 recipe and ``MapReduce.run`` take a Sharded; deleting one frees the worker's
@@ -297,30 +297,3 @@ def test_generate_equals_the_function_in_one_process(cluster: tmr.LocalCluster) 
         assert tmr.sum(data) == int(ints(0, 500).numpy().sum())
     with pytest.raises(tmr.MapFunctionError, match="must return"):
         tmr.generate(lambda a, b: tf.zeros([3]), rows=10, cluster=cluster)
-
-
-def test_save_and_load_shards_round_trip(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
-    x = np.random.default_rng(3).normal(size=(50, 3)).astype(np.float32)
-    names = tmr.save_shards(x, tmp_path, sizes=[20, 0, 30])
-    assert sorted(os.listdir(tmp_path)) == sorted([*names, "shards.json"])
-    with tmr.load_shards(tmp_path, cluster=cluster) as data:
-        assert [s.rows for s in data.plan.shards] == [20, 0, 30]
-        np.testing.assert_array_equal(data.gather(), x)
-        total, stats = tmr.sum(data, axis=0, return_stats=True)
-        np.testing.assert_allclose(total, x.astype(np.float64).sum(axis=0), rtol=1e-12)
-        assert stats.bytes_sent == 0
-
-
-def test_missing_or_corrupt_shard_files_name_the_file_and_the_task(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
-    x = np.arange(40.0).reshape(20, 2)
-    names = tmr.save_shards(x, tmp_path, sizes=[8, 12])
-    os.remove(tmp_path / names[1])
-    with pytest.raises(tmr.InputError, match=rf"{names[1]}.*task /job:local/task:\d") as missing:
-        tmr.load_shards(tmp_path, cluster=cluster)
-    assert str(tmp_path) in str(missing.value)
-    (tmp_path / names[1]).write_bytes(b"not a tensor at all")
-    with pytest.raises(tmr.InputError, match=rf"{names[1]}.*task /job:local/task:\d"):
-        tmr.load_shards(tmp_path, cluster=cluster)
-    os.remove(tmp_path / "shards.json")
-    with pytest.raises(tmr.InputError, match=r"shards\.json"):
-        tmr.load_shards(tmp_path, cluster=cluster)

@@ -25,7 +25,7 @@ import tensorflow as tf
 from namespaces import unshare_works
 
 import tfmapreduce as tmr
-from tfmapreduce import _shm
+from tfmapreduce import _shm, _shmdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -59,7 +59,7 @@ def _buffers() -> int:
 def _shm_entries() -> set[str]:
     """Everything of ours under /dev/shm (the file mechanism's per-user directory and its contents)."""
     found = set()
-    for top, dirs, files in os.walk(_shm.SHM_ROOT):
+    for top, dirs, files in os.walk(_shmdir.SHM_ROOT):
         for name in dirs + files:
             path = os.path.join(top, name)
             if "tfmapreduce" in path:
@@ -293,7 +293,7 @@ def test_the_file_mechanism_is_private_unlinked_after_the_run_and_swept_after_a_
             name = staging.write(x)
             assert stat.S_IMODE(os.stat(name).st_mode) == 0o600
             assert stat.S_IMODE(os.stat(os.path.dirname(name)).st_mode) == 0o700
-            assert stat.S_IMODE(os.stat(_shm.user_root()).st_mode) == 0o700
+            assert stat.S_IMODE(os.stat(_shmdir.user_root()).st_mode) == 0o700
             got = cluster.run(graph, value, {path: name}, tasks=["/job:local/task:1"], timeout=10)
         np.testing.assert_array_equal(got, x)
         assert not os.path.exists(name)
@@ -316,9 +316,9 @@ def test_the_file_mechanism_is_private_unlinked_after_the_run_and_swept_after_a_
         child.kill()
         child.wait()
     assert os.path.exists(left)  # SIGKILL: nothing in the client ran; the next client sweeps it
-    assert os.path.basename(os.path.dirname(left)) in _shm.sweep()
+    assert os.path.basename(os.path.dirname(left)) in _shmdir.sweep()
     assert not os.path.exists(os.path.dirname(left))
-    _shm.remove_client_dir()  # what the interpreter's exit does: this process's folder, then the empty per-user one
+    _shmdir.remove_client_dir()  # what the interpreter's exit does: this process's folder, then the empty per-user one
     assert _shm_entries() == set()
 
 
@@ -363,3 +363,69 @@ def test_tasks_that_cannot_open_the_clients_files_are_fed(cluster: tmr.LocalClus
 def test_transfer_is_checked() -> None:
     with pytest.raises(ValueError, match=r"transfer must be 'auto' .* got 'gpu'"):
         tmr.mean(np.arange(3.0), cluster=None, transfer="gpu")  # type: ignore[typeddict-item]
+
+
+_HOLDER = """
+import os, sys, time
+if len(sys.argv) > 1:  # in a pid namespace of its own: become the process numbered sys.argv[1] there
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(int(sys.argv[1]) - 1))
+    if os.fork():
+        os.wait()
+        raise SystemExit
+from tfmapreduce import _shmdir
+print(os.getpid(), os.readlink("/proc/self"), _shmdir.client_dir(), flush=True)  # its pid there, here, and its folder
+time.sleep(120)
+"""
+
+
+@contextlib.contextmanager
+def _holder(prefix: list[str], *args: str) -> Iterator[tuple[int, int, str]]:
+    """A client process that makes its shared-memory folder and holds it: (its pid where it runs, its pid here, the
+    folder), killed on exit (with the namespace it runs in: its first process exits when it does)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    child = subprocess.Popen([*prefix, sys.executable, "-c", _HOLDER, *args], stdout=subprocess.PIPE, text=True, env=env)
+    here = None
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline().split()
+        assert len(line) == 3, f"the holder printed {line!r}"
+        here = int(line[1])
+        yield int(line[0]), here, line[2]
+    finally:
+        if here is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(here, signal.SIGKILL)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        assert child.stdout is not None
+        child.stdout.close()
+
+
+def test_a_sweep_keeps_a_live_clients_folder_and_removes_it_once_the_client_is_gone() -> None:
+    with _holder([]) as (inside, here, folder):
+        assert inside == here
+        assert os.path.basename(folder) not in _shmdir.sweep()  # its owner holds the folder's lock
+        assert os.path.isdir(folder)
+    assert os.path.basename(folder) in _shmdir.sweep()  # the kernel dropped the lock with the process
+    assert not os.path.exists(folder)
+    _shmdir.remove_client_dir()
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or not unshare_works("--pid", "--fork"), reason="needs root and `unshare --pid --fork` (a pid namespace)"
+)
+def test_a_sweep_keeps_the_folder_of_a_live_client_in_another_pid_namespace() -> None:
+    # Before: the sweep asked kill(pid, 0) about the pid in the folder's name; a client in another pid
+    # namespace (a container sharing /dev/shm) has a pid that names nothing here, and lost its folder.
+    free = next(p for p in range(1000, 1 << 22) if not os.path.exists(f"/proc/{p}"))
+    with _holder(["unshare", "--pid", "--fork"], str(free)) as (inside, here, folder):
+        assert inside == free != here
+        assert os.path.basename(folder).startswith(f"{free}-")  # a pid that names no process here
+        assert os.path.basename(folder) not in _shmdir.sweep()
+        assert os.path.isdir(folder)
+    assert os.path.basename(folder) in _shmdir.sweep()
+    _shmdir.remove_client_dir()

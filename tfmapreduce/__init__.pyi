@@ -41,12 +41,12 @@ from ._plan import Plan as Plan
 from ._plan import Shard as Shard
 from ._resident import Sharded as Sharded
 from ._resident import generate as generate
-from ._resident import load_shards as load_shards
-from ._resident import save_shards as save_shards
 from ._resident import scatter as scatter
 from ._runstats import RunStats as RunStats
 from ._runstats import ShardStats as ShardStats
 from ._runstats import stats as stats
+from ._shardfile import load_shards as load_shards
+from ._shardfile import save_shards as save_shards
 from ._statistics import count as count
 from ._statistics import max as max
 from ._statistics import mean as mean

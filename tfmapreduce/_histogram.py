@@ -27,6 +27,22 @@ def _histogram_map(x: tf.Tensor, edges: tf.Tensor) -> tf.Tensor:
     return segment_count(index, bins + 1)[:-1]
 
 
+def _check_edges(edges: np.ndarray[Any, Any], argument: str) -> None:
+    """Refuse edges wider than float64 (long double) that float64, which the workers compare in, would move.
+
+    Raises:
+        TypeError: an edge is not exactly a float64 (numpy would count the values near it otherwise).
+    """
+    if edges.dtype.kind == "f" and edges.dtype.itemsize > 8:
+        moved = edges[edges.astype(np.float64) != edges]
+        if moved.size:
+            raise TypeError(
+                f"{argument} gives {edges.dtype} (longdouble) bin edges, and float64, in which the workers count, would move "
+                f"the edge {moved[0]!r} to {float(moved[0])!r} and count values numpy leaves out; pass float64 "
+                f"{argument}, e.g. {argument}=np.asarray({argument}, np.float64)"
+            )
+
+
 Histogram = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 """``(counts, edges)`` as numpy returns them."""
 
@@ -84,6 +100,7 @@ def histogram(
 
     Raises:
         ValueError: bad ``bins`` or ``range`` (numpy's checks), or a non-finite data range.
+        TypeError: ``bins`` or ``range`` in long double, with an edge float64 cannot hold exactly.
 
     Example:
         >>> tmr.recipes.histogram(np.array([0.0, 1, 1, 2, 5]), bins=5, cluster=cluster)
@@ -103,6 +120,7 @@ def histogram(
             raise ValueError(f"autodetected range of [{lo}, {hi}] is not finite; pass range=(low, high)")
         range = (lo, hi)
     edges = np.histogram_bin_edges(empty, bins, range)
+    _check_edges(edges, "range" if np.ndim(bins) == 0 else "bins")
     mapreduce = recipe(("histogram",), lambda: (_histogram_map, SUM))
     counts, stats = run_with_stats(mapreduce, x, settings, broadcast=(edges.astype(np.float64),))
     counts = np.asarray(counts, np.int64)

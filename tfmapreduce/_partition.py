@@ -57,14 +57,43 @@ def even_sizes(rows: int, shards: int) -> tuple[int, ...]:
     return tuple(base + 1 if i < extra else base for i in range(shards))
 
 
+def check_count(count: int, *, rows: int, devices: int, argument: str = "sizes", what: str = "devices") -> int:
+    """``count`` if it is a shard count a partition of ``rows`` over ``devices`` may have: from 1 to
+    ``max(rows, devices)`` (a row a shard, or a shard a device when there are more devices than rows).
+
+    Checked before anything of that length is built: ``sizes=10**12`` is refused at once.
+
+    Raises:
+        PartitionError: ``count`` is below 1 or above the rows and the devices.
+
+    Example:
+        >>> check_count(4, rows=2, devices=4)
+        4
+        >>> check_count(1000, rows=100, devices=4)
+        Traceback (most recent call last):
+        ...
+        tfmapreduce._errors.PartitionError: sizes=1000 asks for 1000 shards of 100 rows on 4 devices; ...= 100; pass sizes=100 or fewer...
+    """
+    if count < 1:
+        raise PartitionError(f"{argument}={count} asks for {count} shards; pass a shard count of at least 1")
+    most = max(rows, devices)
+    if count > most:
+        raise PartitionError(
+            f"{argument}={count} asks for {count} shards of {rows} rows on {devices} {what}; a shard count may be at most "
+            f"max(rows, {what}) = {most}; pass {argument}={most} or fewer, or a list of row counts (which may hold empty shards)"
+        )
+    return count
+
+
 def canonical_sizes(sizes: SizesLike, *, rows: int, default_shards: int) -> tuple[int, ...]:
     """The one canonical form of a partition: a tuple of row counts ≥ 0 summing to ``rows``.
 
     Args:
         sizes: None (``default_shards`` even shards), an int (that many even
-            shards), a sequence of row counts, or ``weights(...)``.
+            shards, at most ``max(rows, default_shards)``: see :func:`check_count`),
+            a sequence of row counts, or ``weights(...)``.
         rows: the rows of the input (its length on axis 0).
-        default_shards: the shard count used for ``sizes=None``.
+        default_shards: the shard count used for ``sizes=None`` (the devices the shards go to).
 
     Raises:
         PartitionError: the partition is invalid; the message says how to fix it.
@@ -87,9 +116,7 @@ def canonical_sizes(sizes: SizesLike, *, rows: int, default_shards: int) -> tupl
             result[i] += 1
         return tuple(result)
     if isinstance(sizes, numbers.Integral) and not isinstance(sizes, bool):
-        if sizes < 1:
-            raise PartitionError(f"sizes={sizes} asks for {sizes} shards; pass a shard count of at least 1")
-        return even_sizes(rows, int(sizes))
+        return even_sizes(rows, check_count(int(sizes), rows=rows, devices=default_shards))
     if isinstance(sizes, str) and sizes == AUTO:
         raise TypeError(
             "sizes='auto' sizes the shards of a run by the devices' measured speeds; it applies to MapReduce.run, "

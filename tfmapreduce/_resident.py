@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import secrets
 from collections.abc import Callable, Hashable, Sequence
@@ -18,13 +16,11 @@ from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError, ShardLostError
 from ._numerics import mark_nonnegative
-from ._partition import SizesLike, canonical_sizes
+from ._partition import SizesLike
 from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
 from ._source import Input, ShardTensor, host_array
 from ._task import Task
-
-_MANIFEST = "shards.json"
 
 
 @attrs.frozen(eq=False)
@@ -385,141 +381,3 @@ def _call(fn: Callable[[int, int], Any], start: int, stop: int) -> tf.Tensor:
             f"fn {name}({start}, {stop}) must return a tensor of static shape with the rows on axis 0, got shape {value.shape}"
         )
     return value
-
-
-def _file(index: int, count: int) -> str:
-    return f"shard-{index:05d}-of-{count:05d}.tensor"
-
-
-def save_shards(x: Any, directory: str | os.PathLike[str], /, *, sizes: SizesLike = None, shards: int = 2) -> list[str]:
-    """Write ``x`` as one file per shard (a serialized TensorProto each) plus a ``shards.json`` manifest.
-
-    ``sizes`` takes every spelling of ``MapReduce.run``; None means ``shards``
-    even shards.  Returns the file names, in shard order.
-
-    Example:
-        >>> import tempfile
-        >>> directory = tempfile.mkdtemp()
-        >>> save_shards(np.arange(10.0), directory, sizes=[3, 7])
-        ['shard-00000-of-00002.tensor', 'shard-00001-of-00002.tensor']
-        >>> with load_shards(directory, cluster=cluster) as data:
-        ...     float(tmr.sum(data))
-        45.0
-    """
-    array = host_array(x)
-    canonical = canonical_sizes(sizes, rows=len(array), default_shards=shards)
-    os.makedirs(directory, exist_ok=True)
-    names, start = [], 0
-    for i, size in enumerate(canonical):
-        names.append(_file(i, len(canonical)))
-        data = tf.io.serialize_tensor(tf.constant(array[start : start + size])).numpy()
-        with open(os.path.join(directory, names[-1]), "wb") as f:
-            f.write(data)
-        start += size
-    manifest = {"dtype": array.dtype.str, "shape": list(array.shape), "sizes": list(canonical), "files": names}
-    with open(os.path.join(directory, _MANIFEST), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
-    return names
-
-
-def load_shards(
-    directory: str | os.PathLike[str],
-    /,
-    *,
-    cluster: Cluster,
-    devices: Sequence[str] | None = None,
-    fallback: str | None = None,
-    timeout: float | None = None,
-) -> Sharded:
-    """Load files written by :func:`save_shards` as a Sharded: each worker reads only its own files,
-    with TensorFlow's file ops, from the same path (a shared or copied directory).
-
-    Raises:
-        InputError: the manifest is missing or malformed, or a shard file is missing or corrupt
-            (the message names the file and the task that read it).
-    """
-    cluster = check_cluster(cluster)
-    directory = os.path.abspath(os.fspath(directory))
-    dtype, shape, sizes, files = _manifest(directory)
-    plan = make_plan(shape[0], sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
-    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-
-    def read(shard: Shard) -> tf.Tensor:
-        path = os.path.join(directory, files[shard.index])
-        raw = tf.io.read_file(path)
-        # A TensorProto holds at least its elements' bytes: a file claiming more rows than it holds
-        # fails here, before parse_tensor would allocate what its header claims.
-        short = tf.debugging.assert_greater_equal(
-            tf.cast(tf.strings.length(raw), tf.int64),
-            tf.constant(shard.rows * row_bytes, tf.int64),
-            message="shard file too short",
-        )
-        with tf.control_dependencies([short]):
-            value = tf.io.parse_tensor(raw, out_type=tf.as_dtype(dtype))
-        return tf.ensure_shape(value, (shard.rows, *shape[1:]))
-
-    try:
-        return build_sharded(cluster, plan, dtype, shape, [read] * len(plan.shards), timeout)
-    except JobError as e:
-        found = re.search(r"shard(\d+)/", e.details) or re.search(r"shard-(\d+)-of", e.details)
-        if not found:
-            raise
-        shard = plan.shards[int(found.group(1))]
-        raise InputError(
-            f"shard file {os.path.join(directory, files[shard.index])} could not be loaded by task {shard.task}: "
-            f"{_load_failure(e.details, shard.rows)}; write it again with save_shards()"
-        ) from None
-
-
-def _load_failure(details: str, rows: int) -> str:
-    """What went wrong reading a shard file, in words that never quote the file's content."""
-    if "shard file too short" in details:
-        return f"it is shorter than the {rows} rows the manifest gives it (truncated, or not this manifest's file)"
-    if "NotFound" in details or "No such file" in details:
-        return "it does not exist on that task (a shared or copied directory must hold the same files on every machine)"
-    if "Could not parse" in details or "parse" in details.lower():
-        return "it is not a tensor file written by save_shards()"
-    if "shape" in details.lower():
-        return f"it does not hold {rows} rows of the manifest's shape"
-    return "it is unreadable"
-
-
-def _manifest(directory: str) -> tuple[np.dtype[Any], tuple[int, ...], list[int], list[str]]:
-    """The validated manifest of a save_shards() directory: dtype, shape, sizes and shard file names.
-
-    Raises:
-        InputError: the manifest is missing, malformed, or names a file outside ``directory``.
-    """
-    where = os.path.join(directory, _MANIFEST)
-    try:
-        with open(where, encoding="utf-8") as f:
-            manifest = json.load(f)
-        dtype, shape, sizes, files = np.dtype(manifest["dtype"]), manifest["shape"], manifest["sizes"], manifest["files"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise InputError(
-            f"{where} is not a readable shard manifest ({type(e).__name__}: {e}); write the data with save_shards()"
-        ) from None
-    problems = []
-    if dtype.kind not in "biuf" or dtype.itemsize > 8:
-        problems.append(f"dtype {dtype} is not a numeric type TensorFlow holds")
-    if not (isinstance(shape, list) and shape and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
-        problems.append(f"shape must be a list of ints ≥ 0, got {shape!r}")
-    if not (isinstance(sizes, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes)):
-        problems.append(f"sizes must be a list of row counts ≥ 0, got {sizes!r}")
-    elif not problems and sum(sizes) != shape[0]:
-        problems.append(f"sizes {sizes} sum to {sum(sizes)}, not the {shape[0]} rows of shape {shape}")
-    if not (isinstance(files, list) and isinstance(sizes, list) and len(files) == len(sizes)):
-        problems.append(
-            f"files must list one file name per shard ({len(sizes) if isinstance(sizes, list) else '?'}), got {files!r}"
-        )
-    else:
-        for name in files:
-            inside = isinstance(name, str) and name and os.path.basename(name) == name and name not in (".", "..")
-            real = os.path.realpath(os.path.join(directory, name)) if inside else ""
-            if not inside or os.path.dirname(real) != os.path.realpath(directory):
-                problems.append(
-                    f"file {name!r} is not a plain file name inside the directory (paths, '..' and symlinks out are refused)"
-                )
-    if problems:
-        raise InputError(f"{where} is not a valid shard manifest: " + "; ".join(problems) + "; write the data with save_shards()")
-    return dtype, tuple(shape), sizes, files

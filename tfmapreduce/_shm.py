@@ -9,15 +9,12 @@ measurements are in docs/architecture.md ("Same-host shipping").
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
 import mmap
 import os
 import queue
 import secrets
-import shutil
-import stat
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -30,6 +27,7 @@ import tensorflow as tf
 
 from ._errors import ClusterError
 from ._plan import Shard
+from ._shmdir import client_dir
 
 R = TypeVar("R")
 
@@ -46,8 +44,6 @@ TRANSFERS = ("auto", "shm", "feed")
 MAPPED_SHARE = 0.25
 """At most this share of the host's memory is held by the mapped buffers of kept programs."""
 
-SHM_ROOT = "/dev/shm"
-"""Where the ``file`` mechanism keeps its per-user directory."""
 
 _DECODABLE = frozenset(
     np.dtype(t)
@@ -172,81 +168,6 @@ class Stageable(Protocol):
     def stageable(self, shard: Shard, min_bytes: int) -> bool:
         """Whether ``shard`` of this source may go through shared memory (see :func:`can_stage`)."""
         ...
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def user_root() -> str:
-    """The ``file`` mechanism's per-user directory, created 0700 and checked to be the user's own (not a link).
-
-    Raises:
-        ClusterError: the path exists but is not a private directory of this user.
-    """
-    root = os.path.join(SHM_ROOT, f"tfmapreduce-{os.getuid()}")
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(root, 0o700)
-    info = os.lstat(root)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
-        raise ClusterError(
-            f"{root} must be a directory owned by uid {os.getuid()} with mode 0700 (got mode {stat.S_IMODE(info.st_mode):o}, "
-            f"uid {info.st_uid}); remove it, or pass transfer='feed'"
-        )
-    return root
-
-
-def sweep(root: str | None = None) -> list[str]:
-    """Remove the per-client directories of dead clients (their pid gone) under the per-user directory; return them."""
-    root = root or user_root()
-    removed = []
-    for name in os.listdir(root):
-        pid, _, _ = name.partition("-")
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-            removed.append(name)
-    return removed
-
-
-_client_dir: list[str] = []  # this process's directory for the file mechanism, made once
-_client_dir_lock = threading.Lock()
-
-
-def client_dir() -> str:
-    """This process's private directory for the ``file`` mechanism (made on first use, after a sweep of dead clients')."""
-    with _client_dir_lock:
-        if not _client_dir or not os.path.isdir(_client_dir[0]):
-            for attempt in range(3):
-                root = user_root()
-                sweep(root)
-                path = os.path.join(root, f"{os.getpid()}-{secrets.token_hex(8)}")
-                try:
-                    os.mkdir(path, 0o700)
-                    break
-                except FileNotFoundError:  # another client removed the empty per-user folder meanwhile
-                    if attempt == 2:
-                        raise
-            _client_dir[:] = [path]
-        return _client_dir[0]
-
-
-def remove_client_dir() -> None:
-    """Remove this process's directory, and the per-user folder if that leaves it empty (at exit; safe when there is none)."""
-    with _client_dir_lock:
-        for path in _client_dir:
-            shutil.rmtree(path, ignore_errors=True)
-            with contextlib.suppress(OSError):  # not empty: other clients' folders
-                os.rmdir(os.path.dirname(path))
-        _client_dir.clear()
-
-
-atexit.register(remove_client_dir)
 
 
 def _write_all(fd: int, data: memoryview) -> None:

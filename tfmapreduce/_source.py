@@ -186,12 +186,14 @@ class Input(abc.ABC):
         """The source jobs read this data through."""
 
 
-PLAIN_DTYPES = frozenset(map(np.dtype, "?bhilqBHILQefd"))
-"""The numpy dtypes of numbers and booleans TensorFlow holds as they are (native byte order)."""
+PLAIN_DTYPES = frozenset(map(np.dtype, "bhilqBHILQefd"))
+"""The numpy dtypes of numbers TensorFlow holds as they are (native byte order); booleans go through :func:`as_array`,
+whose bytes may be other than 0 and 1."""
 
 
 def as_array(value: Any, *, argument: str) -> np.ndarray:
-    """``value`` (numpy array, tf.Tensor, nested list, scalar) as a numeric numpy array.
+    """``value`` (numpy array, tf.Tensor, nested list, scalar) as a numeric numpy array (booleans as bytes 0 and 1:
+    a copy where some byte is neither).
 
     Raises:
         TypeError: strings, objects or other non-numeric data.
@@ -219,6 +221,8 @@ def as_array(value: Any, *, argument: str) -> np.ndarray:
             f"{argument} has dtype {array.dtype}, wider than TensorFlow's float64; convert it with x.astype(np.float64) "
             "(which rounds to float64's 53-bit mantissa)"
         )
+    if array.dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+        array = array.view(np.uint8) != 0  # numpy's True is any nonzero byte; TensorFlow's is the byte 1
     return array
 
 
