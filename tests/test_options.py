@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -110,3 +111,19 @@ def test_bad_deadline_and_default_timeouts() -> None:
         assert tmr.get_timeout() == 45.0
     finally:
         tmr.set_timeout(60)
+
+
+def test_calls_that_place_data_take_the_placement_keywords_only(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    with pytest.raises(TypeError, match=r"scatter\(\) takes cluster, sizes, devices, fallback, timeout; reducers=2 does not"):
+        tmr.scatter(np.zeros(4), cluster=cluster, reducers=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"generate\(\) takes .*; retries=0, speculate=True do not apply"):
+        tmr.generate(lambda a, b: tf.range(a, b), rows=4, cluster=cluster, retries=0, speculate=True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"scatter\(\) needs cluster="):
+        tmr.scatter(np.zeros(4))
+    with pytest.raises(ValueError, match="fallback must be None or 'cpu'"):
+        tmr.scatter(np.zeros(4), cluster=cluster, fallback="gpu")
+    tmr.save_shards(np.arange(6.0), tmp_path, sizes=[2, 4])
+    with pytest.raises(TypeError, match=r"load_shards\(\) takes cluster, devices, fallback, timeout; sizes=\[3, 3\] does not"):
+        tmr.load_shards(tmp_path, cluster=cluster, sizes=[3, 3])
+    with tmr.load_shards(tmp_path, cluster=cluster, timeout=30) as loaded:
+        assert loaded.plan.sizes == (2, 4)

@@ -29,10 +29,16 @@ class PlanOptions(TypedDict, total=False):
     fallback: str | None
 
 
-class Options(PlanOptions, total=False):
-    """The keywords every run takes: where (:class:`PlanOptions`), how long, and how keyed or streamed work runs."""
+class PlaceOptions(PlanOptions, total=False):
+    """The keywords of a call that places data on a cluster without a job (``scatter``, ``generate``,
+    ``load_shards``, ``Files.persist``): where (:class:`PlanOptions`), and how long."""
 
     timeout: float | None
+
+
+class Options(PlaceOptions, total=False):
+    """The keywords every run takes: where and how long (:class:`PlaceOptions`), and how keyed or streamed work runs."""
+
     reducers: int | Sequence[str] | None
     batch_rows: int | None
     retries: int
@@ -100,6 +106,30 @@ class RunOptions:
         if len(_validated) >= 256:
             _validated.clear()
         _validated[key] = settings
+        return settings
+
+    @classmethod
+    def placing(cls, call: str, options: dict[str, Any], *, without: tuple[str, ...] = ()) -> RunOptions:
+        """Validate the keywords of ``call`` (a call that places data, named in messages): only :class:`PlaceOptions`'
+        keywords apply, less ``without``; ``cluster=`` is required.
+
+        Example:
+            >>> RunOptions.placing("scatter", {"cluster": None, "reducers": 2})
+            Traceback (most recent call last):
+            ...
+            TypeError: scatter() takes cluster, sizes, devices, fallback, timeout; reducers=2 does not apply to it (it places data, it runs no job)
+        """
+        takes = [name for name in PlaceOptions.__annotations__ if name not in without]
+        extra = [name for name in options if name not in takes]
+        if extra:
+            given = ", ".join(f"{name}={options[name]!r}" for name in extra)
+            raise TypeError(
+                f"{call}() takes {', '.join(takes)}; {given} {'does' if len(extra) == 1 else 'do'} not apply to it "
+                "(it places data, it runs no job)"
+            )
+        settings = cls.of(**options)
+        if settings.cluster is None:
+            raise TypeError(f"{call}() needs cluster=: pass a Cluster, e.g. cluster=tmr.LocalCluster(2)")
         return settings
 
     @classmethod

@@ -10,13 +10,14 @@ from typing import Any
 import attrs
 import numpy as np
 import tensorflow as tf
+from typing_extensions import Unpack
 
 from ._cluster import Cluster
 from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import ClusterError, InputError, JobError, MapFunctionError, ShardLostError
 from ._numerics import mark_nonnegative
-from ._partition import SizesLike
+from ._options import PlaceOptions, RunOptions
 from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
 from ._source import Input, ShardTensor, host_array
@@ -271,17 +272,7 @@ def check_cluster(cluster: object) -> Cluster:
     return cluster
 
 
-def scatter(
-    x: Any,
-    /,
-    *,
-    cluster: Cluster,
-    sizes: SizesLike = None,
-    devices: Sequence[str] | None = None,
-    fallback: str | None = None,
-    timeout: float | None = None,
-    keep_source: bool = True,
-) -> Sharded:
+def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptions]) -> Sharded:
     """Send ``x`` to the cluster once; its shards stay on their devices for many jobs.
 
     Same partition and placement rules (and errors) as ``MapReduce.run``.  With
@@ -289,6 +280,12 @@ def scatter(
     (no copy), so a shard lost with its worker is rebuilt on a surviving task by
     the next run; ``keep_source=False`` lets ``x`` be freed, and a lost shard
     then raises ``ShardLostError``.
+
+    Args:
+        x: the host array to send.
+        keep_source: keep a reference to ``x`` to rebuild lost shards.
+        **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``);
+            options of jobs (``reducers=``, ``retries=``, ...) raise TypeError.
 
     Example:
         >>> data = tmr.scatter(np.arange(8.0), cluster=cluster, sizes=tmr.weights(1, 3))
@@ -298,11 +295,14 @@ def scatter(
         3.5
         >>> data.delete()
     """
-    cluster = check_cluster(cluster)
+    settings = RunOptions.placing("scatter", dict(options))
+    cluster = check_cluster(settings.cluster)
     if isinstance(x, Input):
         raise TypeError(f"x is already on the workers ({type(x).__name__}); use it directly, or gather() it first")
     array = host_array(x)
-    plan = make_plan(len(array), sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
+    plan = make_plan(
+        len(array), settings.sizes, settings.devices, [Device.parse(d) for d in cluster.devices], fallback=settings.fallback
+    )
 
     source: list[np.ndarray[Any, Any] | None] = [array]
 
@@ -316,7 +316,7 @@ def scatter(
         ph = tf.compat.v1.placeholder(tf.as_dtype(array.dtype), (shard.rows, *array.shape[1:]), name="x")
         return ph, source[0][shard.start : shard.stop]
 
-    data = build_sharded(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), timeout)
+    data = build_sharded(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), settings.timeout)
     if not keep_source:
         source[0] = None
     return data
@@ -327,17 +327,18 @@ def generate(
     /,
     *,
     rows: int,
-    cluster: Cluster,
-    sizes: SizesLike = None,
-    devices: Sequence[str] | None = None,
-    fallback: str | None = None,
-    timeout: float | None = None,
+    **options: Unpack[PlaceOptions],
 ) -> Sharded:
     """Build each shard ON its worker: ``fn(start, stop)`` returns the rows ``start:stop`` as a tensor.
 
     The client ships nothing.  The data equals ``fn(0, rows)`` made in one
     process whenever each row depends only on its index (e.g. built from
     ``tf.range(start, stop)``).
+
+    Args:
+        fn: ``fn(start, stop)`` → the tensor of rows ``start:stop``, built on the shard's device.
+        rows: how many rows in all.
+        **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
     Raises:
         MapFunctionError: ``fn`` raised, or returned a shard of the wrong length or a varying dtype.
@@ -348,12 +349,15 @@ def generate(
         True
         >>> data.delete()
     """
-    cluster = check_cluster(cluster)
+    settings = RunOptions.placing("generate", dict(options))
+    cluster = check_cluster(settings.cluster)
     if not callable(fn):
         raise TypeError(f"fn must be a callable fn(start, stop) -> tensor of rows start:stop, got {type(fn).__name__} {fn!r}")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
         raise InputError(f"rows must be an int ≥ 0, got {rows!r}")
-    plan = make_plan(rows, sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
+    plan = make_plan(
+        rows, settings.sizes, settings.devices, [Device.parse(d) for d in cluster.devices], fallback=settings.fallback
+    )
     with tf.Graph().as_default():  # learn the dtype and row shape from a 1-row (or empty) trace
         probe = _call(fn, 0, min(rows, 1))
     dtype, inner = probe.dtype, tuple(probe.shape[1:])
@@ -367,7 +371,7 @@ def generate(
             )
         return value
 
-    return build_sharded(cluster, plan, dtype.as_numpy_dtype, (rows, *inner), [built] * len(plan.shards), timeout)
+    return build_sharded(cluster, plan, dtype.as_numpy_dtype, (rows, *inner), [built] * len(plan.shards), settings.timeout)
 
 
 def _call(fn: Callable[[int, int], Any], start: int, stop: int) -> tf.Tensor:

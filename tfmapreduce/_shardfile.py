@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from typing_extensions import Unpack
 
-from ._cluster import Cluster
 from ._device import Device
 from ._errors import InputError, JobError
+from ._options import PlaceOptions, RunOptions
 from ._partition import SizesLike, canonical_sizes, check_count
 from ._plan import Shard, make_plan
 from ._resident import Sharded, build_sharded, check_cluster
@@ -74,26 +75,25 @@ def save_shards(x: Any, directory: str | os.PathLike[str], /, *, sizes: SizesLik
     return names
 
 
-def load_shards(
-    directory: str | os.PathLike[str],
-    /,
-    *,
-    cluster: Cluster,
-    devices: Sequence[str] | None = None,
-    fallback: str | None = None,
-    timeout: float | None = None,
-) -> Sharded:
+def load_shards(directory: str | os.PathLike[str], /, **options: Unpack[PlaceOptions]) -> Sharded:
     """Load files written by :func:`save_shards` as a Sharded: each worker reads only its own files,
     with TensorFlow's file ops, from the same path (a shared or copied directory).
+
+    Args:
+        directory: the folder :func:`save_shards` wrote.
+        **options: ``cluster`` (required), ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``); the sizes
+            are the saved ones.
 
     Raises:
         InputError: the manifest is missing or malformed, or a shard file is missing or corrupt
             (the message names the file and the task that read it).
     """
-    cluster = check_cluster(cluster)
+    settings = RunOptions.placing("load_shards", dict(options), without=("sizes",))
+    cluster = check_cluster(settings.cluster)
     directory = os.path.abspath(os.fspath(directory))
     dtype, shape, sizes, files = _manifest(directory)
-    plan = make_plan(shape[0], sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
+    available = [Device.parse(d) for d in cluster.devices]
+    plan = make_plan(shape[0], sizes, settings.devices, available, fallback=settings.fallback)
     row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
 
     def read(shard: Shard) -> tf.Tensor:
@@ -116,7 +116,7 @@ def load_shards(
         return tf.ensure_shape(value, (shard.rows, *shape[1:]))
 
     try:
-        return build_sharded(cluster, plan, dtype, shape, [read] * len(plan.shards), timeout)
+        return build_sharded(cluster, plan, dtype, shape, [read] * len(plan.shards), settings.timeout)
     except JobError as e:
         found = re.search(r"shard(\d+)/", e.details) or re.search(r"shard-(\d+)-of", e.details)
         if not found:
