@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
-from . import _backend, _versions
+from . import _backend, _client, _versions
 from ._cache import PROGRAMS
 from ._device import Device
 from ._errors import ClusterError, InputError
@@ -98,7 +98,7 @@ class Cluster:
         ``client_master=True`` (off by default) this process starts a server for that task and
         makes it the master of every run: fed data enters the cluster in process instead of through
         gRPC to task 0 (see ``_client``: the workers must have been started with that spec; the port
-        listens on every interface until the process exits).
+        listens on every interface until the cluster closes).
 
         Raises:
             ClusterError: the spec is malformed (every problem is listed), names no worker, or
@@ -119,8 +119,8 @@ class Cluster:
         Raises:
             ClusterError: the spec has no client task, or its port is taken.
         """
-        from . import _client
-
+        if self._client is not None:
+            return  # already the master
         server = _client.serve(self._spec)
         with self._lock:
             self._client = server
@@ -359,13 +359,18 @@ class Cluster:
         return [_backend.close_in_background(entry.session) for entry in entries]
 
     def close(self) -> None:
-        """Close every session this cluster opened, and drop the programs compiled for it.  Safe to call twice."""
+        """Close every session this cluster opened, drop the programs compiled for it, and stop listening on the client's
+        port (``client_master=True``, once no other open cluster uses it).  Safe to call twice."""
         self._closed = True
         PROGRAMS.drop(self)
         closing = self.drop_sessions()
         deadline = time.monotonic() + 2.0  # let healthy sessions close before workers stop; the rest finish in the background
         for thread in closing:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            server, self._client = self._client, None
+        if server is not None:
+            _client.release(self._spec)
 
     def __enter__(self) -> Cluster:
         return self
