@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
-from . import _backend, _client, _versions
+from . import _backend, _versions
 from ._cache import PROGRAMS
 from ._device import Device
 from ._errors import ClusterError, InputError
@@ -119,6 +119,8 @@ class Cluster:
         Raises:
             ClusterError: the spec has no client task, or its port is taken.
         """
+        from . import _client
+
         if self._client is not None:
             return  # already the master
         server = _client.serve(self._spec)
@@ -359,8 +361,7 @@ class Cluster:
         return [_backend.close_in_background(entry.session) for entry in entries]
 
     def close(self) -> None:
-        """Close every session this cluster opened, drop the programs compiled for it, and stop listening on the client's
-        port (``client_master=True``, once no other open cluster uses it).  Safe to call twice."""
+        """Close every session this cluster opened, and drop the programs compiled for it.  Safe to call twice."""
         self._closed = True
         PROGRAMS.drop(self)
         closing = self.drop_sessions()
@@ -369,7 +370,9 @@ class Cluster:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         with self._lock:
             server, self._client = self._client, None
-        if server is not None:
+        if server is not None:  # client_master=True: its port stops listening once no other open cluster uses it
+            from . import _client
+
             _client.release(self._spec)
 
     def __enter__(self) -> Cluster:
