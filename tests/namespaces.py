@@ -1,8 +1,16 @@
-"""Linux namespaces for tests that need a process alone in one (its own pids, its own network)."""
+"""Linux namespaces for tests that need a process alone in one (its own pids, its own network), or a network outside."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
+import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
 
 
 def unshare_works(*flags: str) -> bool:
@@ -11,3 +19,61 @@ def unshare_works(*flags: str) -> bool:
         return subprocess.run(["unshare", *flags, "true"], capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def ip(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``ip ARGS`` (iproute2), never raising."""
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20, check=False)
+
+
+@contextlib.contextmanager
+def outside_address(subnet: str = "10.232.{}.{}") -> Iterator[tuple[str, str]]:
+    """A network namespace of the test's own, linked to this host by a veth pair: yields (its name, the host's address).
+
+    The host's end of the pair has a private test address that is not loopback: a process in the
+    namespace (``ip netns exec NAME ...``) that connects to it arrives on this machine from the network.
+    Removed at the end, whatever happens.  Skips the test where it cannot be made (needs root and ``ip netns``).
+    """
+    if os.geteuid() != 0 or shutil.which("ip") is None or ip("netns", "list").returncode != 0:
+        pytest.skip("creating a network namespace and a veth pair needs root and iproute2's `ip netns`")
+    tag = secrets.token_hex(3)
+    netns, host_if, ns_if = f"tmri{tag}", f"tmrih{tag}", f"tmrin{tag}"
+    octet = int(tag[:2], 16)
+    host_ip, ns_ip = subnet.format(octet, 1), subnet.format(octet, 2)
+    try:
+        for args in (
+            ["netns", "add", netns],
+            ["link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+            ["link", "set", ns_if, "netns", netns],
+            ["addr", "add", f"{host_ip}/30", "dev", host_if],
+            ["link", "set", host_if, "up"],
+            ["-n", netns, "addr", "add", f"{ns_ip}/30", "dev", ns_if],
+            ["-n", netns, "link", "set", ns_if, "up"],
+            ["-n", netns, "link", "set", "lo", "up"],
+        ):
+            done = ip(*args)
+            if done.returncode != 0:
+                pytest.skip(f"cannot set up the namespace pair here: ip {' '.join(args)}: {done.stderr.strip()}")
+        yield netns, host_ip
+    finally:
+        ip("link", "del", host_if)
+        ip("netns", "del", netns)
+
+
+CONNECT = """
+import socket, sys
+host = sys.argv[1]
+for port in map(int, sys.argv[2:]):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        print(port, "answers")
+    except OSError as e:
+        print(port, type(e).__name__)
+"""
+
+
+def connect_from(netns: str, host: str, ports: list[int]) -> dict[int, str]:
+    """Try a TCP connection to ``host:port`` from inside ``netns`` for each port: port → "answers" or the error's class."""
+    argv = ["ip", "netns", "exec", netns, sys.executable, "-I", "-c", CONNECT, host, *map(str, ports)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    return {int(port): outcome for port, outcome in (line.split() for line in done.stdout.splitlines())}

@@ -1,4 +1,4 @@
-"""The network guard: TensorFlow's server binds every interface, so workers start on a networked machine only when allowed.
+"""The network guard: TensorFlow's server binds every interface, so exposed workers start on a networked machine only when allowed.
 
 Nothing is faked: this machine's own interfaces decide what each test expects.
 """
@@ -18,19 +18,28 @@ from tfmapreduce._network import network_interfaces
 EXPOSED = network_interfaces()
 
 
-def test_local_cluster_allow_network_false_refuses_on_a_networked_machine_before_starting_anything() -> None:
+def test_local_cluster_allow_network_false_refuses_exposed_workers_before_starting_anything() -> None:
     if not EXPOSED:
-        with tmr.LocalCluster(1, allow_network=False) as local:
+        with tmr.LocalCluster(1, allow_network=False, isolate=False) as local:
             assert len(local.pids) == 1
         return
     with pytest.raises(tmr.ClusterError) as error:
-        tmr.LocalCluster(1, allow_network=False)
+        tmr.LocalCluster(1, allow_network=False, isolate=False)
     message = str(error.value)
-    assert message.startswith("LocalCluster(allow_network=False): this machine is on a network")
+    assert message.startswith(
+        "LocalCluster(allow_network=False): the workers would be not isolated (isolate=False) and this machine is on a network"
+    )
     for name in EXPOSED:
         assert name in message
     assert "unshare -rn" in message
     assert "allow_network=True" in message
+
+
+def test_local_cluster_allow_network_false_starts_isolated_workers() -> None:
+    with tmr.LocalCluster(1, allow_network=False) as local:
+        if EXPOSED:  # started: so they are isolated (else it would have refused)
+            assert local.isolated, local.isolation
+        assert len(local.pids) == 1
 
 
 def test_allow_network_must_be_a_bool() -> None:
@@ -66,13 +75,18 @@ def tfmapreduce_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("tfmapreduce.")]
 
 
-def test_local_cluster_by_default_starts_and_warns_once_per_process_when_networked() -> None:
-    result = run_script("{}")
+@pytest.mark.parametrize("options", ["{}", "{'isolate': False}"], ids=["default", "isolate=False"])
+def test_local_cluster_warns_once_per_process_when_its_workers_are_exposed(options: str) -> None:
+    result = run_script(options)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("mean 4.5") == 2
     lines = tfmapreduce_lines(result.stderr)
     warnings = [line for line in lines if "WARNING" in line]
-    if EXPOSED:
+    isolated = sum("isolated in a" in line for line in lines if "LocalCluster started" in line)
+    assert isolated in (0, 2), lines
+    if options != "{}":
+        assert isolated == 0, lines
+    if EXPOSED and not isolated:
         assert len(warnings) == 1, lines
         assert "LocalCluster workers listen on every interface of this machine" in warnings[0]
         assert f"({', '.join(EXPOSED)})" in warnings[0]

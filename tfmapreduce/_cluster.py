@@ -117,7 +117,7 @@ class Cluster:
         ``client_master=True`` (off by default) this process starts a server for that task and
         makes it the master of every run: fed data enters the cluster in process instead of through
         gRPC to task 0 (see ``_client``: the workers must have been started with that spec; the port
-        listens on every interface until the process exits).
+        listens on every interface until the cluster closes).
 
         Raises:
             ClusterError: the spec is malformed (every problem is listed), names no worker, or
@@ -140,6 +140,8 @@ class Cluster:
         """
         from . import _client
 
+        if self._client is not None:
+            return  # already the master
         server = _client.serve(self._spec)
         with self._lock:
             self._client = server
@@ -383,6 +385,12 @@ class Cluster:
         deadline = time.monotonic() + 2.0  # let healthy sessions close before workers stop; the rest finish in the background
         for thread in closing:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            server, self._client = self._client, None
+        if server is not None:  # client_master=True: its port stops listening once no other open cluster uses it
+            from . import _client
+
+            _client.release(self._spec)
 
     def __enter__(self) -> Cluster:
         return self

@@ -4,27 +4,24 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
 import os
-import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 import weakref
-from collections.abc import Callable
 from typing import Any
 
+from . import _client, _logdir, _spawn
 from ._cluster import Cluster
 from ._deadline import check_timeout
 from ._errors import ClusterError
 from ._log import CLUSTER
 from ._native import kernels
+from ._netns import IsolationError, Namespace, shared
 from ._network import network_interfaces
 from ._spec import CLIENT_JOB, validate_spec
 from ._task import Task
@@ -40,45 +37,6 @@ def _stop_all() -> None:
         cluster.close()
 
 
-class _Spawner:
-    """One long-lived thread that starts every worker process.
-
-    A worker asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG);
-    the kernel sends it when the spawning *thread* exits, so spawn from a thread
-    that lives as long as the process.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
-        threading.Thread(target=self._serve, name="tfmapreduce-spawner", daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            fn, reply = self._jobs.get()
-            try:
-                reply.put((True, fn()))
-            except BaseException as e:  # handed back to the caller
-                reply.put((False, e))
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        reply: queue.Queue[Any] = queue.Queue()
-        self._jobs.put((fn, reply))
-        ok, value = reply.get()
-        if not ok:
-            raise value
-        return value
-
-
-_spawner: _Spawner | None = None
-_spawner_lock = threading.Lock()
-
-
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        # PR_SET_PDEATHSIG with SIGKILL: a SIGTERM would wait, pending, in a worker that is stopped (SIGSTOP)
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-
-
 def _free_ports(n: int) -> list[int]:
     socks = []
     try:
@@ -92,6 +50,13 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
+_ISOLATE = ("auto", True, False)
+
+
+def _spawn_keeper(argv: list[str], fds: Any) -> subprocess.Popen[bytes]:
+    return _spawn.start(argv, log=os.devnull, pass_fds=fds)  # it answers on its control socket
+
+
 class LocalCluster(Cluster):
     """Start ``workers`` worker processes on free ports of this machine; stop them on close.
 
@@ -100,15 +65,16 @@ class LocalCluster(Cluster):
     :meth:`close` (or the end of the ``with`` block), on interpreter exit, and
     within milliseconds if the client process is killed.
 
-    **Security:** the spec names ``localhost``, but TensorFlow's server listens on
-    *all* interfaces (``0.0.0.0``, hard-coded in TensorFlow) and has no
-    authentication: while they run, anyone who can reach this machine's network
-    address and the workers' ports can run any operation as your user.  By default
-    (``allow_network=True``) the workers start anyway and a warning is logged once
-    per process (logger ``tfmapreduce.cluster``) when the machine has a network
-    interface; with ``allow_network=False`` they start only on a machine (or in a
-    network namespace) that has nothing but loopback.  TensorFlow offers no way to
-    bind loopback only; see the Security page for firewalls and ``unshare -rn``.
+    **Security:** TensorFlow's server listens on *all* interfaces (``0.0.0.0``,
+    hard-coded in TensorFlow) and has no authentication.  So by default
+    (``isolate="auto"``) the workers start in a network namespace of their own
+    that has only its loopback, and this process reaches them through relays on
+    its own loopback that admit only connections from this user's sockets:
+    nothing on the network can reach them.  Where the operating system refuses a
+    namespace (see :attr:`isolation` and ``repr(cluster)``), they start as
+    before, reachable from the network, and a warning is logged once per process
+    (logger ``tfmapreduce.cluster``) when the machine has a network interface.
+    See the Security page.
 
     Args:
         workers: how many worker processes (tasks) to start.
@@ -116,16 +82,23 @@ class LocalCluster(Cluster):
         cpu_devices: CPU devices each worker exposes (``CPU:0`` .. ``CPU:n-1``),
             to exercise placement over several devices per task without GPUs.
         startup_timeout: seconds to wait for every worker to accept connections.
-        allow_network: start the workers even though this machine has a network
-            interface other than loopback (they are then reachable from it).
+        allow_network: with ``False``, refuse to start workers that would be reachable
+            from a network interface of this machine (not isolated, and the machine has one).
         client_master: give the spec a ``client`` task on one more free port, start the
             workers with it, and make this process's own server for it the master of every
-            run (see :meth:`Cluster.from_spec`).  TensorFlow cannot stop that server: its port
-            stays bound until this process exits, after the workers have stopped.
+            run (see :meth:`Cluster.from_spec`).  Isolated, that server listens inside the
+            workers' namespace too; either way its port stops listening when the cluster
+            closes (TensorFlow cannot stop the server itself, so that address is not served
+            again by this process).
+        isolate: ``"auto"`` (default): the workers in a network namespace of their own where
+            the operating system permits, else reachable as before (with the warning);
+            ``True``: require the namespace; ``False``: never (workers on the machine's
+            network, e.g. to be reached from elsewhere through a firewall).
 
     Raises:
-        ClusterError: a worker failed to start in time (its log is quoted), or
-            ``allow_network=False`` on a machine with a network interface.
+        ClusterError: a worker failed to start in time (its log is quoted),
+            ``isolate=True`` where no namespace can be made (the message says why), or
+            ``allow_network=False`` when the workers would be reachable from a network interface.
 
     Example:
         >>> with LocalCluster(workers=2, job="doc") as local:
@@ -142,6 +115,7 @@ class LocalCluster(Cluster):
         startup_timeout: float = 60.0,
         allow_network: bool = True,
         client_master: bool = False,
+        isolate: bool | str = "auto",
     ):
         for name, value in (("workers", workers), ("cpu_devices", cpu_devices)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -156,23 +130,29 @@ class LocalCluster(Cluster):
             raise ValueError(f"job must not be {CLIENT_JOB!r}: that name is the client's own task (client_master=True)")
         if not isinstance(allow_network, bool):
             raise TypeError(f"allow_network must be True or False, got {type(allow_network).__name__} {allow_network!r}")
-        exposed = network_interfaces()
-        if exposed and not allow_network:
-            raise ClusterError(
-                f"LocalCluster(allow_network=False): this machine is on a network ({', '.join(exposed)}) and TensorFlow's "
-                "server listens on all interfaces with no authentication, so the workers would be reachable from it; "
-                "run the program where only loopback exists (e.g. unshare -rn, see docs/security.md) or pass allow_network=True"
-            )
-        self._allow_network = allow_network
+        if not any(isolate is choice for choice in _ISOLATE):
+            raise TypeError(f"isolate must be 'auto', True or False, got {type(isolate).__name__} {isolate!r}")
         started = time.monotonic()
         self._processes: list[subprocess.Popen[bytes]] = []
         self._job, self._cpu_devices, self._startup_timeout = job, cpu_devices, startup_timeout
-        self._logdir = tempfile.mkdtemp(prefix="tfmapreduce-")
+        self._namespace: Namespace | None = None
+        self._reserved: list[int] = []  # ports held on this machine's loopback for the relays into the namespace
+        self._isolation = "not isolated (isolate=False)"
+        self._logdir = _logdir.make()
         super().__init__({})
         _live.add(self)
         try:
+            exposed = self._isolate(isolate, client_master=client_master)
+            if exposed and not allow_network:
+                raise ClusterError(
+                    f"LocalCluster(allow_network=False): the workers would be {self._isolation} and this machine is on a "
+                    f"network ({', '.join(exposed)}); TensorFlow's server listens on all interfaces with no authentication, "
+                    "so they would be reachable from it. Run where network namespaces are permitted (isolate='auto'), "
+                    "or where only loopback exists (e.g. unshare -rn, see docs/security.md), or pass allow_network=True"
+                )
+            self._allow_network = allow_network
             for attempt in range(3):
-                ports = _free_ports(workers + client_master)
+                ports = self._ports(workers + client_master)
                 spec = {job: [f"localhost:{p}" for p in ports[:workers]]}
                 if client_master:
                     spec[CLIENT_JOB] = [f"localhost:{ports[workers]}"]
@@ -183,55 +163,108 @@ class LocalCluster(Cluster):
                 self._stop_workers()
             self._spec = spec
             if client_master:
+                if self._namespace is not None:
+                    self._namespace.relay(ports[workers])  # this process's own check that its server listens
                 self.serve_client()
         except BaseException:
             self.close()
             raise
         CLUSTER.info(
-            "LocalCluster started %d workers of job %r on %s in %.1f s (pids %s)",
+            "LocalCluster started %d workers of job %r on %s in %.1f s (pids %s), %s",
             workers,
             job,
             ", ".join(spec[job]),
             time.monotonic() - started,
             ", ".join(map(str, self.pids)),
+            self._isolation,
         )
         global _warned_network
         if exposed and not _warned_network:
             _warned_network = True
             CLUSTER.warning(
-                "LocalCluster workers listen on every interface of this machine (%s) with no authentication: while they "
-                "run, anyone who reaches ports %s can run code as this user; see docs/security.md "
+                "LocalCluster workers listen on every interface of this machine (%s) with no authentication (%s): while "
+                "they run, anyone who reaches ports %s can run code as this user; see docs/security.md "
                 "(warned once per process)",
                 ", ".join(exposed),
+                self._isolation,
                 ", ".join(a.rpartition(":")[2] for a in spec[job]),
             )
 
+    def _isolate(self, isolate: bool | str, *, client_master: bool) -> tuple[str, ...]:
+        """Make the workers' namespace as ``isolate`` asks; the network interfaces they will then be reachable from."""
+        if isolate is False:
+            return network_interfaces()
+        try:
+            namespace = shared(_spawn_keeper)
+            if client_master:
+                why = namespace.can_enter()
+                if why is not None:
+                    raise IsolationError(f"client_master=True needs the client's own server inside too, but {why}")
+        except IsolationError as e:
+            if isolate is True:
+                raise ClusterError(
+                    f"LocalCluster(isolate=True): {e}; pass isolate='auto' to start the workers without a namespace "
+                    "(reachable from the network) where none can be made"
+                ) from None
+            self._isolation = f"not isolated ({e})"
+            return network_interfaces()
+        self._namespace = namespace
+        kind = "a user and network namespace" if namespace.user else "a network namespace"
+        self._isolation = f"isolated in {kind} (loopback only; relays admit uid {os.geteuid()})"
+        return ()
+
+    def _ports(self, n: int) -> list[int]:
+        """``n`` free ports, the last one never a port this process served a client task on."""
+        while True:
+            ports = self._namespace.reserve(n) if self._namespace is not None else _free_ports(n)
+            if self._namespace is not None:
+                self._reserved += ports
+            if not _client.used(ports[-1]):
+                return ports
+
+    @property
+    def isolation(self) -> str:
+        """How the workers are kept from the network: ``"isolated in a network namespace (...)"``, or
+        ``"not isolated (why)"`` (also part of ``repr(cluster)``)."""
+        return self._isolation
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the workers run in a network namespace of their own (see :attr:`isolation`)."""
+        return self._namespace is not None
+
+    def serve_client(self) -> None:
+        """Make this process's server for the spec's ``client`` task the master; isolated, it listens inside the namespace."""
+        if self._client is not None:
+            return
+        namespace = self._namespace
+        place = {} if namespace is None else {"inside": namespace.inside, "exposed": False}
+        server = _client.serve(self._spec, **place)  # type: ignore[arg-type]
+        with self._lock:
+            self._client = server
+        self.drop_sessions()
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, {self._isolation})"
+
     def _spawn(self, spec: dict[str, list[str]], job: str, task: int, cpu_devices: int) -> subprocess.Popen[bytes]:
-        global _spawner
-        with _spawner_lock:
-            if _spawner is None:
-                _spawner = _Spawner()
         argv = [sys.executable, "-m", "tfmapreduce", "worker", "--cluster", json.dumps(spec)]
         argv += ["--job", job, "--task", str(task), "--cpu-devices", str(cpu_devices)]
         argv += ["--allow-network"] if self._allow_network else []
         env = dict(os.environ, **{PARENT_ENV: str(os.getpid())})
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        log = open(os.path.join(self._logdir, f"task{task}.log"), "wb")  # noqa: SIM115 - handed to the child
-        try:
-            process: subprocess.Popen[bytes] = _spawner.call(
-                lambda: subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    preexec_fn=_die_with_parent,
-                    start_new_session=True,
-                )
-            )
-            return process
-        finally:
-            log.close()
+        namespace = self._namespace
+        log = os.path.join(self._logdir, f"task{task}.log")
+        process = _spawn.start(argv, log=log, env=env, before=None if namespace is None else namespace.join)
+        if namespace is not None:
+            try:
+                namespace.relay(int(spec[job][task].rpartition(":")[2]), process.pid)
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise
+        return process
 
     def _log(self, task: int) -> str:
         with open(os.path.join(self._logdir, f"task{task}.log"), encoding="utf-8", errors="replace") as f:
@@ -311,5 +344,8 @@ class LocalCluster(Cluster):
         if self._processes:
             CLUSTER.info("LocalCluster stopping %d workers (pids %s)", len(self._processes), ", ".join(map(str, self.pids)))
         self._stop_workers()
+        if self._namespace is not None:
+            self._namespace.release(self._reserved)
+            self._reserved = []
         shutil.rmtree(self._logdir, ignore_errors=True)
         _live.discard(self)
