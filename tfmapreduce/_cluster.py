@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
-from . import _backend, _versions
+from . import _backend, _client, _versions
 from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import ClusterError, InputError
@@ -138,8 +138,6 @@ class Cluster:
         Raises:
             ClusterError: the spec has no client task, or its port is taken.
         """
-        from . import _client
-
         if self._client is not None:
             return  # already the master
         server = _client.serve(self._spec)
@@ -388,8 +386,6 @@ class Cluster:
         with self._lock:
             server, self._client = self._client, None
         if server is not None:  # client_master=True: its port stops listening once no other open cluster uses it
-            from . import _client
-
             _client.release(self._spec)
 
     def __enter__(self) -> Cluster:
