@@ -410,9 +410,9 @@ def test_word_count_over_text_files_read_on_the_workers_equals_counter(
 ) -> None:
     import collections
 
-    from tfmapreduce import _readers
+    from tfmapreduce import _text
 
-    monkeypatch.setattr(_readers, "TEXT_BLOCK", block)  # 7: words and lines straddle the blocks
+    monkeypatch.setattr(_text, "TEXT_BLOCK", block)  # 7: words and lines straddle the blocks
     rng = np.random.default_rng(7)
     words = [f"w{i}" for i in range(50)] + ["é", "ünïcode"]
     texts = [" ".join(rng.choice(words, size=rng.integers(0, 400))) + "\n" + "  tab\tsep\n" for _ in range(5)]
@@ -442,26 +442,26 @@ TEXTS = [
 def test_text_blocks_yield_the_lines_text_line_dataset_yields(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: bytes, block: int, window: int
 ) -> None:
-    from tfmapreduce import _readers
+    from tfmapreduce import _csv, _readers, _text
 
-    monkeypatch.setattr(_readers, "TEXT_BLOCK", block)
-    monkeypatch.setattr(_readers, "NEWLINE_WINDOW", window)
+    monkeypatch.setattr(_text, "TEXT_BLOCK", block)
+    monkeypatch.setattr(_text, "NEWLINE_WINDOW", window)
     path = tmp_path / "t.txt"
     path.write_bytes(text)
     expected = list(tf.data.TextLineDataset(str(path)).as_numpy_iterator())
-    got = [line for batch in _readers.text_lines(str(path), len(text)).as_numpy_iterator() for line in batch.tolist()]
+    got = [line for batch in _text.text_lines(str(path), len(text)).as_numpy_iterator() for line in batch.tolist()]
     assert got == expected
-    with_header = _readers.Csv(None, "float64", True, ",").record_batches(str(path), len(text), 2)
+    with_header = _csv.Csv(None, "float64", True, ",").record_batches(str(path), len(text), 2)
     assert [line for batch in with_header.as_numpy_iterator() for line in batch.tolist()] == expected[1:]
     whole = _readers.Text().small_batches([str(path)], [len(text)], 2)  # the small-file path: the file read at once
     assert [line for batch in whole.as_numpy_iterator() for line in batch.tolist()] == expected
-    pieces = [piece.tolist() for piece in _readers.whole_texts([str(path)], [len(text)]).as_numpy_iterator()]
-    blocks = [part for piece in _readers.text_blocks(str(path), len(text)).as_numpy_iterator() for part in piece.tolist()]
+    pieces = [piece.tolist() for piece in _text.whole_texts([str(path)], [len(text)]).as_numpy_iterator()]
+    blocks = [part for piece in _text.text_blocks(str(path), len(text)).as_numpy_iterator() for part in piece.tolist()]
     assert pieces == ([[b"\n".join(blocks)]] if blocks else [])  # the same text, as one piece
 
 
 def test_small_files_read_together_yield_the_lines_text_line_dataset_yields(tmp_path: Path) -> None:
-    from tfmapreduce import _readers
+    from tfmapreduce import _csv, _readers, _text
 
     paths = []
     for i, text in enumerate([*TEXTS, b"x,y\n1,2\n", b"x,y\r\n3,4\r\n5,6"]):
@@ -474,11 +474,11 @@ def test_small_files_read_together_yield_the_lines_text_line_dataset_yields(tmp_
         return [line for batch in dataset.as_numpy_iterator() for line in batch.tolist()]
 
     assert lines(_readers.Text().small_batches(paths, sizes, 3)) == [line for f in per_file for line in f]
-    with_header = _readers.Csv(None, "float64", True, ",").small_batches(paths, sizes, 3)
+    with_header = _csv.Csv(None, "float64", True, ",").small_batches(paths, sizes, 3)
     assert lines(with_header) == [line for f in per_file for line in f[1:]]  # each file's first line skipped
     blocks = _readers.TextBlocks().small_batches(paths, sizes, 3)
     texts = [
-        [part for piece in _readers.text_blocks(p, n).as_numpy_iterator() for part in piece.tolist()]
+        [part for piece in _text.text_blocks(p, n).as_numpy_iterator() for part in piece.tolist()]
         for p, n in zip(paths, sizes, strict=True)
     ]
     assert [piece.tolist() for piece in blocks.as_numpy_iterator()] == [[b"\n".join(text)] for text in texts if text]
