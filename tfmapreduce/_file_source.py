@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
-from ._csv import Csv
+from ._csv import Csv, bad_line_message, find_bad_line
 from ._errors import InputError, JobError, ShardLostError
 from ._options import effective_timeout
 from ._plan import Plan, Shard
@@ -189,7 +189,7 @@ class FileSource:
                 records = self.reader.small_batches([p[0].path for p in group], [p[0].size for p in group], rows)
             else:
                 records = self.reader.record_batches(e.path, e.size, rows)
-            result.append(Batches(records.map(lambda r, layout=layout: self.reader.decode(r, layout)), None))
+            result.append(Batches(records.map(lambda r, layout=layout, rows=rows: self.reader.decode(r, layout, rows)), None))
         return result
 
     def changed(self, entry: FileEntry, expected: int) -> str:
@@ -233,7 +233,7 @@ class FileSource:
                 "put the file there, or pin it with {task: [paths]} to the task that has it"
             )
         if any(s in details for s in ("fields but have", "is not a valid", "required but missing", "Quote")):
-            return InputError(self._csv_row(named or group, task, cluster, cause))
+            return InputError(self._csv_row(group, task, cluster, details, cause))
         feature = re.search(r"Feature: (\S+) \(data type: (\w+)\) is required but could not be found", details)
         if feature:
             return InputError(
@@ -244,46 +244,31 @@ class FileSource:
             f"{name}: {path} could not be read on task {task}: it is truncated, corrupt or not a {name[5:]} file ({cause}); write it again"
         )
 
-    def _csv_row(self, entries: Sequence[FileEntry], task: Task, cluster: Cluster, cause: str) -> str:
-        """Find the first bad line of the CSV files (small ones are read together), on the task that failed to parse them.
+    def _csv_row(self, group: Sequence[FileEntry], task: Task, cluster: Cluster, details: str, cause: str) -> str:
+        """The message of a CSV piece that failed to decode: its first bad line, found on the task that read it.
 
-        Runs only after a failed run.
+        Runs only after a failed run, under :data:`DIAGNOSIS_SECONDS` (see :func:`find_bad_line`).
         """
         reader = self.reader
         assert isinstance(reader, Csv)
         layout = self.layout
-        number = r"\s*[-+]?((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|nan|NaN|inf|Inf|infinity|Infinity)\s*"
-        graph = tf.Graph()
-        with graph.as_default(), tf.device(device_of(task)):
 
-            def numbered(f: tf.Tensor, path: tf.Tensor) -> tf.data.Dataset:
-                lines = tf.data.TextLineDataset(path).enumerate(start=1).skip(int(reader.header))
-                return lines.map(lambda i, line: (f, i, line))
+        def run(graph: tf.Graph, fetches: Any, seconds: float) -> Any:
+            try:
+                return cluster.run(graph, fetches, {}, tasks=[task], timeout=seconds)
+            finally:
+                cluster.forget(graph)
 
-            def bad(f: tf.Tensor, i: tf.Tensor, line: tf.Tensor) -> tf.Tensor:
-                fields = tf.strings.split(line, reader.delimiter)
-                numeric = tf.reduce_all(tf.strings.regex_full_match(fields, number))
-                return tf.logical_or(tf.not_equal(tf.size(fields), layout.fields), tf.logical_not(numeric))
-
-            files = tf.data.Dataset.from_tensor_slices((tf.range(len(entries), dtype=tf.int64), [e.path for e in entries]))
-            first = (tf.constant(0, tf.int64), tf.constant(0, tf.int64), tf.constant(""))
-            first_bad = files.flat_map(numbered).filter(bad).take(1).reduce(first, lambda s, e: e)
-        try:
-            f, line, text = cluster.run(graph, first_bad, {}, tasks=[task], timeout=effective_timeout(None))
-        except Exception:  # the diagnosis is a courtesy: the error stands without it
-            f, line = 0, 0
-        finally:
-            cluster.forget(graph)
-        where = f"read_csv: {short(entries[int(f)].path)} (read on task {task})"
-        if not line:
-            if len(entries) > 1:
-                where = f"read_csv: one of {len(entries)} files read together, {short(entries[0].path)} to {short(entries[-1].path)} (read on task {task})"
+        files = [(e.path, e.size) for e in group]
+        bad = None
+        if all(e.layout is not None for e in group):
+            bad = find_bad_line(reader, layout, files, self._small(group[0]), details, device_of(task), run)
+        if bad is None:
+            where = f"read_csv: {short(group[0].path)} (read on task {task})"
+            if len(group) > 1:
+                where = f"read_csv: one of {len(group)} files read together, {short(group[0].path)} to {short(group[-1].path)} (read on task {task})"
             return f"{where}: a line does not parse as {layout.fields} {reader.delimiter!r}-separated numbers ({cause}); fix the file"
-        shown = text.decode("utf-8", "replace")
-        return (
-            f"{where}: line {line} is {shown!r}: expected {layout.fields} numeric fields separated by {reader.delimiter!r}, "
-            f"got {len(shown.split(reader.delimiter))} ({cause}); fix or remove that line"
-        )
+        return bad_line_message(reader, layout, bad, f"read_csv: {short(group[bad.file].path)} (read on task {task})", cause)
 
 
 def count_rows(src: FileSource, plan: Plan, cluster: Cluster, timeout: float | None) -> list[int]:

@@ -99,8 +99,8 @@ class Reader(abc.ABC):
         """Byte formats: the records of several small files (``sizes`` bytes when the run started), one pipeline for all, in batches of ``batch``."""
         raise NotImplementedError
 
-    def decode(self, records: tf.Tensor, layout: Layout) -> tf.Tensor:
-        """Byte formats: a batch of records as a tensor of rows."""
+    def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> tf.Tensor:
+        """Byte formats: a batch of records (of at most ``batch``, all but the last exactly) as a tensor of rows."""
         return records
 
 
@@ -247,7 +247,7 @@ class TfRecord(Reader):
     def records(self, path: Any) -> tf.data.Dataset:
         return tf.data.TFRecordDataset(path, buffer_size=1 << 20)
 
-    def decode(self, records: tf.Tensor, layout: Layout) -> tf.Tensor:
+    def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> tf.Tensor:
         spec = {name: tf.io.FixedLenFeature(shape, tf.as_dtype(dtype)) for name, shape, dtype in self.features}
         parsed = tf.io.parse_example(records, spec)
         if len(self.features) == 1:

@@ -116,26 +116,33 @@ RESIZED = "no longer has the size it had when the run started"
 """In the error of a small text file that changed during the run, next to its path."""
 
 
-def whole_texts(paths: Sequence[str], sizes: Sequence[int]) -> tf.data.Dataset:
+def whole_text(path: tf.Tensor, size: tf.Tensor, cr: str = "") -> tf.Tensor:
+    """The text of the file at ``path`` as :func:`whole_texts` yields it: ``[text]``, or ``[]`` when nothing is left.
+
+    Every ``\\r`` is replaced by ``cr``, then one final ``\\n`` dropped.  A file whose size is no longer
+    ``size`` fails the run with an error that names it and says :data:`RESIZED`.
+    """
+    data = tf.io.read_file(path)
+    same = tf.debugging.Assert(tf.equal(tf.strings.length(data, unit="BYTE"), tf.cast(size, tf.int32)), [path, RESIZED])
+    with tf.control_dependencies([same]):
+        text = tf.strings.regex_replace(data, "\r", cr)
+    n = tf.strings.length(text)
+    newline = tf.cast(tf.equal(tf.strings.substr(text, tf.maximum(n - 1, 0), 1), "\n"), tf.int32)
+    return tf.reshape(tf.strings.substr(text, 0, n - newline), [1])[: tf.cast(n > 0, tf.int32)]
+
+
+def whole_texts(paths: Sequence[str], sizes: Sequence[int], cr: str = "") -> tf.data.Dataset:
     """The text of small files as :func:`text_blocks` yields it, one pipeline for them all: each file as one string.
 
-    Each file is read whole (``tf.io.read_file``), every ``\\r`` dropped and then one final ``\\n``;
-    a file with no byte left once its ``\\r`` are dropped yields nothing, and one of ``sizes`` 0 is not read.
-    A file whose size is no longer its ``sizes`` fails the run with an error that names it and says :data:`RESIZED`.
+    Each file is read whole (``tf.io.read_file``), every ``\\r`` replaced by ``cr`` (dropped by default)
+    and then one final ``\\n`` dropped; a file with no byte left then yields nothing, and one of ``sizes``
+    0 is not read.  A file whose size is no longer its ``sizes`` fails the run with an error that names
+    it and says :data:`RESIZED`.
 
     Example:
         files holding ``a\\r\\nb\\n``, nothing, ``\\n`` and ``c`` yield ``["a\\nb"]``, ``[""]`` and ``["c"]``.
     """
-
-    def whole(path: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
-        data = tf.io.read_file(path)
-        same = tf.debugging.Assert(tf.equal(tf.strings.length(data, unit="BYTE"), size), [path, RESIZED])
-        with tf.control_dependencies([same]):
-            text = tf.strings.regex_replace(data, "\r", "")
-        n = tf.strings.length(text)
-        newline = tf.cast(tf.equal(tf.strings.substr(text, tf.maximum(n - 1, 0), 1), "\n"), tf.int32)
-        return tf.reshape(tf.strings.substr(text, 0, n - newline), [1])[: tf.cast(n > 0, tf.int32)]
-
     read = [(p, size) for p, size in zip(paths, sizes, strict=True) if size]
     files = (tf.constant([p for p, _ in read], tf.string), tf.constant([size for _, size in read], tf.int32))
-    return tf.data.Dataset.from_tensor_slices(files).map(whole).filter(lambda text: tf.size(text) > 0)
+    dataset = tf.data.Dataset.from_tensor_slices(files).map(lambda path, size: whole_text(path, size, cr))
+    return dataset.filter(lambda text: tf.size(text) > 0)
