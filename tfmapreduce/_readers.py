@@ -220,10 +220,10 @@ class TextBlocks(Text):
     """
 
     def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
-        return text_blocks(path, size)
+        return text_blocks(path, size, cr=" ")  # a lone \r splits words, as it does in shipped lines: a space
 
     def small_batches(self, paths: Sequence[str], sizes: Sequence[int], batch: int) -> tf.data.Dataset:
-        return whole_texts(paths, sizes)
+        return whole_texts(paths, sizes, cr=" ")
 
 
 @attrs.frozen

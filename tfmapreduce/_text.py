@@ -45,12 +45,13 @@ def split_lines(text: tf.Tensor) -> tf.Tensor:
     return tf.strings.split(text, "\n").flat_values
 
 
-def text_blocks(path: str, size: int) -> tf.data.Dataset:
+def text_blocks(path: str, size: int, cr: str = "") -> tf.data.Dataset:
     """The text of a file of ``size`` bytes as 1-D string tensors of one or two strings of whole lines (joined by ``\\n``).
 
     The file is read :data:`TEXT_BLOCK` bytes at a time.  The line that straddles two blocks
     is joined from the part carried over and the block's text up to its first newline; the rest
     up to the block's last newline is passed on as it is (joining large strings is slow).
+    Every ``\\r`` is replaced by ``cr`` (dropped by default).
     """
     end = tf.data.Dataset.from_tensors((tf.constant(b""), True))  # the end: what is carried is the last line
     blocks = byte_blocks(path, size, 0, size, TEXT_BLOCK).map(lambda block: (block, False)).concatenate(end)
@@ -58,7 +59,7 @@ def text_blocks(path: str, size: int) -> tf.data.Dataset:
     def whole_lines(carried: tf.Tensor, item: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
         block, end = item
         has_cr = tf.reduce_any(tf.equal(tf.io.decode_raw(block, tf.uint8), 13))
-        block = tf.cond(has_cr, lambda: tf.strings.regex_replace(block, "\r", ""), lambda: block)
+        block = tf.cond(has_cr, lambda: tf.strings.regex_replace(block, "\r", cr), lambda: block)
         first, last = _first_and_last_newline(block)
 
         def cut() -> tuple[tf.Tensor, tf.Tensor]:
