@@ -9,7 +9,9 @@ each starts with no recorded speeds):
 - **slowed**: task 1's worker process is throttled by :class:`Throttle`, a thread that
   sends it SIGSTOP and SIGCONT in a fixed duty cycle (stopped ``--stopped`` of every
   ``--period`` seconds), reproducibly slower whatever else the machine does;
-- **equal**: no throttle.
+- **equal**: no throttle;
+- **recovery**: task 1 slowed ~20x for the first run of a fresh job only, then healthy: its
+  share of the rows after each run (back toward even, since its small shard is timed too).
 
 ``sizes="auto"`` first runs ``--warmup`` times (its first run is even and measures; the
 later ones adapt).  Every result is checked against numpy (float64) first.  Prints a
@@ -140,6 +142,18 @@ def _scenario(
     return raw, str(job.plan(x, cluster=cluster, sizes="auto")), wrong
 
 
+def _recovery(cluster: Any, x: np.ndarray[Any, Any], slow: int, stopped: float, period: float, runs: int) -> list[float]:
+    """Task 1's share of the rows, planned after each of ``runs`` healthy runs that follow one run with task 1 slowed."""
+    job = _job()
+    with Throttle(slow, stopped=stopped, period=period):
+        job.run(x, cluster=cluster, sizes="auto")  # the job's first run: measured slow on task 1
+    shares = [job.plan(x, cluster=cluster, sizes="auto").sizes[1] / len(x)]
+    for _ in range(runs):
+        job.run(x, cluster=cluster, sizes="auto")
+        shares.append(job.plan(x, cluster=cluster, sizes="auto").sizes[1] / len(x))
+    return shares
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     rows, warmup, repeats = (int(4e5), 3, 3) if args.quick else (int(args.rows), args.warmup, args.repeats)
@@ -168,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         results["equal"], plan, bad = _scenario(cluster, x, expected, warmup, repeats)
         wrong += bad
         print(f"equal, last auto plan:\n{plan}\n", file=sys.stderr)
+        recovery = _recovery(cluster, x, slow, 0.2, 0.21, 5)
 
     print(
         f"sum(sin(x)·cos(x)) over {rows:.0e} × 4 float32 ({x.nbytes / 1e6:.0f} MB, shipped) on a 2-worker LocalCluster "
@@ -180,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         cells = [f"{np.median(raw[k]) * 1e3:.1f} [{min(raw[k]) * 1e3:.1f}–{max(raw[k]) * 1e3:.1f}]" for k in ("even", "auto")]
         r = [a / b for a, b in zip(raw["even"], raw["auto"], strict=True)]
         print(f"| {name} | {cells[0]} | {cells[1]} | ×{np.median(r):.2f} [{min(r):.2f}–{max(r):.2f}] |")
+    shares = " → ".join(f"{share:.0%}" for share in recovery)
+    print(
+        f"\nrecovery: task 1 slowed ~20x (SIGSTOP 0.2 s of every 0.21 s) for a job's first run, then healthy: "
+        f"its share of the rows after that run and each of 5 more: {shares}"
+    )
     if args.plot:
         from ._plots import bar_chart
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -218,3 +219,32 @@ def test_a_combiner_shows_its_name_not_its_functions() -> None:
     assert repr(tmr.combiners.weighted_mean) == "Combiner(name='weighted_mean')"
     assert repr(tmr.Combiner.lift(tf.add)) == "Combiner(name='add')"
     assert repr(tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)) == "MapReduce(reduce_sum/sum)"
+
+
+@pytest.mark.parametrize("combiner", [tmr.combiners.min, tmr.combiners.max, tf.minimum, tf.maximum])
+def test_keyed_min_and_max_combiners_propagate_nan(cluster: tmr.LocalCluster, combiner: Any) -> None:
+    """The per-key forms of min/max (built-in and lifted tf.minimum/tf.maximum): a NaN wins, as in np.min."""
+    keys = np.array([1, 1, 1, 1, 2, 2])
+    values = np.array([1.0, np.nan, 2.0, 3.0, 4.0, 5.0])
+    job = tmr.MapReduce(lambda k, v: (k, v), combiner, by_key=True)
+    for sizes in ([6], [1, 5], [2, 4], [3, 3]):
+        for batch_rows in (None, 1):
+            got = job.run((keys, values), cluster=cluster, sizes=sizes, batch_rows=batch_rows).to_dict()
+            assert np.isnan(got[1]), f"{combiner}: key 1 gave {got[1]} with sizes={sizes}, batch_rows={batch_rows}"
+            assert got[2] == (4.0 if combiner in (tmr.combiners.min, tf.minimum) else 5.0)
+
+
+@pytest.mark.parametrize(("reduce", "numpy_reduce"), [(tmr.min, np.min), (tmr.max, np.max)])
+def test_whole_input_min_and_max_propagate_nan_over_arrays_and_files(
+    cluster: tmr.LocalCluster, tmp_path: Any, reduce: Any, numpy_reduce: Any
+) -> None:
+    for position in (0, 3, 9):
+        x = np.arange(10.0)
+        x[position] = np.nan
+        np.save(tmp_path / f"nan{position}.npy", x)
+        for sizes in ([10], [1, 9], [5, 5], [3, 0, 7]):
+            assert np.isnan(reduce(x, cluster=cluster, sizes=sizes)), f"NaN at {position}, sizes={sizes}"
+        files = tmr.read_npy(str(tmp_path / f"nan{position}.npy"))
+        for batch_rows in (None, 1, 4):
+            assert np.isnan(reduce(files, cluster=cluster, batch_rows=batch_rows)), f"file, NaN at {position}"
+    assert np.isnan(numpy_reduce(x))

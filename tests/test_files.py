@@ -18,6 +18,7 @@ import tensorflow as tf
 
 import tfmapreduce as tmr
 from tests.oracle import RTOL
+from tfmapreduce import _csv, _text
 from tfmapreduce._source import Input, Source
 
 T0, T1 = "/job:local/task:0", "/job:local/task:1"
@@ -283,6 +284,80 @@ def test_a_csv_field_that_is_not_a_number_names_its_line(cluster: tmr.LocalClust
         tmr.mean(tmr.read_csv({T1: [str(tmp_path / "z.csv")]}), cluster=cluster)
 
 
+def _csv_with_a_bad_line(path: Path, lines: int, bad: str, at: int) -> int:
+    """Write a CSV (header ``a,b``) of ``lines`` data lines ``1,2``, data line ``at`` replaced by ``bad``: its line number."""
+    with open(path, "w") as f:
+        f.write("a,b\n" + "1,2\n" * at + bad + "\n" + "1,2\n" * (lines - at - 1))
+    return at + 2
+
+
+@pytest.mark.parametrize(
+    ("lines", "bad", "batch_rows", "said", "diagnosis_blocks"),
+    [
+        (3_000_000, "3,x", None, "field 2 is 'x', not a float32 number", False),  # 12 MB: read in blocks
+        (500_000, "3,x", 1000, "field 2 is 'x', not a float32 number", True),  # read and searched in 64 KiB blocks
+        (3_000_000, "5", 1000, "expected 2 numeric fields separated by ',', got 1", False),
+        (500_000, "1,", None, "field 2 is empty; it must hold a float32 number", False),  # 2 MB: read whole
+    ],
+)
+def test_a_bad_line_deep_in_a_big_csv_is_named_by_the_calls_deadline(
+    cluster: tmr.LocalCluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    lines: int,
+    bad: str,
+    batch_rows: int | None,
+    said: str,
+    diagnosis_blocks: bool,
+) -> None:
+    if diagnosis_blocks:  # lines straddle the blocks
+        monkeypatch.setattr(_csv, "WHOLE_BYTES", 0)
+        monkeypatch.setattr(_csv, "TEXT_BLOCK", 1 << 16)
+        monkeypatch.setattr(_text, "TEXT_BLOCK", 1 << 16)
+    path = tmp_path / "big.csv"
+    number = _csv_with_a_bad_line(path, lines, bad, lines - 1000)
+    started = time.monotonic()
+    with pytest.raises(tmr.InputError) as info:
+        tmr.mean(tmr.read_csv(str(path)), cluster=cluster, timeout=10, batch_rows=batch_rows)
+    took = time.monotonic() - started
+    assert f"big.csv (read on task /job:local/task:0): line {number} is {bad!r}: " in str(info.value)
+    assert said in str(info.value)
+    assert took < 10 + 2, f"the call took {took:.1f} s with timeout=10"  # it took 62.5 s: the diagnosis had 60 s
+
+
+def test_a_bad_line_among_small_csv_files_read_together_names_its_file(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    for name in ("a", "b", "c"):
+        _csv_with_a_bad_line(tmp_path / f"{name}.csv", 700, "1,2", 0)
+    number = _csv_with_a_bad_line(tmp_path / "b.csv", 700, "7,,", 321)
+    with pytest.raises(tmr.InputError, match=rf"b\.csv \(read on task /job:local/task:0\): line {number} is '7,,'"):
+        tmr.sum(tmr.read_csv(str(tmp_path / "*.csv")), cluster=cluster, devices=[f"{T0}/cpu:0"], batch_rows=256)
+
+
+def test_an_empty_last_field_says_so(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "z.csv").write_text("a,b\n1,2\n1,\n")
+    with pytest.raises(tmr.InputError) as info:
+        tmr.mean(tmr.read_csv(str(tmp_path / "z.csv"), dtypes=["int64", "float64"]), cluster=cluster)
+    message = str(info.value)
+    assert "line 3 is '1,': field 2 is empty; it must hold a float64 number" in message
+    assert "got 2" not in message
+
+
+@pytest.mark.parametrize("block", [None, 7])  # 7: the file read in blocks (a large file's path)
+def test_a_utf8_bom_is_not_part_of_the_first_header_or_line(
+    cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int | None
+) -> None:
+
+    if block is not None:
+        monkeypatch.setattr(_text, "TEXT_BLOCK", block)
+    (tmp_path / "h.csv").write_text("\ufeffa,b\n1,2\n3,4\n", encoding="utf-8")
+    np.testing.assert_allclose(tmr.mean(tmr.read_csv(str(tmp_path / "h.csv"), columns=["a"]), axis=0, cluster=cluster), [2.0])
+    (tmp_path / "n.csv").write_text("\ufeff1,2\n3,4\n", encoding="utf-8")
+    data = tmr.read_csv(str(tmp_path / "n.csv"), header=False)
+    np.testing.assert_allclose(tmr.mean(data, axis=0, cluster=cluster), [2.0, 3.0])
+    with data.persist(cluster=cluster) as table:
+        np.testing.assert_allclose(tmr.sum(table, axis=0), [4.0, 6.0])
+
+
 def test_a_tfrecord_feature_missing(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
     with tf.io.TFRecordWriter(str(tmp_path / "a.tfrecord")) as w:
         w.write(example(u=[1.0]))
@@ -410,9 +485,9 @@ def test_word_count_over_text_files_read_on_the_workers_equals_counter(
 ) -> None:
     import collections
 
-    from tfmapreduce import _readers
+    from tfmapreduce import _text
 
-    monkeypatch.setattr(_readers, "TEXT_BLOCK", block)  # 7: words and lines straddle the blocks
+    monkeypatch.setattr(_text, "TEXT_BLOCK", block)  # 7: words and lines straddle the blocks
     rng = np.random.default_rng(7)
     words = [f"w{i}" for i in range(50)] + ["é", "ünïcode"]
     texts = [" ".join(rng.choice(words, size=rng.integers(0, 400))) + "\n" + "  tab\tsep\n" for _ in range(5)]
@@ -444,19 +519,19 @@ def test_text_blocks_yield_the_lines_text_line_dataset_yields(
 ) -> None:
     from tfmapreduce import _readers
 
-    monkeypatch.setattr(_readers, "TEXT_BLOCK", block)
-    monkeypatch.setattr(_readers, "NEWLINE_WINDOW", window)
+    monkeypatch.setattr(_text, "TEXT_BLOCK", block)
+    monkeypatch.setattr(_text, "NEWLINE_WINDOW", window)
     path = tmp_path / "t.txt"
     path.write_bytes(text)
     expected = list(tf.data.TextLineDataset(str(path)).as_numpy_iterator())
-    got = [line for batch in _readers.text_lines(str(path), len(text)).as_numpy_iterator() for line in batch.tolist()]
+    got = [line for batch in _text.text_lines(str(path), len(text)).as_numpy_iterator() for line in batch.tolist()]
     assert got == expected
-    with_header = _readers.Csv(None, "float64", True, ",").record_batches(str(path), len(text), 2)
+    with_header = _csv.Csv(None, "float64", True, ",").record_batches(str(path), len(text), 2)
     assert [line for batch in with_header.as_numpy_iterator() for line in batch.tolist()] == expected[1:]
     whole = _readers.Text().small_batches([str(path)], [len(text)], 2)  # the small-file path: the file read at once
     assert [line for batch in whole.as_numpy_iterator() for line in batch.tolist()] == expected
-    pieces = [piece.tolist() for piece in _readers.whole_texts([str(path)], [len(text)]).as_numpy_iterator()]
-    blocks = [part for piece in _readers.text_blocks(str(path), len(text)).as_numpy_iterator() for part in piece.tolist()]
+    pieces = [piece.tolist() for piece in _text.whole_texts([str(path)], [len(text)]).as_numpy_iterator()]
+    blocks = [part for piece in _text.text_blocks(str(path), len(text)).as_numpy_iterator() for part in piece.tolist()]
     assert pieces == ([[b"\n".join(blocks)]] if blocks else [])  # the same text, as one piece
 
 
@@ -474,11 +549,11 @@ def test_small_files_read_together_yield_the_lines_text_line_dataset_yields(tmp_
         return [line for batch in dataset.as_numpy_iterator() for line in batch.tolist()]
 
     assert lines(_readers.Text().small_batches(paths, sizes, 3)) == [line for f in per_file for line in f]
-    with_header = _readers.Csv(None, "float64", True, ",").small_batches(paths, sizes, 3)
+    with_header = _csv.Csv(None, "float64", True, ",").small_batches(paths, sizes, 3)
     assert lines(with_header) == [line for f in per_file for line in f[1:]]  # each file's first line skipped
     blocks = _readers.TextBlocks().small_batches(paths, sizes, 3)
     texts = [
-        [part for piece in _readers.text_blocks(p, n).as_numpy_iterator() for part in piece.tolist()]
+        [part for piece in _text.text_blocks(p, n).as_numpy_iterator() for part in piece.tolist()]
         for p, n in zip(paths, sizes, strict=True)
     ]
     assert [piece.tolist() for piece in blocks.as_numpy_iterator()] == [[b"\n".join(text)] for text in texts if text]

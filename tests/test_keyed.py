@@ -167,6 +167,50 @@ def test_float_recipes_equal_numpy_per_key(cluster: tmr.LocalCluster, name: str,
     assert_keyed(result, expected, exact=False)
 
 
+NAN_LAYOUTS = (
+    {"sizes": [7]},
+    {"sizes": [1, 6], "reducers": 2},
+    {"sizes": [3, 0, 4], "reducers": 3},
+    {"sizes": [1, 1, 1, 1, 1, 1, 1], "reducers": 4},
+    {"sizes": [7], "batch_rows": 1},
+    {"sizes": [2, 5], "batch_rows": 2, "reducers": 2},
+)
+"""Partitions, reducers and batch_rows= (1 and 2: every shard folds batch by batch) for the NaN cases."""
+
+
+@pytest.mark.parametrize("name", ["min_by_key", "max_by_key"])
+@pytest.mark.parametrize("key_kind", ["int64", "str"])
+def test_min_and_max_by_key_propagate_nan_like_numpy(cluster: tmr.LocalCluster, name: str, key_kind: str) -> None:
+    """A NaN anywhere in a key's values makes that key's min/max NaN (np.min/np.max), whatever the split."""
+    recipe, numpy_reduce = RECIPES[name]
+    keys = np.array([0, 1, 0, 2, 0, 1, 0], np.int64)  # key 0 has rows 0, 2, 4, 6; key 2 has only a NaN
+    if key_kind == "str":
+        keys = np.array(["k0", "k1", "k2"], dtype=object)[keys]
+    for position in (0, 2, 4, 6):  # the NaN at every place among key 0's rows, so each partition sees it first, middle, last
+        values = np.array([1.0, 5.0, 2.0, np.nan, 3.0, -1.0, 4.0])
+        values[position] = np.nan
+        expected = reference(keys, values, numpy_reduce)
+        for layout in NAN_LAYOUTS:
+            got = recipe(keys, values, cluster=cluster, **layout).to_dict()
+            assert got.keys() == expected.keys()
+            for key, want in expected.items():
+                np.testing.assert_array_equal(got[key], want, err_msg=f"{name} key {key!r}, NaN at row {position}, {layout}")
+
+
+def test_min_and_max_by_key_propagate_nan_per_column_and_keep_infinities(cluster: tmr.LocalCluster) -> None:
+    keys = np.array([3, 3, 3, 3, 9, 9], np.int32)
+    values = np.array([[1.0, -np.inf], [np.nan, 2.0], [2.0, np.inf], [3.0, 0.5], [np.inf, np.nan], [-np.inf, 1.0]], np.float32)
+    layouts = ({"sizes": [6]}, {"sizes": [2, 4], "reducers": 2}, {"sizes": [1, 2, 3], "reducers": 3}, {"batch_rows": 1})
+    for layout in layouts:
+        for recipe, numpy_reduce in ((tmr.min_by_key, np.min), (tmr.max_by_key, np.max)):
+            got = recipe(keys, values, cluster=cluster, **layout)
+            assert got.values.dtype == np.float32
+            for key in (3, 9):
+                np.testing.assert_array_equal(got[key], numpy_reduce(values[keys == key], axis=0), err_msg=f"{key} {layout}")
+    ints = np.array([5, -2, 7, 0, 1, 1], np.int64)  # integers have no NaN: the plain segment min/max
+    assert tmr.min_by_key(keys, ints, cluster=cluster, sizes=[3, 3], batch_rows=2).to_dict() == {3: -2, 9: 1}
+
+
 def test_variance_by_key_with_ddof_and_2d_values(cluster: tmr.LocalCluster) -> None:
     rng = np.random.default_rng(3)
     keys = rng.integers(0, 5, 200)

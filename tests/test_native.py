@@ -241,3 +241,27 @@ def test_a_truncated_kernel_is_never_loaded(built: pathlib.Path, tmp_path: pathl
     rebuilt = _python(_BUILD, cache)  # with a compiler, the damaged kernel is rebuilt in its place
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
     assert rebuilt.stdout.split()[1:] == ["True"], rebuilt.stderr[-3000:]
+
+
+@pytest.mark.parametrize("kernels", ["native", "stock"])
+@pytest.mark.parametrize("block", [None, 5])  # 5: the file read in blocks (a large file's path), words straddling them
+def test_a_lone_cr_splits_words_over_files_as_over_shipped_lines(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, kernels: str, block: int | None
+) -> None:
+    """One rule: ASCII whitespace, \\r included, splits words (bytes.split), whether the lines are shipped or in files."""
+    from tfmapreduce import _text
+
+    if kernels == "native":
+        request.getfixturevalue("ops")  # skips where no kernel can be built
+    cluster = request.getfixturevalue("cluster" if kernels == "native" else "without_kernels")
+    assert _kernels.available(cluster, 30) == (kernels == "native")
+    if block is not None:
+        monkeypatch.setattr(_text, "TEXT_BLOCK", block)
+    text = b"one\rtwo three\r\nfour\rfive\n\rsix\r"
+    expected = collections.Counter(text.split())
+    path = tmp_path / "cr.txt"
+    path.write_bytes(text)
+    over_files = tmr.recipes.word_count(tmr.read_text(str(path)), cluster=cluster).to_dict()
+    assert over_files == expected
+    shipped = tmr.recipes.word_count(np.array(text.split(b"\n"), dtype=object), cluster=cluster).to_dict()
+    assert shipped == expected

@@ -6,16 +6,18 @@ A run planned with ``sizes="auto"`` is *timed*: each shard's device reads
 (two float64 scalars each) are fetched with the result.  Each device's speed for the job is its rows divided by the span of its
 shards' clocks, folded into a per-(job, cluster) record:
 
-- an exponentially weighted moving average (:data:`ALPHA`), each measurement
-  first clipped to within ×:data:`STEP` of the current speed, so one noisy run
-  cannot swing the sizes;
+- an exponentially weighted moving average (:data:`ALPHA`; :data:`ALPHA_UP` for a
+  measurement faster than the average), each measurement
+  first clipped to within ×:data:`STEP` of the current speed (a device's first one:
+  of the median of its run), so one noisy run cannot swing the sizes;
 - a device never weighs less than :data:`FLOOR` of the fastest one, so a slowed
   device keeps some rows, keeps being measured, and wins rows back when it recovers;
 - sizes are multiples of 1/:data:`GRID` of the rows, and move only when the new
   split would finish at least :data:`HYSTERESIS` sooner at the recorded speeds (each
   new split is a new compiled graph: no recompiling for noise, and a split seen
   before reuses its graph);
-- spans under :data:`MIN_SECONDS` are too short to time and leave the record alone.
+- every timed run counts, every device of it too, however short its shard (timing only the
+  runs where noise made a small shard slow would keep a slowed device small after it recovers).
 
 The first run of a job on a cluster has no record: it uses even sizes and measures.
 """
@@ -38,6 +40,9 @@ from ._state import ClusterVar
 
 ALPHA = 0.3
 """Weight of the newest measurement in a device's moving average of rows/s."""
+ALPHA_UP = 0.6
+"""Weight of a measurement faster than the average: noise mostly slows a run, so a device measured faster has
+most likely recovered; it wins its rows back within a few runs."""
 STEP = 4.0
 """A measurement counts as at most ×STEP (at least ÷STEP) of the speed it updates."""
 FLOOR = 0.05
@@ -46,8 +51,6 @@ HYSTERESIS = 0.1
 """Sizes change only when the new split would finish at least this fraction sooner, at the recorded speeds."""
 GRID = 64
 """Sizes are multiples of 1/GRID of the rows: a split seen before reuses its compiled graph."""
-MIN_SECONDS = 0.002
-"""A device whose shards took less than this is not timed (clock noise would dominate)."""
 
 
 @attrs.define
@@ -147,20 +150,20 @@ def record(job: Hashable, cluster: Cluster, plan: Plan, shards: Sequence[Shard],
         span = spans.setdefault(shard.device, [start, end])
         span[0], span[1] = min(span[0], start), max(span[1], end)
         counted[shard.device] = counted.get(shard.device, 0) + shard.rows
+    timed = {d: (counted[d], end - start) for d, (start, end) in spans.items() if counted[d] > 0 and end > start}
+    measured = {d: rows / seconds for d, (rows, seconds) in timed.items()}
+    middle = float(np.median(list(measured.values())))
     with _lock:
         entry = cluster.state(_SPEEDS).setdefault(job, Speeds())
-        changed = False
-        for device, (start, end) in spans.items():
-            seconds, rows = end - start, counted[device]
-            if rows <= 0 or seconds < MIN_SECONDS:
-                continue
-            measured = rows / seconds
+        for device, rate in measured.items():
             old = entry.rates.get(device)
-            if old is not None:
-                measured = min(max(measured, old / STEP), old * STEP)
-                measured = (1 - ALPHA) * old + ALPHA * measured
-            entry.rates[device] = measured
-            changed = True
+            if old is None:  # a first measurement is clipped to the run's other devices
+                entry.rates[device] = min(max(rate, middle / STEP), middle * STEP)
+                continue
+            rate = min(max(rate, old / STEP), old * STEP)
+            alpha = ALPHA_UP if rate > old else ALPHA
+            entry.rates[device] = (1 - alpha) * old + alpha * rate
+        changed = bool(measured)
         if changed:
             entry.runs += 1
             entry.last = ((plan.rows, tuple(s.device for s in plan.shards)), plan.sizes)

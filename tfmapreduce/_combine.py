@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import numpy as np
 import tensorflow as tf
 
 
@@ -155,10 +156,44 @@ def segment_count(ids: tf.Tensor, n: tf.Tensor, dtype: tf.DType = tf.int64) -> t
     return segment_sum(tf.ones(tf.shape(ids), dtype), ids, n)
 
 
+def _nan_wins(values: tf.Tensor, ids: tf.Tensor, n: tf.Tensor, result: tf.Tensor) -> tf.Tensor:
+    """``result`` (a segment min/max of ``values``) with NaN in every segment that holds a NaN.
+
+    TF's CPU kernels fold a NaN that is not last as a reset (``[1, nan, 2, 3]`` gives 2.0), so the
+    result would depend on the partition; a per-segment "has a NaN" flag puts the NaN back.
+    """
+    if not values.dtype.is_floating:
+        return result
+    has_nan = tf.math.unsorted_segment_max(tf.cast(tf.math.is_nan(values), tf.int32), ids, n) > 0
+    return tf.where(has_nan, tf.constant(np.nan, values.dtype), result)
+
+
+def segment_min(values: tf.Tensor, ids: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
+    """``tf.math.unsorted_segment_min`` where a NaN makes its segment NaN, as ``np.min`` does, in any order.
+
+    Example:
+        >>> segment_min(tf.constant([1.0, float("nan"), 2.0, 3.0]), tf.constant([0, 0, 0, 1]), tf.constant(2)).numpy()
+        array([nan,  3.], dtype=float32)
+    """
+    values = tf.convert_to_tensor(values)
+    return _nan_wins(values, ids, n, tf.math.unsorted_segment_min(values, ids, n))
+
+
+def segment_max(values: tf.Tensor, ids: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
+    """``tf.math.unsorted_segment_max`` where a NaN makes its segment NaN, as ``np.max`` does, in any order.
+
+    Example:
+        >>> segment_max(tf.constant([1.0, float("nan"), 2.0, 3.0]), tf.constant([1, 0, 0, 1]), tf.constant(2)).numpy()
+        array([nan,  3.], dtype=float32)
+    """
+    values = tf.convert_to_tensor(values)
+    return _nan_wins(values, ids, n, tf.math.unsorted_segment_max(values, ids, n))
+
+
 _SEGMENT_OPS: dict[Any, Callable[..., tf.Tensor]] = {
     tf.add: segment_sum,
-    tf.maximum: tf.math.unsorted_segment_max,
-    tf.minimum: tf.math.unsorted_segment_min,
+    tf.maximum: segment_max,
+    tf.minimum: segment_min,
     tf.multiply: tf.math.unsorted_segment_prod,
 }
 """Pairwise functions with a segment form, for keyed jobs (:attr:`Combiner.per_key` of :meth:`Combiner.lift`)."""
@@ -232,18 +267,18 @@ Per key (keyed jobs), the mean of each key's values, in float64."""
 MEAN = attrs.evolve(WEIGHTED_MEAN, name="mean")
 """The mean: :data:`WEIGHTED_MEAN` by another name (per key, in keyed jobs: each key's rows weigh 1)."""
 
-_SEGMENT_MIN = _nest_segments(tf.math.unsorted_segment_min)
-_SEGMENT_MAX = _nest_segments(tf.math.unsorted_segment_max)
+_SEGMENT_MIN = _nest_segments(segment_min)
+_SEGMENT_MAX = _nest_segments(segment_max)
 
 MIN = Combiner(
     partial=lambda v, n: v, merge=_nest(tf.minimum), name="min", per_key=SegmentForm(partial=_SEGMENT_MIN, merge=_SEGMENT_MIN)
 )
-"""Element-wise minimum of the map outputs."""
+"""Element-wise minimum of the map outputs (a NaN wins, as in ``np.min``, per key too)."""
 
 MAX = Combiner(
     partial=lambda v, n: v, merge=_nest(tf.maximum), name="max", per_key=SegmentForm(partial=_SEGMENT_MAX, merge=_SEGMENT_MAX)
 )
-"""Element-wise maximum of the map outputs."""
+"""Element-wise maximum of the map outputs (a NaN wins, as in ``np.max``, per key too)."""
 
 
 def _chan(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:

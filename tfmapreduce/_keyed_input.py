@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from ._source import Input, Shipped, Source, Sources, co_partitioned, sources
+from ._strings import as_bytes_array
 
 
 def keyed_sources(x: Any) -> tuple[Sources, bool]:
@@ -47,17 +48,4 @@ def _as_strings(item: Any) -> tuple[np.ndarray, bool] | None:
         return None
     if isinstance(item, (tf.Tensor, tf.Variable)):
         item = item.numpy()
-    try:
-        array = np.asarray(item)
-    except ValueError:
-        return None
-    if array.dtype.kind == "U":
-        return np.array([s.encode("utf-8") for s in array.ravel().tolist()], dtype=object).reshape(array.shape), True
-    if array.dtype.kind == "S":
-        return np.array(array.ravel().tolist(), dtype=object).reshape(array.shape), False
-    if array.dtype == object and all(isinstance(s, (str, bytes)) for s in array.ravel().tolist()):
-        flat = array.ravel().tolist()
-        unicode = any(isinstance(s, str) for s in flat)
-        encoded = [s.encode("utf-8") if isinstance(s, str) else s for s in flat]
-        return np.array(encoded, dtype=object).reshape(array.shape), unicode
-    return None
+    return as_bytes_array(item)

@@ -9,6 +9,8 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
+from ._strings import decode_keys
+
 
 def _leaves(values: Any) -> list[np.ndarray[Any, Any]]:
     leaves: list[np.ndarray[Any, Any]] = tf.nest.flatten(values)
@@ -92,11 +94,12 @@ def sorted_result(keys: np.ndarray, values: Any, *, decode: bool) -> KeyedResult
     """A :class:`KeyedResult` from the reducers' (unsorted, distinct) keys and values.
 
     String keys (bytes from TensorFlow) sort in byte order, then decode as UTF-8 when ``decode``
-    (UTF-8 byte order is code point order, so the order stays ascending).
+    (UTF-8 byte order is code point order, so the order stays ascending), unless one of them is not
+    UTF-8 (a ``bytes`` input mixed with ``str``): then they all stay ``bytes`` (see :func:`decode_keys`).
     """
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     if keys.dtype == object or keys.dtype.kind == "S":
-        keys = np.array([k.decode("utf-8") if decode else bytes(k) for k in keys.tolist()], dtype=object)
+        keys = decode_keys(keys.tolist(), decode)
     values = tf.nest.map_structure(lambda a: np.asarray(a)[order], values)
     return KeyedResult(keys, values)

@@ -1,0 +1,36 @@
+"""String keys: str and bytes inputs, mixed, and the type of the keys that come back."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tfmapreduce as tmr
+from tfmapreduce._strings import as_bytes_array, decode_keys
+
+
+def test_mixed_str_and_non_utf8_bytes_come_back_as_bytes_not_an_error(cluster: tmr.LocalCluster) -> None:
+    lines = np.array(["a b", b"\xff c", "b"], dtype=object)
+    for reducers in (1, 3):
+        counts = tmr.recipes.word_count(lines, cluster=cluster, reducers=reducers)
+        assert counts.to_dict() == {b"a": 1, b"b": 2, b"c": 1, b"\xff": 1}
+        assert counts.keys.tolist() == sorted(counts.keys.tolist())  # byte order
+    keys = np.array(["x", b"\xfe", "x", b"y"], dtype=object)
+    assert tmr.sum_by_key(keys, np.array([1, 2, 3, 4]), cluster=cluster).to_dict() == {b"x": 4, b"y": 4, b"\xfe": 2}
+    utf8 = np.array(["é", "é".encode(), "b"], dtype=object)  # every key decodes: str, the bytes key grouped with its str
+    assert tmr.count_by_key(utf8, cluster=cluster).to_dict() == {"b": 1, "é": 2}
+
+
+def test_as_bytes_array_and_decode_keys() -> None:
+    found = as_bytes_array(np.array([["a", "ü"]]))
+    assert found is not None
+    array, unicode = found
+    assert array.shape == (1, 2)
+    assert array.tolist() == [[b"a", "ü".encode()]]
+    assert unicode
+    found = as_bytes_array(np.array([b"a"]))
+    assert found is not None
+    assert not found[1]
+    assert as_bytes_array([1, "a"]) is None
+    assert as_bytes_array(np.zeros(2)) is None
+    assert decode_keys([b"\xff"], False).tolist() == [b"\xff"]
+    assert decode_keys([], True).tolist() == []

@@ -1,0 +1,57 @@
+"""String keys and lines: how str and bytes inputs become TensorFlow strings, and how string keys come back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def as_bytes_array(item: Any) -> tuple[np.ndarray[Any, Any], bool] | None:
+    """An array of strings (``str``, ``bytes`` or both) as an object array of bytes, and whether any was ``str``.
+
+    ``str`` are encoded as UTF-8; ``bytes`` stay as they are, UTF-8 or not (a bytes key is
+    grouped by its bytes).  None for anything that is not an array of strings.
+
+    Example:
+        >>> array, unicode = as_bytes_array(["a", b"\\xff"])
+        >>> array.tolist(), unicode
+        ([b'a', b'\\xff'], True)
+        >>> as_bytes_array(np.arange(3)) is None
+        True
+    """
+    try:
+        array = np.asarray(item) if not isinstance(item, list) else np.asarray(item, dtype=object)
+    except ValueError:
+        return None
+    if array.dtype.kind == "U":
+        return np.array([s.encode("utf-8") for s in array.ravel().tolist()], dtype=object).reshape(array.shape), True
+    if array.dtype.kind == "S":
+        return np.array(array.ravel().tolist(), dtype=object).reshape(array.shape), False
+    if array.dtype == object and array.size and all(isinstance(s, (str, bytes)) for s in array.ravel().tolist()):
+        flat = array.ravel().tolist()
+        encoded = [s.encode("utf-8") if isinstance(s, str) else s for s in flat]
+        return np.array(encoded, dtype=object).reshape(array.shape), any(isinstance(s, str) for s in flat)
+    return None
+
+
+def decode_keys(keys: Sequence[bytes], unicode: bool) -> np.ndarray[Any, Any]:
+    """String keys as they come back to the caller: ``str`` when the input was unicode and every key is UTF-8, else ``bytes``.
+
+    A key that is not UTF-8 can only have come from a ``bytes`` input; rather than fail on it
+    (or alter it), all keys then stay ``bytes``, so every key of a result has one type.
+
+    Example:
+        >>> decode_keys([b"a", b"b"], True).tolist()
+        ['a', 'b']
+        >>> decode_keys([b"a", b"\\xff"], True).tolist()
+        [b'a', b'\\xff']
+    """
+    raw = [bytes(k) for k in keys]
+    if unicode:
+        try:
+            return np.array([k.decode("utf-8") for k in raw], dtype=object)
+        except UnicodeDecodeError:
+            pass
+    return np.array(raw, dtype=object)
