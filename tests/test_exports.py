@@ -24,7 +24,7 @@ PUBLIC = {
     "recipes", "count", "max", "mean", "min", "std", "sum", "var", "variance", "weighted_mean",
     # keyed jobs
     "KeyedPlan", "KeyedResult", "KeyedSharded", "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key",
-    "variance_by_key",
+    "variance_by_key", "var_by_key", "std_by_key",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError",
@@ -38,7 +38,7 @@ RECIPES = {
     "GradientStep", "KMeansResult", "KMeansStep", "LinearModel", "LogisticModel", "KMeans", "LinearRegression",
     "count", "histogram", "kmeans", "least_squares_fit", "linear_regression", "logistic_regression",
     "max", "mean", "min", "model_average", "moments", "std", "sum", "var", "variance", "weighted_mean",
-    "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key", "variance_by_key", "word_count",
+    "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key", "variance_by_key", "var_by_key", "std_by_key", "word_count",
 }  # fmt: skip
 
 ERRORS = {
@@ -62,7 +62,7 @@ def test_the_public_names_are_exactly_the_list() -> None:
     )
 
 
-ALIASES = {"var": "variance"}
+ALIASES = {"var": "variance", "var_by_key": "variance_by_key"}
 """Deliberate second names: numpy's name for a recipe."""
 
 

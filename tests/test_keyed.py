@@ -228,6 +228,19 @@ def test_variance_by_key_with_ddof_and_2d_values(cluster: tmr.LocalCluster) -> N
     np.testing.assert_allclose(means[3], values[keys == 3].mean(axis=0), rtol=RTOL)
 
 
+def test_std_and_var_by_key_equal_numpy_and_return_stats_still_works(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(4)
+    keys = rng.integers(0, 7, 300)
+    values = rng.normal(5.0, 2.0, 300)
+    std, stats = tmr.std_by_key(keys, values, ddof=1, cluster=cluster, sizes=[100, 200], return_stats=True)
+    assert [s.rows for s in stats.shards] == [100, 200]
+    for i, key in enumerate(std.keys.tolist()):
+        np.testing.assert_allclose(std.value_at(i), np.std(values[keys == key], ddof=1), rtol=RTOL)
+    assert tmr.var_by_key is tmr.variance_by_key
+    var = tmr.var_by_key(keys, values, cluster=cluster)
+    np.testing.assert_allclose(var.values, [np.var(values[keys == k]) for k in var.keys.tolist()], rtol=RTOL)
+
+
 def test_edge_partitions_one_key_and_a_key_on_one_shard(cluster: tmr.LocalCluster) -> None:
     same = np.full(50, -7, np.int64)
     assert tmr.count_by_key(same, cluster=cluster, sizes=[0, 20, 0, 30], reducers=4).to_dict() == {-7: 50}

@@ -6,7 +6,9 @@ from ._by_key import count_by_key as count_by_key
 from ._by_key import max_by_key as max_by_key
 from ._by_key import mean_by_key as mean_by_key
 from ._by_key import min_by_key as min_by_key
+from ._by_key import std_by_key as std_by_key
 from ._by_key import sum_by_key as sum_by_key
+from ._by_key import var_by_key as var_by_key
 from ._by_key import variance_by_key as variance_by_key
 from ._cluster import Cluster as Cluster
 from ._combine import Combiner as Combiner

@@ -2,8 +2,8 @@
 
 Every recipe takes the data positionally (``keys``, then ``values``, each an array or resident
 ``Sharded`` data, co-partitioned on axis 0) and the keywords of ``MapReduce.run``:
-``cluster=``, ``sizes=``, ``devices=``, ``fallback=``, ``timeout=``, ``return_stats=``, and the
-keyed ones ``reducers=``, ``batch_rows=``, ``resident=``.  It returns a :class:`KeyedResult`
+``cluster=``, ``sizes=``, ``devices=``, ``fallback=``, ``timeout=``, and the keyed ones
+``reducers=``, ``batch_rows=``, ``resident=``.  It returns a :class:`KeyedResult`
 (or a ``KeyedSharded`` with ``resident=True``).
 """
 
@@ -26,7 +26,6 @@ from ._native import kernels
 from ._options import Options, RunOptions
 from ._readers import Text, TextBlocks
 from ._recipe import recipe
-from ._runstats import RunStats
 from ._source import Input
 
 Keyed = KeyedResult | KeyedSharded
@@ -63,26 +62,17 @@ def _keys_only(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return keys, keys
 
 
-def _run(name: tuple[Any, ...], make: Any, x: Any, return_stats: bool, resident: bool, options: Options) -> Any:
-    settings = RunOptions.of(return_stats=return_stats, **options)
-    return recipe(name, make, by_key=True).execute(x, settings, resident=resident)
+def _run(name: tuple[Any, ...], make: Any, x: Any, resident: bool, options: Options) -> Any:
+    return recipe(name, make, by_key=True).execute(x, RunOptions.of(**options), resident=resident)
 
 
 class KeysRecipe(Protocol):
     """A keyed recipe over the keys alone (``count_by_key``, ``word_count``)."""
 
     @overload
-    def __call__(
-        self, keys: Any, /, *, return_stats: Literal[False] = False, resident: Literal[False] = False, **options: Unpack[Options]
-    ) -> KeyedResult: ...
+    def __call__(self, keys: Any, /, *, resident: Literal[False] = False, **options: Unpack[Options]) -> KeyedResult: ...
     @overload
-    def __call__(
-        self, keys: Any, /, *, return_stats: Literal[False] = False, resident: Literal[True], **options: Unpack[Options]
-    ) -> KeyedSharded: ...
-    @overload
-    def __call__(
-        self, keys: Any, /, *, return_stats: Literal[True], resident: bool = False, **options: Unpack[Options]
-    ) -> tuple[Keyed, RunStats]: ...
+    def __call__(self, keys: Any, /, *, resident: Literal[True], **options: Unpack[Options]) -> KeyedSharded: ...
 
 
 class ValuesRecipe(Protocol):
@@ -90,38 +80,17 @@ class ValuesRecipe(Protocol):
 
     @overload
     def __call__(
-        self,
-        keys: Any,
-        values: Any,
-        /,
-        *,
-        return_stats: Literal[False] = False,
-        resident: Literal[False] = False,
-        **options: Unpack[Options],
+        self, keys: Any, values: Any, /, *, resident: Literal[False] = False, **options: Unpack[Options]
     ) -> KeyedResult: ...
     @overload
-    def __call__(
-        self,
-        keys: Any,
-        values: Any,
-        /,
-        *,
-        return_stats: Literal[False] = False,
-        resident: Literal[True],
-        **options: Unpack[Options],
-    ) -> KeyedSharded: ...
-    @overload
-    def __call__(
-        self, keys: Any, values: Any, /, *, return_stats: Literal[True], resident: bool = False, **options: Unpack[Options]
-    ) -> tuple[Keyed, RunStats]: ...
+    def __call__(self, keys: Any, values: Any, /, *, resident: Literal[True], **options: Unpack[Options]) -> KeyedSharded: ...
 
 
-def _count_by_key(keys: Any, /, *, return_stats: bool = False, resident: bool = False, **options: Unpack[Options]) -> Any:
+def _count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """How many times each key occurs: ``collections.Counter(keys)``, as a :class:`KeyedResult` of int64 counts.
 
     Args:
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
-        return_stats: also return the run's ``RunStats``.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows`` (see ``RunOptions``).
@@ -134,7 +103,7 @@ def _count_by_key(keys: Any, /, *, return_stats: bool = False, resident: bool = 
         {1: 1, 3: 2}
     """
     _check_keys(keys)
-    return _run(("count_by_key",), lambda: (_keys_only, COUNT), keys, return_stats, resident, options)
+    return _run(("count_by_key",), lambda: (_keys_only, COUNT), keys, resident, options)
 
 
 count_by_key = cast(KeysRecipe, _count_by_key)
@@ -142,11 +111,9 @@ count_by_key.__name__ = count_by_key.__qualname__ = "count_by_key"  # type: igno
 
 
 def _values_recipe(name: str, combiner: Combiner, doc: str) -> ValuesRecipe:
-    def keyed(
-        keys: Any, values: Any, /, *, return_stats: bool = False, resident: bool = False, **options: Unpack[Options]
-    ) -> Any:
+    def keyed(keys: Any, values: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
         _check_keys(keys)
-        return _run((name,), lambda: (_pair, combiner), (keys, values), return_stats, resident, options)
+        return _run((name,), lambda: (_pair, combiner), (keys, values), resident, options)
 
     keyed.__name__ = keyed.__qualname__ = name
     keyed.__doc__ = doc
@@ -158,7 +125,6 @@ _ARGS = """
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
         values: an array (or resident ``Sharded``) with the same rows as ``keys``; 2-D values give
             one result per column.
-        return_stats: also return the run's ``RunStats``.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows`` (see ``RunOptions``).
@@ -212,8 +178,9 @@ max_by_key = _values_recipe(
 )
 
 
-def _variance_combiner(ddof: int) -> Combiner:
-    """:data:`MOMENTS` whose per-key result is ``M2 / (count - ddof)`` (NaN where ``count ≤ ddof``, as numpy)."""
+def _variance_combiner(ddof: int, *, root: bool = False) -> Combiner:
+    """:data:`MOMENTS` whose per-key result is ``M2 / (count - ddof)`` (NaN where ``count ≤ ddof``, as numpy), or its
+    square root with ``root``."""
     form = MOMENTS.per_key
     assert form is not None
 
@@ -223,60 +190,69 @@ def _variance_combiner(ddof: int) -> Combiner:
         shape = tf.concat([tf.shape(count), tf.ones([tf.rank(m2) - 1], tf.int32)], 0)
         denominator = tf.reshape(denominator, shape)
         nan = tf.fill(tf.shape(m2), tf.constant(np.nan, tf.float64))
-        return tf.where(denominator > 0, m2 / tf.maximum(denominator, 1.0), nan)
+        variance = tf.where(denominator > 0, m2 / tf.maximum(denominator, 1.0), nan)
+        return tf.sqrt(variance) if root else variance
 
-    return attrs.evolve(MOMENTS, name="variance", per_key=SegmentForm(partial=form.partial, merge=form.merge, finalize=finalize))
+    return attrs.evolve(
+        MOMENTS,
+        name="std" if root else "variance",
+        per_key=SegmentForm(partial=form.partial, merge=form.merge, finalize=finalize),
+    )
 
 
 @overload
 def variance_by_key(
-    keys: Any,
-    values: Any,
-    /,
-    *,
-    ddof: int = 0,
-    return_stats: Literal[False] = False,
-    resident: Literal[False] = False,
-    **options: Unpack[Options],
+    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[False] = False, **options: Unpack[Options]
 ) -> KeyedResult: ...
 @overload
 def variance_by_key(
-    keys: Any,
-    values: Any,
-    /,
-    *,
-    ddof: int = 0,
-    return_stats: Literal[False] = False,
-    resident: Literal[True],
-    **options: Unpack[Options],
+    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
 ) -> KeyedSharded: ...
-@overload
-def variance_by_key(
-    keys: Any, values: Any, /, *, ddof: int = 0, return_stats: Literal[True], resident: bool = False, **options: Unpack[Options]
-) -> tuple[Keyed, RunStats]: ...
-def variance_by_key(
-    keys: Any, values: Any, /, *, ddof: int = 0, return_stats: bool = False, resident: bool = False, **options: Unpack[Options]
-) -> Any:
+def variance_by_key(keys: Any, values: Any, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The variance of each key's values, ``np.var(v, ddof=ddof)`` per key, in float64 (NaN where a key has ≤ ddof rows).
 
     Each batch computes per-key (count, mean, M2) in two passes, and partials merge with Chan's
     formula: no ``E[x²] − E[x]²`` cancellation.
 
     Args:
-        keys, values, return_stats, resident, **options: as for :func:`sum_by_key`.
+        keys, values, resident, **options: as for :func:`sum_by_key`.
         ddof: delta degrees of freedom (0: population variance; 1: sample variance).
 
     Example:
         >>> tmr.variance_by_key(np.array([1, 1, 2]), np.array([1.0, 3.0, 5.0]), cluster=cluster).to_dict()
         {1: 1.0, 2: 0.0}
     """
+    return _spread("variance_by_key", keys, values, ddof, resident, options)
+
+
+var_by_key = variance_by_key
+"""The same as :func:`variance_by_key` (numpy's short name, as ``tmr.var`` is ``tmr.variance``)."""
+
+
+@overload
+def std_by_key(
+    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[False] = False, **options: Unpack[Options]
+) -> KeyedResult: ...
+@overload
+def std_by_key(
+    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
+) -> KeyedSharded: ...
+def std_by_key(keys: Any, values: Any, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The standard deviation of each key's values, ``np.std(v, ddof=ddof)`` per key (the root of :func:`variance_by_key`).
+
+    Example:
+        >>> tmr.std_by_key(np.array([1, 1, 2]), np.array([1.0, 3.0, 5.0]), cluster=cluster).to_dict()
+        {1: 1.0, 2: 0.0}
+    """
+    return _spread("std_by_key", keys, values, ddof, resident, options)
+
+
+def _spread(name: str, keys: Any, values: Any, ddof: object, resident: bool, options: Options) -> Any:
     if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
         raise ValueError(f"ddof must be an int ≥ 0 (0: population variance, 1: sample variance), got {ddof!r}")
     _check_keys(keys)
-    ddof = int(ddof)
-    return _run(
-        ("variance_by_key", ddof), lambda: (_pair, _variance_combiner(ddof)), (keys, values), return_stats, resident, options
-    )
+    ddof, root = int(ddof), name == "std_by_key"
+    return _run((name, ddof), lambda: (_pair, _variance_combiner(ddof, root=root)), (keys, values), resident, options)
 
 
 def _split_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -292,7 +268,7 @@ def _count_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return words, counts
 
 
-def _word_count(lines: Any, /, *, return_stats: bool = False, resident: bool = False, **options: Unpack[Options]) -> Any:
+def _word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """How many times each word occurs in ``lines``: a :class:`KeyedResult` of int64 counts.
 
     Words are split on ASCII whitespace (space, ``\\t``, ``\\n``, ``\\v``, ``\\f``, ``\\r``), as
@@ -303,7 +279,7 @@ def _word_count(lines: Any, /, *, return_stats: bool = False, resident: bool = F
 
     Args:
         lines: a 1-D array (or list) of strings, str or bytes.
-        return_stats, resident, **options: as for :func:`sum_by_key`.
+        resident, **options: as for :func:`sum_by_key`.
 
     Raises:
         InputError: ``lines`` is not a 1-D array of strings.
@@ -324,7 +300,7 @@ def _word_count(lines: Any, /, *, return_stats: bool = False, resident: bool = F
                 "pass e.g. np.array(text.splitlines())"
             )
         lines = array if array.size else np.array([], dtype="U1")
-    settings = RunOptions.of(return_stats=return_stats, **options)
+    settings = RunOptions.of(**options)
     if settings.cluster is not None and available(settings.cluster, settings.seconds()):  # see _native
         job = recipe(("word_count", "native"), lambda: (_count_words, SUM), by_key=True)
     else:

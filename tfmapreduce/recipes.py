@@ -23,7 +23,9 @@ from ._by_key import count_by_key as count_by_key  # noqa: E402 - after the quie
 from ._by_key import max_by_key as max_by_key  # noqa: E402
 from ._by_key import mean_by_key as mean_by_key  # noqa: E402
 from ._by_key import min_by_key as min_by_key  # noqa: E402
+from ._by_key import std_by_key as std_by_key  # noqa: E402
 from ._by_key import sum_by_key as sum_by_key  # noqa: E402
+from ._by_key import var_by_key as var_by_key  # noqa: E402
 from ._by_key import variance_by_key as variance_by_key  # noqa: E402
 from ._by_key import word_count as word_count  # noqa: E402
 from ._estimators import KMeans as KMeans  # noqa: E402
@@ -72,9 +74,11 @@ __all__ = [
     "model_average",
     "moments",
     "std",
+    "std_by_key",
     "sum",
     "sum_by_key",
     "var",
+    "var_by_key",
     "variance",
     "variance_by_key",
     "weighted_mean",
