@@ -127,3 +127,6 @@ def test_calls_that_place_data_take_the_placement_keywords_only(cluster: tmr.Loc
         tmr.load_shards(tmp_path, cluster=cluster, sizes=[3, 3])
     with tmr.load_shards(tmp_path, cluster=cluster, timeout=30) as loaded:
         assert loaded.plan.sizes == (2, 4)
+    np.save(tmp_path / "x.npy", np.arange(6.0))
+    with pytest.raises(TypeError, match=r"persist\(\) takes cluster, sizes, devices, fallback, timeout; batch_rows=2 does not"):
+        tmr.read_npy(str(tmp_path / "x.npy")).persist(cluster=cluster, batch_rows=2)  # type: ignore[call-arg]

@@ -11,25 +11,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
 import tensorflow as tf
+from typing_extensions import Unpack
 
+from ._cluster import Cluster
 from ._csv import Csv
 from ._device import Device
 from ._errors import InputError, JobError
 from ._file_source import FileEntry, FileSource, PathsLike, count_rows, device_of, match, paths_of, short
+from ._options import PlaceOptions, RunOptions
+from ._partition import SizesLike
 from ._plan import Plan, Shard, make_plan
 from ._readers import Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
+from ._resident import Sharded, build_sharded, check_cluster
 from ._source import Input
 from ._task import Task
-
-if TYPE_CHECKING:
-    from ._cluster import Cluster
-    from ._partition import SizesLike
-    from ._resident import Sharded
 
 
 @attrs.frozen(eq=False)
@@ -192,20 +192,15 @@ class Files(Input):
             raise TypeError("cluster= is required to place the splits: pass a Cluster, e.g. cluster=tmr.LocalCluster(2)")
         return make_plan(src.rows, sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
 
-    def persist(
-        self,
-        *,
-        cluster: Cluster,
-        sizes: SizesLike = None,
-        devices: Sequence[str] | None = None,
-        fallback: str | None = None,
-        timeout: float | None = None,
-    ) -> Sharded:
+    def persist(self, **options: Unpack[PlaceOptions]) -> Sharded:
         """Read the files on the workers into resident ``Sharded`` data (no byte crosses the client).
 
         Each task reads its own splits into its shards' variables; later runs
         over the result read memory, not files.  Text, CSV and TFRecord files
         are read twice: once to count their rows, once to store them.
+
+        Args:
+            **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
         Example:
             >>> import tempfile, os
@@ -215,11 +210,11 @@ class Files(Input):
             ...     float(tmr.sum(data)), data.plan.sizes
             (45.0, (3, 3, 2, 2))
         """
-        from ._resident import build_sharded, check_cluster
-
-        cluster = check_cluster(cluster)
+        settings = RunOptions.placing("persist", dict(options))
+        cluster = check_cluster(settings.cluster)
+        timeout = settings.timeout
         src = self.as_source()
-        plan = self._plan(src, cluster=cluster, sizes=sizes, devices=devices, fallback=fallback)
+        plan = self._plan(src, cluster=cluster, sizes=settings.sizes, devices=settings.devices, fallback=settings.fallback)
         rows_plan = plan
         try:
             if self.reader.unit != "rows":
