@@ -254,8 +254,8 @@ def run(
 
     A ``quick`` call (a run that has always been quick, with a small feed, of a
     :func:`repeatable` graph) is first made on this thread, with a deadline of
-    :data:`QUICK_LIMIT`: handing it to a runner and back costs about 0.1 ms, 5% of
-    a tiny job.  If it is not done by then (it became slow, or a task hangs), its
+    :data:`QUICK_LIMIT`: it saves the hand-off to a runner and back (measured in the
+    layouts guide).  If it is not done by then (it became slow, or a task hangs), its
     step is cancelled and it runs again, watched, with what is left of its
     deadline: its graph has no side effect that a repeat would double.
     """

@@ -131,8 +131,7 @@ class Combiner:
 
 def segment_sum(values: tf.Tensor, ids: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
     """``tf.math.unsorted_segment_sum``; on a CPU, for 1-D int32/int64/float32/float64 values, computed by
-    ``tf.math.bincount`` with weights: the same sums (exact for integers), about 10x faster (3 ms against
-    34 ms for 1.35e6 float64 values in 5e4 segments, here).
+    ``tf.math.bincount`` with weights: the same sums (exact for integers), faster (measured in the keyed jobs guide).
 
     Example:
         >>> segment_sum(tf.constant([1.0, 2.0, 4.0]), tf.constant([1, 0, 1]), tf.constant(3)).numpy()

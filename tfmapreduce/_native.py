@@ -2,12 +2,11 @@
 
 One kernel so far, ``TmrWordCounts`` (``_native.cc``): it splits strings on ASCII whitespace
 and counts each distinct word in one pass, the map-side combine of ``word_count`` without a
-TensorFlow string per word (an 8 MiB block of words: 38 ms, against 146 ms for
-``tf.strings.split`` and the grouping of ``_group``).
+TensorFlow string per word (measured in the keyed jobs guide).
 
 The C++ source ships with the package.  The first process that needs the kernels compiles it
 with the machine's C++ compiler (``$CXX``, else ``g++`` or ``c++``) against the installed
-TensorFlow's headers, in about 7 s, into ``$XDG_CACHE_HOME/tfmapreduce`` (``~/.cache/tfmapreduce``):
+TensorFlow's headers into ``$XDG_CACHE_HOME/tfmapreduce`` (``~/.cache/tfmapreduce``):
 under a temporary name, then renamed (whole or absent, whoever builds at the same time) to
 ``native-<digest>-<hash>.so``, where the digest names the source, TensorFlow and the flags, and
 the hash is the library's SHA-256, also recorded in ``native-<digest>.sha256``.  A process loads

@@ -259,7 +259,7 @@ class Staging:
         """Release the mapped buffers, close every memfd (on a background thread) and unlink every file staged so far.
         Safe to call twice.
 
-        Freeing a memfd's pages takes about 12 ms per 100 MB, so the closes are handed to a
+        Freeing a memfd's pages takes time in proportion to its size, so the closes are handed to a
         thread and the run returns at once; a client that exits first has them freed by the kernel.
         """
         with self._lock:

@@ -122,8 +122,8 @@ def implements(obj: object, protocol: Any) -> bool:
 
 
 DATA_OPTIONS = tf.data.Options()
-"""The options of every pipeline a run reads or folds: no rewriting (it costs ~0.1 s per run) and no
-autotuning (its background thread left a worker idle for 1-2 s at the end of one run in three)."""
+"""The options of every pipeline a run reads or folds: no rewriting (a cost on every run) and no autotuning (its
+background thread could leave a worker idle at the end of a run); the figures are in the architecture guide."""
 DATA_OPTIONS.experimental_optimization.apply_default_optimizations = False
 DATA_OPTIONS.autotune.enabled = False
 

@@ -35,7 +35,7 @@ def text_lines(path: str, size: int) -> tf.data.Dataset:
     """The lines of a text file of ``size`` bytes, in batches of about one block's lines, as ``TextLineDataset`` yields them.
 
     Lines end at ``\\n``; every ``\\r`` is dropped (as ``TextLineDataset`` does); a last line
-    without ``\\n`` counts.  No dataset element per line: about 2x faster than ``TextLineDataset`` here.
+    without ``\\n`` counts.  No dataset element per line (faster than ``TextLineDataset``).
     """
     return text_blocks(path, size).map(split_lines)
 
