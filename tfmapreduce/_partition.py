@@ -40,7 +40,7 @@ def weights(*values: float) -> Weights:
 
 SizesLike = None | int | Sequence[int] | Weights | Literal["auto"]
 """What ``sizes=`` accepts: None (even over the devices), a shard count, row counts, :func:`weights`, or ``"auto"``
-(sized to the devices' measured speeds, for runs of whole-input jobs over host arrays)."""
+(sized to the devices' measured speeds, for runs of jobs, whole-input or keyed, over host arrays)."""
 
 AUTO = "auto"
 """``sizes="auto"``: one shard per device, sized to the devices' measured speeds for the job."""
@@ -120,7 +120,7 @@ def canonical_sizes(sizes: SizesLike, *, rows: int, default_shards: int) -> tupl
     if isinstance(sizes, str) and sizes == AUTO:
         raise TypeError(
             "sizes='auto' sizes the shards of a run by the devices' measured speeds; it applies to MapReduce.run, "
-            "MapReduce.plan and the one-pass recipes over host arrays, not here (resident data, files, keyed jobs, "
+            "MapReduce.plan and the one-pass recipes over host arrays (keyed ones too), not here (resident data, files, "
             "iterative recipes): pass None, a shard count, a list of row counts or weights(...)"
         )
     if isinstance(sizes, (str, bytes)) or (not isinstance(sizes, Sequence) and not hasattr(sizes, "__array__")):

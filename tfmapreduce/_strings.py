@@ -21,15 +21,17 @@ def as_bytes_array(item: Any) -> tuple[np.ndarray[Any, Any], bool] | None:
         >>> as_bytes_array(np.arange(3)) is None
         True
     """
+    if isinstance(item, list) and not item:
+        return None  # an empty list: no strings to tell it by (an empty object array is strings)
     try:
-        array = np.asarray(item) if not isinstance(item, list) else np.asarray(item, dtype=object)
+        array = np.asarray(item, dtype=object) if isinstance(item, list) else np.asarray(item)
     except ValueError:
         return None
     if array.dtype.kind == "U":
         return np.array([s.encode("utf-8") for s in array.ravel().tolist()], dtype=object).reshape(array.shape), True
     if array.dtype.kind == "S":
         return np.array(array.ravel().tolist(), dtype=object).reshape(array.shape), False
-    if array.dtype == object and array.size and all(isinstance(s, (str, bytes)) for s in array.ravel().tolist()):
+    if array.dtype == object and all(isinstance(s, (str, bytes)) for s in array.ravel().tolist()):
         flat = array.ravel().tolist()
         encoded = [s.encode("utf-8") if isinstance(s, str) else s for s in flat]
         return np.array(encoded, dtype=object).reshape(array.shape), any(isinstance(s, str) for s in flat)
