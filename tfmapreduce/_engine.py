@@ -188,10 +188,11 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
         else:
             feed = staging.feed_dict((f.placeholder, srcs[f.source].feed(f.shard), f.staged) for f in program.feeds)
         feed.update(zip(program.broadcast, call.values, strict=True))
+        bare = not (program.clocks or program.guards)  # the common case fetches the kind's values alone
         try:
-            value, clocks, _ = cluster.run(
+            fetched = cluster.run(
                 program.graph,
-                (program.fetch, program.clocks, program.guards),
+                program.fetch if bare else (program.fetch, program.clocks, program.guards),
                 feed,
                 tasks=program.tasks,
                 timeout=settings.seconds(),
@@ -200,6 +201,9 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
             )
         except JobError as e:
             raise failure(kind, e, call, shards) from None
+    if bare:
+        return fetched
+    value, clocks, _ = fetched
     if program.clocked:
         _autosize.record(kind.identity, cluster, shards, program.clocked, clocks)
     return value

@@ -37,7 +37,7 @@ class Program:
 
     graph: tf.Graph
     fetch: Any
-    """What the kind fetches; the run fetches ``(fetch, clocks, guards)``."""
+    """What the kind fetches; a run with clocks or guards fetches ``(fetch, clocks, guards)``."""
     feeds: tuple[Feed, ...]
     broadcast: tuple[Any, ...]
     """The placeholders of the broadcast values, in order."""
