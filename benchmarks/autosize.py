@@ -38,8 +38,10 @@ import numpy as np
 class Throttle:
     """Slow a process down reproducibly: SIGSTOP for ``stopped`` of every ``period`` seconds, from a thread.
 
-    The process runs at most ``1 - stopped / period`` of the wall time, whatever the
-    load of the machine.  On exit (and if the process is gone) it is left running (SIGCONT).
+    The process runs at most ``1 - stopped / period`` of the wall time, whatever the load of the
+    machine: a running phase that lasts longer than ``period - stopped`` (this thread woke late) is
+    followed by a stopped phase as much longer.  On exit (and if the process is gone) it is left
+    running (SIGCONT).
 
     Example:
         >>> import subprocess, sys
@@ -58,14 +60,18 @@ class Throttle:
         self._thread = threading.Thread(target=self._cycle, name=f"throttle-{pid}", daemon=True)
 
     def _cycle(self) -> None:
+        running = self.period - self.stopped
+        ran = running
         try:
             while not self._done.is_set():
                 os.kill(self.pid, signal.SIGSTOP)
                 try:
-                    self._done.wait(self.stopped)
+                    self._done.wait(self.stopped * ran / running)
                 finally:
                     os.kill(self.pid, signal.SIGCONT)
-                self._done.wait(self.period - self.stopped)
+                began = time.monotonic()
+                self._done.wait(running)
+                ran = max(running, time.monotonic() - began)
         except ProcessLookupError:  # the process is gone: nothing left to throttle
             return
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import attrs
 import pytest
 
 
@@ -26,18 +27,31 @@ def ip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20, check=False)
 
 
-@contextlib.contextmanager
-def outside_address(subnet: str = "10.232.{}.{}") -> Iterator[tuple[str, str]]:
-    """A network namespace of the test's own, linked to this host by a veth pair: yields (its name, the host's address).
+@attrs.frozen
+class Pair:
+    """A network namespace of a test's own, linked to this host by a veth pair."""
 
-    The host's end of the pair has a private test address that is not loopback: a process in the
-    namespace (``ip netns exec NAME ...``) that connects to it arrives on this machine from the network.
-    Removed at the end, whatever happens.  Skips the test where it cannot be made (needs root and ``ip netns``).
+    netns: str
+    """The namespace's name (``ip netns exec NAME ...`` runs a process in it)."""
+    host_ip: str
+    """The host end's address: private, not loopback."""
+    ns_ip: str
+    """The namespace end's address."""
+    ns_if: str
+    """The namespace end's interface (``ip -n NETNS link set NS_IF down`` cuts the link)."""
+
+
+@contextlib.contextmanager
+def veth_pair(subnet: str) -> Iterator[Pair]:
+    """A :class:`Pair` on ``subnet`` (a format with two fields, e.g. ``"10.232.{}.{}"``), removed at the end whatever happens.
+
+    A process in the namespace that connects to the host's address arrives on this machine from
+    the network.  Skips the test where it cannot be made (needs root and ``ip netns``).
     """
     if os.geteuid() != 0 or shutil.which("ip") is None or ip("netns", "list").returncode != 0:
         pytest.skip("creating a network namespace and a veth pair needs root and iproute2's `ip netns`")
     tag = secrets.token_hex(3)
-    netns, host_if, ns_if = f"tmri{tag}", f"tmrih{tag}", f"tmrin{tag}"
+    netns, host_if, ns_if = f"tmr{tag}", f"tmrh{tag}", f"tmrn{tag}"
     octet = int(tag[:2], 16)
     host_ip, ns_ip = subnet.format(octet, 1), subnet.format(octet, 2)
     try:
@@ -54,10 +68,17 @@ def outside_address(subnet: str = "10.232.{}.{}") -> Iterator[tuple[str, str]]:
             done = ip(*args)
             if done.returncode != 0:
                 pytest.skip(f"cannot set up the namespace pair here: ip {' '.join(args)}: {done.stderr.strip()}")
-        yield netns, host_ip
+        yield Pair(netns, host_ip, ns_ip, ns_if)
     finally:
         ip("link", "del", host_if)
         ip("netns", "del", netns)
+
+
+@contextlib.contextmanager
+def outside_address(subnet: str = "10.232.{}.{}") -> Iterator[tuple[str, str]]:
+    """A :func:`veth_pair`'s (namespace, host address): connecting from there comes from outside this host."""
+    with veth_pair(subnet) as pair:
+        yield pair.netns, pair.host_ip
 
 
 CONNECT = """

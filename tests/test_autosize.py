@@ -85,8 +85,8 @@ def test_sizes_move_toward_the_faster_device() -> None:
         slow = local.pids[1]
         for order in ([T0, T1], [T1, T0]):  # task 1 slowed, wherever its shard is in the plan
             job = _sin_cos_job()
-            with Throttle(slow, stopped=0.03, period=0.04):  # task 1 runs at most 1/4 of the time
-                for _ in range(5):
+            with Throttle(slow, stopped=0.045, period=0.05):  # task 1 runs at most 1/10 of the time, whatever the load
+                for _ in range(6):
                     result = job.run(x, cluster=local, sizes="auto", devices=order)
                     np.testing.assert_allclose(result, expected, rtol=1e-5)
             plan = job.plan(x, cluster=local, sizes="auto", devices=order)
@@ -100,7 +100,7 @@ def test_sizes_move_toward_the_faster_device() -> None:
 
 def test_a_device_slowed_for_its_first_run_gets_even_sizes_back_within_5_runs() -> None:
     """One slow run measured first, then healthy ones: the slowed device's small shard is still timed, and it wins its rows back."""
-    x = np.random.default_rng(4).random((100_000, 4), dtype=np.float32)  # a shard of 5% of it takes under 2 ms
+    x = np.random.default_rng(4).random((400_000, 4), dtype=np.float32)  # a shard of 5% of it takes a few ms
     expected = _expected(x)
     with tmr.LocalCluster(2, cpu_devices=1) as local:
         tmr.sum(x[:10], cluster=local)  # connect before throttling
@@ -117,7 +117,7 @@ def test_a_device_slowed_for_its_first_run_gets_even_sizes_back_within_5_runs() 
             np.testing.assert_allclose(job.run(x, cluster=local, sizes="auto", devices=[T0, T1]), expected, rtol=1e-5)
             shares.append(job.plan(x, cluster=local, sizes="auto", devices=[T0, T1]).sizes[1] / len(x))
         # Before, its small shard went untimed but on the runs noise made slow: it stayed at 11% for 4 runs (5% for 7).
-        assert max(shares[:2]) >= 1.5 * slowed.sizes[1] / len(x), f"task 1's share after each healthy run: {shares}"
+        assert max(shares[:3]) >= 1.5 * slowed.sizes[1] / len(x), f"task 1's share after each healthy run: {shares}"
         assert shares[-1] >= 0.2, f"task 1's share after each healthy run: {shares}"
         assert local.lost == frozenset()
 

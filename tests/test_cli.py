@@ -4,30 +4,26 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 import tfmapreduce
 
 
-def _run(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "tfmapreduce", *args], capture_output=True, text=True, timeout=60, check=False)
-    return result, time.perf_counter() - started
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tfmapreduce", *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 @pytest.mark.parametrize("args", [["--help"], ["worker", "--help"], ["demo", "--help"], ["--version"]])
-def test_help_and_version_answer_at_once(args: list[str]) -> None:
-    _run(*args)  # warm the file cache: the figure below is the command's own cost
-    result, seconds = _run(*args)
+def test_help_and_version_answer_quietly(args: list[str]) -> None:
+    """At once, too: without TensorFlow (see the test below); how fast is the benchmarks' business, not a timed test's."""
+    result = _run(*args)
     assert result.returncode == 0, result.stderr
-    assert seconds < 0.5, f"tfmapreduce {' '.join(args)} took {seconds:.2f} s"
     assert result.stderr == ""
 
 
 def test_version_is_the_package_version() -> None:
-    result, _ = _run("--version")
+    result = _run("--version")
     assert result.stdout.strip() == f"tfmapreduce {tfmapreduce.__version__}"
 
 

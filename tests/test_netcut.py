@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from namespaces import ip, veth_pair
 from ports import free_ports
 
 import tfmapreduce as tmr
@@ -29,10 +29,6 @@ import tfmapreduce as tmr
 pytestmark = pytest.mark.slow
 
 SUBNET = "10.231.{}.{}"  # addresses inside this test's own namespace pair only
-
-
-def _ip(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20, check=False)
 
 
 def _worker(spec: dict[str, list[str]], task: int, netns: str | None) -> subprocess.Popen[bytes]:
@@ -59,57 +55,37 @@ def _worker(spec: dict[str, list[str]], task: int, netns: str | None) -> subproc
 @pytest.fixture
 def split_cluster() -> Iterator[tuple[tmr.Cluster, list[str]]]:
     """Task 0 on this host, task 1 in a new network namespace linked by a veth pair; yields (cluster, the `ip` words that cut it)."""
-    if os.geteuid() != 0 or _ip("netns", "list").returncode != 0:
-        pytest.skip("creating a network namespace needs root and iproute2's `ip netns`")
-    tag = secrets.token_hex(3)
-    netns, host_if, ns_if = f"tmr{tag}", f"tmrh{tag}", f"tmrn{tag}"
-    octet = int(tag[:2], 16)
-    host_ip, ns_ip = SUBNET.format(octet, 1), SUBNET.format(octet, 2)
     workers: list[subprocess.Popen[bytes]] = []
-    try:
-        for args in (
-            ["netns", "add", netns],
-            ["link", "add", host_if, "type", "veth", "peer", "name", ns_if],
-            ["link", "set", ns_if, "netns", netns],
-            ["addr", "add", f"{host_ip}/30", "dev", host_if],
-            ["link", "set", host_if, "up"],
-            ["-n", netns, "addr", "add", f"{ns_ip}/30", "dev", ns_if],
-            ["-n", netns, "link", "set", ns_if, "up"],
-            ["-n", netns, "link", "set", "lo", "up"],
-        ):
-            done = _ip(*args)
-            if done.returncode != 0:
-                pytest.skip(f"cannot set up the namespace pair here: ip {' '.join(args)}: {done.stderr.strip()}")
-        p0, p1 = free_ports(2)
-        spec = {"local": [f"{host_ip}:{p0}", f"{ns_ip}:{p1}"]}
-        workers = [_worker(spec, 0, None), _worker(spec, 1, netns)]
-        cluster = tmr.Cluster.from_spec(spec)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                cluster.devices  # noqa: B018 - both workers answer
-                break
-            except tmr.ClusterError:
-                assert all(w.poll() is None for w in workers), [w.stdout.read().decode()[-500:] for w in workers if w.stdout]
-                assert time.monotonic() < deadline, "the workers did not start"
-                cluster = tmr.Cluster.from_spec(spec)
-                time.sleep(0.5)
-        yield cluster, ["-n", netns, "link", "set", ns_if, "down"]  # the far end: packets to it are dropped, not refused
-        cluster.close()
-    finally:
-        for worker in workers:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=10)
-        _ip("link", "del", host_if)
-        _ip("netns", "del", netns)
+    with veth_pair(SUBNET) as pair:
+        try:
+            p0, p1 = free_ports(2)
+            spec = {"local": [f"{pair.host_ip}:{p0}", f"{pair.ns_ip}:{p1}"]}
+            workers = [_worker(spec, 0, None), _worker(spec, 1, pair.netns)]
+            cluster = tmr.Cluster.from_spec(spec)
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    cluster.devices  # noqa: B018 - both workers answer
+                    break
+                except tmr.ClusterError:
+                    assert all(w.poll() is None for w in workers), [w.stdout.read().decode()[-500:] for w in workers if w.stdout]
+                    assert time.monotonic() < deadline, "the workers did not start"
+                    cluster = tmr.Cluster.from_spec(spec)
+                    time.sleep(0.5)
+            yield cluster, ["-n", pair.netns, "link", "set", pair.ns_if, "down"]  # packets to it are dropped, not refused
+            cluster.close()
+        finally:
+            for worker in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(timeout=10)
 
 
 def test_a_cut_link_ends_the_run_by_its_deadline_naming_the_task(split_cluster: tuple[tmr.Cluster, list[str]]) -> None:
     cluster, cut = split_cluster
     x = np.arange(1000.0)
     assert tmr.mean(x, cluster=cluster, timeout=30) == 499.5  # both tasks take part
-    assert _ip(*cut).returncode == 0
+    assert ip(*cut).returncode == 0
     started = time.monotonic()
     with pytest.raises((tmr.WorkerTimeoutError, tmr.WorkerUnavailableError)) as info:  # unanswered, or ARP gives up: unreachable
         tmr.mean(x, cluster=cluster, timeout=5, retries=0)
@@ -121,7 +97,7 @@ def test_a_cut_link_is_survived_on_the_other_task(split_cluster: tuple[tmr.Clust
     cluster, cut = split_cluster
     x = np.arange(1000.0)
     assert tmr.mean(x, cluster=cluster, timeout=30) == 499.5
-    assert _ip(*cut).returncode == 0
+    assert ip(*cut).returncode == 0
     value, stats = tmr.mean(x, cluster=cluster, timeout=15, return_stats=True)
     assert value == 499.5
     assert stats.lost == (tmr.Task("local", 1),)
