@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from ._errors import InputError
+from ._mapfn import traced
 from ._readers import Layout, Text
 from ._text import TEXT_BLOCK, byte_blocks, split_lines, text_lines, whole_texts
 
@@ -175,7 +176,7 @@ def find_bad_line(
     def on_task(build: Callable[[], Any]) -> Any:
         graph = tf.Graph()
         with graph.as_default(), tf.device(device):
-            fetches = build()
+            fetches = traced(build)
         return run(graph, fetches, max(end - time.monotonic(), 0.1))
 
     try:
@@ -229,13 +230,6 @@ def _pieces(lengths: Sequence[int], body: bytes) -> list[bytes]:
     return [body[e - n : e] for n, e in zip(lengths, ends.tolist(), strict=True)]
 
 
-def _plain(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` traced as it is, not rewritten by AutoGraph (which took seconds here for these few functions)."""
-    converted: Callable[..., Any] = tf.autograph.experimental.do_not_convert(fn)
-    return converted
-
-
-@_plain
 def _joined(state: tuple[tf.Tensor, tf.Tensor], element: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.concat([state[0], element[0]], 0), tf.concat([state[1], element[1]], 0)
 
@@ -253,7 +247,6 @@ def _small_candidates(
     paths = [p for p, _ in files]
 
     def build() -> tuple[tf.Tensor, ...]:
-        @_plain
         def count(path: tf.Tensor) -> tf.Tensor:
             at, tail = _lines(tf.io.decode_raw(tf.io.read_file(path), tf.uint8))
             return tf.size(at, tf.int64) + tf.cast(tail, tf.int64)
@@ -266,7 +259,6 @@ def _small_candidates(
             lines, offsets = tf.constant([-1], tf.int64), tf.constant([0], tf.int64)
         first = header + tf.math.floormod(r - offsets, rows)
 
-        @_plain
         def pick(path: tf.Tensor, start: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             data = tf.io.decode_raw(tf.io.read_file(path), tf.uint8)
             at, tail = _lines(data)
@@ -316,7 +308,6 @@ def _block_candidates(
         starts = tf.where(chosen > 0, at + 1, 0)
         stops = tf.where(chosen < count, ends + 1, size)  # ... and its own
 
-        @_plain
         def pick(b: tf.Tensor, block: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             offset = b * TEXT_BLOCK
             return _gather(tf.io.decode_raw(block, tf.uint8), starts - offset, stops - offset)
@@ -340,7 +331,6 @@ def _scan_file(path: str, size: int, residue: int, rows: int) -> tuple[tf.Tensor
     """
     blocks = byte_blocks(path, size, 0, size, TEXT_BLOCK).enumerate()
 
-    @_plain
     def step(state: tuple[tf.Tensor, ...], item: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, ...]:
         count, tail, indices, positions = state
         b, block = item

@@ -19,6 +19,7 @@ from typing import Any, Protocol, cast
 from . import _autosize, _speculate
 from ._cache import programs
 from ._errors import JobError
+from ._mapfn import traced
 from ._options import RunOptions
 from ._plan import Plan, Shard
 from ._planner import plan_of, resolve_cluster
@@ -147,7 +148,7 @@ def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (),
         def build() -> Program:
             builder = Builder.of(call, timed=timed)
             with builder.graph.as_default():
-                return kind.build(builder, planned, call)
+                return traced(lambda: kind.build(builder, planned, call))
 
         if variant is None:  # a program for this run alone
             program, compiled = build(), True
