@@ -20,6 +20,8 @@ PUBLIC = {
     "Sharded", "scatter", "generate", "save_shards", "load_shards",
     # data in files, read on the workers
     "Files", "read_npy", "read_text", "read_csv", "read_tfrecord", "read_raw",
+    # map-only jobs and their outputs
+    "map", "filter",
     # recipes (and the namespace of the model recipes)
     "recipes", "count", "max", "mean", "min", "std", "sum", "var", "variance", "weighted_mean",
     # keyed jobs

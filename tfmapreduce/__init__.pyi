@@ -36,6 +36,8 @@ from ._keyed_plan import KeyedPlan as KeyedPlan
 from ._keyed_result import KeyedResult as KeyedResult
 from ._keyed_sharded import KeyedSharded as KeyedSharded
 from ._local import LocalCluster as LocalCluster
+from ._maponly import filter as filter
+from ._maponly import map as map
 from ._mapreduce import MapReduce as MapReduce
 from ._options import RunOptions as RunOptions
 from ._partition import weights as weights
