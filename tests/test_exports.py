@@ -20,6 +20,8 @@ PUBLIC = {
     "Sharded", "scatter", "generate", "save_shards", "load_shards",
     # data in files, read on the workers
     "Files", "read_npy", "read_text", "read_csv", "read_tfrecord", "read_raw",
+    # map-only jobs and their outputs
+    "map", "filter", "write_npy", "write_text", "write_csv", "Written",
     # recipes (and the namespace of the model recipes)
     "recipes", "count", "max", "mean", "min", "std", "sum", "var", "variance", "weighted_mean",
     # keyed jobs
@@ -27,7 +29,7 @@ PUBLIC = {
     "variance_by_key", "var_by_key", "std_by_key",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
-    "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError",
+    "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError", "OutputError",
 }  # fmt: skip
 
 SUBMODULES = {"combiners", "recipes"}

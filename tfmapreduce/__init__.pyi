@@ -20,6 +20,7 @@ from ._errors import ClusterError as ClusterError
 from ._errors import InputError as InputError
 from ._errors import JobError as JobError
 from ._errors import MapFunctionError as MapFunctionError
+from ._errors import OutputError as OutputError
 from ._errors import PartitionError as PartitionError
 from ._errors import PlacementError as PlacementError
 from ._errors import ShardLostError as ShardLostError
@@ -36,6 +37,8 @@ from ._keyed_plan import KeyedPlan as KeyedPlan
 from ._keyed_result import KeyedResult as KeyedResult
 from ._keyed_sharded import KeyedSharded as KeyedSharded
 from ._local import LocalCluster as LocalCluster
+from ._maponly import filter as filter
+from ._maponly import map as map
 from ._mapreduce import MapReduce as MapReduce
 from ._options import RunOptions as RunOptions
 from ._partition import weights as weights
@@ -60,3 +63,7 @@ from ._statistics import variance as variance
 from ._statistics import weighted_mean as weighted_mean
 from ._task import Task as Task
 from ._version import __version__ as __version__
+from ._write import Written as Written
+from ._write import write_csv as write_csv
+from ._write import write_npy as write_npy
+from ._write import write_text as write_text

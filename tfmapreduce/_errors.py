@@ -73,3 +73,7 @@ class ShardLostError(ClusterError):
         super().__init__(message)
         self.shards = shards
         self.task = task
+
+
+class OutputError(TfMapReduceError, OSError):
+    """Results cannot be written: the directory is taken (``overwrite=False``), not writable, full, or not shared."""

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from ._csv import Csv, bad_line_message, find_bad_line
 from ._deadline import effective_timeout
+from ._encode import PARTS, SUCCESS
 from ._errors import InputError, JobError, ShardLostError
 from ._plan import Plan, Shard
 from ._readers import Layout, Reader
@@ -293,7 +294,12 @@ def match(pattern: str, reader: Reader) -> list[str]:
     if any(c in path for c in "*?["):
         return sorted(p for p in glob.glob(path) if os.path.isfile(p))
     if os.path.isdir(path):
-        raise InputError(f"{reader.name}: {pattern} is a directory; pass the files in it, e.g. '{os.path.join(pattern, '*')}'")
+        if os.path.isfile(os.path.join(path, SUCCESS)):  # a directory a writer committed: its parts, in order
+            return sorted(p for p in glob.glob(os.path.join(path, PARTS)) if os.path.isfile(p))
+        raise InputError(
+            f"{reader.name}: {pattern} is a directory without a {SUCCESS} marker (not a committed write, or one that failed); "
+            f"pass the files in it, e.g. '{os.path.join(pattern, '*')}'"
+        )
     return [path] if os.path.isfile(path) else []
 
 

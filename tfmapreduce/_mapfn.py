@@ -57,12 +57,19 @@ def first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def call_map(map_fn: Any, tensors: Any, broadcast: tuple[Any, ...], at: str) -> Any:
-    """``map_fn(*tensors, *broadcast)`` as the graph is built; MapFunctionError naming ``at`` if it raises."""
+TRACED = (
+    "it is called once on symbolic tensors as the graph is built: use TensorFlow ops "
+    "(no .numpy(), no Python if/for on a tensor's value; tf.where, tf.cond, tf.map_fn instead)"
+)
+"""The hint of an error raised while tracing a user's function."""
+
+
+def call_map(map_fn: Any, tensors: Any, broadcast: tuple[Any, ...], at: str, *, argument: str = "map_fn") -> Any:
+    """``map_fn(*tensors, *broadcast)`` as the graph is built; MapFunctionError naming ``argument`` and ``at`` if it raises."""
     try:
         return map_fn(*tensors, *broadcast)
     except Exception as e:
-        raise MapFunctionError(f"map_fn {callable_name(map_fn)} raised {type(e).__name__} on {at}: {e}") from e
+        raise MapFunctionError(f"{argument} {callable_name(map_fn)} raised {type(e).__name__} on {at}: {e}; {TRACED}") from e
 
 
 def map_shard(map_fn: Any, shard: Shard, tensors: Any, broadcast: tuple[Any, ...]) -> Any:

@@ -215,6 +215,15 @@ class Sharded(Input):
         self.delete()
 
 
+def assign_shard(container: str, index: int, value: tf.Tensor) -> tf.Operation:
+    """In a graph, inside the shard's device scope: store ``value`` (of any rows) as shard ``index`` of ``container``,
+    where a :class:`Sharded` of that name reads it."""
+    handle = tf.raw_ops.VarHandleOp(
+        dtype=value.dtype, shape=tf.TensorShape(None), container=container, shared_name=f"shard{index}"
+    )
+    return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
+
+
 STORE_BYTES = 2**30
 """Host bytes one storing run ships at most: larger data is stored in several runs (gRPC requests stay under 2 GiB)."""
 

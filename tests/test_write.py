@@ -1,0 +1,145 @@
+"""Writers (write_npy, write_text, write_csv): part files written on the workers, read back by the matching reader,
+and their commit protocol (attempt folders, _SUCCESS, overwrite=), with real workers killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmapreduce as tmr
+
+
+def _visible(folder: Path) -> list[str]:
+    return sorted(os.listdir(folder))
+
+
+def _read(files: tmr.Files, cluster: tmr.Cluster) -> np.ndarray:
+    with files.persist(cluster=cluster) as data:
+        return data.gather()
+
+
+def test_write_npy_round_trips_through_read_npy_in_shard_order(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32)
+    with tmr.scatter(x, cluster=cluster, sizes=[0, 20, 30]) as data:
+        written = tmr.write_npy(data, tmp_path / "out")
+    assert _visible(tmp_path / "out") == ["_SUCCESS", *(f"part-{i:05d}-of-00003.npy" for i in range(3))]
+    assert written.rows == (0, 20, 30)
+    assert [str(t) for t in written.tasks] == [str(s.task) for s in data.plan.shards]
+    assert sum(len(v) for v in written.by_task().values()) == 3
+    np.testing.assert_array_equal(_read(tmr.read_npy(written.directory), cluster), x)
+    for dtype in (np.int64, np.bool_, np.uint8, np.float16):  # host arrays are partitioned as for any job
+        y = (np.arange(11) % 3).astype(dtype)
+        folder = tmp_path / np.dtype(dtype).name
+        tmr.write_npy(y, folder, cluster=cluster)
+        np.testing.assert_array_equal(np.concatenate([np.load(p) for p in sorted(folder.glob("part-*"))]), y)
+
+
+def test_write_text_of_exploded_words_and_lossless_numbers(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    lines = np.array(["to be or", "not to be", "", "that is the question"])
+    with tmr.map(lambda s: tf.strings.split(s).flat_values, lines, cluster=cluster) as words:
+        tmr.write_text(words, tmp_path / "words")
+    assert _read(tmr.read_text(tmp_path / "words"), cluster).tolist() == " ".join(lines).encode().split()
+    x = np.random.default_rng(2).normal(size=40) * 10.0 ** np.arange(-20, 20)
+    tmr.write_text(x, tmp_path / "numbers", cluster=cluster)
+    with tmr.map(lambda s: tf.strings.to_number(s, tf.float64), tmr.read_text(tmp_path / "numbers"), cluster=cluster) as back:
+        np.testing.assert_array_equal(back.gather(), x)  # every float64 digit kept
+
+
+def test_write_csv_round_trips_matrices_and_keyed_results(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.random.default_rng(3).normal(size=(30, 2))
+    tmr.write_csv(x, tmp_path / "m", columns=["a", "b"], cluster=cluster)
+    assert (tmp_path / "m" / "part-00000-of-00004.csv").read_text().splitlines()[0] == "a,b"
+    np.testing.assert_array_equal(_read(tmr.read_csv(tmp_path / "m", dtypes="float64"), cluster), x)
+    keys, values = np.array([5, 1, 5, 2, 1, 5]), np.arange(6.0)
+    with tmr.sum_by_key(keys, values, cluster=cluster, resident=True) as result:
+        written = tmr.write_csv(result, tmp_path / "k")
+        expected = result.gather()
+    assert len(written.parts) == len(result.plan.shards)  # one part per reducer, those without keys too
+    table = _read(tmr.read_csv(tmp_path / "k", columns=["key", "value"], dtypes="float64"), cluster)
+    assert sorted(map(tuple, table.tolist())) == list(zip(expected.keys.tolist(), expected.values.tolist(), strict=True))
+    strings = np.array(["a,b", 'say "hi"', "plain", "two\nlines"], dtype=object)
+    tmr.write_csv(strings, tmp_path / "s", columns=["text"], cluster=cluster, sizes=1)
+    assert (tmp_path / "s" / "part-00000-of-00001.csv").read_text() == 'text\n"a,b"\n"say ""hi"""\nplain\n"two\nlines"\n'
+
+
+def test_overwrite_replaces_the_old_parts_only_once_the_write_succeeds(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    tmr.write_npy(np.arange(8.0), folder, cluster=cluster, sizes=4)
+    with pytest.raises(tmr.OutputError, match=r"is not empty \(5 entries: _SUCCESS, part-00000.*overwrite=True"):
+        tmr.write_npy(np.arange(8.0), folder, cluster=cluster)
+    strings = np.array(["ok", "not\nok"], dtype=object)
+    with pytest.raises(tmr.OutputError, match=r"write_text: a string of part 1 .* holds a line break.*write_csv"):
+        tmr.write_text(strings, folder, cluster=cluster, sizes=2, overwrite=True)
+    assert len(list(folder.glob("part-*.npy"))) == 4  # the failed write left the old output as it was
+    assert "_temporary" not in _visible(folder)
+    tmr.write_npy(np.arange(3.0), folder, cluster=cluster, sizes=2, overwrite=True)
+    assert _visible(folder) == ["_SUCCESS", "part-00000-of-00002.npy", "part-00001-of-00002.npy"]
+    np.testing.assert_array_equal(_read(tmr.read_npy(folder), cluster), np.arange(3.0))
+
+
+def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(tmr.OutputError, match="is a file"):
+        tmr.write_npy(np.arange(3.0), tmp_path / "file", cluster=cluster)
+    with pytest.raises(tmr.OutputError, match="cannot be made"):
+        tmr.write_npy(np.arange(3.0), tmp_path / "file" / "sub", cluster=cluster)
+    with pytest.raises(TypeError, match=r"write_npy cannot hold dtype object.*write_text or write_csv"):
+        tmr.write_npy(np.array(["a"], dtype=object), tmp_path / "a", cluster=cluster)
+    with pytest.raises(TypeError, match="write_npy writes one array, got 2"):
+        tmr.write_npy((np.arange(3), np.arange(3)), tmp_path / "b", cluster=cluster)
+    with pytest.raises(TypeError, match=r"columns= names 1 columns \(\['a'\]\) but the data has 2 fields"):
+        tmr.write_csv(np.zeros((3, 2)), tmp_path / "c", columns=["a"], cluster=cluster)
+    with pytest.raises(TypeError, match=r"reshape them to \(rows, k\)"):
+        tmr.write_text(np.zeros((3, 2, 2)), tmp_path / "d", cluster=cluster)
+    np.save(tmp_path / "x.npy", np.arange(3.0))
+    with pytest.raises(TypeError, match=r"map them first"):
+        tmr.write_npy(tmr.read_npy(tmp_path / "x.npy"), tmp_path / "e", cluster=cluster)
+    with pytest.raises(TypeError, match="speculate=True does not apply to writers"):
+        tmr.write_npy(np.arange(3.0), tmp_path / "f", cluster=cluster, speculate=True)
+    assert not any((tmp_path / name).exists() for name in "abcdef")  # refused before anything was made or written
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "part-00000-of-00001.npy").write_bytes((tmp_path / "x.npy").read_bytes())
+    with pytest.raises(tmr.InputError, match="without a _SUCCESS marker"):
+        tmr.read_npy(tmp_path / "g").as_source()
+
+
+@pytest.fixture(scope="module")
+def trio() -> Iterator[tmr.LocalCluster]:
+    """Three fresh workers for the kill tests of this module (one CPU each): each test kills its own task."""
+    with tmr.LocalCluster(workers=3) as local:
+        local.devices  # noqa: B018 - ask for the devices (and versions) while every worker lives
+        yield local
+
+
+def _kill(cluster: tmr.LocalCluster, task: int) -> None:
+    os.kill(cluster.pids[task], signal.SIGKILL)
+    time.sleep(0.1)  # let the kernel close its port
+
+
+def test_a_write_retried_after_a_killed_worker_commits_one_complete_set(trio: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.arange(600.0).reshape(200, 3)
+    devices = ["/job:local/task:0", "/job:local/task:1"]
+    with tmr.scatter(x, cluster=trio, sizes=4, devices=devices) as data:
+        assert float(tmr.sum(data)) == x.sum()  # every shard stored while task 1 lives
+        _kill(trio, 1)
+        written = tmr.write_npy(data, tmp_path / "out", retries=2)
+    assert _visible(tmp_path / "out") == ["_SUCCESS", *(f"part-{i:05d}-of-00004.npy" for i in range(4))]
+    assert tmr.Task("local", 1) not in written.tasks
+    np.testing.assert_array_equal(np.concatenate([np.load(p) for p in written.parts]), x)
+
+
+def test_a_write_that_loses_a_worker_without_retries_leaves_no_part(trio: tmr.LocalCluster, tmp_path: Path) -> None:
+    devices = ["/job:local/task:0", "/job:local/task:2"]
+    data = tmr.scatter(np.arange(100.0), cluster=trio, sizes=4, devices=devices)  # freed when trio closes
+    assert float(tmr.sum(data)) == 4950.0
+    _kill(trio, 2)
+    with pytest.raises(tmr.WorkerUnavailableError):
+        tmr.write_npy(data, tmp_path / "out", retries=0)
+    assert not (tmp_path / "out").exists()  # made by the write, removed with its attempt: no part, no _SUCCESS

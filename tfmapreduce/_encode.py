@@ -1,0 +1,220 @@
+"""Part-file formats: a shard's rows as the bytes of one ``.npy``, text or CSV file, made in the graph on its device.
+
+Each format checks on the client that it can hold the data (:meth:`Format.check`, naming the dtype it cannot),
+then encodes a shard's tensors into one string scalar (:meth:`Format.encode`) that the writer stores with
+``tf.io.write_file``.  Numbers in text are written losslessly: integers as they are, floats with the
+significant digits that give the same float back (9 for float32, 17 for float64).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from ._errors import OutputError
+
+SUCCESS = "_SUCCESS"
+"""The marker a committed write leaves in its directory, beside its parts (as Hadoop's committer does)."""
+
+PARTS = "part-*"
+"""The pattern of the part files in a committed directory."""
+
+
+def part_name(index: int, parts: int, ext: str) -> str:
+    """The file name of part ``index`` of ``parts``: ``part-00000-of-00004.npy`` (names sort in shard order).
+
+    Example:
+        >>> part_name(3, 4, ".csv")
+        'part-00003-of-00004.csv'
+    """
+    return f"part-{index:05d}-of-{parts:05d}{ext}"
+
+
+LINE_BREAK = "tfmapreduce-write: a string with a line break"
+"""The message of the in-run check that text rows hold no line break (recognised in a failed run's error)."""
+
+PART_BYTES = 2**31 - 1
+"""The most bytes of one ``.npy`` part (a tensor is serialized as a protocol buffer, at most 2 GiB)."""
+
+_DIGITS = {tf.float16: 5, tf.bfloat16: 4, tf.float32: 9, tf.float64: 17}
+"""Significant digits that give a float of each type back from its text."""
+
+
+def as_text(values: tf.Tensor) -> tf.Tensor:
+    """``values`` as strings: strings as they are, booleans as 1 and 0, numbers losslessly.
+
+    Example:
+        >>> as_text(tf.constant([0.1, 1.0, 1e-30], tf.float32)).numpy().tolist()
+        [b'0.100000001', b'1', b'1e-30']
+        >>> as_text(tf.constant([True, False])).numpy().tolist()
+        [b'1', b'0']
+    """
+    dtype = values.dtype
+    if dtype == tf.string:
+        return values
+    if dtype == tf.bool:
+        return tf.strings.as_string(tf.cast(values, tf.int8))
+    if dtype in _DIGITS:
+        wide = values if dtype in (tf.float32, tf.float64) else tf.cast(values, tf.float32)
+        return tf.strings.as_string(wide, precision=_DIGITS[dtype], shortest=True)
+    if dtype in (tf.uint16, tf.uint32):
+        return tf.strings.as_string(tf.cast(values, tf.int64))
+    return tf.strings.as_string(values)
+
+
+def fields_of(shapes: Sequence[tuple[int, ...]]) -> int:
+    """The fields per row of inputs of these shapes: one per 1-D input, ``k`` per ``(rows, k)`` input."""
+    return sum(1 if len(s) == 1 else s[1] for s in shapes)
+
+
+def _columns(tensors: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    """Each row's fields, as text: one 1-D string tensor per field."""
+    result: list[tf.Tensor] = []
+    for t in tensors:
+        text = as_text(t)
+        result += [text] if t.shape.rank == 1 else tf.unstack(text, num=t.shape[1], axis=1)
+    return result
+
+
+class Format(Protocol):
+    """How a writer turns a shard's rows into one part file."""
+
+    name: ClassVar[str]
+    """The writer, for messages (``write_npy``)."""
+    reader: ClassVar[str]
+    """The reader that reads the parts back (``read_npy``)."""
+    ext: ClassVar[str]
+
+    def check(self, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[tuple[int, ...]]) -> None:
+        """On the client: TypeError (naming the dtype or shape and the fix) unless the format holds such inputs."""
+
+    def encode(self, tensors: Sequence[tf.Tensor], rows: int) -> tf.Tensor:
+        """In the graph, on the shard's device: the part file's bytes (a string scalar) for the shard's ``rows`` rows."""
+
+
+@attrs.frozen
+class Npy:
+    """One ``.npy`` file per part: numpy's header, then the rows' bytes."""
+
+    name: ClassVar[str] = "write_npy"
+    reader: ClassVar[str] = "read_npy"
+    ext: ClassVar[str] = ".npy"
+
+    def check(self, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[tuple[int, ...]]) -> None:
+        if len(dtypes) != 1:
+            raise TypeError(
+                f"write_npy writes one array, got {len(dtypes)} co-partitioned ones; write each to its own directory "
+                "(e.g. write_npy(r.keys, a) and write_npy(r.values, b)), or write them together with write_csv or write_text"
+            )
+        if dtypes[0].kind not in "biuf":
+            raise TypeError(
+                f"write_npy cannot hold dtype {dtypes[0]} (.npy files of strings need pickles, which read_npy does not read); "
+                "use write_text or write_csv for strings"
+            )
+
+    def encode(self, tensors: Sequence[tf.Tensor], rows: int) -> tf.Tensor:
+        (values,) = tensors
+        dtype = np.dtype(values.dtype.as_numpy_dtype)
+        shape = (rows, *values.shape[1:])
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            header, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+        )
+        size = math.prod(shape) * dtype.itemsize
+        if size + len(header.getvalue()) > PART_BYTES:
+            raise OutputError(
+                f"write_npy: a part of {rows} rows holds {size} bytes, over the 2 GiB one part can hold; "
+                "write data of more, smaller shards (e.g. scatter it with a larger sizes=)"
+            )
+        if size == 0:
+            return tf.constant(header.getvalue())
+        # A tensor's serialized proto ends with its bytes (tensor_content, the last field written): keep those.
+        proto = tf.io.serialize_tensor(values)
+        return tf.strings.join([tf.constant(header.getvalue()), tf.strings.substr(proto, tf.strings.length(proto) - size, size)])
+
+
+def _lines(fields: Sequence[tf.Tensor], delimiter: str) -> tf.Tensor:
+    """The rows' lines, each ending with a line feed, as one string."""
+    line = fields[0] if len(fields) == 1 else tf.strings.reduce_join(tf.stack(fields, axis=1), axis=1, separator=delimiter)
+    return tf.strings.reduce_join(line + "\n")
+
+
+def _check_rank(name: str, shapes: Sequence[tuple[int, ...]]) -> None:
+    for shape in shapes:
+        if len(shape) > 2:
+            raise TypeError(
+                f"{name} writes rows of fields: inputs of shape (rows,) or (rows, k), got rows of shape {shape[1:]}; "
+                "reshape them to (rows, k) first, e.g. with tmr.map(lambda x: tf.reshape(x, [tf.shape(x)[0], -1]), data)"
+            )
+
+
+@attrs.frozen
+class Text:
+    """One text file per part: a line per row, its fields separated by ``delimiter``."""
+
+    delimiter: str = "\t"
+    name: ClassVar[str] = "write_text"
+    reader: ClassVar[str] = "read_text"
+    ext: ClassVar[str] = ".txt"
+
+    def check(self, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[tuple[int, ...]]) -> None:
+        _check_rank(self.name, shapes)
+
+    def encode(self, tensors: Sequence[tf.Tensor], rows: int) -> tf.Tensor:
+        fields = _columns(tensors)
+        checks = [
+            tf.debugging.assert_equal(tf.reduce_any(tf.strings.regex_full_match(f, r"(?s).*[\r\n].*")), False, message=LINE_BREAK)
+            for f, t in zip(fields, _each_field(tensors), strict=True)
+            if t == tf.string
+        ]
+        with tf.control_dependencies(checks):
+            return _lines(fields, self.delimiter)
+
+
+def _each_field(tensors: Sequence[tf.Tensor]) -> list[tf.DType]:
+    return [t.dtype for t in tensors for _ in range(1 if t.shape.rank == 1 else t.shape[1])]
+
+
+@attrs.frozen
+class Csv:
+    """One CSV file per part: a header line of ``columns``, then a line per row (strings quoted where they must be)."""
+
+    columns: tuple[str, ...] | None = None
+    delimiter: str = ","
+    name: ClassVar[str] = "write_csv"
+    reader: ClassVar[str] = "read_csv"
+    ext: ClassVar[str] = ".csv"
+
+    def check(self, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[tuple[int, ...]]) -> None:
+        _check_rank(self.name, shapes)
+        fields = fields_of(shapes)
+        if self.columns is not None and len(self.columns) != fields:
+            raise TypeError(
+                f"write_csv: columns= names {len(self.columns)} columns ({list(self.columns)}) but the data has {fields} "
+                "fields per row; name each field once"
+            )
+        bad = [c for c in self.columns or () if re.search(f'[{re.escape(self.delimiter)}"\\r\\n]', c) or not c]
+        if bad:
+            raise TypeError(
+                f"write_csv: column names must be non-empty, without {self.delimiter!r}, quotes or line breaks: {bad}"
+            )
+
+    def header(self, fields: int) -> str:
+        return self.delimiter.join(self.columns or [f"c{i}" for i in range(fields)])
+
+    def encode(self, tensors: Sequence[tf.Tensor], rows: int) -> tf.Tensor:
+        fields = []
+        special = f'(?s).*[{re.escape(self.delimiter)}"\\r\\n].*'
+        for f, dtype in zip(_columns(tensors), _each_field(tensors), strict=True):
+            if dtype == tf.string:  # quoted where a delimiter, quote or line break would break the row
+                quoted = '"' + tf.strings.regex_replace(f, '"', '""') + '"'
+                f = tf.where(tf.strings.regex_full_match(f, special), quoted, f)
+            fields.append(f)
+        return tf.strings.join([tf.constant(self.header(len(fields)) + "\n"), _lines(fields, self.delimiter)])

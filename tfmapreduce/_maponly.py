@@ -1,0 +1,391 @@
+"""Map-only jobs: :func:`map` and :func:`filter` keep each shard's output rows on its device, as resident ``Sharded`` data.
+
+The graph of one map-only run (one distributed execution)::
+
+    shard i (on its device)   fn(its rows) → any number of output rows (a filter or an explode changes the count);
+                              files: fn per batch of ``batch_rows`` rows, the batches' outputs gathered in order
+                              → stored in resource variables on that device: no output row crosses the network
+    client                    fetches each shard's output row count: the plan of the result
+
+Output shard ``i`` lives where input shard ``i`` was mapped, so the result is read in place by any later job.
+"""
+
+from __future__ import annotations
+
+import builtins
+import secrets
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from . import _engine
+from ._cluster import Cluster
+from ._deadline import effective_timeout
+from ._device import Device
+from ._errors import JobError, MapFunctionError, ShardLostError, TfMapReduceError
+from ._keyed_input import keyed_sources
+from ._mapfn import call_map, callable_name, describe, where
+from ._options import Options, RunOptions
+from ._plan import Plan, Shard, make_plan
+from ._program import Builder, Call, Program, Ready
+from ._resident import Sharded, assign_shard
+from ._source import Sources, Streamed, streamed
+
+NO_SPECULATION = (
+    "speculate=True does not apply to map and filter: each output stays on the device that mapped it, "
+    "so a backup copy would keep a second one; drop speculate="
+)
+
+_ROWS = "tfmapreduce-map: output tensors of different row counts"
+_MASK = "tfmapreduce-map: a mask of another length than its rows"
+_END = " ~~"
+
+
+@attrs.frozen
+class Built:
+    """What a map-only run's finish needs of its build: where the outputs are stored, and their row specs."""
+
+    name: str
+    """The prefix of the resource containers: output leaf ``j`` is ``{name}_o{j}``, shard ``i`` in it ``shard{i}``."""
+    specs: Any
+    """The structure of ``tf.TensorSpec`` (one row each) of the outputs."""
+    plan: Plan
+    """The input shards that were mapped (output shard ``i`` on input shard ``i``'s device)."""
+    cluster: Cluster = attrs.field(eq=False)
+
+
+def _not_rebuildable(shard: Shard) -> tf.Tensor:
+    raise ShardLostError(
+        f"shard {shard.index} of a map or filter output is lost with its worker and cannot be rebuilt; run tmr.map "
+        "(or tmr.filter) again",
+        shards=(shard.index,),
+    )
+
+
+@attrs.define(eq=False, repr=False)
+class MapOnly:
+    """A map-only job as the run driver sees it (see ``_engine.Kind``): each shard's output rows kept where it ran."""
+
+    fn: Callable[..., Any]
+    argument: str
+    """``"fn"`` (map: fn's rows) or ``"pred"`` (filter: the rows where pred is true); names the function in messages."""
+    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
+    speculation: str | None = NO_SPECULATION
+    built: list[Built] = attrs.field(factory=list)
+    """Every attempt's build (a retried run builds again): all but the finished one are discarded."""
+
+    def __repr__(self) -> str:
+        return f"{'filter' if self.argument == 'pred' else 'map'}({callable_name(self.fn)})"
+
+    @property
+    def identity(self) -> Hashable:
+        return ("map-only", self.fn, self.argument)
+
+    def sources(self, x: Any) -> tuple[Sources, Any]:
+        return keyed_sources(x)  # arrays of strings too
+
+    def plan(self, shards: Plan, call: Call) -> Plan:
+        return shards
+
+    def variant(self, plan: Plan, call: Call) -> Hashable | None:
+        return None  # its variables are named in its graph: built for each run
+
+    def rows_of(self, tensors: Sequence[tf.Tensor], bcast: tuple[Any, ...], at: str) -> Any:
+        """The output rows of one shard or batch: fn's, or the rows of ``tensors`` where pred is true."""
+        output = call_map(self.fn, tensors, bcast, at, argument=self.argument)
+        if self.argument == "pred":
+            mask = self._mask(output, tensors[0], at)
+            kept = [tf.boolean_mask(t, mask) for t in tensors]
+            return kept[0] if len(kept) == 1 else tuple(kept)
+        return self._dense(output, at)
+
+    def _mask(self, output: Any, rows: tf.Tensor, at: str) -> tf.Tensor:
+        name = callable_name(self.fn)
+        try:
+            mask = tf.convert_to_tensor(output)
+        except (TypeError, ValueError):
+            mask = None
+        if mask is None or mask.dtype != tf.bool or mask.shape.rank != 1:
+            hint = (
+                "; == and != on tensors give one Python bool in a graph: use tf.equal(a, b)" if isinstance(output, bool) else ""
+            )
+            raise MapFunctionError(
+                f"pred {name} must return a 1-D boolean tensor with one element per row (True keeps the row); on {at} it "
+                f"returned {describe(output)}; compare to get one, e.g. lambda x: x > 0 (or tf.reduce_all(x > 0, axis=1) for rows of vectors){hint}"
+            )
+        n, m = rows.shape[0], mask.shape[0]
+        if n is not None and m is not None:
+            if n != m:
+                raise MapFunctionError(f"pred {name} returned {m} booleans for {n} rows on {at}; it must return one per row")
+            return mask
+        check = tf.debugging.assert_equal(tf.size(mask), tf.shape(rows)[0], message=f"{_MASK}: pred {name} on {at}{_END}")
+        with tf.control_dependencies([check]):
+            return tf.identity(mask)
+
+    def _dense(self, output: Any, at: str) -> Any:
+        """fn's output as dense tensors with their rows on axis 0 and a static row shape, of one row count."""
+        name = callable_name(self.fn)
+        for leaf in tf.nest.flatten(output):
+            if isinstance(leaf, tf.RaggedTensor | tf.SparseTensor):
+                raise MapFunctionError(
+                    f"fn {name} returned a {type(leaf).__name__} on {at}; outputs must be dense tensors with the rows on axis 0: "
+                    "return its .flat_values (an explode into rows) or .to_tensor() (padded rows)"
+                )
+        try:
+            output = tf.nest.map_structure(tf.convert_to_tensor, output)
+        except (TypeError, ValueError) as e:
+            raise MapFunctionError(
+                f"fn {name} must return a tensor or a structure of tensors with the rows on axis 0; on {at} it returned "
+                f"{output!r} ({e})"
+            ) from None
+        leaves = tf.nest.flatten(output)
+        if not leaves:
+            raise MapFunctionError(f"fn {name} returned no tensor on {at} ({output!r}); return the output rows as a tensor")
+        for leaf in leaves:
+            if leaf.shape.rank is None or leaf.shape.rank == 0 or not leaf.shape[1:].is_fully_defined():
+                raise MapFunctionError(
+                    f"fn {name} returned a tensor of shape {leaf.shape} on {at}; each output must have its rows on axis 0 "
+                    "and a known row shape (every axis after the first): reshape it, e.g. tf.reshape(t, [-1, 3]) or "
+                    "tf.reshape(t, [-1]) for one value per row"
+                )
+        counts = [leaf.shape[0] for leaf in leaves]
+        if None not in counts and len(set(counts)) > 1:
+            raise MapFunctionError(
+                f"fn {name} returned tensors of different row counts on {at}: {describe(output)}; each output row is one "
+                "row of every tensor, so they must have the same length"
+            )
+        if len(leaves) > 1 and None in counts:
+            checks = [
+                tf.debugging.assert_equal(tf.shape(leaf)[0], tf.shape(leaves[0])[0], message=f"{_ROWS}: fn {name} on {at}{_END}")
+                for leaf in leaves[1:]
+            ]
+            with tf.control_dependencies(checks):
+                output = tf.nest.map_structure(tf.identity, output)
+        return output
+
+    def _check_same(self, first: tuple[str, Any], at: str, output: Any) -> None:
+        """MapFunctionError unless ``output`` has the structure, dtypes and row shapes of ``first``'s."""
+
+        def spec(t: Any) -> tuple[tf.DType, tuple[int | None, ...]]:
+            return (t.dtype, tuple(t.shape[1:]))
+
+        try:
+            tf.nest.assert_same_structure(first[1], output)
+            same = all(spec(a) == spec(b) for a, b in zip(tf.nest.flatten(first[1]), tf.nest.flatten(output), strict=True))
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            raise MapFunctionError(
+                f"{self.argument} {callable_name(self.fn)} returned {describe(first[1])} on {first[0]} but "
+                f"{describe(output)} on {at}; the output rows of every shard and batch must share one structure, dtype and "
+                "row shape (the rows on axis 0 may differ): cast or reshape them to one"
+            )
+
+    def _streamed(self, src: Streamed, shard: Shard, bcast: tuple[Any, ...], batch_rows: int | None) -> list[tuple[str, Any]]:
+        """A streamed shard's outputs, one per piece: each batch mapped on the shard's task, the outputs gathered in order."""
+        at = where(shard)
+        outputs = []
+        for j, piece in enumerate(src.batches(shard, batch_rows)):
+            with tf.name_scope(f"piece{j}"):
+                batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
+                mapped = batches.map(lambda b: (tf.shape(b, out_type=tf.int64)[0], self.rows_of([b], bcast, at)))
+                specs = mapped.element_spec[1]
+                arrays = tf.nest.map_structure(
+                    lambda s: tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False, element_shape=s.shape),
+                    specs,
+                )
+
+                def step(state: Any, element: Any) -> Any:
+                    (i, read, acc), (rows, out) = state, element
+                    return i + 1, read + rows, tf.nest.map_structure(lambda a, t: a.write(i, t), acc, out)
+
+                _, read, acc = mapped.reduce((tf.constant(0), tf.constant(0, tf.int64), arrays), step)
+                output = tf.nest.map_structure(lambda a: a.concat(), acc)
+                if piece.rows is not None:  # the rows the file's size promised when the run started
+                    check = tf.debugging.assert_equal(read, tf.constant(piece.rows, tf.int64), message=piece.mismatch)
+                    with tf.control_dependencies([check]):
+                        output = tf.nest.map_structure(tf.identity, output)
+                outputs.append((f"{at}, piece {j}", output))
+        return outputs
+
+    def build(self, builder: Builder, plan: Plan, call: Call) -> Program:
+        """Map each shard (files: batch by batch) and store its output rows in variables on its device."""
+        stream = streamed(call.srcs)
+        bcast = builder.broadcast
+        outputs: dict[int, Any] = {}
+        first: tuple[str, Any] | None = None
+        for shard in plan.shards:
+            with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
+                if stream is not None:
+                    pieces = self._streamed(stream, shard, bcast, call.settings.batch_rows)
+                elif shard.rows > 0:  # a shard without rows has no output rows
+                    output = self.rows_of(builder.inputs(shard), bcast, where(shard))
+                    builder.mapped(shard, output)
+                    pieces = [(where(shard), output)]
+                else:
+                    pieces = []
+                for at, output in pieces:
+                    if first is None:
+                        first = (at, output)
+                    else:
+                        self._check_same(first, at, output)
+                if pieces:
+                    parts = [p for _, p in pieces]
+                    outputs[shard.index] = (
+                        parts[0] if len(parts) == 1 else tf.nest.map_structure(lambda *ts: tf.concat(ts, 0), *parts)
+                    )
+        if first is None:  # no rows at all: the structure of fn's output for an empty batch, no row stored
+            shard = plan.shards[0]
+            with tf.device(shard.device), tf.name_scope("empty"):
+                srcs = call.srcs
+                empty = [tf.zeros((0, *s.shape[1:]), tf.as_dtype(s.dtype)) for s in srcs]
+                first = (where(shard), self.rows_of(empty, bcast, where(shard)))
+        specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), first[1])
+        built = Built(f"tfmapreduce_{secrets.token_hex(8)}", specs, plan, call.cluster)
+        self.built.append(built)
+        counts: dict[int, tf.Tensor] = {}
+        for shard in plan.shards:
+            if shard.index not in outputs:
+                continue
+            with tf.device(shard.device), tf.name_scope(f"keep{shard.index}"):
+                leaves = tf.nest.flatten(outputs[shard.index])
+                stored = [assign_shard(f"{built.name}_o{j}", shard.index, leaf) for j, leaf in enumerate(leaves)]
+                with tf.control_dependencies(stored):
+                    counts[shard.index] = tf.shape(leaves[0], out_type=tf.int64)[0]
+        if not counts:
+            with tf.device(plan.shards[0].device):
+                counts[plan.shards[0].index] = tf.constant(0, tf.int64)
+        return builder.program(counts, plan.tasks, built)
+
+    def finish(self, value: Any, program: Program | None, plan: Plan, call: Call) -> Any:
+        """The outputs as ``Sharded`` arrays (one, or fn's structure of them) on one plan: shard i where input shard i ran."""
+        assert program is not None  # never speculative
+        built: Built = program.info
+        for earlier in self.built:
+            if earlier is not built:
+                discard(earlier, call.settings.seconds())
+        self.built[:] = [built]
+        counts = [int(value.get(s.index, 0)) for s in plan.shards]
+        available = [Device.parse(d) for d in call.cluster.devices]
+        kept = make_plan(builtins.sum(counts), counts, [s.device for s in plan.shards], available)
+        leaves = [
+            Sharded(
+                call.cluster,
+                kept,
+                np.dtype(spec.dtype.as_numpy_dtype),
+                (kept.rows, *spec.shape),
+                f"{built.name}_o{j}",
+                (_not_rebuildable,) * len(counts),
+            )
+            for j, spec in enumerate(tf.nest.flatten(built.specs))
+        ]
+        return tf.nest.pack_sequence_as(built.specs, leaves) if tf.nest.is_nested(built.specs) else leaves[0]
+
+    def failure(self, error: JobError) -> Exception | None:
+        text = f"{error} {error.details}"
+        for mark, what in (
+            (_ROWS, "returned tensors of different row counts: each output row is one row of every tensor"),
+            (_MASK, "returned a mask of another length than its rows: it must return one boolean per row"),
+        ):
+            if mark in text:
+                said = text.split(mark + ": ", 1)[1].split(_END)[0]
+                return MapFunctionError(f"{said} {what}")
+        return None
+
+
+def discard(built: Built, timeout: float) -> None:
+    """Free what an attempt stored on the tasks still live (best effort: a lost task's memory went with it)."""
+    cluster = built.cluster
+    live = [s for s in built.plan.shards if s.task not in cluster.lost]
+    if not live or cluster.closed:
+        return
+    graph = tf.Graph()
+    with graph.as_default():
+        ops = []
+        for shard in live:
+            with tf.device(shard.device):
+                for j, spec in enumerate(tf.nest.flatten(built.specs)):
+                    handle = tf.raw_ops.VarHandleOp(
+                        dtype=spec.dtype,
+                        shape=tf.TensorShape(None),
+                        container=f"{built.name}_o{j}",
+                        shared_name=f"shard{shard.index}",
+                    )
+                    ops.append(tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True))
+    try:
+        cluster.run(graph, ops, {}, tasks=sorted({s.task for s in live}), timeout=timeout)
+    except TfMapReduceError:
+        pass  # a task lost since: its memory is gone with it
+    finally:
+        cluster.forget(graph)
+
+
+def _run(kind: MapOnly, x: Any, broadcast: Sequence[Any], options: dict[str, Any]) -> Any:
+    if not callable(kind.fn):
+        raise TypeError(
+            f"{kind.argument} must be a callable taking a batch of rows (one tensor per input), e.g. "
+            f"{'lambda x: x * 2' if kind.argument == 'fn' else 'lambda x: x > 0'}; got {type(kind.fn).__name__} {kind.fn!r}"
+        )
+    settings = RunOptions.of(**options)
+    if settings.reducers is not None:
+        raise TypeError(f"reducers= applies to keyed jobs only; {kind!r} keeps each shard's rows where it ran")
+    try:
+        return _engine.run(kind, x, settings, broadcast, resident=True)
+    except BaseException:
+        for built in kind.built:
+            discard(built, effective_timeout(settings.timeout))
+        raise
+
+
+def map(fn: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = (), **options: Unpack[Options]) -> Any:
+    """Map each shard's rows to any number of output rows, kept on the shard's device as resident ``Sharded`` data.
+
+    ``fn(*rows, *broadcast)`` receives a shard's rows (one tensor per co-partitioned input; for files a batch
+    of ``batch_rows`` rows at a time, so a task holds a batch and its output, never its input split) and
+    returns the output rows: a tensor, or a structure of tensors of one row count, with the rows on axis 0
+    and a static row shape.  It may return more rows (an explode) or fewer.  Output shard ``i`` stays on
+    the device of input shard ``i``: the result is the input of any later job or write without shipping,
+    and ``.gather()`` returns it in row order.  It cannot be rebuilt if its worker is lost: map again.
+
+    Args:
+        fn: the traceable function of a batch of rows (TensorFlow ops; it is traced once per shard or file).
+        x: an array (numbers or strings), a tuple of co-partitioned arrays, resident ``Sharded`` data or files.
+        broadcast: values every call of ``fn`` receives whole, after the rows.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``retries``, ``transfer``,
+            ``batch_rows`` (files): see :class:`RunOptions`.
+
+    Returns:
+        A ``Sharded`` (or ``fn``'s structure of them, co-partitioned on one plan); free it with ``delete()`` or ``with``.
+
+    Raises:
+        MapFunctionError: ``fn`` raised while traced, or its outputs are not dense tensors of one row count, or
+            differ in structure, dtype or row shape between shards or batches.
+        TypeError: ``fn`` is not callable, or ``reducers=``/``speculate=True`` were given.
+
+    Example:
+        >>> x = np.arange(6)
+        >>> with tmr.map(lambda v: tf.repeat(v, 2), x, cluster=cluster) as twice:
+        ...     twice.gather().tolist(), int(tmr.sum(twice))
+        ([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5], 30)
+    """
+    return _run(MapOnly(fn, "fn"), x, broadcast, dict(options))
+
+
+def filter(pred: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = (), **options: Unpack[Options]) -> Any:
+    """The rows of ``x`` where ``pred`` is true, kept on their shards' devices as resident ``Sharded`` data.
+
+    ``pred(*rows, *broadcast)`` returns one boolean per row.  A tuple of co-partitioned inputs is filtered
+    together (a tuple of ``Sharded`` comes back).  Otherwise as :func:`map`: the result stays where it
+    was computed and ``.gather()`` returns the kept rows in order.
+
+    Example:
+        >>> x = np.arange(10.0)
+        >>> with tmr.filter(lambda v: tf.equal(v % 3, 0), x, cluster=cluster) as kept:
+        ...     kept.gather().tolist()
+        [0.0, 3.0, 6.0, 9.0]
+    """
+    return _run(MapOnly(pred, "pred"), x, broadcast, dict(options))

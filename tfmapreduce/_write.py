@@ -1,0 +1,349 @@
+"""Writers: each shard of resident (or host) data written as its own part file by the task that holds it.
+
+The graph of one write (one distributed execution)::
+
+    shard i (on its device)   its rows encoded as one file (``_encode``) → tf.io.write_file on that task:
+                              DIRECTORY/_temporary/<attempt>/part-0000i-of-0000n.EXT
+    client, once it succeeded the attempt's parts moved into DIRECTORY, _temporary removed, _SUCCESS written
+
+The commit protocol is Hadoop's ``FileOutputCommitter``'s: each attempt (a retried run is a new attempt) writes
+under its own temporary folder, and only the attempt that succeeded is moved into place, so a failed, timed-out
+or retried attempt never leaves a visible part, and no part appears twice.  A run that fails removes the
+temporary folder.  The directory must be on a file system the client and the writing tasks share.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import attrs
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from . import _engine
+from ._encode import LINE_BREAK, SUCCESS, Csv, Format, Npy, Text, fields_of, part_name
+from ._errors import JobError, OutputError
+from ._keyed_input import keyed_sources
+from ._keyed_sharded import KeyedSharded
+from ._options import Options, RunOptions
+from ._plan import Plan
+from ._program import Builder, Call, Program, Ready
+from ._source import Sources, streamed
+from ._task import Task
+
+TEMPORARY = "_temporary"
+
+NO_SPECULATION = (
+    "speculate=True does not apply to writers: each part is written once per attempt and committed once; drop speculate="
+)
+
+_PART = re.compile(r"\bpart(\d+)/")
+
+
+@attrs.frozen
+class Written:
+    """What a writer committed: one part file per shard, in shard order, each written by the task that held the shard.
+
+    Read it back with the matching reader, given the directory (``tmr.read_npy(w.directory)``) or the parts.
+    """
+
+    directory: str
+    """The absolute path of the directory (it holds the parts and ``_SUCCESS``)."""
+    parts: tuple[str, ...]
+    """The part files' paths, in shard order."""
+    tasks: tuple[Task, ...]
+    """The task that wrote each part."""
+    rows: tuple[int, ...]
+    """The rows of each part."""
+
+    def by_task(self) -> dict[str, list[str]]:
+        """``{task: [paths]}``: which task wrote which parts (what the readers take to pin files to their tasks)."""
+        result: dict[str, list[str]] = {}
+        for task, path in zip(self.tasks, self.parts, strict=True):
+            result.setdefault(str(task), []).append(path)
+        return result
+
+
+@attrs.frozen
+class Attempt:
+    """One attempt's parts: its temporary folder and the plan it wrote."""
+
+    folder: str
+    plan: Plan
+
+
+@attrs.define(eq=False, repr=False)
+class Write:
+    """A write as the run driver sees it (see ``_engine.Kind``): each shard encoded and written on its own task."""
+
+    format: Format
+    directory: str
+    overwrite: bool
+    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
+    speculation: str | None = NO_SPECULATION
+    attempts: list[Attempt] = attrs.field(factory=list)
+
+    def __repr__(self) -> str:
+        return f"{self.format.name}({self.directory})"
+
+    @property
+    def identity(self) -> Hashable:
+        return ("write", self.format, self.directory)
+
+    def sources(self, x: Any) -> tuple[Sources, Any]:
+        srcs, _ = keyed_sources(x)  # arrays of strings too
+        if streamed(srcs) is not None:
+            raise TypeError(
+                f"{self.format.name} writes data held by the workers (resident or host arrays), not files read in a stream; "
+                f"map them first: tmr.{self.format.name}(tmr.map(fn, files), directory)"
+            )
+        self.format.check([s.dtype for s in srcs], [s.shape for s in srcs])
+        return srcs, None
+
+    def plan(self, shards: Plan, call: Call) -> Plan:
+        return shards
+
+    def variant(self, plan: Plan, call: Call) -> Hashable | None:
+        return None  # each attempt writes to its own folder, named in its graph
+
+    def build(self, builder: Builder, plan: Plan, call: Call) -> Program:
+        attempt = Attempt(os.path.join(self.directory, TEMPORARY, f"{len(self.attempts)}-{secrets.token_hex(4)}"), plan)
+        self.attempts.append(attempt)
+        n = len(plan.shards)
+        written = []
+        for shard in plan.shards:
+            with tf.device(shard.device), tf.name_scope(f"part{shard.index}"):
+                contents = self.format.encode(builder.inputs(shard), shard.rows)
+                builder.mapped(shard, contents)
+                path = os.path.join(attempt.folder, part_name(shard.index, n, self.format.ext))
+                written.append(tf.io.write_file(path, contents))
+        return builder.program(written, plan.tasks, attempt)
+
+    def finish(self, value: Any, program: Program | None, plan: Plan, call: Call) -> Written:
+        """Commit the attempt that succeeded: its parts moved into the directory, the rest removed, ``_SUCCESS`` written."""
+        assert program is not None  # never speculative
+        attempt: Attempt = program.info
+        n = len(plan.shards)
+        names = [part_name(s.index, n, self.format.ext) for s in plan.shards]
+        missing = [name for name in names if not tf.io.gfile.exists(os.path.join(attempt.folder, name))]
+        if missing:
+            raise OutputError(
+                f"{self!r}: the tasks wrote their parts but the client does not see {missing[0]} (of {len(missing)} missing) "
+                f"under {attempt.folder}: the directory must be on a file system the client and every writing task share"
+            )
+        if self.overwrite:
+            for entry in tf.io.gfile.listdir(self.directory):
+                path = os.path.join(self.directory, entry.rstrip("/"))
+                if entry.rstrip("/") != TEMPORARY:
+                    _remove(path)
+        for name in names:
+            tf.io.gfile.rename(os.path.join(attempt.folder, name), os.path.join(self.directory, name), overwrite=True)
+        _remove(os.path.join(self.directory, TEMPORARY))
+        with tf.io.gfile.GFile(os.path.join(self.directory, SUCCESS), "w") as marker:
+            marker.write("")  # (a GFile never written is never made)
+        return Written(
+            self.directory,
+            tuple(os.path.join(self.directory, name) for name in names),
+            tuple(s.task for s in plan.shards),
+            tuple(s.rows for s in plan.shards),
+        )
+
+    def failure(self, error: JobError) -> Exception | None:
+        """A part that could not be written (a full disk, no permission) or encoded, named with its task."""
+        details = f"{error} {error.details}"
+        found = _PART.search(error.details or str(error))
+        if found is None or not self.attempts:
+            return None
+        plan = self.attempts[-1].plan
+        index = int(found.group(1))
+        if index >= len(plan.shards):
+            return None
+        task, name = plan.shards[index].task, self.format.name
+        if LINE_BREAK in details:
+            return OutputError(
+                f"{name}: a string of part {index} (shard {index}, on {task}) holds a line break, which would split its row; "
+                "use write_csv (which quotes it), or replace the line breaks first, e.g. "
+                "tmr.map(lambda s: tf.strings.regex_replace(s, '[\\r\\n]', ' '), data)"
+            )
+        cause = str(error).split(": ", 1)[-1]
+        if "WriteFile" not in details and "write_file" not in details.lower():
+            return None
+        return OutputError(
+            f"{name}: task {task} could not write part {index} under {self.directory} ({cause}); the attempt is discarded and "
+            "none of its parts is visible: make the directory writable by that task's worker (and free space on its disk)"
+        )
+
+
+def _remove(path: str) -> None:
+    if tf.io.gfile.isdir(path):
+        tf.io.gfile.rmtree(path)
+    elif tf.io.gfile.exists(path):
+        tf.io.gfile.remove(path)
+
+
+def prepare(name: str, directory: Any, overwrite: bool) -> tuple[str, bool]:
+    """The directory as an absolute path, made if new; and whether it was made (a failed write removes it again).
+
+    Raises:
+        OutputError: it is a file, it holds entries and ``overwrite`` is False, or it cannot be made.
+        TypeError: ``directory`` is not a path, or ``overwrite`` not a bool.
+    """
+    if not isinstance(directory, str | os.PathLike):
+        raise TypeError(f"{name}: directory must be a path (str or os.PathLike), got {type(directory).__name__} {directory!r}")
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"{name}: overwrite must be True or False, got {type(overwrite).__name__} {overwrite!r}")
+    path = os.fspath(directory)
+    path = path if "://" in path else os.path.abspath(os.path.expanduser(path))
+    if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+        raise OutputError(f"{name}: {path} is a file; pass a directory for the part files")
+    if tf.io.gfile.exists(path):
+        entries = sorted(tf.io.gfile.listdir(path))
+        if entries and not overwrite:
+            shown = ", ".join(e.rstrip("/") for e in entries[:3]) + (", ..." if len(entries) > 3 else "")
+            raise OutputError(
+                f"{name}: {path} is not empty ({len(entries)} entries: {shown}); pass overwrite=True to replace what it holds "
+                "once the write succeeds, or choose a new directory"
+            )
+        return path, False
+    try:
+        tf.io.gfile.makedirs(path)
+    except tf.errors.OpError as e:
+        raise OutputError(
+            f"{name}: {path} cannot be made ({e.message}); choose a directory the client and workers can write"
+        ) from None
+    return path, True
+
+
+def _write(format: Format, data: Any, directory: Any, overwrite: bool, options: dict[str, Any]) -> Written:
+    settings = RunOptions.of(**options)
+    given = [n for n, v in (("reducers", settings.reducers), ("batch_rows", settings.batch_rows)) if v is not None]
+    if given:
+        raise TypeError(f"{format.name}: {', '.join(f'{n}=' for n in given)} do not apply to a write; drop them")
+    if isinstance(data, KeyedSharded):
+        data = (data.keys, *data.leaves)
+    path, made = prepare(format.name, directory, overwrite)
+    kind = Write(format, path, overwrite)
+    try:
+        written: Written = _engine.run(kind, data, settings)
+        return written
+    except BaseException:
+        temporary = os.path.join(path, TEMPORARY)
+        try:
+            _remove(temporary)
+            if made and not tf.io.gfile.listdir(path):
+                tf.io.gfile.rmtree(path)
+        except tf.errors.OpError:
+            pass  # a late write of a hung task may race the removal: still under _temporary, never a visible part
+        raise
+
+
+def _key_columns(data: Any) -> tuple[str, ...] | None:
+    """The default CSV columns of a keyed result: key, then value (value0, value1, ... for several fields)."""
+    if not isinstance(data, KeyedSharded):
+        return None
+    fields = fields_of([leaf.shape for leaf in data.leaves])
+    return ("key", *(["value"] if fields == 1 else [f"value{i}" for i in range(fields)]))
+
+
+def write_npy(data: Any, directory: str | os.PathLike[str], /, *, overwrite: bool = False, **options: Unpack[Options]) -> Written:
+    """Write ``data`` as ``.npy`` part files, each shard's by the task that holds it: nothing crosses the client.
+
+    ``directory`` gets ``part-00000-of-0000N.npy``, ... (one per shard, in row order) and ``_SUCCESS`` once every
+    part is written; ``tmr.read_npy(directory)`` reads the same array back.  Each attempt writes under
+    ``directory/_temporary/`` first, and only the attempt that succeeds is moved into place: a failed or retried
+    attempt leaves no visible part.
+
+    Args:
+        data: resident ``Sharded`` data (e.g. a ``tmr.map`` output) or a host array (partitioned as for any job).
+        directory: where the parts go, on a file system the client and the writing tasks share.
+        overwrite: replace what the directory holds once the write succeeds (False: a non-empty directory is refused).
+        **options: ``cluster`` (for host arrays), ``sizes``, ``devices``, ``timeout``, ``retries``, ``transfer``.
+
+    Returns:
+        A :class:`Written`: the directory, each part's path, task and rows.
+
+    Raises:
+        OutputError: the directory is a file or not empty, or a task cannot write its part (named).
+        TypeError: the data is not numeric (strings need ``write_text`` or ``write_csv``), or several arrays.
+
+    Example:
+        >>> import tempfile, os
+        >>> folder = os.path.join(tempfile.mkdtemp(), "out")
+        >>> with tmr.scatter(np.arange(10.0), cluster=cluster) as data:
+        ...     written = tmr.write_npy(data, folder)
+        >>> [os.path.basename(p) for p in written.parts][:2], written.rows
+        (['part-00000-of-00004.npy', 'part-00001-of-00004.npy'], (3, 3, 2, 2))
+        >>> float(tmr.sum(tmr.read_npy(folder), cluster=cluster))
+        45.0
+    """
+    return _write(Npy(), data, directory, overwrite, dict(options))
+
+
+def write_text(
+    data: Any,
+    directory: str | os.PathLike[str],
+    /,
+    *,
+    delimiter: str = "\t",
+    overwrite: bool = False,
+    **options: Unpack[Options],
+) -> Written:
+    """Write ``data`` as text part files, one line per row, each shard's by the task that holds it.
+
+    Strings are written as they are (a line break in one is an error), booleans as 1 and 0, numbers losslessly
+    (floats with the digits that read back the same value).  Rows of several fields (a ``(rows, k)`` array, a tuple of
+    co-partitioned arrays, a ``KeyedSharded``'s key and values) are joined with ``delimiter``.  ``tmr.read_text``
+    reads the lines back in order.  Directory, commit protocol and options as for :func:`write_npy`.
+
+    Example:
+        >>> import tempfile, os
+        >>> folder = os.path.join(tempfile.mkdtemp(), "words")
+        >>> with tmr.map(lambda s: tf.strings.split(s).flat_values, np.array(["to be", "or not"]), cluster=cluster) as words:
+        ...     _ = tmr.write_text(words, folder)
+        >>> with tmr.read_text(folder).persist(cluster=cluster) as lines:
+        ...     lines.gather().tolist()
+        [b'to', b'be', b'or', b'not']
+    """
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "\r\n":
+        raise TypeError(f"write_text: delimiter must be one character other than a line break, got {delimiter!r}")
+    return _write(Text(delimiter), data, directory, overwrite, dict(options))
+
+
+def write_csv(
+    data: Any,
+    directory: str | os.PathLike[str],
+    /,
+    *,
+    columns: Sequence[str] | None = None,
+    delimiter: str = ",",
+    overwrite: bool = False,
+    **options: Unpack[Options],
+) -> Written:
+    """Write ``data`` as CSV part files with a header line, each shard's by the task that holds it.
+
+    Fields as in :func:`write_text` (strings quoted where they hold the delimiter, a quote or a line break); a
+    ``(rows, k)`` array gives ``k`` columns, a tuple of arrays or a ``KeyedSharded`` one or more each.  ``columns``
+    names them (default ``c0, c1, ...``; ``key, value`` for a keyed result).  ``tmr.read_csv`` reads the numbers
+    back.  Directory, commit protocol and options as for :func:`write_npy`.
+
+    Example:
+        >>> import tempfile, os
+        >>> folder = os.path.join(tempfile.mkdtemp(), "sums")
+        >>> with tmr.sum_by_key(np.array([1, 2, 1]), np.array([1.5, 2.0, 3.0]), cluster=cluster, resident=True) as r:
+        ...     written = tmr.write_csv(r, folder)
+        >>> open(written.parts[0]).readline().strip()
+        'key,value'
+        >>> with tmr.read_csv(folder).persist(cluster=cluster) as table:
+        ...     sorted(map(tuple, table.gather().tolist()))
+        [(1.0, 4.5), (2.0, 2.0)]
+    """
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '\r\n"':
+        raise TypeError(f"write_csv: delimiter must be one character other than a quote or line break, got {delimiter!r}")
+    if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+        raise TypeError(f"write_csv: columns must be a list of names, one per field, got {columns!r}")
+    names = tuple(columns) if columns is not None else _key_columns(data)
+    return _write(Csv(names, delimiter), data, directory, overwrite, dict(options))
