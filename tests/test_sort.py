@@ -1,0 +1,144 @@
+"""tmr.sort: sampled range partitioning in one run, against np.sort on real workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tfmapreduce as tmr
+from tests.strategies import examples, size_lists
+from tfmapreduce import _sort
+
+DTYPES = tuple(np.dtype(d) for d in ("int32", "int64", "float32", "float64"))
+
+
+def elements(dtype: np.dtype) -> st.SearchStrategy[Any]:
+    """Few distinct values (many duplicates), the extremes, and for floats NaN, ±inf and -0.0."""
+    if dtype.kind == "i":
+        info = np.iinfo(dtype)
+        return st.one_of(st.integers(-3, 3), st.sampled_from([int(info.min), int(info.max)]), st.integers(info.min, info.max))
+    width = dtype.itemsize * 8
+    special = st.sampled_from([np.nan, np.inf, -np.inf, -0.0, 0.0])
+    return st.one_of(st.floats(-3, 3, width=width).map(round), special, st.floats(width=width, allow_subnormal=False))
+
+
+@st.composite
+def inputs(draw: st.DrawFn) -> tuple[np.ndarray, list[int]]:
+    dtype = draw(st.sampled_from(DTYPES))
+    x = draw(hnp.arrays(dtype, draw(st.integers(0, 60)), elements=elements(dtype)))
+    return x, draw(size_lists(len(x), max_shards=5))
+
+
+def check_sorted(result: tmr.Sharded, x: np.ndarray, *, descending: bool = False) -> None:
+    """The gathered result equals np.sort (reversed for descending), its ranges ordered shard after shard."""
+    expected = np.sort(x)[::-1] if descending else np.sort(x)
+    gathered = result.gather()
+    assert gathered.dtype == x.dtype
+    np.testing.assert_array_equal(gathered, expected)  # NaN equal to NaN, -0.0 to 0.0
+    assert sum(result.plan.sizes) == len(x)
+
+
+@settings(max_examples=examples(16))
+@given(inputs(), st.integers(1, 4), st.booleans())
+def test_sort_equals_numpy_for_any_partition_and_reducers(
+    cluster: tmr.LocalCluster, case: tuple[np.ndarray, list[int]], reducers: int, descending: bool
+) -> None:
+    x, sizes = case
+    with tmr.sort(x, cluster=cluster, sizes=sizes, reducers=reducers, descending=descending) as result:
+        check_sorted(result, x, descending=descending)
+        assert len(result.plan.shards) == reducers
+
+
+@settings(max_examples=examples(10))
+@given(inputs(), st.integers(2, 4))
+def test_sampled_splitters_with_duplicates_still_sort(
+    cluster: tmr.LocalCluster, case: tuple[np.ndarray, list[int]], reducers: int
+) -> None:
+    x, sizes = case
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_sort, "SAMPLES", 2)  # a sample of a few rows: splitters tie with many rows
+        with tmr.sort(x, cluster=cluster, sizes=sizes, reducers=reducers) as result:
+            check_sorted(result, x)
+
+
+def fair(result: tmr.Sharded) -> None:
+    """No range holds more than twice its fair share of the rows."""
+    sizes = result.plan.sizes
+    assert max(sizes) <= 2 * sum(sizes) / len(sizes), sizes
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.full(4000, 7, np.int64),  # one key everywhere
+        np.arange(4000, dtype=np.int32),  # sorted
+        np.arange(4000.0)[::-1].copy(),  # reverse-sorted
+        np.where(np.arange(4000) % 100 == 0, np.arange(4000), 5).astype(np.float32),  # 99% one key
+    ],
+    ids=["all-equal", "sorted", "reverse-sorted", "99%-one-key"],
+)
+def test_skewed_inputs_are_sorted_in_fair_ranges(cluster: tmr.LocalCluster, x: np.ndarray) -> None:
+    with tmr.sort(x, cluster=cluster, sizes=[1000, 0, 3000], reducers=4) as result:
+        check_sorted(result, x)
+        fair(result)
+
+
+def test_a_larger_sample_keeps_ranges_fair(cluster: tmr.LocalCluster) -> None:
+    x = np.random.default_rng(1).normal(size=50_000)
+    with tmr.sort(x, cluster=cluster) as result:  # a range per device: 4
+        check_sorted(result, x)
+        fair(result)
+        assert sorted(s.device for s in result.plan.shards) == sorted(cluster.devices)
+
+
+def test_a_resident_input_is_sorted_and_the_result_read_in_place(cluster: tmr.LocalCluster) -> None:
+    x = np.random.default_rng(2).integers(-100, 100, 500)
+    with tmr.scatter(x, cluster=cluster, sizes=3) as data, tmr.sort(data) as result:
+        check_sorted(result, x)
+        assert int(tmr.sum(result)) == x.sum()  # a later job reads the ranges where they are
+        with tmr.sort(result, descending=True) as again:  # a sort of a sort
+            check_sorted(again, x, descending=True)
+
+
+def test_small_integer_and_half_floats_keep_their_dtype(cluster: tmr.LocalCluster) -> None:
+    for x in (np.array([3, 0, 255, 7, 7], np.uint8), np.array([1.5, -np.inf, np.nan, -2.0], np.float16)):
+        with tmr.sort(x, cluster=cluster, reducers=2) as result:
+            check_sorted(result, x)
+
+
+def test_empty_input_and_empty_shards(cluster: tmr.LocalCluster) -> None:
+    with tmr.sort(np.zeros(0), cluster=cluster, reducers=3) as result:
+        assert result.gather().shape == (0,)
+        assert result.plan.sizes == (0, 0, 0)
+    with tmr.sort(np.array([2, 1]), cluster=cluster, sizes=[0, 2, 0], reducers=4) as result:
+        check_sorted(result, np.array([2, 1]))
+
+
+def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster) -> None:
+    with pytest.raises(tmr.InputError, match=r"x must be 1-D .* got shape \(3, 2\); sort one column"):
+        tmr.sort(np.zeros((3, 2)), cluster=cluster)
+    with pytest.raises(TypeError, match=r"x must hold numbers or booleans, got dtype <U1"):
+        tmr.sort(np.array(["b", "a"]), cluster=cluster)
+    with pytest.raises(TypeError, match=r"x must hold integers .* got dtype bool; convert it"):
+        tmr.sort(np.array([True, False]), cluster=cluster)
+    with pytest.raises(TypeError, match=r"descending must be True or False, got str 'yes'"):
+        tmr.sort(np.arange(3), cluster=cluster, descending="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"speculate=True does not apply to sort.*drop speculate="):
+        tmr.sort(np.arange(3), cluster=cluster, speculate=True)
+    with pytest.raises(tmr.PlacementError, match=r"reducers=0: expected a number of reducer devices from 1 to 4"):
+        tmr.sort(np.arange(3), cluster=cluster, reducers=0)
+
+
+def test_the_plan_explains_the_ranges(cluster: tmr.LocalCluster) -> None:
+    from tfmapreduce import _engine
+    from tfmapreduce._options import RunOptions
+    from tfmapreduce._sort import SAMPLES, Sort
+
+    plan = _engine.plan(Sort(False), np.arange(10_000), RunOptions.of(cluster=cluster, sizes=2, reducers=2))
+    assert plan.samples == 2 * SAMPLES
+    assert "2 range(s) from 512 sampled rows" in plan.explain()

@@ -1,0 +1,339 @@
+"""The sort kind of job: sampled range partitioning (TeraSort's way) in one distributed run.
+
+The graph of one sort (one distributed execution)::
+
+    shard i (on its device)   key = the values as ordered integers (floats by their bits: NaN last, -0.0 = 0.0)
+                              → a random sample of (key, global row) pairs, about SAMPLES per range in all
+    reducer 0                 the samples of every shard, sorted by (key, row) → R − 1 splitters
+    shard i                   range of each row = how many splitters are below its (key, row), by
+                              ``tf.searchsorted`` (rows whose key equals a splitter compare their row too)
+                              → ``tf.dynamic_partition`` into R ranges: range r travels once, to reducer r
+    reducer r (its device)    the ranges of every shard in shard order, sorted by key (stable) → kept in
+                              resource variables on the reducer: shard r of the result
+    client                    fetches each range's row count: the plan of the result
+
+The splitters are computed in the graph, so the sample and the sort are one run (a retry repeats both).
+Ties break by row, so a key held by many rows spreads over several ranges and the order is stable.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from . import _engine
+from ._cluster import Cluster
+from ._deadline import effective_timeout
+from ._device import Device
+from ._errors import InputError, JobError, ShardLostError, TfMapReduceError
+from ._keyed_plan import resolve_reducers
+from ._options import Options, RunOptions
+from ._plan import Plan, Shard, make_plan
+from ._program import Builder, Call, Program, Ready
+from ._resident import Sharded, assign_shard
+from ._source import Sources, sources, streamed
+from ._task import Task
+
+SAMPLES = 256
+"""Sampled rows per range (R ranges: about ``SAMPLES * R`` in all); a smaller input is taken whole."""
+
+SEED = 0x5027
+"""The first half of each shard's stateless sampling seed (the second is the shard's index): a run samples the same rows."""
+
+KEY_DTYPES = tuple(np.dtype(d) for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"))
+FLOAT_DTYPES = tuple(np.dtype(d) for d in ("float16", "float32", "float64"))
+
+NO_SPECULATION = (
+    "speculate=True does not apply to sort: every shard sends a range to every reducer in one distributed run, "
+    "so no shard can be backed up alone; drop speculate="
+)
+
+
+@attrs.frozen
+class SortPlan:
+    """The plan of a sort: the shards (as for any job) and the reducer devices; range ``r`` is sorted on ``reducers[r]``.
+
+    Example:
+        >>> shards = tmr.MapReduce(tf.reduce_sum, tf.add).plan(np.arange(10_000), cluster=cluster, sizes=2)
+        >>> SortPlan(shards, tuple(s.device for s in shards.shards)).samples  # SAMPLES per range
+        512
+    """
+
+    plan: Plan
+    """The shards: which rows are sampled and partitioned on which device."""
+    reducers: tuple[str, ...]
+    """The reducer devices, in the order of the ranges: every key of range r is ≤ every key of range r + 1."""
+
+    @property
+    def samples(self) -> int:
+        """Rows sampled in all (the whole input when it is smaller than ``SAMPLES`` per range)."""
+        return sum(_sample_size(s.rows, self.plan.rows, len(self.reducers)) for s in self.plan.shards)
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """The tasks the run uses: the shards' and the reducers', in order."""
+        return tuple(dict.fromkeys([*self.plan.tasks, *(Device.parse(d).task for d in self.reducers)]))
+
+    def explain(self) -> str:
+        """The shard table, then the ranges."""
+        lines = [self.plan.explain(), f"{len(self.reducers)} range(s) from {self.samples} sampled rows:"]
+        lines += [f"  range {r} → {d}" for r, d in enumerate(self.reducers)]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
+
+
+def _sample_size(rows: int, total: int, ranges: int) -> int:
+    """Rows a shard of ``rows`` samples (in proportion; all of them when the input has at most SAMPLES per range)."""
+    if ranges == 1 or rows == 0:
+        return 0
+    if total <= SAMPLES * ranges:
+        return rows
+    return max(1, round(SAMPLES * ranges * rows / total))
+
+
+def order_key(values: tf.Tensor, descending: bool = False) -> tf.Tensor:
+    """The values as int32 or int64 keys in the sort's order: a stable integer sort of the keys sorts the values.
+
+    Integers keep their value (widened to int32, uint32 to int64); floats map their bits to integers of the same
+    order, -0.0 first made 0.0 and every NaN one positive NaN (after +inf: numpy's NaN last).  ``descending``
+    inverts every bit: the exact reverse order (NaN first), ties still in row order under a stable sort.
+
+    Example:
+        >>> x = tf.constant([2.0, float("nan"), -0.0, -1.5, 0.0, float("-inf")])
+        >>> tf.argsort(order_key(x), stable=True).numpy().tolist()
+        [5, 3, 2, 4, 0, 1]
+    """
+    dtype = values.dtype
+    if dtype.is_floating:
+        if dtype == tf.float16:
+            values = tf.cast(values, tf.float32)
+        ints, mask = (tf.int64, 0x7FFFFFFFFFFFFFFF) if values.dtype == tf.float64 else (tf.int32, 0x7FFFFFFF)
+        zero = tf.zeros_like(values)
+        values = tf.where(tf.equal(values, zero), zero, values)  # -0.0 → 0.0
+        values = tf.where(tf.math.is_nan(values), tf.fill(tf.shape(values), tf.constant(np.nan, values.dtype)), values)
+        bits = tf.bitcast(values, ints)
+        key = tf.where(bits < 0, tf.bitwise.bitwise_xor(bits, tf.constant(mask, ints)), bits)
+    elif dtype in (tf.int32, tf.int64):
+        key = values
+    else:
+        key = tf.cast(values, tf.int64 if dtype == tf.uint32 else tf.int32)
+    return tf.bitwise.invert(key) if descending else key
+
+
+def _ranges(key: tf.Tensor, rows: tf.Tensor, split_keys: tf.Tensor, split_rows: tf.Tensor) -> tf.Tensor:
+    """Each row's range: how many splitters (key, row) are below its own (key, row), lexicographically."""
+    left = tf.searchsorted(split_keys, key, side="left", out_type=tf.int32)
+    right = tf.searchsorted(split_keys, key, side="right", out_type=tf.int32)
+    tied = tf.where(left < right)  # rows whose key equals a splitter's: their row decides among those splitters
+    tied_keys, tied_rows = tf.gather_nd(key, tied), tf.gather_nd(rows, tied)
+    same_key = tf.equal(tf.expand_dims(split_keys, 0), tf.expand_dims(tied_keys, 1))
+    below = tf.logical_and(same_key, tf.expand_dims(split_rows, 0) < tf.expand_dims(tied_rows, 1))
+    return tf.tensor_scatter_nd_add(left, tied, tf.reduce_sum(tf.cast(below, tf.int32), axis=1))
+
+
+@attrs.define(eq=False, repr=False)
+class Sort:
+    """A sort as the run driver sees it (see ``_engine.Kind``): ranges sorted on the reducers and kept there."""
+
+    descending: bool
+    name: str = attrs.field(factory=lambda: f"tfmapreduce_{secrets.token_hex(8)}")
+    """The prefix of the resource containers of the result: source ``j`` is ``{name}_s{j}``, range ``r`` in it ``shard{r}``."""
+    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
+    speculation: str | None = NO_SPECULATION
+    built: list[tuple[SortPlan, Call]] = attrs.field(factory=list)
+    """The plan and call of every attempt (a retried run builds again): what to free if a run fails."""
+
+    def __repr__(self) -> str:
+        return f"sort(descending={self.descending})"
+
+    @property
+    def identity(self) -> Hashable:
+        return ("sort", self.descending)
+
+    def sources(self, x: Any) -> tuple[Sources, Any]:
+        srcs = sources(x)
+        if streamed(srcs) is not None:
+            raise TypeError(
+                "x reads files, which sort cannot take yet; persist them first (files.persist(cluster=c)) and sort the "
+                "resident data"
+            )
+        key = srcs[0]
+        if len(key.shape) != 1:
+            raise InputError(
+                f"x must be 1-D (one key per row), got shape {key.shape}; sort one column, e.g. x[:, 0], or flatten it "
+                "with x.reshape(-1)"
+            )
+        if key.dtype not in KEY_DTYPES + FLOAT_DTYPES:
+            raise TypeError(
+                f"x must hold integers (int8 to int64, uint8 to uint32) or floats (float16 to float64), got dtype "
+                f"{key.dtype}; convert it, e.g. x.astype(np.int64)"
+            )
+        return srcs, None
+
+    def plan(self, shards: Plan, call: Call) -> SortPlan:
+        if call.settings.reducers is None:  # a range per device of the shards
+            return SortPlan(shards, tuple(dict.fromkeys(s.device for s in shards.shards)))
+        return SortPlan(shards, resolve_reducers(call.settings.reducers, shards, call.cluster))
+
+    def variant(self, plan: SortPlan, call: Call) -> Hashable | None:
+        return None  # its variables are named in its graph: built for each run
+
+    def build(self, builder: Builder, plan: SortPlan, call: Call) -> Program:
+        """Sample, choose the splitters, partition every shard into ranges, sort each range on its reducer, keep it."""
+        self.built.append((plan, call))
+        ranges = len(plan.reducers)
+        full = [s for s in plan.plan.shards if s.rows > 0]
+        tensors: dict[int, list[tf.Tensor]] = {}
+        keys: dict[int, tf.Tensor] = {}
+        samples = []
+        for shard in full:
+            with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
+                tensors[shard.index] = builder.inputs(shard)
+                keys[shard.index] = key = order_key(tensors[shard.index][0], self.descending)
+                n = _sample_size(shard.rows, plan.plan.rows, ranges)
+                if n == shard.rows:
+                    at = tf.range(shard.rows, dtype=tf.int64)
+                elif n:
+                    at = tf.random.stateless_uniform([n], [SEED, shard.index], 0, shard.rows, dtype=tf.int64)
+                if n:
+                    samples.append((tf.gather(key, at), at + shard.start))
+        if samples:  # R − 1 splitters from the sorted sample
+            with tf.device(plan.reducers[0]), tf.name_scope("splitters"):
+                sample_keys = tf.concat([k for k, _ in samples], 0)
+                sample_rows = tf.concat([r for _, r in samples], 0)
+                by_row = tf.argsort(sample_rows, stable=True)
+                sample_keys, sample_rows = tf.gather(sample_keys, by_row), tf.gather(sample_rows, by_row)
+                by_key = tf.argsort(sample_keys, stable=True)
+                total = int(sample_keys.shape[0])
+                at = tf.constant([min(total - 1, total * (r + 1) // ranges) for r in range(ranges - 1)], tf.int64)
+                split_keys = tf.gather(tf.gather(sample_keys, by_key), at)
+                split_rows = tf.gather(tf.gather(sample_rows, by_key), at)
+        pieces: dict[int, list[list[tf.Tensor]]] = {}  # shard → per source → R ranges
+        for shard in full:
+            with tf.device(shard.device), tf.name_scope(f"partition{shard.index}"):
+                if ranges == 1:
+                    parts = [[t] for t in tensors[shard.index]]
+                else:
+                    rows = tf.range(shard.start, shard.stop, dtype=tf.int64)
+                    which = _ranges(keys[shard.index], rows, split_keys, split_rows)
+                    parts = [tf.dynamic_partition(t, which, ranges) for t in tensors[shard.index]]
+                builder.mapped(shard, parts)
+                pieces[shard.index] = parts
+        counts = []
+        for r, device in enumerate(plan.reducers):
+            with tf.device(device), tf.name_scope(f"range{r}"):
+                if not full:
+                    counts.append(tf.constant(0, tf.int64))
+                    continue
+                columns = [tf.concat([pieces[s.index][j][r] for s in full], 0) for j in range(len(call.srcs))]
+                order = tf.argsort(order_key(columns[0], self.descending), stable=True)
+                stored = [assign_shard(f"{self.name}_s{j}", r, tf.gather(c, order)) for j, c in enumerate(columns)]
+                with tf.control_dependencies(stored):
+                    counts.append(tf.size(order, out_type=tf.int64))
+        return builder.program(counts, plan.tasks)
+
+    def finish(self, value: Any, program: Program | None, plan: SortPlan, call: Call) -> Any:
+        """One ``Sharded`` per source on one plan: range r on reducer r.  Earlier attempts' ranges elsewhere are freed."""
+        counts = [int(n) for n in value]
+        kept = {(r, d) for r, d in enumerate(plan.reducers)}
+        for earlier, _ in self.built:
+            gone = [(r, d) for r, d in enumerate(earlier.reducers) if (r, d) not in kept]
+            discard(call.cluster, self.name, call.srcs, gone, call.settings.seconds())
+        self.built.clear()
+        available = [Device.parse(d) for d in call.cluster.devices]
+        result = make_plan(sum(counts), counts, list(plan.reducers), available)
+        outputs = tuple(
+            Sharded(call.cluster, result, src.dtype, (result.rows, *src.shape[1:]), f"{self.name}_s{j}", (_lost,) * len(counts))
+            for j, src in enumerate(call.srcs)
+        )
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def failure(self, error: JobError) -> Exception | None:
+        return None
+
+
+def _lost(shard: Shard) -> tf.Tensor:
+    raise ShardLostError(
+        f"range {shard.index} of a sorted result is lost with its worker and cannot be rebuilt; sort again",
+        shards=(shard.index,),
+    )
+
+
+def discard(cluster: Cluster, name: str, srcs: Sources, ranges: Sequence[tuple[int, str]], timeout: float) -> None:
+    """Free the given ranges' variables on the tasks still live (best effort: a lost task's memory went with it)."""
+    live = [(r, d) for r, d in ranges if Device.parse(d).task not in cluster.lost]
+    if not live or cluster.closed:
+        return
+    graph = tf.Graph()
+    with graph.as_default():
+        ops = []
+        for r, device in live:
+            with tf.device(device):
+                for j, src in enumerate(srcs):
+                    handle = tf.raw_ops.VarHandleOp(
+                        dtype=tf.as_dtype(src.dtype),
+                        shape=tf.TensorShape(None),
+                        container=f"{name}_s{j}",
+                        shared_name=f"shard{r}",
+                    )
+                    ops.append(tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True))
+    try:
+        cluster.run(graph, ops, {}, tasks=sorted({Device.parse(d).task for _, d in live}), timeout=timeout)
+    except TfMapReduceError:
+        pass  # a task lost since: its memory is gone with it
+    finally:
+        cluster.forget(graph)
+
+
+def sort(x: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> Sharded:
+    """Sort ``x`` across the cluster: a resident ``Sharded``, range-partitioned, each range sorted on its device.
+
+    Every value of shard ``r`` of the result is ≤ every value of shard ``r + 1`` (``≥`` with ``descending``), and each
+    shard is sorted, so ``.gather()`` equals ``np.sort(x)`` (NaN last, as numpy; ``np.sort(x)[::-1]`` with
+    ``descending=True``, NaN first).  One distributed run: each shard samples its rows, R − 1 splitters are chosen
+    from the sample in the graph, each shard sends range ``r`` of its rows to reducer ``r`` once, and each reducer
+    sorts its range and keeps it (TeraSort's way).  Equal values may spread over several ranges, so no value held by
+    many rows fills one device.  A device holds its range about three times over while it sorts (the rows received,
+    their order, the sorted copy).
+
+    Args:
+        x: a 1-D array of integers (int8 to int64, uint8 to uint32) or floats, or resident ``Sharded`` data.
+        descending: sort from the largest value down.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``retries``, ``transfer``,
+            ``reducers`` (None: a range per device of the shards; a count or device strings): see :class:`RunOptions`.
+
+    Returns:
+        A ``Sharded`` whose shard ``r`` lives on reducer ``r``; free it with ``delete()`` or ``with``.  A range lost
+        with its worker cannot be rebuilt: sort again.
+
+    Raises:
+        InputError: ``x`` is not 1-D.
+        TypeError: ``x`` holds neither integers nor floats, reads files, ``descending`` is not a bool, or
+            ``speculate=True`` was given.
+        PlacementError: a bad ``reducers=``.
+
+    Example:
+        >>> x = np.array([3.0, np.nan, -1.0, 2.0, 3.0, 0.5])
+        >>> with tmr.sort(x, cluster=cluster, sizes=[2, 0, 4], reducers=2) as ordered:
+        ...     ordered.gather().tolist()
+        [-1.0, 0.5, 2.0, 3.0, 3.0, nan]
+    """
+    if not isinstance(descending, (bool, np.bool_)):
+        raise TypeError(f"descending must be True or False, got {type(descending).__name__} {descending!r}")
+    settings = RunOptions.of(**options)
+    kind = Sort(bool(descending))
+    try:
+        result: Sharded = _engine.run(kind, x, settings, resident=True)
+    except BaseException:
+        for plan, call in kind.built:
+            discard(call.cluster, kind.name, call.srcs, list(enumerate(plan.reducers)), effective_timeout(settings.timeout))
+        raise
+    return result
