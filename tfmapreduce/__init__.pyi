@@ -44,6 +44,9 @@ from ._options import RunOptions as RunOptions
 from ._partition import weights as weights
 from ._plan import Plan as Plan
 from ._plan import Shard as Shard
+from ._quantile import median as median
+from ._quantile import percentile as percentile
+from ._quantile import quantile as quantile
 from ._resident import Sharded as Sharded
 from ._resident import generate as generate
 from ._resident import scatter as scatter
