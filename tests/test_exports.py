@@ -28,7 +28,7 @@ PUBLIC = {
     "KeyedPlan", "KeyedResult", "KeyedSharded", "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key",
     "variance_by_key", "var_by_key", "std_by_key",
     # order
-    "sort", "quantile", "percentile", "median",
+    "sort", "sort_by_key", "quantile", "percentile", "median",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError", "OutputError",

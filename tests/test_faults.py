@@ -82,6 +82,30 @@ def test_a_kill_in_the_middle_of_a_run_counts_every_row_once(pair: tmr.LocalClus
     assert stats.attempts in (1, 2)  # 1 when the run finished before the kill
 
 
+def test_a_sort_survives_a_killed_task_and_a_kill_in_the_middle(pair: tmr.LocalCluster) -> None:
+    x = np.random.default_rng(5).normal(size=3_000_000)
+    y = x[:10_000]
+    with tmr.sort(y, cluster=pair) as warm:
+        np.testing.assert_array_equal(warm.gather(), np.sort(y))
+    _kill(pair, 1)  # the next sort's first attempt meets the dead task: repeated on task 0
+    ordered, stats = tmr.sort(y, cluster=pair, retries=2, return_stats=True)
+    with ordered:
+        assert stats.attempts == 2
+        assert {s.task for s in ordered.plan.shards} == {tmr.Task("local", 0)}
+        np.testing.assert_array_equal(ordered.gather(), np.sort(y))
+    pair.restart(1)
+    killer = threading.Timer(0.05, _kill, (pair, 1))  # lands while the sort is under way (or just after it)
+    killer.start()
+    try:
+        ordered, stats = tmr.sort(x, cluster=pair, retries=2, return_stats=True)
+    finally:
+        killer.join()
+    with ordered:
+        assert stats.attempts in (1, 2)  # 1 when the run finished before the kill (its ranges on task 1 then lost)
+        if stats.attempts == 2:
+            np.testing.assert_array_equal(ordered.gather(), np.sort(x))
+
+
 def test_a_stopped_master_receiving_a_large_feed_ends_by_the_deadline(pair: tmr.LocalCluster) -> None:
     x = np.ones(20_000_000, np.float32)  # 80 MB: TensorFlow's own deadline does not bound this call
     assert tmr.mean(x[:10], cluster=pair) == 1.0

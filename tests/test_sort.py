@@ -122,8 +122,14 @@ def test_empty_input_and_empty_shards(cluster: tmr.LocalCluster) -> None:
 def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster) -> None:
     with pytest.raises(tmr.InputError, match=r"x must be 1-D .* got shape \(3, 2\); sort one column"):
         tmr.sort(np.zeros((3, 2)), cluster=cluster)
-    with pytest.raises(TypeError, match=r"x must hold numbers or booleans, got dtype <U1"):
+    with pytest.raises(TypeError, match=r"x must hold integers .* got dtype object \(strings have no byte-order sort"):
         tmr.sort(np.array(["b", "a"]), cluster=cluster)
+    with pytest.raises(TypeError, match=r"x must be one array, got a tuple of 2; .* tmr.sort_by_key\(keys, values\)"):
+        tmr.sort((np.arange(3), np.arange(3)), cluster=cluster)
+    with pytest.raises(tmr.InputError, match=r"keys must be 1-D"):
+        tmr.sort_by_key(np.zeros((3, 1)), np.arange(3), cluster=cluster)
+    with pytest.raises(tmr.InputError, match=r"co-partitioned inputs must have the same rows"):
+        tmr.sort_by_key(np.arange(3), np.arange(4), cluster=cluster)
     with pytest.raises(TypeError, match=r"x must hold integers .* got dtype bool; convert it"):
         tmr.sort(np.array([True, False]), cluster=cluster)
     with pytest.raises(TypeError, match=r"descending must be True or False, got str 'yes'"):
@@ -132,6 +138,40 @@ def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster) -> None
         tmr.sort(np.arange(3), cluster=cluster, speculate=True)
     with pytest.raises(tmr.PlacementError, match=r"reducers=0: expected a number of reducer devices from 1 to 4"):
         tmr.sort(np.arange(3), cluster=cluster, reducers=0)
+
+
+def stable_order(keys: np.ndarray, *, descending: bool) -> np.ndarray:
+    """numpy's stable order of the keys (equal keys, NaNs together, in input order), from the largest down if asked."""
+    _, rank = np.unique(keys, return_inverse=True)
+    return np.lexsort((np.arange(len(keys)), -rank if descending else rank))
+
+
+@settings(max_examples=examples(12))
+@given(inputs(), st.integers(1, 4), st.booleans())
+def test_sort_by_key_is_stable_and_carries_the_values(
+    cluster: tmr.LocalCluster, case: tuple[np.ndarray, list[int]], reducers: int, descending: bool
+) -> None:
+    keys, sizes = case
+    values = np.arange(len(keys) * 2, dtype=np.int64).reshape(-1, 2)  # the row numbers: any instability shows
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_sort, "SAMPLES", 3)  # sampled splitters: equal keys split over ranges
+        k, v = tmr.sort_by_key(keys, values, cluster=cluster, sizes=sizes, reducers=reducers, descending=descending)
+    with k, v:
+        order = stable_order(keys, descending=descending)
+        np.testing.assert_array_equal(k.gather(), keys[order])
+        np.testing.assert_array_equal(v.gather(), values[order])
+        assert k.plan == v.plan
+
+
+def test_sort_by_key_carries_strings_and_several_values(cluster: tmr.LocalCluster) -> None:
+    keys = np.array([2, 1, 2, 0, 1])
+    words = np.array(["b", "a", "bb", "", "aa"])
+    (k, (w, n)), stats = tmr.sort_by_key(keys, (words, keys * 10), cluster=cluster, return_stats=True)  # type: ignore[call-arg]
+    with k, w, n:
+        assert k.gather().tolist() == [0, 1, 1, 2, 2]
+        assert w.gather().tolist() == [b"", b"a", b"aa", b"b", b"bb"]
+        assert n.gather().tolist() == [0, 10, 10, 20, 20]
+    assert stats.attempts == 1
 
 
 def test_the_plan_explains_the_ranges(cluster: tmr.LocalCluster) -> None:

@@ -56,6 +56,7 @@ from ._runstats import stats as stats
 from ._shardfile import load_shards as load_shards
 from ._shardfile import save_shards as save_shards
 from ._sort import sort as sort
+from ._sort import sort_by_key as sort_by_key
 from ._statistics import count as count
 from ._statistics import max as max
 from ._statistics import mean as mean

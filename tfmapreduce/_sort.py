@@ -32,12 +32,13 @@ from ._cluster import Cluster
 from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import InputError, JobError, ShardLostError, TfMapReduceError
+from ._keyed_input import keyed_sources
 from ._keyed_plan import resolve_reducers
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, assign_shard
-from ._source import Sources, sources, streamed
+from ._source import Sources, streamed
 from ._task import Task
 
 SAMPLES = 256
@@ -144,6 +145,9 @@ class Sort:
     """A sort as the run driver sees it (see ``_engine.Kind``): ranges sorted on the reducers and kept there."""
 
     descending: bool
+    argument: str = "x"
+    """``"x"`` (sort: the values alone) or ``"keys"`` (sort_by_key: the first input's keys order the others); names
+    the keys in messages."""
     name: str = attrs.field(factory=lambda: f"tfmapreduce_{secrets.token_hex(8)}")
     """The prefix of the resource containers of the result: source ``j`` is ``{name}_s{j}``, range ``r`` in it ``shard{r}``."""
     ready: dict[Hashable, Ready] = attrs.field(factory=dict)
@@ -159,22 +163,28 @@ class Sort:
         return ("sort", self.descending)
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
-        srcs = sources(x)
+        srcs, _ = keyed_sources(x)  # values may be strings (they travel as bytes)
         if streamed(srcs) is not None:
             raise TypeError(
-                "x reads files, which sort cannot take yet; persist them first (files.persist(cluster=c)) and sort the "
-                "resident data"
+                f"{self.argument} reads files, which sort cannot take yet; persist them first (files.persist(cluster=c)) "
+                "and sort the resident data"
+            )
+        if self.argument == "x" and len(srcs) > 1:
+            raise TypeError(
+                f"x must be one array, got a tuple of {len(srcs)}; to carry values with their keys use "
+                "tmr.sort_by_key(keys, values)"
             )
         key = srcs[0]
         if len(key.shape) != 1:
             raise InputError(
-                f"x must be 1-D (one key per row), got shape {key.shape}; sort one column, e.g. x[:, 0], or flatten it "
-                "with x.reshape(-1)"
+                f"{self.argument} must be 1-D (one key per row), got shape {key.shape}; sort one column, e.g. "
+                f"{self.argument}[:, 0], or flatten it with {self.argument}.reshape(-1)"
             )
         if key.dtype not in KEY_DTYPES + FLOAT_DTYPES:
+            strings = " (strings have no byte-order sort here yet)" if key.dtype.kind in "OSU" else ""
             raise TypeError(
-                f"x must hold integers (int8 to int64, uint8 to uint32) or floats (float16 to float64), got dtype "
-                f"{key.dtype}; convert it, e.g. x.astype(np.int64)"
+                f"{self.argument} must hold integers (int8 to int64, uint8 to uint32) or floats (float16 to float64), "
+                f"got dtype {key.dtype}{strings}; convert it, e.g. {self.argument}.astype(np.int64)"
             )
         return srcs, None
 
@@ -326,14 +336,53 @@ def sort(x: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> 
         ...     ordered.gather().tolist()
         [-1.0, 0.5, 2.0, 3.0, 3.0, nan]
     """
+    result: Sharded = _run(Sort(_descending(descending)), x, dict(options))
+    return result
+
+
+def sort_by_key(keys: Any, values: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> tuple[Any, Any]:
+    """Sort ``values`` by ``keys`` across the cluster, stably: each value row travels with its key.
+
+    As :func:`sort` for the keys (range-partitioned, each range sorted on its reducer, NaN last); rows of equal keys
+    keep their input order, so ``keys.gather()`` equals ``keys[order]`` and ``values.gather()`` ``values[order]`` for
+    ``order = np.argsort(keys, kind="stable")`` (with ``descending=True``: the keys from the largest down, equal keys
+    still in input order).  Equal keys may spread over several ranges.
+
+    Args:
+        keys: a 1-D array of integers or floats (see :func:`sort`), or resident ``Sharded`` data.
+        values: an array with one row per key (numbers, or strings, which come back as bytes), resident data, or a
+            tuple of such arrays.
+        descending: order the keys from the largest down.
+        **options: the run options of :func:`sort`.
+
+    Returns:
+        ``(keys, values)``: co-partitioned ``Sharded`` arrays on one plan (``values`` a tuple when a tuple was given).
+
+    Example:
+        >>> keys, values = np.array([3, 1, 3, 2, 1]), np.array([30.0, 10.0, 31.0, 20.0, 11.0])
+        >>> k, v = tmr.sort_by_key(keys, values, cluster=cluster, reducers=2)
+        >>> k.gather().tolist(), v.gather().tolist()
+        ([1, 1, 2, 3, 3], [10.0, 11.0, 20.0, 30.0, 31.0])
+        >>> k.delete(); v.delete()
+    """
+    many = isinstance(values, tuple)
+    out = _run(Sort(_descending(descending), "keys"), (keys, *values) if many else (keys, values), dict(options))
+    if not isinstance(out[0], Sharded):  # return_stats=True: (the sorted inputs, stats)
+        return (out[0][0], out[0][1:] if many else out[0][1]), out[1]
+    return out[0], out[1:] if many else out[1]
+
+
+def _descending(descending: object) -> bool:
     if not isinstance(descending, (bool, np.bool_)):
         raise TypeError(f"descending must be True or False, got {type(descending).__name__} {descending!r}")
+    return bool(descending)
+
+
+def _run(kind: Sort, x: Any, options: dict[str, Any]) -> Any:
     settings = RunOptions.of(**options)
-    kind = Sort(bool(descending))
     try:
-        result: Sharded = _engine.run(kind, x, settings, resident=True)
+        return _engine.run(kind, x, settings, resident=True)
     except BaseException:
         for plan, call in kind.built:
             discard(call.cluster, kind.name, call.srcs, list(enumerate(plan.reducers)), effective_timeout(settings.timeout))
         raise
-    return result
