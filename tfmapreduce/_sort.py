@@ -129,12 +129,12 @@ def order_key(values: tf.Tensor, descending: bool = False) -> tf.Tensor:
     return tf.bitwise.invert(key) if descending else key
 
 
-def _ranges(key: tf.Tensor, rows: tf.Tensor, split_keys: tf.Tensor, split_rows: tf.Tensor) -> tf.Tensor:
-    """Each row's range: how many splitters (key, row) are below its own (key, row), lexicographically."""
+def _ranges(key: tf.Tensor, start: int, split_keys: tf.Tensor, split_rows: tf.Tensor) -> tf.Tensor:
+    """Each row's range: how many splitters (key, row) are below its own (key, global row ``start + i``)."""
     left = tf.searchsorted(split_keys, key, side="left", out_type=tf.int32)
     right = tf.searchsorted(split_keys, key, side="right", out_type=tf.int32)
     tied = tf.where(left < right)  # rows whose key equals a splitter's: their row decides among those splitters
-    tied_keys, tied_rows = tf.gather_nd(key, tied), tf.gather_nd(rows, tied)
+    tied_keys, tied_rows = tf.gather_nd(key, tied), tied[:, 0] + start
     same_key = tf.equal(tf.expand_dims(split_keys, 0), tf.expand_dims(tied_keys, 1))
     below = tf.logical_and(same_key, tf.expand_dims(split_rows, 0) < tf.expand_dims(tied_rows, 1))
     return tf.tensor_scatter_nd_add(left, tied, tf.reduce_sum(tf.cast(below, tf.int32), axis=1))
@@ -232,8 +232,7 @@ class Sort:
                 if ranges == 1:
                     parts = [[t] for t in tensors[shard.index]]
                 else:
-                    rows = tf.range(shard.start, shard.stop, dtype=tf.int64)
-                    which = _ranges(keys[shard.index], rows, split_keys, split_rows)
+                    which = _ranges(keys[shard.index], shard.start, split_keys, split_rows)
                     parts = [tf.dynamic_partition(t, which, ranges) for t in tensors[shard.index]]
                 builder.mapped(shard, parts)
                 pieces[shard.index] = parts
