@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -13,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 import tfmapreduce as tmr
 from tests.strategies import examples, size_lists
 from tfmapreduce import _sort
+from tfmapreduce._native import kernels
 
 DTYPES = tuple(np.dtype(d) for d in ("int32", "int64", "float32", "float64"))
 
@@ -172,6 +174,30 @@ def test_sort_by_key_carries_strings_and_several_values(cluster: tmr.LocalCluste
         assert w.gather().tolist() == [b"", b"a", b"aa", b"b", b"bb"]
         assert n.gather().tolist() == [0, 10, 10, 20, 20]
     assert stats.attempts == 1
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_the_native_radix_sort_is_a_stable_argsort(dtype: type) -> None:
+    ops = kernels()
+    if ops is None:
+        pytest.skip("no native kernels on this machine (no compiler, or TFMAPREDUCE_NATIVE=0)")
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(4)
+    for keys in (rng.integers(info.min, info.max, 5000, dtype=dtype, endpoint=True), rng.integers(-3, 3, 5000).astype(dtype)):
+        keys[:3] = [info.min, info.max, 0]
+        np.testing.assert_array_equal(ops.tmr_stable_argsort(tf.constant(keys)).numpy(), np.argsort(keys, kind="stable"))
+    assert ops.tmr_stable_argsort(tf.zeros([0], tf.int64)).shape == (0,)
+
+
+def test_the_stock_sort_where_a_task_lacks_the_native_kernels(cluster: tmr.LocalCluster) -> None:
+    x = np.random.default_rng(6).integers(-5, 5, 3000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_sort, "available", lambda cluster, timeout: False)
+        k, v = tmr.sort_by_key(x, np.arange(len(x)), cluster=cluster, descending=True)
+    with k, v:
+        order = stable_order(x, descending=True)
+        np.testing.assert_array_equal(k.gather(), x[order])
+        np.testing.assert_array_equal(v.gather(), order)
 
 
 def test_the_plan_explains_the_ranges(cluster: tmr.LocalCluster) -> None:

@@ -1,8 +1,9 @@
 """Native kernels: TensorFlow custom ops that tfmapreduce compiles on the machine that runs it, where it can.
 
-One kernel so far, ``TmrWordCounts`` (``_native.cc``): it splits strings on ASCII whitespace
-and counts each distinct word in one pass, the map-side combine of ``word_count`` without a
-TensorFlow string per word (measured in the keyed jobs guide).
+Two kernels (``_native.cc``): ``TmrWordCounts`` splits strings on ASCII whitespace and counts
+each distinct word in one pass, the map-side combine of ``word_count`` without a TensorFlow
+string per word (measured in the keyed jobs guide); ``TmrStableArgsort`` is a radix sort of
+int32/int64 keys, the sort of each range of ``tmr.sort`` (measured in the ordering guide).
 
 The C++ source ships with the package.  The first process that needs the kernels compiles it
 with the machine's C++ compiler (``$CXX``, else ``g++`` or ``c++``) against the installed

@@ -8,7 +8,8 @@ The graph of one sort (one distributed execution)::
     shard i                   range of each row = how many splitters are below its (key, row), by
                               ``tf.searchsorted`` (rows whose key equals a splitter compare their row too)
                               → ``tf.dynamic_partition`` into R ranges: range r travels once, to reducer r
-    reducer r (its device)    the ranges of every shard in shard order, sorted by key (stable) → kept in
+    reducer r (its device)    the ranges of every shard in shard order, sorted by key (stable: the native radix
+                              sort of ``_native.cc`` where every task has it, else ``tf.argsort``) → kept in
                               resource variables on the reducer: shard r of the result
     client                    fetches each range's row count: the plan of the result
 
@@ -32,8 +33,10 @@ from ._cluster import Cluster
 from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import InputError, JobError, ShardLostError, TfMapReduceError
+from ._kernels import available
 from ._keyed_input import keyed_sources
 from ._keyed_plan import resolve_reducers
+from ._native import kernels
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
@@ -129,6 +132,12 @@ def order_key(values: tf.Tensor, descending: bool = False) -> tf.Tensor:
     return tf.bitwise.invert(key) if descending else key
 
 
+def argsort(key: tf.Tensor, native: Any | None) -> tf.Tensor:
+    """The stable order of int32 or int64 keys: the native radix sort where every task has it, else ``tf.argsort``
+    (TensorFlow's sort is ``top_k`` over all the keys: a few times slower; see the ordering guide)."""
+    return native.tmr_stable_argsort(key) if native is not None else tf.argsort(key, stable=True)
+
+
 def _ranges(key: tf.Tensor, start: int, split_keys: tf.Tensor, split_rows: tf.Tensor) -> tf.Tensor:
     """Each row's range: how many splitters (key, row) are below its own (key, global row ``start + i``)."""
     left = tf.searchsorted(split_keys, key, side="left", out_type=tf.int32)
@@ -199,6 +208,7 @@ class Sort:
     def build(self, builder: Builder, plan: SortPlan, call: Call) -> Program:
         """Sample, choose the splitters, partition every shard into ranges, sort each range on its reducer, keep it."""
         self.built.append((plan, call))
+        native = kernels() if available(call.cluster, call.settings.seconds()) else None
         ranges = len(plan.reducers)
         full = [s for s in plan.plan.shards if s.rows > 0]
         tensors: dict[int, list[tf.Tensor]] = {}
@@ -243,7 +253,7 @@ class Sort:
                     counts.append(tf.constant(0, tf.int64))
                     continue
                 columns = [tf.concat([pieces[s.index][j][r] for s in full], 0) for j in range(len(call.srcs))]
-                order = tf.argsort(order_key(columns[0], self.descending), stable=True)
+                order = argsort(order_key(columns[0], self.descending), native)
                 stored = [assign_shard(f"{self.name}_s{j}", r, tf.gather(c, order)) for j, c in enumerate(columns)]
                 with tf.control_dependencies(stored):
                     counts.append(tf.size(order, out_type=tf.int64))
