@@ -80,7 +80,7 @@ SUMMARY = tmr.per_group(_summary)
 SUMMARY_SORTED = tmr.per_group(_summary, sort_values=True)
 
 
-@settings(max_examples=examples(8))
+@settings(max_examples=examples(6))
 @given(data=st.data())
 def test_per_group_sees_every_value_of_each_key(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
     keys, values = data.draw(keyed())
@@ -129,6 +129,18 @@ def test_a_reducer_without_keys_and_an_empty_input(cluster: tmr.LocalCluster) ->
     assert len(nothing) == 0
 
 
+def test_files_read_on_the_workers_group_in_batches(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    table = np.random.default_rng(3).integers(0, 5, (40, 2)).astype(np.int64)  # columns: key, value
+    for i, part in enumerate(np.array_split(table, 3)):
+        np.save(tmp_path / f"part-{i}.npy", part)
+    job = tmr.MapReduce(lambda t: (t[:, 0], t[:, 1]), tmr.per_group(_summary, sort_values=True), by_key=True)
+    result = job.run(tmr.read_npy(str(tmp_path / "*.npy")), cluster=cluster, batch_rows=4, reducers=3)
+    expected = groups(table[:, 0], table[:, 1])
+    check_keys(result, expected)
+    for key, got in result:
+        np.testing.assert_array_equal(got["all"], np.sort(expected[key]))
+
+
 def test_resident_keeps_dense_results_on_the_reducers(cluster: tmr.LocalCluster) -> None:
     keys, values = np.array([4, 1, 4, 4, 2]), np.array([1.0, 2.0, 3.0, 5.0, 4.0])
     with tmr.median_by_key(keys, values, cluster=cluster, resident=True, reducers=2) as kept:
@@ -168,7 +180,7 @@ def test_median_by_key_equals_numpy_with_nan(cluster: tmr.LocalCluster) -> None:
     np.testing.assert_array_equal(result.values, [2.0, np.nan, 4.25])  # a key with a NaN: NaN, as np.median
 
 
-@settings(max_examples=examples(6))
+@settings(max_examples=examples(5))
 @given(data=st.data())
 def test_top_k_by_key_equals_sorted_values(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
     keys, values = data.draw(keyed())
@@ -181,7 +193,7 @@ def test_top_k_by_key_equals_sorted_values(cluster: tmr.LocalCluster, data: st.D
         assert got.dtype == np.int64
 
 
-@settings(max_examples=examples(5))
+@settings(max_examples=examples(4))
 @given(data=st.data())
 def test_count_distinct_by_key_is_exact(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
     keys, values = data.draw(keyed())

@@ -54,11 +54,12 @@ def _concat(parts: Sequence[Part]) -> Part:
 
 
 def map_side(form: GroupForm) -> MapSide:
-    """Rows as they are (collected), or a recipe's precombine applied to each batch and to each merge."""
+    """Rows as they are (collected), or a recipe's precombine applied to each batch, then once to a shard's batches and to
+    a task's shards (every part is precombined already: one part stays as it is)."""
     pre = form.precombine
     if pre is None:
         return MapSide(combine=lambda keys, values: (keys, values), merge=_concat, collect=True)
-    return MapSide(combine=pre, merge=lambda parts: pre(*_concat(parts)))
+    return MapSide(combine=pre, merge=lambda parts: parts[0] if len(parts) == 1 else pre(*_concat(parts)), collect=True)
 
 
 @attrs.frozen
@@ -100,7 +101,8 @@ class Grouped(MapJob):
     def build(self, builder: Builder, plan: KeyedPlan, call: Call) -> Program:
         """Map per shard (in batches), bucket per task, check each reducer's budget, group and call ``fn`` per reducer."""
         form = self.form
-        mapped = map_shards(self.map_fn, map_side(form), builder, plan, call)
+        side = map_side(form)
+        mapped = map_shards(self.map_fn, side, builder, plan, call)
         first = mapped.first
         if form.sort_values:
             self._check_sortable(first)
@@ -109,7 +111,7 @@ class Grouped(MapJob):
         counts: list[list[tuple[tf.Tensor, tf.Tensor]]] = []
         for task, parts in mapped.per_task.items():
             with tf.device(mapped.device[task]), tf.name_scope("bucket_task"):
-                keys, values = map_side(form).merge(parts)
+                keys, values = side.merge(parts)
                 buckets.append(split(keys, values, len(reducers)))
                 counts.append([(tf.size(k, tf.int64), nbytes(k, v)) for k, v in buckets[-1]])
         outputs: list[Part] = []

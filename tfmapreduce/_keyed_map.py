@@ -49,7 +49,8 @@ class MapSide:
     merge: Callable[[Sequence[Part]], Part]
     """Partials → one partial; associative."""
     collect: bool = False
-    """True where ``merge`` only concatenates: a shard's batches are collected in TensorArrays (linear), not merged pairwise."""
+    """True where partials are rows that ``combine`` takes again: a shard's batch partials are collected in TensorArrays
+    and combined once, concatenated (linear, one combine instead of a merge per batch); False: merged pairwise."""
 
 
 @attrs.frozen(eq=False)
@@ -162,7 +163,7 @@ def _stepper(map_fn: Any, side: MapSide, bcast: tuple[Any, ...], where: str) -> 
 
 
 def _fold(partials: tf.data.Dataset, side: MapSide) -> Part:
-    """Fold a dataset of partials into one: merged as it goes, or collected and concatenated once (``side.collect``)."""
+    """Fold a dataset of partials into one: merged as it goes, or collected and merged once (``side.collect``)."""
     partials = partials.with_options(DATA_OPTIONS)
     specs = tf.nest.flatten(partials.element_spec)
     if side.collect:
@@ -176,7 +177,8 @@ def _fold(partials: tf.data.Dataset, side: MapSide) -> Part:
             return tuple(a.write(i, leaf) for a, leaf in zip(collected, tf.nest.flatten(part), strict=True)), i + 1
 
         collected, _ = partials.reduce((arrays, tf.constant(0)), _plain(add))
-        return tf.nest.pack_sequence_as(partials.element_spec, [a.concat() for a in collected])  # type: ignore[no-any-return]
+        keys, rows = tf.nest.pack_sequence_as(partials.element_spec, [a.concat() for a in collected])
+        return side.combine(keys, rows)
     initial = tf.nest.map_structure(lambda s: tf.zeros([0, *(d or 0 for d in s.shape[1:])], s.dtype), partials.element_spec)
     folded: Part = partials.reduce(initial, _plain(lambda state, part: side.merge([state, part])))
     return folded
