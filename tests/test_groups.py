@@ -230,6 +230,16 @@ def test_collect_by_key_gives_every_value(cluster: tmr.LocalCluster, data: st.Da
     assert np.concatenate([*result.values, np.zeros(0)]).size == len(keys)
 
 
+def test_collect_gives_strings_back_as_they_came(cluster: tmr.LocalCluster) -> None:
+    keys = np.array([1, 2, 1], np.int64)
+    result = tmr.collect_by_key(keys, np.array(["b", "日本", ""], dtype=object), cluster=cluster, reducers=2)
+    assert sorted(result[1].tolist()) == ["", "b"]
+    assert result[2].tolist() == ["日本"]
+    raw = tmr.collect_by_key(keys, np.array([b"\xff", b"x", b"y"], dtype=object), cluster=cluster, reducers=2)
+    assert sorted(raw[1].tolist()) == [b"y", b"\xff"]  # bytes in, bytes out
+    assert raw[2].tolist() == [b"x"]
+
+
 def test_collect_keeps_rows_of_2d_values(cluster: tmr.LocalCluster) -> None:
     values = np.arange(12).reshape(6, 2)
     result = tmr.collect_by_key(np.array([1, 2, 1, 1, 2, 1]), values, cluster=cluster, reducers=2)

@@ -30,12 +30,13 @@ from ._grouping import SORTABLE, grouped, nbytes
 from ._keyed_input import keyed_sources
 from ._keyed_map import NO_SPECULATION, MapSide, Part, map_shards, mismatch, split
 from ._keyed_plan import KeyedPlan, keyed_plan
-from ._keyed_result import concatenated, sorted_result
+from ._keyed_result import sorted_result
 from ._keyed_sharded import Built, keep, keep_fetch
 from ._mapfn import callable_name, describe, first_line
 from ._plan import Plan
 from ._program import Builder, Call, MapJob, Program
 from ._source import Sources
+from ._strings import decode_keys
 
 MEMORY_SHARE = 4
 """Without ``max_bytes``, a reducer may receive a quarter of the memory its host has available (``MemAvailable``): it
@@ -218,10 +219,16 @@ class Grouped(MapJob):
         decode = bool(call.note) and info.built.key_dtype == tf.string
         if call.resident:
             return keep(call.cluster, plan, [int(n) for n in value], info.built, decode)
-        per_reducer = [
-            (k, [_rows(leaf) if is_ragged else leaf for leaf, is_ragged in zip(v, info.ragged, strict=True)]) for k, v in value
-        ]
-        keys, leaves = concatenated(per_reducer)
+        unicode = bool(call.note)  # string values come back as str where the job's string input was unicode
+        leaves = []
+        for j, is_ragged in enumerate(info.ragged):
+            parts = [v[j] for _, v in value]
+            if is_ragged:
+                flat = _text(np.concatenate([f for f, _ in parts]), unicode)
+                leaves.append(_rows(flat, np.concatenate([np.diff(s) for _, s in parts])))
+            else:
+                leaves.append(_text(np.concatenate(parts), unicode))
+        keys = np.concatenate([np.asarray(k) for k, _ in value])
         return sorted_result(keys, tf.nest.pack_sequence_as(info.structure, leaves), decode=decode)
 
     def failure(self, error: JobError) -> Exception | None:
@@ -254,10 +261,17 @@ class Grouped(MapJob):
         return None
 
 
-def _rows(fetched: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """A ragged leaf fetched as (flat values, row splits): an object array of one numpy array per row."""
-    flat, splits = fetched
-    rows = np.empty(len(splits) - 1, dtype=object)
+def _text(leaf: np.ndarray, unicode: bool) -> np.ndarray:
+    """A fetched leaf; strings (bytes from TensorFlow) as ``str`` where the input was unicode (see ``decode_keys``)."""
+    if leaf.dtype != object:
+        return leaf
+    return decode_keys(leaf.ravel().tolist(), unicode).reshape(leaf.shape)
+
+
+def _rows(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A ragged leaf from its flat values and row lengths: an object array of one numpy array per row."""
+    splits = np.concatenate([[0], np.cumsum(lengths)])
+    rows = np.empty(len(lengths), dtype=object)
     for i in range(len(rows)):
         rows[i] = flat[splits[i] : splits[i + 1]]
     return rows
