@@ -16,6 +16,7 @@ Every tfmapreduce result is checked against numpy before it is timed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -100,15 +101,16 @@ def _peak(pids: tuple[int, ...]) -> int:
     return peak
 
 
-def hot_key(table: Rows, n: int) -> list[tuple[str, float]]:
-    """median_by_key with 90% of the rows on one key vs uniform keys, each on a fresh cluster: seconds and peak memory."""
+def hot_key(table: Rows, n: int, shared: tmr.LocalCluster | None = None) -> list[tuple[str, float]]:
+    """median_by_key with 90% of the rows on one key vs uniform keys, each on a fresh cluster (or on ``shared``, a smoke
+    run's, whose peak then counts every earlier run too): seconds and peak memory."""
     peaks = []
     rng = np.random.default_rng(7)
     values = rng.random(n, dtype=np.float32)
     uniform = rng.integers(0, 10**5, n, dtype=np.int64)
     hot = np.where(rng.random(n) < 0.9, 0, uniform)
     for name, keys in (("uniform keys", uniform), ("90% of the rows on one key", hot)):
-        with tmr.LocalCluster(workers=2) as cluster:
+        with contextlib.nullcontext(shared) if shared is not None else tmr.LocalCluster(workers=2) as cluster:
             with tmr.scatter(keys, cluster=cluster) as kd, tmr.scatter(values, cluster=cluster) as vd:
                 table.add(f"tmr.median_by_key, resident, hot key run: {name}", lambda: tmr.median_by_key(kd, vd, reducers=2), n)
             peaks.append((name, _peak(cluster.pids) / 2**20))
@@ -120,24 +122,28 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.groups", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="1e5 rows, 1 repeat, no peers: a smoke run in about a minute")
+    parser.add_argument(
+        "--quick", action="store_true", help="1e4 rows, 1 repeat, no peers, one cluster for every run: a smoke run"
+    )
     parser.add_argument("--rows", type=float, default=1e7, help="rows (default 1e7)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per row after one warm-up (median reported)")
     parser.add_argument("--no-peers", dest="peers", action="store_false", help="skip pandas, polars and Spark")
     parser.add_argument("--no-hot-key", dest="hot", action="store_false", help="skip the hot-key run")
     args = parser.parse_args(argv)
     if args.quick:
-        args.rows, args.repeats, args.peers = 1e5, 1, False
+        args.rows, args.repeats, args.peers = 1e4, 1, False
     spark = spark_session() if args.peers else None
     table = Rows(args.repeats)
     try:
         with tmr.LocalCluster(workers=2) as cluster:
             for distinct in (10**3, 10**5):
                 groups(table, cluster, int(args.rows), distinct, args.peers, spark)
+            peaks = hot_key(table, int(args.rows), cluster) if args.hot and args.quick else []
     finally:
         if spark is not None:
             spark.stop()
-    peaks = hot_key(table, int(args.rows)) if args.hot else []
+    if args.hot and not args.quick:
+        peaks = hot_key(table, int(args.rows))
     print("\n| implementation | seconds | rows per second |\n|---|---|---|")
     for name, seconds, items in table.rows:
         print(f"| {name} | {seconds:.2f} | {items / seconds:.3g} |")

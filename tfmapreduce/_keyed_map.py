@@ -147,11 +147,6 @@ def emit(map_fn: Any, output: Any, where: str) -> Part:
     return keys, values
 
 
-def _plain(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` as tf.data traces it, without AutoGraph's rewrite (slow to convert; map_fn is traced plainly outside tf.data too)."""
-    return tf.autograph.experimental.do_not_convert(fn)  # type: ignore[no-any-return]
-
-
 def _stepper(map_fn: Any, side: MapSide, bcast: tuple[Any, ...], where: str) -> Callable[..., Part]:
     """One batch's partial: map it, check the (keys, values), combine."""
 
@@ -176,11 +171,11 @@ def _fold(partials: tf.data.Dataset, side: MapSide) -> Part:
             collected, i = state
             return tuple(a.write(i, leaf) for a, leaf in zip(collected, tf.nest.flatten(part), strict=True)), i + 1
 
-        collected, _ = partials.reduce((arrays, tf.constant(0)), _plain(add))
+        collected, _ = partials.reduce((arrays, tf.constant(0)), add)
         keys, rows = tf.nest.pack_sequence_as(partials.element_spec, [a.concat() for a in collected])
         return side.combine(keys, rows)
     initial = tf.nest.map_structure(lambda s: tf.zeros([0, *(d or 0 for d in s.shape[1:])], s.dtype), partials.element_spec)
-    folded: Part = partials.reduce(initial, _plain(lambda state, part: side.merge([state, part])))
+    folded: Part = partials.reduce(initial, lambda state, part: side.merge([state, part]))
     return folded
 
 
@@ -189,7 +184,7 @@ def fold_pieces(map_fn: Any, side: MapSide, src: Streamed, pieces: Sequence[Batc
     step = _stepper(map_fn, side, bcast, where)
     if not pieces:  # nothing to read here: the partial of no rows
         return step(tf.zeros((0, *src.shape[1:]), tf.as_dtype(src.dtype)))
-    parts = [_fold(piece.dataset.map(_plain(step)), side) for piece in pieces]
+    parts = [_fold(piece.dataset.map(step), side) for piece in pieces]
     return parts[0] if len(parts) == 1 else side.merge(parts)
 
 
@@ -206,7 +201,7 @@ def fold_shard(
         start = i * batch_rows
         return step(*(t[start : start + batch_rows] for t in tensors))
 
-    return _fold(tf.data.Dataset.range(batches).map(_plain(sliced)), side)
+    return _fold(tf.data.Dataset.range(batches).map(sliced), side)
 
 
 def split(keys: tf.Tensor, rows: Any, reducers: int) -> list[Part]:
