@@ -27,15 +27,12 @@ from ._combine import GroupForm
 from ._device import Device
 from ._errors import JobError, MapFunctionError, ReducerMemoryError
 from ._grouping import SORTABLE, grouped, nbytes
-from ._keyed_input import keyed_sources
-from ._keyed_map import NO_SPECULATION, MapSide, Part, map_shards, mismatch, split
-from ._keyed_plan import KeyedPlan, keyed_plan
+from ._keyed_map import ByKey, MapSide, Part, map_shards, mismatch, split
+from ._keyed_plan import KeyedPlan
 from ._keyed_result import sorted_result
 from ._keyed_sharded import Built, keep, keep_fetch
 from ._mapfn import callable_name, describe, first_line
-from ._plan import Plan
-from ._program import Builder, Call, MapJob, Program
-from ._source import Sources
+from ._program import Builder, Call, Program
 from ._strings import decode_keys
 
 MEMORY_SHARE = 4
@@ -75,10 +72,8 @@ class GroupBuilt:
 
 
 @attrs.define(eq=False, repr=False)
-class Grouped(MapJob):
+class Grouped(ByKey):
     """A group job as the run driver sees it (see ``_engine.Kind``): ``fn`` over every value of each key, on the reducers."""
-
-    speculation: str | None = NO_SPECULATION
 
     @property
     def form(self) -> GroupForm:
@@ -89,15 +84,6 @@ class Grouped(MapJob):
     @property
     def identity(self) -> Hashable:
         return (self.map_fn, self.combiner, "groups")
-
-    def sources(self, x: Any) -> tuple[Sources, Any]:
-        return keyed_sources(x)
-
-    def plan(self, shards: Plan, call: Call) -> KeyedPlan:
-        return keyed_plan(shards, call.srcs, call.cluster, call.settings)
-
-    def variant(self, plan: KeyedPlan, call: Call) -> Hashable | None:
-        return None if call.resident else ()  # a resident result's variables are named in its graph: not kept
 
     def build(self, builder: Builder, plan: KeyedPlan, call: Call) -> Program:
         """Map per shard (in batches), bucket per task, check each reducer's budget, group and call ``fn`` per reducer."""

@@ -24,36 +24,22 @@ import tensorflow as tf
 
 from ._combine import Combiner, SegmentForm
 from ._errors import JobError, MapFunctionError
-from ._keyed_input import keyed_sources
-from ._keyed_map import NO_SPECULATION, Mapped, MapSide, Part, map_shards, mismatch, split
-from ._keyed_plan import KeyedPlan, keyed_plan
+from ._keyed_map import ByKey, Mapped, MapSide, Part, map_shards, mismatch, split
+from ._keyed_plan import KeyedPlan
 from ._keyed_result import concatenated, sorted_result
 from ._keyed_sharded import Built, keep, keep_fetch
 from ._mapfn import describe, first_line
 from ._per_key import by_key, merge
-from ._plan import Plan
-from ._program import Builder, Call, MapJob, Program
-from ._source import Sources
+from ._program import Builder, Call, Program
 
 
 @attrs.define(eq=False, repr=False)
-class Keyed(MapJob):
+class Keyed(ByKey):
     """A keyed job as the run driver sees it (see ``_engine.Kind``): per-key results on the reducers."""
-
-    speculation: str | None = NO_SPECULATION
 
     @property
     def identity(self) -> Hashable:
         return (self.map_fn, self.combiner, True)
-
-    def sources(self, x: Any) -> tuple[Sources, Any]:
-        return keyed_sources(x)
-
-    def plan(self, shards: Plan, call: Call) -> KeyedPlan:
-        return keyed_plan(shards, call.srcs, call.cluster, call.settings)
-
-    def variant(self, plan: KeyedPlan, call: Call) -> Hashable | None:
-        return None if call.resident else ()  # a resident result's variables are named in its graph: not kept
 
     def build(self, builder: Builder, plan: KeyedPlan, call: Call) -> Program:
         """Map and combine per shard (in batches), per task, hash-partition, merge per reducer."""

@@ -9,19 +9,20 @@ inside one ``tf.data`` fold; streamed file sources always fold their batches.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
 import tensorflow as tf
 
 from ._errors import JobError, MapFunctionError
-from ._keyed_plan import KeyedPlan
+from ._keyed_input import keyed_sources
+from ._keyed_plan import KeyedPlan, keyed_plan
 from ._mapfn import call_map, callable_name, check_same_outputs, describe, where
 from ._per_key import buckets
-from ._plan import Shard
-from ._program import Builder, Call
-from ._source import DATA_OPTIONS, Batches, Streamed, streamed
+from ._plan import Plan, Shard
+from ._program import Builder, Call, MapJob
+from ._source import DATA_OPTIONS, Batches, Sources, Streamed, streamed
 from ._task import Task
 
 KEY_DTYPES = (tf.int32, tf.int64, tf.string)
@@ -35,6 +36,23 @@ NO_SPECULATION = (
     "distributed run, so no shard can be backed up alone; drop speculate= or use a job without by_key=True"
 )
 """Why a keyed kind (combiner or group) refuses ``speculate=True``."""
+
+
+@attrs.define(eq=False, repr=False)
+class ByKey(MapJob):
+    """The hooks the keyed kinds share (see ``_engine.Kind``): keyed inputs, planned with reducers, kept unless resident."""
+
+    speculation: str | None = NO_SPECULATION
+
+    def sources(self, x: Any) -> tuple[Sources, Any]:
+        return keyed_sources(x)
+
+    def plan(self, shards: Plan, call: Call) -> KeyedPlan:
+        return keyed_plan(shards, call.srcs, call.cluster, call.settings)
+
+    def variant(self, plan: KeyedPlan, call: Call) -> Hashable | None:
+        return None if call.resident else ()  # a resident result's variables are named in its graph: not kept
+
 
 Part = tuple[tf.Tensor, Any]
 """A batch's, shard's or task's partial: (keys, a structure with one row per key)."""
