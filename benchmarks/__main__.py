@@ -52,8 +52,9 @@ the shard sweep); --plots {DOCS_IMG} writes the plots where the docs site (docs/
 The exit status is 1 when a framework, hand-written or numpy result was wrong or failed.
 
 other benchmarks (each with --help): python -m benchmarks.shipping (shared memory vs feeds vs Ray, tiny job),
-benchmarks.autosize (sizes="auto"), benchmarks.keyed (word count, group-by), benchmarks.files, benchmarks.resident,
-benchmarks.client_master, benchmarks.faults, benchmarks.soak, benchmarks.isolation (isolated vs exposed LocalCluster).
+benchmarks.autosize (sizes="auto"), benchmarks.keyed (word count, group-by), benchmarks.groups (median and top-3 per
+key), benchmarks.files, benchmarks.resident, benchmarks.client_master, benchmarks.faults, benchmarks.soak,
+benchmarks.isolation (isolated vs exposed LocalCluster).
 """
 
 

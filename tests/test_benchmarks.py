@@ -224,3 +224,23 @@ def test_resident_benchmark_help_prints_help_instead_of_running() -> None:
     assert "Resident vs shipped" in proc.stdout
     assert "centroid difference" not in proc.stdout  # nothing was measured
     assert "oneDNN" not in proc.stderr  # no TensorFlow, no cluster
+
+
+@pytest.mark.slow
+def test_groups_benchmark_quick_mode_checks_and_times_every_row() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.groups", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    for row in (
+        "tmr.median_by_key, resident, 2-worker LocalCluster, 1e+03 keys",
+        "tmr.top_k_by_key(k=3), resident, 2-worker LocalCluster, 1e+05 keys",
+    ):
+        assert f"| {row} |" in proc.stdout
+    assert "| 90% of the rows on one key |" in proc.stdout  # the hot-key run and its peak memory

@@ -211,7 +211,8 @@ def test_an_address_where_nothing_listens_is_named_without_hanging(cluster: Loca
 # --- the client dies ------------------------------------------------------------------------------------
 
 CLIENT = """
-import json, sys, time
+import json, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, even where the test runs with it ignored
 import tfmapreduce
 print("starting", flush=True)
 with tfmapreduce.LocalCluster(workers=2, job=sys.argv[1]) as cluster:
@@ -274,7 +275,7 @@ def test_ctrl_c_in_the_client_stops_its_workers(clients: dict[str, Client]) -> N
     client = clients["sigint"]
     pids, ports = client.started_cluster()
     client.process.send_signal(signal.SIGINT)
-    client.process.wait(timeout=60)  # a hang, not a slow exit on a loaded machine
+    client.process.wait(timeout=30)  # a hang, not a slow exit on a loaded machine
     assert "KeyboardInterrupt" in client.stderr.read_text()
     assert_nothing_left(pids, ports)
     assert workers_started_by(client.process.pid) == set()
@@ -288,7 +289,7 @@ def test_ctrl_c_while_the_workers_start_stops_them(clients: dict[str, Client]) -
         assert time.monotonic() < deadline, "the client started no workers"
         time.sleep(0.02)
     client.process.send_signal(signal.SIGINT)
-    client.process.wait(timeout=60)  # a hang, not a slow exit on a loaded machine
+    client.process.wait(timeout=30)  # a hang, not a slow exit on a loaded machine
     assert "KeyboardInterrupt" in client.stderr.read_text()
     assert running(workers_started_by(client.process.pid), within=1.0) == []
 

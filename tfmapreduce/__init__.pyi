@@ -2,6 +2,11 @@
 
 from . import combiners as combiners
 from . import recipes as recipes
+from ._by_group import collect_by_key as collect_by_key
+from ._by_group import count_distinct_by_key as count_distinct_by_key
+from ._by_group import median_by_key as median_by_key
+from ._by_group import quantile_by_key as quantile_by_key
+from ._by_group import top_k_by_key as top_k_by_key
 from ._by_key import count_by_key as count_by_key
 from ._by_key import max_by_key as max_by_key
 from ._by_key import mean_by_key as mean_by_key
@@ -23,6 +28,7 @@ from ._errors import MapFunctionError as MapFunctionError
 from ._errors import OutputError as OutputError
 from ._errors import PartitionError as PartitionError
 from ._errors import PlacementError as PlacementError
+from ._errors import ReducerMemoryError as ReducerMemoryError
 from ._errors import ShardLostError as ShardLostError
 from ._errors import TfMapReduceError as TfMapReduceError
 from ._errors import WorkerTimeoutError as WorkerTimeoutError
@@ -42,6 +48,7 @@ from ._maponly import map as map
 from ._mapreduce import MapReduce as MapReduce
 from ._options import RunOptions as RunOptions
 from ._partition import weights as weights
+from ._per_group import per_group as per_group
 from ._plan import Plan as Plan
 from ._plan import Shard as Shard
 from ._quantile import median as median

@@ -52,6 +52,25 @@ class SegmentForm:
 
 
 @attrs.frozen
+class GroupForm:
+    """A group reducer (``tmr.per_group``): ``fn(keys, values)`` sees every value of each key of a reducer at once.
+
+    ``values`` is a ``tf.RaggedTensor`` (or the map's structure of them) with one row per key, each
+    row sorted ascending when ``sort_values``.  ``precombine`` (for recipes) maps one batch's or
+    task's (keys, values) to fewer (keys, values) that give the same result: it runs before the shuffle.
+    """
+
+    fn: Callable[[tf.Tensor, Any], Any]
+    """(distinct keys, ragged values) → one row per key (a tensor, a RaggedTensor or a structure of them)."""
+    sort_values: bool = False
+    """Sort each key's values ascending before ``fn`` sees them."""
+    max_bytes: int | None = None
+    """The most bytes of keys and values one reducer may receive; None: a quarter of its host's available memory."""
+    precombine: Callable[[tf.Tensor, Any], tuple[tf.Tensor, Any]] | None = None
+    """(keys, values) → (keys, values) of the same result, applied map-side; None: every row travels."""
+
+
+@attrs.frozen
 class Combiner:
     """How per-shard map outputs merge into one result: a named triple of TF functions.
 
@@ -88,6 +107,8 @@ class Combiner:
     """A name for plans, stats and errors."""
     per_key: SegmentForm | None = None
     """The per-key form keyed jobs use (None: the combiner cannot take part in a keyed job)."""
+    per_group: GroupForm | None = None
+    """A group reducer's form (``tmr.per_group``): the keyed job groups every value of a key instead of combining."""
 
     def __repr__(self) -> str:
         """``Combiner(name='weighted_mean')``: the name, not the functions.

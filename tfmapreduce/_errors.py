@@ -57,6 +57,10 @@ class JobError(TfMapReduceError, RuntimeError):
     details: str = ""
 
 
+class ReducerMemoryError(JobError, MemoryError):
+    """A group job's reducer would receive more keys and values than its memory budget (raised before they travel)."""
+
+
 class InputError(TfMapReduceError, ValueError):
     """The data given to a job cannot be partitioned (0-d, ragged, or co-partitioned inputs of different rows)."""
 

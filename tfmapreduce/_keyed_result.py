@@ -90,6 +90,13 @@ class KeyedResult:
         return f"KeyedResult({len(self)} keys: {{{head}{more}}})"
 
 
+def concatenated(fetched: Any) -> tuple[np.ndarray, Any]:
+    """The keys and values of every reducer, as fetched (a list of (keys, values) per reducer), concatenated."""
+    keys = np.concatenate([np.asarray(k) for k, _ in fetched])
+    values = tf.nest.map_structure(lambda *leaves: np.concatenate([np.asarray(v) for v in leaves]), *[v for _, v in fetched])
+    return keys, values
+
+
 def sorted_result(keys: np.ndarray, values: Any, *, decode: bool) -> KeyedResult:
     """A :class:`KeyedResult` from the reducers' (unsorted, distinct) keys and values.
 

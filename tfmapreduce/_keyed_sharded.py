@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -33,6 +34,24 @@ class Built:
     """The structure of ``tf.TensorSpec`` (one row) of the finalized values."""
     name: str | None = None
     """The prefix of the resource containers a resident run fills, or None."""
+
+
+def keep_fetch(name: str, reducers: Sequence[str], outputs: Sequence[tuple[tf.Tensor, Any]]) -> list[tf.Tensor]:
+    """In the graph being built: each reducer's (keys, values) assigned to resource variables named after ``name`` on
+    its device; what to fetch (each reducer's key count, once assigned)."""
+    fetch = []
+    for r, (device, (keys, values)) in enumerate(zip(reducers, outputs, strict=True)):
+        with tf.device(device), tf.name_scope(f"keep{r}"):
+            ops = [_assign(f"{name}_keys", r, keys)]
+            ops += [_assign(f"{name}_v{j}", r, leaf) for j, leaf in enumerate(tf.nest.flatten(values))]
+            with tf.control_dependencies(ops):
+                fetch.append(tf.size(keys))
+    return fetch
+
+
+def _assign(container: str, r: int, value: tf.Tensor) -> tf.Operation:
+    handle = tf.raw_ops.VarHandleOp(dtype=value.dtype, shape=tf.TensorShape(None), container=container, shared_name=f"shard{r}")
+    return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
 
 
 def keep(cluster: Cluster, kplan: KeyedPlan, counts: list[int], built: Built, decode: bool) -> KeyedSharded:

@@ -9,6 +9,7 @@ from typing_extensions import Unpack
 
 from . import _engine
 from ._combine import Combiner
+from ._grouped import Grouped
 from ._keyed import Keyed, check_keyed_combiner
 from ._mapfn import callable_name
 from ._options import Options, RunOptions
@@ -32,7 +33,8 @@ class MapReduce(Generic[R]):
     (1-D int32/int64/string keys, values with one row per key), the values are
     combined per key, shuffled by a stable hash of the key to the reducer
     devices and merged there; a run returns a ``KeyedResult`` (see the keyed
-    jobs guide).
+    jobs guide).  With a group reducer, ``tmr.per_group(fn)``, every value of
+    each key travels to its reducer, which calls ``fn(keys, ragged values)``.
 
     Example:
         The lesson's distributed mean over uneven slices:
@@ -60,10 +62,17 @@ class MapReduce(Generic[R]):
         self.map_fn = map_fn
         self.combiner = reduce_fn if isinstance(reduce_fn, Combiner) else Combiner.lift(reduce_fn)
         self.by_key = bool(by_key)
-        if self.by_key:
+        groups = self.combiner.per_group is not None
+        if groups and not self.by_key:
+            raise TypeError(
+                f"reduce_fn {self.combiner.name} is a group reducer (tmr.per_group): it reduces every value of each key, so the job "
+                "must be keyed: MapReduce(map_fn, reducer, by_key=True), with map_fn returning (keys, values)"
+            )
+        if self.by_key and not groups:
             check_keyed_combiner(self.combiner, reduce_fn)
         self.name = name or f"{callable_name(map_fn)}/{self.combiner.name}"
-        self.kind: WholeInput | Keyed = (Keyed if self.by_key else WholeInput)(self.map_fn, self.combiner, self.name)
+        kind = Grouped if groups else Keyed if self.by_key else WholeInput
+        self.kind: WholeInput | Keyed | Grouped = kind(self.map_fn, self.combiner, self.name)
         """The job as the run driver sees it (see ``_engine.Kind``)."""
 
     @property

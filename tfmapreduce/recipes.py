@@ -19,7 +19,12 @@ import_tensorflow()
 
 from ._averaging import least_squares_fit as least_squares_fit  # noqa: E402 - after the quiet import
 from ._averaging import model_average as model_average  # noqa: E402
-from ._by_key import count_by_key as count_by_key  # noqa: E402 - after the quiet import
+from ._by_group import collect_by_key as collect_by_key  # noqa: E402 - after the quiet import
+from ._by_group import count_distinct_by_key as count_distinct_by_key  # noqa: E402
+from ._by_group import median_by_key as median_by_key  # noqa: E402
+from ._by_group import quantile_by_key as quantile_by_key  # noqa: E402
+from ._by_group import top_k_by_key as top_k_by_key  # noqa: E402
+from ._by_key import count_by_key as count_by_key  # noqa: E402
 from ._by_key import max_by_key as max_by_key  # noqa: E402
 from ._by_key import mean_by_key as mean_by_key  # noqa: E402
 from ._by_key import min_by_key as min_by_key  # noqa: E402
@@ -58,8 +63,10 @@ __all__ = [
     "LinearModel",
     "LinearRegression",
     "LogisticModel",
+    "collect_by_key",
     "count",
     "count_by_key",
+    "count_distinct_by_key",
     "histogram",
     "kmeans",
     "least_squares_fit",
@@ -69,14 +76,17 @@ __all__ = [
     "max_by_key",
     "mean",
     "mean_by_key",
+    "median_by_key",
     "min",
     "min_by_key",
     "model_average",
     "moments",
+    "quantile_by_key",
     "std",
     "std_by_key",
     "sum",
     "sum_by_key",
+    "top_k_by_key",
     "var",
     "var_by_key",
     "variance",

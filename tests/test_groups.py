@@ -1,0 +1,329 @@
+"""Group jobs: every value of a key on its reducer (``tmr.per_group`` and the group recipes) — on real workers.
+
+Every result equals a single-process reference (numpy per key, pure-Python grouping) exactly for
+integers and counts, within rtol 1e-12 for float64 quantiles, for any partition (empty shards
+included), any number of reducers from 1 to the cluster's 4 devices, and int32, int64 and string keys
+(unicode and the empty string included).  Each example compiles a graph, so the counts stay small.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import examples, size_lists
+
+import tfmapreduce as tmr
+
+QRTOL = 1e-12
+
+BATCHES = st.sampled_from([None, 3])
+"""batch_rows=: None (a shard mapped at once) or small enough that shards are mapped batch by batch."""
+
+
+def _pair(k: tf.Tensor, v: Any) -> tuple[tf.Tensor, Any]:
+    return k, v
+
+
+@st.composite
+def keyed(draw: st.DrawFn, *, values: str = "int", max_rows: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, values): int32, int64 or string keys (unicode and "" included) from a small pool, so keys repeat."""
+    kind = draw(st.sampled_from(["int32", "int64", "str"]))
+    rows = draw(st.integers(0, max_rows))
+    if kind == "str":
+        pool = draw(st.lists(st.text(max_size=3), min_size=1, max_size=5, unique=True))
+        keys = np.array([draw(st.sampled_from(pool)) for _ in range(rows)], dtype=object)
+    else:
+        bound = 2**31 - 1 if kind == "int32" else 2**62
+        pool = draw(st.lists(st.one_of(st.integers(-5, 5), st.integers(-bound, bound)), min_size=1, max_size=6, unique=True))
+        keys = np.array([draw(st.sampled_from(pool)) for _ in range(rows)], dtype=np.dtype(kind))
+    if values == "float":
+        floats = st.floats(-1e3, 1e3, allow_subnormal=False)
+        array = np.array(draw(st.lists(floats, min_size=rows, max_size=rows)), np.float64)
+    else:  # small integers: repeated values, ties within a key
+        array = np.array(draw(st.lists(st.integers(-4, 4), min_size=rows, max_size=rows)), np.int64)
+    return keys, array
+
+
+def layout(data: st.DataObject, rows: int) -> dict[str, Any]:
+    return {"sizes": data.draw(size_lists(rows)), "reducers": data.draw(st.integers(1, 4)), "batch_rows": data.draw(BATCHES)}
+
+
+def groups(keys: np.ndarray, values: np.ndarray) -> dict[Any, np.ndarray]:
+    """{key: its values in input order}, grouped in pure Python."""
+    rows: dict[Any, list[int]] = collections.defaultdict(list)
+    for i, key in enumerate(keys.tolist()):
+        rows[key].append(i)
+    return {k: values[r] for k, r in rows.items()}
+
+
+def check_keys(result: tmr.KeyedResult, expected: dict[Any, Any]) -> None:
+    assert isinstance(result, tmr.KeyedResult)
+    assert result.keys.tolist() == sorted(expected)
+
+
+# --------------------------------------------------------------------------- per_group with a user function
+
+
+def _summary(keys: tf.Tensor, values: tf.RaggedTensor) -> dict[str, Any]:
+    """Dense and ragged results at once: each key's sum and count, and every value."""
+    return {"sum": tf.reduce_sum(values, axis=1), "n": values.row_lengths(), "all": values}
+
+
+SUMMARY = tmr.per_group(_summary)
+SUMMARY_SORTED = tmr.per_group(_summary, sort_values=True)
+
+
+@settings(max_examples=examples(6))
+@given(data=st.data())
+def test_per_group_sees_every_value_of_each_key(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
+    keys, values = data.draw(keyed())
+    sort_values = data.draw(st.booleans())
+    job = tmr.MapReduce(_pair, SUMMARY_SORTED if sort_values else SUMMARY, by_key=True)
+    result = job.run((keys, values), cluster=cluster, **layout(data, len(keys)))
+    expected = groups(keys, values)
+    check_keys(result, expected)
+    for key, got in result:
+        want = expected[key]
+        assert got["sum"] == want.sum(), key
+        assert got["n"] == len(want), key
+        assert got["sum"].dtype == np.int64
+        every = got["all"]
+        assert isinstance(every, np.ndarray)
+        np.testing.assert_array_equal(every if sort_values else np.sort(every), np.sort(want))
+
+
+def _lexicographic(keys: tf.Tensor, values: tuple[tf.RaggedTensor, tf.RaggedTensor]) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    return values
+
+
+def test_nested_values_sort_as_records(cluster: tmr.LocalCluster) -> None:
+    """A structure of values groups as one record per row, sorted by its first leaf, then the next (Hadoop's secondary sort)."""
+    keys = np.array(["b", "a", "b", "b", "", "a"], dtype=object)
+    first = np.array([2, 1, 2, 1, 7, 0], np.int32)
+    second = np.array([0.5, 1.0, -1.0, 3.0, 2.0, 9.0])
+    job = tmr.MapReduce(lambda k, a, b: (k, (a, b)), tmr.per_group(_lexicographic, sort_values=True), by_key=True)
+    result = job.run((keys, first, second), cluster=cluster, sizes=[2, 0, 4], reducers=2)
+    assert result.keys.tolist() == ["", "a", "b"]
+    a, b = result["b"]
+    assert a.tolist() == [1, 2, 2]
+    assert b.tolist() == [3.0, -1.0, 0.5]
+    a, b = result["a"]
+    assert a.tolist() == [0, 1]
+    assert b.tolist() == [9.0, 1.0]
+
+
+def test_a_reducer_without_keys_and_an_empty_input(cluster: tmr.LocalCluster) -> None:
+    job = tmr.MapReduce(_pair, SUMMARY_SORTED, by_key=True)
+    one_key = job.run((np.full(5, 3, np.int64), np.arange(5)), cluster=cluster, reducers=4, sizes=[0, 5, 0])
+    assert one_key.keys.tolist() == [3]
+    assert one_key[3]["sum"] == 10
+    assert one_key[3]["all"].tolist() == [0, 1, 2, 3, 4]
+    nothing = job.run((np.zeros(0, np.int64), np.zeros(0, np.int64)), cluster=cluster, reducers=3)
+    assert len(nothing) == 0
+
+
+def test_files_read_on_the_workers_group_in_batches(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    table = np.random.default_rng(3).integers(0, 5, (40, 2)).astype(np.int64)  # columns: key, value
+    for i, part in enumerate(np.array_split(table, 3)):
+        np.save(tmp_path / f"part-{i}.npy", part)
+    job = tmr.MapReduce(lambda t: (t[:, 0], t[:, 1]), tmr.per_group(_summary, sort_values=True), by_key=True)
+    result = job.run(tmr.read_npy(str(tmp_path / "*.npy")), cluster=cluster, batch_rows=4, reducers=3)
+    expected = groups(table[:, 0], table[:, 1])
+    check_keys(result, expected)
+    for key, got in result:
+        np.testing.assert_array_equal(got["all"], np.sort(expected[key]))
+
+
+def test_resident_keeps_dense_results_on_the_reducers(cluster: tmr.LocalCluster) -> None:
+    keys, values = np.array([4, 1, 4, 4, 2]), np.array([1.0, 2.0, 3.0, 5.0, 4.0])
+    with tmr.median_by_key(keys, values, cluster=cluster, resident=True, reducers=2) as kept:
+        assert isinstance(kept, tmr.KeyedSharded)
+        assert kept.gather().to_dict() == {1: 2.0, 2: 4.0, 4: 3.0}
+        assert float(tmr.sum(kept.values)) == 9.0  # a second job over the medians, in place
+    with tmr.top_k_by_key(keys, values, 2, cluster=cluster, resident=True) as top:
+        padded, count = top.gather().values
+        assert padded.tolist() == [[2.0, 0.0], [4.0, 0.0], [5.0, 3.0]]
+        assert count.tolist() == [1, 1, 2]
+
+
+# --------------------------------------------------------------------------- recipes vs numpy
+
+
+@settings(max_examples=examples(10))
+@given(data=st.data())
+def test_quantile_by_key_equals_numpy(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
+    keys, values = data.draw(keyed(values=data.draw(st.sampled_from(["int", "float"]))))
+    method = data.draw(st.sampled_from(["linear", "lower", "higher", "nearest", "midpoint"]))
+    q = data.draw(st.one_of(st.floats(0, 1), st.lists(st.floats(0, 1), min_size=1, max_size=3)))
+    result = tmr.quantile_by_key(keys, values, q, method=method, cluster=cluster, **layout(data, len(keys)))
+    expected = {k: np.quantile(v, q, method=method) for k, v in groups(keys, values).items()}
+    check_keys(result, expected)
+    for key, got in result:
+        if method in ("lower", "higher", "nearest"):
+            np.testing.assert_array_equal(got, expected[key], err_msg=repr(key))  # values of the input, exactly
+            assert np.asarray(got).dtype == values.dtype
+        else:
+            np.testing.assert_allclose(got, expected[key], rtol=QRTOL, atol=0, err_msg=repr(key))
+
+
+def test_median_by_key_equals_numpy_with_nan(cluster: tmr.LocalCluster) -> None:
+    keys = np.array([1, 1, 2, 2, 2, 3, 3])
+    values = np.array([5.0, -1.0, np.nan, 1.0, 2.0, 4.0, 4.5])
+    result = tmr.median_by_key(keys, values, cluster=cluster, sizes=[3, 4], reducers=3)
+    np.testing.assert_array_equal(result.values, [2.0, np.nan, 4.25])  # a key with a NaN: NaN, as np.median
+
+
+@settings(max_examples=examples(5))
+@given(data=st.data())
+def test_top_k_by_key_equals_sorted_values(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
+    keys, values = data.draw(keyed())
+    k, largest = data.draw(st.integers(1, 4)), data.draw(st.booleans())
+    result = tmr.top_k_by_key(keys, values, k, largest=largest, cluster=cluster, **layout(data, len(keys)))
+    expected = {key: (np.sort(v)[::-1] if largest else np.sort(v))[:k] for key, v in groups(keys, values).items()}
+    check_keys(result, expected)
+    for key, got in result:
+        np.testing.assert_array_equal(got, expected[key], err_msg=repr(key))
+        assert got.dtype == np.int64
+
+
+@settings(max_examples=examples(4))
+@given(data=st.data())
+def test_count_distinct_by_key_is_exact(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
+    keys, values = data.draw(keyed())
+    as_type: Callable[[np.ndarray], np.ndarray] = data.draw(
+        st.sampled_from([lambda v: v, lambda v: v.astype(np.float32) / 2, lambda v: np.array([str(x) * 2 for x in v], object)])
+    )
+    values = as_type(values)
+    result = tmr.count_distinct_by_key(keys, values, cluster=cluster, **layout(data, len(keys)))
+    expected = {k: len(set(v.tolist())) for k, v in groups(keys, values).items()}
+    check_keys(result, expected)
+    assert result.to_dict() == expected
+    assert result.values.dtype == np.int64
+
+
+def test_count_distinct_compares_floats_as_numpy(cluster: tmr.LocalCluster) -> None:
+    keys = np.array([1, 1, 1, 1, 1, 2])
+    values = np.array([0.0, -0.0, np.nan, np.nan, 1.5, np.nan])
+    result = tmr.count_distinct_by_key(keys, values, cluster=cluster, sizes=[2, 4], batch_rows=1)
+    assert result.to_dict() == {1: len(np.unique(values[:5])), 2: 1} == {1: 3, 2: 1}
+
+
+@settings(max_examples=examples(6))
+@given(data=st.data())
+def test_collect_by_key_gives_every_value(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
+    keys, values = data.draw(keyed(values="float"))
+    sort_values = data.draw(st.booleans())
+    result = tmr.collect_by_key(keys, values, sort_values=sort_values, cluster=cluster, **layout(data, len(keys)))
+    expected = groups(keys, values)
+    check_keys(result, expected)
+    for key, got in result:
+        np.testing.assert_array_equal(got if sort_values else np.sort(got), np.sort(expected[key]), err_msg=repr(key))
+    lengths = np.fromiter(map(len, result.values), np.int64, len(result))  # as the docs say
+    assert lengths.sum() == len(keys)
+    assert np.concatenate([*result.values, np.zeros(0)]).size == len(keys)
+
+
+def test_collect_gives_strings_back_as_they_came(cluster: tmr.LocalCluster) -> None:
+    keys = np.array([1, 2, 1], np.int64)
+    result = tmr.collect_by_key(keys, np.array(["b", "日本", ""], dtype=object), cluster=cluster, reducers=2)
+    assert sorted(result[1].tolist()) == ["", "b"]
+    assert result[2].tolist() == ["日本"]
+    raw = tmr.collect_by_key(keys, np.array([b"\xff", b"x", b"y"], dtype=object), cluster=cluster, reducers=2)
+    assert sorted(raw[1].tolist()) == [b"y", b"\xff"]  # bytes in, bytes out
+    assert raw[2].tolist() == [b"x"]
+
+
+def test_collect_keeps_rows_of_2d_values(cluster: tmr.LocalCluster) -> None:
+    values = np.arange(12).reshape(6, 2)
+    result = tmr.collect_by_key(np.array([1, 2, 1, 1, 2, 1]), values, cluster=cluster, reducers=2)
+    assert sorted(map(tuple, result[2].tolist())) == [(2, 3), (8, 9)]
+    assert result[1].shape == (4, 2)
+
+
+# --------------------------------------------------------------------------- skew
+
+
+def test_one_key_holding_every_row(cluster: tmr.LocalCluster) -> None:
+    rows = 1_000_000
+    values = np.random.default_rng(1).random(rows)
+    keys = np.full(rows, 7, np.int64)
+    median = tmr.median_by_key(keys, values, cluster=cluster, reducers=4)
+    assert median.keys.tolist() == [7]
+    np.testing.assert_allclose(median[7], np.median(values), rtol=QRTOL)
+    top = tmr.top_k_by_key(keys, values, 3, cluster=cluster)
+    np.testing.assert_array_equal(top[7], np.sort(values)[::-1][:3])
+
+
+def test_many_keys_of_one_value_each(cluster: tmr.LocalCluster) -> None:
+    rows = 100_000
+    keys = np.random.default_rng(2).permutation(rows).astype(np.int64)
+    values = keys * 2
+    result = tmr.median_by_key(keys, values, cluster=cluster, reducers=3)
+    np.testing.assert_array_equal(result.keys, np.arange(rows))
+    np.testing.assert_array_equal(result.values, np.arange(rows) * 2.0)
+    assert tmr.count_distinct_by_key(keys, values, cluster=cluster).values.sum() == rows
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+
+def test_fn_with_other_rows_than_keys_is_named(cluster: tmr.LocalCluster) -> None:
+    def flat(keys: tf.Tensor, values: tf.RaggedTensor) -> tf.Tensor:
+        return values.flat_values
+
+    job = tmr.MapReduce(_pair, tmr.per_group(flat), by_key=True)
+    with pytest.raises(
+        tmr.MapFunctionError, match=r"per_group fn .*flat returned 3 rows on reducer 0 .* 2 keys; fn must return one row per key"
+    ):
+        job.run((np.array([1, 1, 2]), np.arange(3)), cluster=cluster, reducers=1)
+
+
+def test_fn_that_is_not_traceable_is_named(cluster: tmr.LocalCluster) -> None:
+    def eager(keys: tf.Tensor, values: tf.RaggedTensor) -> Any:
+        return np.asarray(keys.numpy())
+
+    job = tmr.MapReduce(_pair, tmr.per_group(eager), by_key=True)
+    with pytest.raises(
+        tmr.MapFunctionError, match=r"per_group fn .*eager raised AttributeError while traced on reducer 0.*no \.numpy\(\)"
+    ):
+        job.run((np.array([1, 2]), np.arange(2)), cluster=cluster)
+
+
+def test_a_partition_over_budget_is_refused_before_it_travels(cluster: tmr.LocalCluster) -> None:
+    job = tmr.MapReduce(_pair, tmr.per_group(lambda k, v: tf.reduce_sum(v, axis=1), max_bytes=1000), by_key=True)
+    keys = np.zeros(100, np.int64)
+    with pytest.raises(
+        tmr.ReducerMemoryError,
+        match=r"reducer \d \(/job:local/.*\) would receive 100 values \(1,600 bytes.*max_bytes=1000.*more reducers",
+    ):
+        job.run((keys, np.arange(100)), cluster=cluster, reducers=2)
+    assert job.run((keys[:10], np.arange(10)), cluster=cluster, reducers=2).to_dict() == {0: 45}  # 160 bytes: under budget
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda c: tmr.quantile_by_key([1], [1.0], 1.5, cluster=c), ValueError, r"q must be .* in \[0, 1\].*got 1.5"),
+        (lambda c: tmr.quantile_by_key([1], [1.0], [0.5, -0.1], cluster=c), ValueError, r"q must be"),
+        (lambda c: tmr.quantile_by_key([1], [1.0], 0.5, method="median", cluster=c), ValueError, r"method must be one of 'linear'.*got 'median'"),
+        (lambda c: tmr.top_k_by_key([1], [1.0], 0, cluster=c), ValueError, r"k must be an int ≥ 1.*got 0"),
+        (lambda c: tmr.median_by_key([1], ["a"], cluster=c), tmr.InputError, r"values of quantile_by_key must be a 1-D array of integers or floats"),
+        (lambda c: tmr.median_by_key([1.5], [1.0], cluster=c), tmr.InputError, r"keys have dtype float64"),
+        (lambda c: tmr.collect_by_key(["a"], ["b"], sort_values=True, cluster=c), tmr.MapFunctionError, r"string.*cannot be sorted in the graph"),
+        (lambda c: tmr.collect_by_key([1], [True], sort_values=True, cluster=c), tmr.MapFunctionError, r"bool.*cannot be sorted"),
+        (lambda c: tmr.collect_by_key([1], [1.0], cluster=c, resident=True), TypeError, r"resident=True keeps one dense row per key.*RaggedTensor"),
+        (lambda c: tmr.per_group(3), TypeError, r"fn must be a callable"),
+        (lambda c: tmr.per_group(len, max_bytes=0), ValueError, r"max_bytes must be None .* or an int ≥ 1"),
+        (lambda c: tmr.MapReduce(_pair, tmr.per_group(len)), TypeError, r"group reducer .* by_key=True"),
+    ],
+)  # fmt: skip
+def test_bad_inputs_are_named(cluster: tmr.LocalCluster, call: Callable[[Any], Any], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        call(cluster)

@@ -1,0 +1,270 @@
+"""The group kind of job: map to (key, value) rows, shuffle every row by key hash, group per key on the reducers.
+
+The graph of one group run (one distributed execution)::
+
+    shard (on its device)      map_fn per batch of ``batch_rows`` rows → (keys, values), checked as for keyed jobs
+                               (a recipe's ``precombine`` shrinks each batch: per-task top-k, distinct pairs)
+    task  (its first device)   its shards' rows concatenated → bucket = stable hash(key) mod R; ``tf.dynamic_partition``
+                               → each bucket's rows and bytes counted
+    reducer r (its task's CPU) bucket r's rows and bytes summed over the tasks and checked against the reducer's
+                               budget; only then does any bucket travel (each send waits on its reducer's check)
+    reducer r (its device)     bucket r of every task concatenated, grouped by key (``_grouping``: a stable sort),
+                               → ``fn(keys, ragged values)`` → fetched (sorted by key on the client) or kept resident
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from ._combine import GroupForm
+from ._device import Device
+from ._errors import JobError, MapFunctionError, ReducerMemoryError
+from ._grouping import SORTABLE, grouped, nbytes
+from ._keyed_map import ByKey, MapSide, Part, map_shards, mismatch, split
+from ._keyed_plan import KeyedPlan
+from ._keyed_result import sorted_result
+from ._keyed_sharded import Built, keep, keep_fetch
+from ._mapfn import callable_name, describe, first_line
+from ._program import Builder, Call, Program
+from ._strings import decode_keys
+
+MEMORY_SHARE = 4
+"""Without ``max_bytes``, a reducer may receive a quarter of the memory its host has available (``MemAvailable``): it
+holds the received buckets, their concatenation and the grouped copy, and ``fn``'s own tensors."""
+
+_TOO_BIG = "tfmapreduce: group partition too large"
+_ROWS = "tfmapreduce: group fn rows"
+_FOUND = r" \(reducer (\d+) on ([^)]*)\)\] \[(-?\d+)\] \[(-?\d+)\](?: \[(-?\d+)\])?"
+
+
+def _concat(parts: Sequence[Part]) -> Part:
+    if len(parts) == 1:
+        return parts[0]
+    keys = tf.concat([k for k, _ in parts], 0)
+    return keys, tf.nest.map_structure(lambda *leaves: tf.concat(leaves, 0), *[v for _, v in parts])
+
+
+def map_side(form: GroupForm) -> MapSide:
+    """Rows as they are (collected), or a recipe's precombine applied to each batch, then once to a shard's batches and to
+    a task's shards (every part is precombined already: one part stays as it is)."""
+    pre = form.precombine
+    if pre is None:
+        return MapSide(combine=lambda keys, values: (keys, values), merge=_concat, collect=True)
+    return MapSide(combine=pre, merge=lambda parts: parts[0] if len(parts) == 1 else pre(*_concat(parts)), collect=True)
+
+
+@attrs.frozen
+class GroupBuilt:
+    """What a group program's finish needs: the keyed build (dtypes, resident name) and which result leaves are ragged."""
+
+    built: Built
+    structure: Any
+    """The structure of ``fn``'s result (None leaves)."""
+    ragged: tuple[bool, ...]
+    """One per leaf of ``fn``'s result: whether it is a RaggedTensor (fetched as flat values and row splits)."""
+
+
+@attrs.define(eq=False, repr=False)
+class Grouped(ByKey):
+    """A group job as the run driver sees it (see ``_engine.Kind``): ``fn`` over every value of each key, on the reducers."""
+
+    @property
+    def form(self) -> GroupForm:
+        form = self.combiner.per_group
+        assert form is not None  # a Grouped job is made only for a per_group reducer
+        return form
+
+    @property
+    def identity(self) -> Hashable:
+        return (self.map_fn, self.combiner, "groups")
+
+    def build(self, builder: Builder, plan: KeyedPlan, call: Call) -> Program:
+        """Map per shard (in batches), bucket per task, check each reducer's budget, group and call ``fn`` per reducer."""
+        form = self.form
+        side = map_side(form)
+        mapped = map_shards(self.map_fn, side, builder, plan, call)
+        first = mapped.first
+        if form.sort_values:
+            self._check_sortable(first)
+        reducers = plan.reducers
+        buckets: list[list[Part]] = []
+        counts: list[list[tuple[tf.Tensor, tf.Tensor]]] = []
+        for task, parts in mapped.per_task.items():
+            with tf.device(mapped.device[task]), tf.name_scope("bucket_task"):
+                keys, values = side.merge(parts)
+                buckets.append(split(keys, values, len(reducers)))
+                counts.append([(tf.size(k, tf.int64), nbytes(k, v)) for k, v in buckets[-1]])
+        outputs: list[Part] = []
+        shape: Any = None
+        ragged: tuple[bool, ...] = ()
+        for r, device in enumerate(reducers):
+            start = self._check_budget(r, device, [c[r] for c in counts])
+            sent = []
+            for task, task_buckets in zip(mapped.per_task, buckets, strict=True):
+                with tf.device(mapped.device[task]), tf.name_scope(f"send{r}"):  # the rows leave once the budget holds
+                    keys, values = task_buckets[r]
+                    sent.append((keys[start:], tf.nest.map_structure(lambda t, at=start: t[at:], values)))
+            with tf.device(device), tf.name_scope(f"reducer{r}"):
+                keys, values = grouped(*_concat(sent), sort_values=form.sort_values)
+                result, shape, ragged = self._call(r, device, keys, values)
+                outputs.append((tf.identity(keys), result))
+        leaves = [leaf[0] if is_ragged else leaf for leaf, is_ragged in zip(outputs[0][1], ragged, strict=True)]
+        value_specs = tf.nest.pack_sequence_as(shape, [tf.TensorSpec(t.shape[1:], t.dtype) for t in leaves])
+        built = Built(first[1][0].dtype, value_specs, f"tfmapreduce_{secrets.token_hex(8)}" if call.resident else None)
+        info = GroupBuilt(built, shape, ragged)
+        if built.name is None:
+            return builder.program(outputs, plan.tasks, info)
+        if any(ragged):
+            raise TypeError(
+                f"resident=True keeps one dense row per key, but the per_group fn {callable_name(form.fn)} returns a RaggedTensor "
+                "(rows of varying length); fetch the result (resident=False), or return a padded dense tensor and the row lengths"
+            )
+        return builder.program(keep_fetch(built.name, reducers, outputs), plan.tasks, info)
+
+    def _check_sortable(self, first: tuple[Any, Part]) -> None:
+        for leaf in tf.nest.flatten(first[1][1]):
+            if leaf.dtype not in SORTABLE or (leaf.shape.rank > 1 and not leaf.shape[1:].is_fully_defined()):
+                raise MapFunctionError(
+                    f"sort_values=True sorts each key's values, but map_fn {callable_name(self.map_fn)} emits values "
+                    f"{describe(first[1][1])}: {leaf.dtype.name}{leaf.shape} cannot be sorted in the graph (sortable: integer and "
+                    "float dtypes of a known row shape; TensorFlow has no string sort). Map them to sortable codes, or pass "
+                    "sort_values=False and order them inside fn"
+                )
+
+    def _check_budget(self, r: int, device: str, counts: list[tuple[tf.Tensor, tf.Tensor]]) -> tf.Tensor:
+        """On reducer ``r``'s task CPU: its partition's rows and bytes summed, checked against its budget; 0 once it holds.
+
+        Each bucket is sent sliced from that 0 (a data dependency no graph rewrite removes): no row travels before the check.
+        """
+        cpu = f"{Device.parse(device).task}/device:CPU:0"
+        with tf.device(cpu), tf.name_scope(f"budget{r}"):
+            rows = tf.add_n([c for c, _ in counts])
+            size = tf.add_n([b for _, b in counts])
+            limit = self.form.max_bytes
+            budget = tf.constant(limit, tf.int64) if limit is not None else _available() // MEMORY_SHARE
+            message = tf.constant(f"{_TOO_BIG} (reducer {r} on {device})")
+            check = tf.raw_ops.Assert(condition=size <= budget, data=[message, rows, size, budget], summarize=3)
+            with tf.control_dependencies([check]):
+                return tf.cast(size > budget, tf.int32)
+
+    def _call(self, r: int, device: str, keys: tf.Tensor, values: Any) -> tuple[list[Any], Any, tuple[bool, ...]]:
+        """``fn`` on reducer ``r``'s groups: its result's leaves (ragged ones as (flat values, row splits)), each checked for
+        one row per key; the result's structure (None leaves); which leaves are ragged."""
+        name = callable_name(self.form.fn)
+        try:
+            output = self.form.fn(keys, values)
+        except Exception as e:
+            raise MapFunctionError(
+                f"the per_group fn {name} raised {type(e).__name__} while traced on reducer {r} ({device}): {first_line(e)}. "
+                "fn is traced once in a graph: build it from TensorFlow ops on its tensors (no .numpy(), no Python if/for on "
+                "tensor values); values is a tf.RaggedTensor with one row per key"
+            ) from e
+        leaves, ragged, checks = [], [], []
+        n = tf.size(keys)
+        for leaf in tf.nest.flatten(output):
+            if not isinstance(leaf, tf.RaggedTensor):
+                try:
+                    leaf = tf.convert_to_tensor(leaf)
+                except (TypeError, ValueError) as e:
+                    raise MapFunctionError(
+                        f"the per_group fn {name} must return a tensor, a tf.RaggedTensor or a structure of them with one row per key; "
+                        f"on reducer {r} it returned {output!r} ({e})"
+                    ) from None
+                if leaf.shape.rank == 0:
+                    raise MapFunctionError(
+                        f"the per_group fn {name} returned a scalar ({leaf.dtype.name}) on reducer {r}; it must return one row per key "
+                        "(leading dimension = len(keys)), e.g. tf.reduce_max(values, axis=1)"
+                    )
+            elif leaf.ragged_rank != 1:
+                raise MapFunctionError(
+                    f"the per_group fn {name} returned a RaggedTensor of ragged_rank {leaf.ragged_rank} on reducer {r}; "
+                    "return one ragged dimension (a row of varying length per key), e.g. values.merge_dims(1, 2)"
+                )
+            rows = leaf.nrows(out_type=tf.int32) if isinstance(leaf, tf.RaggedTensor) else tf.shape(leaf)[0]
+            checks.append(tf.debugging.Assert(tf.equal(rows, n), [f"{_ROWS} (reducer {r} on {device})", rows, n]))
+            ragged.append(isinstance(leaf, tf.RaggedTensor))
+            leaves.append(leaf)
+        with tf.control_dependencies(checks):
+            fetched = [
+                (tf.identity(x.flat_values), tf.identity(x.row_splits)) if isinstance(x, tf.RaggedTensor) else tf.identity(x)
+                for x in leaves
+            ]
+        return fetched, tf.nest.map_structure(lambda _: None, output), tuple(ragged)
+
+    def finish(self, value: Any, program: Program | None, plan: KeyedPlan, call: Call) -> Any:
+        """A :class:`KeyedResult` (one numpy array per key for a ragged result), or a ``KeyedSharded`` for a resident run."""
+        assert program is not None
+        info: GroupBuilt = program.info
+        decode = bool(call.note) and info.built.key_dtype == tf.string
+        if call.resident:
+            return keep(call.cluster, plan, [int(n) for n in value], info.built, decode)
+        unicode = bool(call.note)  # string values come back as str where the job's string input was unicode
+        leaves = []
+        for j, is_ragged in enumerate(info.ragged):
+            parts = [v[j] for _, v in value]
+            if is_ragged:
+                flat = _text(np.concatenate([f for f, _ in parts]), unicode)
+                leaves.append(_rows(flat, np.concatenate([np.diff(s) for _, s in parts])))
+            else:
+                leaves.append(_text(np.concatenate(parts), unicode))
+        keys = np.concatenate([np.asarray(k) for k, _ in value])
+        return sorted_result(keys, tf.nest.pack_sequence_as(info.structure, leaves), decode=decode)
+
+    def failure(self, error: JobError) -> Exception | None:
+        found = mismatch(self.map_fn, error)
+        if found is not None:
+            return found
+        text = f"{error}\n{error.details}"
+        big = re.search(re.escape(_TOO_BIG) + _FOUND, text)
+        if big is not None:
+            r, device, rows, size, budget = big.groups()
+            limit = (
+                f"max_bytes={self.form.max_bytes}"
+                if self.form.max_bytes is not None
+                else "a quarter of its host's available memory"
+            )
+            return ReducerMemoryError(
+                f"reducer {r} ({device}) would receive {int(rows):,} values ({int(size):,} bytes of keys and values), more than "
+                f"its budget of {int(budget):,} bytes ({limit}); nothing was sent. Spread the keys over more reducers "
+                "(reducers=N, up to the cluster's devices), use a combiner recipe (sum/mean/min/max/variance_by_key) whose "
+                "partials are one row per key, or, if its host has the memory, raise per_group(..., max_bytes=); one hot key "
+                "stays on one reducer however many there are"
+            )
+        rows = re.search(re.escape(_ROWS) + _FOUND, text)
+        if rows is not None:
+            r, device, got, want = rows.groups()[:4]
+            return MapFunctionError(
+                f"the per_group fn {callable_name(self.form.fn)} returned {got} rows on reducer {r} ({device}), which has {want} keys; "
+                "fn must return one row per key (e.g. reduce the ragged values over axis=1, or return a RaggedTensor of one row per key)"
+            )
+        return None
+
+
+def _text(leaf: np.ndarray, unicode: bool) -> np.ndarray:
+    """A fetched leaf; strings (bytes from TensorFlow) as ``str`` where the input was unicode (see ``decode_keys``)."""
+    if leaf.dtype != object:
+        return leaf
+    return decode_keys(leaf.ravel().tolist(), unicode).reshape(leaf.shape)
+
+
+def _rows(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A ragged leaf from its flat values and row lengths: an object array of one numpy array per row."""
+    splits = np.concatenate([[0], np.cumsum(lengths)])
+    rows = np.empty(len(lengths), dtype=object)
+    for i in range(len(rows)):
+        rows[i] = flat[splits[i] : splits[i + 1]]
+    return rows
+
+
+def _available() -> tf.Tensor:
+    """The bytes of memory available on the current device's host (``MemAvailable`` of ``/proc/meminfo``), int64."""
+    text = tf.io.read_file("/proc/meminfo")
+    kb = tf.strings.regex_replace(text, r"(?s)^.*MemAvailable:\s*([0-9]+) kB.*$", r"\1")
+    return tf.strings.to_number(kb, tf.int64) * 1024
