@@ -15,7 +15,7 @@ from ._errors import ShardLostError
 from ._keyed_plan import KeyedPlan
 from ._keyed_result import KeyedResult, sorted_result
 from ._plan import Plan, Shard, make_plan
-from ._resident import Sharded
+from ._resident import Sharded, assign_shard
 
 
 def _not_rebuildable(shard: Shard) -> tf.Tensor:
@@ -42,16 +42,11 @@ def keep_fetch(name: str, reducers: Sequence[str], outputs: Sequence[tuple[tf.Te
     fetch = []
     for r, (device, (keys, values)) in enumerate(zip(reducers, outputs, strict=True)):
         with tf.device(device), tf.name_scope(f"keep{r}"):
-            ops = [_assign(f"{name}_keys", r, keys)]
-            ops += [_assign(f"{name}_v{j}", r, leaf) for j, leaf in enumerate(tf.nest.flatten(values))]
+            ops = [assign_shard(f"{name}_keys", r, keys)]
+            ops += [assign_shard(f"{name}_v{j}", r, leaf) for j, leaf in enumerate(tf.nest.flatten(values))]
             with tf.control_dependencies(ops):
                 fetch.append(tf.size(keys))
     return fetch
-
-
-def _assign(container: str, r: int, value: tf.Tensor) -> tf.Operation:
-    handle = tf.raw_ops.VarHandleOp(dtype=value.dtype, shape=tf.TensorShape(None), container=container, shared_name=f"shard{r}")
-    return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
 
 
 def keep(cluster: Cluster, kplan: KeyedPlan, counts: list[int], built: Built, decode: bool) -> KeyedSharded:

@@ -32,7 +32,7 @@ from ._mapfn import call_map, callable_name, describe, where
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
-from ._resident import Sharded, assign_shard
+from ._resident import Sharded, assign_shard, destroy_shard
 from ._source import Sources, Streamed, streamed
 
 NO_SPECULATION = (
@@ -309,13 +309,7 @@ def discard(built: Built, timeout: float) -> None:
         for shard in live:
             with tf.device(shard.device):
                 for j, spec in enumerate(tf.nest.flatten(built.specs)):
-                    handle = tf.raw_ops.VarHandleOp(
-                        dtype=spec.dtype,
-                        shape=tf.TensorShape(None),
-                        container=f"{built.name}_o{j}",
-                        shared_name=f"shard{shard.index}",
-                    )
-                    ops.append(tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True))
+                    ops.append(destroy_shard(f"{built.name}_o{j}", shard.index, spec.dtype))
     try:
         cluster.run(graph, ops, {}, tasks=sorted({s.task for s in live}), timeout=timeout)
     except TfMapReduceError:

@@ -196,10 +196,7 @@ class Sharded(Input):
 
     def _destroy(self, shard: Shard) -> tf.Operation:
         with tf.device(shard.device):
-            handle = tf.raw_ops.VarHandleOp(
-                dtype=tf.as_dtype(self.dtype), shape=tf.TensorShape(None), container=self.name, shared_name=f"shard{shard.index}"
-            )
-            return tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
+            return destroy_shard(self.name, shard.index, tf.as_dtype(self.dtype))
 
     def _run(self, graph: tf.Graph, fetches: Any, feed: dict[Any, Any], timeout: float | None) -> Any:
         self.cluster.check_open()
@@ -222,6 +219,12 @@ def assign_shard(container: str, index: int, value: tf.Tensor) -> tf.Operation:
         dtype=value.dtype, shape=tf.TensorShape(None), container=container, shared_name=f"shard{index}"
     )
     return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
+
+
+def destroy_shard(container: str, index: int, dtype: tf.DType) -> tf.Operation:
+    """In a graph, inside the shard's device scope: free shard ``index`` of ``container`` (nothing if it is not there)."""
+    handle = tf.raw_ops.VarHandleOp(dtype=dtype, shape=tf.TensorShape(None), container=container, shared_name=f"shard{index}")
+    return tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
 
 
 STORE_BYTES = 2**30

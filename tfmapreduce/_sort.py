@@ -40,7 +40,7 @@ from ._native import kernels
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
-from ._resident import Sharded, assign_shard
+from ._resident import Sharded, assign_shard, destroy_shard
 from ._source import Sources, streamed
 from ._task import Task
 
@@ -297,13 +297,7 @@ def discard(cluster: Cluster, name: str, srcs: Sources, ranges: Sequence[tuple[i
         for r, device in live:
             with tf.device(device):
                 for j, src in enumerate(srcs):
-                    handle = tf.raw_ops.VarHandleOp(
-                        dtype=tf.as_dtype(src.dtype),
-                        shape=tf.TensorShape(None),
-                        container=f"{name}_s{j}",
-                        shared_name=f"shard{r}",
-                    )
-                    ops.append(tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True))
+                    ops.append(destroy_shard(f"{name}_s{j}", r, tf.as_dtype(src.dtype)))
     try:
         cluster.run(graph, ops, {}, tasks=sorted({Device.parse(d).task for _, d in live}), timeout=timeout)
     except TfMapReduceError:
