@@ -128,3 +128,15 @@ def device_lists(devices: Sequence[str], *, max_size: int = 5) -> st.SearchStrat
 def placements(devices: Sequence[str]) -> st.SearchStrategy[list[str] | None]:
     """``devices=``: None (round-robin over the cluster) or an explicit list over ``devices``."""
     return st.one_of(st.none(), device_lists(devices))
+
+
+def draw_keys(draw: st.DrawFn, kind: str, rows: int, *, strings: int, ints: int, small: int) -> np.ndarray:
+    """``rows`` keys of dtype ``kind`` (int32, int64, or str with unicode and ""), drawn from a pool of at most
+    ``strings`` (or ``ints``) distinct ones, integers often within ``±small``: keys repeat."""
+    if kind == "str":
+        choices = draw(st.lists(st.text(max_size=3), min_size=1, max_size=strings, unique=True))
+        return np.array([draw(st.sampled_from(choices)) for _ in range(rows)], dtype=object)
+    bound = 2**31 - 1 if kind == "int32" else 2**62
+    values = st.one_of(st.integers(-small, small), st.integers(-bound, bound))
+    choices = draw(st.lists(values, min_size=1, max_size=ints, unique=True))
+    return np.array([draw(st.sampled_from(choices)) for _ in range(rows)], dtype=np.dtype(kind))

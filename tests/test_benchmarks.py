@@ -18,9 +18,9 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
 from benchmarks import _targets, _timing  # noqa: E402 - importable only once the repository root is on the path
 
 
-def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def _bench(*args: str, timeout: float = 600, module: str = "benchmarks") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks", *args],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -228,15 +228,7 @@ def test_resident_benchmark_help_prints_help_instead_of_running() -> None:
 
 @pytest.mark.slow
 def test_groups_benchmark_quick_mode_checks_and_times_every_row() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.groups", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    proc = _bench("--quick", module="benchmarks.groups")
     assert proc.returncode == 0, proc.stderr[-6000:]
     for row in (
         "tmr.median_by_key, resident, 2-worker LocalCluster, 1e+03 keys",

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import examples, size_lists
+from strategies import draw_keys, examples, size_lists
 
 import tfmapreduce as tmr
 
@@ -36,13 +36,7 @@ def keyed(draw: st.DrawFn, *, values: str = "int", max_rows: int = 30) -> tuple[
     """(keys, values): int32, int64 or string keys (unicode and "" included) from a small pool, so keys repeat."""
     kind = draw(st.sampled_from(["int32", "int64", "str"]))
     rows = draw(st.integers(0, max_rows))
-    if kind == "str":
-        pool = draw(st.lists(st.text(max_size=3), min_size=1, max_size=5, unique=True))
-        keys = np.array([draw(st.sampled_from(pool)) for _ in range(rows)], dtype=object)
-    else:
-        bound = 2**31 - 1 if kind == "int32" else 2**62
-        pool = draw(st.lists(st.one_of(st.integers(-5, 5), st.integers(-bound, bound)), min_size=1, max_size=6, unique=True))
-        keys = np.array([draw(st.sampled_from(pool)) for _ in range(rows)], dtype=np.dtype(kind))
+    keys = draw_keys(draw, kind, rows, strings=5, ints=6, small=5)
     if values == "float":
         floats = st.floats(-1e3, 1e3, allow_subnormal=False)
         array = np.array(draw(st.lists(floats, min_size=rows, max_size=rows)), np.float64)

@@ -17,7 +17,7 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import RTOL
-from strategies import examples, size_lists
+from strategies import draw_keys, examples, size_lists
 
 import tfmapreduce as tmr
 from tfmapreduce._per_key import int_bucket
@@ -110,13 +110,7 @@ KEY_KINDS = ("int32", "int64", "str")
 def keyed_data(draw: st.DrawFn, *, value_kind: str = "float") -> tuple[np.ndarray, np.ndarray]:
     kind = draw(st.sampled_from(KEY_KINDS))
     rows = draw(st.integers(0, 40))
-    if kind == "str":
-        pool = draw(st.lists(st.text(max_size=3), min_size=1, max_size=6, unique=True))  # "" and unicode included
-        keys = np.array([draw(st.sampled_from(pool)) for _ in range(rows)], dtype=object)
-    else:
-        bound = 2**31 - 1 if kind == "int32" else 2**62
-        pool = draw(st.lists(st.one_of(st.integers(-8, 8), st.integers(-bound, bound)), min_size=1, max_size=8, unique=True))
-        keys = np.array([draw(st.sampled_from(pool)) for _ in range(rows)], dtype=np.dtype(kind))
+    keys = draw_keys(draw, kind, rows, strings=6, ints=8, small=8)
     if value_kind == "float":
         values = np.array(draw(st.lists(st.floats(-1e3, 1e3, allow_subnormal=False), min_size=rows, max_size=rows)), np.float64)
     else:
