@@ -31,6 +31,8 @@ PUBLIC = {
     "per_group", "median_by_key", "quantile_by_key", "top_k_by_key", "count_distinct_by_key", "collect_by_key", "ReducerMemoryError",
     # order
     "sort", "sort_by_key", "quantile", "percentile", "median",
+    # joins
+    "join", "plan_join", "JoinPlan", "JoinResult",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError", "OutputError",

@@ -26,7 +26,7 @@ import tensorflow as tf
 from ._combine import GroupForm
 from ._device import Device
 from ._errors import JobError, MapFunctionError, ReducerMemoryError
-from ._grouping import SORTABLE, grouped, nbytes
+from ._grouping import SORTABLE, available_memory, grouped, nbytes
 from ._keyed_map import ByKey, MapSide, Part, map_shards, mismatch, split
 from ._keyed_plan import KeyedPlan
 from ._keyed_result import sorted_result
@@ -148,7 +148,7 @@ class Grouped(ByKey):
             rows = tf.add_n([c for c, _ in counts])
             size = tf.add_n([b for _, b in counts])
             limit = self.form.max_bytes
-            budget = tf.constant(limit, tf.int64) if limit is not None else _available() // MEMORY_SHARE
+            budget = tf.constant(limit, tf.int64) if limit is not None else available_memory() // MEMORY_SHARE
             message = tf.constant(f"{_TOO_BIG} (reducer {r} on {device})")
             check = tf.raw_ops.Assert(condition=size <= budget, data=[message, rows, size, budget], summarize=3)
             with tf.control_dependencies([check]):
@@ -261,10 +261,3 @@ def _rows(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     for i in range(len(rows)):
         rows[i] = flat[splits[i] : splits[i + 1]]
     return rows
-
-
-def _available() -> tf.Tensor:
-    """The bytes of memory available on the current device's host (``MemAvailable`` of ``/proc/meminfo``), int64."""
-    text = tf.io.read_file("/proc/meminfo")
-    kb = tf.strings.regex_replace(text, r"(?s)^.*MemAvailable:\s*([0-9]+) kB.*$", r"\1")
-    return tf.strings.to_number(kb, tf.int64) * 1024
