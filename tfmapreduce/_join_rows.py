@@ -37,12 +37,12 @@ def join_index(
 def _stock_index(left: tf.Tensor, right: tf.Tensor, keep_left: bool, keep_right: bool) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """:func:`join_index` in TensorFlow ops: key ids by ``tf.unique``, each side's rows ordered by id (stable), and each
     key's block of ``left rows × right rows`` pairs (a kept side without rows of the key counts one row, -1)."""
-    n = tf.size(left, tf.int64)
-    keys, ids = tf.unique(tf.concat([left, right], 0), out_idx=tf.int64)
-    k = tf.size(keys, tf.int64)
+    n = tf.size(left)
+    keys, ids = tf.unique(tf.concat([left, right], 0))
+    k = tf.size(keys)
     left_ids, right_ids = ids[:n], ids[n:]
-    on_left = segment_sum(tf.ones_like(left_ids), left_ids, k)
-    on_right = segment_sum(tf.ones_like(right_ids), right_ids, k)
+    on_left = segment_sum(tf.ones_like(left_ids, tf.int64), left_ids, k)
+    on_right = segment_sum(tf.ones_like(right_ids, tf.int64), right_ids, k)
     one = tf.ones_like(on_left)
     rows_left = tf.maximum(on_left, one) if keep_right else on_left
     rows_right = tf.maximum(on_right, one) if keep_left else on_right
@@ -53,9 +53,10 @@ def _stock_index(left: tf.Tensor, right: tf.Tensor, keep_left: bool, keep_right:
     i, j = at // across, at % across
 
     def rows(ids: tf.Tensor, count: tf.Tensor, nth: tf.Tensor) -> tf.Tensor:
-        order = tf.concat([tf.argsort(ids, stable=True, output_type=tf.int32), [-1]], 0)
+        order = tf.concat([tf.argsort(ids, stable=True), [-1]], 0)
         valid = nth < tf.gather(count, key)
         at = tf.where(valid, tf.gather(tf.cumsum(count, exclusive=True), key) + nth, tf.size(ids, tf.int64))
+
         return tf.cast(tf.gather(order, at), tf.int64)
 
     matched = tf.gather(on_left, right_ids) > 0
