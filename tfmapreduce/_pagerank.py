@@ -108,7 +108,7 @@ def pagerank(
         sums = tf.math.segment_sum(tf.gather(weights, sources), targets)  # targets sorted: one pass
         return tf.concat([sums, tf.zeros([n - tf.shape(sums)[0]], tf.float64)], 0)
 
-    job: MapReduce = MapReduce(contributions, SUM, name="pagerank")
+    job: MapReduce[Any] = MapReduce(contributions, SUM, name="pagerank")
     rank = np.full(n, 1.0 / n)
     try:
         for _ in range(int(iters)):
