@@ -231,7 +231,7 @@ class Join:
             other = _concat([], call, self.layout, big)
             pairs = (none, unmatched) if small == 1 else (unmatched, none)
             sides = (other, table) if small == 1 else (table, other)
-            outputs.append(_rows(*sides, *pairs))
+            outputs.append(_rows(*sides, *pairs, kept=(small == 0, small == 1)))
         return outputs
 
     def _join(
@@ -263,7 +263,7 @@ class Join:
         )
         with tf.control_dependencies([check]):
             index = tuple(tf.identity(t) for t in index)
-        out = _rows(left, right, *index)
+        out = _rows(left, right, *index, kept=keep)
         return (out, build_matched) if matched_of is not None else out
 
     def finish(self, value: Any, program: Program | None, plan: JoinPlan, call: Call) -> JoinResult:
@@ -372,14 +372,24 @@ def _concat(pieces: Sequence[Any], call: Call, layout: Layout, side: int) -> tup
     return empty[0], empty[1:]
 
 
-def _rows(left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor) -> Any:
-    """The output rows of index pairs: keys, left columns, right columns, left matched, right matched (flat)."""
+def _rows(left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor, *, kept: tuple[bool, bool]) -> Any:
+    """The output rows of index pairs: keys, left columns, right columns, left matched, right matched (flat).
+
+    ``kept``: whether the left and right sides' unmatched rows are kept; a side whose rows may be missing (the other
+    side kept) fills them, the other gathers its rows as they are.
+    """
+    left_whole, right_whole = not kept[1], not kept[0]  # every row has a row of this side
     left_matched, right_matched = left_rows >= 0, right_rows >= 0
-    keys = tf.where(left_matched, take(left[0], left_rows), take(right[0], right_rows))
+    if left_whole:
+        keys = tf.gather(left[0], left_rows)
+    elif right_whole:
+        keys = tf.gather(right[0], right_rows)
+    else:
+        keys = tf.where(left_matched, take(left[0], left_rows), take(right[0], right_rows))
     return (
         tf.identity(keys),
-        *(take(c, left_rows) for c in left[1]),
-        *(take(c, right_rows) for c in right[1]),
+        *(tf.gather(c, left_rows) if left_whole else take(c, left_rows) for c in left[1]),
+        *(tf.gather(c, right_rows) if right_whole else take(c, right_rows) for c in right[1]),
         left_matched,
         right_matched,
     )
