@@ -29,6 +29,7 @@ from ._plan import Plan, Shard, make_plan
 from ._readers import Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
 from ._resident import Sharded, build_sharded, check_cluster
 from ._source import Input
+from ._strings import text_encoding
 from ._task import Task
 
 
@@ -57,6 +58,8 @@ class Files(Input):
     """Paths and globs read by any task (empty when pinned)."""
     pinned: tuple[tuple[Task, tuple[str, ...]], ...] = ()
     """``{task: [paths]}`` as pairs: each task reads only its own files."""
+    encoding: str | None = None
+    """Text and CSV: the codec string keys (and strings) of a keyed or group result are decoded with; None: kept as bytes."""
 
     def __repr__(self) -> str:
         where = ", ".join(f"{t}: {list(p)}" for t, p in self.pinned) if self.pinned else list(self.paths)
@@ -281,8 +284,15 @@ def read_raw(paths: PathsLike, /, *, dtype: Any, shape: Sequence[int] = ()) -> F
     return Files(Raw(np_dtype.str, row_shape), unpinned, pinned)
 
 
-def read_text(paths: PathsLike, /) -> Files:
+def read_text(paths: PathsLike, /, *, encoding: str = "utf-8") -> Files:
     """Text files, one string row per line (without its line ending); whole files are the input splits.
+
+    Args:
+        paths: a path, a glob, a list of them, or ``{task: [paths]}``.
+        encoding: what the keys (and strings) of a keyed or group job over the lines come back as:
+            ``str`` decoded with this codec (UTF-8 by default), or ``"bytes"`` to keep them as bytes.
+            A result with a key that does not decode keeps all its keys as bytes.  Map functions
+            always see the lines as bytes (``tf.string``).
 
     Example:
         >>> import tempfile, os
@@ -292,7 +302,7 @@ def read_text(paths: PathsLike, /) -> Files:
         3
     """
     unpinned, pinned = paths_of(paths, "read_text")
-    return Files(Text(), unpinned, pinned)
+    return Files(Text(), unpinned, pinned, text_encoding(encoding, "read_text"))
 
 
 def read_csv(
