@@ -160,6 +160,10 @@ class Streamed(Source, Protocol):
         """
         ...
 
+    def empty_batch(self) -> tuple[tf.Tensor, ...]:
+        """Inside the job's graph: a batch of no rows, as the batches are (one tensor, or a table's columns)."""
+        ...
+
 
 def streamed(srcs: Sequence[Source]) -> Streamed | None:
     """The one streamed source of a job's inputs, or None when nothing streams.
