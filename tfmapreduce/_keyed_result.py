@@ -84,6 +84,38 @@ class KeyedResult:
             return dict(zip(self.keys.tolist(), leaves[0].tolist(), strict=True))
         return dict(iter(self))
 
+    def to_pandas(self) -> Any:
+        """The result as a ``pandas.DataFrame``: one row per key (the index, named ``key``), one column per value leaf.
+
+        A scalar value per key gives the column ``value``; 2-D values one column per value column
+        (``value_0``, ``value_1``, ...); a combiner's structure of leaves one column per leaf (``value_0``, ...);
+        a group result's ragged rows one column of numpy arrays.  Needs pandas (``pip install pandas``).
+
+        Example:
+            >>> frame = tmr.sum_by_key(np.array(["a", "b", "a"]), np.array([1, 2, 3]), cluster=cluster).to_pandas()
+            >>> frame.index.name, frame["value"].to_dict()
+            ('key', {'a': 4, 'b': 2})
+        """
+        try:
+            import pandas as pd  # type: ignore[import-untyped]  # optional; no stubs installed
+        except ImportError:
+            raise ImportError(
+                "KeyedResult.to_pandas() needs pandas, which is not installed: pip install pandas "
+                "(or use result.to_dict(), or result.keys and result.values as numpy arrays)"
+            ) from None
+        leaves = _leaves(self.values)
+        columns: dict[str, Any] = {}
+        for j, leaf in enumerate(leaves):
+            name = "value" if len(leaves) == 1 else f"value_{j}"
+            if leaf.ndim == 2 and leaf.dtype != object:
+                for c in range(leaf.shape[1]):
+                    columns[f"{name}_{c}" if leaf.shape[1] > 1 else name] = leaf[:, c]
+            elif leaf.ndim <= 1:
+                columns[name] = leaf
+            else:
+                columns[name] = list(leaf)  # rows of more dimensions: one array per key
+        return pd.DataFrame(columns, index=pd.Index(self.keys, name="key"))
+
     def __repr__(self) -> str:
         head = ", ".join(
             f"{k!r}: {v!r}"
