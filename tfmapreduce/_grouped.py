@@ -33,7 +33,7 @@ from ._keyed_result import sorted_result
 from ._keyed_sharded import Built, keep, keep_fetch
 from ._mapfn import callable_name, describe, first_line
 from ._program import Builder, Call, Program
-from ._strings import decode_keys
+from ._strings import Encoding, decode_keys
 
 MEMORY_SHARE = 4
 """Without ``max_bytes``, a reducer may receive a quarter of the memory its host has available (``MemAvailable``): it
@@ -202,10 +202,10 @@ class Grouped(ByKey):
         """A :class:`KeyedResult` (one numpy array per key for a ragged result), or a ``KeyedSharded`` for a resident run."""
         assert program is not None
         info: GroupBuilt = program.info
-        decode = bool(call.note) and info.built.key_dtype == tf.string
+        decode = call.note if info.built.key_dtype == tf.string else None
         if call.resident:
             return keep(call.cluster, plan, [int(n) for n in value], info.built, decode)
-        unicode = bool(call.note)  # string values come back as str where the job's string input was unicode
+        unicode = call.note  # string values come back as str where the job's string input was text (its encoding)
         leaves = []
         for j, is_ragged in enumerate(info.ragged):
             parts = [v[j] for _, v in value]
@@ -247,7 +247,7 @@ class Grouped(ByKey):
         return None
 
 
-def _text(leaf: np.ndarray, unicode: bool) -> np.ndarray:
+def _text(leaf: np.ndarray, unicode: Encoding) -> np.ndarray:
     """A fetched leaf; strings (bytes from TensorFlow) as ``str`` where the input was unicode (see ``decode_keys``)."""
     if leaf.dtype != object:
         return leaf
