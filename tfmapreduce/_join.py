@@ -42,7 +42,7 @@ from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, scatter
 from ._sides import Side, stacked
 from ._source import Input, Sources, streamed
-from ._strings import decode_keys
+from ._strings import Encoding, decode_keys
 
 HOWS = ("inner", "left", "right", "outer")
 STRATEGIES = ("auto", "hash", "broadcast")
@@ -62,8 +62,8 @@ class Layout:
 
     columns: tuple[int, int]
     tuples: tuple[bool, bool]
-    unicode: tuple[bool, bool]
-    """Per side: whether its keys or string values were ``str`` (returned as ``str``)."""
+    unicode: tuple[Encoding, Encoding]
+    """Per side: how its string keys and values decode (see ``decode_keys``): ``str`` where they were given as ``str``."""
 
     def of(self, side: int, cols: Sequence[Any]) -> tuple[Any, list[Any]]:
         """Side ``side``'s (keys, value columns) among the stacked columns ``cols``."""
@@ -395,13 +395,13 @@ def _rows(left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor, *,
     )
 
 
-def _text(leaf: np.ndarray, unicode: bool) -> np.ndarray:
+def _text(leaf: np.ndarray, unicode: Encoding) -> np.ndarray:
     if leaf.dtype != object:
         return leaf
     return decode_keys(leaf.ravel().tolist(), unicode).reshape(leaf.shape)
 
 
-def _side(x: Any, argument: str) -> tuple[Sources, int, bool, bool, KeyedSharded | None]:
+def _side(x: Any, argument: str) -> tuple[Sources, int, bool, Encoding, KeyedSharded | None]:
     """A side as (its keys and value columns as sources, columns, values a tuple, unicode, the KeyedSharded given)."""
     keyed = None
     if isinstance(x, KeyedSharded):
