@@ -32,7 +32,7 @@ PUBLIC = {
     # order
     "sort", "sort_by_key", "quantile", "percentile", "median",
     # joins
-    "join", "plan_join", "JoinPlan", "JoinResult",
+    "join", "plan_join", "JoinPlan", "JoinResult", "JoinSharded",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError", "OutputError",

@@ -190,3 +190,19 @@ def test_the_plan_says_what_moves(cluster: tmr.LocalCluster) -> None:
     hashed = tmr.plan_join(big, small, cluster=cluster, strategy="hash", reducers=3)
     assert len(hashed.reducers) == 3
     assert "shuffled by key hash to 3 reducer(s)" in str(hashed)
+
+
+def test_a_resident_join_stays_where_it_was_made_and_later_jobs_read_it(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(11)
+    left = (rng.integers(0, 40, 300), (rng.random(300), rng.integers(0, 5, 300)))
+    right = (rng.integers(20, 60, 100), rng.random(100))
+    for strategy in ("hash", "broadcast"):
+        with tmr.join(left, right, how="outer", strategy=strategy, cluster=cluster, resident=True) as kept:
+            result = kept.gather()
+            check(result, left, right, "outer")
+            assert len(kept) == len(result)
+            assert int(tmr.max(kept.keys)) == result.keys.max()
+            sums = tmr.sum_by_key(kept.keys, kept.left[1])
+            expected = pd.Series(result.left[1]).groupby(result.keys).sum()
+            np.testing.assert_array_equal(sums.keys, expected.index)
+            np.testing.assert_array_equal(sums.values, expected.to_numpy())

@@ -17,6 +17,7 @@ any output row, checks the rows it would make against its memory budget.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ import tensorflow as tf
 
 from . import _engine
 from ._device import Device
-from ._errors import InputError, JobError, ReducerMemoryError
+from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
 from ._grouping import available_memory
 from ._join_result import JoinResult
 from ._join_rows import join_index, take
@@ -37,9 +38,9 @@ from ._keyed_plan import resolve_reducers
 from ._keyed_sharded import KeyedSharded
 from ._native import kernels
 from ._options import RunOptions
-from ._plan import Plan
+from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
-from ._resident import Sharded, scatter
+from ._resident import Sharded, assign_shard, scatter
 from ._sides import Side, stacked
 from ._source import Input, Sources, streamed
 from ._strings import Encoding, decode_keys
@@ -170,14 +171,24 @@ class Join:
         return JoinPlan(shards, self.how, strategy, reducers, sizes, small)
 
     def variant(self, plan: JoinPlan, call: Call) -> Hashable | None:
-        return ()
+        return None if call.resident else ()  # a resident result's variables are named in its graph
 
     def build(self, builder: Builder, plan: JoinPlan, call: Call) -> Program:
         native = kernels() if available(call.cluster, call.settings.seconds()) else None
         pieces = _pieces(builder, plan, call, self.layout)
         joined = self._broadcast if plan.strategy == "broadcast" else self._by_reducer
         outputs = joined(pieces, plan, call, native)
-        return builder.program(outputs, plan.tasks)
+        if not call.resident:
+            return builder.program(outputs, plan.tasks)
+        name = f"tfmapreduce_{secrets.token_hex(8)}"
+        counts = []
+        for p, (device, columns) in enumerate(zip(_part_devices(plan), outputs, strict=True)):
+            with tf.device(device), tf.name_scope(f"keep{p}"):
+                stored = [assign_shard(f"{name}_c{j}", p, column) for j, column in enumerate(columns)]
+                with tf.control_dependencies(stored):
+                    counts.append(tf.size(columns[0], tf.int64))
+        dtypes = tuple((c.dtype, tuple(c.shape[1:].as_list())) for c in outputs[0])
+        return builder.program(counts, plan.tasks, (name, dtypes))
 
     def _by_reducer(self, pieces: dict[int, list[Any]], plan: JoinPlan, call: Call, native: Any) -> list[Any]:
         """Hash: each piece split by key hash, reducer r joining bucket r of both sides; co-partitioned: shard r of each."""
@@ -266,27 +277,42 @@ class Join:
         out = _rows(left, right, *index, kept=keep)
         return (out, build_matched) if matched_of is not None else out
 
-    def finish(self, value: Any, program: Program | None, plan: JoinPlan, call: Call) -> JoinResult:
-        layout = self.layout
+    def finish(self, value: Any, program: Program | None, plan: JoinPlan, call: Call) -> Any:
+        """A :class:`JoinResult`, or for a resident run a :class:`JoinSharded` (part p of every column on device p)."""
+        devices = _part_devices(plan)
+        if call.resident:
+            assert program is not None
+            name, dtypes = program.info
+            counts = [int(n) for n in value]
+            available = [Device.parse(d) for d in call.cluster.devices]
+            where = make_plan(sum(counts), counts, devices, available)
+            columns = [
+                Sharded(
+                    call.cluster,
+                    where,
+                    np.dtype(object) if t == tf.string else np.dtype(t.as_numpy_dtype),
+                    (where.rows, *shape),
+                    f"{name}_c{j}",
+                    (_lost,) * len(counts),
+                )
+                for j, (t, shape) in enumerate(dtypes)
+            ]
+            return JoinSharded(*self._sides(columns), plan.strategy, self.layout.unicode)
         parts = [tuple(np.asarray(x) for x in tf.nest.flatten(p)) for p in value]
-        n = [len(p[0]) for p in parts]
-        columns = list(zip(*parts, strict=True)) if parts else []
-        cat = [np.concatenate(c) for c in columns]
-        keys, rest = cat[0], cat[1:]
-        unicode_keys = layout.unicode[0] or layout.unicode[1]
-        if keys.dtype == object:
-            keys = decode_keys(keys.tolist(), unicode_keys)
-        sides = []
-        at = 0
+        fetched = [np.concatenate(c) for c in zip(*parts, strict=True)]
+        rows = tuple(zip(devices, (len(p[0]) for p in parts), strict=True))
+        return _decoded(*self._sides(fetched), plan.strategy, rows, self.layout.unicode)
+
+    def _sides(self, columns: Sequence[Any]) -> tuple[Any, Any, Any, Any, Any]:
+        """The flat output columns as (keys, left values, right values, left matched, right matched), each side's
+        values one column or a tuple of them (as given)."""
+        layout = self.layout
+        sides, at = [], 1
         for side in (0, 1):
-            leaves = [_text(leaf, layout.unicode[side]) for leaf in rest[at : at + layout.columns[side]]]
+            leaves = list(columns[at : at + layout.columns[side]])
             at += layout.columns[side]
             sides.append(tuple(leaves) if layout.tuples[side] else leaves[0] if leaves else None)
-        left_matched, right_matched = rest[at], rest[at + 1]
-        devices = [*plan.reducers, plan.reducers[0]] if plan.strategy == "broadcast" else list(plan.reducers)
-        return JoinResult(
-            keys, sides[0], sides[1], left_matched, right_matched, plan.strategy, tuple(zip(devices, n, strict=True))
-        )
+        return columns[0], sides[0], sides[1], columns[at], columns[at + 1]
 
     def failure(self, error: JobError) -> Exception | None:
         text = f"{error}\n{error.details}"
@@ -301,6 +327,71 @@ class Join:
             "(reducers=N), pre-aggregate a side (e.g. tmr.sum_by_key) so each key has fewer rows, or, if the host has the "
             "memory, raise max_bytes=; one key's rows always meet on one device"
         )
+
+
+def _part_devices(plan: JoinPlan) -> list[str]:
+    """The device of each output part: one per reducer, and for a broadcast join the small side's unmatched rows on the first."""
+    return [*plan.reducers, plan.reducers[0]] if plan.strategy == "broadcast" else list(plan.reducers)
+
+
+def _lost(shard: Shard) -> tf.Tensor:
+    raise ShardLostError(
+        f"part {shard.index} of a resident join result is lost with its worker and cannot be rebuilt; join again",
+        shards=(shard.index,),
+    )
+
+
+@attrs.define(eq=False)
+class JoinSharded:
+    """A join's rows kept where they were made (``tmr.join(..., resident=True)``): co-partitioned ``Sharded`` columns.
+
+    ``keys``, each side's values (one ``Sharded``, or a tuple as given) and the two masks share one plan (part
+    *p* on the device that made it), so later jobs read them in place:
+    ``tmr.sum_by_key(r.keys, r.left)`` ships nothing.
+
+    Example:
+        >>> left, right = (np.array([1, 2, 2]), np.array([1.0, 2.0, 3.0])), (np.array([2, 5]), np.array([10, 50]))
+        >>> with tmr.join(left, right, cluster=cluster, resident=True) as r:
+        ...     float(tmr.sum(r.left)), len(r), sorted(r.gather().right.tolist())
+        (5.0, 2, [10, 10])
+    """
+
+    keys: Sharded
+    left: Any
+    right: Any
+    left_matched: Sharded
+    right_matched: Sharded
+    strategy: str
+    encoding: tuple[Encoding, Encoding]
+
+    def __len__(self) -> int:
+        return self.keys.plan.rows
+
+    def __repr__(self) -> str:
+        return f"JoinSharded({len(self)} rows on {len(self.keys.plan.shards)} parts, {self.strategy})"
+
+    def _each(self, fn: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """``fn`` of each column, in the structure of (keys, left, right, left matched, right matched)."""
+
+        def side(values: Any) -> Any:
+            return tuple(fn(c) for c in values) if isinstance(values, tuple) else fn(values)
+
+        return fn(self.keys), side(self.left), side(self.right), fn(self.left_matched), fn(self.right_matched)
+
+    def gather(self, *, timeout: float | None = None) -> JoinResult:
+        """The rows, fetched from the workers."""
+        rows = tuple((s.device, s.rows) for s in self.keys.plan.shards)
+        return _decoded(*self._each(lambda c: c.gather(timeout=timeout)), self.strategy, rows, self.encoding)
+
+    def delete(self, *, timeout: float | None = None) -> None:
+        """Free the rows' memory on the workers.  Safe to call twice."""
+        self._each(lambda c: c.delete(timeout=timeout))
+
+    def __enter__(self) -> JoinSharded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
 
 
 def _first_device(plan: JoinPlan, index: int) -> str:
@@ -393,6 +484,25 @@ def _rows(left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor, *,
         left_matched,
         right_matched,
     )
+
+
+def _decoded(
+    keys: np.ndarray,
+    left: Any,
+    right: Any,
+    left_matched: np.ndarray,
+    right_matched: np.ndarray,
+    strategy: str,
+    rows: tuple[tuple[str, int], ...],
+    encoding: tuple[Encoding, Encoding],
+) -> JoinResult:
+    """A :class:`JoinResult` of fetched columns, string keys and values decoded as each side was given."""
+    if keys.dtype == object:
+        keys = decode_keys(keys.tolist(), encoding[0] or encoding[1])
+    left, right = (
+        tf.nest.map_structure(lambda leaf, e=e: _text(leaf, e), side) for side, e in ((left, encoding[0]), (right, encoding[1]))
+    )
+    return JoinResult(keys, left, right, left_matched, right_matched, strategy, rows)
 
 
 def _text(leaf: np.ndarray, unicode: Encoding) -> np.ndarray:
@@ -518,12 +628,14 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
         right: the same, with keys of the same dtype.
         how: ``"inner"``, ``"left"``, ``"right"`` or ``"outer"``.
         strategy: ``"auto"``, ``"hash"`` or ``"broadcast"``.
-        **options: ``max_bytes`` (each device's output budget), and the run options ``cluster``, ``sizes`` (over
+        **options: ``resident=True`` (keep the rows where they are made: a :class:`JoinSharded`), ``max_bytes``
+            (each device's output budget), and the run options ``cluster``, ``sizes`` (over
             the left rows, then the right), ``devices``, ``reducers``, ``timeout``, ``retries``, ``transfer``,
             ``return_stats``: see :class:`RunOptions`.
 
     Returns:
-        A :class:`JoinResult` (with ``return_stats=True``: ``(result, RunStats)``).
+        A :class:`JoinResult`, or with ``resident=True`` a :class:`JoinSharded` (with ``return_stats=True``:
+        ``(result, RunStats)``).
 
     Raises:
         TypeError: a side is not keyed data, keys of another dtype (or of different dtypes on the two sides), or files.
@@ -538,9 +650,11 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
         >>> sorted(zip(r.keys.tolist(), r.left.tolist(), r.right.tolist()))
         [(1, 1.5, 'ann'), (1, 9.5, 'ann'), (2, 3.0, 'bob')]
     """
-    kind, srcs, settings, scattered = _prepare(left, right, how, strategy, dict(options))
+    given = dict(options)
+    resident = bool(given.pop("resident", False))
+    kind, srcs, settings, scattered = _prepare(left, right, how, strategy, given)
     try:
-        return _engine.run(kind, srcs, settings)
+        return _engine.run(kind, srcs, settings, resident=resident)
     finally:
         for array in scattered:
             array.delete()
