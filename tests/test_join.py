@@ -206,3 +206,23 @@ def test_a_resident_join_stays_where_it_was_made_and_later_jobs_read_it(cluster:
             expected = pd.Series(result.left[1]).groupby(result.keys).sum()
             np.testing.assert_array_equal(sums.keys, expected.index)
             np.testing.assert_array_equal(sums.values, expected.to_numpy())
+
+
+def test_large_results_come_back_through_shared_memory_as_through_grpc(cluster: tmr.LocalCluster) -> None:
+    """A part of ≥ 1 MiB is written into a file the client maps (same host); the rows equal those fetched by gRPC."""
+    from tfmapreduce import _program
+
+    rng = np.random.default_rng(12)
+    left, right = (rng.integers(0, 1000, 300_000), rng.random(300_000)), (np.arange(1000), rng.integers(0, 9, 1000))
+    read: list[np.ndarray] = []
+    with pytest.MonkeyPatch.context() as patch:
+        original = _program.read_returned
+        patch.setattr(_program, "read_returned", lambda *a: read.append(original(*a)) or read[-1])
+        mapped = tmr.join(left, right, cluster=cluster, strategy="hash")
+        returned = len(read)
+        fed = tmr.join(left, right, cluster=cluster, strategy="hash", transfer="feed")
+    assert returned >= 3  # the keys and both sides' values of every part of ≥ 1 MiB
+    assert len(read) == returned  # transfer="feed": through gRPC
+    for a, b in ((mapped.keys, fed.keys), (mapped.left, fed.left), (mapped.right, fed.right)):
+        np.testing.assert_array_equal(np.sort(a), np.sort(b))
+    assert mapped.left.flags.writeable

@@ -156,7 +156,8 @@ def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (),
                 return _execute(kind, program, shards, call, current), program, planned, True, ()
             finally:
                 call.cluster.forget(program.graph)
-        key = (kind.identity, planned, *_signature(call, shards), timed, variant)
+        feeds_only = call.settings.transfer == "feed"  # no result written into a file (Builder.fetched)
+        key = (kind.identity, planned, *_signature(call, shards), timed, variant, feeds_only)
         kept, compiled = programs(call.cluster).get(key, build)
         if again is not None and len(tried) == 1 and not timed:
             if len(kind.ready) >= READY:
@@ -184,11 +185,14 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
     # Feed THIS run's data: the compiled program is shared by every run of the same signature.
     # Staged shards travel as shared-memory files, closed or unlinked when the run ends, however it ends.
     with Staging() if program.staged else contextlib.nullcontext() as staging:
+        feed: dict[Any, Any]
         if staging is None:
             feed = {f.placeholder: srcs[f.source].feed(f.shard) for f in program.feeds}
         else:
             feed = staging.feed_dict((f.placeholder, srcs[f.source].feed(f.shard), f.staged) for f in program.feeds)
         feed.update(zip(program.broadcast, call.values, strict=True))
+        paths = [staging.returned() for _ in program.returns] if staging is not None else []  # where results are written
+        feed.update(zip((r.path for r in program.returns), paths, strict=True))
         bare = not (program.clocks or program.guards)  # the common case fetches the kind's values alone
         try:
             fetched = cluster.run(
@@ -202,6 +206,9 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
             )
         except JobError as e:
             raise failure(kind, e, call, shards) from None
+        if program.returns:  # results written into files: mapped before the files close
+            value = program.with_returns(fetched if bare else fetched[0], paths)
+            fetched = value if bare else (value, *fetched[1:])
     if bare:
         return fetched
     value, clocks, _ = fetched

@@ -179,7 +179,8 @@ class Join:
         joined = self._broadcast if plan.strategy == "broadcast" else self._by_reducer
         outputs = joined(pieces, plan, call, native)
         if not call.resident:
-            return builder.program(outputs, plan.tasks)
+            fetched = [builder.fetched(columns, d) for d, columns in zip(_part_devices(plan), outputs, strict=True)]
+            return builder.program(fetched, plan.tasks)
         name = f"tfmapreduce_{secrets.token_hex(8)}"
         counts = []
         for p, (device, columns) in enumerate(zip(_part_devices(plan), outputs, strict=True)):

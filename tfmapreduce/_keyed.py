@@ -61,7 +61,8 @@ class Keyed(ByKey):
         value_specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), outputs[0][1])
         built = Built(first[1][0].dtype, value_specs, f"tfmapreduce_{secrets.token_hex(8)}" if call.resident else None)
         if built.name is None:
-            return builder.program(outputs, plan.tasks, built)
+            fetched = [builder.fetched(part, d) for d, part in zip(plan.reducers, outputs, strict=True)]
+            return builder.program(fetched, plan.tasks, built)
         return builder.program(keep_fetch(built.name, plan.reducers, outputs), plan.tasks, built)
 
     def finish(self, value: Any, program: Program | None, plan: KeyedPlan, call: Call) -> Any:

@@ -12,9 +12,11 @@ import tensorflow as tf
 from ._cache import Kept
 from ._cluster import Cluster
 from ._combine import Combiner
+from ._device import Device
 from ._options import RunOptions
 from ._plan import Plan, Shard
-from ._shm import Mapped, guard
+from ._route import visible
+from ._shm import DECODABLE, MIN_BYTES, Mapped, guard, read_returned, write_result
 from ._source import Sources
 from ._task import Task
 
@@ -29,6 +31,19 @@ class Feed:
     shard: Shard
     staged: bool
     """Whether the shard's bytes go through shared memory (see ``_shm``)."""
+
+
+@attrs.frozen(eq=False)
+class Returned:
+    """A result a same-host worker writes into a file the client maps, instead of sending it through gRPC."""
+
+    path: tf.Tensor
+    """The placeholder fed with the file's path for each run (``Staging.returned``)."""
+    token: tf.Tensor
+    """What the program fetches in its place: the result itself when small, else none of its rows (written to the file)."""
+    dtype: np.dtype[Any]
+    row: tuple[int, ...]
+    """The shape of one row."""
 
 
 @attrs.frozen(eq=False)
@@ -50,11 +65,25 @@ class Program:
     """``sizes="auto"``: the shards whose clocks (start, end) are fetched, in order."""
     info: Any = None
     """What the kind keeps of the build for its finish (e.g. a keyed result's dtypes)."""
+    returns: tuple[Returned, ...] = ()
+    """The results written into files the client maps (see :meth:`Builder.returned`)."""
 
     @property
     def staged(self) -> bool:
-        """Whether a shard travels through shared memory: its runs need a Staging."""
-        return any(f.staged for f in self.feeds)
+        """Whether a shard or result travels through shared memory: its runs need a Staging."""
+        return bool(self.returns) or any(f.staged for f in self.feeds)
+
+    def with_returns(self, value: Any, paths: Sequence[str]) -> Any:
+        """``value`` (what a run fetched) with each returned result read from its file (``paths``, in order)."""
+        written = {id(r.token): (r, path) for r, path in zip(self.returns, paths, strict=True)}
+
+        def read(tensor: Any, fetched: Any) -> Any:
+            found = written.get(id(tensor))
+            if found is None or len(fetched):  # fetched as it is: not returned, or small
+                return fetched
+            return read_returned(found[1], found[0].dtype, found[0].row)
+
+        return tf.nest.map_structure(read, self.fetch, value)
 
     def close(self) -> None:
         for buffer in self.buffers:
@@ -85,6 +114,7 @@ class Builder:
     srcs: Sources
     timed: bool
     """``sizes="auto"``: each shard's device reads ``tf.timestamp()`` before its map and once its partial is made."""
+    call: Call | None = None
     graph: tf.Graph = attrs.field(factory=tf.Graph)
     broadcast: tuple[Any, ...] = ()
     feeds: list[Feed] = attrs.field(factory=list)
@@ -92,11 +122,12 @@ class Builder:
     guards: list[Any] = attrs.field(factory=list)
     clocks: list[Any] = attrs.field(factory=list)
     clocked: list[Shard] = attrs.field(factory=list)
+    returns: list[Returned] = attrs.field(factory=list)
     _open: dict[int, tuple[Any, list[Any]]] = attrs.field(factory=dict)  # shard → (its start clock, its mapped tensors)
 
     @classmethod
     def of(cls, call: Call, *, timed: bool) -> Builder:
-        builder = cls(call.srcs, timed)
+        builder = cls(call.srcs, timed, call)
         with builder.graph.as_default():
             builder.broadcast = tuple(
                 tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(call.values)
@@ -132,6 +163,35 @@ class Builder:
                 self.clocks.append(tf.stack([start, tf.timestamp(name="clock_end")]))
             self.clocked.append(shard)
 
+    def fetched(self, value: Any, device: str) -> Any:
+        """What to fetch for ``value``, a structure of results made on ``device``: each tensor itself, or where the
+        device's task sees this client's files (and ``transfer`` is not ``"feed"``) and it holds at least a MiB of
+        numbers, its rows written into a file the client maps after the run (several times faster than gRPC for
+        large results: see the architecture guide) and no rows fetched."""
+        call = self.call
+        if call is None or call.settings.transfer == "feed":
+            return value
+        if not visible(call.cluster, Device.parse(device).task, timeout=call.settings.seconds()):
+            return value
+        with tf.device(device):
+            return tf.nest.map_structure(self._returned, value)
+
+    def _returned(self, value: tf.Tensor) -> tf.Tensor:
+        dtype = np.dtype(value.dtype.as_numpy_dtype) if value.dtype != tf.string else None
+        row = value.shape[1:]
+        if dtype not in DECODABLE or value.shape.rank == 0 or not row.is_fully_defined():
+            return value
+        path = tf.compat.v1.placeholder(tf.string, (), name="result_path")
+
+        def write() -> tf.Tensor:
+            with tf.control_dependencies([write_result(path, value)]):
+                return tf.identity(value[:0])
+
+        big = tf.size(value, tf.int64) * dtype.itemsize >= MIN_BYTES
+        token = tf.cond(big, write, lambda: tf.identity(value))
+        self.returns.append(Returned(path, token, dtype, tuple(row.as_list())))
+        return token
+
     def program(self, fetch: Any, tasks: Sequence[Task], info: Any = None) -> Program:
         self.graph.finalize()
         return Program(
@@ -145,6 +205,7 @@ class Builder:
             tuple(self.clocks),
             tuple(self.clocked),
             info,
+            tuple(self.returns),
         )
 
 

@@ -45,7 +45,7 @@ MAPPED_SHARE = 0.25
 """At most this share of the host's memory is held by the mapped buffers of kept programs."""
 
 
-_DECODABLE = frozenset(
+DECODABLE = frozenset(
     np.dtype(t)
     for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.bool_)
 )
@@ -65,7 +65,7 @@ def can_stage(dtype: np.dtype[Any], nbytes: int, min_bytes: int = MIN_BYTES) -> 
         >>> can_stage(np.dtype(np.float32), 4 << 20), can_stage(np.dtype(np.float32), 400), can_stage(np.dtype(np.uint64), 4 << 20)
         (True, False, False)
     """
-    return dtype in _DECODABLE and dtype.isnative and nbytes >= max(1, min_bytes)
+    return dtype in DECODABLE and dtype.isnative and nbytes >= max(1, min_bytes)
 
 
 def read_tensor(path: tf.Tensor, dtype: np.dtype[Any], shape: Sequence[int]) -> tf.Tensor:
@@ -237,6 +237,19 @@ class Staging:
             os.close(fd)
         return path
 
+    def returned(self) -> str:
+        """A new empty private file a same-host worker writes a run's result into (see :func:`read_returned`): its path."""
+        if self.mechanism == "memfd":
+            fd = os.memfd_create("tfmapreduce-result", os.MFD_CLOEXEC)
+            with self._lock:
+                self._fds.append(fd)
+            return f"/proc/{os.getpid()}/fd/{fd}"
+        path = os.path.join(client_dir(), secrets.token_hex(8))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        with self._lock:
+            self._paths.append(path)
+        return path
+
     def feed_dict(self, entries: Iterable[tuple[Any, Any, bool]]) -> dict[Any, Any]:
         """``{placeholder: value}`` from ``(placeholder, value, staged)``, staged values written in parallel: into their
         program's :class:`Mapped` buffer (locked until :meth:`close`) when the key is one, else to a file fed by path."""
@@ -279,6 +292,60 @@ class Staging:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_result(path: tf.Tensor, value: tf.Tensor) -> tf.Operation:
+    """In a graph, on the worker: ``value`` serialized (a ``TensorProto``) into the file at ``path`` (a string placeholder
+    fed with :meth:`Staging.returned`), for :func:`read_returned` on the client."""
+    return tf.io.write_file(path, tf.io.serialize_tensor(value))
+
+
+def read_returned(path: str, dtype: np.dtype[Any], row: Sequence[int]) -> np.ndarray[Any, Any]:
+    """The array a worker wrote with :func:`write_result` (rows of shape ``row``), mapped copy-on-write from the file:
+    its pages are the array's, no copy is made, and the array stays valid after the file is closed or unlinked.
+
+    Example:
+        >>> with Staging(mechanism="file") as staging:
+        ...     path = staging.returned()
+        ...     _ = tf.io.write_file(path, tf.io.serialize_tensor(tf.constant([[1, 2], [3, 4]], tf.int32)))
+        ...     read_returned(path, np.dtype(np.int32), (2,)).tolist()
+        [[1, 2], [3, 4]]
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        data = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) if size else b""
+    start, length = _content(memoryview(data))
+    count = length // dtype.itemsize
+    return np.frombuffer(data, dtype, count, start).reshape(-1, *row) if count else np.zeros((0, *row), dtype)
+
+
+def _content(buffer: memoryview) -> tuple[int, int]:
+    """Where a serialized ``TensorProto``'s ``tensor_content`` (field 4) starts, and its length; (0, 0) without one
+    (an empty tensor)."""
+
+    def varint(at: int) -> tuple[int, int]:
+        value, shift = 0, 0
+        while True:
+            byte = buffer[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value, at
+
+    at = 0
+    while at < len(buffer):
+        tag, at = varint(at)
+        if tag & 7 == 0:
+            _, at = varint(at)
+        elif tag & 7 == 2:
+            length, at = varint(at)
+            if tag >> 3 == 4:
+                return at, length
+            at += length
+        else:
+            raise ValueError(f"a worker's result file has an unexpected field (tag {tag})")
+    return 0, 0
 
 
 _pool: list[ThreadPoolExecutor] = []
