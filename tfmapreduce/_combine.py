@@ -29,7 +29,7 @@ class SegmentForm:
 
     Every segment in ``range(num_segments)`` has at least one row.
 
-    Example:
+    Examples:
         A per-key sum of squares, as a custom keyed combiner:
 
         >>> import tensorflow as tf
@@ -82,7 +82,7 @@ class Combiner:
 
     Empty shards never reach a combiner: they contribute nothing.
 
-    Example:
+    Examples:
         The lesson's size-weighted mean of shard means, written by hand:
 
         >>> import tensorflow as tf
@@ -285,7 +285,7 @@ WEIGHTED_MEAN = Combiner(
 Per key (keyed jobs), the mean of each key's values, in float64."""
 
 MEAN = attrs.evolve(WEIGHTED_MEAN, name="mean")
-"""The mean: :data:`WEIGHTED_MEAN` by another name (per key, in keyed jobs: each key's rows weigh 1)."""
+"""The mean: [`weighted_mean`][tfmapreduce.combiners.weighted_mean] by another name (per key, in keyed jobs: each key's rows weigh 1)."""
 
 _SEGMENT_MIN = _nest_segments(segment_min)
 _SEGMENT_MAX = _nest_segments(segment_max)

@@ -54,7 +54,7 @@ def check_timeout(timeout: object, *, argument: str = "timeout") -> float:
 def set_timeout(seconds: float) -> None:
     """Set the deadline (in seconds) of every run that passes no ``timeout=``; the default is 60.
 
-    Example:
+    Examples:
         >>> set_timeout(30)
         >>> get_timeout()
         30.0
@@ -65,7 +65,7 @@ def set_timeout(seconds: float) -> None:
 
 
 def get_timeout() -> float:
-    """The deadline in seconds of a run that passes no ``timeout=`` (outside any :func:`deadline` scope)."""
+    """The deadline in seconds of a run that passes no ``timeout=`` (outside any [`deadline`][tfmapreduce.deadline] scope)."""
     return _default_timeout
 
 
@@ -77,7 +77,7 @@ def deadline(seconds: float) -> Iterator[None]:
     nest (the earliest deadline wins) and the previous one is restored on exit.
     A call that starts after the deadline passed raises ``WorkerTimeoutError``.
 
-    Example:
+    Examples:
         >>> with deadline(30):
         ...     with deadline(60):  # the outer 30 s still bound this block
         ...         left = effective_timeout(None)

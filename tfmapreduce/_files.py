@@ -36,12 +36,12 @@ from ._task import Task
 class Files(Input):
     """Files described, not read: a source accepted wherever an array is, read by the tasks that map it.
 
-    Made by :func:`read_npy`, :func:`read_text`, :func:`read_csv`,
-    :func:`read_tfrecord` and :func:`read_raw`.  Every run looks at the files
-    as they are when it starts; :meth:`explain` shows the input splits,
-    :meth:`persist` reads them into resident ``Sharded`` data on the workers.
+    Made by [`read_npy`][tfmapreduce.read_npy], [`read_text`][tfmapreduce.read_text], [`read_csv`][tfmapreduce.read_csv],
+    [`read_tfrecord`][tfmapreduce.read_tfrecord] and [`read_raw`][tfmapreduce.read_raw].  Every run looks at the files
+    as they are when it starts; [`explain`][tfmapreduce.Files.explain] shows the input splits,
+    [`persist`][tfmapreduce.Files.persist] reads them into resident ``Sharded`` data on the workers.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> folder = tempfile.mkdtemp()
         >>> np.save(os.path.join(folder, "a.npy"), np.arange(6.0))
@@ -151,7 +151,7 @@ class Files(Input):
         Args:
             **options: ``cluster`` (needed unless the files are pinned), ``sizes``, ``devices``, ``fallback``.
 
-        Example:
+        Examples:
             >>> import tempfile, os
             >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
             >>> np.save(path, np.zeros(10))
@@ -202,7 +202,7 @@ class Files(Input):
         Args:
             **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
-        Example:
+        Examples:
             >>> import tempfile, os
             >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
             >>> np.save(path, np.arange(10.0))
@@ -249,7 +249,7 @@ def read_npy(paths: PathsLike, /) -> Files:
     Big files are split into several shards by row range; every file must hold
     the same dtype and row shape.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> folder = tempfile.mkdtemp()
         >>> for i in range(3):
@@ -264,7 +264,7 @@ def read_npy(paths: PathsLike, /) -> Files:
 def read_raw(paths: PathsLike, /, *, dtype: Any, shape: Sequence[int] = ()) -> Files:
     """Headerless binary files of rows of ``dtype`` and row shape ``shape`` (e.g. written by ``ndarray.tofile``).
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "x.f64")
         >>> np.arange(12.0).tofile(path)
@@ -284,7 +284,7 @@ def read_raw(paths: PathsLike, /, *, dtype: Any, shape: Sequence[int] = ()) -> F
 def read_text(paths: PathsLike, /) -> Files:
     """Text files, one string row per line (without its line ending); whole files are the input splits.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "x.txt")
         >>> _ = open(path, "w").write("to be\\nor not\\nto be\\n")
@@ -315,7 +315,7 @@ def read_csv(
 
     The client reads each file's first line (the header) to learn the columns, nothing else.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "x.csv")
         >>> _ = open(path, "w").write("a,b\\n1,10\\n2,20\\n3,30\\n")
@@ -341,7 +341,7 @@ def read_tfrecord(paths: PathsLike, /, *, features: Mapping[str, Any]) -> Files:
     feature gives rows of its shape; several are flattened and concatenated
     into one row (cast to their common dtype).
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "x.tfrecord")
         >>> with tf.io.TFRecordWriter(path) as w:

@@ -24,7 +24,7 @@ class KeyedResult:
 
     String keys are ``str`` when the job's string input was unicode, ``bytes`` when it was bytes.
 
-    Example:
+    Examples:
         >>> r = tmr.recipes.word_count(np.array(["a b a", "b a"]), cluster=cluster)
         >>> r.keys, r.values, int(r["a"]), r.to_dict()
         (array(['a', 'b'], dtype=object), array([3, 2]), 3, {'a': 3, 'b': 2})

@@ -25,7 +25,7 @@ class Weights:
 def weights(*values: float) -> Weights:
     """Ask for shard sizes proportional to ``values``; pass the result as ``sizes=``.
 
-    Example:
+    Examples:
         >>> canonical_sizes(weights(1, 3), rows=10, default_shards=2)
         (3, 7)
     """

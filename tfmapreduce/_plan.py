@@ -71,7 +71,7 @@ class Plan:
 
     ``print(plan)`` shows the table; nothing runs until ``MapReduce.run``.
 
-    Example:
+    Examples:
         >>> from tfmapreduce._device import Device
         >>> devs = [Device.parse("/job:local/task:0"), Device.parse("/job:local/task:1")]
         >>> print(make_plan(100, [30, 70], None, devs))
