@@ -34,11 +34,11 @@ class SegmentForm:
 
         >>> import tensorflow as tf
         >>> seg_sum = lambda v, ids, n: tf.math.unsorted_segment_sum(v, ids, n)
-        >>> squares = Combiner(
+        >>> squares = tmr.Combiner(
         ...     partial=lambda v, rows: tf.reduce_sum(tf.square(v)),
         ...     merge=tf.add,
         ...     name="sum_of_squares",
-        ...     per_key=SegmentForm(partial=lambda v, ids, n: seg_sum(tf.square(tf.cast(v, tf.float64)), ids, n), merge=seg_sum),
+        ...     per_key=tmr.combiners.SegmentForm(partial=lambda v, ids, n: seg_sum(tf.square(tf.cast(v, tf.float64)), ids, n), merge=seg_sum),
         ... )
         >>> # tmr.MapReduce(lambda k, v: (k, v), squares, by_key=True).run((keys, values), cluster=c)
     """
@@ -86,7 +86,7 @@ class Combiner:
         The lesson's size-weighted mean of shard means, written by hand:
 
         >>> import tensorflow as tf
-        >>> weighted_mean = Combiner(
+        >>> weighted_mean = tmr.Combiner(
         ...     partial=lambda mean, rows: (tf.cast(mean, tf.float64) * tf.cast(rows, tf.float64), rows),
         ...     merge=lambda a, b: (a[0] + b[0], a[1] + b[1]),
         ...     finalize=lambda p: p[0] / tf.cast(p[1], tf.float64),

@@ -101,7 +101,7 @@ class LocalCluster(Cluster):
             ``allow_network=False`` when the workers would be reachable from a network interface.
 
     Examples:
-        >>> with LocalCluster(workers=2, job="doc") as local:
+        >>> with tmr.LocalCluster(workers=2, job="doc") as local:
         ...     print(local.devices)
         ('/job:doc/replica:0/task:0/device:CPU:0', '/job:doc/replica:0/task:1/device:CPU:0')
     """

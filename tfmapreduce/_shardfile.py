@@ -49,9 +49,9 @@ def save_shards(x: Any, directory: str | os.PathLike[str], /, *, sizes: SizesLik
     Examples:
         >>> import tempfile
         >>> directory = tempfile.mkdtemp()
-        >>> save_shards(np.arange(10.0), directory, sizes=[3, 7])
+        >>> tmr.save_shards(np.arange(10.0), directory, sizes=[3, 7])
         ['shard-00000-of-00002.tensor', 'shard-00001-of-00002.tensor']
-        >>> with load_shards(directory, cluster=cluster) as data:
+        >>> with tmr.load_shards(directory, cluster=cluster) as data:
         ...     float(tmr.sum(data))
         45.0
     """
