@@ -230,9 +230,11 @@ def bar_chart(panels: list[tuple[str, list[tuple[str, list[float]]]]], path: str
 
         bar_chart([("tiny job", [("tmr", [2.1, 2.3]), ("hand", [1.9, 2.0])])], "out.png", unit="ms")
     """
+    import matplotlib.ticker
+
     plt = _pyplot()
     rows = sum(len(part) for _, part in panels)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 1.2 + 0.45 * rows), squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, 1.1 + 0.42 * rows + 0.35 * len(panels)), squeeze=False)
     for ax, (title, part) in zip(axes[:, 0], panels, strict=True):
         part = part[::-1]
         labels = [label for label, _ in part]
@@ -240,10 +242,13 @@ def bar_chart(panels: list[tuple[str, list[tuple[str, list[float]]]]], path: str
         spans = [[m - min(v) for m, (_, v) in zip(medians, part, strict=True)]]
         spans.append([max(v) - m for m, (_, v) in zip(medians, part, strict=True)])
         ax.barh(labels, medians, xerr=spans, color=["C0" if "tmr" in lab else "C7" for lab in labels], capsize=3)
-        ax.set_title(title, fontsize=10)
-        ax.tick_params(axis="y", labelsize=8)
+        ax.set_title(title, loc="left")
         if max(medians) > 10 * min(medians):
             ax.set_xscale("log")
-    axes[-1, 0].set_xlabel(f"median {unit} [min-max] on the 2-core machine, 2 workers (lower is better)")
+            ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel(f"median {unit}, bars min–max (lower is better)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=DPI)
