@@ -17,6 +17,12 @@ Convention for Python code blocks in ``README.md`` and ``docs/*.md`` (also state
   fails the page's test with the traceback pointing at the Markdown line.
 - A page must leave nothing running: a cluster it starts is closed by its ``with`` block or
   an explicit ``close()``, resident data by ``with`` or ``delete()``.
+
+The site itself is built once per session (``mkdocs build --strict``, skipped without the
+``docs`` extra), and its API pages (``docs/api*.md``, one per public namespace) are checked:
+docstring examples render as code (a Google-style ``Examples:`` section, never a blockquote),
+cross-references are links (``[name][tfmapreduce.X]``, no raw Sphinx role), and every public
+name has an entry with a formatted signature.
 """
 
 from __future__ import annotations
