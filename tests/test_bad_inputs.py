@@ -389,3 +389,22 @@ def test_a_cluster_where_nothing_listens() -> None:
         tmr.mean(X, cluster=nowhere)
     _says(error, f"localhost:{port}", "/job:local/task:0", "unreachable", "start its worker")
     assert time.monotonic() - started < 5, "a refused connection should be reported at once, not at a deadline"
+
+
+def test_errors_that_teach_what_to_write_instead(cluster: tmr.LocalCluster) -> None:
+    x = np.arange(8.0)
+    fixes = [
+        (lambda s: s.numpy(), r"\.numpy\(\) has no value to give: compute with TensorFlow ops"),
+        (lambda s: s if s[0] > 0 else -s, r"Python if .* write tf\.where\(condition, a, b\) .* tf\.cond\("),
+        (lambda s: sum(v for v in s), r"Python for over a tensor .* tf\.map_fn\(fn, x\)"),
+    ]
+    for fn, said in fixes:
+        with pytest.raises(tmr.MapFunctionError, match=said + r".*docs/map-functions\.md") as raised:
+            tmr.MapReduce(fn, tmr.combiners.sum).run(x, cluster=cluster)
+        assert "@tf.function" not in str(raised.value)  # TensorFlow's advice does not apply to a traced map function
+    with pytest.warns(UserWarning, match=r"printed a tensor .* write tf\.print\(x\) instead"):
+        tmr.MapReduce(lambda s: print(s) or tf.reduce_sum(s), tmr.combiners.sum).run(x, cluster=cluster)
+    with pytest.raises(TypeError, match=r"unknown run option sise=2 \(did you mean sizes\?\)"):
+        tmr.sum(x, cluster=cluster, sise=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"is a tf\.data\.Dataset, .*\(tmr\.read_npy, tmr\.read_text, tmr\.read_csv"):
+        tmr.sum(tf.data.Dataset.from_tensor_slices(x), cluster=cluster)

@@ -277,3 +277,15 @@ def test_groups_benchmark_quick_mode_checks_and_times_every_row() -> None:
     ):
         assert f"| {row} |" in proc.stdout
     assert "| 90% of the rows on one key |" in proc.stdout  # the hot-key run and its peak memory
+
+
+@pytest.mark.slow
+def test_joins_benchmark_quick_mode_checks_and_times_every_row() -> None:
+    proc = _bench("--quick", module="benchmarks.joins")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    for row in (
+        "tmr.join strategy=hash, 2-worker LocalCluster, with a dimension table",
+        "tmr.join strategy=broadcast, 2-worker LocalCluster, many-to-many",
+        "tmr.recipes.pagerank, 2-worker LocalCluster (sort of the edges included)",
+    ):
+        assert f"| {row} |" in proc.stdout

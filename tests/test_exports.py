@@ -31,6 +31,8 @@ PUBLIC = {
     "per_group", "median_by_key", "quantile_by_key", "top_k_by_key", "count_distinct_by_key", "collect_by_key", "ReducerMemoryError",
     # order
     "sort", "sort_by_key", "quantile", "percentile", "median",
+    # joins
+    "join", "plan_join", "JoinPlan", "JoinResult", "JoinSharded",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError", "OutputError",
@@ -45,7 +47,7 @@ RECIPES = {
     "count", "histogram", "kmeans", "least_squares_fit", "linear_regression", "logistic_regression",
     "max", "mean", "min", "model_average", "moments", "std", "sum", "var", "variance", "weighted_mean",
     "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key", "variance_by_key", "var_by_key", "std_by_key", "word_count",
-    "median_by_key", "quantile_by_key", "top_k_by_key", "count_distinct_by_key", "collect_by_key",
+    "median_by_key", "quantile_by_key", "top_k_by_key", "count_distinct_by_key", "collect_by_key", "pagerank",
 }  # fmt: skip
 
 ERRORS = {

@@ -106,6 +106,22 @@ def test_a_sort_survives_a_killed_task_and_a_kill_in_the_middle(pair: tmr.LocalC
             np.testing.assert_array_equal(ordered.gather(), np.sort(x))
 
 
+def test_a_join_killed_in_the_middle_gives_every_row_once(pair: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(6)
+    left = (rng.integers(0, 100_000, 3_000_000), rng.random(3_000_000))
+    right = (rng.permutation(100_000), np.arange(100_000))
+    killer = threading.Timer(0.05, _kill, (pair, 1))  # lands while the join is under way (or just after it)
+    killer.start()
+    try:
+        result, stats = tmr.join(left, right, cluster=pair, strategy="hash", retries=2, return_stats=True)
+    finally:
+        killer.join()
+    assert stats.attempts in (1, 2)
+    assert len(result) == 3_000_000
+    np.testing.assert_array_equal(np.sort(result.left), np.sort(left[1]))
+    np.testing.assert_array_equal(right[0][result.right], result.keys)
+
+
 def test_a_stopped_master_receiving_a_large_feed_ends_by_the_deadline(pair: tmr.LocalCluster) -> None:
     x = np.ones(20_000_000, np.float32)  # 80 MB: TensorFlow's own deadline does not bound this call
     assert tmr.mean(x[:10], cluster=pair) == 1.0

@@ -557,3 +557,55 @@ def test_small_files_read_together_yield_the_lines_text_line_dataset_yields(tmp_
         for p, n in zip(paths, sizes, strict=True)
     ]
     assert [piece.tolist() for piece in blocks.as_numpy_iterator()] == [[b"\n".join(text)] for text in texts if text]
+
+
+def test_a_csv_table_feeds_the_by_key_recipes_by_column_name(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    frames = []
+    for i in range(3):  # a text column left out (with empty and quoted fields), string and integer key columns
+        frame = pd.DataFrame(
+            {
+                "note": rng.choice(["", "a,b", "x"], 40),
+                "city": rng.choice(["Oslo", "Zürich", "Paris"], 40),
+                "k": rng.integers(0, 6, 40),
+                "v": rng.normal(size=40),
+                "w": rng.normal(size=40),
+            }
+        )
+        frame.to_csv(tmp_path / f"part{i}.csv", index=False)
+        frames.append(pd.read_csv(tmp_path / f"part{i}.csv", keep_default_na=False))
+    (tmp_path / "part3.csv").write_text("note,city,k,v,w\n")  # a header alone: no rows
+    table, whole = tmr.read_csv(str(tmp_path / "*.csv")), pd.concat(frames)
+    means = tmr.mean_by_key(table, keys="k", values="v", cluster=cluster)
+    assert means.keys.dtype == np.int64
+    np.testing.assert_allclose(means.values, whole.groupby("k").v.mean().to_numpy(), rtol=1e-6)
+    by_city = tmr.sum_by_key(table, keys="city", values=["v", "w"], cluster=cluster, reducers=3)
+    assert by_city.keys.tolist() == ["Oslo", "Paris", "Zürich"]
+    np.testing.assert_allclose(np.stack(by_city.values), whole.groupby("city")[["v", "w"]].sum().to_numpy(), rtol=1e-5)
+    assert tmr.count_by_key(table, keys="city", cluster=cluster).to_dict() == whole.city.value_counts().to_dict()
+    spread = tmr.std_by_key(table, keys=2, values=3, ddof=1, cluster=cluster)  # columns by index
+    np.testing.assert_allclose(spread.values, whole.groupby("k").v.std().to_numpy(), rtol=1e-5)
+    typed = tmr.read_csv(str(tmp_path / "part0.csv"), dtypes=["str", "str", "str", "float64", "float64"])
+    assert tmr.max_by_key(typed, keys="k", values="v", cluster=cluster)["3"] == frames[0][frames[0].k == 3].v.max()
+
+
+def test_a_csv_table_given_wrongly_is_told_in_columns_and_lines(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("city,v\nOslo,1.5\nParis,2\n")
+    (tmp_path / "u.csv").write_text("city,v\nOslo,1.5\nParis,x\n")
+    table = tmr.read_csv(str(tmp_path / "t.csv"))
+    with pytest.raises(TypeError, match=r"is a CSV table: name its key column with keys= .*values='v'"):
+        tmr.mean_by_key(table, cluster=cluster)
+    with pytest.raises(tmr.InputError, match=r"has no column 'k'; its header names \['city', 'v'\]"):
+        tmr.mean_by_key(table, keys="k", values="v", cluster=cluster)
+    with pytest.raises(tmr.InputError, match=r"values='city' is a column of text: line 2 of .*t\.csv holds 'Oslo'"):
+        tmr.mean_by_key(table, keys="v", values="city", cluster=cluster)
+    with pytest.raises(TypeError, match=r"keys= and values= name the columns of a CSV table"):
+        tmr.mean_by_key(np.array([1]), keys="k", values="v", cluster=cluster)
+    with pytest.raises(tmr.InputError, match=r"keys='v' is a float64 column"):
+        tmr.mean_by_key(tmr.read_csv(str(tmp_path / "t.csv"), dtypes=["str", "float64"]), keys="v", values="v", cluster=cluster)
+    with pytest.raises(tmr.InputError, match=r"u\.csv \(read on task .*\): line 3 is 'Paris,x': field 2 is 'x', not a float32"):
+        tmr.mean_by_key(tmr.read_csv(str(tmp_path / "u.csv")), keys="city", values="v", cluster=cluster)
+    with pytest.raises(tmr.InputError, match=r"column\(s\) \['city'\] are strings"):
+        tmr.mean(tmr.read_csv(str(tmp_path / "t.csv"), dtypes=["str", "float32"]), cluster=cluster)

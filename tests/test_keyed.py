@@ -90,7 +90,7 @@ def test_word_count_of_bytes_gives_bytes_and_sorts_in_byte_order(cluster: tmr.Lo
     assert result.to_dict() == collections.Counter(w for line in lines for w in line.split())
     assert result.keys.tolist() == [b"A", b"a", b"b", b"z", b"\xc3\xa9", b"\xff"]
     assert result[b"b"] == 2
-    assert "b" not in result  # a str never matches a bytes key
+    assert result["é"] == 1  # either spelling of a key finds it (str as UTF-8)
 
 
 def test_word_count_of_a_list_of_str_and_of_nothing(cluster: tmr.LocalCluster) -> None:
@@ -418,3 +418,24 @@ def test_keyed_settings_on_a_whole_input_job_and_bad_batch_rows(cluster: tmr.Loc
         tmr.count_by_key(np.arange(4), cluster=cluster, batch_rows=0)
     with pytest.raises(tmr.InputError, match="lines must be a 1-D array of strings"):
         tmr.recipes.word_count(np.arange(3), cluster=cluster)
+
+
+def test_a_keyed_result_as_a_pandas_dataframe(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import pandas as pd
+
+    keys, values = np.array(["b", "a", "b", "c"]), np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+    frame = tmr.sum_by_key(keys, values[:, 0], cluster=cluster).to_pandas()
+    expected = pd.DataFrame({"k": keys, "value": values[:, 0]}).groupby("k").sum()
+    np.testing.assert_array_equal(frame.index.to_numpy(), ["a", "b", "c"])
+    assert frame.index.name == "key"
+    np.testing.assert_array_equal(frame["value"].to_numpy(), expected["value"].to_numpy())
+    wide = tmr.mean_by_key(keys, values, cluster=cluster).to_pandas()
+    assert list(wide.columns) == ["value_0", "value_1"]
+    np.testing.assert_allclose(wide.loc["b"].to_numpy(), [3.0, 4.0])
+    groups = tmr.collect_by_key(keys, values[:, 1], sort_values=True, cluster=cluster).to_pandas()
+    assert groups.loc["b", "value"].tolist() == [2.0, 6.0]
+    monkeypatch.setitem(sys.modules, "pandas", None)  # pandas absent
+    with pytest.raises(ImportError, match="pip install pandas"):
+        tmr.count_by_key(keys, cluster=cluster).to_pandas()

@@ -8,6 +8,7 @@ single-process numpy reference written here.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -112,10 +113,55 @@ def blobs(rows: int = ROWS, features: int = 3, seed: int = 0) -> np.ndarray:
 # --------------------------------------------------------------------------- k-means
 
 
+def plus_plus_reference(x: np.ndarray, k: int, rng: np.random.Generator, sizes: list[int]) -> np.ndarray:
+    """k-means++ as kmeans draws it, in numpy: the first row uniform, then per round a shard ∝ its sum of squared
+    distances (u1) and within it a row ∝ its own (u2), shards ordered by their candidates."""
+    from tfmapreduce._kmeans import pick
+
+    x = np.asarray(x, np.float64)
+    centroids = x[[rng.integers(len(x))]]
+    bounds = np.cumsum([0, *sizes])
+    for _ in range(1, k):
+        u1, u2 = rng.random(2)
+        totals, candidates = [], []
+        for a, b in itertools.pairwise(bounds):
+            part = x[a:b]
+            d2 = np.maximum(((part[:, None] - centroids[None]) ** 2).sum(2).min(1), 0.0)
+            running = np.cumsum(d2)
+            totals.append(running[-1])
+            candidates.append(part[min(int(np.sum(running < u2 * running[-1])), len(part) - 1)])
+        centroids = np.concatenate([centroids, pick(np.array(totals), np.array(candidates), u1)[None]])
+    return centroids
+
+
+def test_kmeans_plus_plus_equals_numpy_from_the_same_seed_and_n_init_keeps_the_best(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(5)
+    centres = rng.uniform(-40, 40, (6, 2))
+    x = np.concatenate([c + rng.normal(size=(40, 2)) for c in centres])
+    x = x[rng.permutation(len(x))]
+    sizes = [60, 90, 90]
+    result = recipes.kmeans(x, 6, iters=30, seed=3, cluster=cluster, sizes=sizes)  # k-means++ is the default
+    init = plus_plus_reference(x, 6, np.random.default_rng(3), sizes)
+    expected, history = lloyd(x, init, iters=30, tol=1e-6)
+    np.testing.assert_allclose(result.centroids, expected, rtol=1e-9, atol=1e-9)
+    assert result.iterations == len(history)
+    assert result.inertia == result.inertia_ == result.history[-1].inertia
+    first = recipes.kmeans(x, 6, iters=30, init="first", cluster=cluster, sizes=sizes)
+    best = recipes.kmeans(x, 6, iters=30, n_init=3, seed=3, cluster=cluster, sizes=sizes)
+    attempts = [lloyd(x, plus_plus_reference(x, 6, np.random.default_rng([3, j]), sizes), iters=30, tol=1e-6) for j in range(3)]
+    lowest = min(attempts, key=lambda a: a[1][-1][0])
+    np.testing.assert_allclose(best.centroids, lowest[0], rtol=1e-9, atol=1e-9)
+    assert best.inertia < first.inertia  # the first rows seed a poor local minimum on these blobs
+    with pytest.raises(TypeError, match=r"kmeans\(\) got an unknown keyword iter=5 \(did you mean iters\?\); it accepts iters, "):
+        recipes.kmeans(x, 6, iter=5, cluster=cluster)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="n_init=2 restarts from the same given centroids"):
+        recipes.kmeans(x, 2, init=x[:2], n_init=2, cluster=cluster)
+
+
 def test_kmeans_equals_numpy_lloyd(place: Place) -> None:
     x = blobs()
     data, options, _ = place(x)
-    result = recipes.kmeans(data, 5, iters=8, tol=0.0, **options)
+    result = recipes.kmeans(data, 5, iters=8, tol=0.0, init="first", **options)
     expected, history = lloyd(x, x[:5], iters=8, tol=0.0)
     np.testing.assert_allclose(result.centroids, expected, rtol=1e-10, atol=1e-12)
     assert result.iterations == len(result.history) == len(history) == 8
@@ -145,7 +191,9 @@ def test_kmeans_ties_go_to_the_lowest_index_and_empty_clusters_stay(place: Place
 def test_kmeans_stops_at_tol_and_reports_progress(cluster: tmr.LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
     x = blobs(seed=1)
     seen: list[recipes.KMeansStep] = []
-    result = recipes.kmeans(x, 4, iters=50, tol=1e-9, cluster=cluster, sizes=[50, 70], progress=True, callback=seen.append)
+    result = recipes.kmeans(
+        x, 4, iters=50, tol=1e-9, init="first", cluster=cluster, sizes=[50, 70], progress=True, callback=seen.append
+    )
     expected, history = lloyd(x, x[:4], iters=50, tol=1e-9)
     assert result.converged
     assert result.iterations == len(history) < 50
@@ -193,7 +241,7 @@ def test_kmeans_one_feature_and_bad_arguments(cluster: tmr.LocalCluster) -> None
         recipes.kmeans(x, 6, cluster=cluster)
     with pytest.raises(tmr.InputError, match=r"init must hold k=2 centroids of 1 features"):
         recipes.kmeans(x, 2, init=np.zeros((3, 1)), cluster=cluster)
-    with pytest.raises(ValueError, match="init must be 'first', 'random'"):
+    with pytest.raises(ValueError, match=r"init must be 'k-means\+\+', 'first', 'random' .* \(did you mean 'k-means\+\+'\?\)"):
         recipes.kmeans(x, 2, init="kmeans++", cluster=cluster)
     with pytest.raises(ValueError, match="iters must be an int ≥ 1"):
         recipes.kmeans(x, 2, iters=0, cluster=cluster)

@@ -25,7 +25,7 @@ def test_the_keywords_users_type_become_one_value() -> None:
         (
             {"sise": 3},
             TypeError,
-            "unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, retries",
+            "unknown run option sise=3 (did you mean sizes?); the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, retries",
         ),
         ({"cluster": "grpc://localhost:2222"}, TypeError, "cluster must be a tfmapreduce Cluster"),
         ({"devices": "/job:local/task:0"}, TypeError, "devices must be a list of device strings"),
@@ -38,7 +38,7 @@ def test_the_keywords_users_type_become_one_value() -> None:
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, object], error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
         tmr.RunOptions.of(**options)
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import collections
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 import tfmapreduce as tmr
 from tfmapreduce._strings import as_bytes_array, decode_keys
@@ -34,3 +38,23 @@ def test_as_bytes_array_and_decode_keys() -> None:
     assert as_bytes_array(np.zeros(2)) is None
     assert decode_keys([b"\xff"], False).tolist() == [b"\xff"]
     assert decode_keys([], True).tolist() == []
+
+
+def test_keys_read_from_text_files_are_str_and_either_spelling_finds_them(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    text = "the cat sat on the mat\nthé été\n"
+    (tmp_path / "a.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "b.txt").write_bytes("the été".encode("latin-1"))
+    counts = tmr.recipes.word_count(tmr.read_text(str(tmp_path / "a.txt")), cluster=cluster)
+    assert counts.to_dict() == collections.Counter(text.split())
+    assert counts["the"] == counts[b"the"] == 2
+    assert "été" in counts
+    assert "été".encode() in counts
+    assert "nope" not in counts
+    assert b"\xff" not in counts
+    latin = tmr.recipes.word_count(tmr.read_text(str(tmp_path / "b.txt"), encoding="latin-1"), cluster=cluster)
+    assert latin.to_dict() == {"the": 1, "été": 1}
+    raw = tmr.recipes.word_count(tmr.read_text(str(tmp_path / "*.txt"), encoding="bytes"), cluster=cluster)
+    assert all(isinstance(k, bytes) for k in raw.keys.tolist())
+    assert raw["the"] == raw[b"the"] == 3
+    with pytest.raises(TypeError, match="encoding must be the name of a text codec"):
+        tmr.read_text(str(tmp_path / "a.txt"), encoding="no-such-codec")

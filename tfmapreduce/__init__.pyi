@@ -39,6 +39,11 @@ from ._files import read_npy as read_npy
 from ._files import read_raw as read_raw
 from ._files import read_text as read_text
 from ._files import read_tfrecord as read_tfrecord
+from ._join import JoinPlan as JoinPlan
+from ._join import JoinSharded as JoinSharded
+from ._join import join as join
+from ._join import plan_join as plan_join
+from ._join_result import JoinResult as JoinResult
 from ._keyed_plan import KeyedPlan as KeyedPlan
 from ._keyed_result import KeyedResult as KeyedResult
 from ._keyed_sharded import KeyedSharded as KeyedSharded

@@ -9,7 +9,7 @@ Every recipe takes the data positionally (``keys``, then ``values``, each an arr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, cast, overload
 
 import attrs
@@ -18,8 +18,9 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from ._combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
+from ._csv import Csv
 from ._errors import InputError
-from ._files import Files
+from ._files import Files, csv_table
 from ._kernels import available
 from ._keyed_result import KeyedResult
 from ._keyed_sharded import KeyedSharded
@@ -33,11 +34,57 @@ Keyed = KeyedResult | KeyedSharded
 """A keyed recipe's result: a :class:`KeyedResult`, or a :class:`KeyedSharded` when ``resident=True``."""
 
 
+_MISSING: Any = object()
+"""The ``values`` of a recipe given a CSV table (``keys=`` and ``values=`` name its columns instead)."""
+
+
+def is_table(data: Any) -> bool:
+    """Whether ``data`` is a ``read_csv`` table (whose columns a by-key recipe takes by name)."""
+    return isinstance(data, Files) and isinstance(data.reader, Csv)
+
+
+def keyed_input(name: str, keys: Any, values: Any, options: Any, *, with_values: bool = True) -> Any:
+    """What a by-key recipe runs over: ``(keys, values)`` (or ``keys`` alone), or a CSV table's columns read as a pair.
+
+    ``options`` (the recipe's keywords) loses its ``keys=`` and ``values=``, which name a table's columns.
+
+    Raises:
+        TypeError: a table without ``keys=`` (and ``values=``), or those with arrays, or values missing.
+        InputError: keys not a 1-D array of a key dtype.
+    """
+    named: dict[str, Any] = options
+    column_keys, column_values = named.pop("keys", None), named.pop("values", None)
+    call = f"tmr.{name}(tmr.read_csv(paths), keys='k'" + (", values='v')" if with_values else ")")
+    if is_table(keys):
+        if values is not _MISSING:
+            raise TypeError(
+                f"{name}: the first argument is a CSV table ({keys!r}): pass it alone and name its columns, e.g. {call}"
+            )
+        if column_keys is None or (with_values and column_values is None):
+            raise TypeError(
+                f"{name}: {keys!r} is a CSV table: name its key column with keys="
+                + (" and its value column(s) with values=" if with_values else "")
+                + f", e.g. {call}"
+            )
+        return csv_table(keys, column_keys, column_values if with_values else None, name)
+    if column_keys is not None or column_values is not None:
+        raise TypeError(
+            f"{name}: keys= and values= name the columns of a CSV table ({call}); "
+            f"pass arrays positionally: tmr.{name}(keys" + (", values)" if with_values else ")")
+        )
+    if with_values and values is _MISSING:
+        raise TypeError(f"{name}: values are missing: pass tmr.{name}(keys, values), or a CSV table as {call}")
+    _check_keys(keys)
+    return (keys, values) if with_values else keys
+
+
 def _check_keys(keys: Any) -> None:
     """InputError for keys that are not a 1-D array of int32/int64 or strings."""
     if isinstance(keys, Input):
         source = keys.as_source()
-        dtype, shape = source.dtype, source.shape
+        dtype, shape = source.dtype, tuple[int | None, ...](source.shape)
+        if isinstance(keys, Files) and keys.reader.unit == "bytes":
+            shape = (None, *shape[1:])  # rows known only once read: not the bytes the plan counts
     else:
         try:
             array = keys.numpy() if isinstance(keys, (tf.Tensor, tf.Variable)) else np.asarray(keys)
@@ -46,7 +93,13 @@ def _check_keys(keys: Any) -> None:
         dtype, shape = array.dtype, array.shape
     if len(shape) != 1:
         raise InputError(
-            f"keys must be 1-D (one key per row), got shape {shape}; flatten them, e.g. keys.ravel(), and the values to match"
+            f"keys must be 1-D (one key per row), got rows of shape {shape[1:]} (shape {shape}); flatten them, "
+            "e.g. keys.ravel(), and the values to match"
+            + (
+                "; a file source cannot be flattened: read a 1-D column (read_csv(..., columns=['k']))"
+                if isinstance(keys, Input)
+                else ""
+            )
         )
     if not (dtype.kind in "USO" or dtype in (np.dtype(np.int32), np.dtype(np.int64))):
         raise InputError(
@@ -74,6 +127,10 @@ class KeysRecipe(Protocol):
     def __call__(self, keys: Any, /, *, resident: Literal[False] = False, **options: Unpack[Options]) -> KeyedResult: ...
     @overload
     def __call__(self, keys: Any, /, *, resident: Literal[True], **options: Unpack[Options]) -> KeyedSharded: ...
+    @overload
+    def __call__(
+        self, table: Files, /, *, keys: str | int, resident: Literal[False] = False, **options: Unpack[Options]
+    ) -> KeyedResult: ...
 
 
 class ValuesRecipe(Protocol):
@@ -85,6 +142,17 @@ class ValuesRecipe(Protocol):
     ) -> KeyedResult: ...
     @overload
     def __call__(self, keys: Any, values: Any, /, *, resident: Literal[True], **options: Unpack[Options]) -> KeyedSharded: ...
+    @overload
+    def __call__(
+        self,
+        table: Files,
+        /,
+        *,
+        keys: str | int,
+        values: str | int | Sequence[str | int],
+        resident: Literal[False] = False,
+        **options: Unpack[Options],
+    ) -> KeyedResult: ...
 
 
 def _keys_recipe(function: Callable[..., Any]) -> KeysRecipe:
@@ -114,12 +182,12 @@ def count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Opti
         >>> tmr.count_by_key(np.array([3, 1, 3]), cluster=cluster).to_dict()
         {1: 1, 3: 2}
     """
-    _check_keys(keys)
-    return _run(("count_by_key",), lambda: (_keys_only, COUNT), keys, resident, options)
+    x = keyed_input("count_by_key", keys, _MISSING, options, with_values=False)
+    return _run(("count_by_key",), lambda: (_keys_only, COUNT), x, resident, options)
 
 
 @_values_recipe
-def sum_by_key(keys: Any, values: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def sum_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The sum of each key's values (integers in int64, floats in float64), as a [`KeyedResult`][tfmapreduce.KeyedResult].
 
     Args:
@@ -137,12 +205,12 @@ def sum_by_key(keys: Any, values: Any, /, *, resident: bool = False, **options: 
         >>> tmr.sum_by_key(np.array(["a", "b", "a"]), np.array([1, 2, 3]), cluster=cluster).to_dict()
         {'a': 4, 'b': 2}
     """
-    _check_keys(keys)
-    return _run(("sum_by_key",), lambda: (_pair, SUM), (keys, values), resident, options)
+    x = keyed_input("sum_by_key", keys, values, options)
+    return _run(("sum_by_key",), lambda: (_pair, SUM), x, resident, options)
 
 
 @_values_recipe
-def mean_by_key(keys: Any, values: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def mean_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The mean of each key's values, in float64: every row weighs 1, whatever the partition.
 
     Args:
@@ -155,12 +223,12 @@ def mean_by_key(keys: Any, values: Any, /, *, resident: bool = False, **options:
         >>> tmr.mean_by_key(np.array([1, 2, 1]), np.array([1.0, 5.0, 3.0]), cluster=cluster).to_dict()
         {1: 2.0, 2: 5.0}
     """
-    _check_keys(keys)
-    return _run(("mean_by_key",), lambda: (_pair, MEAN), (keys, values), resident, options)
+    x = keyed_input("mean_by_key", keys, values, options)
+    return _run(("mean_by_key",), lambda: (_pair, MEAN), x, resident, options)
 
 
 @_values_recipe
-def min_by_key(keys: Any, values: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def min_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The minimum of each key's values, in the values' dtype.
 
     Args:
@@ -173,12 +241,12 @@ def min_by_key(keys: Any, values: Any, /, *, resident: bool = False, **options: 
         >>> tmr.min_by_key(np.array([1, 2, 1]), np.array([4, 5, 3]), cluster=cluster).to_dict()
         {1: 3, 2: 5}
     """
-    _check_keys(keys)
-    return _run(("min_by_key",), lambda: (_pair, MIN), (keys, values), resident, options)
+    x = keyed_input("min_by_key", keys, values, options)
+    return _run(("min_by_key",), lambda: (_pair, MIN), x, resident, options)
 
 
 @_values_recipe
-def max_by_key(keys: Any, values: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def max_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The maximum of each key's values, in the values' dtype.
 
     Args:
@@ -191,8 +259,8 @@ def max_by_key(keys: Any, values: Any, /, *, resident: bool = False, **options: 
         >>> tmr.max_by_key(np.array([1, 2, 1]), np.array([4, 5, 3]), cluster=cluster).to_dict()
         {1: 4, 2: 5}
     """
-    _check_keys(keys)
-    return _run(("max_by_key",), lambda: (_pair, MAX), (keys, values), resident, options)
+    x = keyed_input("max_by_key", keys, values, options)
+    return _run(("max_by_key",), lambda: (_pair, MAX), x, resident, options)
 
 
 def _variance_combiner(ddof: int, *, root: bool = False) -> Combiner:
@@ -225,7 +293,9 @@ def variance_by_key(
 def variance_by_key(
     keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
 ) -> KeyedSharded: ...
-def variance_by_key(keys: Any, values: Any, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
+def variance_by_key(
+    keys: Any, values: Any = _MISSING, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]
+) -> Any:
     """The variance of each key's values, ``np.var(v, ddof=ddof)`` per key, in float64 (NaN where a key has ≤ ddof rows).
 
     Each batch computes per-key (count, mean, M2) in two passes, and partials merge with Chan's
@@ -254,7 +324,7 @@ def std_by_key(
 def std_by_key(
     keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
 ) -> KeyedSharded: ...
-def std_by_key(keys: Any, values: Any, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
+def std_by_key(keys: Any, values: Any = _MISSING, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The standard deviation of each key's values, ``np.std(v, ddof=ddof)`` per key (the root of [`variance_by_key`][tfmapreduce.variance_by_key]).
 
     Examples:
@@ -267,9 +337,9 @@ def std_by_key(keys: Any, values: Any, /, *, ddof: int = 0, resident: bool = Fal
 def _spread(name: str, keys: Any, values: Any, ddof: object, resident: bool, options: Options) -> Any:
     if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
         raise ValueError(f"ddof must be an int ≥ 0 (0: population variance, 1: sample variance), got {ddof!r}")
-    _check_keys(keys)
+    x = keyed_input(name, keys, values, options)
     ddof, root = int(ddof), name == "std_by_key"
-    return _run((name, ddof), lambda: (_pair, _variance_combiner(ddof, root=root)), (keys, values), resident, options)
+    return _run((name, ddof), lambda: (_pair, _variance_combiner(ddof, root=root)), x, resident, options)
 
 
 def _split_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

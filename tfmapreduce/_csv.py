@@ -65,6 +65,13 @@ class Csv(Text):
         """The layout of a file whose first line splits into ``names``."""
         selected = self.selected(names, path)
         dtypes = self.column_dtypes(len(names), path)
+        text = [names[i] if self.header else i for i in selected if dtypes[i].kind not in "iuf"]
+        if text:
+            raise InputError(
+                f"read_csv: column(s) {text} are strings (dtypes=), which a matrix of numbers cannot hold; leave them out "
+                "with columns=, or name a string column as the keys of a by-key recipe, e.g. "
+                f"tmr.mean_by_key(tmr.read_csv(paths), keys={text[0]!r}, values=...)"
+            )
         dtype = np.result_type(*(dtypes[i] for i in selected))
         return Layout(None, 0, dtype, (len(selected),), len(names), tuple(selected))
 
@@ -126,6 +133,90 @@ class Csv(Text):
             name=f"{_DECODE}{batch}",
         )
         return tf.stack([tf.cast(fields[i], tf.as_dtype(layout.dtype)) for i in layout.columns], axis=1)
+
+
+@attrs.frozen
+class CsvTable(Csv):
+    """CSV files read as a table for a by-key recipe: each batch is ``(keys, values)``, the key column and the value
+    column(s), each in its own dtype (``columns`` is the key column, then the value columns).
+
+    The key column decodes as int64 or as a string (``key_dtype``); columns not read decode as
+    strings (no number is asked of them, and they may be empty), every value field is required.
+    """
+
+    key_dtype: str
+    """``"int64"`` or ``"string"``."""
+    flat: bool
+    """One value column named alone: values 1-D, not a (rows, 1) matrix."""
+
+    def field_dtypes(self, layout: Layout) -> list[tf.DType]:
+        """The dtype each field of a line decodes as: the key column as ``key_dtype``, the values as asked, the rest strings."""
+        given = self.column_dtypes(layout.fields, "")
+        result = [tf.string] * layout.fields
+        for i in layout.columns[1:]:
+            result[i] = tf.as_dtype(given[i])
+        result[layout.columns[0]] = tf.int64 if self.key_dtype == "int64" else tf.string
+        return result
+
+    def layout(self, names: Sequence[str], path: str) -> Layout:
+        selected = self.selected(names, path)
+        dtypes = self.column_dtypes(len(names), path)
+        text = [names[i] if self.header else i for i in selected[1:] if dtypes[i].kind not in "iuf"]
+        if text:
+            raise InputError(
+                f"read_csv: values= names column(s) {text}, which hold strings (dtypes=); values must be numeric columns: "
+                "give them a numeric dtype, or name other columns"
+            )
+        dtype = np.result_type(*(dtypes[i] for i in selected[1:])) if selected[1:] else np.dtype(np.int64)
+        row_shape = () if self.flat or not selected[1:] else (len(selected) - 1,)
+        return Layout(None, 0, dtype, row_shape, len(names), tuple(selected))
+
+    def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> Any:
+        fields = tf.io.decode_csv(
+            records,
+            record_defaults=[tf.constant([""]) if d == tf.string else tf.constant([], d) for d in self.field_dtypes(layout)],
+            field_delim=self.delimiter,
+            name=f"{_DECODE}{batch}",
+        )
+        keys = fields[layout.columns[0]]
+        if not layout.columns[1:]:
+            return keys  # the keys alone (count_by_key)
+        values = [tf.cast(fields[i], tf.as_dtype(layout.dtype)) for i in layout.columns[1:]]
+        return keys, values[0] if self.flat else tf.stack(values, axis=1)
+
+    def empty(self, layout: Layout) -> tuple[tf.Tensor, ...]:
+        keys = tf.zeros([0], tf.int64) if self.key_dtype == "int64" else tf.zeros([0], tf.string)
+        if not layout.columns[1:]:
+            return (keys,)
+        return keys, tf.zeros((0, *layout.row_shape), tf.as_dtype(layout.dtype))
+
+
+def first_row(path: str, delimiter: str, header: bool) -> list[str] | None:
+    """The fields of the first data line of the CSV file at ``path`` (after its header), or None if it has none."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            rows = csv.reader(f, delimiter=delimiter)
+            if header:
+                next(rows, None)
+            return next(rows, None)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+
+
+def is_integer(field: str) -> bool:
+    try:
+        int(field.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def is_number(field: str) -> bool:
+    try:
+        float(field.strip())
+    except ValueError:
+        return False
+    return True
 
 
 _RECORD = re.compile(r"in record (\d+)")
@@ -369,7 +460,11 @@ def bad_line_message(reader: Csv, layout: Layout, bad: BadLine, where: str, caus
             "fix or remove that line"
         )
     dtypes = reader.column_dtypes(layout.fields, "")
+    if isinstance(reader, CsvTable):
+        dtypes = [np.dtype(object) if d == tf.string else np.dtype(d.as_numpy_dtype) for d in reader.field_dtypes(layout)]
     for i, (field, dtype) in enumerate(zip(fields, dtypes, strict=True), start=1):
+        if dtype.kind not in "iuf":
+            continue  # a string field: any text is one
         if not field.strip():
             return (
                 f"{shown}: field {i} is empty; it must hold a {dtype} number (every field is required): "

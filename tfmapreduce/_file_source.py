@@ -163,6 +163,10 @@ class FileSource:
         """The layout the file is read with (its own, or the shared one for empty files and pinned patterns)."""
         return e.layout if e.layout is not None and (self.reader.unit == "rows" or e.layout.fields) else self.layout
 
+    def empty_batch(self) -> tuple[tf.Tensor, ...]:
+        """A batch of no rows, as the batches are (in the graph being built)."""
+        return self.reader.empty(self.layout)
+
     def batches(self, shard: Shard, batch_rows: int | None) -> list[Batches]:
         result = []
         for group in self.groups(shard):

@@ -19,7 +19,7 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from ._cluster import Cluster
-from ._csv import Csv
+from ._csv import Csv, CsvTable, first_row, is_integer, is_number
 from ._device import Device
 from ._errors import InputError, JobError
 from ._file_source import FileEntry, FileSource, PathsLike, count_rows, device_of, match, paths_of, short
@@ -29,6 +29,7 @@ from ._plan import Plan, Shard, make_plan
 from ._readers import Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
 from ._resident import Sharded, build_sharded, check_cluster
 from ._source import Input
+from ._strings import text_encoding
 from ._task import Task
 
 
@@ -57,6 +58,8 @@ class Files(Input):
     """Paths and globs read by any task (empty when pinned)."""
     pinned: tuple[tuple[Task, tuple[str, ...]], ...] = ()
     """``{task: [paths]}`` as pairs: each task reads only its own files."""
+    encoding: str | None = None
+    """Text and CSV: the codec string keys (and strings) of a keyed or group result are decoded with; None: kept as bytes."""
 
     def __repr__(self) -> str:
         where = ", ".join(f"{t}: {list(p)}" for t, p in self.pinned) if self.pinned else list(self.paths)
@@ -281,8 +284,15 @@ def read_raw(paths: PathsLike, /, *, dtype: Any, shape: Sequence[int] = ()) -> F
     return Files(Raw(np_dtype.str, row_shape), unpinned, pinned)
 
 
-def read_text(paths: PathsLike, /) -> Files:
+def read_text(paths: PathsLike, /, *, encoding: str = "utf-8") -> Files:
     """Text files, one string row per line (without its line ending); whole files are the input splits.
+
+    Args:
+        paths: a path, a glob, a list of them, or ``{task: [paths]}``.
+        encoding: what the keys (and strings) of a keyed or group job over the lines come back as:
+            ``str`` decoded with this codec (UTF-8 by default), or ``"bytes"`` to keep them as bytes.
+            A result with a key that does not decode keeps all its keys as bytes.  Map functions
+            always see the lines as bytes (``tf.string``).
 
     Examples:
         >>> import tempfile, os
@@ -292,7 +302,7 @@ def read_text(paths: PathsLike, /) -> Files:
         3
     """
     unpinned, pinned = paths_of(paths, "read_text")
-    return Files(Text(), unpinned, pinned)
+    return Files(Text(), unpinned, pinned, text_encoding(encoding, "read_text"))
 
 
 def read_csv(
@@ -303,15 +313,21 @@ def read_csv(
     dtypes: Any = None,
     header: bool = True,
     delimiter: str = ",",
+    encoding: str = "utf-8",
 ) -> Files:
     """CSV files of numbers as one (rows, columns) matrix; whole files are the input splits.
 
     Args:
         paths: a path, a glob, a list of them, or ``{task: [paths]}``.
         columns: the columns to read, by header name or index (None: all), in that order.
-        dtypes: one dtype for every field (None: float32), or a list with one per field of the file.
+        dtypes: one dtype for every field (None: float32), or a list with one per field of the file
+            (``str`` for a column of text: a by-key recipe's key column, or one left out with ``columns=``).
         header: whether each file's first line names the columns (it is skipped).
         delimiter: the field separator.
+        encoding: what string keys of a by-key recipe over the table come back as (see :func:`read_text`).
+
+    The by-key recipes take a CSV table whole, with its columns named:
+    ``tmr.mean_by_key(tmr.read_csv(paths), keys="city", values="price")``.
 
     The client reads each file's first line (the header) to learn the columns, nothing else.
 
@@ -329,9 +345,77 @@ def read_csv(
     kinds = "float32" if dtypes is None else dtypes
     kinds = np.dtype(kinds).name if isinstance(kinds, (str, type, np.dtype)) else tuple(np.dtype(d).name for d in kinds)
     for kind in [kinds] if isinstance(kinds, str) else kinds:
-        if np.dtype(kind).kind not in "iuf":
-            raise TypeError(f"read_csv: dtypes must be numeric (float32, float64, int32, int64), got {kind}")
-    return Files(Csv(chosen, kinds, bool(header), delimiter), unpinned, pinned)
+        if np.dtype(kind).kind not in "iufU" or (isinstance(kinds, str) and np.dtype(kind).kind == "U"):
+            raise TypeError(
+                f"read_csv: dtypes must be numeric (float32, float64, int32, int64), or str for a column of text in a list "
+                f"with one dtype per field, got {kind}"
+            )
+    return Files(Csv(chosen, kinds, bool(header), delimiter), unpinned, pinned, text_encoding(encoding, "read_csv"))
+
+
+def csv_table(files: Files, keys: Any, values: Any, name: str) -> Files:
+    """A ``read_csv`` table as a by-key recipe reads it: its ``keys`` column and its ``values`` column(s) (None: none).
+
+    The key column is int64 where ``dtypes=`` gives it an integer dtype, a string where it gives
+    ``str``; else int64 when the first data line of the first file holds an integer there, a
+    string otherwise.
+
+    Raises:
+        TypeError: ``keys`` or ``values`` is not a column name or index (or a list of them).
+        InputError: a named column is not in a file's header, or the key column is a float column.
+    """
+    reader = files.reader
+    assert isinstance(reader, Csv)
+
+    def column(value: Any, argument: str) -> str | int:
+        if isinstance(value, str) or (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
+            return value if isinstance(value, str) else int(value)
+        raise TypeError(
+            f"{name}: {argument} must name a column of the CSV table (a header name or an index), got "
+            f"{type(value).__name__} {value!r}; e.g. {name}(tmr.read_csv(paths), keys='k', values='v')"
+        )
+
+    key = column(keys, "keys=")
+    flat = values is None or isinstance(values, (str, int, np.integer))
+    listed = () if values is None else (values,) if flat else tuple(values) if isinstance(values, Sequence) else None
+    if listed is None or (values is not None and not listed):
+        raise TypeError(f"{name}: values= must name one column of the CSV table or a non-empty list of them, got {values!r}")
+    chosen = (key, *(column(v, "values=") for v in listed))
+    described = attrs.evolve(files, reader=CsvTable(chosen, reader.dtypes, reader.header, reader.delimiter, "string", flat))
+    entries = [e for e in _described(described) if e.layout is not None and e.layout.fields]
+    if not entries:
+        key_dtype = "string"
+    else:
+        layout = entries[0].layout
+        assert layout is not None
+        index = layout.columns[0]
+        given = None if isinstance(reader.dtypes, str) else np.dtype(reader.dtypes[index])
+        row = first_row(entries[0].path, reader.delimiter, reader.header)
+        fields = row if row is not None and len(row) == layout.fields else None
+        for i, value in zip(layout.columns[1:], chosen[1:], strict=True):
+            if fields is not None and not is_number(fields[i]):
+                raise InputError(
+                    f"{name}: values={value!r} is a column of text: line {1 + reader.header} of {short(entries[0].path)} holds "
+                    f"{fields[i]!r} there, not a number; values must be numeric columns: name other columns"
+                )
+        if given is None:
+            key_dtype = "int64" if fields is not None and is_integer(fields[index]) else "string"
+        elif given.kind in "iu":
+            key_dtype = "int64"
+        elif given.kind == "U":
+            key_dtype = "string"
+        else:
+            raise InputError(
+                f"{name}: keys={key!r} is a {given} column (dtypes=); keys must be integers or strings (floats have no exact "
+                "equality to group by): give that column int64 or str in dtypes="
+            )
+    table = CsvTable(chosen, reader.dtypes, reader.header, reader.delimiter, key_dtype, flat)
+    return attrs.evolve(files, reader=table)
+
+
+def _described(files: Files) -> tuple[FileEntry, ...]:
+    """The files' entries (each matched and described on the client, as a run does)."""
+    return files.as_source().entries
 
 
 def read_tfrecord(paths: PathsLike, /, *, features: Mapping[str, Any]) -> Files:

@@ -26,14 +26,14 @@ import tensorflow as tf
 from ._combine import GroupForm
 from ._device import Device
 from ._errors import JobError, MapFunctionError, ReducerMemoryError
-from ._grouping import SORTABLE, grouped, nbytes
+from ._grouping import SORTABLE, available_memory, grouped, nbytes
 from ._keyed_map import ByKey, MapSide, Part, map_shards, mismatch, split
 from ._keyed_plan import KeyedPlan
 from ._keyed_result import sorted_result
 from ._keyed_sharded import Built, keep, keep_fetch
 from ._mapfn import callable_name, describe, first_line
 from ._program import Builder, Call, Program
-from ._strings import decode_keys
+from ._strings import Encoding, decode_keys
 
 MEMORY_SHARE = 4
 """Without ``max_bytes``, a reducer may receive a quarter of the memory its host has available (``MemAvailable``): it
@@ -148,7 +148,7 @@ class Grouped(ByKey):
             rows = tf.add_n([c for c, _ in counts])
             size = tf.add_n([b for _, b in counts])
             limit = self.form.max_bytes
-            budget = tf.constant(limit, tf.int64) if limit is not None else _available() // MEMORY_SHARE
+            budget = tf.constant(limit, tf.int64) if limit is not None else available_memory() // MEMORY_SHARE
             message = tf.constant(f"{_TOO_BIG} (reducer {r} on {device})")
             check = tf.raw_ops.Assert(condition=size <= budget, data=[message, rows, size, budget], summarize=3)
             with tf.control_dependencies([check]):
@@ -202,10 +202,10 @@ class Grouped(ByKey):
         """A :class:`KeyedResult` (one numpy array per key for a ragged result), or a ``KeyedSharded`` for a resident run."""
         assert program is not None
         info: GroupBuilt = program.info
-        decode = bool(call.note) and info.built.key_dtype == tf.string
+        decode = call.note if info.built.key_dtype == tf.string else None
         if call.resident:
             return keep(call.cluster, plan, [int(n) for n in value], info.built, decode)
-        unicode = bool(call.note)  # string values come back as str where the job's string input was unicode
+        unicode = call.note  # string values come back as str where the job's string input was text (its encoding)
         leaves = []
         for j, is_ragged in enumerate(info.ragged):
             parts = [v[j] for _, v in value]
@@ -247,7 +247,7 @@ class Grouped(ByKey):
         return None
 
 
-def _text(leaf: np.ndarray, unicode: bool) -> np.ndarray:
+def _text(leaf: np.ndarray, unicode: Encoding) -> np.ndarray:
     """A fetched leaf; strings (bytes from TensorFlow) as ``str`` where the input was unicode (see ``decode_keys``)."""
     if leaf.dtype != object:
         return leaf
@@ -261,10 +261,3 @@ def _rows(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     for i in range(len(rows)):
         rows[i] = flat[splits[i] : splits[i + 1]]
     return rows
-
-
-def _available() -> tf.Tensor:
-    """The bytes of memory available on the current device's host (``MemAvailable`` of ``/proc/meminfo``), int64."""
-    text = tf.io.read_file("/proc/meminfo")
-    kb = tf.strings.regex_replace(text, r"(?s)^.*MemAvailable:\s*([0-9]+) kB.*$", r"\1")
-    return tf.strings.to_number(kb, tf.int64) * 1024

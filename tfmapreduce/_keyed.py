@@ -68,7 +68,7 @@ class Keyed(ByKey):
         """A :class:`KeyedResult`, or a ``KeyedSharded`` for a resident run."""
         assert program is not None
         built: Built = program.info
-        decode = bool(call.note) and built.key_dtype == tf.string
+        decode = call.note if built.key_dtype == tf.string else None
         if call.resident:
             return keep(call.cluster, plan, [int(n) for n in value], built, decode)
         keys, per_key = concatenated(value)

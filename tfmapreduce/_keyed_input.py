@@ -7,25 +7,30 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from ._files import Files
 from ._source import Input, Shipped, Source, Sources, co_partitioned, sources
 from ._strings import as_bytes_array
 
 
-def keyed_sources(x: Any) -> tuple[Sources, bool]:
-    """The job's sources, where arrays of strings are allowed too (as bytes); and whether any was unicode.
+def keyed_sources(x: Any) -> tuple[Sources, str | None]:
+    """The job's sources, where arrays of strings are allowed too (as bytes); and how its strings decode.
 
-    Numeric and resident inputs canonicalize as for every job (:func:`sources`).
+    The encoding is UTF-8 where an array of strings was unicode, a text file source's ``encoding``
+    (``read_text``, ``read_csv``), or None where strings stay ``bytes``.  Numeric and resident
+    inputs canonicalize as for every job (:func:`sources`).
     """
     items = x if isinstance(x, tuple) else (x,)
-    unicode = False
+    unicode: str | None = None
     converted = []
     for item in items:
+        if isinstance(item, Files) and item.encoding is not None:
+            unicode = unicode or item.encoding  # text files: their strings decode with their codec
         strings = _as_strings(item)
         if strings is None:
             converted.append(item)
         else:
             converted.append(_STRING_MARK)
-            unicode = unicode or strings[1]
+            unicode = unicode or ("utf-8" if strings[1] else None)
     numeric = [c for c in converted if c is not _STRING_MARK]
     numeric_srcs = iter(sources(tuple(numeric)) if numeric else ())
     result: list[Source] = []

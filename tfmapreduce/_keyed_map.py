@@ -201,8 +201,11 @@ def fold_pieces(map_fn: Any, side: MapSide, src: Streamed, pieces: Sequence[Batc
     """A streamed shard's partial: each piece's batches mapped and folded on the shard's task."""
     step = _stepper(map_fn, side, bcast, where)
     if not pieces:  # nothing to read here: the partial of no rows
-        return step(tf.zeros((0, *src.shape[1:]), tf.as_dtype(src.dtype)))
-    parts = [_fold(piece.dataset.map(step), side) for piece in pieces]
+        return step(*src.empty_batch())
+    parts = []
+    for j, piece in enumerate(pieces):
+        with tf.name_scope(f"piece{j}"):  # named as a whole-input job names them: a failed piece's error names its file
+            parts.append(_fold(piece.dataset.map(step), side))
     return parts[0] if len(parts) == 1 else side.merge(parts)
 
 

@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
-from ._strings import decode_keys
+from ._strings import Encoding, decode_keys
 
 
 def _leaves(values: Any) -> list[np.ndarray[Any, Any]]:
@@ -22,7 +22,9 @@ class KeyedResult:
     """Distinct keys in ascending order (byte order for strings) and, aligned with them, the combiner's
     per-key values (one numpy array, or the combiner's structure of arrays, keys first).
 
-    String keys are ``str`` when the job's string input was unicode, ``bytes`` when it was bytes.
+    String keys are ``str`` when the job's string input was text (``str`` arrays, ``read_text``,
+    ``read_csv``), ``bytes`` when it was bytes; ``result[key]`` and ``key in result`` take either
+    spelling of a string key (``"the"`` or ``b"the"``, UTF-8).
 
     Examples:
         >>> r = tmr.recipes.word_count(np.array(["a b a", "b a"]), cluster=cluster)
@@ -41,8 +43,9 @@ class KeyedResult:
     def _index(self, key: Any) -> int | None:
         if not len(self):
             return None
-        if self.keys.dtype == object:  # str or bytes keys: only a key of the same type can match
-            if type(key) is not type(self.keys[0]):
+        if self.keys.dtype == object:  # str or bytes keys: a key of the other spelling is its UTF-8 encoding
+            key = _spelled_as(key, self.keys[0])
+            if key is None:
                 return None
         elif isinstance(key, bool) or not isinstance(key, (int, np.integer)):
             return None
@@ -81,6 +84,38 @@ class KeyedResult:
             return dict(zip(self.keys.tolist(), leaves[0].tolist(), strict=True))
         return dict(iter(self))
 
+    def to_pandas(self) -> Any:
+        """The result as a ``pandas.DataFrame``: one row per key (the index, named ``key``), one column per value leaf.
+
+        A scalar value per key gives the column ``value``; 2-D values one column per value column
+        (``value_0``, ``value_1``, ...); a combiner's structure of leaves one column per leaf (``value_0``, ...);
+        a group result's ragged rows one column of numpy arrays.  Needs pandas (``pip install pandas``).
+
+        Example:
+            >>> frame = tmr.sum_by_key(np.array(["a", "b", "a"]), np.array([1, 2, 3]), cluster=cluster).to_pandas()
+            >>> frame.index.name, frame["value"].to_dict()
+            ('key', {'a': 4, 'b': 2})
+        """
+        try:
+            import pandas as pd  # type: ignore[import-untyped]  # optional; no stubs installed
+        except ImportError:
+            raise ImportError(
+                "KeyedResult.to_pandas() needs pandas, which is not installed: pip install pandas "
+                "(or use result.to_dict(), or result.keys and result.values as numpy arrays)"
+            ) from None
+        leaves = _leaves(self.values)
+        columns: dict[str, Any] = {}
+        for j, leaf in enumerate(leaves):
+            name = "value" if len(leaves) == 1 else f"value_{j}"
+            if leaf.ndim == 2 and leaf.dtype != object:
+                for c in range(leaf.shape[1]):
+                    columns[f"{name}_{c}" if leaf.shape[1] > 1 else name] = leaf[:, c]
+            elif leaf.ndim <= 1:
+                columns[name] = leaf
+            else:
+                columns[name] = list(leaf)  # rows of more dimensions: one array per key
+        return pd.DataFrame(columns, index=pd.Index(self.keys, name="key"))
+
     def __repr__(self) -> str:
         head = ", ".join(
             f"{k!r}: {v!r}"
@@ -90,6 +125,19 @@ class KeyedResult:
         return f"KeyedResult({len(self)} keys: {{{head}{more}}})"
 
 
+def _spelled_as(key: Any, like: Any) -> Any:
+    """``key`` as the type of the result's keys (``like``): a ``str`` key encoded as UTF-8 for bytes keys, a ``bytes``
+    key decoded for ``str`` keys; None where it cannot be such a key."""
+    try:
+        if isinstance(like, str):
+            return str(key) if isinstance(key, str) else bytes(key).decode("utf-8") if isinstance(key, bytes) else None
+        if isinstance(like, bytes):
+            return bytes(key) if isinstance(key, bytes) else key.encode("utf-8") if isinstance(key, str) else None
+    except UnicodeError:
+        return None
+    return None
+
+
 def concatenated(fetched: Any) -> tuple[np.ndarray, Any]:
     """The keys and values of every reducer, as fetched (a list of (keys, values) per reducer), concatenated."""
     keys = np.concatenate([np.asarray(k) for k, _ in fetched])
@@ -97,7 +145,7 @@ def concatenated(fetched: Any) -> tuple[np.ndarray, Any]:
     return keys, values
 
 
-def sorted_result(keys: np.ndarray, values: Any, *, decode: bool) -> KeyedResult:
+def sorted_result(keys: np.ndarray, values: Any, *, decode: Encoding) -> KeyedResult:
     """A :class:`KeyedResult` from the reducers' (unsorted, distinct) keys and values.
 
     String keys (bytes from TensorFlow) sort in byte order, then decode as UTF-8 when ``decode``

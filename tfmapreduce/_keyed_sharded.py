@@ -16,6 +16,7 @@ from ._keyed_plan import KeyedPlan
 from ._keyed_result import KeyedResult, sorted_result
 from ._plan import Plan, Shard, make_plan
 from ._resident import Sharded, assign_shard
+from ._strings import Encoding
 
 
 def _not_rebuildable(shard: Shard) -> tf.Tensor:
@@ -49,7 +50,7 @@ def keep_fetch(name: str, reducers: Sequence[str], outputs: Sequence[tuple[tf.Te
     return fetch
 
 
-def keep(cluster: Cluster, kplan: KeyedPlan, counts: list[int], built: Built, decode: bool) -> KeyedSharded:
+def keep(cluster: Cluster, kplan: KeyedPlan, counts: list[int], built: Built, decode: Encoding) -> KeyedSharded:
     """The :class:`KeyedSharded` for the variables a resident run filled: one plan, shard r on reducer r."""
     name = built.name
     assert name is not None
@@ -88,8 +89,8 @@ class KeyedSharded:
     """The per-key values as Sharded arrays, one per leaf of the combiner's structure, aligned with ``keys``."""
     structure: Any
     """The combiner's structure of the values (``tf.TensorSpec`` leaves, one row each)."""
-    decode: bool
-    """Whether string keys are returned as ``str`` (the input was unicode)."""
+    decode: Encoding
+    """How string keys are returned: ``str`` decoded with this codec (True: UTF-8) where the input was text, else bytes."""
     name: str
     """The prefix of the resource containers that hold it on the workers."""
 

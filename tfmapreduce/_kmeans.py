@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
-from ._combine import SUM
+from ._combine import SUM, Combiner
 from ._deadline import effective_timeout
 from ._errors import InputError
 from ._options import Options, RunOptions
@@ -24,6 +25,7 @@ from ._recipe import (
     held_resident,
     progress_bar,
     recipe,
+    run,
     run_with_stats,
 )
 from ._resident import Sharded
@@ -61,6 +63,17 @@ class KMeansResult:
     """True when the last update moved no centroid further than ``tol``."""
     history: tuple[KMeansStep, ...]
     """One record per iteration."""
+
+    @property
+    def inertia(self) -> float:
+        """The last iteration's inertia (of the centroids before its update: the final ones' once converged); the
+        ``n_init`` attempts are compared by it."""
+        return self.history[-1].inertia if self.history else float("nan")
+
+    @property
+    def inertia_(self) -> float:
+        """scikit-learn's name for :attr:`inertia`."""
+        return self.inertia
 
     @property
     def cluster_centers_(self) -> np.ndarray[Any, Any]:
@@ -154,16 +167,75 @@ def _kmeans_map(x: tf.Tensor, centroids: tf.Tensor) -> tuple[tf.Tensor, tf.Tenso
     return sums, counts, tf.reduce_sum(distance)
 
 
-def _initial_centroids(
-    data: Any, k: int, init: Any, rows: int, features: int, seed: int, timeout: float | None
+def _seed_map(x: tf.Tensor, centroids: tf.Tensor, u: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Per shard, one k-means++ round: the sum of its points' squared distances to the nearest chosen centroid, and its
+    candidate, the point where their running sum first reaches ``u`` times that sum (drawn ∝ squared distance)."""
+    x = tf.cast(as_matrix(x), tf.float64)
+    _, distance = _assign(x, centroids)
+    running = tf.cumsum(distance)
+    total = running[-1]
+    n = tf.shape(x)[0]
+    at = tf.minimum(tf.reduce_sum(tf.cast(running < u * total, tf.int32)), n - 1)
+    return tf.reshape(total, [1]), x[at][None, :]
+
+
+def _concatenated(a: Any, b: Any) -> Any:
+    return tf.nest.map_structure(lambda p, q: tf.concat([p, q], 0), a, b)
+
+
+_PER_SHARD = Combiner(partial=lambda v, n: v, merge=_concatenated, name="per_shard")
+"""Every shard's map output, one row each (in no promised order)."""
+
+
+def plus_plus(
+    data: Any, k: int, rows: int, features: int, rng: np.random.Generator, settings: RunOptions
 ) -> np.ndarray[Any, Any]:
+    """k-means++ seeding (Arthur and Vassilvitskii): the first centroid a row drawn uniformly, each next one a row drawn
+    with probability ∝ its squared distance to the nearest centroid chosen so far; each round one run over ``data``.
+
+    A round's run gives each shard's sum of squared distances and its candidate (drawn within the
+    shard with ``u2``); the client picks a shard ∝ its sum (with ``u1``, shards ordered by their
+    candidates), so a row is drawn with exactly its k-means++ probability.  ``rng`` draws the
+    first row's index, then ``u1, u2`` per round.
+    """
+    centroids = _rows_of(data, np.array([rng.integers(rows)]), settings.timeout).astype(np.float64).reshape(1, features)
+    mapreduce = recipe(("kmeans++",), lambda: (_seed_map, _PER_SHARD))
+    for _ in range(1, k):
+        u1, u2 = rng.random(2)
+        totals, candidates = run(mapreduce, data, settings, (centroids, np.float64(u2)))
+        centroids = np.concatenate([centroids, pick(np.asarray(totals), np.asarray(candidates), u1)[None, :]])
+    return centroids
+
+
+def pick(totals: np.ndarray[Any, Any], candidates: np.ndarray[Any, Any], u: float) -> np.ndarray[Any, Any]:
+    """The candidate of the shard drawn ∝ its total with ``u`` (shards in the order of their candidates, as rows).
+
+    Example:
+        >>> pick(np.array([1.0, 3.0]), np.array([[5.0], [2.0]]), 0.5).tolist()  # [2.0] first: 0.5 of 4 falls in its 3
+        [2.0]
+    """
+    order = np.lexsort(candidates.T[::-1])
+    totals, candidates = totals[order], candidates[order]
+    running = np.cumsum(totals)
+    chosen: np.ndarray[Any, Any] = candidates[0]
+    if running[-1] > 0:  # else every point is a chosen centroid already (fewer distinct points than k)
+        chosen = candidates[min(int(np.sum(running < u * running[-1])), len(totals) - 1)]
+    return chosen
+
+
+def _initial_centroids(
+    data: Any, k: int, init: Any, rows: int, features: int, rng: np.random.Generator, settings: RunOptions
+) -> np.ndarray[Any, Any]:
+    timeout = settings.timeout
     if isinstance(init, str):
+        if init == "k-means++":
+            return plus_plus(data, k, rows, features, rng, settings)
         if init == "first":
             indices = np.arange(k)
         elif init == "random":
-            indices = np.random.default_rng(seed).choice(rows, size=k, replace=False)
+            indices = rng.choice(rows, size=k, replace=False)
         else:
-            raise ValueError(f"init must be 'first', 'random' or an array of k starting centroids, got {init!r}")
+            raise ValueError(f"init must be 'k-means++', 'first', 'random' or an array of k starting centroids, got {init!r}")
         return _rows_of(data, indices, timeout).astype(np.float64).reshape(k, features)
     centroids = as_array(init, argument="init").astype(np.float64)
     centroids = centroids.reshape(-1, 1) if centroids.ndim == 1 and features == 1 else centroids
@@ -176,13 +248,21 @@ def _initial_centroids(
     return centroids
 
 
+INITS = ("k-means++", "first", "random")
+"""The named ways :func:`kmeans` seeds its centroids."""
+
+_KEYWORDS = ("iters", "init", "n_init", "tol", "seed", "progress", "callback")
+"""The keywords :func:`kmeans` takes beyond the run options (named in the error of an unknown one)."""
+
+
 def kmeans(
     data: Any,
     k: int,
     /,
     *,
     iters: int = 10,
-    init: Any = "first",
+    init: Any = "k-means++",
+    n_init: int = 1,
     tol: float = 1e-6,
     seed: int = 0,
     progress: bool | None = None,
@@ -205,10 +285,17 @@ def kmeans(
         data: a ``(rows, features)`` array (1-d: one feature) or resident ``Sharded`` data.
         k: the number of clusters, 1 ≤ k ≤ rows.
         iters: the most Lloyd iterations to run.
-        init: ``"first"`` (the first k rows), ``"random"`` (k distinct rows drawn
-            with ``seed``) or a ``(k, features)`` array of starting centroids.
+        init: ``"k-means++"`` (k-means++ seeding: each next centroid a row drawn with
+            probability ∝ its squared distance to the nearest one chosen so far, each round
+            one distributed run), ``"first"`` (the first k rows), ``"random"`` (k distinct
+            rows drawn with ``seed``) or a ``(k, features)`` array of starting centroids.
+        n_init: how many times to seed and iterate (each from its own draws); the result
+            of the lowest inertia is kept (scikit-learn's ``n_init``).
         tol: stop once no centroid moves further than this (Euclidean distance).
-        seed: the seed of ``init="random"``.
+        seed: the seed of ``"k-means++"`` and ``"random"`` (``np.random.default_rng(seed)``;
+            with ``n_init > 1``, attempt j draws from ``np.random.default_rng([seed, j])``).
+            k-means++ draws depend on the shards too: the same seed over the same plan gives
+            the same centroids.
         progress: a ``tqdm`` progress bar on stderr: None shows it when stderr is a
             terminal (or in Jupyter), True always, False never.
         callback: called with a [`KMeansStep`][tfmapreduce.recipes.KMeansStep] after each iteration.
@@ -229,46 +316,67 @@ def kmeans(
         array([[ 0. ,  0.5],
                [10. , 10.5]])
     """
-    settings = RunOptions.of(**options)
+    settings = RunOptions.checked("kmeans", _KEYWORDS, dict(options))
     k = check_int(k, "k", 1)
     iters = check_int(iters, "iters", 1)
+    n_init = check_int(n_init, "n_init", 1)
     tol = check_float(tol, "tol")
     check_callback(callback)
+    if not isinstance(init, str) and n_init > 1:
+        raise ValueError(
+            f"n_init={n_init} restarts from the same given centroids would give the same result; pass n_init=1 with init=<array>"
+        )
     src = sources(data, argument="data")
     if len(src) != 1:
         raise InputError("kmeans clusters one array; pass the points as one (rows, features) array, not a tuple")
     rows, features = src[0].rows, feature_count(src[0].shape, "data")
     if k > rows:
         raise InputError(f"k={k} clusters need at least {k} rows of data, got {rows}")
-    centroids = _initial_centroids(data, k, init, rows, features, seed, settings.timeout)
+    if isinstance(init, str) and init not in INITS:
+        near = difflib.get_close_matches(init, INITS, n=1)
+        raise ValueError(
+            f"init must be 'k-means++', 'first', 'random' or an array of k starting centroids, got {init!r}"
+            + (f" (did you mean {near[0]!r}?)" if near else "")
+        )
     mapreduce = recipe(("kmeans",), lambda: (_kmeans_map, SUM))
-    bar = progress_bar("kmeans", iters, progress)
-    history: list[KMeansStep] = []
-    converged = False
-    with held_resident(data, iters, settings) as (held, resident):
-        for i in range(1, iters + 1):
-            started = time.perf_counter()
-            (sums, counts, inertia), stats = run_with_stats(mapreduce, held, resident, broadcast=(centroids,))
-            if counts.sum() != rows or not np.all(np.isfinite(sums)):
-                raise InputError(
-                    f"data holds rows with NaN or infinite values ({rows - int(counts.sum())} of {rows} rows could not be assigned); "
-                    "k-means needs finite points: drop them first, e.g. x[np.isfinite(x).all(axis=1)]"
-                )
-            filled = counts > 0
-            new = centroids.copy()
-            new[filled] = sums[filled] / counts[filled][:, None]
-            shift = float(np.sqrt(((new - centroids) ** 2).sum(axis=1)).max())
-            centroids = new
-            step = KMeansStep(i, float(inertia), shift, int((~filled).sum()), time.perf_counter() - started, stats)
-            history.append(step)
-            bar.set_postfix_str(f"inertia={step.inertia:.6g} shift={shift:.3g}", refresh=False)
-            bar.update()
-            if callback is not None:
-                callback(step)
-            if shift <= tol:
-                converged = True
-                break
-    if converged:
+    bar = progress_bar("kmeans", iters * n_init, progress)
+    best: KMeansResult | None = None
+    seeding = k if isinstance(init, str) and init == "k-means++" else 0
+    with held_resident(data, n_init * (iters + seeding), settings) as (held, resident):
+        for attempt in range(n_init):
+            rng = np.random.default_rng([seed, attempt]) if n_init > 1 else np.random.default_rng(seed)
+            centroids = _initial_centroids(held, k, init, rows, features, rng, resident)
+            history: list[KMeansStep] = []
+            converged = False
+            for i in range(1, iters + 1):
+                started = time.perf_counter()
+                (sums, counts, inertia), stats = run_with_stats(mapreduce, held, resident, broadcast=(centroids,))
+                if counts.sum() != rows or not np.all(np.isfinite(sums)):
+                    raise InputError(
+                        f"data holds rows with NaN or infinite values ({rows - int(counts.sum())} of {rows} rows could not be assigned); "
+                        "k-means needs finite points: drop them first, e.g. x[np.isfinite(x).all(axis=1)]"
+                    )
+                filled = counts > 0
+                new = centroids.copy()
+                new[filled] = sums[filled] / counts[filled][:, None]
+                shift = float(np.sqrt(((new - centroids) ** 2).sum(axis=1)).max())
+                centroids = new
+                step = KMeansStep(i, float(inertia), shift, int((~filled).sum()), time.perf_counter() - started, stats)
+                history.append(step)
+                bar.set_postfix_str(f"inertia={step.inertia:.6g} shift={shift:.3g}", refresh=False)
+                bar.update()
+                if callback is not None:
+                    callback(step)
+                if shift <= tol:
+                    converged = True
+                    break
+            if attempt < n_init - 1:
+                bar.update(iters - len(history))  # the bar counts every attempt's iters; one that converged early is done
+            result = KMeansResult(centroids, len(history), converged, tuple(history))
+            if best is None or result.inertia < best.inertia:
+                best = result
+    assert best is not None
+    if best.converged:
         bar.set_postfix_str(f"{bar.postfix}, converged" if bar.postfix else "converged")
     bar.close()
-    return KMeansResult(centroids, len(history), converged, tuple(history))
+    return best

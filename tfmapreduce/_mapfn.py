@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
+import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -64,12 +69,59 @@ TRACED = (
 """The hint of an error raised while tracing a user's function."""
 
 
+GUIDE = "see the map-functions guide (docs/map-functions.md, 'It is traced once into a graph')"
+"""Where a map function's tracing error points."""
+
+_SYMBOLIC = re.compile(r"\b(Symbolic)?Tensor\(\"")
+"""What ``print`` shows of a tensor while a graph is built (no value)."""
+
+
+def traced_hint(e: BaseException) -> tuple[str, str]:
+    """The cause of a map function's tracing error, short, and one sentence of what to write instead."""
+    text = str(e)
+    if isinstance(e, AttributeError) and "numpy" in text:
+        return text, (
+            "a map function runs once on symbolic tensors as the graph is built, where .numpy() has no value to give: "
+            "compute with TensorFlow ops on the tensor itself (tf.reduce_sum(x), tf.where(x > 0, x, 0.0), ...)"
+        )
+    if isinstance(e, tf.errors.OperatorNotAllowedInGraphError):
+        cause = text.split(" You can attempt")[0]  # TensorFlow's advice (@tf.function, eager) does not apply here
+        if "Iterating over" in text:
+            return cause, (
+                "a Python for over a tensor cannot run as the graph is built: write the loop as whole-tensor ops, "
+                "or as tf.map_fn(fn, x) or tf.while_loop"
+            )
+        return cause, (
+            "a Python if (or and/or/not, or while) on a tensor's value cannot run as the graph is built: write "
+            "tf.where(condition, a, b) to choose element by element, or tf.cond(predicate, true_fn, false_fn) for one scalar condition"
+        )
+    return text, TRACED
+
+
 def call_map(map_fn: Any, tensors: Any, broadcast: tuple[Any, ...], at: str, *, argument: str = "map_fn") -> Any:
-    """``map_fn(*tensors, *broadcast)`` as the graph is built; MapFunctionError naming ``argument`` and ``at`` if it raises."""
+    """``map_fn(*tensors, *broadcast)`` as the graph is built; MapFunctionError naming ``argument`` and ``at`` if it raises.
+
+    What it prints goes on to stdout; a tensor printed (no value while the graph is built) warns once with the fix.
+    """
+    printed = io.StringIO()
     try:
-        return map_fn(*tensors, *broadcast)
+        with contextlib.redirect_stdout(printed):
+            return map_fn(*tensors, *broadcast)
     except Exception as e:
-        raise MapFunctionError(f"{argument} {callable_name(map_fn)} raised {type(e).__name__} on {at}: {e}; {TRACED}") from e
+        cause, hint = traced_hint(e)
+        raise MapFunctionError(
+            f"{argument} {callable_name(map_fn)} raised {type(e).__name__} on {at}: {cause}; {hint}; {GUIDE}"
+        ) from e
+    finally:
+        shown = printed.getvalue()
+        if shown:
+            sys.stdout.write(shown)
+            if _SYMBOLIC.search(shown):
+                warnings.warn(
+                    f"{argument} {callable_name(map_fn)} printed a tensor as its graph was built (on {at}), which shows no values: "
+                    f"write tf.print(x) instead, which prints on the worker as the run goes; {GUIDE}",
+                    stacklevel=2,
+                )
 
 
 def map_shard(map_fn: Any, shard: Shard, tensors: Any, broadcast: tuple[Any, ...]) -> Any:

@@ -8,6 +8,7 @@ frozen :class:`RunOptions`.  A new option is one field here plus its docs.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
@@ -46,6 +47,20 @@ class Options(PlaceOptions, total=False):
     speculate: bool
 
 
+def unknown_keywords(what: str, unknown: Sequence[str], options: dict[str, Any], accepted: Sequence[str]) -> str:
+    """``what`` and each unknown keyword as given, with the nearest accepted keyword where one is near (difflib).
+
+    Example:
+        >>> unknown_keywords("unknown run option", ["sise"], {"sise": 3}, ["sizes", "devices"])
+        'unknown run option sise=3 (did you mean sizes?)'
+    """
+    parts = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6)
+        parts.append(f"{name}={options[name]!r}" + (f" (did you mean {near[0]}?)" if near else ""))
+    return f"{what} {', '.join(parts)}"
+
+
 @attrs.frozen
 class RunOptions:
     """How and where a run goes, validated once: the value behind the keywords of every job and recipe.
@@ -53,10 +68,10 @@ class RunOptions:
     Examples:
         >>> RunOptions.of(sizes=[30, 70], timeout=5).timeout
         5.0
-        >>> RunOptions.of(sise=3)
+        >>> RunOptions.of(sise=3)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        TypeError: unknown run option sise=3; the options are cluster, sizes, devices, fallback, timeout, reducers, batch_rows, retries, transfer, speculate
+        TypeError: unknown run option sise=3 (did you mean sizes?); the options are cluster, sizes, devices, ..., speculate
     """
 
     cluster: Cluster | None = None
@@ -109,6 +124,27 @@ class RunOptions:
         return settings
 
     @classmethod
+    def checked(cls, call: str, own: Sequence[str], options: dict[str, Any]) -> RunOptions:
+        """:meth:`of` for the keywords of ``call`` beyond its own ``own``: an unknown one is a TypeError that suggests the
+        nearest of every keyword ``call`` accepts (its own and the run options) and lists them all.
+
+        Example:
+            >>> RunOptions.checked("kmeans", ["iters", "init"], {"iter": 5})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            TypeError: kmeans() got an unknown keyword iter=5 (did you mean iters?); it accepts iters, init, cluster, ..., speculate
+        """
+        names = [f.name for f in attrs.fields(cls) if f.name != "return_stats"]
+        unknown = [name for name in options if name not in (*names, "return_stats")]
+        if unknown:
+            accepted = [*own, *names]
+            raise TypeError(
+                unknown_keywords(f"{call}() got an unknown keyword", unknown, options, accepted)
+                + f"; it accepts {', '.join(accepted)}"
+            )
+        return cls.of(**options)
+
+    @classmethod
     def placing(cls, call: str, options: dict[str, Any], *, without: tuple[str, ...] = ()) -> RunOptions:
         """Validate the keywords of ``call`` (a call that places data, named in messages): only ``PlaceOptions``'
         keywords apply, less ``without``; ``cluster=`` is required.
@@ -137,8 +173,9 @@ class RunOptions:
         names = [f.name for f in attrs.fields(cls) if f.name != "return_stats"]
         unknown = sorted(set(options) - {*names, "return_stats"})
         if unknown:
-            given = ", ".join(f"{k}={options[k]!r}" for k in unknown)
-            raise TypeError(f"unknown run option {given}; the options are {', '.join(names)}")
+            raise TypeError(
+                unknown_keywords("unknown run option", unknown, options, names) + f"; the options are {', '.join(names)}"
+            )
         cluster = options.get("cluster")
         if cluster is not None and not isinstance(cluster, Cluster):
             raise TypeError(

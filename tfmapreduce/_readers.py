@@ -103,6 +103,10 @@ class Reader(abc.ABC):
         """Byte formats: a batch of records (of at most ``batch``, all but the last exactly) as a tensor of rows."""
         return records
 
+    def empty(self, layout: Layout) -> tuple[tf.Tensor, ...]:
+        """The batch of no rows, as :meth:`decode` (or :meth:`rows_dataset`) gives a batch: one tensor, or a table's columns."""
+        return (tf.zeros((0, *layout.row_shape), tf.as_dtype(layout.dtype)),)
+
 
 def _fixed_rows(
     path: str,

@@ -160,6 +160,10 @@ class Streamed(Source, Protocol):
         """
         ...
 
+    def empty_batch(self) -> tuple[tf.Tensor, ...]:
+        """Inside the job's graph: a batch of no rows, as the batches are (one tensor, or a table's columns)."""
+        ...
+
 
 def streamed(srcs: Sequence[Source]) -> Streamed | None:
     """The one streamed source of a job's inputs, or None when nothing streams.
@@ -199,6 +203,13 @@ def as_array(value: Any, *, argument: str) -> np.ndarray:
         TypeError: strings, objects or other non-numeric data.
         InputError: a ragged nested list.
     """
+    if isinstance(value, tf.data.Dataset):
+        raise TypeError(
+            f"{argument} is a tf.data.Dataset, which tfmapreduce does not read: its rows would have to pass through the "
+            "client. Give the files the dataset reads to a reader that runs on the workers (tmr.read_npy, tmr.read_text, "
+            "tmr.read_csv, tmr.read_tfrecord, tmr.read_raw), or, for data that fits the client's memory, an array: "
+            "np.concatenate(list(dataset.as_numpy_iterator()))"
+        )
     if isinstance(value, (tf.Tensor, tf.Variable)):
         value = value.numpy()
     try:

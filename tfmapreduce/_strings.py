@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,22 +39,50 @@ def as_bytes_array(item: Any) -> tuple[np.ndarray[Any, Any], bool] | None:
     return None
 
 
-def decode_keys(keys: Sequence[bytes], unicode: bool) -> np.ndarray[Any, Any]:
-    """String keys as they come back to the caller: ``str`` when the input was unicode and every key is UTF-8, else ``bytes``.
+Encoding = str | bool | None
+"""How string keys come back: the codec's name (``str``), True for UTF-8, or None/False for ``bytes``."""
 
-    A key that is not UTF-8 can only have come from a ``bytes`` input; rather than fail on it
-    (or alter it), all keys then stay ``bytes``, so every key of a result has one type.
+
+def text_encoding(encoding: object, name: str) -> str | None:
+    """The ``encoding=`` of a text reader checked: a codec's name, or ``"bytes"`` (returned as None) to keep bytes.
+
+    Example:
+        >>> text_encoding("UTF8", "read_text"), text_encoding("bytes", "read_text")
+        ('utf-8', None)
+    """
+    if encoding == "bytes":
+        return None
+    if isinstance(encoding, str):
+        try:
+            return codecs.lookup(encoding).name
+        except LookupError:
+            pass
+    raise TypeError(
+        f"{name}: encoding must be the name of a text codec (e.g. 'utf-8', 'latin-1') or 'bytes' to keep "
+        f"keys and strings as bytes, got {encoding!r}"
+    )
+
+
+def decode_keys(keys: Sequence[bytes], unicode: Encoding) -> np.ndarray[Any, Any]:
+    """String keys as they come back to the caller: ``str`` when the input was text and every key decodes, else ``bytes``.
+
+    ``unicode`` is the input's encoding (True: UTF-8; None or False: the input was bytes).  A key
+    that does not decode can only have come from a ``bytes`` input (or a file not in its encoding);
+    rather than fail on it (or alter it), all keys then stay ``bytes``, so every key of a result has one type.
 
     Example:
         >>> decode_keys([b"a", b"b"], True).tolist()
         ['a', 'b']
         >>> decode_keys([b"a", b"\\xff"], True).tolist()
         [b'a', b'\\xff']
+        >>> decode_keys([b"\\xe9"], "latin-1").tolist()
+        ['é']
     """
     raw = [bytes(k) for k in keys]
     if unicode:
+        codec = "utf-8" if unicode is True else str(unicode)
         try:
-            return np.array([k.decode("utf-8") for k in raw], dtype=object)
+            return np.array([k.decode(codec) for k in raw], dtype=object)
         except UnicodeDecodeError:
             pass
     return np.array(raw, dtype=object)

@@ -39,6 +39,7 @@ from ._histogram import histogram as histogram  # noqa: E402
 from ._kmeans import KMeansResult as KMeansResult  # noqa: E402
 from ._kmeans import KMeansStep as KMeansStep  # noqa: E402
 from ._kmeans import kmeans as kmeans  # noqa: E402
+from ._pagerank import pagerank as pagerank  # noqa: E402
 from ._regression import GradientStep as GradientStep  # noqa: E402
 from ._regression import LinearModel as LinearModel  # noqa: E402
 from ._regression import LogisticModel as LogisticModel  # noqa: E402
@@ -81,6 +82,7 @@ __all__ = [
     "min_by_key",
     "model_average",
     "moments",
+    "pagerank",
     "quantile_by_key",
     "std",
     "std_by_key",

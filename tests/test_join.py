@@ -1,0 +1,208 @@
+"""tmr.join: every how and strategy against pandas.merge, on real workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfmapreduce as tmr
+from tests.strategies import examples, size_lists
+from tfmapreduce import _join
+
+HOWS = ("inner", "left", "right", "outer")
+
+
+def frame(keys: np.ndarray, values: Any, name: str) -> pd.DataFrame:
+    columns = values if isinstance(values, tuple) else (values,)
+    names = [f"{name}_{j}" for j in range(len(columns))] if isinstance(values, tuple) else [name]
+    return pd.DataFrame({"key": keys, **dict(zip(names, columns, strict=True))})
+
+
+def rows(df: pd.DataFrame) -> list[tuple[Any, ...]]:
+    """The rows as a sorted multiset, NaN (a missing value) as None, floats rounded away from representation noise."""
+
+    def cell(v: Any) -> Any:
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return None
+        return round(float(v), 9) if isinstance(v, (float, np.floating)) else v
+
+    return sorted((tuple(cell(v) for v in r) for r in df.itertuples(index=False)), key=repr)
+
+
+def check(result: tmr.JoinResult, left: tuple[Any, Any], right: tuple[Any, Any], how: str) -> None:
+    """The join equals pandas.merge(on="key", how=how) row for row, as a multiset; masks agree with the filled values."""
+    expected = pd.merge(frame(*left, "left"), frame(*right, "right"), on="key", how=how)
+    got = result.to_pandas()
+    assert list(got.columns) == list(expected.columns)
+    assert rows(got) == rows(expected)
+    assert len(result) == len(expected) == len(result.left_matched) == len(result.right_matched)
+    assert sum(n for _, n in result.parts) == len(result)
+    if how == "inner":
+        assert result.left_matched.all()
+        assert result.right_matched.all()
+
+
+@st.composite
+def sides(draw: st.DrawFn) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Two sides whose keys come from one small pool (so they repeat and match), of any length including 0."""
+    kind = draw(st.sampled_from(["int32", "int64", "str"]))
+    if kind == "str":
+        pool: list[Any] = draw(st.lists(st.text(max_size=3), min_size=1, max_size=6, unique=True))
+    else:
+        pool = draw(st.lists(st.integers(-(2**31) + 1, 2**31 - 1), min_size=1, max_size=6, unique=True))
+    dtype = object if kind == "str" else np.dtype(kind)
+
+    def side(n: int) -> np.ndarray:
+        return np.array([draw(st.sampled_from(pool)) for _ in range(n)], dtype=dtype)
+
+    lk, rk = side(draw(st.integers(0, 25))), side(draw(st.integers(0, 25)))
+    lv = np.arange(len(lk), dtype=np.float64) + 0.5
+    rv = np.arange(len(rk), dtype=np.int64) * 10
+    return (lk, lv), (rk, rv)
+
+
+@settings(max_examples=examples(30))
+@given(sides(), st.sampled_from(HOWS), st.sampled_from(["hash", "broadcast", "auto"]), st.integers(1, 4), st.data())
+def test_join_equals_pandas_merge_for_any_keys_partition_and_reducers(
+    cluster: tmr.LocalCluster, case: Any, how: str, strategy: str, reducers: int, data: st.DataObject
+) -> None:
+    left, right = case
+    sizes = data.draw(size_lists(len(left[0]) + len(right[0]), max_shards=4))
+    result = tmr.join(left, right, how=how, strategy=strategy, cluster=cluster, sizes=sizes, reducers=reducers)
+    check(result, left, right, how)
+    if strategy != "auto":
+        assert result.strategy == strategy
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_the_stock_join_where_a_task_lacks_the_native_kernels(cluster: tmr.LocalCluster, how: str) -> None:
+    rng = np.random.default_rng(3)
+    left = (rng.integers(0, 30, 400), rng.random(400))
+    right = (rng.integers(10, 40, 300), rng.integers(0, 9, 300))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_join, "available", lambda cluster, timeout: False)
+        for strategy in ("hash", "broadcast"):
+            check(tmr.join(left, right, how=how, strategy=strategy, cluster=cluster, reducers=3), left, right, how)
+
+
+def test_string_keys_tuples_of_columns_and_rows_of_several_values(cluster: tmr.LocalCluster) -> None:
+    left = (np.array(["", "é", "a", "é", "x"]), (np.arange(5), np.array(["p", "q", "r", "s", "t"])))
+    right = (np.array(["é", "", "zz"]), np.array([1.5, 2.5, 3.5]))
+    for how in HOWS:
+        result = tmr.join(left, right, how=how, cluster=cluster)
+        check(result, left, right, how)
+        assert all(isinstance(k, str) for k in result.keys)
+    wide = tmr.join((np.array([1, 2, 1]), np.arange(6.0).reshape(3, 2)), (np.array([1]), np.array([7])), cluster=cluster)
+    order = np.argsort(wide.left[:, 0])
+    np.testing.assert_array_equal(wide.left[order], [[0.0, 1.0], [4.0, 5.0]])
+    np.testing.assert_array_equal(wide.right, [7, 7])
+
+
+def test_no_matching_key_one_key_everywhere_and_empty_sides(cluster: tmr.LocalCluster) -> None:
+    a, b = (np.array([1, 2, 3]), np.array([1.0, 2.0, 3.0])), (np.array([7, 8]), np.array([7, 8]))
+    empty = (np.array([], np.int64), np.array([], np.int64))
+    one = (np.full(40, 5), np.arange(40.0)), (np.full(30, 5), np.arange(30))
+    for how in ("left", "outer"):
+        for strategy in ("hash", "broadcast"):
+            for left, right in ((a, b), one, (a, empty), (empty, b), (empty, empty)):
+                check(tmr.join(left, right, how=how, strategy=strategy, cluster=cluster), left, right, how)
+
+
+def test_resident_sides_and_a_resident_side_with_a_host_side(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(8)
+    lk, lv, rk, rv = rng.integers(0, 50, 500), rng.random(500), rng.integers(0, 80, 200), rng.random(200)
+    with tmr.scatter(lk, cluster=cluster) as k, tmr.scatter(lv, cluster=cluster) as v:
+        with tmr.scatter(rk, cluster=cluster, sizes=3) as k2, tmr.scatter(rv, cluster=cluster, sizes=3) as v2:
+            for how in HOWS:
+                check(tmr.join((k, v), (k2, v2), how=how, cluster=cluster), (lk, lv), (rk, rv), how)
+        check(tmr.join((k, v), (rk, rv), how="outer"), (lk, lv), (rk, rv), "outer")
+
+
+def test_keyed_resident_results_on_the_same_reducers_join_where_they_are(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(9)
+    keys, values = rng.integers(0, 300, 3000), rng.random(3000)
+    keys2 = rng.integers(100, 400, 2000)
+    with (
+        tmr.sum_by_key(keys, values, cluster=cluster, reducers=3, resident=True) as sums,
+        tmr.count_by_key(keys2, cluster=cluster, reducers=3, resident=True) as counts,
+    ):
+        plan = tmr.plan_join(sums, counts, how="outer")
+        assert plan.strategy == "co-partitioned"
+        assert "nothing moves" in plan.explain()
+        result, stats = tmr.join(sums, counts, how="outer", return_stats=True)
+        assert result.strategy == "co-partitioned"
+        assert stats.bytes_sent == 0
+        left, right = sums.gather(), counts.gather()
+        check(result, (left.keys, left.values), (right.keys, right.values), "outer")
+        assert tmr.join(sums, counts, strategy="hash").strategy == "hash"
+
+
+def test_a_hot_key_on_both_sides(cluster: tmr.LocalCluster) -> None:
+    """100k rows of one key × 10 of it: 1M rows on one reducer; the parts say which."""
+    left = (np.concatenate([np.zeros(100_000, np.int64), np.arange(1, 1000)]), np.arange(100_999, dtype=np.int32))
+    right = (np.concatenate([np.zeros(10, np.int64), np.arange(500, 600)]), np.arange(110, dtype=np.int32))
+    result = tmr.join(left, right, cluster=cluster, strategy="hash", reducers=4)
+    assert len(result) == 1_000_000 + 100
+    assert max(n for _, n in result.parts) >= 1_000_000
+    assert np.count_nonzero(result.keys == 0) == 1_000_000
+    assert np.bincount(result.right[result.keys == 0]).tolist() == [100_000] * 10
+
+
+def test_an_output_over_the_budget_is_refused_before_a_row_is_made(cluster: tmr.LocalCluster) -> None:
+    left = (np.zeros(300, np.int64), np.ones(300))
+    with pytest.raises(tmr.ReducerMemoryError, match=r"would make 90,000 rows on .*max_bytes=10000.*reducers=N"):
+        tmr.join(left, left, cluster=cluster, max_bytes=10_000)
+    assert len(tmr.join(left, left, cluster=cluster, max_bytes=10_000_000)) == 90_000
+
+
+def test_bad_inputs_are_named(cluster: tmr.LocalCluster) -> None:
+    ints = (np.array([1, 2]), np.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match=r"keys of left are int64 and those of right are int32.*astype"):
+        tmr.join(ints, (np.array([1], np.int32), np.array([1])), cluster=cluster)
+    with pytest.raises(TypeError, match=r"left are int64 and those of right are strings"):
+        tmr.join(ints, (np.array(["a"]), np.array([1])), cluster=cluster)
+    with pytest.raises(tmr.InputError, match=r"right: keys have 2 rows but values 3"):
+        tmr.join(ints, (np.array([1, 2]), np.arange(3)), cluster=cluster)
+    with pytest.raises(ValueError, match=r"how must be one of 'inner', 'left', 'right', 'outer'.*got 'full'"):
+        tmr.join(ints, ints, how="full", cluster=cluster)
+    with pytest.raises(ValueError, match=r"strategy must be one of"):
+        tmr.join(ints, ints, strategy="merge", cluster=cluster)
+    with pytest.raises(TypeError, match=r"left must be keyed data: a \(keys, values\) pair"):
+        tmr.join(np.arange(3), ints, cluster=cluster)
+    with pytest.raises(TypeError, match=r"float and bool keys have no exact equality"):
+        tmr.join((np.array([1.0]), np.array([1])), ints, cluster=cluster)
+    with pytest.raises(TypeError, match=r"unknown run option"):
+        tmr.join(ints, ints, cluster=cluster, reducer=2)
+
+
+def test_the_plan_says_what_moves(cluster: tmr.LocalCluster) -> None:
+    big, small = (np.arange(1000), np.ones(1000)), (np.arange(10), np.ones(10))
+    plan = tmr.plan_join(big, small, cluster=cluster)
+    assert plan.strategy == "broadcast"
+    assert plan.small == 1
+    assert plan.sizes == (1000, 10)
+    assert "the right side (10 rows) sent to each task of the left side" in plan.explain()
+    hashed = tmr.plan_join(big, small, cluster=cluster, strategy="hash", reducers=3)
+    assert len(hashed.reducers) == 3
+    assert "shuffled by key hash to 3 reducer(s)" in str(hashed)
+
+
+def test_a_resident_join_stays_where_it_was_made_and_later_jobs_read_it(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(11)
+    left = (rng.integers(0, 40, 300), (rng.random(300), rng.integers(0, 5, 300)))
+    right = (rng.integers(20, 60, 100), rng.random(100))
+    for strategy in ("hash", "broadcast"):
+        with tmr.join(left, right, how="outer", strategy=strategy, cluster=cluster, resident=True) as kept:
+            result = kept.gather()
+            check(result, left, right, "outer")
+            assert len(kept) == len(result)
+            assert int(tmr.max(kept.keys)) == result.keys.max()
+            sums = tmr.sum_by_key(kept.keys, kept.left[1])
+            expected = pd.Series(result.left[1]).groupby(result.keys).sum()
+            np.testing.assert_array_equal(sums.keys, expected.index)
+            np.testing.assert_array_equal(sums.values, expected.to_numpy())

@@ -1,0 +1,81 @@
+"""The result of a join: its rows' keys, and each side's values on those rows, aligned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+
+@attrs.frozen(eq=False)
+class JoinResult:
+    """The rows of a join, one per matching (left row, right row) pair, and the unmatched rows an outer join keeps.
+
+    ``left`` and ``right`` hold each side's values on those rows, in the structure the side was given (one array,
+    or a tuple of arrays).  A row without a match on one side has that side's ``*_matched`` False and its values
+    filled: NaN for floats, 0 for integers, False for booleans, the empty string for strings.  Rows come grouped
+    by key, their order otherwise unspecified (as in Spark); sort them if order matters.
+
+    Example:
+        >>> left = (np.array([1, 2, 2]), np.array([10.0, 20.0, 21.0]))
+        >>> right = (np.array([2, 3]), np.array(["b", "c"]))
+        >>> r = tmr.join(left, right, how="outer", cluster=cluster)
+        >>> sorted(zip(r.keys.tolist(), r.left.tolist(), r.right.tolist()))
+        [(1, 10.0, ''), (2, 20.0, 'b'), (2, 21.0, 'b'), (3, nan, 'c')]
+        >>> len(r), int(r.left_matched.sum()), int(r.right_matched.sum())
+        (4, 3, 3)
+    """
+
+    keys: np.ndarray
+    """The key of each row."""
+    left: Any
+    """The left side's values on each row: an array, or a tuple of arrays (as given)."""
+    right: Any
+    """The right side's values on each row."""
+    left_matched: np.ndarray
+    """Per row: whether it has a left row (False only in right and outer joins)."""
+    right_matched: np.ndarray
+    """Per row: whether it has a right row (False only in left and outer joins)."""
+    strategy: str
+    """How it ran: ``"hash"``, ``"broadcast"`` or ``"co-partitioned"``."""
+    parts: tuple[tuple[str, int], ...]
+    """The rows each device produced (the reducers', or the tasks' for a broadcast join), in the order of the rows."""
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+    def __repr__(self) -> str:
+        return f"JoinResult({len(self)} rows, {self.strategy})"
+
+    def to_pandas(self, *, key: str = "key", left: str = "left", right: str = "right") -> Any:
+        """The rows as a ``pandas.DataFrame`` shaped as ``pandas.merge`` shapes it: a ``key`` column, then each side's
+        columns (``left``/``right``, or ``left_0``, ``left_1``, … for a tuple of columns); a column with unmatched
+        rows holds NaN there (so integers become floats, as in pandas).
+
+        Raises:
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        try:
+            import pandas as pd  # type: ignore[import-untyped]
+        except ImportError as e:
+            raise ImportError("JoinResult.to_pandas() needs pandas: pip install pandas") from e
+        columns: dict[str, Any] = {key: self.keys}
+        for name, values, matched in ((left, self.left, self.left_matched), (right, self.right, self.right_matched)):
+            many = isinstance(values, tuple)
+            for j, column in enumerate(values if many else (values,)):
+                columns[f"{name}_{j}" if many else name] = _with_missing(column, matched)
+        return pd.DataFrame(columns)
+
+
+def _with_missing(column: np.ndarray, matched: np.ndarray) -> Any:
+    """``column`` with NaN where a row is unmatched (integers and booleans as float64; strings as objects)."""
+    if matched.all() or column.ndim != 1:
+        return column
+    if column.dtype == object:
+        out = column.copy()
+        out[~matched] = np.nan
+        return out
+    out = column.astype(np.float64) if column.dtype.kind in "biu" else column.copy()
+    out[~matched] = np.nan
+    return out
