@@ -324,7 +324,7 @@ def read_csv(
             (``str`` for a column of text: a by-key recipe's key column, or one left out with ``columns=``).
         header: whether each file's first line names the columns (it is skipped).
         delimiter: the field separator.
-        encoding: what string keys of a by-key recipe over the table come back as (see :func:`read_text`).
+        encoding: what string keys of a by-key recipe over the table come back as (see [`read_text`][tfmapreduce.read_text]).
 
     The by-key recipes take a CSV table whole, with its columns named:
     ``tmr.mean_by_key(tmr.read_csv(paths), keys="city", values="price")``.

@@ -72,7 +72,7 @@ class KMeansResult:
 
     @property
     def inertia_(self) -> float:
-        """scikit-learn's name for :attr:`inertia`."""
+        """scikit-learn's name for [`inertia`][tfmapreduce.recipes.KMeansResult.inertia]."""
         return self.inertia
 
     @property

@@ -125,10 +125,10 @@ class RunOptions:
 
     @classmethod
     def checked(cls, call: str, own: Sequence[str], options: dict[str, Any]) -> RunOptions:
-        """:meth:`of` for the keywords of ``call`` beyond its own ``own``: an unknown one is a TypeError that suggests the
+        """[`of`][tfmapreduce.RunOptions.of] for the keywords of ``call`` beyond its own ``own``: an unknown one is a TypeError that suggests the
         nearest of every keyword ``call`` accepts (its own and the run options) and lists them all.
 
-        Example:
+        Examples:
             >>> RunOptions.checked("kmeans", ["iters", "init"], {"iter": 5})  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...
