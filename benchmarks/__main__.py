@@ -47,8 +47,9 @@ quick mode: sizes 1e2,1e5; mean and variance; layouts local, 2w-even, 2w-uneven 
 one LocalCluster(2); {QUICK.repeats} rounds ({QUICK.small_repeats} small); no peers.  Runs in well under a minute.
 
 output (--out, default {DEFAULT_OUT}/): results.json (every raw repeat), results.md (tables; the targets of benchmarks/targets.json),
-and PNG plots when matplotlib is installed (latency and throughput vs size per layout, overhead vs hand-written TF,
-the shard sweep); --plots {DOCS_IMG} writes the plots where the docs site (docs/layouts.md) shows them.
+and PNG plots when matplotlib is installed (layouts.png: the mean per layout; resident.png: shipped vs resident;
+overhead.png: vs hand-written TF; sweep.png: the shard sweep); --plots {DOCS_IMG} writes the plots where the docs site
+(docs/layouts.md) shows them, and --replot results.json draws them again from a saved run.
 The exit status is 1 when a framework, hand-written or numpy result was wrong or failed.
 
 other benchmarks (each with --help): python -m benchmarks.shipping (shared memory vs feeds vs Ray, tiny job),
@@ -98,6 +99,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help=f"folder for the PNG plots (default: --out); {DOCS_IMG} is where the docs site includes them",
     )
+    p.add_argument(
+        "--replot",
+        metavar="RESULTS_JSON",
+        help="run nothing: draw the plots of a saved results.json again, into --plots (default: its folder)",
+    )
     p.add_argument("--layouts", type=lambda t: _list(t, tuple(LAYOUTS), "layout"), help="only these layouts (comma-separated)")
     p.add_argument("--jobs", type=lambda t: _list(t, JOBS, "job"), help="only these jobs (comma-separated)")
     p.add_argument("--sizes", type=_sizes, help="float32 element counts, e.g. 1e2,1e6")
@@ -131,6 +137,12 @@ def config_from(args: argparse.Namespace) -> Config:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.replot:
+        from . import _report
+
+        plots = args.plots or os.path.dirname(args.replot) or "."
+        print(f"wrote {', '.join(_report.replot(args.replot, plots))} to {plots}")
+        return 0
     config = config_from(args)
     if config.mode == "full" and min(config.repeats, config.small_repeats) < 5:
         print("note: fewer than 5 timed rounds per figure: the issue's figures need at least 5", file=sys.stderr)

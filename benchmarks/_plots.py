@@ -7,10 +7,20 @@ from typing import Any
 
 import numpy as np
 
-from ._config import JOBS
 from ._targets import size_name
 
-COLORS = {"local": "black", "1w": "tab:purple", "2w-even": "tab:blue", "2w-uneven": "tab:orange", "2w-2cpu": "tab:green"}
+# The suite's figures are drawn 6.4 in wide at 110 dpi (704 px), about the width the docs page shows them
+# (690 px): fonts keep their size on the page.  Each figure answers one question, with at most 4 series;
+# a series differs from the others by its marker and line style as well as its colour.
+WIDTH, HEIGHT, DPI = 6.4, 3.7, 110
+STYLES = [
+    {"color": "tab:blue", "marker": "o", "ls": "-"},
+    {"color": "tab:orange", "marker": "s", "ls": "--"},
+    {"color": "tab:green", "marker": "^", "ls": "-."},
+    {"color": "black", "marker": "D", "ls": ":"},
+]
+SHIPPED = {"marker": "s", "ls": "--", "mfc": "white"}  # hollow squares, dashed
+RESIDENT = {"marker": "o", "ls": "-"}  # filled circles, solid
 
 
 def _pyplot() -> Any:
@@ -19,111 +29,178 @@ def _pyplot() -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "legend.fontsize": 8.5, "lines.markersize": 5})
     return plt
 
 
-def _errorbars(ax: Any, xs: list[float], summaries: list[dict[str, Any]], scale: float, style: str, **kw: Any) -> None:
-    """Medians with min-max bars."""
-    ys = [s["median"] * scale for s in summaries]
-    spans = [[y - s["min"] * scale for y, s in zip(ys, summaries, strict=True)]]
-    spans.append([s["max"] * scale - y for y, s in zip(ys, summaries, strict=True)])
-    ax.errorbar(xs, ys, yerr=spans, fmt=style, marker="o", ms=3, capsize=2, **kw)
+def _find(cases: list[dict[str, Any]], **where: Any) -> list[dict[str, Any]]:
+    return sorted((c for c in cases if all(c.get(k) == v for k, v in where.items())), key=lambda c: c["size"])
+
+
+def _line(ax: Any, pts: list[tuple[float, dict[str, Any]]], scale: float, label: str, style: dict[str, Any]) -> None:
+    """Medians joined by a line, with min-max bars."""
+    if not pts:
+        return
+    xs = [x for x, _ in pts]
+    ys = [s["median"] * scale for _, s in pts]
+    low = [y - s["min"] * scale for y, (_, s) in zip(ys, pts, strict=True)]
+    high = [s["max"] * scale - y for y, (_, s) in zip(ys, pts, strict=True)]
+    ax.errorbar(xs, ys, yerr=[low, high], capsize=2, lw=1.4, elinewidth=0.8, label=label, **style)
+
+
+def _size_axis(ax: Any, sizes: list[int]) -> None:
+    ax.set_xscale("log")
+    ax.set_xticks(sizes, [size_name(s) for s in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("input size (float32 elements)")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _ms_axis(ax: Any) -> None:
+    import matplotlib.ticker
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))  # 1, 2, 5, 10, 20, ...
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylabel("median latency (ms)")
 
 
 def _save(fig: Any, plt: Any, out: str, name: str, title: str) -> str:
-    fig.suptitle(title, fontsize=10)
+    fig.axes[0].set_title(title, loc="left")
     fig.tight_layout()
-    fig.savefig(os.path.join(out, name), dpi=110)
+    fig.savefig(os.path.join(out, name), dpi=DPI)
     plt.close(fig)
     return name
 
 
-def _size_plots(plt: Any, cases: list[dict[str, Any]], inputs: list[str], job: str, out: str) -> list[str]:
-    """Latency and throughput against size, per layout, one panel per input."""
-    written = []
-    for kind in ("latency", "throughput"):
-        fig, axes = plt.subplots(1, len(inputs), figsize=(6 * len(inputs), 4.5), squeeze=False, sharey=True)
-        for ax, input_ in zip(axes[0], inputs, strict=True):
-            for layout in dict.fromkeys(c["layout"] for c in cases):
-                impls = ("tf.function", "numpy") if layout == "local" else ("tmr", "hand")
-                for impl, style in zip(impls, ("-", "--"), strict=True):
-                    pts = sorted(
-                        (c["size"], c["timings"][impl])
-                        for c in cases
-                        if c["layout"] == layout and c["input"] == input_ and impl in c["timings"]
-                    )
-                    if not pts:
-                        continue
-                    xs, summaries = [p[0] for p in pts], [p[1] for p in pts]
-                    kw = {"color": COLORS.get(layout), "label": f"{layout} {impl}"}
-                    if kind == "latency":
-                        _errorbars(ax, xs, summaries, 1e3, style, **kw)
-                    else:
-                        ax.plot(xs, [s["gbps"] for s in summaries], style, marker="o", ms=3, **kw)
-            ax.set(xscale="log", yscale="log", xlabel="float32 elements", title=f"{job}, {input_} input")
-            ax.grid(True, which="both", alpha=0.3)
-        axes[0][0].set_ylabel("median latency (ms), min–max bars" if kind == "latency" else "throughput (GB/s of input)")
-        axes[0][-1].legend(fontsize=7, loc="best")
-        title = f"{job}: {kind} vs size per layout (solid: tmr / tf.function, dashed: hand-written TF / numpy)"
-        written.append(_save(fig, plt, out, f"{kind}_{job}.png", title))
-    return written
+def _cluster_layout(layouts: list[str]) -> str | None:
+    return next((name for name in ("2w-even", "1w", "2w-2cpu", "2w-uneven") if name in layouts), None)
 
 
-def _overhead_plot(plt: Any, cases: list[dict[str, Any]], inputs: list[str], out: str, target: float | None) -> list[str]:
-    """tmr/hand against size, per job, layout and input."""
+def _layouts_plot(plt: Any, cases: list[dict[str, Any]], out: str) -> list[str]:
+    """Which layout for a statistic: the mean of resident data, per layout, with numpy in the client's process."""
+    series = [("local", "numpy", "numpy, in the client's process")]
+    series += [(name, "tmr", LAYOUT_LABELS[name]) for name in ("1w", "2w-even", "2w-2cpu")]
+    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
+    sizes: set[int] = set()
+    for (layout, impl, label), style in zip(series, STYLES, strict=True):
+        found = [c for c in _find(cases, job="mean", layout=layout, input="resident") if impl in c["timings"]]
+        sizes.update(c["size"] for c in found)
+        _line(ax, [(c["size"], c["timings"][impl]) for c in found], 1e3, label, style)
+    if not sizes:
+        plt.close(fig)
+        return []
+    _size_axis(ax, sorted(sizes))
+    _ms_axis(ax)
+    ax.legend(loc="lower right")
+    return [_save(fig, plt, out, "layouts.png", "The mean of resident data: one process, 1 or 2 workers")]
+
+
+def _resident_plot(plt: Any, cases: list[dict[str, Any]], layouts: list[str], out: str) -> list[str]:
+    """Shipped or resident: the mean on one cluster layout, resident, shipped by tmr (shared memory on the client's
+    host) and shipped by the hand-written job (gRPC feeds, the path to a worker on another machine)."""
+    layout = _cluster_layout(layouts)
+    if layout is None:
+        return []
+    series = [
+        ("resident", "tmr", "resident (tmr.scatter once)", {"color": "tab:blue", **RESIDENT}),
+        ("shipped", "tmr", "shipped by tmr (same host: shared memory)", {"color": "tab:orange", **SHIPPED}),
+        (
+            "shipped",
+            "hand",
+            "shipped, gRPC feeds (hand-written TF)",
+            {"color": "black", "marker": "D", "ls": ":", "mfc": "white"},
+        ),
+    ]
+    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
+    sizes: set[int] = set()
+    for input_, impl, label, style in series:
+        found = [c for c in _find(cases, job="mean", layout=layout, input=input_) if impl in c["timings"]]
+        sizes.update(c["size"] for c in found)
+        _line(ax, [(c["size"], c["timings"][impl]) for c in found], 1e3, label, style)
+    if not sizes:
+        plt.close(fig)
+        return []
+    _size_axis(ax, sorted(sizes))
+    _ms_axis(ax)
+    ax.legend(loc="upper left")
+    return [_save(fig, plt, out, "resident.png", f"The mean, shipped on every call or resident ({LAYOUT_LABELS[layout]})")]
+
+
+def _overhead_plot(plt: Any, cases: list[dict[str, Any]], layouts: list[str], out: str, target: float | None) -> list[str]:
+    """tmr / hand-written TF on one cluster layout, resident input: the engine alone, and each recipe."""
     import matplotlib.ticker
 
-    jobs = [j for j in JOBS if any(c["job"] == j and "tmr/hand" in c["ratios"] for c in cases)]
-    if not jobs:
+    layout = _cluster_layout(layouts)
+    if layout is None:
         return []
-    fig, axes = plt.subplots(1, len(jobs), figsize=(5.5 * len(jobs), 4.2), squeeze=False, sharey=True)
-    for ax, job in zip(axes[0], jobs, strict=True):
-        for layout in dict.fromkeys(c["layout"] for c in cases if c["job"] == job):
-            for input_, style in zip(inputs, ("--", "-"), strict=False):
-                pts = sorted(
-                    (c["size"], c["ratios"]["tmr/hand"])
-                    for c in cases
-                    if c["job"] == job and c["layout"] == layout and c["input"] == input_ and "tmr/hand" in c["ratios"]
-                )
-                shift = 0.94 if input_ == "shipped" else 1.06  # side by side, not on top of each other
-                if pts:
-                    kw = {"color": COLORS.get(layout), "label": f"{layout} {input_}"}
-                    _errorbars(ax, [p[0] * shift for p in pts], [p[1] for p in pts], 1.0, style, **kw)
-        if target is not None:
-            ax.axhline(target, color="red", lw=0.8, ls=":", label=f"target ×{target:.2f}")
-        ax.axhline(1.0, color="grey", lw=0.6)
-        ax.set(yscale="log", ylim=(0.4, 4.0), xscale="log", xlabel="float32 elements", title=job)  # ylim: rare slow rounds
-        ax.set_yticks([0.5, 0.75, 1, 1.1, 1.5, 2, 3, 4], ["0.5", "0.75", "1", "1.1", "1.5", "2", "3", "4"])
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("tmr / hand-written TF (round by round, median, min–max)")
-    axes[0][-1].legend(fontsize=7)
-    return [_save(fig, plt, out, "overhead.png", "Framework overhead vs the same job written by hand in plain TensorFlow")]
+    series = [
+        ("mean", "tmr-job/hand", "MapReduce engine (mean)"),
+        ("mean", "tmr/hand", "tmr.mean (float64)"),
+        ("variance", "tmr/hand", "tmr.variance (float64, two-pass)"),
+        ("kmeans", "tmr/hand", "tmr.recipes.kmeans"),
+    ]
+    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
+    sizes: set[int] = set()
+    for (job, ratio, label), style in zip(series, [STYLES[3], *STYLES[:3]], strict=True):
+        found = [c for c in _find(cases, job=job, layout=layout, input="resident") if ratio in c["ratios"]]
+        sizes.update(c["size"] for c in found)
+        _line(ax, [(c["size"], c["ratios"][ratio]) for c in found], 1.0, label, style)
+    if not sizes:
+        plt.close(fig)
+        return []
+    ax.axhline(1.0, color="grey", lw=0.8)
+    if target is not None:
+        ax.axhline(target, color="red", lw=0.8, ls=":", label=f"target: at most ×{target:g}")
+    _size_axis(ax, sorted(sizes))
+    ax.set_yscale("log")
+    ax.set_ylim(0.4, 5.0)  # rare slow rounds fall outside; the legend sits above 2.5
+    ax.set_yticks([0.5, 0.75, 1, 1.5, 2, 3, 4], ["0.5", "0.75", "1", "1.5", "2", "3", "4"])
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylabel("time / hand-written TF time")
+    ax.legend(loc="upper right", ncols=2)
+    title = f"Against the same job written by hand in TensorFlow ({LAYOUT_LABELS[layout]}, resident)"
+    return [_save(fig, plt, out, "overhead.png", title)]
 
 
-def _sweep_plot(plt: Any, sweep: list[dict[str, Any]], counts: list[int], out: str) -> list[str]:
-    """Latency against the shard count, per size and input."""
+def _sweep_plot(plt: Any, sweep: list[dict[str, Any]], counts: list[int], devices: int, out: str) -> list[str]:
+    """Latency against the shard count for the smallest and largest size, shipped and resident."""
     if not sweep:
         return []
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    palette = {size: f"C{i}" for i, size in enumerate(sorted({c["size"] for c in sweep}))}
-    for c in sweep:
-        pts = [(n, c["timings"][f"tmr@{n}"]["median"] * 1e3) for n in counts if f"tmr@{n}" in c["timings"]]
-        style = "-" if c["input"] == "resident" else "--"
-        label = f"{c['job']} {size_name(c['size'])} {c['input']}"
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=3, color=palette[c["size"]], label=label)
+    sizes = sorted({c["size"] for c in sweep})
+    sizes = sorted({sizes[0], sizes[-1]})
+    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
+    for size, color in zip(sizes, ("tab:blue", "tab:orange"), strict=False):
+        for input_, style in (("shipped", SHIPPED), ("resident", RESIDENT)):
+            for c in _find(sweep, size=size, input=input_):
+                pts = [(n, c["timings"][f"tmr@{n}"]) for n in counts if f"tmr@{n}" in c["timings"]]
+                _line(ax, pts, 1e3, f"{c['job']} of {size_name(size)}, {input_}", {"color": color, **style})
     ax.set_xscale("log", base=2)
-    ax.set(yscale="log", xlabel="shards", ylabel="median latency (ms)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    return [_save(fig, plt, out, "sweep.png", "Shard-count sweep (solid: resident, dashed: shipped)")]
+    ax.set_xticks(counts, [str(n) for n in counts])
+    ax.minorticks_off()
+    ax.set_xlabel(f"shards (over 2 workers × {devices} CPU device{'s' if devices > 1 else ''})")
+    ax.grid(True, which="major", alpha=0.3)
+    _ms_axis(ax)
+    ax.legend(loc="upper left")
+    return [_save(fig, plt, out, "sweep.png", f"How many shards: the same data in {counts[0]} to {counts[-1]} shards")]
+
+
+LAYOUT_LABELS = {
+    "1w": "1 worker",
+    "2w-even": "2 workers",
+    "2w-uneven": "2 workers, shards 1:3",
+    "2w-2cpu": "2 workers × 2 CPU devices",
+}
 
 
 def write_plots(results: dict[str, Any], out: str, *, overhead_target: float | None = None) -> list[str]:
     """The suite's PNGs in ``out`` (their names); without matplotlib, a note in ``results`` and none.
 
-    ``overhead_target`` draws the overhead target as a line on ``overhead.png``.
+    ``layouts.png`` (which layout for a statistic), ``resident.png`` (shipped or resident),
+    ``overhead.png`` (against hand-written TensorFlow; ``overhead_target`` draws the target as a
+    line) and ``sweep.png`` (how many shards): each needs the layouts and jobs it draws, and is
+    left out when a run did not measure them.
     """
     try:
         plt = _pyplot()
@@ -134,12 +211,13 @@ def write_plots(results: dict[str, Any], out: str, *, overhead_target: float | N
         return []
     config = results["meta"]["config"]
     cases = [c for c in results["cases"] if c["layout"] != "sweep"]
-    written = []
-    for job in JOBS:
-        if job_cases := [c for c in cases if c["job"] == job]:
-            written += _size_plots(plt, job_cases, config["inputs"], job, out)
-    written += _overhead_plot(plt, cases, config["inputs"], out, overhead_target)
-    written += _sweep_plot(plt, [c for c in results["cases"] if c["layout"] == "sweep"], config["sweep_shards"], out)
+    layouts = list(config["layouts"])
+    written = _layouts_plot(plt, cases, out)
+    written += _resident_plot(plt, cases, layouts, out)
+    written += _overhead_plot(plt, cases, layouts, out, overhead_target)
+    written += _sweep_plot(
+        plt, [c for c in results["cases"] if c["layout"] == "sweep"], config["sweep_shards"], config["sweep_cpu_devices"], out
+    )
     return written
 
 
@@ -152,9 +230,11 @@ def bar_chart(panels: list[tuple[str, list[tuple[str, list[float]]]]], path: str
 
         bar_chart([("tiny job", [("tmr", [2.1, 2.3]), ("hand", [1.9, 2.0])])], "out.png", unit="ms")
     """
+    import matplotlib.ticker
+
     plt = _pyplot()
     rows = sum(len(part) for _, part in panels)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 1.2 + 0.45 * rows), squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, 1.1 + 0.42 * rows + 0.35 * len(panels)), squeeze=False)
     for ax, (title, part) in zip(axes[:, 0], panels, strict=True):
         part = part[::-1]
         labels = [label for label, _ in part]
@@ -162,10 +242,13 @@ def bar_chart(panels: list[tuple[str, list[tuple[str, list[float]]]]], path: str
         spans = [[m - min(v) for m, (_, v) in zip(medians, part, strict=True)]]
         spans.append([max(v) - m for m, (_, v) in zip(medians, part, strict=True)])
         ax.barh(labels, medians, xerr=spans, color=["C0" if "tmr" in lab else "C7" for lab in labels], capsize=3)
-        ax.set_title(title, fontsize=10)
-        ax.tick_params(axis="y", labelsize=8)
+        ax.set_title(title, loc="left")
         if max(medians) > 10 * min(medians):
             ax.set_xscale("log")
-    axes[-1, 0].set_xlabel(f"median {unit} [min-max] on the 2-core machine, 2 workers (lower is better)")
+            ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel(f"median {unit}, bars min–max (lower is better)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=DPI)

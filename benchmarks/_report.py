@@ -182,6 +182,18 @@ def markdown(results: dict[str, Any], rows: list[dict[str, Any]], plots: list[st
     return "\n".join(lines)
 
 
+def _overhead_target() -> float | None:
+    return next((t["at_most"] for t in _targets.load() if t.get("ratio") == "tmr/hand" and "at_most" in t), None)
+
+
+def replot(path: str, plots_dir: str) -> list[str]:
+    """Draw the plots of a saved ``results.json`` again into ``plots_dir`` (no benchmark runs); their names."""
+    with open(path, encoding="utf-8") as f:
+        results = json.load(f)
+    os.makedirs(plots_dir, exist_ok=True)
+    return _plots.write_plots(results, plots_dir, overhead_target=_overhead_target())
+
+
 def write(results: dict[str, Any], out: str, plots_dir: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """Write results.json and results.md into ``out`` and the plots into ``plots_dir`` (default ``out``).
 
@@ -192,8 +204,7 @@ def write(results: dict[str, Any], out: str, plots_dir: str | None = None) -> tu
     os.makedirs(plots_dir, exist_ok=True)
     targets = _targets.load()
     rows = results["targets"] = _targets.evaluate(results, targets)
-    overhead = next((t["at_most"] for t in targets if t.get("ratio") == "tmr/hand" and "at_most" in t), None)
-    written = _plots.write_plots(results, plots_dir, overhead_target=overhead)
+    written = _plots.write_plots(results, plots_dir, overhead_target=_overhead_target())
     plots = [os.path.relpath(os.path.join(plots_dir, p), out).replace(os.sep, "/") for p in written]
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1, default=str)

@@ -58,6 +58,47 @@ def test_bad_arguments_name_what_is_accepted(args: tuple[str, ...], message: str
     assert message in proc.stderr
 
 
+def test_replot_draws_the_layouts_figures_from_a_saved_run_at_the_page_width(tmp_path: Path) -> None:
+    """``--replot results.json`` runs nothing and draws docs/layouts.md's four figures, each about as wide as the
+    page shows it (so their fonts keep their size)."""
+    pytest.importorskip("matplotlib")
+
+    def timing(ms: float) -> dict[str, float]:
+        return {"median": ms / 1e3, "min": ms / 1e3 * 0.9, "max": ms / 1e3 * 1.2, "n": 5, "gbps": 1.0}
+
+    ratio = {"median": 1.05, "min": 0.9, "max": 1.3, "n": 5}
+    cases: list[dict[str, Any]] = []
+    for size in (100, 10**6, 10**7):
+        for input_ in ("shipped", "resident"):
+            base = {"size": size, "input": input_}
+            cases.append({**base, "layout": "local", "job": "mean", "timings": {"numpy": timing(0.1)}, "ratios": {}})
+            for layout in ("1w", "2w-even", "2w-2cpu"):
+                for job in ("mean", "variance", "kmeans"):
+                    timings = {"tmr": timing(3), "tmr-job": timing(3), "hand": timing(3)}
+                    cases.append(
+                        {
+                            **base,
+                            "layout": layout,
+                            "job": job,
+                            "timings": timings,
+                            "ratios": {"tmr/hand": ratio, "tmr-job/hand": ratio},
+                        }
+                    )
+            sweep = {f"tmr@{n}": timing(3 + n / 8) for n in (2, 8, 32, 64)}
+            cases.append({**base, "layout": "sweep", "job": "mean", "timings": sweep, "ratios": {}})
+    layouts = ["local", "1w", "2w-even", "2w-2cpu", "sweep"]
+    config = {"layouts": layouts, "inputs": ["shipped", "resident"], "sweep_shards": [2, 8, 32, 64], "sweep_cpu_devices": 2}
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps({"meta": {"config": config}, "notes": [], "cases": cases}))
+    proc = _bench("--replot", str(saved), "--plots", str(tmp_path / "img"), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("layouts.png", "resident.png", "overhead.png", "sweep.png"):
+        header = (tmp_path / "img" / name).read_bytes()[:24]
+        width = int.from_bytes(header[16:20], "big")  # the PNG's IHDR: width, then height
+        assert 600 <= width <= 720, (name, width)  # docs/layouts.md shows a figure about 690 px wide
+    assert "oneDNN" not in proc.stderr  # redrawing does not load TensorFlow
+
+
 @pytest.mark.slow
 def test_quick_mode_measures_every_layout_and_writes_json_and_markdown(tmp_path: Path) -> None:
     out = tmp_path / "results"

@@ -18,13 +18,13 @@ from ._source import sources
 
 
 def least_squares_fit(X: tf.Tensor, y: tf.Tensor, *, intercept: bool = True) -> tuple[tf.Tensor, tf.Tensor]:
-    """A per-shard model for :func:`model_average`: the least-squares fit of one shard, on its worker.
+    """A per-shard model for [`model_average`][tfmapreduce.recipes.model_average]: the least-squares fit of one shard, on its worker.
 
     Returns ``(coef, intercept)`` as float64 tensors (the minimum-norm solution
     when the shard has fewer rows than unknowns).  Use
     ``functools.partial(least_squares_fit, intercept=False)`` to fit without a constant.
 
-    Example:
+    Examples:
         >>> X = np.arange(8.0).reshape(8, 1); y = 1 + 2 * X[:, 0]  # noise-free: every shard fits the same line
         >>> coef, const = tmr.recipes.model_average(tmr.recipes.least_squares_fit, (X, y), cluster=cluster, sizes=[4, 4])
         >>> coef.round(9), float(const.round(9))
@@ -49,7 +49,7 @@ def model_average(fit: Callable[..., Any], data: Any, /, **options: Unpack[Optio
     moments ``(XᵀX/n, Xᵀy/n)``, means, rates or histograms — because the
     size-weighted mean of per-shard means is the mean over all rows.  Solving
     the averaged normal equations then gives the full-data least squares
-    (that is :func:`linear_regression`).  It does NOT hold in general for
+    (that is [`linear_regression`][tfmapreduce.recipes.linear_regression]).  It does NOT hold in general for
     parameters that depend non-linearly on the data: averaging per-shard
     least-squares coefficients (``(XᵢᵀXᵢ)⁻¹Xᵢᵀyᵢ``), logistic regression
     weights or network weights differs from the full fit unless every shard
@@ -58,7 +58,7 @@ def model_average(fit: Callable[..., Any], data: Any, /, **options: Unpack[Optio
     approximation that improves with the shard size.
 
     Args:
-        fit: ``fit(*shards) -> parameters`` in TensorFlow ops, e.g. :func:`least_squares_fit`.
+        fit: ``fit(*shards) -> parameters`` in TensorFlow ops, e.g. [`least_squares_fit`][tfmapreduce.recipes.least_squares_fit].
         data: an array, a tuple of co-partitioned arrays (passed to ``fit`` in order), or resident data.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
@@ -68,7 +68,7 @@ def model_average(fit: Callable[..., Any], data: Any, /, **options: Unpack[Optio
     Raises:
         MapFunctionError: ``fit`` raised or returned something that is not tensors.
 
-    Example:
+    Examples:
         >>> X = np.array([[0.0, 1], [1, 1], [2, 1], [3, 1]]); y = 1 + 2 * X[:, 0]
         >>> xtx, xty = tmr.recipes.model_average(  # the averaged normal equations: exact
         ...     lambda X, y: (tf.matmul(X, X, transpose_a=True) / tf.cast(tf.shape(X)[0], X.dtype),

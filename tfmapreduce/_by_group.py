@@ -127,7 +127,7 @@ def quantile_by_key(
         InputError: keys or values of the wrong shape or dtype.
         ReducerMemoryError: a reducer's partition is larger than its budget.
 
-    Example:
+    Examples:
         >>> keys, values = np.array([1, 1, 1, 2]), np.array([3.0, 1.0, 2.0, 5.0])
         >>> tmr.quantile_by_key(keys, values, [0.0, 0.5], cluster=cluster).to_dict()
         {1: array([1., 2.]), 2: array([5., 5.])}
@@ -144,9 +144,9 @@ def quantile_by_key(
 def median_by_key(
     keys: Any, values: Any, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
 ) -> Any:
-    """Each key's median, ``np.median(values_of_key)`` per key, in float64 (:func:`quantile_by_key` at 0.5).
+    """Each key's median, ``np.median(values_of_key)`` per key, in float64 ([`quantile_by_key`][tfmapreduce.quantile_by_key] at 0.5).
 
-    Example:
+    Examples:
         >>> tmr.median_by_key(np.array(["a", "b", "a"]), np.array([4, 7, 1]), cluster=cluster).to_dict()
         {'a': 2.5, 'b': 7.0}
     """
@@ -194,14 +194,14 @@ def top_k_by_key(
     values are ``(top, count)``: ``top`` of shape (keys, k), padded with zeros past ``count``.
 
     Args:
-        keys, values, resident, max_bytes, **options: as for :func:`quantile_by_key`.
+        keys, values, resident, max_bytes, **options: as for [`quantile_by_key`][tfmapreduce.quantile_by_key].
         k: how many values per key, an int ≥ 1.
         largest: the largest values (True) or the smallest (False).
 
     Raises:
         ValueError: ``k`` < 1.
 
-    Example:
+    Examples:
         >>> r = tmr.top_k_by_key(np.array([1, 1, 1, 2]), np.array([3, 9, 5, 4]), 2, cluster=cluster)
         >>> r[1], r[2]
         (array([9, 5]), array([4]))
@@ -265,10 +265,10 @@ def count_distinct_by_key(
     Each batch and task sends only its distinct (key, value) pairs.
 
     Args:
-        keys, resident, max_bytes, **options: as for :func:`quantile_by_key`.
+        keys, resident, max_bytes, **options: as for [`quantile_by_key`][tfmapreduce.quantile_by_key].
         values: a 1-D array of integers, floats or strings, with the same rows as ``keys``.
 
-    Example:
+    Examples:
         >>> tmr.count_distinct_by_key(np.array([1, 1, 1, 2]), np.array(["x", "y", "x", "x"]), cluster=cluster).to_dict()
         {1: 2, 2: 1}
     """
@@ -291,7 +291,7 @@ def collect_by_key(
     max_bytes: int | None = None,
     **options: Unpack[Options],
 ) -> Any:
-    """Every value of each key (Spark's ``groupByKey``): a :class:`KeyedResult` with one numpy array per key.
+    """Every value of each key (Spark's ``groupByKey``): a [`KeyedResult`][tfmapreduce.KeyedResult] with one numpy array per key.
 
     Without ``sort_values`` a key's values come in no guaranteed order; with it, ascending (NaN last).
     ``result.values`` is an object array of those arrays; their concatenation, ``np.concatenate(result.values)``,
@@ -299,11 +299,11 @@ def collect_by_key(
     and row lengths.  The result is fetched (ragged rows cannot stay resident).
 
     Args:
-        keys, max_bytes, **options: as for :func:`quantile_by_key`.
+        keys, max_bytes, **options: as for [`quantile_by_key`][tfmapreduce.quantile_by_key].
         values: an array (or resident ``Sharded``) with the same rows as ``keys``; rows of 2-D values stay rows.
         sort_values: sort each key's values ascending (integers and floats).
 
-    Example:
+    Examples:
         >>> r = tmr.collect_by_key(np.array([2, 1, 2]), np.array([5, 6, 4]), sort_values=True, cluster=cluster)
         >>> r[2], r[1]
         (array([4, 5]), array([6]))

@@ -9,7 +9,7 @@ Every recipe takes the data positionally (``keys``, then ``values``, each an arr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, cast, overload
 
 import attrs
@@ -155,8 +155,19 @@ class ValuesRecipe(Protocol):
     ) -> KeyedResult: ...
 
 
-def _count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
-    """How many times each key occurs: ``collections.Counter(keys)``, as a :class:`KeyedResult` of int64 counts.
+def _keys_recipe(function: Callable[..., Any]) -> KeysRecipe:
+    """``function`` typed as a ``KeysRecipe``: its result's type follows ``resident``."""
+    return cast(KeysRecipe, function)
+
+
+def _values_recipe(function: Callable[..., Any]) -> ValuesRecipe:
+    """``function`` typed as a ``ValuesRecipe``: its result's type follows ``resident``."""
+    return cast(ValuesRecipe, function)
+
+
+@_keys_recipe
+def count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """How many times each key occurs: ``collections.Counter(keys)``, as a [`KeyedResult`][tfmapreduce.KeyedResult] of int64 counts.
 
     Args:
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
@@ -167,7 +178,7 @@ def _count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Opt
     Raises:
         InputError: keys not 1-D, or of a dtype that is not a key (float, bool, complex).
 
-    Example:
+    Examples:
         >>> tmr.count_by_key(np.array([3, 1, 3]), cluster=cluster).to_dict()
         {1: 1, 3: 2}
     """
@@ -175,21 +186,10 @@ def _count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Opt
     return _run(("count_by_key",), lambda: (_keys_only, COUNT), x, resident, options)
 
 
-count_by_key = cast(KeysRecipe, _count_by_key)
-count_by_key.__name__ = count_by_key.__qualname__ = "count_by_key"  # type: ignore[attr-defined]
+@_values_recipe
+def sum_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The sum of each key's values (integers in int64, floats in float64), as a [`KeyedResult`][tfmapreduce.KeyedResult].
 
-
-def _values_recipe(name: str, combiner: Combiner, doc: str) -> ValuesRecipe:
-    def keyed(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
-        x = keyed_input(name, keys, values, options)
-        return _run((name,), lambda: (_pair, combiner), x, resident, options)
-
-    keyed.__name__ = keyed.__qualname__ = name
-    keyed.__doc__ = doc
-    return cast(ValuesRecipe, keyed)
-
-
-_ARGS = """
     Args:
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
         values: an array (or resident ``Sharded``) with the same rows as ``keys``; 2-D values give
@@ -200,51 +200,67 @@ _ARGS = """
 
     Raises:
         InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
-"""
 
-sum_by_key = _values_recipe(
-    "sum_by_key",
-    SUM,
-    f"""The sum of each key's values (integers in int64, floats in float64), as a :class:`KeyedResult`.
-{_ARGS}
-    Example:
+    Examples:
         >>> tmr.sum_by_key(np.array(["a", "b", "a"]), np.array([1, 2, 3]), cluster=cluster).to_dict()
-        {{'a': 4, 'b': 2}}
-""",
-)
+        {'a': 4, 'b': 2}
+    """
+    x = keyed_input("sum_by_key", keys, values, options)
+    return _run(("sum_by_key",), lambda: (_pair, SUM), x, resident, options)
 
-mean_by_key = _values_recipe(
-    "mean_by_key",
-    MEAN,
-    f"""The mean of each key's values, in float64: every row weighs 1, whatever the partition.
-{_ARGS}
-    Example:
+
+@_values_recipe
+def mean_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The mean of each key's values, in float64: every row weighs 1, whatever the partition.
+
+    Args:
+        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+
+    Raises:
+        InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
+
+    Examples:
         >>> tmr.mean_by_key(np.array([1, 2, 1]), np.array([1.0, 5.0, 3.0]), cluster=cluster).to_dict()
-        {{1: 2.0, 2: 5.0}}
-""",
-)
+        {1: 2.0, 2: 5.0}
+    """
+    x = keyed_input("mean_by_key", keys, values, options)
+    return _run(("mean_by_key",), lambda: (_pair, MEAN), x, resident, options)
 
-min_by_key = _values_recipe(
-    "min_by_key",
-    MIN,
-    f"""The minimum of each key's values, in the values' dtype.
-{_ARGS}
-    Example:
+
+@_values_recipe
+def min_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The minimum of each key's values, in the values' dtype.
+
+    Args:
+        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+
+    Raises:
+        InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
+
+    Examples:
         >>> tmr.min_by_key(np.array([1, 2, 1]), np.array([4, 5, 3]), cluster=cluster).to_dict()
-        {{1: 3, 2: 5}}
-""",
-)
+        {1: 3, 2: 5}
+    """
+    x = keyed_input("min_by_key", keys, values, options)
+    return _run(("min_by_key",), lambda: (_pair, MIN), x, resident, options)
 
-max_by_key = _values_recipe(
-    "max_by_key",
-    MAX,
-    f"""The maximum of each key's values, in the values' dtype.
-{_ARGS}
-    Example:
+
+@_values_recipe
+def max_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The maximum of each key's values, in the values' dtype.
+
+    Args:
+        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+
+    Raises:
+        InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
+
+    Examples:
         >>> tmr.max_by_key(np.array([1, 2, 1]), np.array([4, 5, 3]), cluster=cluster).to_dict()
-        {{1: 4, 2: 5}}
-""",
-)
+        {1: 4, 2: 5}
+    """
+    x = keyed_input("max_by_key", keys, values, options)
+    return _run(("max_by_key",), lambda: (_pair, MAX), x, resident, options)
 
 
 def _variance_combiner(ddof: int, *, root: bool = False) -> Combiner:
@@ -286,10 +302,10 @@ def variance_by_key(
     formula: no ``E[x²] − E[x]²`` cancellation.
 
     Args:
-        keys, values, resident, **options: as for :func:`sum_by_key`.
+        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
         ddof: delta degrees of freedom (0: population variance; 1: sample variance).
 
-    Example:
+    Examples:
         >>> tmr.variance_by_key(np.array([1, 1, 2]), np.array([1.0, 3.0, 5.0]), cluster=cluster).to_dict()
         {1: 1.0, 2: 0.0}
     """
@@ -309,9 +325,9 @@ def std_by_key(
     keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
 ) -> KeyedSharded: ...
 def std_by_key(keys: Any, values: Any = _MISSING, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
-    """The standard deviation of each key's values, ``np.std(v, ddof=ddof)`` per key (the root of :func:`variance_by_key`).
+    """The standard deviation of each key's values, ``np.std(v, ddof=ddof)`` per key (the root of [`variance_by_key`][tfmapreduce.variance_by_key]).
 
-    Example:
+    Examples:
         >>> tmr.std_by_key(np.array([1, 1, 2]), np.array([1.0, 3.0, 5.0]), cluster=cluster).to_dict()
         {1: 1.0, 2: 0.0}
     """
@@ -339,8 +355,9 @@ def _count_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return words, counts
 
 
-def _word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
-    """How many times each word occurs in ``lines``: a :class:`KeyedResult` of int64 counts.
+@_keys_recipe
+def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """How many times each word occurs in ``lines``: a [`KeyedResult`][tfmapreduce.KeyedResult] of int64 counts.
 
     Words are split on ASCII whitespace (space, ``\\t``, ``\\n``, ``\\v``, ``\\f``, ``\\r``), as
     ``bytes.split()`` does: the result equals ``collections.Counter(w for line in lines for w in
@@ -350,12 +367,12 @@ def _word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Opti
 
     Args:
         lines: a 1-D array (or list) of strings, str or bytes.
-        resident, **options: as for :func:`sum_by_key`.
+        resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
 
     Raises:
         InputError: ``lines`` is not a 1-D array of strings.
 
-    Example:
+    Examples:
         >>> tmr.recipes.word_count(["the cat", "the hat"], cluster=cluster).to_dict()
         {'cat': 1, 'hat': 1, 'the': 2}
     """
@@ -377,7 +394,3 @@ def _word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Opti
     else:
         job = recipe(("word_count",), lambda: (_split_words, COUNT), by_key=True)
     return job.execute(lines, settings, resident=resident)
-
-
-word_count = cast(KeysRecipe, _word_count)
-word_count.__name__ = word_count.__qualname__ = "word_count"  # type: ignore[attr-defined]

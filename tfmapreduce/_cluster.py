@@ -81,12 +81,12 @@ class _Session:
 class Cluster:
     """A running TensorFlow cluster: its spec, its tasks and their devices.
 
-    Build one for workers that already run with :meth:`from_spec`,
-    :meth:`from_tf_config` or :meth:`from_resolver`, or start workers on this
-    machine with :class:`LocalCluster`.  A cluster is a context manager; closing
+    Build one for workers that already run with [`from_spec`][tfmapreduce.Cluster.from_spec],
+    [`from_tf_config`][tfmapreduce.Cluster.from_tf_config] or [`from_resolver`][tfmapreduce.Cluster.from_resolver], or start workers on this
+    machine with [`LocalCluster`][tfmapreduce.LocalCluster].  A cluster is a context manager; closing
     it closes its sessions (and, for a LocalCluster, stops its workers).
 
-    Example:
+    Examples:
         >>> c = Cluster.from_spec({"local": ["localhost:2222", "localhost:2223"]})
         >>> tuple(str(t) for t in c.tasks)
         ('/job:local/task:0', '/job:local/task:1')
@@ -191,18 +191,18 @@ class Cluster:
         return known[1]
 
     def address(self, task: Task | str) -> str:
-        """The ``host:port`` of a task (a :class:`Task` or ``/job:NAME/task:I``)."""
+        """The ``host:port`` of a task (a [`Task`][tfmapreduce.Task] or ``/job:NAME/task:I``)."""
         task = Task.of(task)
         return self._spec[task.job][task.index]
 
     @property
     def lost(self) -> frozenset[Task]:
-        """Tasks a run found dead or hung; later runs leave them out (see :meth:`mark_lost`)."""
+        """Tasks a run found dead or hung; later runs leave them out (see [`mark_lost`][tfmapreduce.Cluster.mark_lost])."""
         return frozenset(self._lost)
 
     @property
     def live_tasks(self) -> tuple[Task, ...]:
-        """The tasks not :attr:`lost`, in spec order."""
+        """The tasks not [`lost`][tfmapreduce.Cluster.lost], in spec order."""
         return tuple(t for t in self.tasks if t not in self._lost)
 
     @property
@@ -254,7 +254,7 @@ class Cluster:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether [`close`][tfmapreduce.Cluster.close] was called."""
         return self._closed
 
     @property
@@ -269,7 +269,7 @@ class Cluster:
         return self.list_devices(min(DEVICES_TIMEOUT, effective_timeout(None)))
 
     def list_devices(self, timeout: float) -> tuple[str, ...]:
-        """:attr:`devices`, each task given ``timeout`` seconds to answer the first time they are asked."""
+        """[`devices`][tfmapreduce.Cluster.devices], each task given ``timeout`` seconds to answer the first time they are asked."""
         if self._lost:
             return tuple(d for d in self._all_devices(timeout) if Device.parse(d).task not in self._lost)
         return self._all_devices(timeout)

@@ -29,16 +29,16 @@ class SegmentForm:
 
     Every segment in ``range(num_segments)`` has at least one row.
 
-    Example:
+    Examples:
         A per-key sum of squares, as a custom keyed combiner:
 
         >>> import tensorflow as tf
         >>> seg_sum = lambda v, ids, n: tf.math.unsorted_segment_sum(v, ids, n)
-        >>> squares = Combiner(
+        >>> squares = tmr.Combiner(
         ...     partial=lambda v, rows: tf.reduce_sum(tf.square(v)),
         ...     merge=tf.add,
         ...     name="sum_of_squares",
-        ...     per_key=SegmentForm(partial=lambda v, ids, n: seg_sum(tf.square(tf.cast(v, tf.float64)), ids, n), merge=seg_sum),
+        ...     per_key=tmr.combiners.SegmentForm(partial=lambda v, ids, n: seg_sum(tf.square(tf.cast(v, tf.float64)), ids, n), merge=seg_sum),
         ... )
         >>> # tmr.MapReduce(lambda k, v: (k, v), squares, by_key=True).run((keys, values), cluster=c)
     """
@@ -82,11 +82,11 @@ class Combiner:
 
     Empty shards never reach a combiner: they contribute nothing.
 
-    Example:
+    Examples:
         The lesson's size-weighted mean of shard means, written by hand:
 
         >>> import tensorflow as tf
-        >>> weighted_mean = Combiner(
+        >>> weighted_mean = tmr.Combiner(
         ...     partial=lambda mean, rows: (tf.cast(mean, tf.float64) * tf.cast(rows, tf.float64), rows),
         ...     merge=lambda a, b: (a[0] + b[0], a[1] + b[1]),
         ...     finalize=lambda p: p[0] / tf.cast(p[1], tf.float64),
@@ -251,7 +251,7 @@ def _nest(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 _SEGMENT_SUM = _nest_segments(segment_sum)
 
-SUM = Combiner(
+SUM: Combiner = Combiner(
     partial=lambda v, n: tf.nest.map_structure(_wide, v),
     merge=_nest(tf.add),
     name="sum",
@@ -259,7 +259,7 @@ SUM = Combiner(
 )
 """Sum of the map outputs (integers accumulate in int64, floats in float64)."""
 
-COUNT = Combiner(
+COUNT: Combiner = Combiner(
     partial=lambda v, n: n,
     merge=tf.add,
     name="count",
@@ -267,7 +267,7 @@ COUNT = Combiner(
 )
 """The number of rows; the map outputs are ignored."""
 
-WEIGHTED_MEAN = Combiner(
+WEIGHTED_MEAN: Combiner = Combiner(
     partial=lambda v, n: (tf.nest.map_structure(lambda t: _f64(t) * _f64(n), v), _f64(n)),
     merge=lambda a, b: (tf.nest.map_structure(tf.add, a[0], b[0]), a[1] + b[1]),
     finalize=lambda p: tf.nest.map_structure(lambda t: t / p[1], p[0]),
@@ -284,18 +284,18 @@ WEIGHTED_MEAN = Combiner(
 """Mean of per-shard means weighted by shard rows: the lesson's ``Σ size_i·mean_i / Σ size_i``.
 Per key (keyed jobs), the mean of each key's values, in float64."""
 
-MEAN = attrs.evolve(WEIGHTED_MEAN, name="mean")
-"""The mean: :data:`WEIGHTED_MEAN` by another name (per key, in keyed jobs: each key's rows weigh 1)."""
+MEAN: Combiner = attrs.evolve(WEIGHTED_MEAN, name="mean")
+"""The mean: [`weighted_mean`][tfmapreduce.combiners.weighted_mean] by another name (per key, in keyed jobs: each key's rows weigh 1)."""
 
 _SEGMENT_MIN = _nest_segments(segment_min)
 _SEGMENT_MAX = _nest_segments(segment_max)
 
-MIN = Combiner(
+MIN: Combiner = Combiner(
     partial=lambda v, n: v, merge=_nest(tf.minimum), name="min", per_key=SegmentForm(partial=_SEGMENT_MIN, merge=_SEGMENT_MIN)
 )
 """Element-wise minimum of the map outputs (a NaN wins, as in ``np.min``, per key too)."""
 
-MAX = Combiner(
+MAX: Combiner = Combiner(
     partial=lambda v, n: v, merge=_nest(tf.maximum), name="max", per_key=SegmentForm(partial=_SEGMENT_MAX, merge=_SEGMENT_MAX)
 )
 """Element-wise maximum of the map outputs (a NaN wins, as in ``np.max``, per key too)."""
@@ -330,7 +330,7 @@ def _segment_chan(
     return count, mean, segment_sum(m2_i + d * d * _column(count_i, d), ids, n)
 
 
-MOMENTS = Combiner(
+MOMENTS: Combiner = Combiner(
     partial=lambda v, n: tuple(_f64(t) for t in v),
     merge=_chan,
     name="moments",

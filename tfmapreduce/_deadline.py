@@ -54,18 +54,18 @@ def check_timeout(timeout: object, *, argument: str = "timeout") -> float:
 def set_timeout(seconds: float) -> None:
     """Set the deadline (in seconds) of every run that passes no ``timeout=``; the default is 60.
 
-    Example:
-        >>> set_timeout(30)
-        >>> get_timeout()
+    Examples:
+        >>> tmr.set_timeout(30)
+        >>> tmr.get_timeout()
         30.0
-        >>> set_timeout(60)
+        >>> tmr.set_timeout(60)
     """
     global _default_timeout
     _default_timeout = check_timeout(seconds, argument="seconds")
 
 
 def get_timeout() -> float:
-    """The deadline in seconds of a run that passes no ``timeout=`` (outside any :func:`deadline` scope)."""
+    """The deadline in seconds of a run that passes no ``timeout=`` (outside any [`deadline`][tfmapreduce.deadline] scope)."""
     return _default_timeout
 
 
@@ -77,12 +77,12 @@ def deadline(seconds: float) -> Iterator[None]:
     nest (the earliest deadline wins) and the previous one is restored on exit.
     A call that starts after the deadline passed raises ``WorkerTimeoutError``.
 
-    Example:
-        >>> with deadline(30):
-        ...     with deadline(60):  # the outer 30 s still bound this block
-        ...         left = effective_timeout(None)
-        >>> 29 < left <= 30
-        True
+    Examples:
+        >>> with tmr.deadline(30):  # every run in the block ends within 30 s from here
+        ...     with tmr.deadline(60):  # the outer 30 s still bound this block
+        ...         total = tmr.sum(np.arange(10), cluster=cluster)
+        >>> int(total)
+        45
     """
     end = time.monotonic() + check_timeout(seconds, argument="seconds")
     outer = _scope_end.get()

@@ -24,7 +24,7 @@ class Device:
 
     ``str(device)`` is the full name TensorFlow uses.
 
-    Example:
+    Examples:
         >>> d = Device.parse("/job:local/task:0/gpu:0")
         >>> str(d)
         '/job:local/replica:0/task:0/device:GPU:0'

@@ -19,18 +19,18 @@ from ._regression import LinearModel, linear_regression
 
 
 class KMeans:
-    """k-means with scikit-learn's names: ``fit`` runs :func:`kmeans`, then ``cluster_centers_``, ``n_iter_`` and ``predict``.
+    """k-means with scikit-learn's names: ``fit`` runs [`kmeans`][tfmapreduce.recipes.kmeans], then ``cluster_centers_``, ``n_iter_`` and ``predict``.
 
     Args:
         n_clusters: k.
-        init: ``"first"``, ``"random"`` or a ``(k, features)`` array (as :func:`kmeans`).
-        max_iter: the most Lloyd iterations (``iters`` of :func:`kmeans`).
+        init: ``"first"``, ``"random"`` or a ``(k, features)`` array (as [`kmeans`][tfmapreduce.recipes.kmeans]).
+        max_iter: the most Lloyd iterations (``iters`` of [`kmeans`][tfmapreduce.recipes.kmeans]).
         tol: stop once no centroid moves further than this.
         random_state: the seed of ``init="random"``.
-        progress: the progress bar (as :func:`kmeans`).
+        progress: the progress bar (as [`kmeans`][tfmapreduce.recipes.kmeans]).
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` of every run.
 
-    Example:
+    Examples:
         >>> x = np.array([[0.0, 0], [0, 1], [10, 10], [10, 11]])
         >>> model = tmr.recipes.KMeans(n_clusters=2, init=x[[0, 2]], cluster=cluster).fit(x)
         >>> model.cluster_centers_
@@ -56,7 +56,7 @@ class KMeans:
         self.result_: KMeansResult | None = None
 
     def fit(self, x: Any, y: object = None) -> KMeans:
-        """Run :func:`kmeans` on ``x`` (host or resident data); returns ``self``.  ``y`` is ignored."""
+        """Run [`kmeans`][tfmapreduce.recipes.kmeans] on ``x`` (host or resident data); returns ``self``.  ``y`` is ignored."""
         self.result_ = kmeans(
             x,
             self.n_clusters,
@@ -85,7 +85,7 @@ class KMeans:
         return self._fitted().iterations
 
     def predict(self, x: Any) -> np.ndarray[Any, Any]:
-        """The index of the nearest centroid for each row of host array ``x`` (see :meth:`KMeansResult.predict`)."""
+        """The index of the nearest centroid for each row of host array ``x`` (see [`KMeansResult.predict`][tfmapreduce.recipes.KMeansResult.predict])."""
         return self._fitted().predict(x)
 
     def __repr__(self) -> str:
@@ -93,13 +93,14 @@ class KMeans:
 
 
 class LinearRegression:
-    """Least squares with scikit-learn's names: ``fit`` runs :func:`linear_regression`, then ``coef_``, ``intercept_`` and ``predict``.
+    """Least squares with scikit-learn's names: ``fit`` runs [`linear_regression`][tfmapreduce.recipes.linear_regression],
+    then ``coef_``, ``intercept_`` and ``predict``.
 
     Args:
         fit_intercept: also fit a constant term.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` of the run.
 
-    Example:
+    Examples:
         >>> X = np.array([[0.0], [1.0], [2.0]]); y = 1 + 2 * X[:, 0]
         >>> model = tmr.recipes.LinearRegression(cluster=cluster).fit(X, y)
         >>> model.coef_.round(12), round(model.intercept_, 12)
@@ -113,7 +114,7 @@ class LinearRegression:
         self.model_: LinearModel | None = None
 
     def fit(self, X: Any, y: Any) -> LinearRegression:
-        """Run :func:`linear_regression` on ``(X, y)`` (host or resident, co-partitioned); returns ``self``."""
+        """Run [`linear_regression`][tfmapreduce.recipes.linear_regression] on ``(X, y)`` (host or resident, co-partitioned); returns ``self``."""
         self.model_ = linear_regression(X, y, intercept=self.fit_intercept, **self.options)
         return self
 

@@ -37,12 +37,12 @@ from ._task import Task
 class Files(Input):
     """Files described, not read: a source accepted wherever an array is, read by the tasks that map it.
 
-    Made by :func:`read_npy`, :func:`read_text`, :func:`read_csv`,
-    :func:`read_tfrecord` and :func:`read_raw`.  Every run looks at the files
-    as they are when it starts; :meth:`explain` shows the input splits,
-    :meth:`persist` reads them into resident ``Sharded`` data on the workers.
+    Made by [`read_npy`][tfmapreduce.read_npy], [`read_text`][tfmapreduce.read_text], [`read_csv`][tfmapreduce.read_csv],
+    [`read_tfrecord`][tfmapreduce.read_tfrecord] and [`read_raw`][tfmapreduce.read_raw].  Every run looks at the files
+    as they are when it starts; [`explain`][tfmapreduce.Files.explain] shows the input splits,
+    [`persist`][tfmapreduce.Files.persist] reads them into resident ``Sharded`` data on the workers.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> folder = tempfile.mkdtemp()
         >>> np.save(os.path.join(folder, "a.npy"), np.arange(6.0))
@@ -154,7 +154,7 @@ class Files(Input):
         Args:
             **options: ``cluster`` (needed unless the files are pinned), ``sizes``, ``devices``, ``fallback``.
 
-        Example:
+        Examples:
             >>> import tempfile, os
             >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
             >>> np.save(path, np.zeros(10))
@@ -205,7 +205,7 @@ class Files(Input):
         Args:
             **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
-        Example:
+        Examples:
             >>> import tempfile, os
             >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
             >>> np.save(path, np.arange(10.0))
@@ -252,7 +252,7 @@ def read_npy(paths: PathsLike, /) -> Files:
     Big files are split into several shards by row range; every file must hold
     the same dtype and row shape.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> folder = tempfile.mkdtemp()
         >>> for i in range(3):
@@ -267,7 +267,7 @@ def read_npy(paths: PathsLike, /) -> Files:
 def read_raw(paths: PathsLike, /, *, dtype: Any, shape: Sequence[int] = ()) -> Files:
     """Headerless binary files of rows of ``dtype`` and row shape ``shape`` (e.g. written by ``ndarray.tofile``).
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "x.f64")
         >>> np.arange(12.0).tofile(path)
@@ -294,7 +294,7 @@ def read_text(paths: PathsLike, /, *, encoding: str = "utf-8") -> Files:
             A result with a key that does not decode keeps all its keys as bytes.  Map functions
             always see the lines as bytes (``tf.string``).
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "x.txt")
         >>> _ = open(path, "w").write("to be\\nor not\\nto be\\n")
@@ -324,14 +324,14 @@ def read_csv(
             (``str`` for a column of text: a by-key recipe's key column, or one left out with ``columns=``).
         header: whether each file's first line names the columns (it is skipped).
         delimiter: the field separator.
-        encoding: what string keys of a by-key recipe over the table come back as (see :func:`read_text`).
+        encoding: what string keys of a by-key recipe over the table come back as (see [`read_text`][tfmapreduce.read_text]).
 
     The by-key recipes take a CSV table whole, with its columns named:
     ``tmr.mean_by_key(tmr.read_csv(paths), keys="city", values="price")``.
 
     The client reads each file's first line (the header) to learn the columns, nothing else.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "x.csv")
         >>> _ = open(path, "w").write("a,b\\n1,10\\n2,20\\n3,30\\n")
@@ -425,7 +425,7 @@ def read_tfrecord(paths: PathsLike, /, *, features: Mapping[str, Any]) -> Files:
     feature gives rows of its shape; several are flattened and concatenated
     into one row (cast to their common dtype).
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> path = os.path.join(tempfile.mkdtemp(), "x.tfrecord")
         >>> with tf.io.TFRecordWriter(path) as w:

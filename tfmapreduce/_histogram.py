@@ -102,7 +102,7 @@ def histogram(
         ValueError: bad ``bins`` or ``range`` (numpy's checks), or a non-finite data range.
         TypeError: ``bins`` or ``range`` in long double, with an edge float64 cannot hold exactly.
 
-    Example:
+    Examples:
         >>> tmr.recipes.histogram(np.array([0.0, 1, 1, 2, 5]), bins=5, cluster=cluster)
         (array([1, 2, 1, 0, 1]), array([0., 1., 2., 3., 4., 5.]))
     """

@@ -76,7 +76,7 @@ class Layout:
 class JoinPlan:
     """The plan of a join: the stacked shards (left rows, then right rows), the strategy and where rows are joined.
 
-    Example:
+    Examples:
         >>> left, right = (np.arange(6), np.ones(6)), (np.array([1, 4]), np.array([2.0, 3.0]))
         >>> p = tmr.plan_join(left, right, cluster=cluster, strategy="hash", reducers=2)
         >>> p.strategy, p.sizes, len(p.reducers)
@@ -350,7 +350,7 @@ class JoinSharded:
     *p* on the device that made it), so later jobs read them in place:
     ``tmr.sum_by_key(r.keys, r.left)`` ships nothing.
 
-    Example:
+    Examples:
         >>> left, right = (np.array([1, 2, 2]), np.array([1.0, 2.0, 3.0])), (np.array([2, 5]), np.array([10, 50]))
         >>> with tmr.join(left, right, cluster=cluster, resident=True) as r:
         ...     float(tmr.sum(r.left)), len(r), sorted(r.gather().right.tolist())
@@ -619,7 +619,7 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
     them; ``"broadcast"`` sends the smaller side to every task of the other, which joins its own rows where they
     live (nothing of it moves); ``"auto"`` (default) broadcasts a side of at most 32 MiB that is the smaller, joins
     two keyed resident results on the same reducers where they are (co-partitioned: nothing moves), and else hashes.
-    :func:`plan_join` shows the choice.  Each device checks the rows it would make against its memory budget (a
+    [`plan_join`][tfmapreduce.plan_join] shows the choice.  Each device checks the rows it would make against its memory budget (a
     quarter of its host's available memory, or ``max_bytes=``) before making any.
 
     Args:
@@ -629,13 +629,13 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
         right: the same, with keys of the same dtype.
         how: ``"inner"``, ``"left"``, ``"right"`` or ``"outer"``.
         strategy: ``"auto"``, ``"hash"`` or ``"broadcast"``.
-        **options: ``resident=True`` (keep the rows where they are made: a :class:`JoinSharded`), ``max_bytes``
+        **options: ``resident=True`` (keep the rows where they are made: a [`JoinSharded`][tfmapreduce.JoinSharded]), ``max_bytes``
             (each device's output budget), and the run options ``cluster``, ``sizes`` (over
             the left rows, then the right), ``devices``, ``reducers``, ``timeout``, ``retries``, ``transfer``,
-            ``return_stats``: see :class:`RunOptions`.
+            ``return_stats``: see [`RunOptions`][tfmapreduce.RunOptions].
 
     Returns:
-        A :class:`JoinResult`, or with ``resident=True`` a :class:`JoinSharded` (with ``return_stats=True``:
+        A [`JoinResult`][tfmapreduce.JoinResult], or with ``resident=True`` a [`JoinSharded`][tfmapreduce.JoinSharded] (with ``return_stats=True``:
         ``(result, RunStats)``).
 
     Raises:
@@ -644,7 +644,7 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
         ValueError: an unknown ``how`` or ``strategy``.
         ReducerMemoryError: a device would make more output than its budget (nothing was made).
 
-    Example:
+    Examples:
         >>> orders = (np.array([1, 2, 1, 3]), np.array([9.5, 3.0, 1.5, 7.0]))
         >>> names = (np.array([1, 2]), np.array(["ann", "bob"]))
         >>> r = tmr.join(orders, names, cluster=cluster)
@@ -662,7 +662,7 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
 
 
 def plan_join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto", **options: Any) -> JoinPlan:
-    """The :class:`JoinPlan` :func:`join` would follow with these arguments: the strategy, the shards of the stacked
+    """The [`JoinPlan`][tfmapreduce.JoinPlan] [`join`][tfmapreduce.join] would follow with these arguments: the strategy, the shards of the stacked
     rows and where rows are joined (nothing runs; ``print`` it)."""
     kind, srcs, settings, scattered = _prepare(left, right, how, strategy, dict(options))
     try:

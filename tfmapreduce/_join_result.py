@@ -17,7 +17,7 @@ class JoinResult:
     filled: NaN for floats, 0 for integers, False for booleans, the empty string for strings.  Rows come grouped
     by key, their order otherwise unspecified (as in Spark); sort them if order matters.
 
-    Example:
+    Examples:
         >>> left = (np.array([1, 2, 2]), np.array([10.0, 20.0, 21.0]))
         >>> right = (np.array([2, 3]), np.array(["b", "c"]))
         >>> r = tmr.join(left, right, how="outer", cluster=cluster)

@@ -30,7 +30,7 @@ class KeyedPlan:
 
     Keys go to reducer ``buckets(key) mod len(reducers)``; see the module's notes for the hash.
 
-    Example:
+    Examples:
         >>> keyed = tmr.MapReduce(lambda k: (k, k), tmr.combiners.count, by_key=True)
         >>> plan = keyed.plan(np.array([3, 1, 3, 2]), cluster=cluster, sizes=2, reducers=2)
         >>> plan.plan.sizes, len(plan.reducers)

@@ -26,7 +26,7 @@ class KeyedResult:
     ``read_csv``), ``bytes`` when it was bytes; ``result[key]`` and ``key in result`` take either
     spelling of a string key (``"the"`` or ``b"the"``, UTF-8).
 
-    Example:
+    Examples:
         >>> r = tmr.recipes.word_count(np.array(["a b a", "b a"]), cluster=cluster)
         >>> r.keys, r.values, int(r["a"]), r.to_dict()
         (array(['a', 'b'], dtype=object), array([3, 2]), 3, {'a': 3, 'b': 2})
@@ -91,7 +91,7 @@ class KeyedResult:
         (``value_0``, ``value_1``, ...); a combiner's structure of leaves one column per leaf (``value_0``, ...);
         a group result's ragged rows one column of numpy arrays.  Needs pandas (``pip install pandas``).
 
-        Example:
+        Examples:
             >>> frame = tmr.sum_by_key(np.array(["a", "b", "a"]), np.array([1, 2, 3]), cluster=cluster).to_pandas()
             >>> frame.index.name, frame["value"].to_dict()
             ('key', {'a': 4, 'b': 2})

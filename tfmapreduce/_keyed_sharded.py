@@ -70,11 +70,11 @@ def keep(cluster: Cluster, kplan: KeyedPlan, counts: list[int], built: Built, de
 class KeyedSharded:
     """A keyed result kept on the reducer devices: keys and values partitioned by key hash, one shard per reducer.
 
-    ``keys`` and ``values`` are co-partitioned :class:`Sharded` arrays (one plan), so later jobs read
+    ``keys`` and ``values`` are co-partitioned [`Sharded`][tfmapreduce.Sharded] arrays (one plan), so later jobs read
     them in place: ``MapReduce(...).run((r.keys, r.values))`` ships nothing.  Within a shard the keys
-    are distinct but not sorted; :meth:`gather` fetches and sorts them into a :class:`KeyedResult`.
+    are distinct but not sorted; [`gather`][tfmapreduce.KeyedSharded.gather] fetches and sorts them into a [`KeyedResult`][tfmapreduce.KeyedResult].
 
-    Example:
+    Examples:
         >>> keys, values = np.array([1, 2, 1, 3]), np.array([10, 20, 30, 40])
         >>> with tmr.sum_by_key(keys, values, cluster=cluster, resident=True) as r:
         ...     total = tmr.sum(r.values)             # a second job over the per-key sums

@@ -35,7 +35,7 @@ from ._source import as_array, host_array, sources
 
 @attrs.frozen
 class KMeansStep:
-    """One Lloyd iteration of :func:`kmeans`, as passed to ``callback`` and kept in the history."""
+    """One Lloyd iteration of [`kmeans`][tfmapreduce.recipes.kmeans], as passed to ``callback`` and kept in the history."""
 
     iteration: int
     """1 for the first iteration."""
@@ -53,7 +53,7 @@ class KMeansStep:
 
 @attrs.frozen(eq=False)
 class KMeansResult:
-    """The result of :func:`kmeans`."""
+    """The result of [`kmeans`][tfmapreduce.recipes.kmeans]."""
 
     centroids: np.ndarray
     """The final centroids, shape ``(k, features)``, float64."""
@@ -72,17 +72,17 @@ class KMeansResult:
 
     @property
     def inertia_(self) -> float:
-        """scikit-learn's name for :attr:`inertia`."""
+        """scikit-learn's name for [`inertia`][tfmapreduce.recipes.KMeansResult.inertia]."""
         return self.inertia
 
     @property
     def cluster_centers_(self) -> np.ndarray[Any, Any]:
-        """scikit-learn's name for :attr:`centroids`."""
+        """scikit-learn's name for [`centroids`][tfmapreduce.recipes.KMeansResult.centroids]."""
         return self.centroids
 
     @property
     def n_iter_(self) -> int:
-        """scikit-learn's name for :attr:`iterations`."""
+        """scikit-learn's name for [`iterations`][tfmapreduce.recipes.KMeansResult.iterations]."""
         return self.iterations
 
     def __repr__(self) -> str:
@@ -96,7 +96,7 @@ class KMeansResult:
 
         Computed on the client; for resident data, ``gather()`` it first.
 
-        Example:
+        Examples:
             >>> result = KMeansResult(np.array([[0.0], [10.0]]), 1, True, ())
             >>> result.predict(np.array([[1.0], [9.0], [5.0]]))
             array([0, 1, 0])
@@ -298,18 +298,18 @@ def kmeans(
             the same centroids.
         progress: a ``tqdm`` progress bar on stderr: None shows it when stderr is a
             terminal (or in Jupyter), True always, False never.
-        callback: called with a :class:`KMeansStep` after each iteration.
+        callback: called with a [`KMeansStep`][tfmapreduce.recipes.KMeansStep] after each iteration.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``
             (see ``RunOptions``; ``timeout`` bounds each run).
 
     Returns:
-        A :class:`KMeansResult`: centroids, iterations, converged, history (and ``predict``).
+        A [`KMeansResult`][tfmapreduce.recipes.KMeansResult]: centroids, iterations, converged, history (and ``predict``).
 
     Raises:
         InputError: k exceeds the rows, or ``init`` has the wrong shape.
         ValueError: a bad setting.
 
-    Example:
+    Examples:
         >>> x = np.array([[0.0, 0], [0, 1], [10, 10], [10, 11]])
         >>> result = tmr.recipes.kmeans(x, 2, init=x[[0, 2]], cluster=cluster)
         >>> result.centroids

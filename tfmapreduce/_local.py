@@ -62,7 +62,7 @@ class LocalCluster(Cluster):
 
     The workers start in parallel and the constructor returns once every one
     accepts connections.  No worker outlives its client: they stop on
-    :meth:`close` (or the end of the ``with`` block), on interpreter exit, and
+    [`close`][tfmapreduce.LocalCluster.close] (or the end of the ``with`` block), on interpreter exit, and
     within milliseconds if the client process is killed.
 
     **Security:** TensorFlow's server listens on *all* interfaces (``0.0.0.0``,
@@ -71,7 +71,7 @@ class LocalCluster(Cluster):
     that has only its loopback, and this process reaches them through relays on
     its own loopback that admit only connections from this user's sockets:
     nothing on the network can reach them.  Where the operating system refuses a
-    namespace (see :attr:`isolation` and ``repr(cluster)``), they start as
+    namespace (see [`isolation`][tfmapreduce.LocalCluster.isolation] and ``repr(cluster)``), they start as
     before, reachable from the network, and a warning is logged once per process
     (logger ``tfmapreduce.cluster``) when the machine has a network interface.
     See the Security page.
@@ -86,7 +86,7 @@ class LocalCluster(Cluster):
             from a network interface of this machine (not isolated, and the machine has one).
         client_master: give the spec a ``client`` task on one more free port, start the
             workers with it, and make this process's own server for it the master of every
-            run (see :meth:`Cluster.from_spec`).  Isolated, that server listens inside the
+            run (see [`Cluster.from_spec`][tfmapreduce.Cluster.from_spec]).  Isolated, that server listens inside the
             workers' namespace too; either way its port stops listening when the cluster
             closes (TensorFlow cannot stop the server itself, so that address is not served
             again by this process).
@@ -100,8 +100,8 @@ class LocalCluster(Cluster):
             ``isolate=True`` where no namespace can be made (the message says why), or
             ``allow_network=False`` when the workers would be reachable from a network interface.
 
-    Example:
-        >>> with LocalCluster(workers=2, job="doc") as local:
+    Examples:
+        >>> with tmr.LocalCluster(workers=2, job="doc") as local:
         ...     print(local.devices)
         ('/job:doc/replica:0/task:0/device:CPU:0', '/job:doc/replica:0/task:1/device:CPU:0')
     """
@@ -230,7 +230,7 @@ class LocalCluster(Cluster):
 
     @property
     def isolated(self) -> bool:
-        """Whether the workers run in a network namespace of their own (see :attr:`isolation`)."""
+        """Whether the workers run in a network namespace of their own (see [`isolation`][tfmapreduce.LocalCluster.isolation])."""
         return self._namespace is not None
 
     def serve_client(self) -> None:

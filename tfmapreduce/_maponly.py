@@ -350,7 +350,7 @@ def map(fn: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = (), **o
         x: an array (numbers or strings), a tuple of co-partitioned arrays, resident ``Sharded`` data or files.
         broadcast: values every call of ``fn`` receives whole, after the rows.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``retries``, ``transfer``,
-            ``batch_rows`` (files): see :class:`RunOptions`.
+            ``batch_rows`` (files): see [`RunOptions`][tfmapreduce.RunOptions].
 
     Returns:
         A ``Sharded`` (or ``fn``'s structure of them, co-partitioned on one plan); free it with ``delete()`` or ``with``.
@@ -360,7 +360,7 @@ def map(fn: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = (), **o
             differ in structure, dtype or row shape between shards or batches.
         TypeError: ``fn`` is not callable, or ``reducers=``/``speculate=True`` were given.
 
-    Example:
+    Examples:
         >>> x = np.arange(6)
         >>> with tmr.map(lambda v: tf.repeat(v, 2), x, cluster=cluster) as twice:
         ...     twice.gather().tolist(), int(tmr.sum(twice))
@@ -373,10 +373,10 @@ def filter(pred: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = ()
     """The rows of ``x`` where ``pred`` is true, kept on their shards' devices as resident ``Sharded`` data.
 
     ``pred(*rows, *broadcast)`` returns one boolean per row.  A tuple of co-partitioned inputs is filtered
-    together (a tuple of ``Sharded`` comes back).  Otherwise as :func:`map`: the result stays where it
+    together (a tuple of ``Sharded`` comes back).  Otherwise as [`map`][tfmapreduce.map]: the result stays where it
     was computed and ``.gather()`` returns the kept rows in order.
 
-    Example:
+    Examples:
         >>> x = np.arange(10.0)
         >>> with tmr.filter(lambda v: tf.equal(v % 3, 0), x, cluster=cluster) as kept:
         ...     kept.gather().tolist()

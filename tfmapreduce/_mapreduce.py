@@ -25,7 +25,7 @@ class MapReduce(Generic[R]):
     ``map_fn(*shards, *broadcast)`` receives each shard of the input (one tensor per
     co-partitioned input, sliced on axis 0), then the broadcast values whole, and
     returns a tensor or a nested structure of tensors.  ``reduce_fn`` is a
-    :class:`Combiner` (see ``tfmapreduce.combiners``) or a plain pairwise
+    [`Combiner`][tfmapreduce.Combiner] (see ``tfmapreduce.combiners``) or a plain pairwise
     function such as ``tf.add``.  Jobs with the same map function and combiner
     share their compiled graphs.
 
@@ -36,7 +36,7 @@ class MapReduce(Generic[R]):
     jobs guide).  With a group reducer, ``tmr.per_group(fn)``, every value of
     each key travels to its reducer, which calls ``fn(keys, ragged values)``.
 
-    Example:
+    Examples:
         The lesson's distributed mean over uneven slices:
 
         >>> x = np.arange(100, dtype=np.float32)
@@ -92,7 +92,7 @@ class MapReduce(Generic[R]):
             x: an array (numpy, tf.Tensor, nested list), a tuple of arrays with
                 equal rows (co-partitioned on axis 0), or resident ``Sharded`` data.
             **options: ``cluster``, ``sizes``, ``devices``, ``fallback`` (and for keyed jobs
-                ``reducers``, ``batch_rows``): see :class:`RunOptions`.
+                ``reducers``, ``batch_rows``): see [`RunOptions`][tfmapreduce.RunOptions].
 
         Raises:
             PartitionError: ``sizes`` do not partition the rows.
@@ -140,13 +140,13 @@ class MapReduce(Generic[R]):
         """Run the job: map every shard on its device, combine, and return numpy values.
 
         Args:
-            x: as for :meth:`plan`.
+            x: as for [`plan`][tfmapreduce.MapReduce.plan].
             broadcast: values every shard receives whole, after its shard(s) —
                 model parameters, centroids.  New values do not recompile.
-            return_stats: also return a :class:`RunStats`.
+            return_stats: also return a [`RunStats`][tfmapreduce.RunStats].
             resident: keyed jobs only: keep the result on the reducers as a ``KeyedSharded``.
             **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, and for keyed
-                jobs ``reducers``, ``batch_rows``: see :class:`RunOptions`.
+                jobs ``reducers``, ``batch_rows``: see [`RunOptions`][tfmapreduce.RunOptions].
 
         Returns:
             The combiner's result as numpy values (and the stats, if asked); for a keyed job a
@@ -161,7 +161,7 @@ class MapReduce(Generic[R]):
         return self.execute(x, RunOptions.of(return_stats=return_stats, **options), broadcast=broadcast, resident=resident)
 
     def execute(self, x: Any, settings: RunOptions, *, broadcast: Sequence[Any] = (), resident: bool = False) -> Any:
-        """:meth:`run` with options already validated (what recipes call)."""
+        """[`run`][tfmapreduce.MapReduce.run] with options already validated (what recipes call)."""
         _only_keyed(self.by_key, settings, resident=resident)
         return _engine.run(self.kind, x, settings, broadcast, resident=resident)
 

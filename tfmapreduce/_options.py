@@ -65,7 +65,7 @@ def unknown_keywords(what: str, unknown: Sequence[str], options: dict[str, Any],
 class RunOptions:
     """How and where a run goes, validated once: the value behind the keywords of every job and recipe.
 
-    Example:
+    Examples:
         >>> RunOptions.of(sizes=[30, 70], timeout=5).timeout
         5.0
         >>> RunOptions.of(sise=3)  # doctest: +ELLIPSIS
@@ -84,7 +84,7 @@ class RunOptions:
     fallback: str | None = None
     """``"cpu"`` runs a shard whose GPU is absent on its task's CPU (shown in the plan); None makes that an error."""
     timeout: float | None = None
-    """Seconds one run may take; None: the enclosing :func:`deadline` or the default (:func:`get_timeout`)."""
+    """Seconds one run may take; None: the enclosing [`deadline`][tfmapreduce.deadline] or the default ([`get_timeout`][tfmapreduce.get_timeout])."""
     reducers: int | Sequence[str] | None = None
     """Keyed jobs: the number of reducer devices (None: one per task of the plan) or a list of device strings."""
     batch_rows: int | None = None
@@ -125,10 +125,10 @@ class RunOptions:
 
     @classmethod
     def checked(cls, call: str, own: Sequence[str], options: dict[str, Any]) -> RunOptions:
-        """:meth:`of` for the keywords of ``call`` beyond its own ``own``: an unknown one is a TypeError that suggests the
+        """[`of`][tfmapreduce.RunOptions.of] for the keywords of ``call`` beyond its own ``own``: an unknown one is a TypeError that suggests the
         nearest of every keyword ``call`` accepts (its own and the run options) and lists them all.
 
-        Example:
+        Examples:
             >>> RunOptions.checked("kmeans", ["iters", "init"], {"iter": 5})  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...
@@ -146,10 +146,10 @@ class RunOptions:
 
     @classmethod
     def placing(cls, call: str, options: dict[str, Any], *, without: tuple[str, ...] = ()) -> RunOptions:
-        """Validate the keywords of ``call`` (a call that places data, named in messages): only :class:`PlaceOptions`'
+        """Validate the keywords of ``call`` (a call that places data, named in messages): only ``PlaceOptions``'
         keywords apply, less ``without``; ``cluster=`` is required.
 
-        Example:
+        Examples:
             >>> RunOptions.placing("scatter", {"cluster": None, "reducers": 2})
             Traceback (most recent call last):
             ...
@@ -229,10 +229,10 @@ class RunOptions:
         )
 
     def seconds(self) -> float:
-        """The deadline of a run starting now: ``timeout`` (or the default), cut short by an enclosing :func:`deadline`.
+        """The deadline of a run starting now: ``timeout`` (or the default), cut short by an enclosing [`deadline`][tfmapreduce.deadline].
 
         Raises:
-            WorkerTimeoutError: the enclosing :func:`deadline` has already passed.
+            WorkerTimeoutError: the enclosing [`deadline`][tfmapreduce.deadline] has already passed.
         """
         return effective_timeout(self.timeout)
 

@@ -73,16 +73,16 @@ def pagerank(
         tol: stop early once the ranks change by less than ``n * tol`` in total (L1), as networkx does; None runs
             every iteration.
         **options: ``sizes``, ``devices``, ``reducers`` (how the edges are placed: ``reducers`` ranges of targets),
-            and ``cluster``, ``timeout``, ``retries``: see :class:`RunOptions`.
+            and ``cluster``, ``timeout``, ``retries``: see [`RunOptions`][tfmapreduce.RunOptions].
 
     Returns:
-        A :class:`KeyedResult`: the node ids (sorted) and their ranks (float64, summing to 1).
+        A [`KeyedResult`][tfmapreduce.KeyedResult]: the node ids (sorted) and their ranks (float64, summing to 1).
 
     Raises:
         TypeError: ids that are not integers, or a bad ``iters``, ``damping`` or ``tol``.
         InputError: ``src`` and ``dst`` of different lengths.
 
-    Example:
+    Examples:
         >>> ranks = tmr.recipes.pagerank(np.array([0, 1, 2, 2]), np.array([1, 2, 0, 1]), cluster=cluster)
         >>> ranks.keys.tolist(), np.round(ranks.values, 4).tolist()
         ([0, 1, 2], [0.2148, 0.3974, 0.3878])

@@ -25,8 +25,10 @@ class Weights:
 def weights(*values: float) -> Weights:
     """Ask for shard sizes proportional to ``values``; pass the result as ``sizes=``.
 
-    Example:
-        >>> canonical_sizes(weights(1, 3), rows=10, default_shards=2)
+    Examples:
+        >>> job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
+        >>> tasks = ["/job:local/task:0", "/job:local/task:1"]
+        >>> job.plan(np.zeros(10), cluster=cluster, sizes=tmr.weights(1, 3), devices=tasks).sizes
         (3, 7)
     """
     if len(values) == 1 and isinstance(values[0], Sequence):

@@ -55,13 +55,13 @@ def per_group(fn: Callable[[tf.Tensor, Any], Any], *, sort_values: bool = False,
         max_bytes: the most bytes of keys and values one reducer may receive, or None.
 
     Returns:
-        A reducer (a :class:`Combiner` whose ``per_group`` is set) for a ``by_key=True`` job.
+        A reducer (a [`Combiner`][tfmapreduce.Combiner] whose ``per_group`` is set) for a ``by_key=True`` job.
 
     Raises:
         TypeError: ``fn`` is not callable, or ``sort_values`` is not a bool.
         ValueError: ``max_bytes`` is not None or an int ≥ 1.
 
-    Example:
+    Examples:
         >>> spread = tmr.per_group(lambda keys, v: tf.reduce_max(v, axis=1) - tf.reduce_min(v, axis=1))
         >>> job = tmr.MapReduce(lambda k, v: (k, v), spread, by_key=True)
         >>> job.run((np.array([1, 2, 1, 1]), np.array([5, 7, 2, 4])), cluster=cluster).to_dict()

@@ -71,14 +71,14 @@ class Plan:
 
     ``print(plan)`` shows the table; nothing runs until ``MapReduce.run``.
 
-    Example:
-        >>> from tfmapreduce._device import Device
-        >>> devs = [Device.parse("/job:local/task:0"), Device.parse("/job:local/task:1")]
-        >>> print(make_plan(100, [30, 70], None, devs))
+    Examples:
+        >>> job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
+        >>> tasks = ["/job:local/task:0", "/job:local/task:1"]
+        >>> print(job.plan(np.zeros(100, np.float32), cluster=cluster, sizes=[30, 70], devices=tasks))
         Plan: 100 rows in 2 shards on 2 tasks
-          shard  rows    size  device
-              0  0:30      30  /job:local/replica:0/task:0/device:CPU:0
-              1  30:100    70  /job:local/replica:0/task:1/device:CPU:0
+          shard  rows    size  via   device
+              0  0:30      30  feed  /job:local/replica:0/task:0/device:CPU:0
+              1  30:100    70  feed  /job:local/replica:0/task:1/device:CPU:0
     """
 
     rows: int

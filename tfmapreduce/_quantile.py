@@ -89,20 +89,20 @@ def _check_q(q: Any, *, name: str, top: float) -> np.ndarray:
 def quantile(x: Any, q: Any, /, *, method: Method = "linear", **options: Unpack[Options]) -> Any:
     """The exact ``q``-th quantile(s) of all of ``x``: equal to ``np.quantile(x, q, method=method)``.
 
-    One distributed sort of ``x`` (see :func:`sort`), then one run that fetches the two ranks around each quantile
+    One distributed sort of ``x`` (see [`sort`][tfmapreduce.sort]), then one run that fetches the two ranks around each quantile
     (and the last value: a NaN anywhere makes the answer NaN, as in numpy).  The sorted copy is freed before it returns.
 
     Args:
-        x: a 1-D array of integers or floats, or resident ``Sharded`` data (see :func:`sort`).
+        x: a 1-D array of integers or floats, or resident ``Sharded`` data (see [`sort`][tfmapreduce.sort]).
         q: a quantile in [0, 1], or an array of them (the result has its shape).
         method: ``"linear"`` (numpy's default), ``"lower"``, ``"higher"``, ``"midpoint"`` or ``"nearest"``.
-        **options: the run options of :func:`sort`.
+        **options: the run options of [`sort`][tfmapreduce.sort].
 
     Raises:
         ValueError: ``q`` outside [0, 1] or another ``method``.
         InputError: ``x`` has no rows, or is not 1-D.
 
-    Example:
+    Examples:
         >>> x = np.array([7.0, 1.0, 3.0, 5.0, 9.0, 2.0])
         >>> tmr.quantile(x, [0.25, 0.5, 0.9], cluster=cluster).tolist() == np.quantile(x, [0.25, 0.5, 0.9]).tolist()
         True
@@ -113,7 +113,7 @@ def quantile(x: Any, q: Any, /, *, method: Method = "linear", **options: Unpack[
 def percentile(x: Any, p: Any, /, *, method: Method = "linear", **options: Unpack[Options]) -> Any:
     """The exact ``p``-th percentile(s) of all of ``x`` (``p`` in [0, 100]): equal to ``np.percentile(x, p, method=method)``.
 
-    Example:
+    Examples:
         >>> float(tmr.percentile(np.arange(11), 30, cluster=cluster))
         3.0
     """
@@ -124,7 +124,7 @@ def percentile(x: Any, p: Any, /, *, method: Method = "linear", **options: Unpac
 def median(x: Any, /, **options: Unpack[Options]) -> Any:
     """The exact median of all of ``x``: equal to ``np.median(x)`` (the mean of the two middle values for an even count).
 
-    Example:
+    Examples:
         >>> float(tmr.median(np.array([4, 1, 3, 2]), cluster=cluster))
         2.5
     """

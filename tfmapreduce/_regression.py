@@ -34,7 +34,7 @@ from ._source import as_array, sources
 
 @attrs.frozen(eq=False)
 class LinearModel:
-    """The result of :func:`linear_regression`: ``y ≈ X @ coef + intercept``."""
+    """The result of [`linear_regression`][tfmapreduce.recipes.linear_regression]: ``y ≈ X @ coef + intercept``."""
 
     coef: np.ndarray
     """Coefficients, shape ``(features,)`` (or ``(features, targets)`` for a 2-d ``y``)."""
@@ -45,18 +45,19 @@ class LinearModel:
 
     @property
     def coef_(self) -> np.ndarray[Any, Any]:
-        """scikit-learn's ``coef_``: :attr:`coef` shaped as scikit-learn shapes it, ``(features,)`` or ``(targets, features)``."""
+        """scikit-learn's ``coef_``: [`coef`][tfmapreduce.recipes.LinearModel.coef] shaped as scikit-learn shapes it,
+        ``(features,)`` or ``(targets, features)``."""
         return self.coef.T if self.coef.ndim == 2 else self.coef
 
     @property
     def intercept_(self) -> Any:
-        """scikit-learn's name for :attr:`intercept`."""
+        """scikit-learn's name for [`intercept`][tfmapreduce.recipes.LinearModel.intercept]."""
         return self.intercept
 
     def predict(self, x: Any) -> np.ndarray[Any, Any]:
         """``X @ coef + intercept`` on the client.
 
-        Example:
+        Examples:
             >>> LinearModel(np.array([2.0]), 1.0, 3).predict(np.array([[0.0], [1.0]]))
             array([1., 3.])
         """
@@ -67,7 +68,7 @@ class LinearModel:
 
 @attrs.frozen
 class GradientStep:
-    """One step of gradient descent (:func:`logistic_regression`), as passed to ``callback`` and kept in the history."""
+    """One step of gradient descent ([`logistic_regression`][tfmapreduce.recipes.logistic_regression]), as passed to ``callback`` and kept in the history."""
 
     step: int
     """1 for the first step."""
@@ -83,7 +84,7 @@ class GradientStep:
 
 @attrs.frozen(eq=False)
 class LogisticModel:
-    """The result of :func:`logistic_regression`: ``P(y=1 | x) = sigmoid(x @ coef + intercept)``."""
+    """The result of [`logistic_regression`][tfmapreduce.recipes.logistic_regression]: ``P(y=1 | x) = sigmoid(x @ coef + intercept)``."""
 
     coef: np.ndarray
     """Coefficients, shape ``(features,)``, float64."""
@@ -96,7 +97,7 @@ class LogisticModel:
 
     @property
     def coef_(self) -> np.ndarray[Any, Any]:
-        """scikit-learn's ``coef_`` of a binary classifier: :attr:`coef` as shape ``(1, features)``."""
+        """scikit-learn's ``coef_`` of a binary classifier: [`coef`][tfmapreduce.recipes.LogisticModel.coef] as shape ``(1, features)``."""
         return self.coef[None, :]
 
     @property
@@ -115,7 +116,7 @@ class LogisticModel:
     def predict_proba(self, x: Any) -> np.ndarray[Any, Any]:
         """``P(y=1 | x)`` for each row of ``x``, on the client.
 
-        Example:
+        Examples:
             >>> LogisticModel(np.array([1.0]), 0.0, 0, ()).predict_proba(np.array([[0.0]]))
             array([0.5])
         """
@@ -127,7 +128,7 @@ class LogisticModel:
     def predict(self, x: Any) -> np.ndarray[Any, Any]:
         """Class labels (0 or 1) for each row of ``x``: 1 where ``P(y=1 | x) > 0.5``.
 
-        Example:
+        Examples:
             >>> LogisticModel(np.array([1.0]), 0.0, 0, ()).predict(np.array([[-2.0], [3.0]]))
             array([0, 1])
         """
@@ -172,12 +173,12 @@ def linear_regression(X: Any, y: Any, /, *, intercept: bool = True, **options: U
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
     Returns:
-        A :class:`LinearModel`.
+        A [`LinearModel`][tfmapreduce.recipes.LinearModel].
 
     Raises:
         InputError: no rows, or ``X``/``y`` of unusable shapes.
 
-    Example:
+    Examples:
         >>> X = np.array([[0.0], [1.0], [2.0]]); y = 1 + 2 * X[:, 0]
         >>> model = tmr.recipes.linear_regression(X, y, cluster=cluster, sizes=[1, 2])
         >>> model.coef.round(12), round(model.intercept, 12)
@@ -247,17 +248,17 @@ def logistic_regression(
         tol: stop once the gradient's norm is at most this (0: run every step).
         progress: a ``tqdm`` progress bar on stderr: None shows it when stderr is a
             terminal (or in Jupyter), True always, False never.
-        callback: called with a :class:`GradientStep` after each step.
+        callback: called with a [`GradientStep`][tfmapreduce.recipes.GradientStep] after each step.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``
             (see ``RunOptions``; ``timeout`` bounds each run).
 
     Returns:
-        A :class:`LogisticModel` with its per-step history.
+        A [`LogisticModel`][tfmapreduce.recipes.LogisticModel] with its per-step history.
 
     Raises:
         InputError: no rows, ``y`` not 1-d or labels outside [0, 1].
 
-    Example:
+    Examples:
         >>> X = np.array([[-2.0], [-1.0], [1.0], [2.0]]); y = np.array([0, 0, 1, 1])
         >>> model = tmr.recipes.logistic_regression(X, y, steps=200, lr=0.5, cluster=cluster)
         >>> model.predict(X)

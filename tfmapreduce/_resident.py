@@ -83,14 +83,16 @@ class _Resident:
 
 @attrs.define(eq=False)
 class Sharded(Input):
-    """An array whose shards live on their devices (made by :func:`scatter`, :func:`generate` or :func:`load_shards`).
+    """An array whose shards live on their devices.
+
+    Made by [`scatter`][tfmapreduce.scatter], [`generate`][tfmapreduce.generate] or [`load_shards`][tfmapreduce.load_shards].
 
     Pass it in place of ``x`` to any recipe or ``MapReduce.run``: the run ships
     no input bytes and compiles once.  It remembers how each shard was made
     (the host array, a generator or a file) so a shard can be rebuilt; free the
-    workers' memory with :meth:`delete` or a ``with`` block.
+    workers' memory with [`delete`][tfmapreduce.Sharded.delete] or a ``with`` block.
 
-    Example:
+    Examples:
         >>> x = np.arange(1000.0)
         >>> with tmr.scatter(x, cluster=cluster) as data:
         ...     means = [float(tmr.mean(data)) for _ in range(3)]  # no run ships x again
@@ -299,7 +301,7 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
         **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``);
             options of jobs (``reducers=``, ``retries=``, ...) raise TypeError.
 
-    Example:
+    Examples:
         >>> data = tmr.scatter(np.arange(8.0), cluster=cluster, sizes=tmr.weights(1, 3))
         >>> data.plan.sizes
         (2, 6)
@@ -355,7 +357,7 @@ def generate(
     Raises:
         MapFunctionError: ``fn`` raised, or returned a shard of the wrong length or a varying dtype.
 
-    Example:
+    Examples:
         >>> data = tmr.generate(lambda a, b: tf.range(a, b, dtype=tf.float64), rows=10**6, cluster=cluster)
         >>> float(tmr.sum(data)) == sum(range(10**6))
         True

@@ -33,7 +33,7 @@ class ShardStats:
 class RunStats:
     """What a run did: per-shard devices and bytes, wall time, and whether it compiled.
 
-    Example:
+    Examples:
         >>> stats = RunStats((ShardStats(0, "/job:local/replica:0/task:0/device:CPU:0", 30, 240),), 0.01, True)
         >>> stats.bytes_sent
         240
@@ -59,7 +59,7 @@ class RunStats:
 
     @property
     def backed_up(self) -> tuple[int, ...]:
-        """``speculate=True``: the shards that were backed up on another device (see :attr:`ShardStats.backup_won`)."""
+        """``speculate=True``: the shards that were backed up on another device (see [`ShardStats.backup_won`][tfmapreduce.ShardStats.backup_won])."""
         return tuple(s.index for s in self.shards if s.backup is not None)
 
 
@@ -87,9 +87,9 @@ _collecting: contextvars.ContextVar[tuple[Collected, ...]] = contextvars.Context
 
 @contextlib.contextmanager
 def stats() -> Iterator[Collected]:
-    """Collect the :class:`RunStats` of every run made inside the block (scopes nest; each sees its own runs).
+    """Collect the [`RunStats`][tfmapreduce.RunStats] of every run made inside the block (scopes nest; each sees its own runs).
 
-    Example:
+    Examples:
         >>> with tmr.stats() as s:
         ...     total = tmr.sum(np.arange(10), cluster=cluster, sizes=[3, 7])
         >>> int(total), [shard.rows for shard in s.last.shards]

@@ -46,12 +46,12 @@ def save_shards(x: Any, directory: str | os.PathLike[str], /, *, sizes: SizesLik
     Raises:
         PartitionError: ``sizes`` or ``shards`` is not a partition of the rows (checked before anything is written).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> directory = tempfile.mkdtemp()
-        >>> save_shards(np.arange(10.0), directory, sizes=[3, 7])
+        >>> tmr.save_shards(np.arange(10.0), directory, sizes=[3, 7])
         ['shard-00000-of-00002.tensor', 'shard-00001-of-00002.tensor']
-        >>> with load_shards(directory, cluster=cluster) as data:
+        >>> with tmr.load_shards(directory, cluster=cluster) as data:
         ...     float(tmr.sum(data))
         45.0
     """
@@ -76,11 +76,11 @@ def save_shards(x: Any, directory: str | os.PathLike[str], /, *, sizes: SizesLik
 
 
 def load_shards(directory: str | os.PathLike[str], /, **options: Unpack[PlaceOptions]) -> Sharded:
-    """Load files written by :func:`save_shards` as a Sharded: each worker reads only its own files,
+    """Load files written by [`save_shards`][tfmapreduce.save_shards] as a Sharded: each worker reads only its own files,
     with TensorFlow's file ops, from the same path (a shared or copied directory).
 
     Args:
-        directory: the folder :func:`save_shards` wrote.
+        directory: the folder [`save_shards`][tfmapreduce.save_shards] wrote.
         **options: ``cluster`` (required), ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``); the sizes
             are the saved ones.
 

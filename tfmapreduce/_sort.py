@@ -321,7 +321,7 @@ def sort(x: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> 
         x: a 1-D array of integers (int8 to int64, uint8 to uint32) or floats, or resident ``Sharded`` data.
         descending: sort from the largest value down.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``retries``, ``transfer``,
-            ``reducers`` (None: a range per device of the shards; a count or device strings): see :class:`RunOptions`.
+            ``reducers`` (None: a range per device of the shards; a count or device strings): see [`RunOptions`][tfmapreduce.RunOptions].
 
     Returns:
         A ``Sharded`` whose shard ``r`` lives on reducer ``r``; free it with ``delete()`` or ``with``.  A range lost
@@ -333,7 +333,7 @@ def sort(x: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> 
             ``speculate=True`` was given.
         PlacementError: a bad ``reducers=``.
 
-    Example:
+    Examples:
         >>> x = np.array([3.0, np.nan, -1.0, 2.0, 3.0, 0.5])
         >>> with tmr.sort(x, cluster=cluster, sizes=[2, 0, 4], reducers=2) as ordered:
         ...     ordered.gather().tolist()
@@ -346,22 +346,22 @@ def sort(x: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> 
 def sort_by_key(keys: Any, values: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> tuple[Any, Any]:
     """Sort ``values`` by ``keys`` across the cluster, stably: each value row travels with its key.
 
-    As :func:`sort` for the keys (range-partitioned, each range sorted on its reducer, NaN last); rows of equal keys
+    As [`sort`][tfmapreduce.sort] for the keys (range-partitioned, each range sorted on its reducer, NaN last); rows of equal keys
     keep their input order, so ``keys.gather()`` equals ``keys[order]`` and ``values.gather()`` ``values[order]`` for
     ``order = np.argsort(keys, kind="stable")`` (with ``descending=True``: the keys from the largest down, equal keys
     still in input order).  Equal keys may spread over several ranges.
 
     Args:
-        keys: a 1-D array of integers or floats (see :func:`sort`), or resident ``Sharded`` data.
+        keys: a 1-D array of integers or floats (see [`sort`][tfmapreduce.sort]), or resident ``Sharded`` data.
         values: an array with one row per key (numbers, or strings, which come back as bytes), resident data, or a
             tuple of such arrays.
         descending: order the keys from the largest down.
-        **options: the run options of :func:`sort`.
+        **options: the run options of [`sort`][tfmapreduce.sort].
 
     Returns:
         ``(keys, values)``: co-partitioned ``Sharded`` arrays on one plan (``values`` a tuple when a tuple was given).
 
-    Example:
+    Examples:
         >>> keys, values = np.array([3, 1, 3, 2, 1]), np.array([30.0, 10.0, 31.0, 20.0, 11.0])
         >>> k, v = tmr.sort_by_key(keys, values, cluster=cluster, reducers=2)
         >>> k.gather().tolist(), v.gather().tolist()

@@ -49,14 +49,14 @@ def mean(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **option
         axis: None for every element, 0 for one mean per column (numpy's negative axes
             too: ``-1`` is 0 for 1-d data; a per-row axis such as ``-1`` of 2-d data raises).
         keepdims: keep the reduced axes with length 1, as numpy does (the same in
-            :func:`sum`, :func:`min`, :func:`max`, :func:`variance` and :func:`std`).
+            [`sum`][tfmapreduce.sum], [`min`][tfmapreduce.min], [`max`][tfmapreduce.max], [`variance`][tfmapreduce.variance] and [`std`][tfmapreduce.std]).
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
 
     Raises:
         InputError: ``x`` has 0 rows.
         TypeError: ``x`` is not numeric.
 
-    Example:
+    Examples:
         >>> float(tmr.mean(np.arange(100.0), cluster=cluster, sizes=[30, 70]))
         49.5
     """
@@ -80,7 +80,7 @@ def sum(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options
     float16 or float32 data is a float64 (numpy keeps the input's type, and a
     float16 sum of 70,000 ones overflows to inf there).
 
-    Example:
+    Examples:
         >>> int(tmr.sum(np.arange(10, dtype=np.int32), cluster=cluster))
         45
     """
@@ -116,7 +116,7 @@ def _extreme(
 def min(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options: Unpack[Options]) -> Numeric:
     """The minimum of ``x``, equal to ``np.min(x, axis=axis)``; an input with 0 rows raises InputError.
 
-    Example:
+    Examples:
         >>> int(tmr.min(np.array([3, 1, 2]), cluster=cluster))
         1
     """
@@ -127,7 +127,7 @@ def min(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options
 def max(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options: Unpack[Options]) -> Numeric:
     """The maximum of ``x``, equal to ``np.max(x, axis=axis)``; an input with 0 rows raises InputError.
 
-    Example:
+    Examples:
         >>> int(tmr.max(np.array([3, 1, 2]), cluster=cluster))
         3
     """
@@ -142,7 +142,7 @@ def _rows_map(t: tf.Tensor) -> tf.Tensor:
 def count(x: Any, /, **options: Unpack[Options]) -> np.int64:
     """The number of rows of ``x`` (``len(x)``), counted shard by shard on the cluster.
 
-    Example:
+    Examples:
         >>> int(tmr.count(np.zeros((7, 3)), cluster=cluster))
         7
     """
@@ -160,7 +160,7 @@ Moments = tuple[Numeric, Numeric, Numeric]
 def moments(x: Any, /, *, axis: int | None = None, **options: Unpack[Options]) -> Moments:
     """``(count, mean, M2)`` of ``x`` in float64, merged across shards with Chan's parallel formula.
 
-    Example:
+    Examples:
         >>> tuple(float(v) for v in tmr.recipes.moments(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3]))
         (4.0, 2.5, 5.0)
     """
@@ -210,7 +210,7 @@ def variance(
     this raises InputError instead: a distributed run should not hand back a nan
     that a caller may not notice.
 
-    Example:
+    Examples:
         >>> float(tmr.variance(np.array([1.0, 2.0, 3.0, 4.0]), cluster=cluster, sizes=[1, 3]))
         1.25
     """
@@ -232,9 +232,9 @@ def std(
     ddof: int = 0,
     **options: Unpack[Options],
 ) -> Numeric:
-    """The standard deviation of ``x``, equal to ``np.std(x, axis=axis, ddof=ddof)`` (see :func:`variance`).
+    """The standard deviation of ``x``, equal to ``np.std(x, axis=axis, ddof=ddof)`` (see [`variance`][tfmapreduce.variance]).
 
-    Example:
+    Examples:
         >>> float(tmr.std(np.array([1.0, 3.0]), cluster=cluster))
         1.0
     """
@@ -257,7 +257,7 @@ def weighted_mean(x: Any, w: Any, /, **options: Unpack[Options]) -> Numeric:
     Raises:
         InputError: ``w`` is not 1-d with one weight per row, or the weights sum to 0.
 
-    Example:
+    Examples:
         >>> float(tmr.weighted_mean(np.array([1.0, 3.0]), np.array([3.0, 1.0]), cluster=cluster))
         1.5
     """

@@ -15,7 +15,7 @@ class Task:
 
     ``str(task)`` is the device-string prefix TensorFlow uses.
 
-    Example:
+    Examples:
         >>> t = Task.parse("/job:local/task:1")
         >>> t.job, t.index, str(t)
         ('local', 1, '/job:local/task:1')

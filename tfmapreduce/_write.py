@@ -264,13 +264,13 @@ def write_npy(data: Any, directory: str | os.PathLike[str], /, *, overwrite: boo
         **options: ``cluster`` (for host arrays), ``sizes``, ``devices``, ``timeout``, ``retries``, ``transfer``.
 
     Returns:
-        A :class:`Written`: the directory, each part's path, task and rows.
+        A [`Written`][tfmapreduce.Written]: the directory, each part's path, task and rows.
 
     Raises:
         OutputError: the directory is a file or not empty, or a task cannot write its part (named).
         TypeError: the data is not numeric (strings need ``write_text`` or ``write_csv``), or several arrays.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> folder = os.path.join(tempfile.mkdtemp(), "out")
         >>> with tmr.scatter(np.arange(10.0), cluster=cluster) as data:
@@ -297,9 +297,9 @@ def write_text(
     Strings are written as they are (a line break in one is an error), booleans as 1 and 0, numbers losslessly
     (floats with the digits that read back the same value).  Rows of several fields (a ``(rows, k)`` array, a tuple of
     co-partitioned arrays, a ``KeyedSharded``'s key and values) are joined with ``delimiter``.  ``tmr.read_text``
-    reads the lines back in order.  Directory, commit protocol and options as for :func:`write_npy`.
+    reads the lines back in order.  Directory, commit protocol and options as for [`write_npy`][tfmapreduce.write_npy].
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> folder = os.path.join(tempfile.mkdtemp(), "words")
         >>> with tmr.map(lambda s: tf.strings.split(s).flat_values, np.array(["to be", "or not"]), cluster=cluster) as words:
@@ -325,12 +325,12 @@ def write_csv(
 ) -> Written:
     """Write ``data`` as CSV part files with a header line, each shard's by the task that holds it.
 
-    Fields as in :func:`write_text` (strings quoted where they hold the delimiter, a quote or a line break); a
+    Fields as in [`write_text`][tfmapreduce.write_text] (strings quoted where they hold the delimiter, a quote or a line break); a
     ``(rows, k)`` array gives ``k`` columns, a tuple of arrays or a ``KeyedSharded`` one or more each.  ``columns``
     names them (default ``c0, c1, ...``; ``key, value`` for a keyed result).  ``tmr.read_csv`` reads the numbers
-    back.  Directory, commit protocol and options as for :func:`write_npy`.
+    back.  Directory, commit protocol and options as for [`write_npy`][tfmapreduce.write_npy].
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> folder = os.path.join(tempfile.mkdtemp(), "sums")
         >>> with tmr.sum_by_key(np.array([1, 2, 1]), np.array([1.5, 2.0, 3.0]), cluster=cluster, resident=True) as r:

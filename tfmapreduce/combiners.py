@@ -1,6 +1,6 @@
 """Built-in combiners for ``MapReduce(map_fn, reduce_fn)``: each merges per-shard partials that carry their rows.
 
-Example:
+Examples:
     >>> import tensorflow as tf, tfmapreduce as tmr
     >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)
 """

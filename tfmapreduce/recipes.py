@@ -4,7 +4,7 @@ Every recipe takes the data positionally (an array, a tuple of co-partitioned
 arrays, or resident ``Sharded`` data) and the keywords ``cluster=``, ``sizes=``,
 ``devices=``, ``fallback=`` and ``timeout=`` of ``MapReduce.run`` (see ``tmr.RunOptions``).
 
-Example:
+Examples:
     >>> import numpy as np, tfmapreduce as tmr
     >>> with tmr.scatter(np.random.default_rng(0).random((1000, 2)), cluster=cluster) as x:
     ...     means = tmr.recipes.mean(x, axis=0)
