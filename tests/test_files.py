@@ -609,3 +609,22 @@ def test_a_csv_table_given_wrongly_is_told_in_columns_and_lines(cluster: tmr.Loc
         tmr.mean_by_key(tmr.read_csv(str(tmp_path / "u.csv")), keys="city", values="v", cluster=cluster)
     with pytest.raises(tmr.InputError, match=r"column\(s\) \['city'\] are strings"):
         tmr.mean(tmr.read_csv(str(tmp_path / "t.csv"), dtypes=["str", "float32"]), cluster=cluster)
+
+
+def test_nearly_equal_text_files_split_evenly_over_the_shards(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    """Each file goes whole to the shard holding its middle byte: four files a few bytes apart split 2:2 (and 1 each
+    over four shards), not 3:1 as by their first bytes."""
+    from tfmapreduce._plan import make_plan
+
+    paths = []
+    for i, extra in enumerate((0, 7, 3, 12)):
+        path = tmp_path / f"part{i}.txt"
+        path.write_text("a b c\n" * 500 + "x" * extra + "\n")
+        paths.append(str(path))
+    src = tmr.read_text(paths).as_source()
+    devices = [tmr.Device.parse(d) for d in cluster.devices]
+    for shards, want in ((2, [2, 2]), (4, [1, 1, 1, 1])):
+        plan = make_plan(src.rows, shards, None, devices)
+        assert [len(src.pieces(s)) for s in plan.shards] == want
+    lines = tmr.count(tmr.read_text(paths), cluster=cluster, sizes=2)
+    assert int(lines) == 4 * 501

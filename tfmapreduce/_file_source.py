@@ -131,14 +131,14 @@ class FileSource:
                     result.append((e, lo - e.first, hi - e.first))
             elif (
                 self.pinned_plan is not None
-                or shard.start <= e.first < shard.stop
+                or shard.start <= e.first + e.units // 2 < shard.stop
                 or (
                     e.first == self.rows
                     and shard.stop == self.rows
                     and (shard.start < self.rows or (self.rows == 0 and shard.index == 0))
                 )
             ):
-                result.append((e, 0, e.units))  # a whole file, in the shard that holds its first byte
+                result.append((e, 0, e.units))  # a whole file, in the shard that holds its middle byte
         return result
 
     def groups(self, shard: Shard) -> list[list[tuple[FileEntry, int, int]]]:
