@@ -181,14 +181,20 @@ class Builder:
         row = value.shape[1:]
         if dtype not in DECODABLE or value.shape.rank == 0 or not row.is_fully_defined():
             return value
+        known = value.shape.is_fully_defined()
+        if known and value.shape.num_elements() * dtype.itemsize < MIN_BYTES:
+            return value  # small, as its shape says: fetched as it is
         path = tf.compat.v1.placeholder(tf.string, (), name="result_path")
 
         def write() -> tf.Tensor:
             with tf.control_dependencies([write_result(path, value)]):
                 return tf.identity(value[:0])
 
-        big = tf.size(value, tf.int64) * dtype.itemsize >= MIN_BYTES
-        token = tf.cond(big, write, lambda: tf.identity(value))
+        if known:  # large, as its shape says
+            token = write()
+        else:  # its size is known only in the run
+            big = tf.size(value, tf.int64) * dtype.itemsize >= MIN_BYTES
+            token = tf.cond(big, write, lambda: tf.identity(value))
         self.returns.append(Returned(path, token, dtype, tuple(row.as_list())))
         return token
 

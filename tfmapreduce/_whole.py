@@ -59,7 +59,8 @@ class WholeInput(MapJob):
                 builder.mapped(shard, partial)
                 partials.setdefault(shard.task, []).append(partial)
                 devices.setdefault(shard.task, shard.device)
-        fetch = self.combine_partials(partials, devices, f"{call.cluster.master}/device:CPU:0", first)
+        master = f"{call.cluster.master}/device:CPU:0"
+        fetch = builder.fetched(self.combine_partials(partials, devices, master, first), master)
         return builder.program(fetch, tuple(partials))
 
     def combine_partials(
