@@ -78,21 +78,30 @@ def _cluster_layout(layouts: list[str]) -> str | None:
     return next((name for name in ("2w-even", "1w", "2w-2cpu", "2w-uneven") if name in layouts), None)
 
 
+def _mean_lines(plt: Any, fig: Any, ax: Any, cases: list[dict[str, Any]], lines: list[tuple[Any, ...]]) -> bool:
+    """Draw the mean's milliseconds per size, one line per ``(layout, input, impl, label, style)``; False (the figure
+    closed) when no case has any of them."""
+    sizes: set[int] = set()
+    for layout, input_, impl, label, style in lines:
+        found = [c for c in _find(cases, job="mean", layout=layout, input=input_) if impl in c["timings"]]
+        sizes.update(c["size"] for c in found)
+        _line(ax, [(c["size"], c["timings"][impl]) for c in found], 1e3, label, style)
+    if not sizes:
+        plt.close(fig)
+        return False
+    _size_axis(ax, sorted(sizes))
+    _ms_axis(ax)
+    return True
+
+
 def _layouts_plot(plt: Any, cases: list[dict[str, Any]], out: str) -> list[str]:
     """Which layout for a statistic: the mean of resident data, per layout, with numpy in the client's process."""
     series = [("local", "numpy", "numpy, in the client's process")]
     series += [(name, "tmr", LAYOUT_LABELS[name]) for name in ("1w", "2w-even", "2w-2cpu")]
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
-    sizes: set[int] = set()
-    for (layout, impl, label), style in zip(series, STYLES, strict=True):
-        found = [c for c in _find(cases, job="mean", layout=layout, input="resident") if impl in c["timings"]]
-        sizes.update(c["size"] for c in found)
-        _line(ax, [(c["size"], c["timings"][impl]) for c in found], 1e3, label, style)
-    if not sizes:
-        plt.close(fig)
+    lines = [(layout, "resident", impl, label, style) for (layout, impl, label), style in zip(series, STYLES, strict=True)]
+    if not _mean_lines(plt, fig, ax, cases, lines):
         return []
-    _size_axis(ax, sorted(sizes))
-    _ms_axis(ax)
     ax.legend(loc="lower right")
     return [_save(fig, plt, out, "layouts.png", "The mean of resident data: one process, 1 or 2 workers")]
 
@@ -114,16 +123,8 @@ def _resident_plot(plt: Any, cases: list[dict[str, Any]], layouts: list[str], ou
         ),
     ]
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
-    sizes: set[int] = set()
-    for input_, impl, label, style in series:
-        found = [c for c in _find(cases, job="mean", layout=layout, input=input_) if impl in c["timings"]]
-        sizes.update(c["size"] for c in found)
-        _line(ax, [(c["size"], c["timings"][impl]) for c in found], 1e3, label, style)
-    if not sizes:
-        plt.close(fig)
+    if not _mean_lines(plt, fig, ax, cases, [(layout, *line) for line in series]):
         return []
-    _size_axis(ax, sorted(sizes))
-    _ms_axis(ax)
     ax.legend(loc="upper left")
     return [_save(fig, plt, out, "resident.png", f"The mean, shipped on every call or resident ({LAYOUT_LABELS[layout]})")]
 

@@ -144,9 +144,7 @@ def main(argv: list[str] | None = None) -> None:
             spark.stop()
     if args.hot and not args.quick:
         peaks = hot_key(table, int(args.rows))
-    print("\n| implementation | seconds | rows per second |\n|---|---|---|")
-    for name, seconds, items in table.rows:
-        print(f"| {name} | {seconds:.2f} | {items / seconds:.3g} |")
+    table.print("rows")
     if peaks:
         print("\n| hot-key run | workers' peak resident memory (MiB) |\n|---|---|")
         for name, mib in peaks:

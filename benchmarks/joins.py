@@ -176,9 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if spark is not None:
             spark.stop()
-    print("\n| implementation | seconds | input rows per second |\n|---|---|---|")
-    for name, seconds, items in table.rows:
-        print(f"| {name} | {seconds:.2f} | {items / seconds:.3g} |")
+    table.print("input rows")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ class Rows:
         self.rows.append((name, statistics.median(times), items))
         print(f"  {name}: {statistics.median(times):.2f} s (median of {len(times)})", flush=True)
 
+    def print(self, items: str) -> None:
+        """The table in Markdown: each row's seconds, and ``items`` (what its count counts) per second."""
+        print(f"\n| implementation | seconds | {items} per second |\n|---|---|---|")
+        for name, seconds, count in self.rows:
+            print(f"| {name} | {seconds:.2f} | {count / seconds:.3g} |")
+
 
 def _importable(module: str) -> bool:
     try:
@@ -218,9 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if spark is not None:
             spark.stop()
-    print("\n| implementation | seconds | tokens or rows per second |\n|---|---|---|")
-    for name, seconds, items in table.rows:
-        print(f"| {name} | {seconds:.2f} | {items / seconds:.3g} |")
+    table.print("tokens or rows")
     if args.plot:
         plot(table.rows, args.plot, args.tokens)
 
