@@ -8,6 +8,7 @@ the files as they are when it starts; a worker's memory stays bounded.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -320,7 +321,9 @@ def test_a_bad_line_deep_in_a_big_csv_is_named_by_the_calls_deadline(
     with pytest.raises(tmr.InputError) as info:
         tmr.mean(tmr.read_csv(str(path)), cluster=cluster, timeout=10, batch_rows=batch_rows)
     took = time.monotonic() - started
-    assert f"big.csv (read on task /job:local/task:0): line {number} is {bad!r}: " in str(info.value)
+    assert re.search(
+        rf"big.csv \(read on task /job:local/task:\d\): line {number} is {re.escape(repr(bad))}: ", str(info.value)
+    )  # the shard holding the file's middle byte
     assert said in str(info.value)
     assert took < 10 + 2, f"the call took {took:.1f} s with timeout=10"  # it took 62.5 s: the diagnosis had 60 s
 

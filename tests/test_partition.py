@@ -26,8 +26,11 @@ from tfmapreduce._partition import canonical_sizes, even_sizes
 @pytest.mark.parametrize(
     "module", [tfmapreduce._partition, tfmapreduce._place, tfmapreduce._device, tfmapreduce._spec, tfmapreduce._plan]
 )
-def test_doctests_of_the_canonicalizers(module: object) -> None:
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
+def test_doctests_of_the_canonicalizers(module: object, cluster: tmr.LocalCluster) -> None:
+    import tensorflow as tf
+
+    names = {"np": np, "tf": tf, "tmr": tmr, "cluster": cluster}  # as the docstrings' own namespace (conftest.py)
+    result = doctest.testmod(module, extraglobs=names, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.attempted > 0, f"{module} has no doctest"
     assert result.failed == 0
 
