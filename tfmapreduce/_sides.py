@@ -20,7 +20,7 @@ from ._cluster import Cluster
 from ._errors import InputError, JobError, TfMapReduceError
 from ._plan import Plan, Shard
 from ._shm import Stageable
-from ._source import ShardTensor, Shipped, Source, Sources, implements
+from ._source import ShardTensor, Source, Sources, implements
 from ._task import Task
 
 
@@ -86,21 +86,21 @@ class Side:
             own = self.stack.plans[self.side]
             at = shard.index - (len(self.stack.plans[0].shards) if self.side else 0)
             return own.shards[at] if 0 <= at < len(own.shards) else None
+        cut = self._cut(shard)
+        return cut if cut.rows else None
+
+    def _cut(self, shard: Shard) -> Shard:
+        """``shard`` of the stacked host rows cut to this side's rows (numbered from its first row; maybe none)."""
         lo = self.stack.offset(self.side)
-        start = min(max(shard.start - lo, 0), self.inner.rows)
-        stop = min(max(shard.stop - lo, 0), self.inner.rows)
-        return attrs.evolve(shard, start=start, stop=stop) if stop > start else None
+        return attrs.evolve(
+            shard, start=min(max(shard.start - lo, 0), self.inner.rows), stop=min(max(shard.stop - lo, 0), self.inner.rows)
+        )
 
     def inner_plan(self, plan: Plan) -> Plan:
         """The inner source's plan: its own (resident), or each stacked shard cut to this side's rows."""
         if self.stack.plans is not None:
             return self.stack.plans[self.side]
-        lo = self.stack.offset(self.side)
-        cut = tuple(
-            attrs.evolve(s, start=min(max(s.start - lo, 0), self.inner.rows), stop=min(max(s.stop - lo, 0), self.inner.rows))
-            for s in plan.shards
-        )
-        return Plan(self.inner.rows, cut)
+        return Plan(self.inner.rows, tuple(self._cut(s) for s in plan.shards))
 
     def signature(self, plan: Plan) -> Hashable:
         return ("side", self.side, self.stack.rows, self.inner.signature(self.inner_plan(plan)))
@@ -142,8 +142,3 @@ def stacked(left: Sources, right: Sources) -> Sources:
         raise InputError("both sides of a join must be host data or both resident")
     stack = Stack((left[0].rows, right[0].rows), None if plans[0] is None else (plans[0], plans[1]))  # type: ignore[arg-type]
     return Sources([Side(s, 0, stack) for s in left] + [Side(s, 1, stack) for s in right])
-
-
-def host(src: Source) -> bool:
-    """Whether ``src`` is host data the run ships (as opposed to data on the workers)."""
-    return isinstance(src, Shipped)
