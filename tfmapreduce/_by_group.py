@@ -170,8 +170,8 @@ def _top_k(keys: tf.Tensor, values: tf.RaggedTensor, k: int, largest: bool, padd
     return top.to_tensor(shape=[None, k]), take
 
 
-def _top_k_pre(keys: tf.Tensor, values: tf.Tensor, k: int, largest: bool) -> tuple[tf.Tensor, tf.Tensor]:
-    distinct, rows = grouped(keys, values, sort_values=True)
+def _top_k_pre(keys: tf.Tensor, values: tf.Tensor, native: Any, k: int, largest: bool) -> tuple[tf.Tensor, tf.Tensor]:
+    distinct, rows = grouped(keys, values, sort_values=True, native=native)
     return ungrouped(distinct, _top_k(distinct, rows, k, largest))
 
 
@@ -241,7 +241,7 @@ def _pairs(key_ids: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]
     return ids, tf.size(unique)
 
 
-def _distinct_pre(keys: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def _distinct_pre(keys: tf.Tensor, values: tf.Tensor, native: Any) -> tuple[tf.Tensor, tf.Tensor]:
     """The distinct (key, value) pairs of the rows (each pair's first row)."""
     _, key_ids = group(keys)
     ids, n = _pairs(key_ids, values)

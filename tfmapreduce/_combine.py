@@ -57,7 +57,8 @@ class GroupForm:
 
     ``values`` is a ``tf.RaggedTensor`` (or the map's structure of them) with one row per key, each
     row sorted ascending when ``sort_values``.  ``precombine`` (for recipes) maps one batch's or
-    task's (keys, values) to fewer (keys, values) that give the same result: it runs before the shuffle.
+    task's (keys, values) to fewer (keys, values) that give the same result: it runs before the shuffle,
+    given the native kernels where every device of the run has them (else None).
     """
 
     fn: Callable[[tf.Tensor, Any], Any]
@@ -66,8 +67,9 @@ class GroupForm:
     """Sort each key's values ascending before ``fn`` sees them."""
     max_bytes: int | None = None
     """The most bytes of keys and values one reducer may receive; None: a quarter of its host's available memory."""
-    precombine: Callable[[tf.Tensor, Any], tuple[tf.Tensor, Any]] | None = None
-    """(keys, values) → (keys, values) of the same result, applied map-side; None: every row travels."""
+    precombine: Callable[[tf.Tensor, Any, Any], tuple[tf.Tensor, Any]] | None = None
+    """(keys, values, native kernels or None) → (keys, values) of the same result, applied map-side; None: every row
+    travels."""
 
 
 @attrs.frozen

@@ -27,11 +27,13 @@ from ._combine import GroupForm
 from ._device import Device
 from ._errors import JobError, MapFunctionError, ReducerMemoryError
 from ._grouping import SORTABLE, available_memory, grouped, nbytes
+from ._kernels import available
 from ._keyed_map import ByKey, MapSide, Part, map_shards, mismatch, split
 from ._keyed_plan import KeyedPlan
 from ._keyed_result import sorted_result
 from ._keyed_sharded import Built, keep, keep_fetch
 from ._mapfn import callable_name, describe, first_line
+from ._native import kernels
 from ._program import Builder, Call, Program
 from ._strings import Encoding, decode_keys
 
@@ -51,13 +53,17 @@ def _concat(parts: Sequence[Part]) -> Part:
     return keys, tf.nest.map_structure(lambda *leaves: tf.concat(leaves, 0), *[v for _, v in parts])
 
 
-def map_side(form: GroupForm) -> MapSide:
+def map_side(form: GroupForm, native: Any) -> MapSide:
     """Rows as they are (collected), or a recipe's precombine applied to each batch, then once to a shard's batches and to
     a task's shards (every part is precombined already: one part stays as it is)."""
     pre = form.precombine
     if pre is None:
         return MapSide(combine=lambda keys, values: (keys, values), merge=_concat, collect=True)
-    return MapSide(combine=pre, merge=lambda parts: parts[0] if len(parts) == 1 else pre(*_concat(parts)), collect=True)
+    return MapSide(
+        combine=lambda keys, values: pre(keys, values, native),
+        merge=lambda parts: parts[0] if len(parts) == 1 else pre(*_concat(parts), native),
+        collect=True,
+    )
 
 
 @attrs.frozen
@@ -88,12 +94,15 @@ class Grouped(ByKey):
     def build(self, builder: Builder, plan: KeyedPlan, call: Call) -> Program:
         """Map per shard (in batches), bucket per task, check each reducer's budget, group and call ``fn`` per reducer."""
         form = self.form
-        side = map_side(form)
+        reducers = plan.reducers
+        devices = [*(s.device for s in plan.plan.shards), *reducers]  # (the native kernels have CPU kernels only)
+        on_cpus = all(Device.parse(d).type == "CPU" for d in devices)
+        native = kernels() if on_cpus and available(call.cluster, call.settings.seconds()) else None
+        side = map_side(form, native)
         mapped = map_shards(self.map_fn, side, builder, plan, call)
         first = mapped.first
         if form.sort_values:
             self._check_sortable(first)
-        reducers = plan.reducers
         buckets: list[list[Part]] = []
         counts: list[list[tuple[tf.Tensor, tf.Tensor]]] = []
         for task, parts in mapped.per_task.items():
@@ -112,7 +121,7 @@ class Grouped(ByKey):
                     keys, values = task_buckets[r]
                     sent.append((keys[start:], tf.nest.map_structure(lambda t, at=start: t[at:], values)))
             with tf.device(device), tf.name_scope(f"reducer{r}"):
-                keys, values = grouped(*_concat(sent), sort_values=form.sort_values)
+                keys, values = grouped(*_concat(sent), sort_values=form.sort_values, native=native)
                 result, shape, ragged = self._call(r, device, keys, values)
                 outputs.append((tf.identity(keys), result))
         leaves = [leaf[0] if is_ragged else leaf for leaf, is_ragged in zip(outputs[0][1], ragged, strict=True)]

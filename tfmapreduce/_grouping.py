@@ -1,7 +1,7 @@
 """Rows grouped by key inside a graph: every value of each key, as ragged rows, sorted within the key when asked.
 
 Grouping is a sort: each key's id among the distinct keys (:func:`~tfmapreduce._group.group`: ``tf.unique``
-for integers, two fingerprints for strings) is stably sorted with ``tf.argsort``, and the sorted
+for integers, two fingerprints for strings) is stably sorted (:func:`argsort`), and the sorted
 values become ``tf.RaggedTensor.from_row_splits`` rows whose splits are the cumulated counts of the
 keys.  Values sorted within their key (``sort_values=True``, Hadoop's secondary sort) are sorted
 first, each column by a stable sort from the last to the first, then by key id, again stably; a
@@ -58,6 +58,32 @@ def sort_key(values: tf.Tensor) -> tf.Tensor:
     return tf.where(image < 0, tf.bitwise.bitwise_xor(image, tf.constant(ones, bits)), image)
 
 
+def value_of(image: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """The values whose :func:`sort_key` is ``image`` (every NaN comes back as one NaN).
+
+    Example:
+        >>> value_of(sort_key(tf.constant([-2.5, 0.0, 7.0])), tf.float32).numpy().tolist()
+        [-2.5, 0.0, 7.0]
+    """
+    if dtype.is_integer:
+        return tf.cast(image, dtype)
+    bits = image.dtype
+    ones = np.int64(2**63 - 1) if bits == tf.int64 else np.int32(2**31 - 1)
+    raw = tf.where(image < 0, tf.bitwise.bitwise_xor(image, tf.constant(ones, bits)), image)
+    return tf.cast(tf.bitcast(raw, tf.float64 if bits == tf.int64 else tf.float32), dtype)
+
+
+def argsort(key: tf.Tensor, native: Any | None) -> tf.Tensor:
+    """The stable order of int32 or int64 keys: the native radix sort (``_native.cc``) when ``native`` is given, else
+    ``tf.argsort`` (TensorFlow's sort is ``top_k`` over all the keys: a few times slower; see the ordering guide).
+
+    Example:
+        >>> argsort(tf.constant([3, 1, 3, 0]), None).numpy().tolist()
+        [3, 1, 0, 2]
+    """
+    return native.tmr_stable_argsort(key) if native is not None else tf.argsort(key, stable=True)
+
+
 def _columns(leaf: tf.Tensor) -> list[tf.Tensor]:
     """A leaf's columns (a 1-D leaf is one column; inner dimensions, static, are flattened)."""
     if leaf.shape.rank == 1:
@@ -67,34 +93,38 @@ def _columns(leaf: tf.Tensor) -> list[tf.Tensor]:
     return [flat[:, j] for j in range(width)]
 
 
-def _order(ids: tf.Tensor, values: Any, sort_values: bool) -> tf.Tensor:
+def _order(ids: tf.Tensor, values: Any, sort_values: bool, native: Any | None) -> tf.Tensor:
     """The permutation that groups the rows by key id (stably), each key's rows sorted by their values when asked."""
     if not sort_values:
-        return tf.argsort(ids, stable=True)
+        return argsort(ids, native)
     columns = [sort_key(c) for leaf in tf.nest.flatten(values) for c in _columns(leaf)]
     if len(columns) == 1 and columns[0].dtype == tf.int32:  # (key id, value) packed in one int64: one sort
         packed = tf.bitwise.left_shift(tf.cast(ids, tf.int64), 32) + (tf.cast(columns[0], tf.int64) + 2**31)
-        return tf.argsort(packed, stable=True)
-    order = tf.range(tf.size(ids))
+        return argsort(packed, native)
+    order = tf.range(tf.size(ids, tf.int64), dtype=tf.int64)
     for column in reversed(columns):
-        order = tf.gather(order, tf.argsort(tf.gather(column, order), stable=True))
-    return tf.gather(order, tf.argsort(tf.gather(ids, order), stable=True))
+        order = tf.gather(order, argsort(tf.gather(column, order), native))
+    return tf.gather(order, argsort(tf.gather(ids, order), native))
 
 
-def grouped(keys: tf.Tensor, values: Any, *, sort_values: bool = False) -> tuple[tf.Tensor, Any]:
+def grouped(keys: tf.Tensor, values: Any, *, sort_values: bool = False, native: Any | None = None) -> tuple[tf.Tensor, Any]:
     """The distinct ``keys`` (in no particular order) and, for each, every one of its ``values`` as a ragged row.
 
     ``values`` is a tensor or a structure of them, one row per key occurrence; the result has the
-    same structure of ``tf.RaggedTensor`` (one row per distinct key).
+    same structure of ``tf.RaggedTensor`` (one row per distinct key).  ``native``: the native kernels, where the
+    device running the sort has them (see :func:`argsort`).
 
     Example:
         >>> keys, values = grouped(tf.constant([7, 3, 7, 7]), tf.constant([2.0, 1.0, 0.5, 4.0]), sort_values=True)
         >>> dict(zip(keys.numpy().tolist(), values.to_list()))
         {7: [0.5, 2.0, 4.0], 3: [1.0]}
     """
+    leaves = tf.nest.flatten(values)
+    if native is not None and sort_values and keys.dtype in (tf.int32, tf.int64) and _one_column(leaves):
+        return _sorted_pairs(keys, leaves[0], native, values)
     distinct, ids = group(keys)
     n = tf.size(distinct)
-    order = _order(ids, values, sort_values)
+    order = _order(ids, values, sort_values, native)
     counts = tf.math.bincount(ids, minlength=n, maxlength=n, dtype=tf.int64)
     splits = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(counts)], 0)
 
@@ -102,6 +132,22 @@ def grouped(keys: tf.Tensor, values: Any, *, sort_values: bool = False) -> tuple
         return tf.RaggedTensor.from_row_splits(tf.gather(leaf, order), splits, validate=False)
 
     return distinct, tf.nest.map_structure(rows, values)
+
+
+def _one_column(leaves: list[tf.Tensor]) -> bool:
+    return len(leaves) == 1 and leaves[0].shape.rank == 1 and leaves[0].dtype != tf.uint64
+
+
+def _sorted_pairs(keys: tf.Tensor, leaf: tf.Tensor, native: Any, structure: Any) -> tuple[tf.Tensor, Any]:
+    """:func:`grouped` of integer keys and one sorted column in one native sort of the (key, value) rows themselves:
+    no key ids, no order to gather by; each key's rows start where the sorted keys change."""
+    sorted_keys, images = native.tmr_sort_pairs(keys, sort_key(leaf))
+    n = tf.size(sorted_keys, tf.int64)
+    change = tf.concat([tf.ones([tf.minimum(n, 1)], tf.bool), tf.not_equal(sorted_keys[1:], sorted_keys[:-1])], 0)
+    starts = tf.reshape(tf.where(change), [-1])
+    splits = tf.concat([starts, tf.reshape(n, [1])], 0)
+    rows = tf.RaggedTensor.from_row_splits(value_of(images, leaf.dtype), splits, validate=False)
+    return tf.gather(sorted_keys, starts), tf.nest.pack_sequence_as(structure, [rows])
 
 
 def row_ids(splits: tf.Tensor) -> tf.Tensor:

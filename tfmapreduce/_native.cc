@@ -9,6 +9,10 @@
 //   The indices that sort `keys` ascending, equal keys in index order (tf.argsort(stable=True)): an LSD radix
 //   sort on 11-bit digits of the keys with their sign bit flipped, skipping digits every key shares.
 //
+// TmrSortPairs(keys: K[n], values: V[n]) -> (sorted_keys: K[n], sorted_values: V[n])   (K, V: int32 or int64)
+//   The (key, value) rows sorted by key, then by value, both as signed integers: the same LSD radix sort
+//   (values' digits first, then keys'), moving the rows themselves, not an order to gather them by.
+//
 // TmrJoinIndex(left: T[n], right: T[m]) -> (left_index: int64[t], right_index: int64[t], right_matched: bool[m])
 //   The rows of the join of `left` with `right` on equal keys (T: int32, int64 or string): one (i, j) pair per
 //   match, in left row order, each left row's matches in right row order; with keep_left, a left row without a
@@ -146,6 +150,104 @@ REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU
                         StableArgsortOp<int32_t>);
 REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int64_t>("T"),
                         StableArgsortOp<int64_t>);
+
+REGISTER_OP("TmrSortPairs")
+    .Input("keys: K")
+    .Input("values: V")
+    .Output("sorted_keys: K")
+    .Output("sorted_values: V")
+    .Attr("K: {int32, int64}")
+    .Attr("V: {int32, int64}")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->input(0));
+      return absl::OkStatus();
+    });
+
+// The digits of an LSD radix sort: 11 bits each, and a row's digit d of `x` (as unsigned, sign bit flipped).
+constexpr int kRadixBits = 11;
+constexpr int kRadix = 1 << kRadixBits;
+
+template <typename U>
+inline size_t Digit(U x, int d) {
+  return static_cast<size_t>((x >> (d * kRadixBits)) & (kRadix - 1));
+}
+
+// One stable counting pass: the rows (a[i], b[i]) reordered by digit d of a[i], from its digit counts.
+template <typename A, typename B>
+void RadixPass(std::vector<A>& a, std::vector<B>& b, std::vector<A>& a_next, std::vector<B>& b_next, int d,
+               const std::vector<int64_t>& counts) {
+  std::vector<int64_t> start(kRadix, 0);
+  for (int v = 1; v < kRadix; ++v) start[v] = start[v - 1] + counts[v - 1];
+  for (size_t i = 0; i < a.size(); ++i) {
+    const int64_t to = start[Digit(a[i], d)]++;
+    a_next[to] = a[i];
+    b_next[to] = b[i];
+  }
+  std::swap(a, a_next);
+  std::swap(b, b_next);
+}
+
+template <typename K, typename V>
+class SortPairsOp : public OpKernel {
+ public:
+  explicit SortPairsOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    using UK = std::make_unsigned_t<K>;
+    using UV = std::make_unsigned_t<V>;
+    constexpr int kKeyBits = std::numeric_limits<UK>::digits;
+    constexpr int kValueBits = std::numeric_limits<UV>::digits;
+    constexpr int kKeyDigits = (kKeyBits + kRadixBits - 1) / kRadixBits;
+    constexpr int kValueDigits = (kValueBits + kRadixBits - 1) / kRadixBits;
+    const Tensor& key_input = context->input(0);
+    const Tensor& value_input = context->input(1);
+    OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
+                ::tensorflow::errors::InvalidArgument("keys and values must be 1-D, of one length"));
+    const auto keys = key_input.flat<K>();
+    const auto values = value_input.flat<V>();
+    const int64_t n = keys.size();
+    std::vector<UK> key(n), key_next(n);
+    std::vector<UV> value(n), value_next(n);
+    std::vector<std::vector<int64_t>> key_counts(kKeyDigits, std::vector<int64_t>(kRadix, 0));
+    std::vector<std::vector<int64_t>> value_counts(kValueDigits, std::vector<int64_t>(kRadix, 0));
+    for (int64_t i = 0; i < n; ++i) {  // every pass's digit counts, in one read of the rows
+      key[i] = static_cast<UK>(keys(i)) ^ (UK(1) << (kKeyBits - 1));  // signed order as unsigned
+      value[i] = static_cast<UV>(values(i)) ^ (UV(1) << (kValueBits - 1));
+      for (int d = 0; d < kKeyDigits; ++d) ++key_counts[d][Digit(key[i], d)];
+      for (int d = 0; d < kValueDigits; ++d) ++value_counts[d][Digit(value[i], d)];
+    }
+    auto shared = [n](const std::vector<int64_t>& counts) {  // every row has this digit: its pass is skipped
+      return std::any_of(counts.begin(), counts.end(), [n](int64_t c) { return c == n; });
+    };
+    for (int d = 0; d < kValueDigits; ++d) {  // values' digits first, then keys': sorted by (key, value)
+      if (!shared(value_counts[d])) RadixPass(value, key, value_next, key_next, d, value_counts[d]);
+    }
+    for (int d = 0; d < kKeyDigits; ++d) {
+      if (!shared(key_counts[d])) RadixPass(key, value, key_next, value_next, d, key_counts[d]);
+    }
+    Tensor* key_output = nullptr;
+    Tensor* value_output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({n}), &key_output));
+    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({n}), &value_output));
+    auto sorted_keys = key_output->flat<K>();
+    auto sorted_values = value_output->flat<V>();
+    for (int64_t i = 0; i < n; ++i) {
+      sorted_keys(i) = static_cast<K>(key[i] ^ (UK(1) << (kKeyBits - 1)));
+      sorted_values(i) = static_cast<V>(value[i] ^ (UV(1) << (kValueBits - 1)));
+    }
+  }
+};
+
+#define TMR_SORT_PAIRS(K, V)                                                                                   \
+  REGISTER_KERNEL_BUILDER(                                                                                     \
+      Name("TmrSortPairs").Device(::tensorflow::DEVICE_CPU).TypeConstraint<K>("K").TypeConstraint<V>("V"), \
+      SortPairsOp<K, V>);
+TMR_SORT_PAIRS(int32_t, int32_t)
+TMR_SORT_PAIRS(int32_t, int64_t)
+TMR_SORT_PAIRS(int64_t, int32_t)
+TMR_SORT_PAIRS(int64_t, int64_t)
+#undef TMR_SORT_PAIRS
 
 REGISTER_OP("TmrJoinIndex")
     .Input("left: T")

@@ -33,6 +33,7 @@ from ._cluster import Cluster
 from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import InputError, JobError, ShardLostError, TfMapReduceError
+from ._grouping import argsort
 from ._kernels import available
 from ._keyed_input import keyed_sources
 from ._keyed_plan import resolve_reducers
@@ -130,12 +131,6 @@ def order_key(values: tf.Tensor, descending: bool = False) -> tf.Tensor:
     else:
         key = tf.cast(values, tf.int64 if dtype == tf.uint32 else tf.int32)
     return tf.bitwise.invert(key) if descending else key
-
-
-def argsort(key: tf.Tensor, native: Any | None) -> tf.Tensor:
-    """The stable order of int32 or int64 keys: the native radix sort where every task has it, else ``tf.argsort``
-    (TensorFlow's sort is ``top_k`` over all the keys: a few times slower; see the ordering guide)."""
-    return native.tmr_stable_argsort(key) if native is not None else tf.argsort(key, stable=True)
 
 
 def _ranges(key: tf.Tensor, start: int, split_keys: tf.Tensor, split_rows: tf.Tensor) -> tf.Tensor:
