@@ -253,3 +253,43 @@ def bar_chart(panels: list[tuple[str, list[tuple[str, list[float]]]]], path: str
     axes[-1, 0].set_xlabel(f"median {unit}, bars min–max (lower is better)")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
+
+
+PHASES = [("map", "tab:blue"), ("shuffle", "tab:orange"), ("reduce", "tab:green"), ("other", "0.6")]
+"""The phases a trace's ops are coloured by (see :func:`phase`)."""
+
+
+def phase(name: str) -> str:
+    """The phase of a traced op, from its name scope: ``shard*`` maps, ``bucket*``/``send*``/``RecvTensor`` shuffle,
+    ``reducer*`` reduces; the rest (budgets, fetches, the client's ops) is other."""
+    scope = name.split("/")[0]
+    if scope.startswith("shard"):
+        return "map"
+    if scope.startswith(("bucket", "send")) or name in ("RecvTensor", "_Recv", "_Send"):
+        return "shuffle"
+    return "reduce" if scope.startswith("reducer") else "other"
+
+
+def trace_timeline(trace: dict[str, Any], path: str, title: str) -> None:
+    """A trace (``trace=``'s JSON) drawn as a timeline: one row per task and device, each op a bar coloured by its phase."""
+    plt = _pyplot()
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
+    ops = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    start = min(e["ts"] for e in ops)
+    rows = sorted({(e["pid"], e["tid"]) for e in ops}, key=lambda r: (r[0], names[r]))
+    fig, ax = plt.subplots(figsize=(WIDTH, 1.3 + 0.45 * len(rows)), dpi=DPI)
+    for y, row in enumerate(rows):
+        for part, colour in PHASES:
+            bars = [
+                ((e["ts"] - start) / 1e3, e["dur"] / 1e3) for e in ops if (e["pid"], e["tid"]) == row and phase(e["name"]) == part
+            ]
+            ax.broken_barh(bars, (y - 0.35, 0.7), color=colour, label=part if y == 0 else None)
+    ax.set_yticks(range(len(rows)), [f"{names[(pid, None)]} {names[(pid, tid)]}" for pid, tid in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms since the run's first op")
+    ax.set_title(title)
+    fig.legend(loc="lower center", ncols=len(PHASES), frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)

@@ -237,6 +237,7 @@ def run(
     runners: Runners,
     hang_check: bool = False,
     quick: bool = False,
+    traced: bool = False,
 ) -> Any:
     """``call(options)`` — one session run — with a deadline; cluster failures become errors that name the task.
 
@@ -257,11 +258,12 @@ def run(
     :data:`QUICK_LIMIT`: it saves the hand-off to a runner and back (measured in the
     layouts guide).  If it is not done by then (it became slow, or a task hangs), its
     step is cancelled and it runs again, watched, with what is left of its
-    deadline: its graph has no side effect that a repeat would double.
+    deadline: its graph has no side effect that a repeat would double.  A ``traced`` run records TensorFlow's
+    step stats (``FULL_TRACE``).
     """
     rest = timeout
     try:
-        if quick and timeout > QUICK_LIMIT:
+        if quick and not traced and timeout > QUICK_LIMIT:
             began = time.monotonic()
             try:
                 return call(_run_options(int(QUICK_LIMIT * 1000)))
@@ -269,7 +271,7 @@ def run(
                 rest -= time.monotonic() - began
             except tf.errors.OpError as e:
                 raise _named(e, addresses, timeout) from None
-        options = _run_options(max(1, int(rest * 1000)))
+        options = _run_options(max(1, int(rest * 1000)), traced)
         return _watch(runners, lambda: call(options), timeout=timeout, rest=rest, addresses=addresses, hang_check=hang_check)
     except ClusterError as error:
         on_failure(error)
@@ -277,9 +279,10 @@ def run(
 
 
 @functools.lru_cache(maxsize=64)
-def _run_options(timeout_ms: int) -> tf.compat.v1.RunOptions:
+def _run_options(timeout_ms: int, traced: bool = False) -> tf.compat.v1.RunOptions:
     """A run's options, with its deadline (made once per deadline: most runs have the default one)."""
-    return tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms)
+    level = tf.compat.v1.RunOptions.FULL_TRACE if traced else tf.compat.v1.RunOptions.NO_TRACE
+    return tf.compat.v1.RunOptions(timeout_in_ms=timeout_ms, trace_level=level)
 
 
 def _watch(

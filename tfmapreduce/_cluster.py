@@ -302,6 +302,7 @@ class Cluster:
         timeout: float,
         hang_check: bool = False,
         fold_constants: bool = True,
+        trace: tf.compat.v1.RunMetadata | None = None,
     ) -> Any:
         """Run ``fetches`` of ``graph`` as one distributed execution over ``tasks``, with a deadline.
 
@@ -309,6 +310,7 @@ class Cluster:
         closes or a run on it fails.  ``hang_check`` names a hung task before
         the deadline (for runs a retry can repeat elsewhere; see ``_backend.run``).
         ``fold_constants=False`` for a graph that maps shared memory (see ``_backend.session_config``).
+        ``trace``: a ``RunMetadata`` the run fills with its step stats (on every task).
         """
         self.check_open()
         fed = check_feed_size(feed_dict)
@@ -335,7 +337,7 @@ class Cluster:
                 entry.callables[(id(fetches), feeds)] = runnable
             began = time.monotonic()
             try:
-                result = runnable(*values, options=options)
+                result = runnable(*values, options=options, run_metadata=trace)
             except BaseException:
                 entry.quick = 0
                 raise
@@ -359,6 +361,7 @@ class Cluster:
             runners=self._runners,
             hang_check=hang_check,
             quick=entry.repeatable and entry.quick >= _backend.QUICK_AFTER and fed <= _backend.QUICK_FEED,
+            traced=trace is not None,
         )
 
     def forget(self, graph: tf.Graph) -> None:

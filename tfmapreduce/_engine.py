@@ -16,7 +16,9 @@ import time
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol, cast
 
-from . import _autosize, _speculate
+import tensorflow as tf
+
+from . import _autosize, _speculate, _trace
 from ._cache import programs
 from ._errors import JobError
 from ._mapfn import traced
@@ -194,6 +196,7 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
         paths = [staging.returned() for _ in program.returns] if staging is not None else []  # where results are written
         feed.update(zip((r.path for r in program.returns), paths, strict=True))
         bare = not (program.clocks or program.guards)  # the common case fetches the kind's values alone
+        trace = tf.compat.v1.RunMetadata() if settings.trace is not None else None
         try:
             fetched = cluster.run(
                 program.graph,
@@ -203,9 +206,12 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
                 timeout=settings.seconds(),
                 hang_check=can_retry(settings, cluster),
                 fold_constants=not program.buffers,
+                trace=trace,
             )
         except JobError as e:
             raise failure(kind, e, call, shards) from None
+        if trace is not None:
+            _trace.write(cast(str, settings.trace), trace.step_stats)
         if program.returns:  # results written into files: mapped before the files close
             value = program.with_returns(fetched if bare else fetched[0], paths)
             fetched = value if bare else (value, *fetched[1:])

@@ -141,11 +141,8 @@ def _one_column(leaves: list[tf.Tensor]) -> bool:
 def _sorted_pairs(keys: tf.Tensor, leaf: tf.Tensor, native: Any, structure: Any) -> tuple[tf.Tensor, Any]:
     """:func:`grouped` of integer keys and one sorted column in one native sort of the (key, value) rows themselves:
     no key ids, no order to gather by; each key's rows start where the sorted keys change."""
-    sorted_keys, images = native.tmr_sort_pairs(keys, sort_key(leaf))
-    n = tf.size(sorted_keys, tf.int64)
-    change = tf.concat([tf.ones([tf.minimum(n, 1)], tf.bool), tf.not_equal(sorted_keys[1:], sorted_keys[:-1])], 0)
-    starts = tf.reshape(tf.where(change), [-1])
-    splits = tf.concat([starts, tf.reshape(n, [1])], 0)
+    sorted_keys, images, starts = native.tmr_sort_pairs(keys, sort_key(leaf))
+    splits = tf.concat([starts, tf.reshape(tf.size(sorted_keys, tf.int64), [1])], 0)
     rows = tf.RaggedTensor.from_row_splits(value_of(images, leaf.dtype), splits, validate=False)
     return tf.gather(sorted_keys, starts), tf.nest.pack_sequence_as(structure, [rows])
 

@@ -9,9 +9,10 @@
 //   The indices that sort `keys` ascending, equal keys in index order (tf.argsort(stable=True)): an LSD radix
 //   sort on 11-bit digits of the keys with their sign bit flipped, skipping digits every key shares.
 //
-// TmrSortPairs(keys: K[n], values: V[n]) -> (sorted_keys: K[n], sorted_values: V[n])   (K, V: int32 or int64)
-//   The (key, value) rows sorted by key, then by value, both as signed integers: the same LSD radix sort
-//   (values' digits first, then keys'), moving the rows themselves, not an order to gather them by.
+// TmrSortPairs(keys: K[n], values: V[n]) -> (sorted_keys: K[n], sorted_values: V[n], starts: int64[k])
+//   The (key, value) rows sorted by key, then by value, both as signed integers (K, V: int32 or int64): the
+//   same LSD radix sort (values' digits first, then keys'), moving the rows themselves, not an order to gather
+//   them by; starts[j]: the first sorted row of the j-th distinct key.
 //
 // TmrJoinIndex(left: T[n], right: T[m]) -> (left_index: int64[t], right_index: int64[t], right_matched: bool[m])
 //   The rows of the join of `left` with `right` on equal keys (T: int32, int64 or string): one (i, j) pair per
@@ -156,11 +157,13 @@ REGISTER_OP("TmrSortPairs")
     .Input("values: V")
     .Output("sorted_keys: K")
     .Output("sorted_values: V")
+    .Output("starts: int64")
     .Attr("K: {int32, int64}")
     .Attr("V: {int32, int64}")
     .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(0));
       c->set_output(1, c->input(0));
+      c->set_output(2, c->Vector(c->UnknownDim()));
       return absl::OkStatus();
     });
 
@@ -232,10 +235,16 @@ class SortPairsOp : public OpKernel {
     OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({n}), &value_output));
     auto sorted_keys = key_output->flat<K>();
     auto sorted_values = value_output->flat<V>();
+    std::vector<int64_t> starts;
     for (int64_t i = 0; i < n; ++i) {
+      if (i == 0 || key[i] != key[i - 1]) starts.push_back(i);
       sorted_keys(i) = static_cast<K>(key[i] ^ (UK(1) << (kKeyBits - 1)));
       sorted_values(i) = static_cast<V>(value[i] ^ (UV(1) << (kValueBits - 1)));
     }
+    Tensor* starts_output = nullptr;
+    const int64_t k = static_cast<int64_t>(starts.size());
+    OP_REQUIRES_OK(context, context->allocate_output(2, TensorShape({k}), &starts_output));
+    std::copy(starts.begin(), starts.end(), starts_output->flat<int64_t>().data());
   }
 };
 

@@ -9,6 +9,7 @@ frozen :class:`RunOptions`.  A new option is one field here plus its docs.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
@@ -44,6 +45,7 @@ class Options(PlaceOptions, total=False):
     batch_rows: int | None
     retries: int
     transfer: str | None
+    trace: str | os.PathLike[str] | None
     speculate: bool
 
 
@@ -93,6 +95,9 @@ class RunOptions:
     """Times a run is repeated on the surviving tasks after a task is lost (dead, or hung past the deadline); 0 raises at once."""
     transfer: str | None = None
     """How host data travels: None/``"auto"`` (shared memory to tasks on the client's host, else gRPC), ``"shm"``, ``"feed"``."""
+    trace: str | None = None
+    """A file to write each run's trace to: TensorFlow's step stats of the distributed run as Chrome/Perfetto trace JSON,
+    one track per task and device (a call of several runs leaves its last run's).  Not with ``speculate=True``."""
     speculate: bool = False
     """Back up stragglers: each shard runs as its own fetch, and a task that runs out of work re-runs an unfinished shard
     of another task; the first copy to finish counts, exactly once (MapReduce's backup tasks; see ``_speculate``).  Only
@@ -214,6 +219,13 @@ class RunOptions:
         speculate = options.get("speculate", False)
         if not isinstance(speculate, (bool, np.bool_)):
             raise TypeError(f"speculate must be True or False, got {type(speculate).__name__} {speculate!r}")
+        trace = options.get("trace")
+        if trace is not None and not isinstance(trace, (str, os.PathLike)):
+            raise TypeError(
+                f"trace must be None or a file path to write the run's trace JSON to, got {type(trace).__name__} {trace!r}"
+            )
+        if trace is not None and speculate:
+            raise ValueError("trace= records one distributed run; speculate=True makes a run per shard: pass one of them")
         return cls(
             cluster=cluster,
             sizes=options.get("sizes"),
@@ -224,6 +236,7 @@ class RunOptions:
             batch_rows=None if batch_rows is None else int(batch_rows),
             retries=int(retries),
             transfer=transfer,
+            trace=None if trace is None else os.fspath(trace),
             speculate=bool(speculate),
             return_stats=bool(options.get("return_stats", False)),
         )
