@@ -22,6 +22,7 @@ import tensorflow as tf
 from namespaces import unshare_works
 
 import tfmapreduce as tmr
+from tfmapreduce._native import kernels
 
 pytestmark = pytest.mark.slow
 
@@ -226,6 +227,27 @@ def test_a_timed_out_run_stops_computing_on_the_workers(pair: tmr.LocalCluster) 
     started = time.monotonic()
     assert tmr.mean(np.arange(10.0), cluster=pair, timeout=5) == 4.5
     assert time.monotonic() - started < 2
+
+
+def _chained(t: tf.Tensor) -> tf.Tensor:
+    """Many medium kernels, no loop: 150 chained 500×500 products (a few seconds a shard), no op that waits."""
+    m = tf.reshape(t[:250_000], [500, 500])
+    for _ in range(150):
+        m = tf.matmul(m, m) * 1e-3
+    return tf.reduce_sum(m)
+
+
+@pytest.mark.skipif(kernels() is None, reason="the native kernels (the check before each op) could not be built here")
+def test_a_timed_out_chain_of_kernels_stops_at_its_next_kernel(pair: tmr.LocalCluster) -> None:
+    """TensorFlow's executor runs scheduled kernels on after a step is cancelled; the check before each op stops it."""
+    x = np.random.default_rng(0).random(4 * 250_000)
+    with pytest.raises(tmr.WorkerTimeoutError, match="its step was cancelled on the workers"):
+        tmr.MapReduce(_chained, tf.add).run(x, cluster=pair, sizes=4, timeout=1, retries=0)
+    time.sleep(1)  # the kernels running when the step was cancelled end
+    before = [_cpu_seconds(pid) for pid in pair.pids]
+    time.sleep(2)
+    used = [_cpu_seconds(pid) - b for pid, b in zip(pair.pids, before, strict=True)]
+    assert max(used) < 0.6, f"workers kept computing after the deadline: {used} CPU seconds in 2 s"
 
 
 SAME_PID_CLIENT = """

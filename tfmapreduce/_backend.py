@@ -51,6 +51,7 @@ def session_config(tasks: Iterable[Task], timeout: float, *, fold_constants: boo
 
 REPEATABLE = frozenset(
     {"Assert", "If", "While", "StatefulPartitionedCall", "Timestamp", "ReadVariableOp", "VarHandleOp", "VarIsInitializedOp"}
+    | {"TmrCheckCancelled"}
     | {"RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal", "Multinomial", "RandomShuffle"}
 )
 """Stateful ops a run may repeat with no effect beyond its own result: checks, control flow (whose bodies are looked at

@@ -14,6 +14,11 @@
 //   same LSD radix sort (values' digits first, then keys'), moving the rows themselves, not an order to gather
 //   them by; starts[j]: the first sorted row of the j-th distinct key.
 //
+// TmrCheckCancelled()
+//   Fails (Cancelled) once the step it runs in is cancelled (its run given up, or failed elsewhere), else does
+//   nothing: TensorFlow's executor never stops a step between kernels, so the engine runs one of these before
+//   each op of a map function (see _cancel.py), and a given-up run stops at its next op instead of running on.
+//
 // TmrJoinIndex(left: T[n], right: T[m]) -> (left_index: int64[t], right_index: int64[t], right_matched: bool[m])
 //   The rows of the join of `left` with `right` on equal keys (T: int32, int64 or string): one (i, j) pair per
 //   match, in left row order, each left row's matches in right row order; with keep_left, a left row without a
@@ -32,6 +37,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "tensorflow/core/framework/cancellation.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -257,6 +264,21 @@ TMR_SORT_PAIRS(int32_t, int64_t)
 TMR_SORT_PAIRS(int64_t, int32_t)
 TMR_SORT_PAIRS(int64_t, int64_t)
 #undef TMR_SORT_PAIRS
+
+REGISTER_OP("TmrCheckCancelled").SetIsStateful().SetShapeFn(::tensorflow::shape_inference::NoOutputs);
+
+class CheckCancelledOp : public OpKernel {
+ public:
+  explicit CheckCancelledOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    auto* cancellation = context->cancellation_manager();
+    OP_REQUIRES(context, cancellation == nullptr || !cancellation->IsCancelled(),
+                ::tensorflow::errors::Cancelled("the run was given up: its step is cancelled"));
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrCheckCancelled").Device(::tensorflow::DEVICE_CPU), CheckCancelledOp);
 
 REGISTER_OP("TmrJoinIndex")
     .Input("left: T")

@@ -9,10 +9,13 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
+from . import _cancel
 from ._cache import Kept
 from ._cluster import Cluster
 from ._combine import Combiner
 from ._device import Device
+from ._kernels import available
+from ._native import kernels
 from ._options import RunOptions
 from ._plan import Plan, Shard
 from ._route import visible
@@ -199,6 +202,10 @@ class Builder:
         return token
 
     def program(self, fetch: Any, tasks: Sequence[Task], info: Any = None) -> Program:
+        """The program of what was built; each op that computes on a CPU first checks that its run was not given up
+        (:func:`~tfmapreduce._cancel.guard`), where every task has the native kernels."""
+        if self.call is not None and available(self.call.cluster, self.call.settings.seconds()):
+            _cancel.guard(self.graph, kernels())
         self.graph.finalize()
         return Program(
             self.graph,
