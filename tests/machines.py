@@ -13,7 +13,8 @@ Operations: :meth:`Rack.shape` (``tc``: rate and delay of a machine's link, both
 :meth:`Rack.restart` (the worker SIGKILLed, and started again on the same address), :meth:`Rack.traffic` (bytes
 through a machine's link).  Closing the rack (the end of its ``with`` block, or a finalizer if it is never
 closed) ends its processes by process group and removes the veths, namespaces, bridge and logs, whatever
-happened; making one skips the test, with the reason, where the OS refuses namespaces.
+happened; a rack whose process was SIGKILLed is swept by the next one made (:func:`sweep`).  Making one skips the
+test, with the reason, where the OS refuses namespaces.
 
 Used by ``tests/test_machines.py`` and ``python -m benchmarks.machines``.
 """
@@ -101,6 +102,31 @@ def _stop(machine: Machine) -> None:
     process.wait(timeout=30)
 
 
+RACKS = Path("/run/tfmapreduce-racks")
+"""One file per open rack, ``TAG.pid``, holding the pid of the process that made it: what :func:`sweep` goes by."""
+
+
+def sweep() -> list[str]:
+    """Remove what racks of processes now gone left behind (a client SIGKILLed runs no finalizer): their namespaces,
+    veths and bridge.  Their workers died with them (``PR_SET_PDEATHSIG``).  Returns the names removed."""
+    removed: list[str] = []
+    for marker in sorted(RACKS.glob("*.pid")) if RACKS.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError):
+            if Path(f"/proc/{int(marker.read_text())}").exists():
+                continue
+        prefix = f"tmr{marker.stem}"
+        names = [line.split()[0] for line in ip("netns", "list").stdout.splitlines() if line.split()]
+        links = [line.split(":")[1].strip().split("@")[0] for line in ip("-o", "link", "show").stdout.splitlines()]
+        for name in names:
+            if name.startswith(f"{prefix}m") and ip("netns", "del", name).returncode == 0:
+                removed.append(name)
+        for name in links:
+            if name[: len(prefix) + 1] in (f"{prefix}b", f"{prefix}h") and ip("link", "del", name).returncode == 0:
+                removed.append(name)
+        marker.unlink(missing_ok=True)
+    return removed
+
+
 def _free_octet() -> int:
     taken = ip("-4", "-o", "addr", "show").stdout
     for octet in secrets.SystemRandom().sample(range(256), 256):
@@ -127,7 +153,12 @@ class Rack:
             pytest.skip("a rack's machines need pid and mount namespaces (unshare --mount --pid --fork): refused here")
         self._steps: list[Callable[[], object]] = []
         self._finalizer = weakref.finalize(self, _undo, self._steps)
+        sweep()
         self.tag = secrets.token_hex(2)
+        RACKS.mkdir(mode=0o700, exist_ok=True)
+        marker = RACKS / f"{self.tag}.pid"
+        marker.write_text(str(os.getpid()))
+        self._steps.append(lambda: marker.unlink(missing_ok=True))  # the first step made, the last undone
         self.octet = _free_octet()
         self.bridge = f"tmr{self.tag}b"
         self.host_ip = SUBNET.format(self.octet, 1)
