@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import shutil
@@ -27,6 +28,74 @@ def ip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20, check=False)
 
 
+def require_netns(what: str) -> None:
+    """Skip the test, saying why, unless this process may create network namespaces (root and ``ip netns``)."""
+    if os.geteuid() != 0 or shutil.which("ip") is None or ip("netns", "list").returncode != 0:
+        pytest.skip(f"{what} needs root and iproute2's `ip netns`")
+
+
+def tc(*args: str, netns: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``tc ARGS`` (in ``netns`` when given), never raising."""
+    where = ["-n", netns] if netns is not None else []
+    return subprocess.run(["tc", *where, *args], capture_output=True, text=True, timeout=20, check=False)
+
+
+@functools.cache
+def netem_works() -> bool:
+    """Whether this kernel has the ``netem`` queueing discipline (``tc qdisc ... netem``), tried on a scratch veth pair."""
+    if shutil.which("tc") is None:
+        return False
+    name = f"tmrq{secrets.token_hex(3)}"
+    if ip("link", "add", name, "type", "veth", "peer", "name", f"{name}p").returncode != 0:
+        return False
+    try:
+        return tc("qdisc", "add", "dev", name, "root", "netem", "delay", "1ms").returncode == 0
+    finally:
+        ip("link", "del", name)
+
+
+def shape(dev: str, *, rate_bps: float | None = None, delay_ms: float | None = None, netns: str | None = None) -> str:
+    """Shape what leaves interface ``dev`` (in ``netns``): at most ``rate_bps`` bits per second, ``delay_ms`` more latency.
+
+    Uses ``netem`` (rate and delay) where the kernel has it, else ``tbf`` (a token bucket: the rate only; no
+    qdisc of such kernels adds latency).  ``rate_bps=delay_ms=None`` removes the shaping.  Returns what was set,
+    in words (e.g. ``"tbf rate 1gbit (netem missing: no delay)"``).
+
+    Raises:
+        RuntimeError: ``tc`` refused the setting.
+    """
+    tc("qdisc", "del", "dev", dev, "root", netns=netns)  # none yet is fine
+    if rate_bps is None and delay_ms is None:
+        return "unshaped"
+    rate = f"{int(rate_bps)}bit" if rate_bps is not None else None
+    if netem_works():
+        words = ["netem", *(["delay", f"{delay_ms}ms"] if delay_ms else []), *(["rate", rate] if rate else [])]
+        # netem's default queue (1000 packets) drops at 10 Gbit/s bursts; a deep one behaves like a switch's buffer
+        args, said = [*words, "limit", "100000"], " ".join(words)
+    elif rate is not None:
+        burst = max(int(rate_bps or 0) // 8 // 1000, 256 * 1024)  # 1 ms of the rate, at least four 64 KiB GSO packets
+        args = ["tbf", "rate", rate, "burst", str(burst), "latency", "50ms"]
+        said = f"tbf rate {rate}" + (f" (netem missing: no {delay_ms} ms delay)" if delay_ms else "")
+    else:
+        return f"unshaped (netem missing: no {delay_ms} ms delay)"
+    done = tc("qdisc", "add", "dev", dev, "root", *args, netns=netns)
+    if done.returncode != 0:
+        raise RuntimeError(f"tc qdisc add dev {dev} root {' '.join(args)}: {done.stderr.strip()}")
+    return said
+
+
+def machine_argv(netns: str, argv: list[str]) -> list[str]:
+    """``argv`` run as a machine of its own inside ``netns``: its own pid namespace (it is pid 1 there, and sees only
+    its own processes in ``/proc``) and mount namespace, with an empty private tmpfs on ``/tmp`` and ``/dev/shm``.
+
+    ``unshare --kill-child`` kills the namespace's processes when ``unshare`` dies; killing the process group of the
+    returned command ends them all.
+    """
+    mounts = 'mount -t tmpfs -o mode=1777 tmpfs /tmp && mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$@"'
+    unshare = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private"]
+    return ["ip", "netns", "exec", netns, *unshare, "sh", "-c", mounts, "sh", *argv]
+
+
 @attrs.frozen
 class Pair:
     """A network namespace of a test's own, linked to this host by a veth pair."""
@@ -48,8 +117,7 @@ def veth_pair(subnet: str) -> Iterator[Pair]:
     A process in the namespace that connects to the host's address arrives on this machine from
     the network.  Skips the test where it cannot be made (needs root and ``ip netns``).
     """
-    if os.geteuid() != 0 or shutil.which("ip") is None or ip("netns", "list").returncode != 0:
-        pytest.skip("creating a network namespace and a veth pair needs root and iproute2's `ip netns`")
+    require_netns("creating a network namespace and a veth pair")
     tag = secrets.token_hex(3)
     netns, host_if, ns_if = f"tmr{tag}", f"tmrh{tag}", f"tmrn{tag}"
     octet = int(tag[:2], 16)

@@ -289,3 +289,25 @@ def test_joins_benchmark_quick_mode_checks_and_times_every_row() -> None:
         "tmr.recipes.pagerank, 2-worker LocalCluster (sort of the edges included)",
     ):
         assert f"| {row} |" in proc.stdout
+
+
+def test_machines_benchmark_reports_fits_and_plots_a_saved_run_without_starting_machines(tmp_path: Path) -> None:
+    """``--from`` runs nothing (its quick mode starts a rack: about a minute, too slow for here)."""
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("scipy")
+    runs = []
+    for k in (2, 4, 8):
+        for rate in (1e9, 1e10):
+            busiest = 12e6 / k * (k - 1) / k  # 12 bytes a row leave for the other machines
+            wall = 2e-6 * 1e6 / k + busiest * 8 / rate + 0.1
+            run = {"job": "sort", "machines": k, "rate_bps": rate, "rows": 10**6, "wall": wall, "wall_min": wall}
+            run.update(wall_max=wall, bytes_per_machine=2 * busiest, busiest=busiest, wire=busiest * 8 / rate / wall)
+            runs.append(run)
+    saved, png = tmp_path / "machines.json", tmp_path / "machines.png"
+    saved.write_text(json.dumps({"meta": {"cores": 8}, "runs": runs}))  # a core per machine: rows per machine = rows / k
+    proc = _bench("--from", str(saved), "--plot", str(png), module="benchmarks.machines", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| sort | 1e+06 | 8 | 1 Gbit/s | 0.36 [0.36–0.36] | 2.6 | 1.3 | 3% |" in proc.stdout, proc.stdout
+    model = next(line for line in proc.stdout.splitlines() if line.startswith("| sort | 2 |"))
+    assert model.startswith("| sort | 2 | 1.00 | 0.100 | 0.0 | 12.0 | 1.00 | 0% |"), model  # the synthetic constants, recovered
+    assert png.stat().st_size > 10_000

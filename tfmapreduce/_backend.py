@@ -168,8 +168,12 @@ def list_task_devices(address: str, task: Task, timeout: float) -> list[str]:
         WorkerTimeoutError / WorkerUnavailableError: the task does not answer in time.
     """
     prefix = f"/job:{task.job}/replica:0/task:{task.index}/"
+    end = time.monotonic() + timeout
     check_listening({task: address}, timeout)
-    session = tf.compat.v1.Session(f"grpc://{address}", config=session_config([task], timeout))
+    # A host that drops packets (a cut link) used the whole connect timeout: the session gets what is left of it, so a
+    # probe of such a task still ends within ``timeout`` (not twice that).
+    left = max(0.001, end - time.monotonic())
+    session = tf.compat.v1.Session(f"grpc://{address}", config=session_config([task], left))
     try:
         return [d.name for d in session.list_devices() if d.name.startswith(prefix)]
     except tf.errors.DeadlineExceededError:
@@ -210,6 +214,10 @@ POLL = 1.0
 
 GRACE = 0.5
 """Seconds past its deadline the watchdog waits for TensorFlow's own deadline before giving up on a call."""
+
+WATCH_CONNECT = 0.25
+"""Seconds the watchdog's check that a task still listens waits for a connection: a refusal (nothing listens) comes at
+once; a host that drops packets (a cut link) passes after this, and the hang probes decide about it."""
 
 HANG_PROBES = 2
 """Consecutive probes a task must leave unanswered (:data:`PROBE_TIMEOUT` each) during a run to be called hung."""
@@ -304,7 +312,7 @@ def _watch(
                 raise _culprit(
                     addresses, f"the run did not finish within its {timeout:g} s deadline (the client stopped waiting for it)"
                 )
-            check_listening(addresses)
+            check_listening(addresses, WATCH_CONNECT)  # refused at once when dead; a cut link must not stall the loop
             if hang_check and time.monotonic() - begun >= POLL:
                 _check_answering(addresses, silent)
     except tf.errors.OpError as e:

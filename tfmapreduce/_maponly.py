@@ -34,6 +34,7 @@ from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, assign_shard, destroy_shard
 from ._source import Sources, Streamed, streamed
+from ._task import Task
 
 NO_SPECULATION = (
     "speculate=True does not apply to map and filter: each output stays on the device that mapped it, "
@@ -297,10 +298,14 @@ class MapOnly:
         return None
 
 
-def discard(built: Built, timeout: float) -> None:
-    """Free what an attempt stored on the tasks still live (best effort: a lost task's memory went with it)."""
+def discard(built: Built, timeout: float, failed: Task | None = None) -> None:
+    """Free what an attempt stored on the tasks still live (best effort: a lost task's memory went with it).
+
+    ``failed``: the task the run's error named (dead or hung, not yet marked lost when no retry was left): not
+    waited for again, so a failed run still ends by its deadline.
+    """
     cluster = built.cluster
-    live = [s for s in built.plan.shards if s.task not in cluster.lost]
+    live = [s for s in built.plan.shards if s.task not in cluster.lost and s.task != failed]
     if not live or cluster.closed:
         return
     graph = tf.Graph()
@@ -329,9 +334,10 @@ def _run(kind: MapOnly, x: Any, broadcast: Sequence[Any], options: dict[str, Any
         raise TypeError(f"reducers= applies to keyed jobs only; {kind!r} keeps each shard's rows where it ran")
     try:
         return _engine.run(kind, x, settings, broadcast, resident=True)
-    except BaseException:
+    except BaseException as error:
+        failed = getattr(error, "task", None)  # a WorkerTimeoutError's or WorkerUnavailableError's task
         for built in kind.built:
-            discard(built, effective_timeout(settings.timeout))
+            discard(built, effective_timeout(settings.timeout), failed)
         raise
 
 

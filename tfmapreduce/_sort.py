@@ -281,9 +281,15 @@ def _lost(shard: Shard) -> tf.Tensor:
     )
 
 
-def discard(cluster: Cluster, name: str, srcs: Sources, ranges: Sequence[tuple[int, str]], timeout: float) -> None:
-    """Free the given ranges' variables on the tasks still live (best effort: a lost task's memory went with it)."""
-    live = [(r, d) for r, d in ranges if Device.parse(d).task not in cluster.lost]
+def discard(
+    cluster: Cluster, name: str, srcs: Sources, ranges: Sequence[tuple[int, str]], timeout: float, failed: Task | None = None
+) -> None:
+    """Free the given ranges' variables on the tasks still live (best effort: a lost task's memory went with it).
+
+    ``failed``: the task the run's error named (dead or hung, not yet marked lost when no retry was left): not
+    waited for again, so a failed run still ends by its deadline.
+    """
+    live = [(r, d) for r, d in ranges if Device.parse(d).task not in cluster.lost and Device.parse(d).task != failed]
     if not live or cluster.closed:
         return
     graph = tf.Graph()
@@ -380,7 +386,9 @@ def _run(kind: Sort, x: Any, options: dict[str, Any]) -> Any:
     settings = RunOptions.of(**options)
     try:
         return _engine.run(kind, x, settings, resident=True)
-    except BaseException:
+    except BaseException as error:
+        failed = getattr(error, "task", None)  # a WorkerTimeoutError's or WorkerUnavailableError's task
         for plan, call in kind.built:
-            discard(call.cluster, kind.name, call.srcs, list(enumerate(plan.reducers)), effective_timeout(settings.timeout))
+            ranges = list(enumerate(plan.reducers))
+            discard(call.cluster, kind.name, call.srcs, ranges, effective_timeout(settings.timeout), failed)
         raise
