@@ -1,4 +1,4 @@
-"""Writers (write_npy, write_text, write_csv): part files written on the workers, read back by the matching reader,
+"""Writers (write_npy, write_text, write_csv, write_tfrecord): part files written on the workers, read back by the matching reader,
 and their commit protocol (attempt folders, _SUCCESS, overwrite=), with real workers killed."""
 
 from __future__ import annotations
@@ -67,6 +67,42 @@ def test_write_csv_round_trips_matrices_and_keyed_results(cluster: tmr.LocalClus
     strings = np.array(["a,b", 'say "hi"', "plain", "two\nlines"], dtype=object)
     tmr.write_csv(strings, tmp_path / "s", columns=["text"], cluster=cluster, sizes=1)
     assert (tmp_path / "s" / "part-00000-of-00001.csv").read_text() == 'text\n"a,b"\n"say ""hi"""\nplain\n"two\nlines"\n'
+
+
+def test_write_tfrecord_round_trips_numbers_strings_and_keyed_results(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    x, n = rng.normal(size=(40, 2, 3)).astype(np.float32), rng.integers(-(2**40), 2**40, 40)
+    flags, half = rng.random(40) > 0.5, rng.normal(size=40).astype(np.float16)
+    written = tmr.write_tfrecord(
+        (x, n, flags, half), tmp_path / "t", features=["x", "n", "flag", "h"], cluster=cluster, sizes=[0, 15, 25]
+    )
+    assert _visible(tmp_path / "t") == ["_SUCCESS", *(f"part-{i:05d}-of-00003.tfrecord" for i in range(3))]
+    assert written.rows == (0, 15, 25)
+    assert os.path.getsize(written.parts[0]) == 0  # an empty shard's part holds no record
+    first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(written.parts[1]))).numpy()).features.feature
+    assert list(first["n"].int64_list.value) == [n[0]]
+    assert list(first["flag"].int64_list.value) == [int(flags[0])]
+    spec = {
+        "x": tf.io.FixedLenFeature([2, 3], tf.float32), "n": tf.io.FixedLenFeature([], tf.int64),
+        "flag": tf.io.FixedLenFeature([], tf.int64), "h": tf.io.FixedLenFeature([], tf.float32),
+    }  # fmt: skip
+    for name, expected in (("x", x), ("n", n), ("flag", flags.astype(np.int64)), ("h", half.astype(np.float32))):
+        np.testing.assert_array_equal(_read(tmr.read_tfrecord(tmp_path / "t", features={name: spec[name]}), cluster), expected)
+    words = np.array(["to", "be", "", "or, not"], dtype=object)
+    tmr.write_tfrecord(words, tmp_path / "w", cluster=cluster)
+    back = _read(tmr.read_tfrecord(tmp_path / "w", features={"f0": tf.io.FixedLenFeature([], tf.string)}), cluster)
+    assert back.tolist() == [w.encode() for w in words]
+    with tmr.sum_by_key(np.array([3, 1, 3]), np.array([1, 2, 4]), cluster=cluster, resident=True) as r:
+        tmr.write_tfrecord(r, tmp_path / "k")
+    spec_k = {"key": tf.io.FixedLenFeature([], tf.int64), "value": tf.io.FixedLenFeature([], tf.int64)}
+    table = _read(tmr.read_tfrecord(tmp_path / "k", features=spec_k), cluster)
+    assert sorted(map(tuple, table.tolist())) == [(1, 2), (3, 5)]
+    for dtype, fix in ((np.float64, r"cannot hold dtype float64 \(feature 'f0'\).*cast it to float32"), (np.uint64, "write_npy")):
+        with pytest.raises(TypeError, match=fix):
+            tmr.write_tfrecord(np.zeros(3, dtype), tmp_path / "bad", cluster=cluster)
+    with pytest.raises(TypeError, match=r"features= names 1 features \(\['a'\]\) but the data has 2 arrays"):
+        tmr.write_tfrecord((x, n), tmp_path / "bad", features=["a"], cluster=cluster)
+    assert not (tmp_path / "bad").exists()
 
 
 def test_overwrite_replaces_the_old_parts_only_once_the_write_succeeds(cluster: tmr.LocalCluster, tmp_path: Path) -> None:

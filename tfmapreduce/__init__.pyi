@@ -84,3 +84,4 @@ from ._write import Written as Written
 from ._write import write_csv as write_csv
 from ._write import write_npy as write_npy
 from ._write import write_text as write_text
+from ._write import write_tfrecord as write_tfrecord
