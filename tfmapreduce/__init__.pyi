@@ -54,6 +54,8 @@ from ._mapreduce import MapReduce as MapReduce
 from ._options import RunOptions as RunOptions
 from ._partition import weights as weights
 from ._per_group import per_group as per_group
+from ._pipeline import Pipeline as Pipeline
+from ._pipeline import read_dataset as read_dataset
 from ._plan import Plan as Plan
 from ._plan import Shard as Shard
 from ._quantile import median as median
