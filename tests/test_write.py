@@ -3,8 +3,13 @@ and their commit protocol (attempt folders, _SUCCESS, overwrite=), with real wor
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
+import shutil
 import signal
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,6 +151,37 @@ def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster, tmp_pat
         tmr.read_npy(tmp_path / "g").as_source()
 
 
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted for one test (root only; skipped where the OS refuses), unmounted even if the test fails."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        pytest.skip("no mount/umount command to make a small disk for the disk-full test")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a 1 MiB tmpfs for the disk-full test (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=True)
+
+
+def test_a_full_disk_discards_the_attempt_and_names_the_task(cluster: tmr.LocalCluster, small_disk: Path) -> None:
+    x = np.arange(400_000, dtype=np.float64)  # 3.2 MB: the parts do not fit in 1 MiB
+    with pytest.raises(
+        tmr.OutputError,
+        match=r"write_npy: task /job:local/task:\d could not write part \d under .*small/out \(.*No space left on device.*\); "
+        r"the attempt is discarded",
+    ):
+        tmr.write_npy(x, small_disk / "out", cluster=cluster)
+    assert os.listdir(small_disk) == []  # the attempt's parts and the directory it made are gone
+    with pytest.raises(tmr.OutputError, match=r"write_tfrecord: task .* could not write part .*No space left on device"):
+        tmr.write_tfrecord(x.astype(np.float32).reshape(-1, 4), small_disk / "t", cluster=cluster, sizes=1)
+    assert os.listdir(small_disk) == []
+
+
 @pytest.fixture(scope="module")
 def trio() -> Iterator[tmr.LocalCluster]:
     """Three fresh workers for the kill tests of this module (one CPU each): each test kills its own task."""
@@ -159,23 +195,60 @@ def _kill(cluster: tmr.LocalCluster, task: int) -> None:
     time.sleep(0.1)  # let the kernel close its port
 
 
-def test_a_write_retried_after_a_killed_worker_commits_one_complete_set(trio: tmr.LocalCluster, tmp_path: Path) -> None:
-    x = np.arange(600.0).reshape(200, 3)
+@contextlib.contextmanager
+def _killed_mid_write(cluster: tmr.LocalCluster, task: int, folder: Path) -> Iterator[list[bool]]:
+    """Kill ``task`` once the attempt's first part is written (part 0, a small shard): while it writes its big part 1.
+
+    Yields a list that gets, once the kill is done, whether part 1 was still unwritten then (the kill was mid-write).
+    """
+    killed: list[bool] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            if glob.glob(str(folder / "_temporary" / "*" / "part-00000-*")):
+                late = not glob.glob(str(folder / "_temporary" / "*" / "part-00001-*"))
+                _kill(cluster, task)
+                killed.append(late)
+                return
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield killed
+    finally:
+        killed.append(False)  # stops a watcher that saw nothing
+        watcher.join()
+
+
+_BIG = 6_000_000
+"""Rows of the part the killed task writes: text of that many float64 rows takes it seconds to encode."""
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_write_with_retries_commits_one_complete_set(trio: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.arange(_BIG + 10, dtype=np.float64) / 7
     devices = ["/job:local/task:0", "/job:local/task:1"]
-    with tmr.scatter(x, cluster=trio, sizes=4, devices=devices) as data:
-        assert float(tmr.sum(data)) == x.sum()  # every shard stored while task 1 lives
-        _kill(trio, 1)
-        written = tmr.write_npy(data, tmp_path / "out", retries=2)
-    assert _visible(tmp_path / "out") == ["_SUCCESS", *(f"part-{i:05d}-of-00004.npy" for i in range(4))]
+    folder = tmp_path / "out"
+    with _killed_mid_write(trio, 1, folder) as killed:
+        written = tmr.write_text(x, folder, cluster=trio, sizes=[10, _BIG], devices=devices, retries=2)
+    assert killed[0]  # part 0 of the first attempt was written, part 1 not yet, when task 1 died
+    assert _visible(folder) == ["_SUCCESS", "part-00000-of-00002.txt", "part-00001-of-00002.txt"]  # no _temporary
     assert tmr.Task("local", 1) not in written.tasks
-    np.testing.assert_array_equal(np.concatenate([np.load(p) for p in written.parts]), x)
+    assert written.rows == (10, _BIG)
+    back = np.concatenate([np.loadtxt(p, dtype=np.float64, ndmin=1) for p in written.parts])
+    np.testing.assert_array_equal(back, x)
 
 
-def test_a_write_that_loses_a_worker_without_retries_leaves_no_part(trio: tmr.LocalCluster, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_worker_killed_mid_write_without_retries_leaves_no_part(trio: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.arange(_BIG + 10, dtype=np.float64) / 7
     devices = ["/job:local/task:0", "/job:local/task:2"]
-    data = tmr.scatter(np.arange(100.0), cluster=trio, sizes=4, devices=devices)  # freed when trio closes
-    assert float(tmr.sum(data)) == 4950.0
-    _kill(trio, 2)
-    with pytest.raises(tmr.WorkerUnavailableError):
-        tmr.write_npy(data, tmp_path / "out", retries=0)
-    assert not (tmp_path / "out").exists()  # made by the write, removed with its attempt: no part, no _SUCCESS
+    folder = tmp_path / "out"
+    with _killed_mid_write(trio, 2, folder) as killed, pytest.raises(tmr.WorkerUnavailableError, match="task:2"):
+        tmr.write_text(x, folder, cluster=trio, sizes=[10, _BIG], devices=devices, retries=0)
+    assert killed[0]
+    assert not folder.exists()  # made by the write, removed with its attempt: no part, no _SUCCESS
+    with pytest.raises(TypeError, match="speculate=True does not apply to writers"):  # so no backup copy writes a part twice
+        tmr.write_npy(x, tmp_path / "s", cluster=trio, speculate=True)
