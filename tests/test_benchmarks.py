@@ -289,3 +289,15 @@ def test_joins_benchmark_quick_mode_checks_and_times_every_row() -> None:
         "tmr.recipes.pagerank, 2-worker LocalCluster (sort of the edges included)",
     ):
         assert f"| {row} |" in proc.stdout
+
+
+@pytest.mark.slow
+def test_outputs_benchmark_quick_mode_checks_and_times_every_row() -> None:
+    proc = _bench("--quick", module="benchmarks.outputs")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    for row in (
+        "tmr.map(read_csv) → tmr.write_npy, 2-worker LocalCluster",
+        "tmr.write_npy, resident, 2-worker LocalCluster",
+        "tmr.write_tfrecord, resident, 2-worker LocalCluster",
+    ):
+        assert f"| {row} |" in proc.stdout
