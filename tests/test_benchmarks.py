@@ -311,3 +311,15 @@ def test_machines_benchmark_reports_fits_and_plots_a_saved_run_without_starting_
     model = next(line for line in proc.stdout.splitlines() if line.startswith("| sort | 2 |"))
     assert model.startswith("| sort | 2 | 1.00 | 0.100 | 0.0 | 12.0 | 1.00 | 0% |"), model  # the synthetic constants, recovered
     assert png.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_outputs_benchmark_quick_mode_checks_and_times_every_row() -> None:
+    proc = _bench("--quick", module="benchmarks.outputs")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    for row in (
+        "tmr.map(read_csv) → tmr.write_npy, 2-worker LocalCluster",
+        "tmr.write_npy, resident, 2-worker LocalCluster",
+        "tmr.write_tfrecord, resident, 2-worker LocalCluster",
+    ):
+        assert f"| {row} |" in proc.stdout

@@ -1,10 +1,15 @@
-"""Writers (write_npy, write_text, write_csv): part files written on the workers, read back by the matching reader,
+"""Writers (write_npy, write_text, write_csv, write_tfrecord): part files written on the workers, read back by the matching reader,
 and their commit protocol (attempt folders, _SUCCESS, overwrite=), with real workers killed."""
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
+import shutil
 import signal
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,6 +74,42 @@ def test_write_csv_round_trips_matrices_and_keyed_results(cluster: tmr.LocalClus
     assert (tmp_path / "s" / "part-00000-of-00001.csv").read_text() == 'text\n"a,b"\n"say ""hi"""\nplain\n"two\nlines"\n'
 
 
+def test_write_tfrecord_round_trips_numbers_strings_and_keyed_results(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    x, n = rng.normal(size=(40, 2, 3)).astype(np.float32), rng.integers(-(2**40), 2**40, 40)
+    flags, half = rng.random(40) > 0.5, rng.normal(size=40).astype(np.float16)
+    written = tmr.write_tfrecord(
+        (x, n, flags, half), tmp_path / "t", features=["x", "n", "flag", "h"], cluster=cluster, sizes=[0, 15, 25]
+    )
+    assert _visible(tmp_path / "t") == ["_SUCCESS", *(f"part-{i:05d}-of-00003.tfrecord" for i in range(3))]
+    assert written.rows == (0, 15, 25)
+    assert os.path.getsize(written.parts[0]) == 0  # an empty shard's part holds no record
+    first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(written.parts[1]))).numpy()).features.feature
+    assert list(first["n"].int64_list.value) == [n[0]]
+    assert list(first["flag"].int64_list.value) == [int(flags[0])]
+    spec = {
+        "x": tf.io.FixedLenFeature([2, 3], tf.float32), "n": tf.io.FixedLenFeature([], tf.int64),
+        "flag": tf.io.FixedLenFeature([], tf.int64), "h": tf.io.FixedLenFeature([], tf.float32),
+    }  # fmt: skip
+    for name, expected in (("x", x), ("n", n), ("flag", flags.astype(np.int64)), ("h", half.astype(np.float32))):
+        np.testing.assert_array_equal(_read(tmr.read_tfrecord(tmp_path / "t", features={name: spec[name]}), cluster), expected)
+    words = np.array(["to", "be", "", "or, not"], dtype=object)
+    tmr.write_tfrecord(words, tmp_path / "w", cluster=cluster)
+    back = _read(tmr.read_tfrecord(tmp_path / "w", features={"f0": tf.io.FixedLenFeature([], tf.string)}), cluster)
+    assert back.tolist() == [w.encode() for w in words]
+    with tmr.sum_by_key(np.array([3, 1, 3]), np.array([1, 2, 4]), cluster=cluster, resident=True) as r:
+        tmr.write_tfrecord(r, tmp_path / "k")
+    spec_k = {"key": tf.io.FixedLenFeature([], tf.int64), "value": tf.io.FixedLenFeature([], tf.int64)}
+    table = _read(tmr.read_tfrecord(tmp_path / "k", features=spec_k), cluster)
+    assert sorted(map(tuple, table.tolist())) == [(1, 2), (3, 5)]
+    for dtype, fix in ((np.float64, r"cannot hold dtype float64 \(feature 'f0'\).*cast it to float32"), (np.uint64, "write_npy")):
+        with pytest.raises(TypeError, match=fix):
+            tmr.write_tfrecord(np.zeros(3, dtype), tmp_path / "bad", cluster=cluster)
+    with pytest.raises(TypeError, match=r"features= names 1 features \(\['a'\]\) but the data has 2 arrays"):
+        tmr.write_tfrecord((x, n), tmp_path / "bad", features=["a"], cluster=cluster)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_overwrite_replaces_the_old_parts_only_once_the_write_succeeds(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
     folder = tmp_path / "out"
     tmr.write_npy(np.arange(8.0), folder, cluster=cluster, sizes=4)
@@ -110,6 +151,37 @@ def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster, tmp_pat
         tmr.read_npy(tmp_path / "g").as_source()
 
 
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted for one test (root only; skipped where the OS refuses), unmounted even if the test fails."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        pytest.skip("no mount/umount command to make a small disk for the disk-full test")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a 1 MiB tmpfs for the disk-full test (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=True)
+
+
+def test_a_full_disk_discards_the_attempt_and_names_the_task(cluster: tmr.LocalCluster, small_disk: Path) -> None:
+    x = np.arange(400_000, dtype=np.float64)  # 3.2 MB: the parts do not fit in 1 MiB
+    with pytest.raises(
+        tmr.OutputError,
+        match=r"write_npy: task /job:local/task:\d could not write part \d under .*small/out \(.*No space left on device.*\); "
+        r"the attempt is discarded",
+    ):
+        tmr.write_npy(x, small_disk / "out", cluster=cluster)
+    assert os.listdir(small_disk) == []  # the attempt's parts and the directory it made are gone
+    with pytest.raises(tmr.OutputError, match=r"write_tfrecord: task .* could not write part .*No space left on device"):
+        tmr.write_tfrecord(x.astype(np.float32).reshape(-1, 4), small_disk / "t", cluster=cluster, sizes=1)
+    assert os.listdir(small_disk) == []
+
+
 @pytest.fixture(scope="module")
 def trio() -> Iterator[tmr.LocalCluster]:
     """Three fresh workers for the kill tests of this module (one CPU each): each test kills its own task."""
@@ -123,23 +195,60 @@ def _kill(cluster: tmr.LocalCluster, task: int) -> None:
     time.sleep(0.1)  # let the kernel close its port
 
 
-def test_a_write_retried_after_a_killed_worker_commits_one_complete_set(trio: tmr.LocalCluster, tmp_path: Path) -> None:
-    x = np.arange(600.0).reshape(200, 3)
+@contextlib.contextmanager
+def _killed_mid_write(cluster: tmr.LocalCluster, task: int, folder: Path) -> Iterator[list[bool]]:
+    """Kill ``task`` once the attempt's first part is written (part 0, a small shard): while it writes its big part 1.
+
+    Yields a list that gets, once the kill is done, whether part 1 was still unwritten then (the kill was mid-write).
+    """
+    killed: list[bool] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            if glob.glob(str(folder / "_temporary" / "*" / "part-00000-*")):
+                late = not glob.glob(str(folder / "_temporary" / "*" / "part-00001-*"))
+                _kill(cluster, task)
+                killed.append(late)
+                return
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield killed
+    finally:
+        killed.append(False)  # stops a watcher that saw nothing
+        watcher.join()
+
+
+_BIG = 6_000_000
+"""Rows of the part the killed task writes: text of that many float64 rows takes it seconds to encode."""
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_write_with_retries_commits_one_complete_set(trio: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.arange(_BIG + 10, dtype=np.float64) / 7
     devices = ["/job:local/task:0", "/job:local/task:1"]
-    with tmr.scatter(x, cluster=trio, sizes=4, devices=devices) as data:
-        assert float(tmr.sum(data)) == x.sum()  # every shard stored while task 1 lives
-        _kill(trio, 1)
-        written = tmr.write_npy(data, tmp_path / "out", retries=2)
-    assert _visible(tmp_path / "out") == ["_SUCCESS", *(f"part-{i:05d}-of-00004.npy" for i in range(4))]
+    folder = tmp_path / "out"
+    with _killed_mid_write(trio, 1, folder) as killed:
+        written = tmr.write_text(x, folder, cluster=trio, sizes=[10, _BIG], devices=devices, retries=2)
+    assert killed[0]  # part 0 of the first attempt was written, part 1 not yet, when task 1 died
+    assert _visible(folder) == ["_SUCCESS", "part-00000-of-00002.txt", "part-00001-of-00002.txt"]  # no _temporary
     assert tmr.Task("local", 1) not in written.tasks
-    np.testing.assert_array_equal(np.concatenate([np.load(p) for p in written.parts]), x)
+    assert written.rows == (10, _BIG)
+    back = np.concatenate([np.loadtxt(p, dtype=np.float64, ndmin=1) for p in written.parts])
+    np.testing.assert_array_equal(back, x)
 
 
-def test_a_write_that_loses_a_worker_without_retries_leaves_no_part(trio: tmr.LocalCluster, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_worker_killed_mid_write_without_retries_leaves_no_part(trio: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.arange(_BIG + 10, dtype=np.float64) / 7
     devices = ["/job:local/task:0", "/job:local/task:2"]
-    data = tmr.scatter(np.arange(100.0), cluster=trio, sizes=4, devices=devices)  # freed when trio closes
-    assert float(tmr.sum(data)) == 4950.0
-    _kill(trio, 2)
-    with pytest.raises(tmr.WorkerUnavailableError):
-        tmr.write_npy(data, tmp_path / "out", retries=0)
-    assert not (tmp_path / "out").exists()  # made by the write, removed with its attempt: no part, no _SUCCESS
+    folder = tmp_path / "out"
+    with _killed_mid_write(trio, 2, folder) as killed, pytest.raises(tmr.WorkerUnavailableError, match="task:2"):
+        tmr.write_text(x, folder, cluster=trio, sizes=[10, _BIG], devices=devices, retries=0)
+    assert killed[0]
+    assert not folder.exists()  # made by the write, removed with its attempt: no part, no _SUCCESS
+    with pytest.raises(TypeError, match="speculate=True does not apply to writers"):  # so no backup copy writes a part twice
+        tmr.write_npy(x, tmp_path / "s", cluster=trio, speculate=True)

@@ -54,6 +54,8 @@ from ._mapreduce import MapReduce as MapReduce
 from ._options import RunOptions as RunOptions
 from ._partition import weights as weights
 from ._per_group import per_group as per_group
+from ._pipeline import Pipeline as Pipeline
+from ._pipeline import read_dataset as read_dataset
 from ._plan import Plan as Plan
 from ._plan import Shard as Shard
 from ._quantile import median as median
@@ -84,3 +86,4 @@ from ._write import Written as Written
 from ._write import write_csv as write_csv
 from ._write import write_npy as write_npy
 from ._write import write_text as write_text
+from ._write import write_tfrecord as write_tfrecord

@@ -47,7 +47,8 @@ class Csv(Text):
 
     name: ClassVar[str] = "read_csv"
     columns: tuple[str | int, ...] | None
-    dtypes: tuple[str, ...] | str
+    dtypes: tuple[str, ...] | tuple[tuple[str, str], ...] | str
+    """One dtype for every field, one per field, or ``(name, dtype)`` pairs by header name (the rest float32)."""
     header: bool
     delimiter: str
 
@@ -64,7 +65,7 @@ class Csv(Text):
     def layout(self, names: Sequence[str], path: str) -> Layout:
         """The layout of a file whose first line splits into ``names``."""
         selected = self.selected(names, path)
-        dtypes = self.column_dtypes(len(names), path)
+        dtypes = self.column_dtypes(len(names), path, names)
         text = [names[i] if self.header else i for i in selected if dtypes[i].kind not in "iuf"]
         if text:
             raise InputError(
@@ -73,7 +74,7 @@ class Csv(Text):
                 f"tmr.mean_by_key(tmr.read_csv(paths), keys={text[0]!r}, values=...)"
             )
         dtype = np.result_type(*(dtypes[i] for i in selected))
-        return Layout(None, 0, dtype, (len(selected),), len(names), tuple(selected))
+        return Layout(None, 0, dtype, (len(selected),), len(names), tuple(selected), tuple(d.str for d in dtypes))
 
     def selected(self, names: Sequence[str], path: str) -> list[int]:
         """The file's column indices to read, in the order asked."""
@@ -93,13 +94,30 @@ class Csv(Text):
                 result.append(names.index(column))
         return result
 
-    def column_dtypes(self, count: int, path: str) -> list[np.dtype[Any]]:
-        """The dtype of each of the file's ``count`` columns."""
+    def column_dtypes(self, count: int, path: str, names: Sequence[str] | None = None) -> list[np.dtype[Any]]:
+        """The dtype of each of the file's ``count`` columns (``names``: its header, for dtypes given by name)."""
         if isinstance(self.dtypes, str):
             return [np.dtype(self.dtypes)] * count
+        if self.dtypes and not isinstance(self.dtypes[0], str):
+            named = dict(self.dtypes)
+            if not self.header or names is None:
+                raise InputError(
+                    f"read_csv: dtypes= names columns ({sorted(named)}) but {path or 'the files'} have no header to find them "
+                    "by; give one dtype per column in a list"
+                )
+            missing = sorted(set(named) - set(names))
+            if missing:
+                raise InputError(
+                    f"read_csv: dtypes= names column(s) {missing}, which {path} does not have; its header names {list(names)}"
+                )
+            return [np.dtype(named.get(n, "float32")) for n in names]
         if len(self.dtypes) != count:
             raise InputError(f"{path} has {count} columns but dtypes= gives {len(self.dtypes)}; give one dtype per column")
         return [np.dtype(d) for d in self.dtypes]
+
+    def kinds(self, layout: Layout) -> list[np.dtype[Any]]:
+        """The dtype of each field of a file of ``layout`` (resolved when it was described)."""
+        return [np.dtype(k) for k in layout.kinds] if layout.kinds else self.column_dtypes(layout.fields, "")
 
     def records(self, path: Any) -> tf.data.Dataset:
         lines = tf.data.TextLineDataset(path, buffer_size=1 << 20)
@@ -123,7 +141,7 @@ class Csv(Text):
         return lines[1:] if self.header else lines
 
     def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> tf.Tensor:
-        dtypes = self.column_dtypes(layout.fields, "")
+        dtypes = self.kinds(layout)
         # Every field is decoded (and required), so a line with a field too many or too few is an error, not skipped.
         # The op's name carries the batch size: a failed run's error then says where its batch starts (see bad_line).
         fields = tf.io.decode_csv(
@@ -151,7 +169,7 @@ class CsvTable(Csv):
 
     def field_dtypes(self, layout: Layout) -> list[tf.DType]:
         """The dtype each field of a line decodes as: the key column as ``key_dtype``, the values as asked, the rest strings."""
-        given = self.column_dtypes(layout.fields, "")
+        given = self.kinds(layout)
         result = [tf.string] * layout.fields
         for i in layout.columns[1:]:
             result[i] = tf.as_dtype(given[i])
@@ -160,7 +178,7 @@ class CsvTable(Csv):
 
     def layout(self, names: Sequence[str], path: str) -> Layout:
         selected = self.selected(names, path)
-        dtypes = self.column_dtypes(len(names), path)
+        dtypes = self.column_dtypes(len(names), path, names)
         text = [names[i] if self.header else i for i in selected[1:] if dtypes[i].kind not in "iuf"]
         if text:
             raise InputError(
@@ -169,7 +187,7 @@ class CsvTable(Csv):
             )
         dtype = np.result_type(*(dtypes[i] for i in selected[1:])) if selected[1:] else np.dtype(np.int64)
         row_shape = () if self.flat or not selected[1:] else (len(selected) - 1,)
-        return Layout(None, 0, dtype, row_shape, len(names), tuple(selected))
+        return Layout(None, 0, dtype, row_shape, len(names), tuple(selected), tuple(d.str for d in dtypes))
 
     def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> Any:
         fields = tf.io.decode_csv(
@@ -459,7 +477,7 @@ def bad_line_message(reader: Csv, layout: Layout, bad: BadLine, where: str, caus
             f"{shown}: expected {layout.fields} numeric fields separated by {reader.delimiter!r}, got {len(fields)}; "
             "fix or remove that line"
         )
-    dtypes = reader.column_dtypes(layout.fields, "")
+    dtypes = reader.kinds(layout)
     if isinstance(reader, CsvTable):
         dtypes = [np.dtype(object) if d == tf.string else np.dtype(d.as_numpy_dtype) for d in reader.field_dtypes(layout)]
     for i, (field, dtype) in enumerate(zip(fields, dtypes, strict=True), start=1):

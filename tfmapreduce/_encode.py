@@ -96,11 +96,21 @@ class Format(Protocol):
         """On the client: TypeError (naming the dtype or shape and the fix) unless the format holds such inputs."""
 
     def encode(self, tensors: Sequence[tf.Tensor], rows: int) -> tf.Tensor:
-        """In the graph, on the shard's device: the part file's bytes (a string scalar) for the shard's ``rows`` rows."""
+        """In the graph, on the shard's task: the part's contents for the shard's ``rows`` rows (a file's bytes, or records)."""
+
+    def write(self, contents: tf.Tensor, path: str) -> tf.Operation:
+        """In the graph, on the shard's task: the op that writes ``contents`` (what :meth:`encode` made) to ``path``."""
+
+
+class WholeFile:
+    """A format whose part is one string scalar, the file's bytes, written at once."""
+
+    def write(self, contents: tf.Tensor, path: str) -> tf.Operation:
+        return tf.io.write_file(path, contents)
 
 
 @attrs.frozen
-class Npy:
+class Npy(WholeFile):
     """One ``.npy`` file per part: numpy's header, then the rows' bytes."""
 
     name: ClassVar[str] = "write_npy"
@@ -156,7 +166,7 @@ def _check_rank(name: str, shapes: Sequence[tuple[int, ...]]) -> None:
 
 
 @attrs.frozen
-class Text:
+class Text(WholeFile):
     """One text file per part: a line per row, its fields separated by ``delimiter``."""
 
     delimiter: str = "\t"
@@ -183,7 +193,7 @@ def _each_field(tensors: Sequence[tf.Tensor]) -> list[tf.DType]:
 
 
 @attrs.frozen
-class Csv:
+class Csv(WholeFile):
     """One CSV file per part: a header line of ``columns``, then a line per row (strings quoted where they must be)."""
 
     columns: tuple[str, ...] | None = None
@@ -218,3 +228,91 @@ class Csv:
                 f = tf.where(tf.strings.regex_full_match(f, special), quoted, f)
             fields.append(f)
         return tf.strings.join([tf.constant(self.header(len(fields)) + "\n"), _lines(fields, self.delimiter)])
+
+
+def feature_kind(dtype: np.dtype[Any]) -> str | None:
+    """The list of a ``tf.train.Feature`` that holds ``dtype`` losslessly (``float``, ``int64``, ``bytes``), or None.
+
+    Example:
+        >>> [feature_kind(np.dtype(d)) for d in ("float32", "int8", "uint32", "bool", "O", "float64", "uint64")]
+        ['float', 'int64', 'int64', 'int64', 'bytes', None, None]
+    """
+    if dtype.kind in "OSU":
+        return "bytes"
+    if dtype.kind == "f":
+        return "float" if dtype.itemsize <= 4 else None  # float16 and float32; float64 would be rounded
+    if dtype.kind == "u":
+        return "int64" if dtype.itemsize <= 4 else None  # uint64 above 2**63 - 1 does not fit
+    if dtype.kind in "ib":
+        return "int64"
+    return None
+
+
+@attrs.frozen
+class TfRecord:
+    """One TFRecord file per part: a ``tf.train.Example`` per row, one feature per input (its row's values, flattened).
+
+    The Examples are serialized in the graph (``tf.io.encode_proto``, from the inside out: the value list, the
+    ``Feature``, the map entry, ``Features``, ``Example``) and written by ``tf.data``'s TFRecord writer op on the task.
+    """
+
+    features: tuple[str, ...] | None = None
+    name: ClassVar[str] = "write_tfrecord"
+    reader: ClassVar[str] = "read_tfrecord"
+    ext: ClassVar[str] = ".tfrecord"
+
+    def names(self, count: int) -> tuple[str, ...]:
+        return self.features if self.features is not None else tuple(f"f{i}" for i in range(count))
+
+    def check(self, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[tuple[int, ...]]) -> None:
+        names = self.names(len(dtypes))
+        if len(names) != len(dtypes):
+            raise TypeError(
+                f"write_tfrecord: features= names {len(names)} features ({list(names)}) but the data has {len(dtypes)} "
+                "arrays; name each array once (a tuple of co-partitioned arrays, or a keyed result's keys and values)"
+            )
+        if len(set(names)) != len(names) or not all(names):
+            raise TypeError(f"write_tfrecord: feature names must be non-empty and distinct, got {list(names)}")
+        for feature, dtype in zip(names, dtypes, strict=True):
+            if feature_kind(dtype) is None:
+                fix = (
+                    "cast it to float32 first (tmr.map(lambda v: tf.cast(v, tf.float32), data)), which rounds it, or write it "
+                    "losslessly with write_npy"
+                    if dtype.kind == "f"
+                    else "write it with write_npy, or cast it to int64 first if every value fits"
+                    if dtype.kind == "u"
+                    else "write numbers, booleans or strings"
+                )
+                raise TypeError(
+                    f"write_tfrecord cannot hold dtype {dtype} (feature {feature!r}): a tf.train.Feature holds float32, "
+                    f"int64 and bytes lists; {fix}"
+                )
+
+    def encode(self, tensors: Sequence[tf.Tensor], rows: int) -> tf.Tensor:
+        """The part's records: one serialized ``tf.train.Example`` per row (a 1-D string tensor)."""
+        names = self.names(len(tensors))
+        entries = []
+        for feature, t in zip(names, tensors, strict=True):
+            width = math.prod(t.shape[1:])
+            dtype = np.dtype(t.dtype.as_numpy_dtype) if t.dtype != tf.string else np.dtype(object)
+            kind = feature_kind(dtype)
+            assert kind is not None  # check() refused the rest
+            values = tf.reshape(t, (-1, width))
+            if kind != "bytes":
+                values = tf.cast(values, tf.float32 if kind == "float" else tf.int64)  # widened losslessly
+            ones = tf.ones([tf.shape(values)[0], 1], tf.int32)
+            listed = tf.io.encode_proto(ones * width, [values], ["value"], f"tensorflow.{kind.title()}List")
+            value = tf.io.encode_proto(ones, [listed[:, None]], [f"{kind}_list"], "tensorflow.Feature")
+            key = tf.fill(tf.shape(ones), feature)
+            entry = tf.io.encode_proto(
+                tf.tile(ones, [1, 2]), [key, value[:, None]], ["key", "value"], "tensorflow.Features.FeatureEntry"
+            )
+            entries.append(entry)
+        ones = tf.ones([tf.shape(entries[0])[0], 1], tf.int32)
+        features = tf.io.encode_proto(ones * len(entries), [tf.stack(entries, 1)], ["feature"], "tensorflow.Features")
+        return tf.io.encode_proto(ones, [features[:, None]], ["features"], "tensorflow.Example")
+
+    def write(self, contents: tf.Tensor, path: str) -> tf.Operation:
+        records = tf.data.experimental.to_variant(tf.data.Dataset.from_tensor_slices(contents))
+        with tf.control_dependencies([tf.io.write_file(path, "")]):  # makes the folders, which the TFRecord writer does not
+            return tf.raw_ops.DatasetToTFRecord(input_dataset=records, filename=path, compression_type="")

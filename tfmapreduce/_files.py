@@ -320,8 +320,9 @@ def read_csv(
     Args:
         paths: a path, a glob, a list of them, or ``{task: [paths]}``.
         columns: the columns to read, by header name or index (None: all), in that order.
-        dtypes: one dtype for every field (None: float32), or a list with one per field of the file
-            (``str`` for a column of text: a by-key recipe's key column, or one left out with ``columns=``).
+        dtypes: one dtype for every field (None: float32), a list with one per field of the file, or a dict by
+            header name (``{"url": str, "revenue": float}``; the columns it leaves out are float32); ``str`` for a
+            column of text (a by-key recipe's key column, or one left out with ``columns=``).
         header: whether each file's first line names the columns (it is skipped).
         delimiter: the field separator.
         encoding: what string keys of a by-key recipe over the table come back as (see [`read_text`][tfmapreduce.read_text]).
@@ -342,9 +343,16 @@ def read_csv(
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise TypeError(f"read_csv: delimiter must be one character, got {delimiter!r}")
     chosen = None if columns is None else tuple(c if isinstance(c, str) else int(c) for c in columns)
-    kinds = "float32" if dtypes is None else dtypes
-    kinds = np.dtype(kinds).name if isinstance(kinds, (str, type, np.dtype)) else tuple(np.dtype(d).name for d in kinds)
-    for kind in [kinds] if isinstance(kinds, str) else kinds:
+    kinds: Any = "float32" if dtypes is None else dtypes
+    if isinstance(kinds, Mapping):
+        if not kinds or not all(isinstance(n, str) for n in kinds):
+            raise TypeError(f"read_csv: dtypes as a dict must map column names to dtypes, e.g. {{'url': str}}, got {kinds!r}")
+        kinds = tuple((n, np.dtype(d).name) for n, d in kinds.items())
+        listed = [d for _, d in kinds]
+    else:
+        kinds = np.dtype(kinds).name if isinstance(kinds, (str, type, np.dtype)) else tuple(np.dtype(d).name for d in kinds)
+        listed = [kinds] if isinstance(kinds, str) else list(kinds)
+    for kind in listed:
         if np.dtype(kind).kind not in "iufU" or (isinstance(kinds, str) and np.dtype(kind).kind == "U"):
             raise TypeError(
                 f"read_csv: dtypes must be numeric (float32, float64, int32, int64), or str for a column of text in a list "
@@ -389,7 +397,7 @@ def csv_table(files: Files, keys: Any, values: Any, name: str) -> Files:
         layout = entries[0].layout
         assert layout is not None
         index = layout.columns[0]
-        given = None if isinstance(reader.dtypes, str) else np.dtype(reader.dtypes[index])
+        given = None if isinstance(reader.dtypes, str) else reader.kinds(layout)[index]
         row = first_row(entries[0].path, reader.delimiter, reader.header)
         fields = row if row is not None and len(row) == layout.fields else None
         for i, value in zip(layout.columns[1:], chosen[1:], strict=True):

@@ -193,7 +193,9 @@ class MapOnly:
         for j, piece in enumerate(src.batches(shard, batch_rows)):
             with tf.name_scope(f"piece{j}"):
                 batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
-                mapped = batches.map(lambda b: (tf.shape(b, out_type=tf.int64)[0], self.rows_of([b], bcast, at)))
+                mapped = batches.map(
+                    lambda b: (tf.shape(b, out_type=tf.int64)[0], self.rows_of([b], bcast, at)), num_parallel_calls=2
+                )
                 specs = mapped.element_spec[1]
                 arrays = tf.nest.map_structure(
                     lambda s: tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False, element_shape=s.shape),

@@ -42,6 +42,8 @@ class Layout:
     """CSV: the fields of each line."""
     columns: tuple[int, ...] = ()
     """CSV: the fields read, in the order asked."""
+    kinds: tuple[str, ...] = ()
+    """CSV: the dtype of each field (numpy's ``dtype.str``), as ``dtypes=`` gives it for this file's header."""
 
 
 def _decodable(dtype: np.dtype[Any], what: str) -> tf.DType:

@@ -2,7 +2,7 @@
 
 The graph of one write (one distributed execution)::
 
-    shard i (on its device)   its rows encoded as one file (``_encode``) → tf.io.write_file on that task:
+    shard i (on its device)   its rows encoded as one file or its records (``_encode``) and written on that task's CPU:
                               DIRECTORY/_temporary/<attempt>/part-0000i-of-0000n.EXT
     client, once it succeeded the attempt's parts moved into DIRECTORY, _temporary removed, _SUCCESS written
 
@@ -25,7 +25,7 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from . import _engine
-from ._encode import LINE_BREAK, SUCCESS, Csv, Format, Npy, Text, fields_of, part_name
+from ._encode import LINE_BREAK, SUCCESS, Csv, Format, Npy, Text, TfRecord, fields_of, part_name
 from ._errors import JobError, OutputError
 from ._keyed_input import keyed_sources
 from ._keyed_sharded import KeyedSharded
@@ -42,6 +42,8 @@ NO_SPECULATION = (
 )
 
 _PART = re.compile(r"\bpart(\d+)/")
+_WRITERS = ("WriteFile", "write_file", "DatasetToTFRecord")
+"""The ops that write a part, as a failed run's error names them."""
 
 
 @attrs.frozen
@@ -117,10 +119,12 @@ class Write:
         written = []
         for shard in plan.shards:
             with tf.device(shard.device), tf.name_scope(f"part{shard.index}"):
-                contents = self.format.encode(builder.inputs(shard), shard.rows)
-                builder.mapped(shard, contents)
-                path = os.path.join(attempt.folder, part_name(shard.index, n, self.format.ext))
-                written.append(tf.io.write_file(path, contents))
+                tensors = builder.inputs(shard)
+                with tf.device(f"{shard.task}/device:CPU:0"):  # encoding and file ops have CPU kernels only
+                    contents = self.format.encode(tensors, shard.rows)
+                    builder.mapped(shard, contents)
+                    path = os.path.join(attempt.folder, part_name(shard.index, n, self.format.ext))
+                    written.append(self.format.write(contents, path))
         return builder.program(written, plan.tasks, attempt)
 
     def finish(self, value: Any, program: Program | None, plan: Plan, call: Call) -> Written:
@@ -170,7 +174,7 @@ class Write:
                 "tmr.map(lambda s: tf.strings.regex_replace(s, '[\\r\\n]', ' '), data)"
             )
         cause = str(error).split(": ", 1)[-1]
-        if "WriteFile" not in details and "write_file" not in details.lower():
+        if not any(op.lower() in details.lower() for op in _WRITERS):
             return None
         return OutputError(
             f"{name}: task {task} could not write part {index} under {self.directory} ({cause}); the attempt is discarded and "
@@ -347,3 +351,49 @@ def write_csv(
         raise TypeError(f"write_csv: columns must be a list of names, one per field, got {columns!r}")
     names = tuple(columns) if columns is not None else _key_columns(data)
     return _write(Csv(names, delimiter), data, directory, overwrite, dict(options))
+
+
+def write_tfrecord(
+    data: Any,
+    directory: str | os.PathLike[str],
+    /,
+    *,
+    features: Sequence[str] | None = None,
+    overwrite: bool = False,
+    **options: Unpack[Options],
+) -> Written:
+    """Write ``data`` as TFRecord part files of one ``tf.train.Example`` per row, each shard's by the task that holds it.
+
+    Each array of ``data`` (one, a tuple of co-partitioned arrays, or a ``KeyedSharded``'s keys and values) is one
+    feature of every Example, named by ``features`` (default ``f0, f1, ...``; ``key, value`` for a keyed result),
+    holding its row's values flattened: floats (float16, float32) in a ``float_list``, integers and booleans in
+    an ``int64_list``, strings in a ``bytes_list``.  ``tmr.read_tfrecord(directory, features={name:
+    tf.io.FixedLenFeature(row_shape, dtype)})`` reads them back.  The records are serialized and written on the
+    workers.  Directory, commit protocol and options as for [`write_npy`][tfmapreduce.write_npy].
+
+    Raises:
+        TypeError: a dtype a ``tf.train.Feature`` cannot hold exactly (float64, uint64: the message says what to do),
+            or ``features`` does not name each array once.
+
+    Examples:
+        >>> import tempfile, os
+        >>> folder = os.path.join(tempfile.mkdtemp(), "records")
+        >>> x, y = np.arange(6, dtype=np.float32).reshape(3, 2), np.array([7, 8, 9])
+        >>> _ = tmr.write_tfrecord((x, y), folder, features=["x", "y"], cluster=cluster)
+        >>> spec = {"x": tf.io.FixedLenFeature([2], tf.float32), "y": tf.io.FixedLenFeature([], tf.int64)}
+        >>> with tmr.read_tfrecord(folder, features=spec).persist(cluster=cluster) as back:
+        ...     back.gather().tolist()
+        [[0.0, 1.0, 7.0], [2.0, 3.0, 8.0], [4.0, 5.0, 9.0]]
+    """
+    if features is not None and (isinstance(features, str) or not all(isinstance(f, str) for f in features)):
+        raise TypeError(f"write_tfrecord: features must be a list of names, one per array, got {features!r}")
+    names = tuple(features) if features is not None else _key_features(data)
+    return _write(TfRecord(names), data, directory, overwrite, dict(options))
+
+
+def _key_features(data: Any) -> tuple[str, ...] | None:
+    """The default features of a keyed result: key, then value (value0, value1, ... for several leaves)."""
+    if not isinstance(data, KeyedSharded):
+        return None
+    n = len(data.leaves)
+    return ("key", *(["value"] if n == 1 else [f"value{i}" for i in range(n)]))

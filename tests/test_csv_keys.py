@@ -1,0 +1,55 @@
+"""read_csv with dtypes= by column name: string and int64 columns as the keys of keyed jobs and joins, against pandas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tfmapreduce as tmr
+
+
+@pytest.mark.slow
+def test_string_and_int64_columns_named_in_dtypes_key_keyed_jobs_and_joins(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    n = 300
+    visits = pd.DataFrame(
+        {
+            "url": [f"site{i}.example/{'a,b' if i % 5 == 0 else 'p'}" for i in rng.integers(0, 20, n)],
+            "revenue": rng.random(n).round(3),
+            "code": rng.integers(-(2**40), 2**40, n) // 2**36,
+        }
+    )
+    for i in range(3):
+        visits.iloc[i * 100 : (i + 1) * 100].to_csv(tmp_path / f"uv{i}.csv", index=False)
+    rankings = pd.DataFrame({"url": sorted(set(visits.url))[::2], "rank": np.arange(10) * 3})
+    rankings.to_csv(tmp_path / "rankings.csv", index=False)
+
+    table = tmr.read_csv(tmp_path / "uv*.csv", dtypes={"url": str, "revenue": float, "code": "int64"})
+    counts = tmr.count_by_key(table, keys="code", cluster=cluster).to_dict()
+    assert counts == visits.code.value_counts().to_dict()  # an int64 column as the keys: exact
+
+    ranks = tmr.read_csv(tmp_path / "rankings.csv", dtypes={"url": str, "rank": "int64"})
+    with (
+        tmr.sum_by_key(table, keys="url", values="revenue", cluster=cluster, resident=True) as left,
+        tmr.max_by_key(ranks, keys="url", values="rank", cluster=cluster, resident=True) as right,
+    ):
+        revenue = left.gather().to_dict()
+        joined = tmr.join(left, right).to_pandas()
+    assert revenue.keys() == set(visits.url)  # str keys, quoted delimiters and all
+    expected = visits.groupby("url").revenue.sum()
+    assert all(np.isclose(revenue[k], expected[k]) for k in expected.index)
+    reference = expected.reset_index().merge(rankings, on="url")
+    got = joined.sort_values("key").reset_index(drop=True)
+    assert [k.decode() for k in got.key] == sorted(reference.url)  # a join of resident results keeps keys as bytes
+    np.testing.assert_allclose(got.iloc[:, 1], reference.sort_values("url").revenue)
+    np.testing.assert_array_equal(got.iloc[:, 2], reference.sort_values("url")["rank"])
+
+    with pytest.raises(
+        tmr.InputError, match=r"dtypes= names column\(s\) \['price'\], which .*uv0.csv does not have; its header names"
+    ):
+        tmr.sum(tmr.read_csv(tmp_path / "uv0.csv", dtypes={"price": float}), cluster=cluster)
+    with pytest.raises(TypeError, match="dtypes as a dict must map column names to dtypes"):
+        tmr.read_csv(tmp_path / "uv0.csv", dtypes={0: float})
