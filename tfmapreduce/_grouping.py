@@ -1,14 +1,17 @@
 """Rows grouped by key inside a graph: every value of each key, as ragged rows, sorted within the key when asked.
 
-Grouping is a sort: each key's id among the distinct keys (:func:`~tfmapreduce._group.group`: ``tf.unique``
-for integers, two fingerprints for strings) is stably sorted (:func:`argsort`), and the sorted
-values become ``tf.RaggedTensor.from_row_splits`` rows whose splits are the cumulated counts of the
-keys.  Values sorted within their key (``sort_values=True``, Hadoop's secondary sort) are sorted
+Integer keys with one value column to sort take one native sort of the (key, value) rows themselves
+(``TmrSortPairs``), which also says where each key's rows start: no key ids, no gather.  Otherwise
+grouping is a sort of key ids: each key's id among the distinct keys (:func:`~tfmapreduce._group.group`:
+``tf.unique`` for integers, two fingerprints for strings) is stably sorted (:func:`argsort`), and the
+sorted values become ``tf.RaggedTensor.from_row_splits`` rows whose splits are the cumulated counts of
+the keys.  Values sorted within their key (``sort_values=True``, Hadoop's secondary sort) are sorted
 first, each column by a stable sort from the last to the first, then by key id, again stably; a
 single 32-bit column is packed with the key id into one int64 and sorted once.
 
-``tf.argsort`` has no string kernel and misorders NaN, so values are sorted by an integer image of
-them (:func:`sort_key`): floats by their IEEE bits made monotone, with every NaN last, as numpy sorts.
+Sorts see integers only (``tf.argsort`` has no string kernel and misorders NaN): values are sorted by
+an integer image of them (:func:`sort_key`), floats by their IEEE bits made monotone, every NaN last,
+as numpy sorts, and turned back by :func:`value_of`.
 """
 
 from __future__ import annotations
