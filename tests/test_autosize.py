@@ -118,7 +118,7 @@ def test_a_device_slowed_for_its_first_run_gets_even_sizes_back_within_5_runs() 
             shares.append(job.plan(x, cluster=local, sizes="auto", devices=[T0, T1]).sizes[1] / len(x))
         # Before, its small shard went untimed but on the runs noise made slow: it stayed at 11% for 4 runs (5% for 7).
         assert max(shares[:3]) >= 1.5 * slowed.sizes[1] / len(x), f"task 1's share after each healthy run: {shares}"
-        assert shares[-1] >= 0.2, f"task 1's share after each healthy run: {shares}"
+        assert shares[-1] >= 0.35, f"task 1's share after each healthy run: {shares}"  # about even (0.5 ± hysteresis)
         assert local.lost == frozenset()
 
 
