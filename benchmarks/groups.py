@@ -117,6 +117,20 @@ def hot_key(table: Rows, n: int, shared: tmr.LocalCluster | None = None) -> list
     return peaks
 
 
+def plot(table: Rows, path: str) -> None:
+    """One panel per recipe and key count: each implementation's median seconds (the hot-key rows left out)."""
+    from ._plots import bar_chart
+
+    panels: dict[str, list[tuple[str, list[float]]]] = {}
+    for name, seconds, _ in table.rows:
+        if "hot key" in name:
+            continue
+        keys = name.rsplit(", ", 1)[1]
+        recipe = "median per key" if "median" in name else "top 3 per key"
+        panels.setdefault(f"{recipe}, {keys}", []).append((name.split(" ")[0].split(".")[0], [seconds]))
+    bar_chart(list(panels.items()), path, unit="seconds")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the arguments, measure, and print one table."""
     parser = argparse.ArgumentParser(
@@ -129,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per row after one warm-up (median reported)")
     parser.add_argument("--no-peers", dest="peers", action="store_false", help="skip pandas, polars and Spark")
     parser.add_argument("--no-hot-key", dest="hot", action="store_false", help="skip the hot-key run")
+    parser.add_argument("--plot", metavar="PNG", help="also draw the medians as bar charts into this file (needs matplotlib)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.repeats, args.peers = 1e4, 1, False
@@ -145,6 +160,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.hot and not args.quick:
         peaks = hot_key(table, int(args.rows))
     table.print("rows")
+    if args.plot:
+        plot(table, args.plot)
     if peaks:
         print("\n| hot-key run | workers' peak resident memory (MiB) |\n|---|---|")
         for name, mib in peaks:
