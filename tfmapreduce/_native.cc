@@ -111,69 +111,6 @@ REGISTER_OP("TmrStableArgsort")
       return absl::OkStatus();
     });
 
-template <typename K>
-class StableArgsortOp : public OpKernel {
- public:
-  explicit StableArgsortOp(OpKernelConstruction* context) : OpKernel(context) {}
-
-  void Compute(OpKernelContext* context) override {
-    using U = std::make_unsigned_t<K>;
-    constexpr int kBits = std::numeric_limits<U>::digits;
-    constexpr int kDigit = 11;
-    constexpr U kMask = (U(1) << kDigit) - 1;
-    const Tensor& input = context->input(0);
-    OP_REQUIRES(context, input.dims() == 1, ::tensorflow::errors::InvalidArgument("keys must be 1-D"));
-    const auto keys = input.flat<K>();
-    const int64_t n = keys.size();
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({n}), &output));
-    auto order = output->flat<int64_t>();
-    std::vector<U> key(n), key_next(n);
-    std::vector<int64_t> index(n), index_next(n);
-    U all_or = 0, all_and = ~U(0);
-    for (int64_t i = 0; i < n; ++i) {
-      key[i] = static_cast<U>(keys(i)) ^ (U(1) << (kBits - 1));  // signed order as unsigned
-      index[i] = i;
-      all_or |= key[i];
-      all_and &= key[i];
-    }
-    for (int shift = 0; shift < kBits; shift += kDigit) {
-      if ((((all_or ^ all_and) >> shift) & kMask) == 0) continue;  // every key has this digit
-      std::array<int64_t, kMask + 2> start{};
-      for (int64_t i = 0; i < n; ++i) ++start[((key[i] >> shift) & kMask) + 1];
-      for (size_t d = 1; d < start.size(); ++d) start[d] += start[d - 1];
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t to = start[(key[i] >> shift) & kMask]++;
-        key_next[to] = key[i];
-        index_next[to] = index[i];
-      }
-      std::swap(key, key_next);
-      std::swap(index, index_next);
-    }
-    for (int64_t i = 0; i < n; ++i) order(i) = index[i];
-  }
-};
-
-REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int32_t>("T"),
-                        StableArgsortOp<int32_t>);
-REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int64_t>("T"),
-                        StableArgsortOp<int64_t>);
-
-REGISTER_OP("TmrSortPairs")
-    .Input("keys: K")
-    .Input("values: V")
-    .Output("sorted_keys: K")
-    .Output("sorted_values: V")
-    .Output("starts: int64")
-    .Attr("K: {int32, int64}")
-    .Attr("V: {int32, int64}")
-    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      c->set_output(1, c->input(0));
-      c->set_output(2, c->Vector(c->UnknownDim()));
-      return absl::OkStatus();
-    });
-
 // The digits of an LSD radix sort: 11 bits each, and a row's digit d of `x` (as unsigned, sign bit flipped).
 constexpr int kRadixBits = 11;
 constexpr int kRadix = 1 << kRadixBits;
@@ -198,6 +135,70 @@ void RadixPass(std::vector<A>& a, std::vector<B>& b, std::vector<A>& a_next, std
   std::swap(b, b_next);
 }
 
+// The rows (a[i], b[i]) sorted stably by a[i] (unsigned): every digit's counts in one read, then one pass per
+// digit, skipping a digit every row shares.
+template <typename A, typename B>
+void RadixSort(std::vector<A>& a, std::vector<B>& b) {
+  constexpr int kDigits = (std::numeric_limits<A>::digits + kRadixBits - 1) / kRadixBits;
+  const size_t n = a.size();
+  std::vector<std::vector<int64_t>> counts(kDigits, std::vector<int64_t>(kRadix, 0));
+  for (size_t i = 0; i < n; ++i) {
+    for (int d = 0; d < kDigits; ++d) ++counts[d][Digit(a[i], d)];
+  }
+  std::vector<A> a_next(n);
+  std::vector<B> b_next(n);
+  for (int d = 0; d < kDigits; ++d) {
+    const bool shared = std::any_of(counts[d].begin(), counts[d].end(), [n](int64_t c) { return c == int64_t(n); });
+    if (!shared) RadixPass(a, b, a_next, b_next, d, counts[d]);
+  }
+}
+
+template <typename K>
+class StableArgsortOp : public OpKernel {
+ public:
+  explicit StableArgsortOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    using U = std::make_unsigned_t<K>;
+    constexpr int kBits = std::numeric_limits<U>::digits;
+    const Tensor& input = context->input(0);
+    OP_REQUIRES(context, input.dims() == 1, ::tensorflow::errors::InvalidArgument("keys must be 1-D"));
+    const auto keys = input.flat<K>();
+    const int64_t n = keys.size();
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({n}), &output));
+    auto order = output->flat<int64_t>();
+    std::vector<U> key(n);
+    std::vector<int64_t> index(n);
+    for (int64_t i = 0; i < n; ++i) {
+      key[i] = static_cast<U>(keys(i)) ^ (U(1) << (kBits - 1));  // signed order as unsigned
+      index[i] = i;
+    }
+    RadixSort(key, index);
+    for (int64_t i = 0; i < n; ++i) order(i) = index[i];
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int32_t>("T"),
+                        StableArgsortOp<int32_t>);
+REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int64_t>("T"),
+                        StableArgsortOp<int64_t>);
+
+REGISTER_OP("TmrSortPairs")
+    .Input("keys: K")
+    .Input("values: V")
+    .Output("sorted_keys: K")
+    .Output("sorted_values: V")
+    .Output("starts: int64")
+    .Attr("K: {int32, int64}")
+    .Attr("V: {int32, int64}")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->input(0));
+      c->set_output(2, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    });
+
 template <typename K, typename V>
 class SortPairsOp : public OpKernel {
  public:
@@ -208,8 +209,6 @@ class SortPairsOp : public OpKernel {
     using UV = std::make_unsigned_t<V>;
     constexpr int kKeyBits = std::numeric_limits<UK>::digits;
     constexpr int kValueBits = std::numeric_limits<UV>::digits;
-    constexpr int kKeyDigits = (kKeyBits + kRadixBits - 1) / kRadixBits;
-    constexpr int kValueDigits = (kValueBits + kRadixBits - 1) / kRadixBits;
     const Tensor& key_input = context->input(0);
     const Tensor& value_input = context->input(1);
     OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
@@ -217,25 +216,14 @@ class SortPairsOp : public OpKernel {
     const auto keys = key_input.flat<K>();
     const auto values = value_input.flat<V>();
     const int64_t n = keys.size();
-    std::vector<UK> key(n), key_next(n);
-    std::vector<UV> value(n), value_next(n);
-    std::vector<std::vector<int64_t>> key_counts(kKeyDigits, std::vector<int64_t>(kRadix, 0));
-    std::vector<std::vector<int64_t>> value_counts(kValueDigits, std::vector<int64_t>(kRadix, 0));
-    for (int64_t i = 0; i < n; ++i) {  // every pass's digit counts, in one read of the rows
+    std::vector<UK> key(n);
+    std::vector<UV> value(n);
+    for (int64_t i = 0; i < n; ++i) {
       key[i] = static_cast<UK>(keys(i)) ^ (UK(1) << (kKeyBits - 1));  // signed order as unsigned
       value[i] = static_cast<UV>(values(i)) ^ (UV(1) << (kValueBits - 1));
-      for (int d = 0; d < kKeyDigits; ++d) ++key_counts[d][Digit(key[i], d)];
-      for (int d = 0; d < kValueDigits; ++d) ++value_counts[d][Digit(value[i], d)];
     }
-    auto shared = [n](const std::vector<int64_t>& counts) {  // every row has this digit: its pass is skipped
-      return std::any_of(counts.begin(), counts.end(), [n](int64_t c) { return c == n; });
-    };
-    for (int d = 0; d < kValueDigits; ++d) {  // values' digits first, then keys': sorted by (key, value)
-      if (!shared(value_counts[d])) RadixPass(value, key, value_next, key_next, d, value_counts[d]);
-    }
-    for (int d = 0; d < kKeyDigits; ++d) {
-      if (!shared(key_counts[d])) RadixPass(key, value, key_next, value_next, d, key_counts[d]);
-    }
+    RadixSort(value, key);  // values' digits first, then keys': sorted by (key, value)
+    RadixSort(key, value);
     Tensor* key_output = nullptr;
     Tensor* value_output = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({n}), &key_output));
