@@ -196,22 +196,22 @@ def _kill(cluster: tmr.LocalCluster, task: int) -> None:
 
 
 @contextlib.contextmanager
-def _killed_mid_write(cluster: tmr.LocalCluster, task: int, folder: Path) -> Iterator[list[bool | None]]:
+def _killed_mid_write(cluster: tmr.LocalCluster, task: int, folder: Path) -> Iterator[list[bool]]:
     """Kill ``task`` once the attempt's first part is written (part 0, a small shard): while it writes its big part 1.
 
-    Yields a list that gets, once the kill is done, whether part 1 was still unwritten then (the kill was mid-write).
+    Yields a list that gets, as the kill is made, whether part 1 was still unwritten then (the kill was mid-write).
     On a quiet machine it is; on a loaded one the watcher may wake only after part 1 is written too, and the kill
     then lands between the writes and the commit, which must leave the same outcome.
     """
-    killed: list[bool | None] = []
+    killed: list[bool] = []
+    stop = threading.Event()
 
     def watch() -> None:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not killed:
+        while time.monotonic() < deadline and not stop.is_set():
             if glob.glob(str(folder / "_temporary" / "*" / "part-00000-*")):
-                late = not glob.glob(str(folder / "_temporary" / "*" / "part-00001-*"))
+                killed.append(not glob.glob(str(folder / "_temporary" / "*" / "part-00001-*")))
                 _kill(cluster, task)
-                killed.append(late)
                 return
             time.sleep(0.002)
 
@@ -220,7 +220,7 @@ def _killed_mid_write(cluster: tmr.LocalCluster, task: int, folder: Path) -> Ite
     try:
         yield killed
     finally:
-        killed.append(None)  # stops a watcher that saw nothing (killed[0] is None: no kill)
+        stop.set()  # a watcher that saw nothing stops; one that is killing finishes first (the run may fail before it)
         watcher.join()
 
 
@@ -235,7 +235,7 @@ def test_a_worker_killed_mid_write_with_retries_commits_one_complete_set(trio: t
     folder = tmp_path / "out"
     with _killed_mid_write(trio, 1, folder) as killed:
         written = tmr.write_text(x, folder, cluster=trio, sizes=[10, _BIG], devices=devices, retries=2)
-    assert killed[0] is not None  # task 1 died after part 0 of the first attempt was written (part 1 not yet, on a quiet machine)
+    assert killed  # task 1 died after part 0 of the first attempt was written (part 1 not yet, on a quiet machine)
     assert _visible(folder) == ["_SUCCESS", "part-00000-of-00002.txt", "part-00001-of-00002.txt"]  # no _temporary
     assert tmr.Task("local", 1) not in written.tasks
     assert written.rows == (10, _BIG)
@@ -250,7 +250,7 @@ def test_a_worker_killed_mid_write_without_retries_leaves_no_part(trio: tmr.Loca
     folder = tmp_path / "out"
     with _killed_mid_write(trio, 2, folder) as killed, pytest.raises(tmr.WorkerUnavailableError, match="task:2"):
         tmr.write_text(x, folder, cluster=trio, sizes=[10, _BIG], devices=devices, retries=0)
-    assert killed[0] is not None  # killed after part 0 was written (part 1 not yet, on a quiet machine)
+    assert killed  # killed after part 0 was written (part 1 not yet, on a quiet machine)
     assert not folder.exists()  # made by the write, removed with its attempt: no part, no _SUCCESS
     with pytest.raises(TypeError, match="speculate=True does not apply to writers"):  # so no backup copy writes a part twice
         tmr.write_npy(x, tmp_path / "s", cluster=trio, speculate=True)
