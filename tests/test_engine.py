@@ -87,6 +87,7 @@ class RowsPerShard:
     ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     speculation: str | None = "this kind does not back up shards"
     identity: Hashable = "rows per shard"
+    phase: str = "count"  # what its progress bar says once every shard is mapped
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         return sources(x), None

@@ -59,10 +59,20 @@ too), clocks, variable reads and random draws; datasets (reads) besides.  A grap
 an assignment, a file write, a py_function) is never cancelled and made again (see :func:`run`)."""
 
 
+COUNTING = "tmr_progress"
+"""The name of every op that counts a run's progress (``_progress``): a run sets its counters to 0 first, so a run made
+again counts right too."""
+
+
 def repeatable(graph: tf.Graph) -> bool:
     """Whether a run of ``graph`` may be cancelled and made again without doing anything twice (see :data:`REPEATABLE`)."""
-    types = {op.type for op in graph.get_operations()}
-    types |= {node.op for function in graph.as_graph_def().library.function for node in function.node_def}
+    types = {op.type for op in graph.get_operations() if not op.name.split("/")[-1].startswith(COUNTING)}
+    types |= {
+        node.op
+        for function in graph.as_graph_def().library.function
+        for node in function.node_def
+        if not node.name.startswith(COUNTING)
+    }
     for name in types:
         if name in REPEATABLE or re.search(r"Dataset(V\d+)?$", name):
             continue

@@ -18,7 +18,7 @@ from typing import Any, Protocol, cast
 
 import tensorflow as tf
 
-from . import _autosize, _speculate, _trace
+from . import _autosize, _progress, _speculate, _trace
 from ._cache import programs
 from ._errors import JobError
 from ._mapfn import traced
@@ -30,7 +30,7 @@ from ._retry import can_retry, moved_shards, with_retries
 from ._route import route
 from ._runstats import RunStats, ShardStats, collecting, record
 from ._shm import Staging
-from ._source import Shipped, Sources, as_array
+from ._source import Shipped, Sources, as_array, streamed
 
 READY = 16
 """Plain runs a kind remembers ready to go again (see :func:`_ready_key`)."""
@@ -46,6 +46,10 @@ class Kind(Protocol):
     @property
     def ready(self) -> dict[Hashable, Ready]:
         """Where the driver keeps this kind's plain runs ready to go again."""
+
+    @property
+    def phase(self) -> str:
+        """What a run does once its shards are mapped, as its progress bar says (``"combine"``, ``"reduce"``...)."""
 
     @property
     def speculation(self) -> str | None:
@@ -146,9 +150,11 @@ def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (),
         planned = kind.plan(shards, call)
         variant = kind.variant(planned, call)
         timed = shards.measured is not None
+        counted = current.progress is not False and shards.rows >= _progress.COUNTED
 
         def build() -> Program:
-            builder = Builder.of(call, timed=timed)
+            counters = _progress.Counters(kind.phase) if counted else None
+            builder = Builder.of(call, timed=timed, counters=counters)
             with builder.graph.as_default():
                 return traced(lambda: kind.build(builder, planned, call))
 
@@ -159,7 +165,7 @@ def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (),
             finally:
                 call.cluster.forget(program.graph)
         feeds_only = call.settings.transfer == "feed"  # no result written into a file (Builder.fetched)
-        key = (kind.identity, planned, *_signature(call, shards), timed, variant, feeds_only)
+        key = (kind.identity, planned, *_signature(call, shards), timed, counted, variant, feeds_only)
         kept, compiled = programs(call.cluster).get(key, build)
         if again is not None and len(tried) == 1 and not timed:
             if len(kind.ready) >= READY:
@@ -171,7 +177,11 @@ def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (),
     result = kind.finish(value, program, planned, call)
     if not (settings.return_stats or collecting()):
         return result
-    stats = _stats(call, tried, outcomes, compiled, recovery, time.perf_counter() - started)
+    read = None  # a streamed run's rows, as read: its plan knows only the files' sizes
+    counters = program.counters if program is not None else None
+    if counters is not None and counters.unit == "rows" and streamed(call.srcs) is not None:
+        read = counters.read(call.cluster, settings.seconds())
+    stats = _stats(call, tried, outcomes, compiled, recovery, time.perf_counter() - started, read)
     record(stats)
     return (result, stats) if settings.return_stats else result
 
@@ -198,16 +208,17 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
         bare = not (program.clocks or program.guards)  # the common case fetches the kind's values alone
         trace = tf.compat.v1.RunMetadata() if settings.trace is not None else None
         try:
-            fetched = cluster.run(
-                program.graph,
-                program.fetch if bare else (program.fetch, program.clocks, program.guards),
-                feed,
-                tasks=program.tasks,
-                timeout=settings.seconds(),
-                hang_check=can_retry(settings, cluster),
-                fold_constants=not program.buffers,
-                trace=trace,
-            )
+            with _progress.shown(program.counters, cluster, settings.progress, repr(kind)):
+                fetched = cluster.run(
+                    program.graph,
+                    program.fetch if bare else (program.fetch, program.clocks, program.guards),
+                    feed,
+                    tasks=program.tasks,
+                    timeout=settings.seconds(),
+                    hang_check=can_retry(settings, cluster),
+                    fold_constants=not program.buffers,
+                    trace=trace,
+                )
         except JobError as e:
             raise failure(kind, e, call, shards) from None
         if trace is not None:
@@ -237,7 +248,13 @@ def failure(kind: Kind, error: JobError, call: Call, shards: Plan) -> Exception:
 
 
 def _stats(
-    call: Call, tried: list[Plan], outcomes: tuple[_speculate.Outcome, ...], compiled: bool, recovery: Any, wall: float
+    call: Call,
+    tried: list[Plan],
+    outcomes: tuple[_speculate.Outcome, ...],
+    compiled: bool,
+    recovery: Any,
+    wall: float,
+    read: dict[Shard, int] | None,
 ) -> RunStats:
     shards = tried[-1]
     backups = {o.index: o for o in outcomes}
@@ -251,7 +268,7 @@ def _stats(
             ShardStats(
                 s.index,
                 s.device,
-                s.rows,
+                s.rows if read is None else read.get(s, 0),
                 sent(s),
                 backups[s.index].backup if s.index in backups else None,
                 s.index in backups and backups[s.index].backup_won,

@@ -27,8 +27,8 @@ class KMeans:
         max_iter: the most Lloyd iterations (``iters`` of [`kmeans`][tfmapreduce.recipes.kmeans]).
         tol: stop once no centroid moves further than this.
         random_state: the seed of ``init="random"``.
-        progress: the progress bar (as [`kmeans`][tfmapreduce.recipes.kmeans]).
-        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` of every run.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout`` of every run (``progress``: the bar of
+            [`kmeans`][tfmapreduce.recipes.kmeans]).
 
     Examples:
         >>> x = np.array([[0.0, 0], [0, 1], [10, 10], [10, 11]])
@@ -48,11 +48,10 @@ class KMeans:
         max_iter: int = 10,
         tol: float = 1e-6,
         random_state: int = 0,
-        progress: bool | None = None,
         **options: Unpack[Options],
     ):
         self.n_clusters, self.init, self.max_iter, self.tol = n_clusters, init, max_iter, tol
-        self.random_state, self.progress, self.options = random_state, progress, options
+        self.random_state, self.options = random_state, options
         self.result_: KMeansResult | None = None
 
     def fit(self, x: Any, y: object = None) -> KMeans:
@@ -64,7 +63,6 @@ class KMeans:
             init=self.init,
             tol=self.tol,
             seed=self.random_state,
-            progress=self.progress,
             **self.options,
         )
         return self

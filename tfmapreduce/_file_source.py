@@ -190,7 +190,8 @@ class FileSource:
                 records = self.reader.small_batches([p[0].path for p in group], [p[0].size for p in group], rows)
             else:
                 records = self.reader.record_batches(e.path, e.size, rows)
-            result.append(Batches(records.map(lambda r, layout=layout, rows=rows: self.reader.decode(r, layout, rows)), None))
+            decoded = records.map(lambda r, layout=layout, rows=rows: self.reader.decode(r, layout, rows))
+            result.append(Batches(decoded, None, counts=self.reader.counts))
         return result
 
     def changed(self, entry: FileEntry, expected: int) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -130,6 +130,7 @@ class Join:
     layout: Layout
     max_bytes: int | None = None
     speculation: str | None = NO_SPECULATION
+    phase: ClassVar[str] = "join"
     ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     """Unused: a join's inputs are stacked sides, never the plain host arrays a ready run needs."""
 

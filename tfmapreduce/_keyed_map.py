@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import tensorflow as tf
@@ -43,6 +43,7 @@ class ByKey(MapJob):
     """The hooks the keyed kinds share (see ``_engine.Kind``): keyed inputs, planned with reducers, kept unless resident."""
 
     speculation: str | None = NO_SPECULATION
+    phase: ClassVar[str] = "reduce"
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         return keyed_sources(x)
@@ -92,7 +93,7 @@ def map_shards(map_fn: Any, side: MapSide, builder: Builder, plan: KeyedPlan, ca
         at = where(shard)
         with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
             if stream is not None:  # files: read and folded batch by batch on this task
-                part = fold_pieces(map_fn, side, stream, stream.batches(shard, plan.batch_rows), bcast, at)
+                part = fold_pieces(map_fn, side, stream, builder.batches(stream, shard, plan.batch_rows), bcast, at)
             else:
                 tensors = builder.inputs(shard)
                 part = fold_shard(map_fn, side, tensors, bcast, shard.rows, plan.batch_rows, at)

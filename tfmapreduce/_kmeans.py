@@ -251,7 +251,7 @@ def _initial_centroids(
 INITS = ("k-means++", "first", "random")
 """The named ways :func:`kmeans` seeds its centroids."""
 
-_KEYWORDS = ("iters", "init", "n_init", "tol", "seed", "progress", "callback")
+_KEYWORDS = ("iters", "init", "n_init", "tol", "seed", "callback")
 """The keywords :func:`kmeans` takes beyond the run options (named in the error of an unknown one)."""
 
 
@@ -265,7 +265,6 @@ def kmeans(
     n_init: int = 1,
     tol: float = 1e-6,
     seed: int = 0,
-    progress: bool | None = None,
     callback: Callable[[KMeansStep], Any] | None = None,
     **options: Unpack[Options],
 ) -> KMeansResult:
@@ -296,11 +295,9 @@ def kmeans(
             with ``n_init > 1``, attempt j draws from ``np.random.default_rng([seed, j])``).
             k-means++ draws depend on the shards too: the same seed over the same plan gives
             the same centroids.
-        progress: a ``tqdm`` progress bar on stderr: None shows it when stderr is a
-            terminal (or in Jupyter), True always, False never.
         callback: called with a [`KMeansStep`][tfmapreduce.recipes.KMeansStep] after each iteration.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``
-            (see ``RunOptions``; ``timeout`` bounds each run).
+            (see ``RunOptions``; ``timeout`` bounds each run); ``progress`` is one bar of the iterations.
 
     Returns:
         A [`KMeansResult`][tfmapreduce.recipes.KMeansResult]: centroids, iterations, converged, history (and ``predict``).
@@ -317,6 +314,8 @@ def kmeans(
                [10. , 10.5]])
     """
     settings = RunOptions.checked("kmeans", _KEYWORDS, dict(options))
+    progress, settings = settings.progress, attrs.evolve(settings, progress=False)  # the rounds' bar stands for its runs'
+
     k = check_int(k, "k", 1)
     iters = check_int(iters, "iters", 1)
     n_init = check_int(n_init, "n_init", 1)

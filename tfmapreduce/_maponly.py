@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 import secrets
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -33,7 +33,7 @@ from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, assign_shard, destroy_shard
-from ._source import Sources, Streamed, streamed
+from ._source import Batches, Sources, streamed
 from ._task import Task
 
 NO_SPECULATION = (
@@ -76,6 +76,7 @@ class MapOnly:
     """``"fn"`` (map: fn's rows) or ``"pred"`` (filter: the rows where pred is true); names the function in messages."""
     ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     speculation: str | None = NO_SPECULATION
+    phase: ClassVar[str] = "keep"
     built: list[Built] = attrs.field(factory=list)
     """Every attempt's build (a retried run builds again): all but the finished one are discarded."""
 
@@ -186,11 +187,11 @@ class MapOnly:
                 "row shape (the rows on axis 0 may differ): cast or reshape them to one"
             )
 
-    def _streamed(self, src: Streamed, shard: Shard, bcast: tuple[Any, ...], batch_rows: int | None) -> list[tuple[str, Any]]:
+    def _streamed(self, pieces: Sequence[Batches], shard: Shard, bcast: tuple[Any, ...]) -> list[tuple[str, Any]]:
         """A streamed shard's outputs, one per piece: each batch mapped on the shard's task, the outputs gathered in order."""
         at = where(shard)
         outputs = []
-        for j, piece in enumerate(src.batches(shard, batch_rows)):
+        for j, piece in enumerate(pieces):
             with tf.name_scope(f"piece{j}"):
                 batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
                 mapped = batches.map(
@@ -224,7 +225,7 @@ class MapOnly:
         for shard in plan.shards:
             with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                 if stream is not None:
-                    pieces = self._streamed(stream, shard, bcast, call.settings.batch_rows)
+                    pieces = self._streamed(builder.batches(stream, shard, call.settings.batch_rows), shard, bcast)
                 elif shard.rows > 0:  # a shard without rows has no output rows
                     output = self.rows_of(builder.inputs(shard), bcast, where(shard))
                     builder.mapped(shard, output)

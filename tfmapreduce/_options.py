@@ -47,6 +47,7 @@ class Options(PlaceOptions, total=False):
     transfer: str | None
     trace: str | os.PathLike[str] | None
     speculate: bool
+    progress: bool | None
 
 
 def unknown_keywords(what: str, unknown: Sequence[str], options: dict[str, Any], accepted: Sequence[str]) -> str:
@@ -102,6 +103,9 @@ class RunOptions:
     """Back up stragglers: each shard runs as its own fetch, and a task that runs out of work re-runs an unfinished shard
     of another task; the first copy to finish counts, exactly once (MapReduce's backup tasks; see ``_speculate``).  Only
     host data (shipped arrays) is backed up; a keyed job refuses it."""
+    progress: bool | None = None
+    """A progress bar of the run on stderr (tqdm): rows mapped so far, per task, then the phase after the map.  None shows
+    it when stderr is a terminal and the run lasts over 2 s; True always, at once; False never (and counts nothing)."""
     return_stats: bool = False
     """Also return a ``RunStats``."""
 
@@ -226,6 +230,12 @@ class RunOptions:
             )
         if trace is not None and speculate:
             raise ValueError("trace= records one distributed run; speculate=True makes a run per shard: pass one of them")
+        progress = options.get("progress")
+        if progress is not None and not isinstance(progress, (bool, np.bool_)):
+            raise TypeError(
+                "progress must be None (a bar on stderr when it is a terminal and the run lasts over 2 s), True (a bar "
+                f"always) or False (none); got {type(progress).__name__} {progress!r}"
+            )
         return cls(
             cluster=cluster,
             sizes=options.get("sizes"),
@@ -238,6 +248,7 @@ class RunOptions:
             transfer=transfer,
             trace=None if trace is None else os.fspath(trace),
             speculate=bool(speculate),
+            progress=None if progress is None else bool(progress),
             return_stats=bool(options.get("return_stats", False)),
         )
 

@@ -18,9 +18,10 @@ from ._kernels import available
 from ._native import kernels
 from ._options import RunOptions
 from ._plan import Plan, Shard
+from ._progress import Counters
 from ._route import visible
 from ._shm import DECODABLE, MIN_BYTES, Mapped, guard, read_returned, write_result
-from ._source import Sources
+from ._source import Batches, Sources, Streamed
 from ._task import Task
 
 
@@ -70,6 +71,8 @@ class Program:
     """What the kind keeps of the build for its finish (e.g. a keyed result's dtypes)."""
     returns: tuple[Returned, ...] = ()
     """The results written into files the client maps (see :meth:`Builder.returned`)."""
+    counters: Counters | None = None
+    """The rows its shards have mapped, counted in the run (see ``_progress``); None where it counts nothing."""
 
     @property
     def staged(self) -> bool:
@@ -126,11 +129,13 @@ class Builder:
     clocks: list[Any] = attrs.field(factory=list)
     clocked: list[Shard] = attrs.field(factory=list)
     returns: list[Returned] = attrs.field(factory=list)
+    counters: Counters | None = None
+    """Where the run counts its shards' mapped rows (:meth:`batches` and :meth:`mapped`); None: it counts nothing."""
     _open: dict[int, tuple[Any, list[Any]]] = attrs.field(factory=dict)  # shard → (its start clock, its mapped tensors)
 
     @classmethod
-    def of(cls, call: Call, *, timed: bool) -> Builder:
-        builder = cls(call.srcs, timed, call)
+    def of(cls, call: Call, *, timed: bool, counters: Counters | None = None) -> Builder:
+        builder = cls(call.srcs, timed, call, counters=counters)
         with builder.graph.as_default():
             builder.broadcast = tuple(
                 tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(call.values)
@@ -165,6 +170,14 @@ class Builder:
             with tf.control_dependencies([t for t in tf.nest.flatten(partial) if isinstance(t, tf.Tensor | tf.Operation)]):
                 self.clocks.append(tf.stack([start, tf.timestamp(name="clock_end")]))
             self.clocked.append(shard)
+        if self.counters is not None:
+            self.guards.append(self.counters.mapped(shard, partial))
+
+    def batches(self, src: Streamed, shard: Shard, batch_rows: int | None) -> list[Batches]:
+        """The pieces of a streamed shard (``src.batches``), each batch counted as it is read where the run counts."""
+        pieces = list(src.batches(shard, batch_rows))
+        counters = self.counters
+        return pieces if counters is None else [counters.streamed(shard, p) for p in pieces]
 
     def fetched(self, value: Any, device: str) -> Any:
         """What to fetch for ``value``, a structure of results made on ``device``: each tensor itself, or where the
@@ -219,6 +232,7 @@ class Builder:
             tuple(self.clocked),
             info,
             tuple(self.returns),
+            self.counters,
         )
 
 

@@ -64,6 +64,8 @@ class Reader(abc.ABC):
     """The function that made the reader (``read_npy``), for messages."""
     unit: ClassVar[str]
     """``"rows"`` (a piece may be any row range of a file) or ``"bytes"`` (a piece is a whole file)."""
+    counts: ClassVar[str] = "rows"
+    """What a batch is counted in as a run goes (``Batches.counts``)."""
 
     @abc.abstractmethod
     def describe(self, path: str, size: int) -> Layout:
@@ -224,6 +226,8 @@ class TextBlocks(Text):
     ``\\n``; ``batch`` is not used.  Splitting it on whitespace gives the words of those lines without
     making a string per line.
     """
+
+    counts: ClassVar[str] = "bytes"
 
     def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
         return text_blocks(path, size, cr=" ")  # a lone \r splits words, as it does in shipped lines: a space

@@ -195,17 +195,13 @@ def value_range(x: Any, settings: RunOptions) -> tuple[Any, Any]:
     return lo, hi
 
 
-def progress_bar(label: str, total: int, progress: object) -> Any:
-    """A ``tqdm.auto`` bar (a widget in Jupyter) for a multi-round recipe, on stderr.
+def progress_bar(label: str, total: int, progress: bool | None) -> Any:
+    """A ``tqdm.auto`` bar (a widget in Jupyter) for a multi-round recipe, on stderr (its runs then draw none).
 
-    ``progress=None`` shows it only when stderr is a terminal (or in Jupyter), ``True``
+    ``progress=None`` (the run option) shows it only when stderr is a terminal (or in Jupyter), ``True``
     always, ``False`` never.  Each round calls ``bar.set_postfix_str(text, refresh=False)``
     and ``bar.update()``; the recipe closes it.
     """
-    if progress is not None and not isinstance(progress, bool):
-        raise TypeError(
-            f"progress must be None (a bar when stderr is a terminal), True or False; got {type(progress).__name__} {progress!r}"
-        )
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=label, unit="round", disable=None if progress is None else not progress, leave=True)

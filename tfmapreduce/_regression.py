@@ -224,7 +224,6 @@ def logistic_regression(
     lr: float = 0.1,
     intercept: bool = True,
     tol: float = 0.0,
-    progress: bool | None = None,
     callback: Callable[[GradientStep], Any] | None = None,
     **options: Unpack[Options],
 ) -> LogisticModel:
@@ -246,11 +245,9 @@ def logistic_regression(
         lr: the learning rate, > 0.
         intercept: also fit a constant term.
         tol: stop once the gradient's norm is at most this (0: run every step).
-        progress: a ``tqdm`` progress bar on stderr: None shows it when stderr is a
-            terminal (or in Jupyter), True always, False never.
         callback: called with a [`GradientStep`][tfmapreduce.recipes.GradientStep] after each step.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``
-            (see ``RunOptions``; ``timeout`` bounds each run).
+            (see ``RunOptions``; ``timeout`` bounds each run); ``progress`` is one bar of the steps.
 
     Returns:
         A [`LogisticModel`][tfmapreduce.recipes.LogisticModel] with its per-step history.
@@ -265,6 +262,7 @@ def logistic_regression(
         array([0, 0, 1, 1])
     """
     settings = RunOptions.of(**options)
+    progress, settings = settings.progress, attrs.evolve(settings, progress=False)  # the steps' bar stands for its runs'
     steps = check_int(steps, "steps", 1)
     lr = check_float(lr, "lr", positive=True)
     tol = check_float(tol, "tol")

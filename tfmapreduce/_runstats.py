@@ -20,7 +20,8 @@ class ShardStats:
     device: str
     """The device that mapped it."""
     rows: int
-    """Its rows."""
+    """Its rows; for files, the rows it actually read (the bytes read where a batch is a block of whole lines, as
+    ``word_count`` reads text)."""
     bytes_sent: int
     """Input bytes the client sent for it in this run (0 for resident data), a backup copy's included."""
     backup: str | None = None

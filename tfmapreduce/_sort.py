@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -156,6 +156,7 @@ class Sort:
     """The prefix of the resource containers of the result: source ``j`` is ``{name}_s{j}``, range ``r`` in it ``shard{r}``."""
     ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     speculation: str | None = NO_SPECULATION
+    phase: ClassVar[str] = "sort"
     built: list[tuple[SortPlan, Call]] = attrs.field(factory=list)
     """The plan and call of every attempt (a retried run builds again): what to free if a run fails."""
 

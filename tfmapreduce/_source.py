@@ -142,6 +142,9 @@ class Batches:
     """The rows the piece must yield (checked in the run), or None when only reading tells."""
     mismatch: str = ""
     """The message of the failed check when the piece yields other than ``rows`` rows."""
+    counts: str = "rows"
+    """What a batch is counted in as the run goes (``_progress``): its ``"rows"``, or its ``"bytes"`` where a batch is
+    a block of many lines (one string for all of them)."""
 
 
 @runtime_checkable

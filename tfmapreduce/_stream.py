@@ -22,7 +22,7 @@ from ._combine import Combiner
 from ._errors import PlacementError
 from ._mapfn import map_shard
 from ._plan import Plan, Shard
-from ._source import Streamed
+from ._source import Batches, Streamed
 from ._task import Task
 
 State = tuple[tf.Tensor, Any]
@@ -66,8 +66,10 @@ def compile_fold(
     bcast: tuple[Any, ...],
     cluster: Cluster,
     batch_rows: int | None,
+    pieces_of: Callable[[Streamed, Shard, int | None], Sequence[Batches]],
 ) -> tuple[Any, tuple[Task, ...]]:
-    """In the graph being built: a job over a streamed source, ``bcast`` its broadcast placeholders; (fetch, tasks used)."""
+    """In the graph being built: a job over a streamed source, ``bcast`` its broadcast placeholders, each shard's pieces
+    from ``pieces_of`` (``Builder.batches``); (fetch, tasks used)."""
     known = set(cluster.tasks)
     per_task: dict[Task, list[State]] = {}
     devices: dict[Task, str] = {}
@@ -83,7 +85,7 @@ def compile_fold(
                 f"{shard.task} reads files of this input but is not a task of {cluster!r}; pin the files to its tasks {[str(t) for t in cluster.tasks]}"
             )
         with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
-            pieces = src.batches(shard, batch_rows)
+            pieces = pieces_of(src, shard, batch_rows)
             state: State | None = None
             for j, piece in enumerate(pieces):
                 with tf.name_scope(f"piece{j}"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import tensorflow as tf
@@ -23,6 +23,7 @@ class WholeInput(MapJob):
     """A whole-input job as the run driver sees it (see ``_engine.Kind``): one combined result per run."""
 
     speculation: str | None = None  # its shards can be backed up
+    phase: ClassVar[str] = "combine"
 
     @property
     def identity(self) -> Hashable:
@@ -41,7 +42,14 @@ class WholeInput(MapJob):
         stream = streamed(call.srcs)
         if stream is not None:  # files: read and folded batch by batch on their tasks
             fetch, tasks = compile_fold(
-                self.map_fn, self.combiner, plan, stream, builder.broadcast, call.cluster, call.settings.batch_rows
+                self.map_fn,
+                self.combiner,
+                plan,
+                stream,
+                builder.broadcast,
+                call.cluster,
+                call.settings.batch_rows,
+                builder.batches,
             )
             return builder.program(fetch, tasks)
         partials: dict[Task, list[Any]] = {}

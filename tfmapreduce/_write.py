@@ -18,7 +18,7 @@ import os
 import re
 import secrets
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import tensorflow as tf
@@ -87,6 +87,7 @@ class Write:
     overwrite: bool
     ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     speculation: str | None = NO_SPECULATION
+    phase: ClassVar[str] = "write"
     attempts: list[Attempt] = attrs.field(factory=list)
 
     def __repr__(self) -> str:
