@@ -84,7 +84,7 @@ def test_counting_leaves_a_run_repeatable_and_other_assignments_do_not() -> None
         counters = _progress.Counters("combine")
         counted = counters.mapped(shard, tf.reduce_sum(tf.ones([10])))
         piece = counters.streamed(shard, Batches(tf.data.Dataset.range(10).batch(3), None))
-        total = piece.dataset.reduce(tf.constant(0, tf.int64), lambda a, b: a + tf.reduce_sum(b))
+        total = piece.dataset.reduce(tf.constant(0, tf.int64), lambda a, b: piece.counted(b, a + tf.reduce_sum(b)))
     assert counters.total is None  # a piece whose rows only reading tells
     assert isinstance(counted, tf.Operation)
     assert isinstance(total, tf.Tensor)

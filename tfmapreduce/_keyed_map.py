@@ -206,7 +206,7 @@ def fold_pieces(map_fn: Any, side: MapSide, src: Streamed, pieces: Sequence[Batc
     parts = []
     for j, piece in enumerate(pieces):
         with tf.name_scope(f"piece{j}"):  # named as a whole-input job names them: a failed piece's error names its file
-            parts.append(_fold(piece.dataset.map(step), side))
+            parts.append(_fold(piece.dataset.map(lambda *b, piece=piece: piece.counted(b, step(*b))), side))
     return parts[0] if len(parts) == 1 else side.merge(parts)
 
 

@@ -195,7 +195,8 @@ class MapOnly:
             with tf.name_scope(f"piece{j}"):
                 batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
                 mapped = batches.map(
-                    lambda b: (tf.shape(b, out_type=tf.int64)[0], self.rows_of([b], bcast, at)), num_parallel_calls=2
+                    lambda b, piece=piece: piece.counted(b, (tf.shape(b, out_type=tf.int64)[0], self.rows_of([b], bcast, at))),
+                    num_parallel_calls=2,
                 )
                 specs = mapped.element_spec[1]
                 arrays = tf.nest.map_structure(

@@ -68,25 +68,23 @@ class Counters:
         return found[1], found[2]
 
     def streamed(self, shard: Shard, piece: Batches) -> Batches:
-        """``piece`` of ``shard``, each batch counted as it is read (after the run's reset)."""
+        """``piece`` of ``shard`` read after the run's reset, each batch counted by the job's own per-batch function
+        (``Batches.counted``: a stage of its own would cost each batch a function call)."""
         handle, reset = self._counter(shard)
         self.total = None if self.total is None or piece.rows is None else self.total + piece.rows
         self.unit = piece.counts
 
-        def count(*batch: Any) -> Any:
+        def count(batch: Any) -> list[tf.Operation]:
             first = tf.nest.flatten(batch)[0]
             n = (
                 tf.reduce_sum(tf.cast(tf.strings.length(first), tf.int64))
                 if piece.counts == "bytes"
                 else tf.shape(first, out_type=tf.int64)[0]
             )
-            added = tf.raw_ops.AssignAddVariableOp(resource=handle, value=n, name=SCOPE)
-            with tf.control_dependencies([added]):
-                out = tf.nest.map_structure(tf.identity, batch)
-            return out[0] if len(out) == 1 else out
+            return [tf.raw_ops.AssignAddVariableOp(resource=handle, value=n, name=SCOPE)]
 
-        with tf.control_dependencies([reset]):
-            return attrs.evolve(piece, dataset=piece.dataset.map(count))
+        with tf.control_dependencies([reset]):  # a pass-through dataset op that runs once the counter is 0
+            return attrs.evolve(piece, dataset=piece.dataset.take(-1), count=count)
 
     def mapped(self, shard: Shard, partial: Any) -> tf.Operation:
         """The op that adds an in-memory shard's rows once its ``partial`` is made (fetched with the run)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -145,6 +145,17 @@ class Batches:
     counts: str = "rows"
     """What a batch is counted in as the run goes (``_progress``): its ``"rows"``, or its ``"bytes"`` where a batch is
     a block of many lines (one string for all of them)."""
+    count: Callable[[Any], list[tf.Operation]] = attrs.field(default=lambda batch: [], eq=False)
+    """The ops that count one batch where the run counts (``Builder.batches``): a job calls it in its own per-batch
+    function and runs them with it (:meth:`counted`)."""
+
+    def counted(self, batch: Any, value: Any) -> Any:
+        """``value``, made from ``batch`` inside a job's per-batch function, once ``batch`` is counted."""
+        ops = self.count(batch)
+        if not ops:
+            return value
+        with tf.control_dependencies(ops):
+            return tf.nest.map_structure(tf.identity, value)
 
 
 @runtime_checkable

@@ -75,9 +75,9 @@ def compile_fold(
     devices: dict[Task, str] = {}
     row_shape, dtype = src.shape[1:], tf.as_dtype(src.dtype)
 
-    def mapped(shard: Shard, batch: tf.Tensor) -> tuple[tf.Tensor, Any]:
+    def mapped(shard: Shard, piece: Batches, batch: tf.Tensor) -> Any:
         rows = tf.shape(batch, out_type=tf.int64)[0]
-        return rows, combiner.partial(map_shard(map_fn, shard, [batch], bcast), rows)
+        return piece.counted(batch, (rows, combiner.partial(map_shard(map_fn, shard, [batch], bcast), rows)))
 
     for shard in plan.shards:
         if shard.task not in known:
@@ -90,7 +90,7 @@ def compile_fold(
             for j, piece in enumerate(pieces):
                 with tf.name_scope(f"piece{j}"):
                     batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
-                    parts = batches.map(lambda b, shard=shard: mapped(shard, b), num_parallel_calls=2)
+                    parts = batches.map(lambda b, shard=shard, piece=piece: mapped(shard, piece, b), num_parallel_calls=2)
                     if state is None:
                         state = (tf.constant(0, tf.int64), tf.nest.map_structure(_zeros, parts.element_spec[1]))
                     before = state[0]
