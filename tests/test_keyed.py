@@ -439,3 +439,17 @@ def test_a_keyed_result_as_a_pandas_dataframe(cluster: tmr.LocalCluster, monkeyp
     monkeypatch.setitem(sys.modules, "pandas", None)  # pandas absent
     with pytest.raises(ImportError, match="pip install pandas"):
         tmr.count_by_key(keys, cluster=cluster).to_pandas()
+
+
+def test_a_resident_run_compiles_once_and_never_overwrites_an_earlier_result(cluster: tmr.LocalCluster) -> None:
+    """Each run stores its result under a name of its own, fed to one program (its variables are not named in the graph)."""
+    job = tmr.MapReduce(lambda k, v: (k, v), tmr.combiners.sum, by_key=True)
+    keys = np.array([1, 2, 1, 3])
+    first, stats = job.run((keys, np.array([1.0, 2.0, 3.0, 4.0])), cluster=cluster, resident=True, return_stats=True)
+    second, stats2 = job.run((keys, np.array([10.0, 20.0, 30.0, 40.0])), cluster=cluster, resident=True, return_stats=True)
+    with first, second:
+        assert stats.compiled
+        assert not stats2.compiled
+        assert first.gather().to_dict() == {1: 4.0, 2: 2.0, 3: 4.0}
+        assert second.gather().to_dict() == {1: 40.0, 2: 20.0, 3: 40.0}
+        assert first.keys.name != second.keys.name

@@ -112,3 +112,17 @@ def test_errors_name_the_function_what_it_returned_and_the_fix(cluster: tmr.Loca
         tmr.map(lambda v: v, x, cluster=cluster, reducers=2)
     with pytest.raises(TypeError, match="speculate=True does not apply to map and filter"):
         tmr.map(lambda v: v, x, cluster=cluster, speculate=True)
+
+
+def test_a_map_compiles_once_and_each_run_keeps_its_own_rows(cluster: tmr.LocalCluster) -> None:
+    def double(v: tf.Tensor) -> tf.Tensor:
+        return v * 2
+
+    runs = [tmr.map(double, np.arange(6.0) + k, cluster=cluster, sizes=[2, 4], return_stats=True) for k in (0, 100)]
+    (first, stats), (second, stats2) = runs
+    with first, second:
+        assert stats.compiled
+        assert not stats2.compiled
+        np.testing.assert_array_equal(first.gather(), np.arange(6.0) * 2)
+        np.testing.assert_array_equal(second.gather(), (np.arange(6.0) + 100) * 2)
+        assert float(tmr.sum(first)) == 30.0  # a later job reads it in place

@@ -12,6 +12,7 @@ finishes (values fetched to the client, or kept on the devices).
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol, cast
@@ -20,17 +21,22 @@ import tensorflow as tf
 
 from . import _autosize, _progress, _speculate, _trace
 from ._cache import programs
-from ._errors import JobError
+from ._cluster import Cluster
+from ._deadline import effective_timeout
+from ._device import Device
+from ._errors import JobError, TfMapReduceError
 from ._mapfn import traced
 from ._options import RunOptions
 from ._plan import Plan, Shard
 from ._planner import plan_of, resolve_cluster
-from ._program import Builder, Call, Program, Ready
+from ._program import Builder, Call, Program, Ready, Stored
+from ._resident import destroy_shard, handle
 from ._retry import can_retry, moved_shards, with_retries
 from ._route import route
 from ._runstats import RunStats, ShardStats, collecting, record
 from ._shm import Staging
 from ._source import Shipped, Sources, as_array, streamed
+from ._task import Task
 
 READY = 16
 """Plain runs a kind remembers ready to go again (see :func:`_ready_key`)."""
@@ -203,6 +209,16 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
         else:
             feed = staging.feed_dict((f.placeholder, srcs[f.source].feed(f.shard), f.staged) for f in program.feeds)
         feed.update(zip(program.broadcast, call.values, strict=True))
+        name = None  # where the run keeps its result: a new name each run, or the one in a program built for this run
+        if program.slots:
+            name = program.named or f"tfmapreduce_{secrets.token_hex(8)}"
+            feed.update(
+                {
+                    s.placeholder: handle(s.device, name + s.suffix, s.index, s.dtype)
+                    for s in program.slots
+                    if s.placeholder is not None
+                }
+            )
         paths = [staging.returned() for _ in program.returns] if staging is not None else []  # where results are written
         feed.update(zip((r.path for r in program.returns), paths, strict=True))
         bare = not (program.clocks or program.guards)  # the common case fetches the kind's values alone
@@ -219,19 +235,43 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
                     fold_constants=not program.buffers,
                     trace=trace,
                 )
-        except JobError as e:
-            raise failure(kind, e, call, shards) from None
+        except BaseException as e:
+            if name is not None:  # what the run stored before it failed is freed (the retry stores under a new name)
+                _discard(program, name, cluster, getattr(e, "task", None), settings.timeout)
+            if isinstance(e, JobError):
+                raise failure(kind, e, call, shards) from None
+            raise
         if trace is not None:
             _trace.write(cast(str, settings.trace), trace.step_stats)
         if program.returns:  # results written into files: mapped before the files close
             value = program.with_returns(fetched if bare else fetched[0], paths)
             fetched = value if bare else (value, *fetched[1:])
-    if bare:
-        return fetched
-    value, clocks, _ = fetched
-    if program.clocked:
-        _autosize.record(kind.identity, cluster, shards, program.clocked, clocks)
-    return value
+    if not bare:
+        fetched, clocks, _ = fetched
+        if program.clocked:
+            _autosize.record(kind.identity, cluster, shards, program.clocked, clocks)
+    return fetched if name is None else Stored(fetched, name)
+
+
+def _discard(program: Program, name: str, cluster: Cluster, failed: Task | None, timeout: float | None) -> None:
+    """Free what a failed run of ``program`` may have stored under ``name``, on the tasks still live (best effort: a lost
+    task's memory went with it).  ``failed``, the task the run's error named, is not waited for again."""
+    live = [s for s in program.slots if Device.parse(s.device).task not in (*cluster.lost, failed)]
+    if not live or cluster.closed:
+        return
+    graph = tf.Graph()
+    with graph.as_default():
+        ops = []
+        for slot in live:
+            with tf.device(slot.device):
+                ops.append(destroy_shard(name + slot.suffix, slot.index, slot.dtype))
+    try:
+        tasks = sorted({Device.parse(s.device).task for s in live})
+        cluster.run(graph, ops, {}, tasks=tasks, timeout=effective_timeout(timeout))
+    except TfMapReduceError:
+        pass  # a task lost since: its memory is gone with it
+    finally:
+        cluster.forget(graph)
 
 
 def failure(kind: Kind, error: JobError, call: Call, shards: Plan) -> Exception:

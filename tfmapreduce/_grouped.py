@@ -15,7 +15,6 @@ The graph of one group run (one distributed execution)::
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -126,16 +125,16 @@ class Grouped(ByKey):
                 outputs.append((tf.identity(keys), result))
         leaves = [leaf[0] if is_ragged else leaf for leaf, is_ragged in zip(outputs[0][1], ragged, strict=True)]
         value_specs = tf.nest.pack_sequence_as(shape, [tf.TensorSpec(t.shape[1:], t.dtype) for t in leaves])
-        built = Built(first[1][0].dtype, value_specs, f"tfmapreduce_{secrets.token_hex(8)}" if call.resident else None)
+        built = Built(first[1][0].dtype, value_specs, call.resident)
         info = GroupBuilt(built, shape, ragged)
-        if built.name is None:
+        if not built.resident:
             return builder.program(outputs, plan.tasks, info)
         if any(ragged):
             raise TypeError(
                 f"resident=True keeps one dense row per key, but the per_group fn {callable_name(form.fn)} returns a RaggedTensor "
                 "(rows of varying length); fetch the result (resident=False), or return a padded dense tensor and the row lengths"
             )
-        return builder.program(keep_fetch(built.name, reducers, outputs), plan.tasks, info)
+        return builder.program(keep_fetch(builder, reducers, outputs), plan.tasks, info)
 
     def _check_sortable(self, first: tuple[Any, Part]) -> None:
         for leaf in tf.nest.flatten(first[1][1]):
@@ -213,7 +212,7 @@ class Grouped(ByKey):
         info: GroupBuilt = program.info
         decode = call.note if info.built.key_dtype == tf.string else None
         if call.resident:
-            return keep(call.cluster, plan, [int(n) for n in value], info.built, decode)
+            return keep(call.cluster, plan, value, info.built, decode)
         unicode = call.note  # string values come back as str where the job's string input was text (its encoding)
         leaves = []
         for j, is_ragged in enumerate(info.ragged):

@@ -15,7 +15,6 @@ The map side (shared with group jobs) is in ``_keyed_map``; per-key combining an
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -59,11 +58,11 @@ class Keyed(ByKey):
                 f"{describe(first[1])}: check the combiner's per_key SegmentForm against map_fn's values"
             ) from e
         value_specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), outputs[0][1])
-        built = Built(first[1][0].dtype, value_specs, f"tfmapreduce_{secrets.token_hex(8)}" if call.resident else None)
-        if built.name is None:
+        built = Built(first[1][0].dtype, value_specs, call.resident)
+        if not built.resident:
             fetched = [builder.fetched(part, d) for d, part in zip(plan.reducers, outputs, strict=True)]
             return builder.program(fetched, plan.tasks, built)
-        return builder.program(keep_fetch(built.name, plan.reducers, outputs), plan.tasks, built)
+        return builder.program(keep_fetch(builder, plan.reducers, outputs), plan.tasks, built)
 
     def finish(self, value: Any, program: Program | None, plan: KeyedPlan, call: Call) -> Any:
         """A :class:`KeyedResult`, or a ``KeyedSharded`` for a resident run."""
@@ -71,7 +70,7 @@ class Keyed(ByKey):
         built: Built = program.info
         decode = call.note if built.key_dtype == tf.string else None
         if call.resident:
-            return keep(call.cluster, plan, [int(n) for n in value], built, decode)
+            return keep(call.cluster, plan, value, built, decode)
         keys, per_key = concatenated(value)
         return sorted_result(keys, per_key, decode=decode)
 

@@ -22,6 +22,7 @@ from ._mapfn import call_map, callable_name, check_same_outputs, describe, where
 from ._per_key import buckets
 from ._plan import Plan, Shard
 from ._program import Builder, Call, MapJob
+from ._resident import named_per_run
 from ._source import DATA_OPTIONS, Batches, Sources, Streamed, streamed
 from ._task import Task
 
@@ -52,7 +53,9 @@ class ByKey(MapJob):
         return keyed_plan(shards, call.srcs, call.cluster, call.settings)
 
     def variant(self, plan: KeyedPlan, call: Call) -> Hashable | None:
-        return None if call.resident else ()  # a resident result's variables are named in its graph: not kept
+        if call.resident and not named_per_run(plan.reducers):
+            return None  # stored on GPUs: named in the graph, a program for each run (Builder.store)
+        return (call.resident,)
 
 
 Part = tuple[tf.Tensor, Any]

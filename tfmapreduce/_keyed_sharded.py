@@ -15,7 +15,8 @@ from ._errors import ShardLostError
 from ._keyed_plan import KeyedPlan
 from ._keyed_result import KeyedResult, sorted_result
 from ._plan import Plan, Shard, make_plan
-from ._resident import Sharded, assign_shard
+from ._program import Builder, Stored
+from ._resident import Sharded
 from ._strings import Encoding
 
 
@@ -33,27 +34,26 @@ class Built:
     key_dtype: tf.DType
     value_specs: Any
     """The structure of ``tf.TensorSpec`` (one row) of the finalized values."""
-    name: str | None = None
-    """The prefix of the resource containers a resident run fills, or None."""
+    resident: bool = False
+    """Whether a run keeps the result on the reducers (stored in the run's variables) instead of fetching it."""
 
 
-def keep_fetch(name: str, reducers: Sequence[str], outputs: Sequence[tuple[tf.Tensor, Any]]) -> list[tf.Tensor]:
-    """In the graph being built: each reducer's (keys, values) assigned to resource variables named after ``name`` on
-    its device; what to fetch (each reducer's key count, once assigned)."""
+def keep_fetch(builder: Builder, reducers: Sequence[str], outputs: Sequence[tuple[tf.Tensor, Any]]) -> list[tf.Tensor]:
+    """In the graph being built: each reducer's (keys, values) stored in the run's variables on its device
+    (``{name}_keys``, ``{name}_v{j}``); what to fetch (each reducer's key count, once stored)."""
     fetch = []
     for r, (device, (keys, values)) in enumerate(zip(reducers, outputs, strict=True)):
         with tf.device(device), tf.name_scope(f"keep{r}"):
-            ops = [assign_shard(f"{name}_keys", r, keys)]
-            ops += [assign_shard(f"{name}_v{j}", r, leaf) for j, leaf in enumerate(tf.nest.flatten(values))]
+            ops = [builder.store(device, "_keys", r, keys)]
+            ops += [builder.store(device, f"_v{j}", r, leaf) for j, leaf in enumerate(tf.nest.flatten(values))]
             with tf.control_dependencies(ops):
                 fetch.append(tf.size(keys))
     return fetch
 
 
-def keep(cluster: Cluster, kplan: KeyedPlan, counts: list[int], built: Built, decode: Encoding) -> KeyedSharded:
+def keep(cluster: Cluster, kplan: KeyedPlan, stored: Stored, built: Built, decode: Encoding) -> KeyedSharded:
     """The :class:`KeyedSharded` for the variables a resident run filled: one plan, shard r on reducer r."""
-    name = built.name
-    assert name is not None
+    name, counts = stored.name, [int(n) for n in stored.value]
     available = [Device.parse(d) for d in cluster.devices]
     plan = make_plan(sum(counts), counts, list(kplan.reducers), available)
     builders = (_not_rebuildable,) * len(counts)

@@ -23,18 +23,15 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from . import _engine
-from ._cluster import Cluster
-from ._deadline import effective_timeout
 from ._device import Device
-from ._errors import JobError, MapFunctionError, ShardLostError, TfMapReduceError
+from ._errors import JobError, MapFunctionError, ShardLostError
 from ._keyed_input import keyed_sources
 from ._mapfn import call_map, callable_name, describe, where
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
-from ._program import Builder, Call, Program, Ready
-from ._resident import Sharded, assign_shard, destroy_shard
+from ._program import Builder, Call, Program, Ready, Stored
+from ._resident import Sharded, named_per_run
 from ._source import Batches, Sources, streamed
-from ._task import Task
 
 NO_SPECULATION = (
     "speculate=True does not apply to map and filter: each output stays on the device that mapped it, "
@@ -48,15 +45,11 @@ _END = " ~~"
 
 @attrs.frozen
 class Built:
-    """What a map-only run's finish needs of its build: where the outputs are stored, and their row specs."""
+    """What a map-only run's finish needs of its build: the outputs' row specs (output leaf ``j`` is stored in the
+    container ``{the run's name}_o{j}``, shard ``i`` in it as ``shard{i}``)."""
 
-    name: str
-    """The prefix of the resource containers: output leaf ``j`` is ``{name}_o{j}``, shard ``i`` in it ``shard{i}``."""
     specs: Any
     """The structure of ``tf.TensorSpec`` (one row each) of the outputs."""
-    plan: Plan
-    """The input shards that were mapped (output shard ``i`` on input shard ``i``'s device)."""
-    cluster: Cluster = attrs.field(eq=False)
 
 
 def _not_rebuildable(shard: Shard) -> tf.Tensor:
@@ -77,8 +70,6 @@ class MapOnly:
     ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "keep"
-    built: list[Built] = attrs.field(factory=list)
-    """Every attempt's build (a retried run builds again): all but the finished one are discarded."""
 
     def __repr__(self) -> str:
         return f"{'filter' if self.argument == 'pred' else 'map'}({callable_name(self.fn)})"
@@ -94,7 +85,9 @@ class MapOnly:
         return shards
 
     def variant(self, plan: Plan, call: Call) -> Hashable | None:
-        return None  # its variables are named in its graph: built for each run
+        if not named_per_run([s.device for s in plan.shards]):
+            return None  # stored on GPUs: named in the graph, a program for each run (Builder.store)
+        return ("streamed", call.settings.batch_rows) if streamed(call.srcs) is not None else ()
 
     def rows_of(self, tensors: Sequence[tf.Tensor], bcast: tuple[Any, ...], at: str) -> Any:
         """The output rows of one shard or batch: fn's, or the rows of ``tensors`` where pred is true."""
@@ -250,15 +243,14 @@ class MapOnly:
                 empty = [tf.zeros((0, *s.shape[1:]), tf.as_dtype(s.dtype)) for s in srcs]
                 first = (where(shard), self.rows_of(empty, bcast, where(shard)))
         specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), first[1])
-        built = Built(f"tfmapreduce_{secrets.token_hex(8)}", specs, plan, call.cluster)
-        self.built.append(built)
+        built = Built(specs)
         counts: dict[int, tf.Tensor] = {}
         for shard in plan.shards:
             if shard.index not in outputs:
                 continue
             with tf.device(shard.device), tf.name_scope(f"keep{shard.index}"):
                 leaves = tf.nest.flatten(outputs[shard.index])
-                stored = [assign_shard(f"{built.name}_o{j}", shard.index, leaf) for j, leaf in enumerate(leaves)]
+                stored = [builder.store(shard.device, f"_o{j}", shard.index, leaf) for j, leaf in enumerate(leaves)]
                 with tf.control_dependencies(stored):
                     counts[shard.index] = tf.shape(leaves[0], out_type=tf.int64)[0]
         if not counts:
@@ -270,11 +262,9 @@ class MapOnly:
         """The outputs as ``Sharded`` arrays (one, or fn's structure of them) on one plan: shard i where input shard i ran."""
         assert program is not None  # never speculative
         built: Built = program.info
-        for earlier in self.built:
-            if earlier is not built:
-                discard(earlier, call.settings.seconds())
-        self.built[:] = [built]
-        counts = [int(value.get(s.index, 0)) for s in plan.shards]
+        if not isinstance(value, Stored):  # no shard had rows: nothing stored
+            value = Stored(value, f"tfmapreduce_{secrets.token_hex(8)}")
+        counts = [int(value.value.get(s.index, 0)) for s in plan.shards]
         available = [Device.parse(d) for d in call.cluster.devices]
         kept = make_plan(builtins.sum(counts), counts, [s.device for s in plan.shards], available)
         leaves = [
@@ -283,7 +273,7 @@ class MapOnly:
                 kept,
                 np.dtype(spec.dtype.as_numpy_dtype),
                 (kept.rows, *spec.shape),
-                f"{built.name}_o{j}",
+                f"{value.name}_o{j}",
                 (_not_rebuildable,) * len(counts),
             )
             for j, spec in enumerate(tf.nest.flatten(built.specs))
@@ -302,31 +292,6 @@ class MapOnly:
         return None
 
 
-def discard(built: Built, timeout: float, failed: Task | None = None) -> None:
-    """Free what an attempt stored on the tasks still live (best effort: a lost task's memory went with it).
-
-    ``failed``: the task the run's error named (dead or hung, not yet marked lost when no retry was left): not
-    waited for again, so a failed run still ends by its deadline.
-    """
-    cluster = built.cluster
-    live = [s for s in built.plan.shards if s.task not in cluster.lost and s.task != failed]
-    if not live or cluster.closed:
-        return
-    graph = tf.Graph()
-    with graph.as_default():
-        ops = []
-        for shard in live:
-            with tf.device(shard.device):
-                for j, spec in enumerate(tf.nest.flatten(built.specs)):
-                    ops.append(destroy_shard(f"{built.name}_o{j}", shard.index, spec.dtype))
-    try:
-        cluster.run(graph, ops, {}, tasks=sorted({s.task for s in live}), timeout=timeout)
-    except TfMapReduceError:
-        pass  # a task lost since: its memory is gone with it
-    finally:
-        cluster.forget(graph)
-
-
 def _run(kind: MapOnly, x: Any, broadcast: Sequence[Any], options: dict[str, Any]) -> Any:
     if not callable(kind.fn):
         raise TypeError(
@@ -336,13 +301,7 @@ def _run(kind: MapOnly, x: Any, broadcast: Sequence[Any], options: dict[str, Any
     settings = RunOptions.of(**options)
     if settings.reducers is not None:
         raise TypeError(f"reducers= applies to keyed jobs only; {kind!r} keeps each shard's rows where it ran")
-    try:
-        return _engine.run(kind, x, settings, broadcast, resident=True)
-    except BaseException as error:
-        failed = getattr(error, "task", None)  # a WorkerTimeoutError's or WorkerUnavailableError's task
-        for built in kind.built:
-            discard(built, effective_timeout(settings.timeout), failed)
-        raise
+    return _engine.run(kind, x, settings, broadcast, resident=True)
 
 
 def map(fn: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = (), **options: Unpack[Options]) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from ._native import kernels
 from ._options import RunOptions
 from ._plan import Plan, Shard
 from ._progress import Counters
+from ._resident import assign_named, assign_shard, named_per_run
 from ._route import visible
 from ._shm import DECODABLE, MIN_BYTES, Mapped, guard, read_returned, write_result
 from ._source import Batches, Sources, Streamed
@@ -51,6 +53,27 @@ class Returned:
 
 
 @attrs.frozen(eq=False)
+class Slot:
+    """A variable a program stores a result's shard into, named by each run (:meth:`Builder.store`)."""
+
+    placeholder: tf.Tensor | None
+    """Fed with the variable's serialized handle (``_resident.handle``); None where the name is in the graph."""
+    device: str
+    suffix: str
+    """The variable's container is the run's name followed by this."""
+    index: int
+    dtype: tf.DType
+
+
+@attrs.frozen
+class Stored:
+    """What a run of a program with slots fetched, and the name it stored its result under (a new one each run)."""
+
+    value: Any
+    name: str
+
+
+@attrs.frozen(eq=False)
 class Program:
     """A compiled run: the graph, what to fetch and feed, the tasks it uses, and what the kind needs to finish."""
 
@@ -73,6 +96,10 @@ class Program:
     """The results written into files the client maps (see :meth:`Builder.returned`)."""
     counters: Counters | None = None
     """The rows its shards have mapped, counted in the run (see ``_progress``); None where it counts nothing."""
+    slots: tuple[Slot, ...] = ()
+    """Where it stores a result that stays on the devices (a run then gives a :class:`Stored`)."""
+    named: str | None = None
+    """The name of what it stores where the name is in the graph (a program for one run alone; a run gives a Stored)."""
 
     @property
     def staged(self) -> bool:
@@ -131,6 +158,9 @@ class Builder:
     returns: list[Returned] = attrs.field(factory=list)
     counters: Counters | None = None
     """Where the run counts its shards' mapped rows (:meth:`batches` and :meth:`mapped`); None: it counts nothing."""
+    slots: list[Slot] = attrs.field(factory=list)
+    named: str | None = None
+    """The name of what a program for one run alone stores (on devices whose variables are named in the graph)."""
     _open: dict[int, tuple[Any, list[Any]]] = attrs.field(factory=dict)  # shard → (its start clock, its mapped tensors)
 
     @classmethod
@@ -178,6 +208,21 @@ class Builder:
         pieces = list(src.batches(shard, batch_rows))
         counters = self.counters
         return pieces if counters is None else [counters.streamed(shard, p) for p in pieces]
+
+    def store(self, device: str, suffix: str, index: int, value: tf.Tensor) -> tf.Operation:
+        """On ``device``: keep ``value`` as shard ``index`` of the container ``<the run's name><suffix>``, which a
+        ``Sharded`` of that name reads.  On CPUs each run gets a new name (``_engine``), so the program is built once
+        however many results it keeps; elsewhere the name is in the graph, and the kind builds a program per run
+        (its ``variant`` is None where ``_resident.named_per_run`` is False)."""
+        if not named_per_run([device]):
+            if self.named is None:
+                self.named = f"tfmapreduce_{secrets.token_hex(8)}"
+            self.slots.append(Slot(None, device, suffix, index, value.dtype))
+            with tf.device(device):
+                return assign_shard(self.named + suffix, index, value)
+        placeholder, stored = assign_named(device, value)
+        self.slots.append(Slot(placeholder, device, suffix, index, value.dtype))
+        return stored
 
     def fetched(self, value: Any, device: str) -> Any:
         """What to fetch for ``value``, a structure of results made on ``device``: each tensor itself, or where the
@@ -233,6 +278,8 @@ class Builder:
             info,
             tuple(self.returns),
             self.counters,
+            tuple(self.slots),
+            self.named,
         )
 
 
