@@ -17,7 +17,6 @@ any output row, checks the rows it would make against its memory budget.
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
@@ -40,7 +39,7 @@ from ._native import kernels
 from ._options import RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
-from ._resident import Sharded, assign_shard, scatter
+from ._resident import Sharded, named_per_run, scatter
 from ._sides import Side, stacked
 from ._source import Input, Sources, streamed
 from ._strings import Encoding, decode_keys
@@ -166,7 +165,9 @@ class Join:
         return JoinPlan(shards, self.how, strategy, reducers, sizes, small)
 
     def variant(self, plan: JoinPlan, call: Call) -> Hashable | None:
-        return None if call.resident else ()  # a resident result's variables are named in its graph
+        if call.resident and not named_per_run(_part_devices(plan)):
+            return None  # kept on GPUs: named in the graph, built for each run (Builder.store)
+        return (call.resident,)
 
     def build(self, builder: Builder, plan: JoinPlan, call: Call) -> Program:
         native = kernels() if available(call.cluster, call.settings.seconds()) else None
@@ -176,15 +177,14 @@ class Join:
         if not call.resident:
             fetched = [builder.fetched(columns, d) for d, columns in zip(_part_devices(plan), outputs, strict=True)]
             return builder.program(fetched, plan.tasks)
-        name = f"tfmapreduce_{secrets.token_hex(8)}"
         counts = []
         for p, (device, columns) in enumerate(zip(_part_devices(plan), outputs, strict=True)):
             with tf.device(device), tf.name_scope(f"keep{p}"):
-                stored = [assign_shard(f"{name}_c{j}", p, column) for j, column in enumerate(columns)]
+                stored = [builder.store(device, f"_c{j}", p, column) for j, column in enumerate(columns)]
                 with tf.control_dependencies(stored):
                     counts.append(tf.size(columns[0], tf.int64))
         dtypes = tuple((c.dtype, tuple(c.shape[1:].as_list())) for c in outputs[0])
-        return builder.program(counts, plan.tasks, (name, dtypes))
+        return builder.program(counts, plan.tasks, dtypes)
 
     def _by_reducer(self, pieces: dict[int, list[Any]], plan: JoinPlan, call: Call, native: Any) -> list[Any]:
         """Hash: each piece split by key hash, reducer r joining bucket r of both sides; co-partitioned: shard r of each."""
@@ -278,8 +278,8 @@ class Join:
         devices = _part_devices(plan)
         if call.resident:
             assert program is not None
-            name, dtypes = program.info
-            counts = [int(n) for n in value]
+            dtypes = program.info
+            counts = [int(n) for n in value.value]
             available = [Device.parse(d) for d in call.cluster.devices]
             where = make_plan(sum(counts), counts, devices, available)
             columns = [
@@ -288,7 +288,7 @@ class Join:
                     where,
                     np.dtype(object) if t == tf.string else np.dtype(t.as_numpy_dtype),
                     (where.rows, *shape),
-                    f"{name}_c{j}",
+                    f"{value.name}_c{j}",
                     (_lost,) * len(counts),
                 )
                 for j, (t, shape) in enumerate(dtypes)

@@ -20,7 +20,7 @@ Ties break by row, so a key held by many rows spreads over several ranges and th
 from __future__ import annotations
 
 import secrets
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any, ClassVar
 
 import attrs
@@ -29,10 +29,8 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from . import _engine
-from ._cluster import Cluster
-from ._deadline import effective_timeout
 from ._device import Device
-from ._errors import InputError, JobError, ShardLostError, TfMapReduceError
+from ._errors import InputError, JobError, ShardLostError
 from ._grouping import argsort
 from ._kernels import available
 from ._keyed_input import keyed_sources
@@ -40,8 +38,8 @@ from ._keyed_plan import resolve_reducers
 from ._native import kernels
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
-from ._program import Builder, Call, Program, Ready
-from ._resident import Sharded, assign_shard, destroy_shard
+from ._program import Builder, Call, Program, Ready, Stored
+from ._resident import Sharded, named_per_run
 from ._source import Sources, streamed
 from ._task import Task
 
@@ -152,13 +150,9 @@ class Sort:
     argument: str = "x"
     """``"x"`` (sort: the values alone) or ``"keys"`` (sort_by_key: the first input's keys order the others); names
     the keys in messages."""
-    name: str = attrs.field(factory=lambda: f"tfmapreduce_{secrets.token_hex(8)}")
-    """The prefix of the resource containers of the result: source ``j`` is ``{name}_s{j}``, range ``r`` in it ``shard{r}``."""
     ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "sort"
-    built: list[tuple[SortPlan, Call]] = attrs.field(factory=list)
-    """The plan and call of every attempt (a retried run builds again): what to free if a run fails."""
 
     def __repr__(self) -> str:
         return f"sort(descending={self.descending})"
@@ -199,11 +193,11 @@ class Sort:
         return SortPlan(shards, resolve_reducers(call.settings.reducers, shards, call.cluster))
 
     def variant(self, plan: SortPlan, call: Call) -> Hashable | None:
-        return None  # its variables are named in its graph: built for each run
+        return () if named_per_run(plan.reducers) else None  # on GPUs: named in the graph, built for each run
 
     def build(self, builder: Builder, plan: SortPlan, call: Call) -> Program:
-        """Sample, choose the splitters, partition every shard into ranges, sort each range on its reducer, keep it."""
-        self.built.append((plan, call))
+        """Sample, choose the splitters, partition every shard into ranges, sort each range on its reducer, keep it
+        (source ``j``'s range ``r`` as shard ``r`` of the container ``{the run's name}_s{j}``)."""
         native = kernels() if available(call.cluster, call.settings.seconds()) else None
         ranges = len(plan.reducers)
         full = [s for s in plan.plan.shards if s.rows > 0]
@@ -250,23 +244,20 @@ class Sort:
                     continue
                 columns = [tf.concat([pieces[s.index][j][r] for s in full], 0) for j in range(len(call.srcs))]
                 order = argsort(order_key(columns[0], self.descending), native)
-                stored = [assign_shard(f"{self.name}_s{j}", r, tf.gather(c, order)) for j, c in enumerate(columns)]
+                stored = [builder.store(device, f"_s{j}", r, tf.gather(c, order)) for j, c in enumerate(columns)]
                 with tf.control_dependencies(stored):
                     counts.append(tf.size(order, out_type=tf.int64))
         return builder.program(counts, plan.tasks)
 
     def finish(self, value: Any, program: Program | None, plan: SortPlan, call: Call) -> Any:
-        """One ``Sharded`` per source on one plan: range r on reducer r.  Earlier attempts' ranges elsewhere are freed."""
-        counts = [int(n) for n in value]
-        kept = {(r, d) for r, d in enumerate(plan.reducers)}
-        for earlier, _ in self.built:
-            gone = [(r, d) for r, d in enumerate(earlier.reducers) if (r, d) not in kept]
-            discard(call.cluster, self.name, call.srcs, gone, call.settings.seconds())
-        self.built.clear()
+        """One ``Sharded`` per source on one plan: range r on reducer r."""
+        if not isinstance(value, Stored):  # no row to sort: nothing stored
+            value = Stored(value, f"tfmapreduce_{secrets.token_hex(8)}")
+        counts = [int(n) for n in value.value]
         available = [Device.parse(d) for d in call.cluster.devices]
         result = make_plan(sum(counts), counts, list(plan.reducers), available)
         outputs = tuple(
-            Sharded(call.cluster, result, src.dtype, (result.rows, *src.shape[1:]), f"{self.name}_s{j}", (_lost,) * len(counts))
+            Sharded(call.cluster, result, src.dtype, (result.rows, *src.shape[1:]), f"{value.name}_s{j}", (_lost,) * len(counts))
             for j, src in enumerate(call.srcs)
         )
         return outputs[0] if len(outputs) == 1 else outputs
@@ -280,32 +271,6 @@ def _lost(shard: Shard) -> tf.Tensor:
         f"range {shard.index} of a sorted result is lost with its worker and cannot be rebuilt; sort again",
         shards=(shard.index,),
     )
-
-
-def discard(
-    cluster: Cluster, name: str, srcs: Sources, ranges: Sequence[tuple[int, str]], timeout: float, failed: Task | None = None
-) -> None:
-    """Free the given ranges' variables on the tasks still live (best effort: a lost task's memory went with it).
-
-    ``failed``: the task the run's error named (dead or hung, not yet marked lost when no retry was left): not
-    waited for again, so a failed run still ends by its deadline.
-    """
-    live = [(r, d) for r, d in ranges if Device.parse(d).task not in cluster.lost and Device.parse(d).task != failed]
-    if not live or cluster.closed:
-        return
-    graph = tf.Graph()
-    with graph.as_default():
-        ops = []
-        for r, device in live:
-            with tf.device(device):
-                for j, src in enumerate(srcs):
-                    ops.append(destroy_shard(f"{name}_s{j}", r, tf.as_dtype(src.dtype)))
-    try:
-        cluster.run(graph, ops, {}, tasks=sorted({Device.parse(d).task for _, d in live}), timeout=timeout)
-    except TfMapReduceError:
-        pass  # a task lost since: its memory is gone with it
-    finally:
-        cluster.forget(graph)
 
 
 def sort(x: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> Sharded:
@@ -384,12 +349,4 @@ def _descending(descending: object) -> bool:
 
 
 def _run(kind: Sort, x: Any, options: dict[str, Any]) -> Any:
-    settings = RunOptions.of(**options)
-    try:
-        return _engine.run(kind, x, settings, resident=True)
-    except BaseException as error:
-        failed = getattr(error, "task", None)  # a WorkerTimeoutError's or WorkerUnavailableError's task
-        for plan, call in kind.built:
-            ranges = list(enumerate(plan.reducers))
-            discard(call.cluster, kind.name, call.srcs, ranges, effective_timeout(settings.timeout), failed)
-        raise
+    return _engine.run(kind, x, RunOptions.of(**options), resident=True)
