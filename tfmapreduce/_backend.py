@@ -183,8 +183,14 @@ def list_task_devices(address: str, task: Task, timeout: float) -> list[str]:
     # A host that drops packets (a cut link) used the whole connect timeout: the session gets what is left of it, so a
     # probe of such a task still ends within ``timeout`` (not twice that).
     left = max(0.001, end - time.monotonic())
-    session = tf.compat.v1.Session(f"grpc://{address}", config=session_config([task], left))
+    # A session asked for its devices before its first run is made without its config, so its master would wait for
+    # every task of the cluster (a stopped one too): a first run of a no-op on the task makes it with its device filter.
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(f"/job:{task.job}/task:{task.index}"):
+        noop = tf.no_op()
+    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph, config=session_config([task], left))
     try:
+        session.run(noop)
         return [d.name for d in session.list_devices() if d.name.startswith(prefix)]
     except tf.errors.DeadlineExceededError:
         raise WorkerTimeoutError(

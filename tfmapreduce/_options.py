@@ -74,7 +74,7 @@ class RunOptions:
         >>> RunOptions.of(sise=3)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        TypeError: unknown run option sise=3 (did you mean sizes?); the options are cluster, sizes, devices, ..., speculate
+        TypeError: unknown run option sise=3 (did you mean sizes?); the options are cluster, sizes, devices, ..., progress
     """
 
     cluster: Cluster | None = None
@@ -141,7 +141,7 @@ class RunOptions:
             >>> RunOptions.checked("kmeans", ["iters", "init"], {"iter": 5})  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...
-            TypeError: kmeans() got an unknown keyword iter=5 (did you mean iters?); it accepts iters, init, cluster, ..., speculate
+            TypeError: kmeans() got an unknown keyword iter=5 (did you mean iters?); it accepts iters, init, cluster, ..., progress
         """
         names = [f.name for f in attrs.fields(cls) if f.name != "return_stats"]
         unknown = [name for name in options if name not in (*names, "return_stats")]
