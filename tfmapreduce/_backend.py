@@ -171,8 +171,13 @@ def check_listening(addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT) 
             ) from None
 
 
-def list_task_devices(address: str, task: Task, timeout: float) -> list[str]:
+def list_task_devices(address: str, task: Task, timeout: float, *, first: bool = False) -> list[str]:
     """The full device names of ``task``, asked of that task itself.
+
+    ``first``: the cluster's first listing, when another task may already be stopped.  A session asked for its devices
+    before its first run is made without its config, so its master would wait for every task of the cluster, the
+    stopped one too: a first run of a no-op on the task makes it with its device filter.  (The hang checks of a run
+    leave it out: a second round trip would be one more chance for a slow but live task to miss the probe's deadline.)
 
     Raises:
         WorkerTimeoutError / WorkerUnavailableError: the task does not answer in time.
@@ -183,14 +188,13 @@ def list_task_devices(address: str, task: Task, timeout: float) -> list[str]:
     # A host that drops packets (a cut link) used the whole connect timeout: the session gets what is left of it, so a
     # probe of such a task still ends within ``timeout`` (not twice that).
     left = max(0.001, end - time.monotonic())
-    # A session asked for its devices before its first run is made without its config, so its master would wait for
-    # every task of the cluster (a stopped one too): a first run of a no-op on the task makes it with its device filter.
     graph = tf.Graph()
     with graph.as_default(), tf.device(f"/job:{task.job}/task:{task.index}"):
         noop = tf.no_op()
-    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph, config=session_config([task], left))
+    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph if first else None, config=session_config([task], left))
     try:
-        session.run(noop)
+        if first:
+            session.run(noop)
         return [d.name for d in session.list_devices() if d.name.startswith(prefix)]
     except tf.errors.DeadlineExceededError:
         raise WorkerTimeoutError(
@@ -210,12 +214,15 @@ def list_task_devices(address: str, task: Task, timeout: float) -> list[str]:
         close_in_background(session)
 
 
-def probe(addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT) -> dict[Task, list[str] | ClusterError]:
-    """Ask every task for its devices at once; each answer is a device list or the error it gave."""
+def probe(
+    addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT, *, first: bool = False
+) -> dict[Task, list[str] | ClusterError]:
+    """Ask every task for its devices at once; each answer is a device list or the error it gave (``first``: see
+    :func:`list_task_devices`)."""
 
     def one(task: Task) -> list[str] | ClusterError:
         try:
-            return list_task_devices(addresses[task], task, timeout)
+            return list_task_devices(addresses[task], task, timeout, first=first)
         except ClusterError as e:
             return e
 

@@ -277,7 +277,7 @@ class Cluster:
     def _all_devices(self, timeout: float) -> tuple[str, ...]:
         if self._devices is None:
             self.check_open()
-            answers = _backend.probe({t: self.address(t) for t in self.tasks}, timeout=timeout)
+            answers = _backend.probe({t: self.address(t) for t in self.tasks}, timeout=timeout, first=True)
             errors = [a for a in answers.values() if isinstance(a, ClusterError)]
             if len(errors) == 1:
                 raise errors[0]  # keeps its class (timeout or unavailable) and its .task
