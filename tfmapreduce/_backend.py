@@ -188,12 +188,13 @@ def list_task_devices(address: str, task: Task, timeout: float, *, first: bool =
     # A host that drops packets (a cut link) used the whole connect timeout: the session gets what is left of it, so a
     # probe of such a task still ends within ``timeout`` (not twice that).
     left = max(0.001, end - time.monotonic())
-    graph = tf.Graph()
-    with graph.as_default(), tf.device(f"/job:{task.job}/task:{task.index}"):
-        noop = tf.no_op()
-    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph if first else None, config=session_config([task], left))
+    graph = tf.Graph() if first else None
+    if graph is not None:
+        with graph.as_default(), tf.device(f"/job:{task.job}/task:{task.index}"):
+            noop = tf.no_op()
+    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph, config=session_config([task], left))
     try:
-        if first:
+        if graph is not None:
             session.run(noop)
         return [d.name for d in session.list_devices() if d.name.startswith(prefix)]
     except tf.errors.DeadlineExceededError:

@@ -209,8 +209,8 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
         else:
             feed = staging.feed_dict((f.placeholder, srcs[f.source].feed(f.shard), f.staged) for f in program.feeds)
         feed.update(zip(program.broadcast, call.values, strict=True))
-        name = None  # where the run keeps its result: a new name each run, or the one in a program built for this run
-        if program.slots:
+        name = None  # where a resident run keeps its result: a new name each run, or the one of a program built for it
+        if call.resident:
             name = program.named or f"tfmapreduce_{secrets.token_hex(8)}"
             feed.update(
                 {

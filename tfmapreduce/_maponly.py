@@ -13,7 +13,6 @@ Output shard ``i`` lives where input shard ``i`` was mapped, so the result is re
 from __future__ import annotations
 
 import builtins
-import secrets
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar
 
@@ -29,7 +28,7 @@ from ._keyed_input import keyed_sources
 from ._mapfn import call_map, callable_name, describe, where
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
-from ._program import Builder, Call, Program, Ready, Stored
+from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run
 from ._source import Batches, Sources, streamed
 
@@ -262,8 +261,6 @@ class MapOnly:
         """The outputs as ``Sharded`` arrays (one, or fn's structure of them) on one plan: shard i where input shard i ran."""
         assert program is not None  # never speculative
         built: Built = program.info
-        if not isinstance(value, Stored):  # no shard had rows: nothing stored
-            value = Stored(value, f"tfmapreduce_{secrets.token_hex(8)}")
         counts = [int(value.value.get(s.index, 0)) for s in plan.shards]
         available = [Device.parse(d) for d in call.cluster.devices]
         kept = make_plan(builtins.sum(counts), counts, [s.device for s in plan.shards], available)

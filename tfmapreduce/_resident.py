@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 from collections.abc import Callable, Hashable, Sequence
@@ -257,28 +258,23 @@ def handle(device: str, container: str, index: int, dtype: tf.DType) -> bytes:
     return bytes(tensor.SerializeToString())
 
 
-_TEMPLATE: list[bytes] = []
-
-
+@functools.cache
 def _template() -> bytes:
     """A variable's handle as this TensorFlow serializes it (its type's hash and name), made once per process."""
-    if not _TEMPLATE:
-        from tensorflow.core.framework import tensor_pb2
+    from tensorflow.core.framework import tensor_pb2
 
-        graph = tf.Graph()
-        with graph.as_default(), tf.device("/device:CPU:0"):
-            var = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=tf.TensorShape(None), shared_name="template")
-            serialized = tf.io.serialize_tensor(var)
-        with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(device_count={"GPU": 0})) as session:
-            content = tensor_pb2.TensorProto.FromString(session.run(serialized)).tensor_content
-        length, start = 0, 0
-        while True:  # the varint length that prefixes the handle
-            length |= (content[start] & 0x7F) << (7 * start)
-            start += 1
-            if content[start - 1] < 0x80:
-                break
-        _TEMPLATE.append(bytes(content[start : start + length]))
-    return _TEMPLATE[0]
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/device:CPU:0"):
+        var = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=tf.TensorShape(None), shared_name="template")
+        serialized = tf.io.serialize_tensor(var)
+    with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(device_count={"GPU": 0})) as session:
+        content = tensor_pb2.TensorProto.FromString(session.run(serialized)).tensor_content
+    length, start = 0, 0
+    while True:  # the varint length that prefixes the handle
+        length |= (content[start] & 0x7F) << (7 * start)
+        start += 1
+        if content[start - 1] < 0x80:
+            return bytes(content[start : start + length])
 
 
 def _varint(n: int) -> bytes:

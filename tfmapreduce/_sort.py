@@ -19,7 +19,6 @@ Ties break by row, so a key held by many rows spreads over several ranges and th
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Hashable
 from typing import Any, ClassVar
 
@@ -38,7 +37,7 @@ from ._keyed_plan import resolve_reducers
 from ._native import kernels
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard, make_plan
-from ._program import Builder, Call, Program, Ready, Stored
+from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run
 from ._source import Sources, streamed
 from ._task import Task
@@ -251,8 +250,6 @@ class Sort:
 
     def finish(self, value: Any, program: Program | None, plan: SortPlan, call: Call) -> Any:
         """One ``Sharded`` per source on one plan: range r on reducer r."""
-        if not isinstance(value, Stored):  # no row to sort: nothing stored
-            value = Stored(value, f"tfmapreduce_{secrets.token_hex(8)}")
         counts = [int(n) for n in value.value]
         available = [Device.parse(d) for d in call.cluster.devices]
         result = make_plan(sum(counts), counts, list(plan.reducers), available)
