@@ -28,7 +28,7 @@ PUBLIC = {
     "KeyedPlan", "KeyedResult", "KeyedSharded", "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key",
     "variance_by_key", "var_by_key", "std_by_key",
     # group jobs
-    "per_group", "median_by_key", "quantile_by_key", "top_k_by_key", "count_distinct_by_key", "collect_by_key", "ReducerMemoryError",
+    "per_group", "RaggedSharded", "median_by_key", "quantile_by_key", "top_k_by_key", "count_distinct_by_key", "collect_by_key", "ReducerMemoryError",
     # order
     "sort", "sort_by_key", "quantile", "percentile", "median",
     # joins

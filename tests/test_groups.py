@@ -137,16 +137,30 @@ def test_files_read_on_the_workers_group_in_batches(cluster: tmr.LocalCluster, t
         np.testing.assert_array_equal(got["all"], np.sort(expected[key]))
 
 
-def test_resident_keeps_dense_results_on_the_reducers(cluster: tmr.LocalCluster) -> None:
+def test_resident_keeps_dense_and_ragged_results_on_the_reducers(cluster: tmr.LocalCluster) -> None:
     keys, values = np.array([4, 1, 4, 4, 2]), np.array([1.0, 2.0, 3.0, 5.0, 4.0])
     with tmr.median_by_key(keys, values, cluster=cluster, resident=True, reducers=2) as kept:
         assert isinstance(kept, tmr.KeyedSharded)
         assert kept.gather().to_dict() == {1: 2.0, 2: 4.0, 4: 3.0}
         assert float(tmr.sum(kept.values)) == 9.0  # a second job over the medians, in place
-    with tmr.top_k_by_key(keys, values, 2, cluster=cluster, resident=True) as top:
-        padded, count = top.gather().values
-        assert padded.tolist() == [[2.0, 0.0], [4.0, 0.0], [5.0, 3.0]]
-        assert count.tolist() == [1, 1, 2]
+    with tmr.top_k_by_key(keys, values, 2, cluster=cluster, resident=True, reducers=3) as top:
+        assert isinstance(top.values, tmr.RaggedSharded)
+        assert {k: v.tolist() for k, v in top.gather()} == {1: [2.0], 2: [4.0], 4: [5.0, 3.0]}
+        assert int(tmr.sum(top.values.row_lengths)) == 4
+        assert float(tmr.sum(top.values.flat_values)) == 14.0
+        with pytest.raises(TypeError, match=r"tmr.write_csv takes one row per key.*RaggedSharded"):
+            tmr.write_csv(top, "unused")
+    nested = tmr.per_group(lambda k, v: {"all": v["x"], "n": v["x"].row_lengths()}, sort_values=True)
+    job = tmr.MapReduce(lambda k, v: (k, {"x": v}), nested, by_key=True)
+    with job.run((keys, values), cluster=cluster, resident=True, reducers=2) as kept:  # a ragged leaf beside a dense one
+        got = kept.gather()
+        assert {k: v.tolist() for k, v in zip(got.keys, got.values["all"], strict=True)} == {
+            1: [2.0],
+            2: [4.0],
+            4: [1.0, 3.0, 5.0],
+        }
+        assert got.values["n"].tolist() == [1, 1, 3]
+    kept.delete()  # twice is safe
 
 
 # --------------------------------------------------------------------------- recipes vs numpy
@@ -348,7 +362,6 @@ def test_a_partition_over_budget_is_refused_before_it_travels(cluster: tmr.Local
         (lambda c: tmr.median_by_key([1.5], [1.0], cluster=c), tmr.InputError, r"keys have dtype float64"),
         (lambda c: tmr.collect_by_key(["a"], ["b"], sort_values=True, cluster=c), tmr.MapFunctionError, r"string.*cannot be sorted in the graph"),
         (lambda c: tmr.collect_by_key([1], [True], sort_values=True, cluster=c), tmr.MapFunctionError, r"bool.*cannot be sorted"),
-        (lambda c: tmr.collect_by_key([1], [1.0], cluster=c, resident=True), TypeError, r"resident=True keeps one dense row per key.*RaggedTensor"),
         (lambda c: tmr.per_group(3), TypeError, r"fn must be a callable"),
         (lambda c: tmr.per_group(len, max_bytes=0), ValueError, r"max_bytes must be None .* or an int ≥ 1"),
         (lambda c: tmr.MapReduce(_pair, tmr.per_group(len)), TypeError, r"group reducer .* by_key=True"),

@@ -47,6 +47,7 @@ from ._join_result import JoinResult as JoinResult
 from ._keyed_plan import KeyedPlan as KeyedPlan
 from ._keyed_result import KeyedResult as KeyedResult
 from ._keyed_sharded import KeyedSharded as KeyedSharded
+from ._keyed_sharded import RaggedSharded as RaggedSharded
 from ._local import LocalCluster as LocalCluster
 from ._maponly import filter as filter
 from ._maponly import map as map

@@ -56,34 +56,63 @@ def _run(key: tuple[Hashable, ...], form: GroupForm, keys: Any, values: Any, res
 # --------------------------------------------------------------------------- quantiles
 
 
+def _interpolated(h: tf.Tensor, a: tf.Tensor, b: tf.Tensor, method: str) -> tf.Tensor:
+    """``np.quantile``'s answer at virtual index ``h`` = (n - 1)·q from ``a``, the value of rank floor(h), and ``b``, the
+    value of rank floor(h) + 1 (the last where there is none)."""
+    below = tf.math.floor(h)
+    if method == "lower":
+        return a
+    if method in ("higher", "nearest"):
+        up = tf.math.ceil(h) if method == "higher" else tf.math.round(h)  # round: half to even, as numpy
+        return tf.where(up > below, b, a)
+    half, zero = tf.constant(0.5, tf.float64), tf.constant(0.0, tf.float64)
+    gamma = h - below if method == "linear" else tf.where(tf.math.ceil(h) > below, half, zero)
+    a, b = tf.cast(a, tf.float64), tf.cast(b, tf.float64)
+    d = b - a
+    return tf.where(gamma >= 0.5, b - d * (1 - gamma), a + d * gamma)  # numpy's _lerp
+
+
+def _with_nan(result: tf.Tensor, largest: tf.Tensor) -> tf.Tensor:
+    """A key whose largest value (sorted last) is NaN has NaN quantiles, as in numpy."""
+    if not largest.dtype.is_floating:
+        return result
+    return tf.where(tf.math.is_nan(largest)[:, None], tf.constant(np.nan, result.dtype), result)
+
+
 def _quantiles(keys: tf.Tensor, values: tf.RaggedTensor, q: tuple[float, ...], method: str, scalar: bool) -> tf.Tensor:
     """Each row's quantiles ``q`` as ``np.quantile(row, q, method=method)`` computes them; rows sorted ascending, NaN last."""
     flat, splits = values.flat_values, values.row_splits
     last = values.row_lengths() - 1
     h = tf.cast(last, tf.float64)[:, None] * tf.constant(q, tf.float64)[None, :]  # numpy's virtual index (n - 1)·q
-
-    def at(index: tf.Tensor) -> tf.Tensor:
-        index = tf.clip_by_value(index, tf.zeros_like(index), tf.broadcast_to(last[:, None], tf.shape(index)))
-        return tf.gather(flat, splits[:-1, None] + index)
-
-    below = tf.math.floor(h)
-    if method in ("lower", "higher", "nearest"):
-        rounded = {"lower": below, "higher": tf.math.ceil(h), "nearest": tf.math.round(h)}[method]  # round: half to even
-        result = at(tf.cast(rounded, tf.int64))
-    else:
-        gamma = (
-            h - below
-            if method == "linear"
-            else tf.where(tf.math.ceil(h) > below, tf.constant(0.5, tf.float64), tf.constant(0.0, tf.float64))
-        )
-        a = tf.cast(at(tf.cast(below, tf.int64)), tf.float64)
-        b = tf.cast(at(tf.cast(below, tf.int64) + 1), tf.float64)
-        d = b - a
-        result = tf.where(gamma >= 0.5, b - d * (1 - gamma), a + d * gamma)  # numpy's _lerp
-    if flat.dtype.is_floating:  # a row with a NaN (sorted last) has NaN quantiles, as numpy
-        nan = tf.math.is_nan(tf.gather(flat, tf.maximum(splits[1:] - 1, 0)))[:, None]
-        result = tf.where(nan, tf.constant(np.nan, result.dtype), result)
+    below = tf.cast(tf.math.floor(h), tf.int64)
+    a = tf.gather(flat, splits[:-1, None] + below)
+    b = tf.gather(flat, splits[:-1, None] + tf.minimum(below + 1, last[:, None]))
+    result = _with_nan(_interpolated(h, a, b, method), tf.gather(flat, tf.maximum(splits[1:] - 1, 0)))
     return result[:, 0] if scalar else result
+
+
+SELECTABLE = {tf.int32: tf.int32, tf.int64: tf.int64, tf.float32: tf.float32, tf.float64: tf.float64, tf.int8: tf.int32,
+              tf.int16: tf.int32, tf.uint8: tf.int32, tf.uint16: tf.int32, tf.uint32: tf.int64, tf.float16: tf.float32,
+              tf.bfloat16: tf.float32}  # fmt: skip
+"""The value dtypes ``TmrSelectByKey`` selects in, by the dtype each is widened to (exactly)."""
+
+
+def _selected(
+    keys: tf.Tensor, values: Any, native: Any, q: tuple[float, ...], method: str, scalar: bool
+) -> tuple[tf.Tensor, tf.Tensor] | None:
+    """:func:`_quantiles` of a reducer's rows without sorting them: each key's ranks selected in place by the native
+    kernel (``TmrSelectByKey``) — integer keys and 1-D numeric values; None otherwise."""
+    if keys.dtype not in (tf.int32, tf.int64) or not isinstance(values, tf.Tensor) or values.shape.rank != 1:
+        return None
+    wide = SELECTABLE.get(values.dtype)
+    if wide is None:
+        return None
+    fractions = tf.constant(q, tf.float64)
+    distinct, counts, low, high, top = native.tmr_select_by_key(keys, tf.cast(values, wide), fractions)
+    h = tf.cast(counts - 1, tf.float64)[:, None] * fractions[None, :]
+    low, high = tf.cast(low, values.dtype), tf.cast(high, values.dtype)
+    result = _with_nan(_interpolated(h, low, high, method), top)
+    return distinct, result[:, 0] if scalar else result
 
 
 def _check_q(q: object) -> tuple[tuple[float, ...], bool]:
@@ -137,7 +166,8 @@ def quantile_by_key(
         raise ValueError(f"method must be one of {', '.join(repr(m) for m in METHODS)} (as np.quantile), got {method!r}")
     _check_values(values, "quantile_by_key")
     fn = functools.partial(_quantiles, q=qs, method=method, scalar=scalar)
-    form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes))
+    select = functools.partial(_selected, q=qs, method=method, scalar=scalar)
+    form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), select=select)
     return _run(("quantile_by_key", qs, method, scalar), form, keys, values, resident, options)
 
 
@@ -156,7 +186,7 @@ def median_by_key(
 # --------------------------------------------------------------------------- top k
 
 
-def _top_k(keys: tf.Tensor, values: tf.RaggedTensor, k: int, largest: bool, padded: bool = False) -> Any:
+def _top_k(keys: tf.Tensor, values: tf.RaggedTensor, k: int, largest: bool) -> tf.RaggedTensor:
     """Each row's ``k`` largest (or smallest) values, largest first (smallest first); rows sorted ascending."""
     splits = values.row_splits
     take = tf.minimum(values.row_lengths(), k)
@@ -164,10 +194,7 @@ def _top_k(keys: tf.Tensor, values: tf.RaggedTensor, k: int, largest: bool, padd
     row = row_ids(top_splits)
     j = tf.range(top_splits[-1]) - tf.gather(top_splits, row)  # 0..take-1 within each row
     offsets = tf.gather(splits[1:] - 1, row) - j if largest else tf.gather(splits[:-1], row) + j
-    top = tf.RaggedTensor.from_row_splits(tf.gather(values.flat_values, offsets), top_splits, validate=False)
-    if not padded:
-        return top
-    return top.to_tensor(shape=[None, k]), take
+    return tf.RaggedTensor.from_row_splits(tf.gather(values.flat_values, offsets), top_splits, validate=False)
 
 
 def _top_k_pre(keys: tf.Tensor, values: tf.Tensor, native: Any, k: int, largest: bool) -> tuple[tf.Tensor, tf.Tensor]:
@@ -190,8 +217,8 @@ def top_k_by_key(
 
     The result holds one numpy array per key (``result[key]``); NaN sorts above every number, as
     in ``np.sort``.  Each batch and task keeps only its top ``k`` per key before the shuffle, so at
-    most ``k`` values per key and task travel.  With ``resident=True`` (which keeps dense rows), the
-    values are ``(top, count)``: ``top`` of shape (keys, k), padded with zeros past ``count``.
+    most ``k`` values per key and task travel.  With ``resident=True`` the values stay on the reducers
+    as a [`RaggedSharded`][tfmapreduce.RaggedSharded].
 
     Args:
         keys, values, resident, max_bytes, **options: as for [`quantile_by_key`][tfmapreduce.quantile_by_key].
@@ -212,10 +239,10 @@ def top_k_by_key(
         raise TypeError(f"largest must be True or False, got {type(largest).__name__} {largest!r}")
     _check_values(values, "top_k_by_key")
     k, largest, resident = int(k), bool(largest), bool(resident)
-    fn = functools.partial(_top_k, k=k, largest=largest, padded=resident)
+    fn = functools.partial(_top_k, k=k, largest=largest)
     pre = functools.partial(_top_k_pre, k=k, largest=largest)
     form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), precombine=pre)
-    return _run(("top_k_by_key", k, largest, resident), form, keys, values, resident, options)
+    return _run(("top_k_by_key", k, largest), form, keys, values, resident, options)
 
 
 # --------------------------------------------------------------------------- distinct values and collections
@@ -296,7 +323,8 @@ def collect_by_key(
     Without ``sort_values`` a key's values come in no guaranteed order; with it, ascending (NaN last).
     ``result.values`` is an object array of those arrays; their concatenation, ``np.concatenate(result.values)``,
     and their lengths, ``np.fromiter(map(len, result.values), np.int64, len(result))``, are the flat values
-    and row lengths.  The result is fetched (ragged rows cannot stay resident).
+    and row lengths.  With ``resident=True`` the values stay on the reducers as a
+    [`RaggedSharded`][tfmapreduce.RaggedSharded] (flat values and row lengths).
 
     Args:
         keys, max_bytes, **options: as for [`quantile_by_key`][tfmapreduce.quantile_by_key].

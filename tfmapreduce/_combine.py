@@ -70,6 +70,9 @@ class GroupForm:
     precombine: Callable[[tf.Tensor, Any, Any], tuple[tf.Tensor, Any]] | None = None
     """(keys, values, native kernels or None) → (keys, values) of the same result, applied map-side; None: every row
     travels."""
+    select: Callable[[tf.Tensor, Any, Any], tuple[tf.Tensor, Any] | None] | None = None
+    """(a reducer's keys and values, native kernels) → (distinct keys, ``fn``'s result) straight from the rows, without
+    grouping them (a recipe's faster path), or None where it does not apply; used only where the native kernels run."""
 
 
 @attrs.frozen

@@ -29,7 +29,7 @@ from ._grouping import SORTABLE, available_memory, grouped, nbytes
 from ._kernels import available
 from ._keyed_map import ByKey, MapSide, Part, map_shards, mismatch, split
 from ._keyed_plan import KeyedPlan
-from ._keyed_result import sorted_result
+from ._keyed_result import rows, sorted_result
 from ._keyed_sharded import Built, keep, keep_fetch
 from ._mapfn import callable_name, describe, first_line
 from ._native import kernels
@@ -67,13 +67,11 @@ def map_side(form: GroupForm, native: Any) -> MapSide:
 
 @attrs.frozen
 class GroupBuilt:
-    """What a group program's finish needs: the keyed build (dtypes, resident name) and which result leaves are ragged."""
+    """What a group program's finish needs: the keyed build (dtypes, which result leaves are ragged) and the structure."""
 
     built: Built
     structure: Any
     """The structure of ``fn``'s result (None leaves)."""
-    ragged: tuple[bool, ...]
-    """One per leaf of ``fn``'s result: whether it is a RaggedTensor (fetched as flat values and row splits)."""
 
 
 @attrs.define(eq=False, repr=False)
@@ -120,21 +118,26 @@ class Grouped(ByKey):
                     keys, values = task_buckets[r]
                     sent.append((keys[start:], tf.nest.map_structure(lambda t, at=start: t[at:], values)))
             with tf.device(device), tf.name_scope(f"reducer{r}"):
-                keys, values = grouped(*_concat(sent), sort_values=form.sort_values, native=native)
-                result, shape, ragged = self._call(r, device, keys, values)
+                keys, output = self._reduce(r, device, *_concat(sent), native)
+                result, shape, ragged = self._leaves(r, device, keys, output)
                 outputs.append((tf.identity(keys), result))
         leaves = [leaf[0] if is_ragged else leaf for leaf, is_ragged in zip(outputs[0][1], ragged, strict=True)]
         value_specs = tf.nest.pack_sequence_as(shape, [tf.TensorSpec(t.shape[1:], t.dtype) for t in leaves])
-        built = Built(first[1][0].dtype, value_specs, call.resident)
-        info = GroupBuilt(built, shape, ragged)
+        built = Built(first[1][0].dtype, value_specs, call.resident, ragged)
+        info = GroupBuilt(built, shape)
         if not built.resident:
             return builder.program(outputs, plan.tasks, info)
-        if any(ragged):
-            raise TypeError(
-                f"resident=True keeps one dense row per key, but the per_group fn {callable_name(form.fn)} returns a RaggedTensor "
-                "(rows of varying length); fetch the result (resident=False), or return a padded dense tensor and the row lengths"
+        kept = [
+            (
+                keys,
+                [
+                    tf.RaggedTensor.from_row_splits(*leaf, validate=False) if is_ragged else leaf
+                    for leaf, is_ragged in zip(result, ragged, strict=True)
+                ],
             )
-        return builder.program(keep_fetch(builder, reducers, outputs), plan.tasks, info)
+            for keys, result in outputs
+        ]
+        return builder.program(keep_fetch(builder, reducers, kept), plan.tasks, info)
 
     def _check_sortable(self, first: tuple[Any, Part]) -> None:
         for leaf in tf.nest.flatten(first[1][1]):
@@ -162,18 +165,28 @@ class Grouped(ByKey):
             with tf.control_dependencies([check]):
                 return tf.cast(size > budget, tf.int32)
 
-    def _call(self, r: int, device: str, keys: tf.Tensor, values: Any) -> tuple[list[Any], Any, tuple[bool, ...]]:
-        """``fn`` on reducer ``r``'s groups: its result's leaves (ragged ones as (flat values, row splits)), each checked for
-        one row per key; the result's structure (None leaves); which leaves are ragged."""
-        name = callable_name(self.form.fn)
+    def _reduce(self, r: int, device: str, keys: tf.Tensor, values: Any, native: Any) -> tuple[tf.Tensor, Any]:
+        """Reducer ``r``'s distinct keys and ``fn``'s result: the form's ``select`` straight from the rows where it applies,
+        else ``fn`` over the rows grouped by key."""
+        form = self.form
+        if native is not None and form.select is not None:
+            selected = form.select(keys, values, native)
+            if selected is not None:
+                return selected
+        keys, values = grouped(keys, values, sort_values=form.sort_values, native=native)
         try:
-            output = self.form.fn(keys, values)
+            return keys, form.fn(keys, values)
         except Exception as e:
             raise MapFunctionError(
-                f"the per_group fn {name} raised {type(e).__name__} while traced on reducer {r} ({device}): {first_line(e)}. "
-                "fn is traced once in a graph: build it from TensorFlow ops on its tensors (no .numpy(), no Python if/for on "
-                "tensor values); values is a tf.RaggedTensor with one row per key"
+                f"the per_group fn {callable_name(form.fn)} raised {type(e).__name__} while traced on reducer {r} ({device}): "
+                f"{first_line(e)}. fn is traced once in a graph: build it from TensorFlow ops on its tensors (no .numpy(), no "
+                "Python if/for on tensor values); values is a tf.RaggedTensor with one row per key"
             ) from e
+
+    def _leaves(self, r: int, device: str, keys: tf.Tensor, output: Any) -> tuple[list[Any], Any, tuple[bool, ...]]:
+        """The leaves of ``fn``'s result on reducer ``r`` (ragged ones as (flat values, row splits)), each checked for
+        one row per key; the result's structure (None leaves); which leaves are ragged."""
+        name = callable_name(self.form.fn)
         leaves, ragged, checks = [], [], []
         n = tf.size(keys)
         for leaf in tf.nest.flatten(output):
@@ -215,11 +228,11 @@ class Grouped(ByKey):
             return keep(call.cluster, plan, value, info.built, decode)
         unicode = call.note  # string values come back as str where the job's string input was text (its encoding)
         leaves = []
-        for j, is_ragged in enumerate(info.ragged):
+        for j, is_ragged in enumerate(info.built.ragged):
             parts = [v[j] for _, v in value]
             if is_ragged:
                 flat = _text(np.concatenate([f for f, _ in parts]), unicode)
-                leaves.append(_rows(flat, np.concatenate([np.diff(s) for _, s in parts])))
+                leaves.append(rows(flat, np.concatenate([np.diff(s) for _, s in parts])))
             else:
                 leaves.append(_text(np.concatenate(parts), unicode))
         keys = np.concatenate([np.asarray(k) for k, _ in value])
@@ -260,12 +273,3 @@ def _text(leaf: np.ndarray, unicode: Encoding) -> np.ndarray:
     if leaf.dtype != object:
         return leaf
     return decode_keys(leaf.ravel().tolist(), unicode).reshape(leaf.shape)
-
-
-def _rows(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """A ragged leaf from its flat values and row lengths: an object array of one numpy array per row."""
-    splits = np.concatenate([[0], np.cumsum(lengths)])
-    rows = np.empty(len(lengths), dtype=object)
-    for i in range(len(rows)):
-        rows[i] = flat[splits[i] : splits[i + 1]]
-    return rows

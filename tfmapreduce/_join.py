@@ -513,6 +513,7 @@ def _side(x: Any, argument: str) -> tuple[Sources, int, bool, Encoding, KeyedSha
     if isinstance(x, KeyedSharded):
         keyed = x
         keys, values = x.keys, x.values
+        x.dense(f"tmr.join's {argument}")
     elif isinstance(x, tuple) and len(x) == 2:
         keys, values = x
     else:

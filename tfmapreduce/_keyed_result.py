@@ -158,3 +158,17 @@ def sorted_result(keys: np.ndarray, values: Any, *, decode: Encoding) -> KeyedRe
         keys = decode_keys(keys.tolist(), decode)
     values = tf.nest.map_structure(lambda a: np.asarray(a)[order], values)
     return KeyedResult(keys, values)
+
+
+def rows(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Ragged rows from their flat values and row lengths: an object array of one numpy array per row.
+
+    Example:
+        >>> [r.tolist() for r in rows(np.array([1, 2, 3]), np.array([2, 0, 1]))]
+        [[1, 2], [], [3]]
+    """
+    splits = np.concatenate([[0], np.cumsum(lengths)])
+    out = np.empty(len(lengths), dtype=object)
+    for i in range(len(out)):
+        out[i] = flat[splits[i] : splits[i + 1]]
+    return out

@@ -13,7 +13,7 @@ from ._cluster import Cluster
 from ._device import Device
 from ._errors import ShardLostError
 from ._keyed_plan import KeyedPlan
-from ._keyed_result import KeyedResult, sorted_result
+from ._keyed_result import KeyedResult, rows, sorted_result
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Stored
 from ._resident import Sharded
@@ -36,34 +36,87 @@ class Built:
     """The structure of ``tf.TensorSpec`` (one row) of the finalized values."""
     resident: bool = False
     """Whether a run keeps the result on the reducers (stored in the run's variables) instead of fetching it."""
+    ragged: tuple[bool, ...] = ()
+    """Per leaf of the values: whether it is ragged (rows of varying length; a group job's); none when empty."""
+
+
+@attrs.frozen
+class RaggedSharded:
+    """A resident ragged leaf of a [`KeyedSharded`][tfmapreduce.KeyedSharded]: each key's values, in any number, kept
+    on the key's reducer.
+
+    ``flat_values`` holds every key's values one after another (a reducer's keys in the order of
+    its shard of ``keys``); ``row_lengths`` holds how many each key has, aligned with ``keys``.
+    Both are [`Sharded`][tfmapreduce.Sharded] arrays that later jobs read in place.
+
+    Examples:
+        >>> with tmr.collect_by_key(np.array([1, 2, 1]), np.array([5, 7, 4]), resident=True, cluster=cluster) as r:
+        ...     total, lengths = tmr.sum(r.values.flat_values), tmr.sum(r.values.row_lengths)
+        >>> int(total), int(lengths)
+        (16, 3)
+    """
+
+    flat_values: Sharded
+    """Every key's values, concatenated per reducer."""
+    row_lengths: Sharded
+    """How many values each key has (int64), aligned with the keys."""
+
+    @property
+    def arrays(self) -> tuple[Sharded, Sharded]:
+        """Both arrays (flat values, row lengths)."""
+        return self.flat_values, self.row_lengths
 
 
 def keep_fetch(builder: Builder, reducers: Sequence[str], outputs: Sequence[tuple[tf.Tensor, Any]]) -> list[tf.Tensor]:
     """In the graph being built: each reducer's (keys, values) stored in the run's variables on its device
-    (``{name}_keys``, ``{name}_v{j}``); what to fetch (each reducer's key count, once stored)."""
+    (``{name}_keys``, ``{name}_v{j}``; a ``tf.RaggedTensor`` leaf as its flat values and its row lengths
+    ``{name}_l{j}``); what to fetch: each reducer's key count, then each ragged leaf's value count, once stored."""
     fetch = []
     for r, (device, (keys, values)) in enumerate(zip(reducers, outputs, strict=True)):
         with tf.device(device), tf.name_scope(f"keep{r}"):
             ops = [builder.store(device, "_keys", r, keys)]
-            ops += [builder.store(device, f"_v{j}", r, leaf) for j, leaf in enumerate(tf.nest.flatten(values))]
+            counts = [tf.size(keys, tf.int64)]
+            for j, leaf in enumerate(tf.nest.flatten(values)):
+                if isinstance(leaf, tf.RaggedTensor):
+                    ops += [
+                        builder.store(device, f"_v{j}", r, leaf.flat_values),
+                        builder.store(device, f"_l{j}", r, leaf.row_lengths()),
+                    ]
+                    counts.append(tf.shape(leaf.flat_values, out_type=tf.int64)[0])
+                else:
+                    ops.append(builder.store(device, f"_v{j}", r, leaf))
             with tf.control_dependencies(ops):
-                fetch.append(tf.size(keys))
+                fetch.append(tf.stack(counts))
     return fetch
 
 
 def keep(cluster: Cluster, kplan: KeyedPlan, stored: Stored, built: Built, decode: Encoding) -> KeyedSharded:
-    """The :class:`KeyedSharded` for the variables a resident run filled: one plan, shard r on reducer r."""
-    name, counts = stored.name, [int(n) for n in stored.value]
+    """The :class:`KeyedSharded` for the variables a resident run filled: one plan, shard r on reducer r (a ragged
+    leaf's flat values: a plan of their own on the same reducers)."""
+    name, counts = stored.name, [np.asarray(n).ravel() for n in stored.value]
     available = [Device.parse(d) for d in cluster.devices]
-    plan = make_plan(sum(counts), counts, list(kplan.reducers), available)
     builders = (_not_rebuildable,) * len(counts)
+
+    def plan_of(column: int) -> Plan:
+        rows = [int(c[column]) for c in counts]
+        return make_plan(sum(rows), rows, list(kplan.reducers), available)
+
+    plan = plan_of(0)
     key_dtype = np.dtype(object) if built.key_dtype == tf.string else np.dtype(built.key_dtype.as_numpy_dtype)
     keys = Sharded(cluster, plan, key_dtype, (plan.rows,), f"{name}_keys", builders)
-    leaves = tuple(
-        Sharded(cluster, plan, np.dtype(spec.dtype.as_numpy_dtype), (plan.rows, *spec.shape), f"{name}_v{j}", builders)
-        for j, spec in enumerate(tf.nest.flatten(built.value_specs))
-    )
-    return KeyedSharded(keys, leaves, built.value_specs, decode, name)
+    leaves: list[Sharded | RaggedSharded] = []
+    column = 0
+    for j, spec in enumerate(tf.nest.flatten(built.value_specs)):
+        dtype = np.dtype(object) if spec.dtype == tf.string else np.dtype(spec.dtype.as_numpy_dtype)
+        if built.ragged and built.ragged[j]:
+            column += 1
+            flat = plan_of(column)
+            values = Sharded(cluster, flat, dtype, (flat.rows, *spec.shape), f"{name}_v{j}", builders)
+            lengths = Sharded(cluster, plan, np.dtype(np.int64), (plan.rows,), f"{name}_l{j}", builders)
+            leaves.append(RaggedSharded(values, lengths))
+        else:
+            leaves.append(Sharded(cluster, plan, dtype, (plan.rows, *spec.shape), f"{name}_v{j}", builders))
+    return KeyedSharded(keys, tuple(leaves), built.value_specs, decode, name)
 
 
 @attrs.define(eq=False)
@@ -85,8 +138,9 @@ class KeyedSharded:
 
     keys: Sharded
     """The distinct keys, shard ``r`` on reducer ``r``."""
-    leaves: tuple[Sharded, ...]
-    """The per-key values as Sharded arrays, one per leaf of the combiner's structure, aligned with ``keys``."""
+    leaves: tuple[Sharded | RaggedSharded, ...]
+    """The per-key values, one per leaf of the combiner's structure, aligned with ``keys``: a Sharded array, or for a
+    group job's ragged leaf a :class:`RaggedSharded`."""
     structure: Any
     """The combiner's structure of the values (``tf.TensorSpec`` leaves, one row each)."""
     decode: Encoding
@@ -100,6 +154,16 @@ class KeyedSharded:
         if tf.nest.is_nested(self.structure):
             return tf.nest.pack_sequence_as(self.structure, list(self.leaves))
         return self.leaves[0]
+
+    def dense(self, use: str) -> tuple[Sharded, ...]:
+        """The value leaves, each a Sharded array of one row per key, for ``use`` (what takes them, for the error): a
+        TypeError where a leaf is ragged."""
+        if any(isinstance(leaf, RaggedSharded) for leaf in self.leaves):
+            raise TypeError(
+                f"{use} takes one row per key, but this keyed result holds a ragged leaf (a RaggedSharded: values of varying "
+                "length per key); pass its arrays instead, e.g. (r.keys, r.values.row_lengths), or r.values.flat_values"
+            )
+        return tuple(leaf for leaf in self.leaves if isinstance(leaf, Sharded))
 
     @property
     def plan(self) -> Plan:
@@ -115,14 +179,20 @@ class KeyedSharded:
     def gather(self, *, timeout: float | None = None) -> KeyedResult:
         """The whole result, fetched from the reducers and sorted by key."""
         keys = self.keys.gather(timeout=timeout)
-        gathered = [leaf.gather(timeout=timeout) for leaf in self.leaves]
+        gathered = [
+            rows(leaf.flat_values.gather(timeout=timeout), leaf.row_lengths.gather(timeout=timeout))
+            if isinstance(leaf, RaggedSharded)
+            else leaf.gather(timeout=timeout)
+            for leaf in self.leaves
+        ]
         values = tf.nest.pack_sequence_as(self.structure, gathered) if tf.nest.is_nested(self.structure) else gathered[0]
         return sorted_result(keys, values, decode=self.decode)
 
     def delete(self, *, timeout: float | None = None) -> None:
         """Free the result's memory on the reducers (also of reducers that received no key).  Safe to call twice."""
-        for array in (self.keys, *self.leaves):
-            array.delete(timeout=timeout)
+        for leaf in (self.keys, *self.leaves):
+            for array in leaf.arrays if isinstance(leaf, RaggedSharded) else (leaf,):
+                array.delete(timeout=timeout)
 
     def __enter__(self) -> KeyedSharded:
         return self

@@ -14,6 +14,14 @@
 //   same LSD radix sort (values' digits first, then keys'), moving the rows themselves, not an order to gather
 //   them by; starts[j]: the first sorted row of the j-th distinct key.
 //
+// TmrSelectByKey(keys: K[n], values: V[n], fractions: double[q])
+//     -> (distinct: K[k], counts: int64[k], low: V[k, q], high: V[k, q], top: V[k])
+//   Each distinct key's order statistics, without sorting: its values grouped by key in one counting pass (floats
+//   as integers ordered as numpy sorts them, every NaN last), then selected in place (nth_element).  For fraction f and a
+//   key of c values, h = (c - 1) * f (in double, as numpy's virtual index); low is the value of rank floor(h),
+//   high of rank min(floor(h) + 1, c - 1), and top the key's largest.  Keys come out in ascending order where they
+//   span at most n + 1024 values, else in first-seen order.
+//
 // TmrCheckCancelled()
 //   Fails (Cancelled) once the step it runs in is cancelled (its run given up, or failed elsewhere), else does
 //   nothing: TensorFlow's executor never stops a step between kernels, so the engine runs one of these before
@@ -28,6 +36,8 @@
 //   to find and count the rows, one to fill them.
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -252,6 +262,206 @@ TMR_SORT_PAIRS(int32_t, int64_t)
 TMR_SORT_PAIRS(int64_t, int32_t)
 TMR_SORT_PAIRS(int64_t, int64_t)
 #undef TMR_SORT_PAIRS
+
+REGISTER_OP("TmrSelectByKey")
+    .Input("keys: K")
+    .Input("values: V")
+    .Input("fractions: double")
+    .Output("distinct: K")
+    .Output("counts: int64")
+    .Output("low: V")
+    .Output("high: V")
+    .Output("top: V")
+    .Attr("K: {int32, int64}")
+    .Attr("V: {int32, int64, float, double}")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      auto keys = c->UnknownDim();
+      auto q = c->Dim(c->input(2), 0);
+      c->set_output(0, c->Vector(keys));
+      c->set_output(1, c->Vector(keys));
+      c->set_output(2, c->Matrix(keys, q));
+      c->set_output(3, c->Matrix(keys, q));
+      c->set_output(4, c->Vector(keys));
+      return absl::OkStatus();
+    });
+
+// Dense ids 0, 1, ... of integer keys in first-seen order: open addressing that doubles at half full.
+template <typename K>
+class KeyIds {
+ public:
+  int64_t Id(K key) {
+    uint64_t at = Slot(key);
+    while (slots_[at].second >= 0) {
+      if (slots_[at].first == key) return slots_[at].second;
+      at = (at + 1) & (slots_.size() - 1);
+    }
+    const int64_t id = static_cast<int64_t>(keys_.size());
+    slots_[at] = {key, id};
+    keys_.push_back(key);
+    if (2 * keys_.size() > slots_.size()) Grow();
+    return id;
+  }
+  const std::vector<K>& keys() const { return keys_; }
+
+ private:
+  uint64_t Slot(K key) const {
+    uint64_t x = static_cast<uint64_t>(static_cast<int64_t>(key));
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x & (slots_.size() - 1);
+  }
+  void Grow() {
+    std::vector<std::pair<K, int64_t>> old(2 * slots_.size(), {K(), -1});
+    old.swap(slots_);
+    for (const auto& [key, id] : old) {
+      if (id < 0) continue;
+      uint64_t at = Slot(key);
+      while (slots_[at].second >= 0) at = (at + 1) & (slots_.size() - 1);
+      slots_[at] = {key, id};
+    }
+  }
+  std::vector<std::pair<K, int64_t>> slots_ = std::vector<std::pair<K, int64_t>>(1024, {K(), -1});
+  std::vector<K> keys_;
+};
+
+// A value as a signed integer of its width, ordered as numpy sorts the values (floats: IEEE bits made monotone, one
+// NaN above +inf), and back (every NaN comes back as one NaN).
+template <typename V>
+struct Image {
+  using type = V;
+  static V To(V v) { return v; }
+  static V From(V v) { return v; }
+};
+template <typename F, typename I>
+struct FloatImage {
+  using type = I;
+  static I To(F v) {
+    if (std::isnan(v)) v = std::numeric_limits<F>::quiet_NaN();
+    I bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return bits < 0 ? bits ^ std::numeric_limits<I>::max() : bits;
+  }
+  static F From(I bits) {
+    if (bits < 0) bits ^= std::numeric_limits<I>::max();
+    F v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
+};
+template <>
+struct Image<float> : FloatImage<float, int32_t> {};
+template <>
+struct Image<double> : FloatImage<double, int64_t> {};
+
+template <typename K, typename V>
+class SelectByKeyOp : public OpKernel {
+ public:
+  explicit SelectByKeyOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& key_input = context->input(0);
+    const Tensor& value_input = context->input(1);
+    const Tensor& fraction_input = context->input(2);
+    OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
+                ::tensorflow::errors::InvalidArgument("keys and values must be 1-D, of one length"));
+    OP_REQUIRES(context, fraction_input.dims() == 1, ::tensorflow::errors::InvalidArgument("fractions must be 1-D"));
+    const auto keys = key_input.flat<K>();
+    const auto values_in = value_input.flat<V>();
+    const auto fractions = fraction_input.flat<double>();
+    const int64_t n = keys.size();
+    const int64_t q = fractions.size();
+    // Each row's group: key - min where the keys span at most n + 1024 values (no hash look-up, and the groups come
+    // out in key order), else a dense id in first-seen order.
+    K lowest = n ? keys(0) : K(0), highest = lowest;
+    for (int64_t i = 0; i < n; ++i) {
+      lowest = std::min(lowest, keys(i));
+      highest = std::max(highest, keys(i));
+    }
+    const uint64_t span = static_cast<uint64_t>(highest) - static_cast<uint64_t>(lowest);
+    const bool direct = span <= static_cast<uint64_t>(n + 1024);
+    KeyIds<K> ids;
+    std::vector<int64_t> id;
+    if (!direct) {
+      id.resize(n);
+      for (int64_t i = 0; i < n; ++i) id[i] = ids.Id(keys(i));
+    }
+    const int64_t groups = direct ? (n ? static_cast<int64_t>(span) + 1 : 0) : static_cast<int64_t>(ids.keys().size());
+    const uint64_t base = static_cast<uint64_t>(lowest);
+    auto group_of = [&](int64_t i) -> int64_t {
+      return direct ? static_cast<int64_t>(static_cast<uint64_t>(keys(i)) - base) : id[i];
+    };
+    std::vector<int64_t> start(groups + 1, 0);
+    for (int64_t i = 0; i < n; ++i) ++start[group_of(i) + 1];
+    std::vector<int64_t> present;  // the groups that have rows
+    for (int64_t g = 0; g < groups; ++g) {
+      if (start[g + 1] > 0) present.push_back(g);
+      start[g + 1] += start[g];
+    }
+    using I = typename Image<V>::type;
+    std::vector<I> grouped(n);
+    {
+      std::vector<int64_t> next(start.begin(), start.end() - 1);
+      for (int64_t i = 0; i < n; ++i) grouped[next[group_of(i)]++] = Image<V>::To(values_in(i));
+    }
+    const int64_t k = static_cast<int64_t>(present.size());
+    Tensor *distinct_out, *counts_out, *low_out, *high_out, *top_out;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({k}), &distinct_out));
+    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({k}), &counts_out));
+    OP_REQUIRES_OK(context, context->allocate_output(2, TensorShape({k, q}), &low_out));
+    OP_REQUIRES_OK(context, context->allocate_output(3, TensorShape({k, q}), &high_out));
+    OP_REQUIRES_OK(context, context->allocate_output(4, TensorShape({k}), &top_out));
+    auto distinct = distinct_out->flat<K>();
+    auto counts = counts_out->flat<int64_t>();
+    auto low = low_out->matrix<V>();
+    auto high = high_out->matrix<V>();
+    auto top = top_out->flat<V>();
+    std::vector<int64_t> below(q), ranks;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t g = present[j];
+      I* values = grouped.data() + start[g];
+      const int64_t c = start[g + 1] - start[g];
+      distinct(j) = direct ? static_cast<K>(static_cast<uint64_t>(lowest) + static_cast<uint64_t>(g)) : ids.keys()[g];
+      counts(j) = c;
+      ranks.clear();
+      for (int64_t f = 0; f < q; ++f) {
+        below[f] = std::clamp<int64_t>(static_cast<int64_t>(std::floor(double(c - 1) * fractions(f))), 0, c - 1);
+        ranks.push_back(below[f]);
+        ranks.push_back(std::min(below[f] + 1, c - 1));
+      }
+      std::sort(ranks.begin(), ranks.end());
+      ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+      int64_t from = 0;
+      for (int64_t r : ranks) {  // each rank selected among the values after the previous one (all of them ≥ it)
+        if (r == from) {
+          std::iter_swap(values + r, std::min_element(values + r, values + c));
+        } else {
+          std::nth_element(values + from, values + r, values + c);
+        }
+        from = r + 1;
+      }
+      top(j) = Image<V>::From(*std::max_element(values + ranks.back(), values + c));
+      for (int64_t f = 0; f < q; ++f) {
+        low(j, f) = Image<V>::From(values[below[f]]);
+        high(j, f) = Image<V>::From(values[std::min(below[f] + 1, c - 1)]);
+      }
+    }
+  }
+};
+
+#define TMR_SELECT_BY_KEY(K, V)                                                                                   \
+  REGISTER_KERNEL_BUILDER(                                                                                        \
+      Name("TmrSelectByKey").Device(::tensorflow::DEVICE_CPU).TypeConstraint<K>("K").TypeConstraint<V>("V"),    \
+      SelectByKeyOp<K, V>);
+TMR_SELECT_BY_KEY(int32_t, int32_t)
+TMR_SELECT_BY_KEY(int32_t, int64_t)
+TMR_SELECT_BY_KEY(int32_t, float)
+TMR_SELECT_BY_KEY(int32_t, double)
+TMR_SELECT_BY_KEY(int64_t, int32_t)
+TMR_SELECT_BY_KEY(int64_t, int64_t)
+TMR_SELECT_BY_KEY(int64_t, float)
+TMR_SELECT_BY_KEY(int64_t, double)
+#undef TMR_SELECT_BY_KEY
 
 REGISTER_OP("TmrCheckCancelled").SetIsStateful().SetShapeFn(::tensorflow::shape_inference::NoOutputs);
 

@@ -45,6 +45,8 @@ def buckets(keys: tf.Tensor, reducers: int) -> tf.Tensor:
         return tf.cast(tf.strings.to_hash_bucket_fast(keys, reducers), tf.int32)
     mixed = tf.bitcast(tf.cast(keys, tf.int64), tf.uint64) * tf.constant(GOLDEN, tf.uint64)
     high = tf.cast(tf.bitwise.right_shift(mixed, tf.constant(32, tf.uint64)), tf.int64)
+    if reducers & (reducers - 1) == 0:  # mod a power of two is a mask (int64 floormod is the slowest op here)
+        return tf.cast(tf.bitwise.bitwise_and(high, reducers - 1), tf.int32)
     return tf.cast(tf.math.floormod(high, reducers), tf.int32)
 
 

@@ -229,7 +229,7 @@ def _write(format: Format, data: Any, directory: Any, overwrite: bool, options: 
     if given:
         raise TypeError(f"{format.name}: {', '.join(f'{n}=' for n in given)} do not apply to a write; drop them")
     if isinstance(data, KeyedSharded):
-        data = (data.keys, *data.leaves)
+        data = (data.keys, *data.dense(f"tmr.{format.name}"))
     path, made = prepare(format.name, directory, overwrite)
     kind = Write(format, path, overwrite)
     try:
@@ -250,7 +250,7 @@ def _key_columns(data: Any) -> tuple[str, ...] | None:
     """The default CSV columns of a keyed result: key, then value (value0, value1, ... for several fields)."""
     if not isinstance(data, KeyedSharded):
         return None
-    fields = fields_of([leaf.shape for leaf in data.leaves])
+    fields = fields_of([leaf.shape for leaf in data.dense("tmr.write_csv")])
     return ("key", *(["value"] if fields == 1 else [f"value{i}" for i in range(fields)]))
 
 
