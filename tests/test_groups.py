@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from strategies import draw_keys, examples, size_lists
 
 import tfmapreduce as tmr
-from tfmapreduce._grouping import grouped
+from tfmapreduce import _by_group
+from tfmapreduce._grouping import grouped, string_ranks
 from tfmapreduce._native import kernels
 
 QRTOL = 1e-12
@@ -250,6 +251,33 @@ def test_collect_gives_strings_back_as_they_came(cluster: tmr.LocalCluster) -> N
     assert raw[2].tolist() == [b"x"]
 
 
+STRINGS = ["", "a", "a\x00", "ab", "b", "é", "日本", "z" * 20, "z" * 19 + "\x00", "A"]
+
+
+@settings(max_examples=examples(8))
+@given(data=st.data())
+def test_collect_sorts_string_values_in_byte_order(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
+    """sort_values=True over strings: each key's values in the order numpy sorts their UTF-8 bytes (NUL bytes, unicode,
+    the empty string), by the native kernel and by stock ops (strings keyed by strings too)."""
+    rows = data.draw(st.integers(0, 30))
+    keys = np.array(data.draw(st.lists(st.sampled_from(["k", "", "日"]), min_size=rows, max_size=rows)), dtype=object)
+    values = np.array(data.draw(st.lists(st.sampled_from(STRINGS), min_size=rows, max_size=rows)), dtype=object)
+    result = tmr.collect_by_key(keys, values, sort_values=True, cluster=cluster, **layout(data, rows))
+    expected = {k: sorted(v.tolist(), key=lambda x: x.encode()) for k, v in groups(keys, values).items()}
+    check_keys(result, expected)
+    for key, got in result:
+        assert got.tolist() == expected[key]
+
+
+def test_string_ranks_of_the_stock_ops_equal_the_native_ones() -> None:
+    strings = tf.constant([x.encode() for x in [*STRINGS, *STRINGS[::-1], "\xff"]] + [b"\xff\x00", b"\x00"])
+    expected = {x: i for i, x in enumerate(sorted(set(strings.numpy().tolist())))}
+    want = [expected[x] for x in strings.numpy().tolist()]
+    assert string_ranks(strings, None).numpy().tolist() == want
+    if kernels() is not None:
+        assert string_ranks(strings, kernels()).numpy().tolist() == want
+
+
 def test_collect_keeps_rows_of_2d_values(cluster: tmr.LocalCluster) -> None:
     values = np.arange(12).reshape(6, 2)
     result = tmr.collect_by_key(np.array([1, 2, 1, 1, 2, 1]), values, cluster=cluster, reducers=2)
@@ -288,6 +316,35 @@ def test_native_grouping_of_sorted_values_equals_the_stock_one(data: st.DataObje
         return out
 
     assert by_key(kernels()) == by_key(None)
+
+
+@pytest.mark.skipif(kernels() is None, reason="the native kernels could not be built here")
+@settings(max_examples=examples(25))
+@given(data=st.data())
+def test_native_selection_of_quantiles_equals_the_sorted_one(data: st.DataObject) -> None:
+    """The quantiles by key selected in place (TmrSelectByKey) = those read from each key's sorted values, bit for bit,
+    for every method: keys of a small span (grouped by offset) and of a wide one (hashed), NaN, -0.0, extremes."""
+    dtype = np.dtype(data.draw(st.sampled_from([*SORTED_DTYPES, "uint8"])))
+    rows = data.draw(st.integers(0, 40))
+    pool = data.draw(st.sampled_from([[-3, 0, 2, 7], [-(2**31), -1, 0, 5, 2**31 - 1]]))
+    keys = np.array(data.draw(st.lists(st.sampled_from(pool), min_size=rows, max_size=rows)), dtype=np.int64)
+    keys = keys.astype(data.draw(st.sampled_from([np.int32, np.int64])))
+    if dtype.kind == "f":
+        choices = [np.nan, -np.inf, np.inf, -0.0, 0.0, 1.5, -2.25, float(np.finfo(dtype).max)]
+    else:
+        choices = [int(np.iinfo(dtype).min), 0, 1, 3, int(np.iinfo(dtype).max)]
+    values = tf.constant(np.array(data.draw(st.lists(st.sampled_from(choices), min_size=rows, max_size=rows)), dtype=dtype))
+    q = tuple(data.draw(st.lists(st.floats(0, 1), min_size=1, max_size=3)))
+    method = data.draw(st.sampled_from(_by_group.METHODS))
+    distinct, selected = _by_group._selected(tf.constant(keys), values, kernels(), q, method, scalar=False)
+    ids, rows_of = grouped(tf.constant(keys), values, sort_values=True)
+    read = _by_group._quantiles(ids, rows_of, q, method, scalar=False)
+    assert selected.dtype == read.dtype
+    mine = dict(zip(distinct.numpy().tolist(), selected.numpy().tolist(), strict=True))
+    theirs = dict(zip(ids.numpy().tolist(), read.numpy().tolist(), strict=True))
+    assert mine.keys() == theirs.keys()
+    for key, got in mine.items():
+        np.testing.assert_array_equal(got, theirs[key], err_msg=repr(key))
 
 
 # --------------------------------------------------------------------------- skew
@@ -360,7 +417,6 @@ def test_a_partition_over_budget_is_refused_before_it_travels(cluster: tmr.Local
         (lambda c: tmr.top_k_by_key([1], [1.0], 0, cluster=c), ValueError, r"k must be an int ≥ 1.*got 0"),
         (lambda c: tmr.median_by_key([1], ["a"], cluster=c), tmr.InputError, r"values of quantile_by_key must be a 1-D array of integers or floats"),
         (lambda c: tmr.median_by_key([1.5], [1.0], cluster=c), tmr.InputError, r"keys have dtype float64"),
-        (lambda c: tmr.collect_by_key(["a"], ["b"], sort_values=True, cluster=c), tmr.MapFunctionError, r"string.*cannot be sorted in the graph"),
         (lambda c: tmr.collect_by_key([1], [True], sort_values=True, cluster=c), tmr.MapFunctionError, r"bool.*cannot be sorted"),
         (lambda c: tmr.per_group(3), TypeError, r"fn must be a callable"),
         (lambda c: tmr.per_group(len, max_bytes=0), ValueError, r"max_bytes must be None .* or an int ≥ 1"),

@@ -329,7 +329,7 @@ def collect_by_key(
     Args:
         keys, max_bytes, **options: as for [`quantile_by_key`][tfmapreduce.quantile_by_key].
         values: an array (or resident ``Sharded``) with the same rows as ``keys``; rows of 2-D values stay rows.
-        sort_values: sort each key's values ascending (integers and floats).
+        sort_values: sort each key's values ascending (numbers; strings in byte order).
 
     Examples:
         >>> r = tmr.collect_by_key(np.array([2, 1, 2]), np.array([5, 6, 4]), sort_values=True, cluster=cluster)

@@ -144,9 +144,9 @@ class Grouped(ByKey):
             if leaf.dtype not in SORTABLE or (leaf.shape.rank > 1 and not leaf.shape[1:].is_fully_defined()):
                 raise MapFunctionError(
                     f"sort_values=True sorts each key's values, but map_fn {callable_name(self.map_fn)} emits values "
-                    f"{describe(first[1][1])}: {leaf.dtype.name}{leaf.shape} cannot be sorted in the graph (sortable: integer and "
-                    "float dtypes of a known row shape; TensorFlow has no string sort). Map them to sortable codes, or pass "
-                    "sort_values=False and order them inside fn"
+                    f"{describe(first[1][1])}: {leaf.dtype.name}{leaf.shape} cannot be sorted in the graph (sortable: integer, "
+                    "float and string dtypes of a known row shape). Map them to sortable codes, or pass sort_values=False "
+                    "and order them inside fn"
                 )
 
     def _check_budget(self, r: int, device: str, counts: list[tuple[tf.Tensor, tf.Tensor]]) -> tf.Tensor:

@@ -11,7 +11,8 @@ single 32-bit column is packed with the key id into one int64 and sorted once.
 
 Sorts see integers only (``tf.argsort`` has no string kernel and misorders NaN): values are sorted by
 an integer image of them (:func:`sort_key`), floats by their IEEE bits made monotone, every NaN last,
-as numpy sorts, and turned back by :func:`value_of`.
+as numpy sorts, and turned back by :func:`value_of`; strings by their rank in byte order
+(:func:`string_ranks`).
 """
 
 from __future__ import annotations
@@ -36,8 +37,12 @@ SORTABLE = (
     tf.bfloat16,
     tf.float32,
     tf.float64,
+    tf.string,
 )
-"""The value dtypes ``sort_values=True`` sorts: integers and floats (not bool, complex or string)."""
+"""The value dtypes ``sort_values=True`` sorts: integers, floats and strings (byte order), not bool or complex."""
+
+CHUNK = 7
+"""Bytes of a string compared at once by the stock :func:`string_ranks`: a non-negative int64 each."""
 
 
 def sort_key(values: tf.Tensor) -> tf.Tensor:
@@ -59,6 +64,37 @@ def sort_key(values: tf.Tensor) -> tf.Tensor:
     floats = tf.where(tf.math.is_nan(floats), tf.constant(np.nan, wide), floats)  # one (positive) NaN: after +inf
     image = tf.bitcast(floats, bits)
     return tf.where(image < 0, tf.bitwise.bitwise_xor(image, tf.constant(ones, bits)), image)
+
+
+def string_ranks(strings: tf.Tensor, native: Any | None) -> tf.Tensor:
+    """Each string's rank (int64) among the distinct ``strings`` in byte order, as numpy sorts ``S`` arrays: equal
+    strings share a rank.  The native ``TmrStringRanks`` where ``native`` is given; else stock ops: the distinct
+    strings sorted from their last 7-byte chunk to their first (zero-padded; shorter first where they tie), each a
+    stable sort of the chunks as integers.
+
+    Example:
+        >>> string_ranks(tf.constant([b"b", b"a\\x00", b"", b"a", b"b"]), None).numpy().tolist()
+        [3, 2, 0, 1, 3]
+    """
+    if native is not None:
+        return native.tmr_string_ranks(strings)
+    distinct, ids = tf.unique(tf.reshape(strings, [-1]))
+    lengths = tf.strings.length(distinct)
+    weights = tf.constant([256 ** (CHUNK - 1 - j) for j in range(CHUNK)], tf.int64)
+    pad = tf.constant(b"\0" * CHUNK)
+
+    def chunk(c: tf.Tensor, order: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        at = tf.minimum(c * CHUNK, lengths)
+        piece = tf.strings.substr(distinct, at, tf.fill(tf.shape(at), CHUNK))  # "" past the end
+        raw = tf.io.decode_raw(tf.strings.substr(tf.strings.join([piece, pad]), 0, CHUNK), tf.uint8)
+        column = tf.reduce_sum(tf.cast(tf.reshape(raw, [-1, CHUNK]), tf.int64) * weights, axis=1)
+        return c - 1, tf.gather(order, tf.argsort(tf.gather(column, order), stable=True))
+
+    chunks = (tf.reduce_max(tf.concat([lengths, [0]], 0)) + CHUNK - 1) // CHUNK
+    _, order = tf.while_loop(lambda c, _: c >= 0, chunk, (chunks - 1, tf.argsort(lengths, stable=True)))
+    n = tf.size(distinct)
+    ranks = tf.scatter_nd(order[:, None], tf.range(n, dtype=tf.int64), n[None])
+    return tf.reshape(tf.gather(ranks, ids), tf.shape(strings, out_type=tf.int64))
 
 
 def value_of(image: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
@@ -100,7 +136,11 @@ def _order(ids: tf.Tensor, values: Any, sort_values: bool, native: Any | None) -
     """The permutation that groups the rows by key id (stably), each key's rows sorted by their values when asked."""
     if not sort_values:
         return argsort(ids, native)
-    columns = [sort_key(c) for leaf in tf.nest.flatten(values) for c in _columns(leaf)]
+    columns = [
+        string_ranks(c, native) if c.dtype == tf.string else sort_key(c)
+        for leaf in tf.nest.flatten(values)
+        for c in _columns(leaf)
+    ]
     if len(columns) == 1 and columns[0].dtype == tf.int32:  # (key id, value) packed in one int64: one sort
         packed = tf.bitwise.left_shift(tf.cast(ids, tf.int64), 32) + (tf.cast(columns[0], tf.int64) + 2**31)
         return argsort(packed, native)
@@ -138,7 +178,7 @@ def grouped(keys: tf.Tensor, values: Any, *, sort_values: bool = False, native: 
 
 
 def _one_column(leaves: list[tf.Tensor]) -> bool:
-    return len(leaves) == 1 and leaves[0].shape.rank == 1 and leaves[0].dtype != tf.uint64
+    return len(leaves) == 1 and leaves[0].shape.rank == 1 and leaves[0].dtype not in (tf.uint64, tf.string)
 
 
 def _sorted_pairs(keys: tf.Tensor, leaf: tf.Tensor, native: Any, structure: Any) -> tuple[tf.Tensor, Any]:

@@ -22,6 +22,10 @@
 //   high of rank min(floor(h) + 1, c - 1), and top the key's largest.  Keys come out in ascending order where they
 //   span at most n + 1024 values, else in first-seen order.
 //
+// TmrStringRanks(strings: string[n]) -> ranks: int64[n]
+//   Each string's rank among the distinct strings in byte order (unsigned bytes, a prefix first, as numpy sorts
+//   `S` arrays): equal strings get one rank, so the ranks sort as the strings do.
+//
 // TmrCheckCancelled()
 //   Fails (Cancelled) once the step it runs in is cancelled (its run given up, or failed elsewhere), else does
 //   nothing: TensorFlow's executor never stops a step between kernels, so the engine runs one of these before
@@ -462,6 +466,40 @@ TMR_SELECT_BY_KEY(int64_t, int64_t)
 TMR_SELECT_BY_KEY(int64_t, float)
 TMR_SELECT_BY_KEY(int64_t, double)
 #undef TMR_SELECT_BY_KEY
+
+REGISTER_OP("TmrStringRanks")
+    .Input("strings: string")
+    .Output("ranks: int64")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      return absl::OkStatus();
+    });
+
+class StringRanksOp : public OpKernel {
+ public:
+  explicit StringRanksOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& input = context->input(0);
+    const auto strings = input.flat<tstring>();
+    const int64_t n = strings.size();
+    std::vector<absl::string_view> view(n);
+    for (int64_t i = 0; i < n; ++i) view[i] = absl::string_view(strings(i).data(), strings(i).size());
+    std::vector<int64_t> order(n);
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&view](int64_t a, int64_t b) { return view[a] < view[b]; });
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, input.shape(), &output));
+    auto ranks = output->flat<int64_t>();
+    int64_t rank = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      if (i == 0 || view[order[i]] != view[order[i - 1]]) ++rank;
+      ranks(order[i]) = rank;
+    }
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrStringRanks").Device(::tensorflow::DEVICE_CPU), StringRanksOp);
 
 REGISTER_OP("TmrCheckCancelled").SetIsStateful().SetShapeFn(::tensorflow::shape_inference::NoOutputs);
 

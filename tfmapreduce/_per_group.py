@@ -40,7 +40,7 @@ def per_group(fn: Callable[[tf.Tensor, Any], Any], *, sort_values: bool = False,
     that reducer's partition: ``keys`` is a 1-D tensor of its distinct keys, in no particular order;
     ``values`` is a ``tf.RaggedTensor`` with one row per key holding every value of that key (for a
     structure of values, the same structure of ragged tensors), each row sorted ascending when
-    ``sort_values=True`` (integer and float values; NaN last, as numpy sorts).  ``fn`` returns a tensor
+    ``sort_values=True`` (integer, float and string values; NaN last and strings in byte order, as numpy sorts).  ``fn`` returns a tensor
     (or structure of tensors) with one row per key, or a ``tf.RaggedTensor`` with one row per key for
     results of varying length.  It is also called on a reducer that received no key (0 rows).
 
