@@ -22,6 +22,7 @@ from strategies import draw_keys, examples, size_lists
 import tfmapreduce as tmr
 from tfmapreduce import _by_group
 from tfmapreduce._grouping import grouped, string_ranks
+from tfmapreduce._keyed_map import split
 from tfmapreduce._native import kernels
 
 QRTOL = 1e-12
@@ -345,6 +346,31 @@ def test_native_selection_of_quantiles_equals_the_sorted_one(data: st.DataObject
     assert mine.keys() == theirs.keys()
     for key, got in mine.items():
         np.testing.assert_array_equal(got, theirs[key], err_msg=repr(key))
+
+
+@pytest.mark.skipif(kernels() is None, reason="the native kernels could not be built here")
+@settings(max_examples=examples(25))
+@given(data=st.data())
+def test_native_top_k_and_split_equal_the_stock_ones(data: st.DataObject) -> None:
+    """Each key's top k by TmrTopKByKey = the first k of its sorted values; rows split by TmrPartition = by the hash and
+    tf.dynamic_partition (the same reducer for every key, rows in order)."""
+    dtype = np.dtype(data.draw(st.sampled_from(["int32", "int64", "float32", "float64", "uint8"])))
+    rows = data.draw(st.integers(0, 40))
+    pool = data.draw(st.sampled_from([[-3, 0, 2, 7], [-(2**31), -1, 0, 5, 2**31 - 1]]))
+    keys = tf.constant(np.array(data.draw(st.lists(st.sampled_from(pool), min_size=rows, max_size=rows)), dtype=np.int64))
+    choices = [np.nan, -np.inf, 0.0, 1.5, -2.25] if dtype.kind == "f" else [0, 1, 3, int(np.iinfo(dtype).max)]
+    values = tf.constant(np.array(data.draw(st.lists(st.sampled_from(choices), min_size=rows, max_size=rows)), dtype=dtype))
+    k, largest = data.draw(st.integers(1, 5)), data.draw(st.booleans())
+    distinct, top = _by_group._top_k_selected(keys, values, kernels(), k, largest)
+    ids, rows_of = grouped(keys, values, sort_values=True)
+    want = _by_group._top_k(ids, rows_of, k, largest)
+    assert dict(zip(distinct.numpy().tolist(), map(str, top.to_list()), strict=True)) == dict(
+        zip(ids.numpy().tolist(), map(str, want.to_list()), strict=True)
+    )
+    reducers = data.draw(st.integers(2, 5))
+    for (k1, v1), (k2, v2) in zip(split(keys, values, reducers, kernels()), split(keys, values, reducers), strict=True):
+        assert k1.numpy().tolist() == k2.numpy().tolist()
+        np.testing.assert_array_equal(v1.numpy(), v2.numpy())
 
 
 # --------------------------------------------------------------------------- skew

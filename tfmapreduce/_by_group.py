@@ -97,14 +97,20 @@ SELECTABLE = {tf.int32: tf.int32, tf.int64: tf.int64, tf.float32: tf.float32, tf
 """The value dtypes ``TmrSelectByKey`` selects in, by the dtype each is widened to (exactly)."""
 
 
+def _selectable(keys: tf.Tensor, values: Any) -> tf.DType | None:
+    """The dtype the native by-key kernels take ``values`` in (``SELECTABLE``), or None where they do not apply:
+    integer keys and one 1-D numeric column only."""
+    if keys.dtype not in (tf.int32, tf.int64) or not isinstance(values, tf.Tensor) or values.shape.rank != 1:
+        return None
+    return SELECTABLE.get(values.dtype)
+
+
 def _selected(
     keys: tf.Tensor, values: Any, native: Any, q: tuple[float, ...], method: str, scalar: bool
 ) -> tuple[tf.Tensor, tf.Tensor] | None:
     """:func:`_quantiles` of a reducer's rows without sorting them: each key's ranks selected in place by the native
-    kernel (``TmrSelectByKey``) — integer keys and 1-D numeric values; None otherwise."""
-    if keys.dtype not in (tf.int32, tf.int64) or not isinstance(values, tf.Tensor) or values.shape.rank != 1:
-        return None
-    wide = SELECTABLE.get(values.dtype)
+    kernel (``TmrSelectByKey``); None where it does not apply."""
+    wide = _selectable(keys, values)
     if wide is None:
         return None
     fractions = tf.constant(q, tf.float64)
@@ -197,7 +203,20 @@ def _top_k(keys: tf.Tensor, values: tf.RaggedTensor, k: int, largest: bool) -> t
     return tf.RaggedTensor.from_row_splits(tf.gather(values.flat_values, offsets), top_splits, validate=False)
 
 
+def _top_k_selected(keys: tf.Tensor, values: Any, native: Any, k: int, largest: bool) -> tuple[tf.Tensor, tf.RaggedTensor] | None:
+    """:func:`_top_k` of the rows grouped by key, by the native ``TmrTopKByKey`` (a selection of each key's ``k``, then a
+    sort of only them); None where it does not apply."""
+    wide = _selectable(keys, values)
+    if wide is None:
+        return None
+    distinct, splits, top = native.tmr_top_k_by_key(keys, tf.cast(values, wide), k=k, largest=largest)
+    return distinct, tf.RaggedTensor.from_row_splits(tf.cast(top, values.dtype), splits, validate=False)
+
+
 def _top_k_pre(keys: tf.Tensor, values: tf.Tensor, native: Any, k: int, largest: bool) -> tuple[tf.Tensor, tf.Tensor]:
+    selected = None if native is None else _top_k_selected(keys, values, native, k, largest)
+    if selected is not None:
+        return ungrouped(*selected)
     distinct, rows = grouped(keys, values, sort_values=True, native=native)
     return ungrouped(distinct, _top_k(distinct, rows, k, largest))
 
@@ -241,7 +260,8 @@ def top_k_by_key(
     k, largest, resident = int(k), bool(largest), bool(resident)
     fn = functools.partial(_top_k, k=k, largest=largest)
     pre = functools.partial(_top_k_pre, k=k, largest=largest)
-    form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), precombine=pre)
+    select = functools.partial(_top_k_selected, k=k, largest=largest)
+    form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), precombine=pre, select=select)
     return _run(("top_k_by_key", k, largest), form, keys, values, resident, options)
 
 

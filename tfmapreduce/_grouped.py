@@ -105,7 +105,7 @@ class Grouped(ByKey):
         for task, parts in mapped.per_task.items():
             with tf.device(mapped.device[task]), tf.name_scope("bucket_task"):
                 keys, values = side.merge(parts)
-                buckets.append(split(keys, values, len(reducers)))
+                buckets.append(split(keys, values, len(reducers), native))
                 counts.append([(tf.size(k, tf.int64), nbytes(k, v)) for k, v in buckets[-1]])
         outputs: list[Part] = []
         shape: Any = None

@@ -229,11 +229,21 @@ def fold_shard(
     return _fold(tf.data.Dataset.range(batches).map(sliced), side)
 
 
-def split(keys: tf.Tensor, rows: Any, reducers: int) -> list[Part]:
-    """(keys, rows) split into one part per reducer by the stable hash of each key (``tf.dynamic_partition``, order kept)."""
+PARTITIONED = (tf.int32, tf.int64, tf.float32, tf.float64)
+"""The value dtypes the native ``TmrPartition`` splits (one 1-D column beside integer keys)."""
+
+
+def split(keys: tf.Tensor, rows: Any, reducers: int, native: Any | None = None) -> list[Part]:
+    """(keys, rows) split into one part per reducer by the stable hash of each key, order kept: ``tf.dynamic_partition``,
+    or for integer keys and one numeric column, the native ``TmrPartition`` (where ``native`` is given) in one pass."""
     if reducers == 1:
         return [(keys, rows)]
+    leaves = tf.nest.flatten(rows)
+    one = len(leaves) == 1 and leaves[0].dtype in PARTITIONED and leaves[0].shape.rank == 1
+    if native is not None and one and keys.dtype in (tf.int32, tf.int64):
+        key_parts, value_parts = native.tmr_partition(keys, leaves[0], reducers=reducers)
+        return [(k, tf.nest.pack_sequence_as(rows, [v])) for k, v in zip(key_parts, value_parts, strict=True)]
     bucket = buckets(keys, reducers)
     split_keys = tf.dynamic_partition(keys, bucket, reducers)
-    leaves = [tf.dynamic_partition(leaf, bucket, reducers) for leaf in tf.nest.flatten(rows)]
-    return [(split_keys[r], tf.nest.pack_sequence_as(rows, [s[r] for s in leaves])) for r in range(reducers)]
+    parts = [tf.dynamic_partition(leaf, bucket, reducers) for leaf in leaves]
+    return [(split_keys[r], tf.nest.pack_sequence_as(rows, [p[r] for p in parts])) for r in range(reducers)]

@@ -22,6 +22,15 @@
 //   high of rank min(floor(h) + 1, c - 1), and top the key's largest.  Keys come out in ascending order where they
 //   span at most n + 1024 values, else in first-seen order.
 //
+// TmrTopKByKey(keys: K[n], values: V[n]) -> (distinct: K[m], splits: int64[m + 1], top: V[t])
+//   Each distinct key's min(k, count) largest values (smallest with largest=false), in that order (numpy's order:
+//   NaN above every number), as ragged rows: top[splits[j] .. splits[j + 1]) are key distinct[j]'s.  The same grouping
+//   by key as TmrSelectByKey, then a selection of the k and a sort of only them.
+//
+// TmrPartition(keys: K[n], values: V[n]) -> (key_parts: reducers * K, value_parts: reducers * V)
+//   The (key, value) rows split by each key's reducer, in row order: reducer ((k * 0x9E3779B97F4A7C15 mod 2^64) >> 32)
+//   mod `reducers` of the key k as int64 (the stable hash of _per_key.buckets), in one pass over the rows.
+//
 // TmrStringRanks(strings: string[n]) -> ranks: int64[n]
 //   Each string's rank among the distinct strings in byte order (unsigned bytes, a prefix first, as numpy sorts
 //   `S` arrays): equal strings get one rank, so the ranks sort as the strings do.
@@ -64,6 +73,7 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
+using ::tensorflow::TTypes;
 using ::tensorflow::tstring;
 
 REGISTER_OP("TmrWordCounts")
@@ -358,6 +368,60 @@ struct Image<float> : FloatImage<float, int32_t> {};
 template <>
 struct Image<double> : FloatImage<double, int64_t> {};
 
+// The rows' values (as images) grouped by key in one counting pass: group j's values are values(j), keys key(j).
+// A row's group is key - min where the keys span at most n + 1024 values (no hash look-up; the groups come out in
+// key order), else a dense id in first-seen order.
+template <typename K, typename V>
+class ByKey {
+ public:
+  using I = typename Image<V>::type;
+
+  ByKey(const typename TTypes<K>::ConstFlat& keys, const typename TTypes<V>::ConstFlat& values) {
+    const int64_t n = keys.size();
+    K lowest = n ? keys(0) : K(0), highest = lowest;
+    for (int64_t i = 0; i < n; ++i) {
+      lowest = std::min(lowest, keys(i));
+      highest = std::max(highest, keys(i));
+    }
+    const uint64_t span = static_cast<uint64_t>(highest) - static_cast<uint64_t>(lowest);
+    direct_ = span <= static_cast<uint64_t>(n + 1024);
+    base_ = static_cast<uint64_t>(lowest);
+    std::vector<int64_t> id;
+    if (!direct_) {
+      id.resize(n);
+      for (int64_t i = 0; i < n; ++i) id[i] = ids_.Id(keys(i));
+    }
+    const int64_t groups = direct_ ? (n ? static_cast<int64_t>(span) + 1 : 0) : static_cast<int64_t>(ids_.keys().size());
+    auto group_of = [&](int64_t i) -> int64_t {
+      return direct_ ? static_cast<int64_t>(static_cast<uint64_t>(keys(i)) - base_) : id[i];
+    };
+    start_.assign(groups + 1, 0);
+    for (int64_t i = 0; i < n; ++i) ++start_[group_of(i) + 1];
+    for (int64_t g = 0; g < groups; ++g) {
+      if (start_[g + 1] > 0) present_.push_back(g);
+      start_[g + 1] += start_[g];
+    }
+    grouped_.resize(n);
+    std::vector<int64_t> next(start_.begin(), start_.end() - 1);
+    for (int64_t i = 0; i < n; ++i) grouped_[next[group_of(i)]++] = Image<V>::To(values(i));
+  }
+
+  int64_t size() const { return static_cast<int64_t>(present_.size()); }
+  K key(int64_t j) const {
+    const int64_t g = present_[j];
+    return direct_ ? static_cast<K>(base_ + static_cast<uint64_t>(g)) : ids_.keys()[g];
+  }
+  I* values(int64_t j) { return grouped_.data() + start_[present_[j]]; }
+  int64_t count(int64_t j) const { return start_[present_[j] + 1] - start_[present_[j]]; }
+
+ private:
+  bool direct_ = true;
+  uint64_t base_ = 0;
+  KeyIds<K> ids_;
+  std::vector<int64_t> start_, present_;
+  std::vector<I> grouped_;
+};
+
 template <typename K, typename V>
 class SelectByKeyOp : public OpKernel {
  public:
@@ -370,45 +434,11 @@ class SelectByKeyOp : public OpKernel {
     OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
                 ::tensorflow::errors::InvalidArgument("keys and values must be 1-D, of one length"));
     OP_REQUIRES(context, fraction_input.dims() == 1, ::tensorflow::errors::InvalidArgument("fractions must be 1-D"));
-    const auto keys = key_input.flat<K>();
-    const auto values_in = value_input.flat<V>();
     const auto fractions = fraction_input.flat<double>();
-    const int64_t n = keys.size();
     const int64_t q = fractions.size();
-    // Each row's group: key - min where the keys span at most n + 1024 values (no hash look-up, and the groups come
-    // out in key order), else a dense id in first-seen order.
-    K lowest = n ? keys(0) : K(0), highest = lowest;
-    for (int64_t i = 0; i < n; ++i) {
-      lowest = std::min(lowest, keys(i));
-      highest = std::max(highest, keys(i));
-    }
-    const uint64_t span = static_cast<uint64_t>(highest) - static_cast<uint64_t>(lowest);
-    const bool direct = span <= static_cast<uint64_t>(n + 1024);
-    KeyIds<K> ids;
-    std::vector<int64_t> id;
-    if (!direct) {
-      id.resize(n);
-      for (int64_t i = 0; i < n; ++i) id[i] = ids.Id(keys(i));
-    }
-    const int64_t groups = direct ? (n ? static_cast<int64_t>(span) + 1 : 0) : static_cast<int64_t>(ids.keys().size());
-    const uint64_t base = static_cast<uint64_t>(lowest);
-    auto group_of = [&](int64_t i) -> int64_t {
-      return direct ? static_cast<int64_t>(static_cast<uint64_t>(keys(i)) - base) : id[i];
-    };
-    std::vector<int64_t> start(groups + 1, 0);
-    for (int64_t i = 0; i < n; ++i) ++start[group_of(i) + 1];
-    std::vector<int64_t> present;  // the groups that have rows
-    for (int64_t g = 0; g < groups; ++g) {
-      if (start[g + 1] > 0) present.push_back(g);
-      start[g + 1] += start[g];
-    }
     using I = typename Image<V>::type;
-    std::vector<I> grouped(n);
-    {
-      std::vector<int64_t> next(start.begin(), start.end() - 1);
-      for (int64_t i = 0; i < n; ++i) grouped[next[group_of(i)]++] = Image<V>::To(values_in(i));
-    }
-    const int64_t k = static_cast<int64_t>(present.size());
+    ByKey<K, V> by_key(key_input.flat<K>(), value_input.flat<V>());
+    const int64_t k = by_key.size();
     Tensor *distinct_out, *counts_out, *low_out, *high_out, *top_out;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({k}), &distinct_out));
     OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({k}), &counts_out));
@@ -422,10 +452,9 @@ class SelectByKeyOp : public OpKernel {
     auto top = top_out->flat<V>();
     std::vector<int64_t> below(q), ranks;
     for (int64_t j = 0; j < k; ++j) {
-      const int64_t g = present[j];
-      I* values = grouped.data() + start[g];
-      const int64_t c = start[g + 1] - start[g];
-      distinct(j) = direct ? static_cast<K>(static_cast<uint64_t>(lowest) + static_cast<uint64_t>(g)) : ids.keys()[g];
+      I* values = by_key.values(j);
+      const int64_t c = by_key.count(j);
+      distinct(j) = by_key.key(j);
       counts(j) = c;
       ranks.clear();
       for (int64_t f = 0; f < q; ++f) {
@@ -466,6 +495,152 @@ TMR_SELECT_BY_KEY(int64_t, int64_t)
 TMR_SELECT_BY_KEY(int64_t, float)
 TMR_SELECT_BY_KEY(int64_t, double)
 #undef TMR_SELECT_BY_KEY
+
+REGISTER_OP("TmrTopKByKey")
+    .Input("keys: K")
+    .Input("values: V")
+    .Output("distinct: K")
+    .Output("splits: int64")
+    .Output("top: V")
+    .Attr("k: int >= 1")
+    .Attr("largest: bool")
+    .Attr("K: {int32, int64}")
+    .Attr("V: {int32, int64, float, double}")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      for (int i = 0; i < 3; ++i) c->set_output(i, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    });
+
+template <typename K, typename V>
+class TopKByKeyOp : public OpKernel {
+ public:
+  explicit TopKByKeyOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("k", &k_));
+    OP_REQUIRES_OK(context, context->GetAttr("largest", &largest_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& key_input = context->input(0);
+    const Tensor& value_input = context->input(1);
+    OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
+                ::tensorflow::errors::InvalidArgument("keys and values must be 1-D, of one length"));
+    using I = typename Image<V>::type;
+    ByKey<K, V> by_key(key_input.flat<K>(), value_input.flat<V>());
+    const int64_t m = by_key.size();
+    Tensor *distinct_out, *splits_out, *top_out;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({m}), &distinct_out));
+    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({m + 1}), &splits_out));
+    auto distinct = distinct_out->flat<K>();
+    auto splits = splits_out->flat<int64_t>();
+    splits(0) = 0;
+    for (int64_t j = 0; j < m; ++j) {
+      distinct(j) = by_key.key(j);
+      splits(j + 1) = splits(j) + std::min<int64_t>(by_key.count(j), k_);
+    }
+    OP_REQUIRES_OK(context, context->allocate_output(2, TensorShape({splits(m)}), &top_out));
+    auto top = top_out->flat<V>();
+    for (int64_t j = 0; j < m; ++j) {
+      I* values = by_key.values(j);
+      const int64_t c = by_key.count(j);
+      const int64_t take = splits(j + 1) - splits(j);
+      // The key's `take` first values in the wanted order, sorted: a selection of them first where there are more.
+      auto first = [this](I a, I b) { return largest_ ? a > b : a < b; };
+      if (take < c) std::nth_element(values, values + take - 1, values + c, first);
+      std::sort(values, values + take, first);
+      for (int64_t t = 0; t < take; ++t) top(splits(j) + t) = Image<V>::From(values[t]);
+    }
+  }
+
+ private:
+  int64_t k_ = 1;
+  bool largest_ = true;
+};
+
+#define TMR_TOP_K_BY_KEY(K, V)                                                                                   \
+  REGISTER_KERNEL_BUILDER(                                                                                       \
+      Name("TmrTopKByKey").Device(::tensorflow::DEVICE_CPU).TypeConstraint<K>("K").TypeConstraint<V>("V"),     \
+      TopKByKeyOp<K, V>);
+TMR_TOP_K_BY_KEY(int32_t, int32_t)
+TMR_TOP_K_BY_KEY(int32_t, int64_t)
+TMR_TOP_K_BY_KEY(int32_t, float)
+TMR_TOP_K_BY_KEY(int32_t, double)
+TMR_TOP_K_BY_KEY(int64_t, int32_t)
+TMR_TOP_K_BY_KEY(int64_t, int64_t)
+TMR_TOP_K_BY_KEY(int64_t, float)
+TMR_TOP_K_BY_KEY(int64_t, double)
+#undef TMR_TOP_K_BY_KEY
+
+REGISTER_OP("TmrPartition")
+    .Input("keys: K")
+    .Input("values: V")
+    .Output("key_parts: reducers * K")
+    .Output("value_parts: reducers * V")
+    .Attr("reducers: int >= 1")
+    .Attr("K: {int32, int64}")
+    .Attr("V: {int32, int64, float, double}")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    });
+
+template <typename K, typename V>
+class PartitionOp : public OpKernel {
+ public:
+  explicit PartitionOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("reducers", &reducers_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& key_input = context->input(0);
+    const Tensor& value_input = context->input(1);
+    OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
+                ::tensorflow::errors::InvalidArgument("keys and values must be 1-D, of one length"));
+    const auto keys = key_input.flat<K>();
+    const auto values = value_input.flat<V>();
+    const int64_t n = keys.size();
+    const uint64_t reducers = static_cast<uint64_t>(reducers_);
+    std::vector<int32_t> bucket(n);
+    std::vector<int64_t> counts(reducers_, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t mixed = static_cast<uint64_t>(static_cast<int64_t>(keys(i))) * 0x9E3779B97F4A7C15ULL;
+      bucket[i] = static_cast<int32_t>((mixed >> 32) % reducers);
+      ++counts[bucket[i]];
+    }
+    ::tensorflow::OpOutputList key_parts, value_parts;
+    OP_REQUIRES_OK(context, context->output_list("key_parts", &key_parts));
+    OP_REQUIRES_OK(context, context->output_list("value_parts", &value_parts));
+    std::vector<K*> key_out(reducers_);
+    std::vector<V*> value_out(reducers_);
+    for (int r = 0; r < reducers_; ++r) {
+      Tensor* part = nullptr;
+      OP_REQUIRES_OK(context, key_parts.allocate(r, TensorShape({counts[r]}), &part));
+      key_out[r] = part->flat<K>().data();
+      OP_REQUIRES_OK(context, value_parts.allocate(r, TensorShape({counts[r]}), &part));
+      value_out[r] = part->flat<V>().data();
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      *key_out[bucket[i]]++ = keys(i);
+      *value_out[bucket[i]]++ = values(i);
+    }
+  }
+
+ private:
+  int reducers_ = 1;
+};
+
+#define TMR_PARTITION(K, V)                                                                                        \
+  REGISTER_KERNEL_BUILDER(                                                                                         \
+      Name("TmrPartition").Device(::tensorflow::DEVICE_CPU).TypeConstraint<K>("K").TypeConstraint<V>("V"),       \
+      PartitionOp<K, V>);
+TMR_PARTITION(int32_t, int32_t)
+TMR_PARTITION(int32_t, int64_t)
+TMR_PARTITION(int32_t, float)
+TMR_PARTITION(int32_t, double)
+TMR_PARTITION(int64_t, int32_t)
+TMR_PARTITION(int64_t, int64_t)
+TMR_PARTITION(int64_t, float)
+TMR_PARTITION(int64_t, double)
+#undef TMR_PARTITION
 
 REGISTER_OP("TmrStringRanks")
     .Input("strings: string")
