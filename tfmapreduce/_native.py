@@ -1,9 +1,12 @@
 """Native kernels: TensorFlow custom ops that tfmapreduce compiles on the machine that runs it, where it can.
 
-Two kernels (``_native.cc``): ``TmrWordCounts`` splits strings on ASCII whitespace and counts
-each distinct word in one pass, the map-side combine of ``word_count`` without a TensorFlow
-string per word (measured in the keyed jobs guide); ``TmrStableArgsort`` is a radix sort of
-int32/int64 keys, the sort of each range of ``tmr.sort`` (measured in the ordering guide).
+The kernels (``_native.cc``, each described at its top): ``TmrWordCounts`` splits strings on ASCII
+whitespace and counts each distinct word in one pass (the map-side combine of ``word_count``);
+``TmrStableArgsort`` and ``TmrSortPairs`` are radix sorts (``tmr.sort``, group jobs' sorted values);
+``TmrSelectByKey`` and ``TmrTopKByKey`` select each key's order statistics or top k in place (the
+median, quantile and top-k recipes by key); ``TmrPartition`` splits (key, value) rows to reducers
+by the stable key hash; ``TmrStringRanks`` ranks strings in byte order; ``TmrJoinIndex`` pairs the
+rows of a join; ``TmrCheckCancelled`` stops a given-up run between ops.
 
 The C++ source ships with the package.  The first process that needs the kernels compiles it
 with the machine's C++ compiler (``$CXX``, else ``g++`` or ``c++``) against the installed
