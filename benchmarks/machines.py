@@ -392,9 +392,9 @@ def main(argv: list[str] | None = None) -> None:
         results = {"meta": saved[0]["meta"], "runs": [run for one in saved for run in one["runs"]]}
     else:
         results = measure(args)
+        if args.json:  # saved before the report: a report that fails loses no measurement
+            Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     report(results)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     if args.plot:
         plot(results, args.plot)
 
