@@ -8,6 +8,7 @@ import hashlib
 import logging
 import os
 import pathlib
+import re
 import shutil
 import stat
 import subprocess
@@ -21,6 +22,7 @@ import tensorflow as tf
 
 import tfmapreduce as tmr
 from tfmapreduce import _kernels, _native
+from tfmapreduce._source import sources
 
 TEXTS = [
     b"the cat  the\that\n",
@@ -259,3 +261,75 @@ def test_a_lone_cr_splits_words_over_files_as_over_shipped_lines(
     assert over_files == expected
     shipped = tmr.recipes.word_count(np.array(text.split(b"\n"), dtype=object), cluster=cluster).to_dict()
     assert shipped == expected
+
+
+# --------------------------------------------------------------------------- CSV lines parsed by the kernel
+
+CSV_FIELDS = [
+    "1",
+    "-2.5",
+    " 3 ",
+    "+4",
+    "1e3",
+    "0x1",
+    "",
+    "abc",
+    '"5"',
+    '"a,b"',
+    '"x""y"',
+    "nan",
+    "-inf",
+    "1e400",
+    "2147483648",
+    "7",
+]
+
+
+def _csv_fields(reader: object, lines: list[bytes], layout: object) -> list[np.ndarray] | str:
+    """What ``reader`` decodes of ``lines``: the columns, or the error's words (without the op's name)."""
+    try:
+        return [c.numpy() for c in reader.fields(tf.constant(lines, tf.string), layout, 0)]  # type: ignore[attr-defined]
+    except tf.errors.InvalidArgumentError as e:
+        return re.sub(r"\s*\[\[.*", "", e.message.split(";")[0]).strip()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_the_csv_kernel_decodes_what_decode_csv_decodes(ops: object, dtype: str) -> None:
+    """TmrDecodeCsv = tf.io.decode_csv on the columns read, line by line: numbers (spaces, signs, quotes, nan, inf,
+    overflow), and the same error words (a field missing, not a number, too many or too few fields) for bad lines;
+    lines given one per string or joined by \\n in blocks."""
+    from tfmapreduce._csv import Csv
+    from tfmapreduce._readers import Layout
+
+    rng = np.random.default_rng(3)
+    stock = Csv(None, dtype, True, ",")
+    native = stock.with_kernels()
+    layout = Layout(None, 0, np.dtype(dtype), (2,), 3, (2, 0), (np.dtype(dtype).str,) * 3)
+    for _ in range(300):
+        lines = [",".join(rng.choice(CSV_FIELDS, rng.choice([3, 3, 3, 2, 4]))).encode() for _ in range(rng.integers(1, 4))]
+        want, got = _csv_fields(stock, lines, layout), _csv_fields(native, lines, layout)
+        if isinstance(want, str) or isinstance(got, str):
+            kinds = ("fields but have", "is not a valid", "required but missing", "Quote")
+            assert isinstance(want, str), (lines, want, got)
+            assert isinstance(got, str), (lines, want, got)
+            assert [k in want for k in kinds] == [k in got for k in kinds], (lines, want, got)
+            assert re.search(r"record (\d+)", want)[1] == re.search(r"record (\d+)", got)[1], (lines, want, got)  # type: ignore[index]
+            continue
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_array_equal(g, w, err_msg=repr(lines))
+            assert g.dtype == w.dtype
+        blocks = _csv_fields(native, [b"\n".join(lines[:2]), *lines[2:]], layout)  # whole lines joined in one string
+        for w, g in zip(want, blocks, strict=True):
+            np.testing.assert_array_equal(g, w, err_msg=repr(lines))
+
+
+def test_read_csv_parses_with_the_kernel_where_every_task_has_it(
+    ops: object, cluster: tmr.LocalCluster, without_kernels: tmr.LocalCluster, tmp_path: pathlib.Path
+) -> None:
+    rows = np.random.default_rng(4).normal(size=(5000, 3))
+    np.savetxt(tmp_path / "a.csv", rows, delimiter=",", header="x,y,z", comments="")
+    data = tmr.read_csv(str(tmp_path / "a.csv"), columns=["z", "x"], dtypes="float64")
+    for where, kernel in ((cluster, True), (without_kernels, False)):
+        (source,) = _kernels.with_kernels(sources(data), where, 30)
+        assert source.reader.native is kernel  # type: ignore[attr-defined]
+        np.testing.assert_allclose(tmr.sum(data, axis=0, cluster=where), rows[:, [2, 0]].sum(0), rtol=1e-12)

@@ -14,8 +14,12 @@ import tensorflow as tf
 
 from ._errors import InputError
 from ._mapfn import traced
+from ._native import kernels
 from ._readers import Layout, Text
 from ._text import TEXT_BLOCK, byte_blocks, split_lines, text_lines, whole_texts
+
+NATIVE_DTYPES = (tf.float32, tf.float64, tf.int32, tf.int64)
+"""The column dtypes the native ``TmrDecodeCsv`` parses (other columns read: ``tf.io.decode_csv``)."""
 
 _BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark some editors write at the start of a file: not part of its first line."""
@@ -51,6 +55,12 @@ class Csv(Text):
     """One dtype for every field, one per field, or ``(name, dtype)`` pairs by header name (the rest float32)."""
     header: bool
     delimiter: str
+    native: bool = attrs.field(default=False, kw_only=True)
+    """Parse lines with the native ``TmrDecodeCsv`` (numeric columns read): set by the run driver where the client
+    and every task have the kernels (:meth:`with_kernels`)."""
+
+    def with_kernels(self) -> Csv:
+        return attrs.evolve(self, native=True)
 
     def describe(self, path: str, size: int) -> Layout:
         try:
@@ -140,17 +150,44 @@ class Csv(Text):
         lines = tf.concat([without_bom(lines[:1]), lines[1:]], 0)
         return lines[1:] if self.header else lines
 
-    def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> tf.Tensor:
-        dtypes = self.kinds(layout)
-        # Every field is decoded (and required), so a line with a field too many or too few is an error, not skipped.
-        # The op's name carries the batch size: a failed run's error then says where its batch starts (see bad_line).
-        fields = tf.io.decode_csv(
+    def typed(self, layout: Layout, columns: Sequence[int]) -> list[tf.DType]:
+        """The dtype each field of a line decodes as: ``columns`` as ``dtypes=`` asks, the rest as strings (unchecked)."""
+        given = self.kinds(layout)
+        result = [tf.string] * layout.fields
+        for i in columns:
+            result[i] = tf.as_dtype(given[i])
+        return result
+
+    def field_dtypes(self, layout: Layout) -> list[tf.DType]:
+        """The dtype each field of a line decodes as: the columns read as asked, the rest as strings (not checked)."""
+        return self.typed(layout, layout.columns)
+
+    def fields(self, records: tf.Tensor, layout: Layout, batch: int) -> list[tf.Tensor]:
+        """The columns ``layout.columns`` of ``records`` (lines, or blocks of whole lines for the native kernel), each
+        1-D in its own dtype.  The op's name carries the batch size: a failed run's error then says where its batch
+        starts (see :func:`find_bad_line`); a line with a field too many or too few, or a column read that is not a
+        number, is an error."""
+        dtypes = self.field_dtypes(layout)
+        wanted = [dtypes[i] for i in layout.columns]
+        if self.native and all(d in NATIVE_DTYPES for d in wanted):
+            ops = kernels()
+            assert ops is not None  # native only where every task and the client have the kernels
+            decoded = ops.tmr_decode_csv(
+                records, out_types=wanted, columns=list(layout.columns), fields=layout.fields, delimiter=self.delimiter,
+                name=f"{_DECODE}{batch}",
+            )  # fmt: skip
+            return list(decoded)
+        every = tf.io.decode_csv(
             records,
-            record_defaults=[tf.constant([], tf.as_dtype(d)) for d in dtypes],
+            record_defaults=[tf.constant([""]) if d == tf.string else tf.constant([], d) for d in dtypes],
             field_delim=self.delimiter,
             name=f"{_DECODE}{batch}",
         )
-        return tf.stack([tf.cast(fields[i], tf.as_dtype(layout.dtype)) for i in layout.columns], axis=1)
+        return [every[i] for i in layout.columns]
+
+    def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> tf.Tensor:
+        columns = self.fields(records, layout, batch)
+        return tf.stack([tf.cast(c, tf.as_dtype(layout.dtype)) for c in columns], axis=1)
 
 
 @attrs.frozen
@@ -169,10 +206,7 @@ class CsvTable(Csv):
 
     def field_dtypes(self, layout: Layout) -> list[tf.DType]:
         """The dtype each field of a line decodes as: the key column as ``key_dtype``, the values as asked, the rest strings."""
-        given = self.kinds(layout)
-        result = [tf.string] * layout.fields
-        for i in layout.columns[1:]:
-            result[i] = tf.as_dtype(given[i])
+        result = self.typed(layout, layout.columns[1:])
         result[layout.columns[0]] = tf.int64 if self.key_dtype == "int64" else tf.string
         return result
 
@@ -190,16 +224,10 @@ class CsvTable(Csv):
         return Layout(None, 0, dtype, row_shape, len(names), tuple(selected), tuple(d.str for d in dtypes))
 
     def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> Any:
-        fields = tf.io.decode_csv(
-            records,
-            record_defaults=[tf.constant([""]) if d == tf.string else tf.constant([], d) for d in self.field_dtypes(layout)],
-            field_delim=self.delimiter,
-            name=f"{_DECODE}{batch}",
-        )
-        keys = fields[layout.columns[0]]
-        if not layout.columns[1:]:
+        keys, *values = self.fields(records, layout, batch)
+        if not values:
             return keys  # the keys alone (count_by_key)
-        values = [tf.cast(fields[i], tf.as_dtype(layout.dtype)) for i in layout.columns[1:]]
+        values = [tf.cast(v, tf.as_dtype(layout.dtype)) for v in values]
         return keys, values[0] if self.flat else tf.stack(values, axis=1)
 
     def empty(self, layout: Layout) -> tuple[tf.Tensor, ...]:

@@ -25,6 +25,7 @@ from ._cluster import Cluster
 from ._deadline import effective_timeout
 from ._device import Device
 from ._errors import JobError, TfMapReduceError
+from ._kernels import with_kernels
 from ._mapfn import traced
 from ._options import RunOptions
 from ._plan import Plan, Shard
@@ -122,6 +123,7 @@ def start(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (
         raise TypeError(kind.speculation)
     srcs, note = kind.sources(x)
     cluster = resolve_cluster(settings.cluster, srcs)
+    srcs = with_kernels(srcs, cluster, settings.seconds())
     values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
     return Call(srcs, note, values, cluster, settings, resident)
 

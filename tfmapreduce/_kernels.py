@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import attrs
 import tensorflow as tf
 
 from ._cluster import Cluster
 from ._errors import ClusterError, JobError
+from ._file_source import FileSource
 from ._native import kernels, log
+from ._source import Sources
 from ._state import ClusterVar, Memo
 
 _EVERYWHERE = ClusterVar("whether every task has the native kernels", lambda cluster: Memo[None, bool]())
@@ -40,3 +43,12 @@ def _probe(cluster: Cluster, timeout: float) -> bool:
     finally:
         cluster.forget(graph)
     return True
+
+
+def with_kernels(srcs: Sources, cluster: Cluster, timeout: float) -> Sources:
+    """``srcs`` with each file source read by its reader's native variant (``Reader.with_kernels``) where the client and
+    every task of ``cluster`` have the kernels; as they are otherwise."""
+    files = {i: s for i, s in enumerate(srcs) if isinstance(s, FileSource) and s.reader.with_kernels() is not s.reader}
+    if not files or not available(cluster, timeout):
+        return srcs
+    return Sources(attrs.evolve(files[i], reader=files[i].reader.with_kernels()) if i in files else s for i, s in enumerate(srcs))

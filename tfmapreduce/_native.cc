@@ -31,6 +31,13 @@
 //   The (key, value) rows split by each key's reducer, in row order: reducer ((k * 0x9E3779B97F4A7C15 mod 2^64) >> 32)
 //   mod `reducers` of the key k as int64 (the stable hash of _per_key.buckets), in one pass over the rows.
 //
+// TmrDecodeCsv(records: string[m]) -> values: out_types (one tensor per selected field, a row per line)
+//   The lines of `records` (each element one line, or several joined by \n: a block of whole lines) parsed as CSV
+//   of `fields` fields split on `delimiter` (a field may be quoted, "" a quote inside), and the fields `columns`
+//   parsed as numbers of `out_types` (float, double, int32, int64; surrounding spaces allowed, as
+//   tf.io.decode_csv allows).  A line with another number of fields, an empty selected field or one that is not a
+//   number fails with tf.io.decode_csv's words and the line's index among all the lines ("in record N").
+//
 // TmrStringRanks(strings: string[n]) -> ranks: int64[n]
 //   Each string's rank among the distinct strings in byte order (unsigned bytes, a prefix first, as numpy sorts
 //   `S` arrays): equal strings get one rank, so the ranks sort as the strings do.
@@ -49,11 +56,15 @@
 //   to find and count the rows, one to fill them.
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -641,6 +652,153 @@ TMR_PARTITION(int64_t, int64_t)
 TMR_PARTITION(int64_t, float)
 TMR_PARTITION(int64_t, double)
 #undef TMR_PARTITION
+
+REGISTER_OP("TmrDecodeCsv")
+    .Input("records: string")
+    .Output("values: out_types")
+    .Attr("out_types: list({float, double, int32, int64}) >= 0")
+    .Attr("columns: list(int) >= 0")
+    .Attr("fields: int >= 1")
+    .Attr("delimiter: string = ','")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    });
+
+// A field's text without the spaces around it; false where it is not a whole number of type T.  Floats that
+// std::from_chars does not take whole (hexadecimal, out of range) go through strtod, as tf.io.decode_csv's do.
+template <typename T>
+bool ParseNumber(absl::string_view text, T* out) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty()) return false;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
+  if (ec == std::errc() && ptr == end) return true;
+  if constexpr (std::is_floating_point_v<T>) {
+    const std::string copy(text);
+    char* stop = nullptr;
+    const T value = std::is_same_v<T, float> ? std::strtof(copy.c_str(), &stop) : std::strtod(copy.c_str(), &stop);
+    if (stop == copy.c_str() + copy.size()) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+class DecodeCsvOp : public OpKernel {
+ public:
+  explicit DecodeCsvOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("out_types", &types_));
+    std::vector<int> columns;
+    OP_REQUIRES_OK(context, context->GetAttr("columns", &columns));
+    OP_REQUIRES_OK(context, context->GetAttr("fields", &fields_));
+    std::string delimiter;
+    OP_REQUIRES_OK(context, context->GetAttr("delimiter", &delimiter));
+    OP_REQUIRES(context, delimiter.size() == 1, ::tensorflow::errors::InvalidArgument("delimiter must be one byte"));
+    OP_REQUIRES(context, columns.size() == types_.size(),
+                ::tensorflow::errors::InvalidArgument("one out_type per column"));
+    delimiter_ = delimiter[0];
+    slot_.assign(fields_, -1);
+    for (size_t j = 0; j < columns.size(); ++j) {
+      OP_REQUIRES(context, columns[j] >= 0 && columns[j] < fields_, ::tensorflow::errors::InvalidArgument("bad column"));
+      slot_[columns[j]] = static_cast<int>(j);
+    }
+  }
+
+  void Compute(OpKernelContext* context) override {
+    const auto records = context->input(0).flat<tstring>();
+    std::vector<absl::string_view> lines;
+    for (int64_t i = 0; i < records.size(); ++i) {
+      absl::string_view text(records(i).data(), records(i).size());
+      size_t from = 0;
+      while (true) {
+        const size_t at = text.find('\n', from);
+        lines.push_back(text.substr(from, at == absl::string_view::npos ? absl::string_view::npos : at - from));
+        if (at == absl::string_view::npos) break;
+        from = at + 1;
+      }
+    }
+    const int64_t n = static_cast<int64_t>(lines.size());
+    std::vector<void*> out(types_.size());
+    for (size_t j = 0; j < types_.size(); ++j) {
+      Tensor* t = nullptr;
+      OP_REQUIRES_OK(context, context->allocate_output(static_cast<int>(j), TensorShape({n}), &t));
+      out[j] = t->data();
+    }
+    std::vector<absl::string_view> values;  // a line's fields, split first (the field count is checked before a number)
+    std::deque<std::string> unquoted;       // the text of its quoted fields (a deque: their views stay valid)
+    for (int64_t r = 0; r < n; ++r) {
+      const absl::string_view line = lines[r];
+      values.clear();
+      unquoted.clear();
+      size_t at = 0;
+      while (true) {  // one field a turn, from `at`
+        size_t next;
+        if (at < line.size() && line[at] == '"') {  // quoted: up to the lone closing quote, "" a quote
+          std::string text;
+          size_t i = at + 1;
+          bool closed = false;
+          while (i < line.size()) {
+            if (line[i] == '"') {
+              if (i + 1 < line.size() && line[i + 1] == '"') {
+                text.push_back('"');
+                i += 2;
+                continue;
+              }
+              closed = true;
+              ++i;
+              break;
+            }
+            text.push_back(line[i++]);
+          }
+          OP_REQUIRES(context, closed && (i == line.size() || line[i] == delimiter_),
+                      ::tensorflow::errors::InvalidArgument("Quote inside a string has to be escaped by another quote",
+                                                            " in record ", r));
+          unquoted.push_back(std::move(text));
+          values.push_back(absl::string_view(unquoted.back()));
+          next = i;
+        } else {
+          const size_t end = line.find(delimiter_, at);
+          next = end == absl::string_view::npos ? line.size() : end;
+          values.push_back(line.substr(at, next - at));
+        }
+        if (next >= line.size()) break;
+        at = next + 1;
+      }
+      const int have = static_cast<int>(values.size());
+      OP_REQUIRES(context, have == fields_,
+                  ::tensorflow::errors::InvalidArgument("Expect ", fields_, " fields but have ", have, " in record ", r));
+      for (int field = 0; field < fields_; ++field) {
+        const int j = slot_[field];
+        if (j < 0) continue;
+        const absl::string_view value = values[field];
+        OP_REQUIRES(context, !value.empty(),
+                    ::tensorflow::errors::InvalidArgument("Field ", field, " is required but missing in record ", r, "!"));
+        bool ok = false;
+        switch (types_[j]) {
+          case ::tensorflow::DT_FLOAT: ok = ParseNumber(value, static_cast<float*>(out[j]) + r); break;
+          case ::tensorflow::DT_DOUBLE: ok = ParseNumber(value, static_cast<double*>(out[j]) + r); break;
+          case ::tensorflow::DT_INT32: ok = ParseNumber(value, static_cast<int32_t*>(out[j]) + r); break;
+          default: ok = ParseNumber(value, static_cast<int64_t*>(out[j]) + r); break;
+        }
+        OP_REQUIRES(context, ok,
+                    ::tensorflow::errors::InvalidArgument("Field ", field, " in record ", r, " is not a valid ",
+                                                          ::tensorflow::DataTypeString(types_[j]), ": ", value));
+      }
+    }
+  }
+
+ private:
+  std::vector<::tensorflow::DataType> types_;
+  std::vector<int> slot_;
+  int fields_ = 1;
+  char delimiter_ = ',';
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrDecodeCsv").Device(::tensorflow::DEVICE_CPU), DecodeCsvOp);
 
 REGISTER_OP("TmrStringRanks")
     .Input("strings: string")

@@ -79,6 +79,11 @@ class Reader(abc.ABC):
     def batch_rows(self, layout: Layout) -> int:
         """Rows per batch for about :data:`BATCH_BYTES` bytes."""
 
+    def with_kernels(self) -> Reader:
+        """This reader as it reads where the client and every task have the native kernels (``_native``): itself, or
+        one that uses them."""
+        return self
+
     def key(self) -> tuple[Any, ...]:
         """What the reading graph depends on (the reader's settings)."""
         return (type(self).__name__, *attrs.astuple(self, recurse=False))  # type: ignore[arg-type]  # subclasses are attrs classes
