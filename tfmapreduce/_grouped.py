@@ -57,10 +57,13 @@ def map_side(form: GroupForm, native: Any) -> MapSide:
     a task's shards (every part is precombined already: one part stays as it is)."""
     pre = form.precombine
     if pre is None:
-        return MapSide(combine=lambda keys, values: (keys, values), merge=_concat, collect=True)
+        return MapSide(
+            combine=lambda keys, values: (keys, values), merge=_concat, refold=lambda keys, values: (keys, values), collect=True
+        )
     return MapSide(
         combine=lambda keys, values: pre(keys, values, native),
         merge=lambda parts: parts[0] if len(parts) == 1 else pre(*_concat(parts), native),
+        refold=lambda keys, values: pre(keys, values, native),
         collect=True,
     )
 

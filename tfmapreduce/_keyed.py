@@ -44,7 +44,11 @@ class Keyed(ByKey):
         """Map and combine per shard (in batches), per task, hash-partition, merge per reducer."""
         form = self.combiner.per_key
         assert form is not None  # checked when the job was made (check_keyed_combiner)
-        side = MapSide(combine=lambda keys, values: by_key(keys, values, form.partial), merge=lambda parts: merge(parts, form))
+        side = MapSide(
+            combine=lambda keys, values: by_key(keys, values, form.partial),
+            merge=lambda parts: merge(parts, form),
+            refold=lambda keys, partials: by_key(keys, partials, form.merge),
+        )
         mapped = map_shards(self.map_fn, side, builder, plan, call)
         first = mapped.first
         try:

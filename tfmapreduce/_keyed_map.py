@@ -70,9 +70,12 @@ class MapSide:
     """One batch's checked (keys, values) → its partial."""
     merge: Callable[[Sequence[Part]], Part]
     """Partials → one partial; associative."""
+    refold: Callable[[tf.Tensor, Any], Part] | None = None
+    """Partials concatenated → one partial (``merge`` of them all at once), where a shard's batch partials may be
+    collected in TensorArrays and refolded once (one pass instead of a merge per batch); None: merged pairwise."""
     collect: bool = False
-    """True where partials are rows that ``combine`` takes again: a shard's batch partials are collected in TensorArrays
-    and combined once, concatenated (linear, one combine instead of a merge per batch); False: merged pairwise."""
+    """True where partials are rows that must all be kept anyway (a group job's): streamed batches are collected too;
+    False: only an in-memory shard's, whose partials are bounded by its rows, and a stream's merge as they come."""
 
 
 @attrs.frozen(eq=False)
@@ -179,11 +182,12 @@ def _stepper(map_fn: Any, side: MapSide, bcast: tuple[Any, ...], where: str) -> 
     return step
 
 
-def _fold(partials: tf.data.Dataset, side: MapSide) -> Part:
-    """Fold a dataset of partials into one: merged as it goes, or collected and merged once (``side.collect``)."""
+def _fold(partials: tf.data.Dataset, side: MapSide, collect: bool) -> Part:
+    """Fold a dataset of partials into one: collected and refolded once (``collect`` and ``side.refold``), or merged as
+    it goes."""
     partials = partials.with_options(DATA_OPTIONS)
     specs = tf.nest.flatten(partials.element_spec)
-    if side.collect:
+    if collect and side.refold is not None:
         arrays = tuple(
             tf.TensorArray(s.dtype, size=0, dynamic_size=True, infer_shape=False, element_shape=[None, *s.shape[1:]])
             for s in specs
@@ -195,7 +199,7 @@ def _fold(partials: tf.data.Dataset, side: MapSide) -> Part:
 
         collected, _ = partials.reduce((arrays, tf.constant(0)), add)
         keys, rows = tf.nest.pack_sequence_as(partials.element_spec, [a.concat() for a in collected])
-        return side.combine(keys, rows)
+        return side.refold(keys, rows)
     initial = tf.nest.map_structure(lambda s: tf.zeros([0, *(d or 0 for d in s.shape[1:])], s.dtype), partials.element_spec)
     folded: Part = partials.reduce(initial, lambda state, part: side.merge([state, part]))
     return folded
@@ -209,7 +213,7 @@ def fold_pieces(map_fn: Any, side: MapSide, src: Streamed, pieces: Sequence[Batc
     parts = []
     for j, piece in enumerate(pieces):
         with tf.name_scope(f"piece{j}"):  # named as a whole-input job names them: a failed piece's error names its file
-            parts.append(_fold(piece.dataset.map(lambda *b, piece=piece: piece.counted(b, step(*b))), side))
+            parts.append(_fold(piece.dataset.map(lambda *b, piece=piece: piece.counted(b, step(*b))), side, side.collect))
     return parts[0] if len(parts) == 1 else side.merge(parts)
 
 
@@ -226,7 +230,7 @@ def fold_shard(
         start = i * batch_rows
         return step(*(t[start : start + batch_rows] for t in tensors))
 
-    return _fold(tf.data.Dataset.range(batches).map(sliced), side)
+    return _fold(tf.data.Dataset.range(batches).map(sliced), side, collect=True)
 
 
 PARTITIONED = (tf.int32, tf.int64, tf.float32, tf.float64)
