@@ -8,8 +8,8 @@
   DataFrame ``groupBy().count()``, warm) and ``dask.bag`` ``frequencies`` (when installed);
 - group-by mean over ``--rows`` rows, int64 keys with 1e3 and 1e6 distinct values and float32
   values: ``tmr.mean_by_key`` over resident data vs numpy (``np.unique(return_inverse=True)`` +
-  ``np.bincount``), pandas ``groupby().mean()`` and Spark DataFrame ``groupBy().avg()`` (data
-  cached in Spark).
+  ``np.bincount``), pandas ``groupby().mean()``, polars ``group_by().agg(mean)``, DuckDB ``GROUP BY``
+  (a table in its own storage) and Spark DataFrame ``groupBy().avg()`` (data cached in Spark).
 
 Every tfmapreduce result is checked against the one-process result before it is timed.
 """
@@ -185,6 +185,21 @@ def group_by(table: Rows, cluster: tmr.LocalCluster, n: int, distinct: int, peer
         frame = pd.DataFrame({"k": keys, "v": values})
         table.add(f"pandas groupby().mean(), {k}", lambda: frame.groupby("k")["v"].mean(), n)
         del frame
+    if peers and _importable("polars"):
+        import polars as pl
+
+        frame = pl.DataFrame({"k": keys, "v": values})
+        table.add(f"polars group_by().agg(mean), {k}", lambda: frame.group_by("k").agg(pl.col("v").mean()), n)
+        del frame
+    if peers and _importable("duckdb") and _importable("pandas"):
+        import duckdb
+        import pandas as pd
+
+        con = duckdb.connect()
+        con.register("t", pd.DataFrame({"k": keys, "v": values}))
+        con.execute("CREATE TABLE g AS SELECT * FROM t")  # DuckDB's own storage: not a scan of the numpy arrays
+        table.add(f"DuckDB GROUP BY avg, {k}", lambda: con.execute("SELECT k, avg(v) FROM g GROUP BY k").fetchnumpy(), n)
+        con.close()
     if peers and spark is not None:
         from pyspark.sql import functions as F
 

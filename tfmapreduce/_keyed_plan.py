@@ -20,7 +20,7 @@ STREAM_BATCH_ROWS = 1 << 16
 """Default ``batch_rows`` of a keyed job over files or strings: each batch's partial is merged into the running state,
 and smaller batches keep that merge and the batch's strings cache-sized (measured in docs/keyed.md)."""
 
-BATCH_ROWS = 1 << 20
+BATCH_ROWS = 1 << 22
 """Rows of a shard mapped at once when ``batch_rows=None``: a larger shard is folded batch by batch."""
 
 
