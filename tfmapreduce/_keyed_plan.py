@@ -21,7 +21,8 @@ STREAM_BATCH_ROWS = 1 << 16
 and smaller batches keep that merge and the batch's strings cache-sized (measured in docs/keyed.md)."""
 
 BATCH_ROWS = 1 << 22
-"""Rows of a shard mapped at once when ``batch_rows=None``: a larger shard is folded batch by batch."""
+"""Rows of a shard mapped at once when ``batch_rows=None``: a larger shard is folded batch by batch (2²²: a numeric
+map's batch of 64 MiB or so; 2²⁰ took 0.99 s against 0.67 s for mean_by_key over 2e7 rows, 1e6 keys)."""
 
 
 @attrs.frozen
