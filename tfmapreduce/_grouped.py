@@ -9,13 +9,14 @@ The graph of one group run (one distributed execution)::
     reducer r (its task's CPU) bucket r's rows and bytes summed over the tasks and checked against the reducer's
                                budget; only then does any bucket travel (each send waits on its reducer's check)
     reducer r (its device)     bucket r of every task concatenated, grouped by key (``_grouping``: a stable sort),
-                               → ``fn(keys, ragged values)`` → fetched (sorted by key on the client) or kept resident
+                               → ``fn(keys, ragged values)`` (or a recipe's ``select`` straight from the rows, where the
+                               native kernels run) → fetched (sorted by key on the client) or kept resident
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
@@ -57,13 +58,13 @@ def map_side(form: GroupForm, native: Any) -> MapSide:
     a task's shards (every part is precombined already: one part stays as it is)."""
     pre = form.precombine
     if pre is None:
-        return MapSide(
-            combine=lambda keys, values: (keys, values), merge=_concat, refold=lambda keys, values: (keys, values), collect=True
-        )
+        rows: Callable[[tf.Tensor, Any], Part] = lambda keys, values: (keys, values)  # noqa: E731
+        return MapSide(combine=rows, merge=_concat, refold=rows, collect=True)
+    combine: Callable[[tf.Tensor, Any], Part] = lambda keys, values: pre(keys, values, native)  # noqa: E731
     return MapSide(
-        combine=lambda keys, values: pre(keys, values, native),
-        merge=lambda parts: parts[0] if len(parts) == 1 else pre(*_concat(parts), native),
-        refold=lambda keys, values: pre(keys, values, native),
+        combine=combine,
+        merge=lambda parts: parts[0] if len(parts) == 1 else combine(*_concat(parts)),
+        refold=combine,
         collect=True,
     )
 

@@ -140,7 +140,7 @@ class KeyedSharded:
     """The distinct keys, shard ``r`` on reducer ``r``."""
     leaves: tuple[Sharded | RaggedSharded, ...]
     """The per-key values, one per leaf of the combiner's structure, aligned with ``keys``: a Sharded array, or for a
-    group job's ragged leaf a :class:`RaggedSharded`."""
+    group job's ragged leaf a [`RaggedSharded`][tfmapreduce.RaggedSharded]."""
     structure: Any
     """The combiner's structure of the values (``tf.TensorSpec`` leaves, one row each)."""
     decode: Encoding
