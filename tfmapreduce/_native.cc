@@ -288,6 +288,33 @@ TMR_SORT_PAIRS(int64_t, int32_t)
 TMR_SORT_PAIRS(int64_t, int64_t)
 #undef TMR_SORT_PAIRS
 
+// The shape function of ops whose every output is a vector of unknown length.
+absl::Status VectorOutputs(::tensorflow::shape_inference::InferenceContext* c) {
+  for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->Vector(c->UnknownDim()));
+  return absl::OkStatus();
+}
+
+// Whether a kernel's first two inputs are (key, value) rows: 1-D, of one length.
+bool RowPairs(OpKernelContext* context) {
+  const Tensor& keys = context->input(0);
+  if (keys.dims() == 1 && context->input(1).shape() == keys.shape()) return true;
+  context->SetStatus(::tensorflow::errors::InvalidArgument("keys and values must be 1-D, of one length"));
+  return false;
+}
+
+// Registers a (key, value) kernel template for int32/int64 keys and int32/int64/float/double values.
+#define TMR_REGISTER_ROW_PAIRS(NAME, KERNEL)                                                                          \
+  TMR_ROW_PAIR(NAME, KERNEL, int32_t, int32_t)                                                                        \
+  TMR_ROW_PAIR(NAME, KERNEL, int32_t, int64_t)                                                                        \
+  TMR_ROW_PAIR(NAME, KERNEL, int32_t, float)                                                                          \
+  TMR_ROW_PAIR(NAME, KERNEL, int32_t, double)                                                                         \
+  TMR_ROW_PAIR(NAME, KERNEL, int64_t, int32_t)                                                                        \
+  TMR_ROW_PAIR(NAME, KERNEL, int64_t, int64_t)                                                                        \
+  TMR_ROW_PAIR(NAME, KERNEL, int64_t, float)                                                                          \
+  TMR_ROW_PAIR(NAME, KERNEL, int64_t, double)
+#define TMR_ROW_PAIR(NAME, KERNEL, K, V) \
+  REGISTER_KERNEL_BUILDER(Name(NAME).Device(::tensorflow::DEVICE_CPU).TypeConstraint<K>("K").TypeConstraint<V>("V"), KERNEL<K, V>);
+
 REGISTER_OP("TmrSelectByKey")
     .Input("keys: K")
     .Input("values: V")
@@ -439,11 +466,10 @@ class SelectByKeyOp : public OpKernel {
   explicit SelectByKeyOp(OpKernelConstruction* context) : OpKernel(context) {}
 
   void Compute(OpKernelContext* context) override {
+    if (!RowPairs(context)) return;
     const Tensor& key_input = context->input(0);
     const Tensor& value_input = context->input(1);
     const Tensor& fraction_input = context->input(2);
-    OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
-                ::tensorflow::errors::InvalidArgument("keys and values must be 1-D, of one length"));
     OP_REQUIRES(context, fraction_input.dims() == 1, ::tensorflow::errors::InvalidArgument("fractions must be 1-D"));
     const auto fractions = fraction_input.flat<double>();
     const int64_t q = fractions.size();
@@ -493,19 +519,7 @@ class SelectByKeyOp : public OpKernel {
   }
 };
 
-#define TMR_SELECT_BY_KEY(K, V)                                                                                   \
-  REGISTER_KERNEL_BUILDER(                                                                                        \
-      Name("TmrSelectByKey").Device(::tensorflow::DEVICE_CPU).TypeConstraint<K>("K").TypeConstraint<V>("V"),    \
-      SelectByKeyOp<K, V>);
-TMR_SELECT_BY_KEY(int32_t, int32_t)
-TMR_SELECT_BY_KEY(int32_t, int64_t)
-TMR_SELECT_BY_KEY(int32_t, float)
-TMR_SELECT_BY_KEY(int32_t, double)
-TMR_SELECT_BY_KEY(int64_t, int32_t)
-TMR_SELECT_BY_KEY(int64_t, int64_t)
-TMR_SELECT_BY_KEY(int64_t, float)
-TMR_SELECT_BY_KEY(int64_t, double)
-#undef TMR_SELECT_BY_KEY
+TMR_REGISTER_ROW_PAIRS("TmrSelectByKey", SelectByKeyOp)
 
 REGISTER_OP("TmrTopKByKey")
     .Input("keys: K")
@@ -517,10 +531,7 @@ REGISTER_OP("TmrTopKByKey")
     .Attr("largest: bool")
     .Attr("K: {int32, int64}")
     .Attr("V: {int32, int64, float, double}")
-    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      for (int i = 0; i < 3; ++i) c->set_output(i, c->Vector(c->UnknownDim()));
-      return absl::OkStatus();
-    });
+    .SetShapeFn(VectorOutputs);
 
 template <typename K, typename V>
 class TopKByKeyOp : public OpKernel {
@@ -531,10 +542,9 @@ class TopKByKeyOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* context) override {
+    if (!RowPairs(context)) return;
     const Tensor& key_input = context->input(0);
     const Tensor& value_input = context->input(1);
-    OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
-                ::tensorflow::errors::InvalidArgument("keys and values must be 1-D, of one length"));
     using I = typename Image<V>::type;
     ByKey<K, V> by_key(key_input.flat<K>(), value_input.flat<V>());
     const int64_t m = by_key.size();
@@ -567,19 +577,7 @@ class TopKByKeyOp : public OpKernel {
   bool largest_ = true;
 };
 
-#define TMR_TOP_K_BY_KEY(K, V)                                                                                   \
-  REGISTER_KERNEL_BUILDER(                                                                                       \
-      Name("TmrTopKByKey").Device(::tensorflow::DEVICE_CPU).TypeConstraint<K>("K").TypeConstraint<V>("V"),     \
-      TopKByKeyOp<K, V>);
-TMR_TOP_K_BY_KEY(int32_t, int32_t)
-TMR_TOP_K_BY_KEY(int32_t, int64_t)
-TMR_TOP_K_BY_KEY(int32_t, float)
-TMR_TOP_K_BY_KEY(int32_t, double)
-TMR_TOP_K_BY_KEY(int64_t, int32_t)
-TMR_TOP_K_BY_KEY(int64_t, int64_t)
-TMR_TOP_K_BY_KEY(int64_t, float)
-TMR_TOP_K_BY_KEY(int64_t, double)
-#undef TMR_TOP_K_BY_KEY
+TMR_REGISTER_ROW_PAIRS("TmrTopKByKey", TopKByKeyOp)
 
 REGISTER_OP("TmrPartition")
     .Input("keys: K")
@@ -589,10 +587,7 @@ REGISTER_OP("TmrPartition")
     .Attr("reducers: int >= 1")
     .Attr("K: {int32, int64}")
     .Attr("V: {int32, int64, float, double}")
-    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->Vector(c->UnknownDim()));
-      return absl::OkStatus();
-    });
+    .SetShapeFn(VectorOutputs);
 
 template <typename K, typename V>
 class PartitionOp : public OpKernel {
@@ -602,10 +597,9 @@ class PartitionOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* context) override {
+    if (!RowPairs(context)) return;
     const Tensor& key_input = context->input(0);
     const Tensor& value_input = context->input(1);
-    OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
-                ::tensorflow::errors::InvalidArgument("keys and values must be 1-D, of one length"));
     const auto keys = key_input.flat<K>();
     const auto values = value_input.flat<V>();
     const int64_t n = keys.size();
@@ -639,19 +633,7 @@ class PartitionOp : public OpKernel {
   int reducers_ = 1;
 };
 
-#define TMR_PARTITION(K, V)                                                                                        \
-  REGISTER_KERNEL_BUILDER(                                                                                         \
-      Name("TmrPartition").Device(::tensorflow::DEVICE_CPU).TypeConstraint<K>("K").TypeConstraint<V>("V"),       \
-      PartitionOp<K, V>);
-TMR_PARTITION(int32_t, int32_t)
-TMR_PARTITION(int32_t, int64_t)
-TMR_PARTITION(int32_t, float)
-TMR_PARTITION(int32_t, double)
-TMR_PARTITION(int64_t, int32_t)
-TMR_PARTITION(int64_t, int64_t)
-TMR_PARTITION(int64_t, float)
-TMR_PARTITION(int64_t, double)
-#undef TMR_PARTITION
+TMR_REGISTER_ROW_PAIRS("TmrPartition", PartitionOp)
 
 REGISTER_OP("TmrDecodeCsv")
     .Input("records: string")
@@ -660,10 +642,7 @@ REGISTER_OP("TmrDecodeCsv")
     .Attr("columns: list(int) >= 0")
     .Attr("fields: int >= 1")
     .Attr("delimiter: string = ','")
-    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->Vector(c->UnknownDim()));
-      return absl::OkStatus();
-    });
+    .SetShapeFn(VectorOutputs);
 
 // A field's text without the spaces around it; false where it is not a whole number of type T.  Floats that
 // std::from_chars does not take whole (hexadecimal, out of range) go through strtod, as tf.io.decode_csv's do.
