@@ -48,7 +48,9 @@ def _probe(cluster: Cluster, timeout: float) -> bool:
 def with_kernels(srcs: Sources, cluster: Cluster, timeout: float) -> Sources:
     """``srcs`` with each file source read by its reader's native variant (``Reader.with_kernels``) where the client and
     every task of ``cluster`` have the kernels; as they are otherwise."""
-    files = {i: s for i, s in enumerate(srcs) if isinstance(s, FileSource) and s.reader.with_kernels() is not s.reader}
-    if not files or not available(cluster, timeout):
+    files = {i: s for i, s in enumerate(srcs) if isinstance(s, FileSource)}
+    native = {i: f.reader.with_kernels() for i, f in files.items()}
+    native = {i: r for i, r in native.items() if r is not files[i].reader}
+    if not native or not available(cluster, timeout):
         return srcs
-    return Sources(attrs.evolve(files[i], reader=files[i].reader.with_kernels()) if i in files else s for i, s in enumerate(srcs))
+    return Sources(attrs.evolve(files[i], reader=native[i]) if i in native else s for i, s in enumerate(srcs))
