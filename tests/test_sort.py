@@ -124,15 +124,15 @@ def test_empty_input_and_empty_shards(cluster: tmr.LocalCluster) -> None:
 def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster) -> None:
     with pytest.raises(tmr.InputError, match=r"x must be 1-D .* got shape \(3, 2\); sort one column"):
         tmr.sort(np.zeros((3, 2)), cluster=cluster)
-    with pytest.raises(TypeError, match=r"x must hold integers .* got dtype object \(strings have no byte-order sort"):
-        tmr.sort(np.array(["b", "a"]), cluster=cluster)
+    with pytest.raises(ValueError, match=r"max_bytes must be None .* or an int ≥ 1"):
+        tmr.sort(np.arange(3), cluster=cluster, max_bytes=0)
     with pytest.raises(TypeError, match=r"x must be one array, got a tuple of 2; .* tmr.sort_by_key\(keys, values\)"):
         tmr.sort((np.arange(3), np.arange(3)), cluster=cluster)
     with pytest.raises(tmr.InputError, match=r"keys must be 1-D"):
         tmr.sort_by_key(np.zeros((3, 1)), np.arange(3), cluster=cluster)
     with pytest.raises(tmr.InputError, match=r"co-partitioned inputs must have the same rows"):
         tmr.sort_by_key(np.arange(3), np.arange(4), cluster=cluster)
-    with pytest.raises(TypeError, match=r"x must hold integers .* got dtype bool; convert it"):
+    with pytest.raises(TypeError, match=r"x must hold integers .* or strings \(str or bytes\), got dtype bool; convert it"):
         tmr.sort(np.array([True, False]), cluster=cluster)
     with pytest.raises(TypeError, match=r"descending must be True or False, got str 'yes'"):
         tmr.sort(np.arange(3), cluster=cluster, descending="yes")  # type: ignore[arg-type]
@@ -174,6 +174,54 @@ def test_sort_by_key_carries_strings_and_several_values(cluster: tmr.LocalCluste
         assert w.gather().tolist() == [b"", b"a", b"aa", b"b", b"bb"]
         assert n.gather().tolist() == [0, 10, 10, 20, 20]
     assert stats.attempts == 1
+
+
+@st.composite
+def strings(draw: st.DrawFn) -> tuple[list[bytes], list[int]]:
+    """Byte strings with NUL and high bytes, prefixes of each other, the empty string, and UTF-8 text."""
+    some = st.one_of(st.binary(max_size=9), st.sampled_from([b"", b"\0", b"a", b"a\0", b"ab", b"\xff"]))
+    text = st.text(max_size=5).map(str.encode)
+    x = draw(st.lists(st.one_of(some, text), max_size=40))
+    return x, draw(size_lists(len(x), max_shards=4))
+
+
+@settings(max_examples=examples(12))
+@given(strings(), st.integers(1, 4), st.booleans(), st.booleans())
+def test_strings_sort_in_byte_order_native_or_stock(
+    cluster: tmr.LocalCluster, case: tuple[list[bytes], list[int]], reducers: int, descending: bool, native: bool
+) -> None:
+    x, sizes = case
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_sort, "SAMPLES", 2)  # few splitters: many rows tie with them
+        if not native:
+            patch.setattr(_sort, "available", lambda cluster, timeout: False)
+        array = np.array(x, dtype=object)
+        k, v = tmr.sort_by_key(array, np.arange(len(x)), cluster=cluster, sizes=sizes, reducers=reducers, descending=descending)
+    with k, v:
+        order = stable_order(array, descending=descending)
+        assert k.gather().tolist() == [x[i] for i in order]
+        np.testing.assert_array_equal(v.gather(), order)
+
+
+def test_fixed_width_binary_and_unicode_keys_sort_like_numpy(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(8)
+    binary = rng.integers(0, 4, (3000, 10), dtype=np.uint8).view("S10").ravel()  # TeraSort's keys, NUL bytes inside
+    with tmr.sort(binary, cluster=cluster) as result:
+        np.testing.assert_array_equal(np.array(result.gather().tolist(), dtype="S10"), np.sort(binary))
+    text = np.array(["zé", "a", "é", "", "b", "ab", "😀", "Z"] * 40)
+    with tmr.sort(text, cluster=cluster, descending=True, reducers=3) as result:
+        assert result.gather().tolist() == [s.encode() for s in np.sort(text)[::-1]]  # UTF-8 order is code point order
+        fair(result)
+
+
+def test_a_range_over_its_budget_is_refused_before_a_row_travels(cluster: tmr.LocalCluster) -> None:
+    with pytest.raises(
+        tmr.ReducerMemoryError,
+        match=r"range \d of the sort .* would receive [\d,]+ rows, [\d,]+ bytes .*max_bytes=4000.*reducers=N",
+    ):
+        tmr.sort(np.arange(4000), cluster=cluster, reducers=2, max_bytes=4000)
+    with tmr.sort(np.arange(4000), cluster=cluster, reducers=2, max_bytes=100_000) as result:  # 3 × 8 × ~2000 bytes fit
+        check_sorted(result, np.arange(4000))
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])

@@ -23,10 +23,11 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
+from ._budget import check_budget, over_budget
 from ._combine import GroupForm
 from ._device import Device
 from ._errors import JobError, MapFunctionError, ReducerMemoryError
-from ._grouping import SORTABLE, available_memory, grouped, nbytes
+from ._grouping import SORTABLE, grouped, nbytes
 from ._kernels import available
 from ._keyed_map import ByKey, MapSide, Part, map_shards, mismatch, split
 from ._keyed_plan import KeyedPlan
@@ -37,13 +38,9 @@ from ._native import kernels
 from ._program import Builder, Call, Program
 from ._strings import Encoding, decode_keys
 
-MEMORY_SHARE = 4
-"""Without ``max_bytes``, a reducer may receive a quarter of the memory its host has available (``MemAvailable``): it
-holds the received buckets, their concatenation and the grouped copy, and ``fn``'s own tensors."""
-
 _TOO_BIG = "tfmapreduce: group partition too large"
 _ROWS = "tfmapreduce: group fn rows"
-_FOUND = r" \(reducer (\d+) on ([^)]*)\)\] \[(-?\d+)\] \[(-?\d+)\](?: \[(-?\d+)\])?"
+_FOUND = r" \(reducer (\d+) on ([^)]*)\)\] \[(-?\d+)\] \[(-?\d+)\]"
 
 
 def _concat(parts: Sequence[Part]) -> Part:
@@ -115,7 +112,7 @@ class Grouped(ByKey):
         shape: Any = None
         ragged: tuple[bool, ...] = ()
         for r, device in enumerate(reducers):
-            start = self._check_budget(r, device, [c[r] for c in counts])
+            start = check_budget(r, device, [c[r][0] for c in counts], [c[r][1] for c in counts], form.max_bytes, _TOO_BIG)
             sent = []
             for task, task_buckets in zip(mapped.per_task, buckets, strict=True):
                 with tf.device(mapped.device[task]), tf.name_scope(f"send{r}"):  # the rows leave once the budget holds
@@ -152,22 +149,6 @@ class Grouped(ByKey):
                     "float and string dtypes of a known row shape). Map them to sortable codes, or pass sort_values=False "
                     "and order them inside fn"
                 )
-
-    def _check_budget(self, r: int, device: str, counts: list[tuple[tf.Tensor, tf.Tensor]]) -> tf.Tensor:
-        """On reducer ``r``'s task CPU: its partition's rows and bytes summed, checked against its budget; 0 once it holds.
-
-        Each bucket is sent sliced from that 0 (a data dependency no graph rewrite removes): no row travels before the check.
-        """
-        cpu = f"{Device.parse(device).task}/device:CPU:0"
-        with tf.device(cpu), tf.name_scope(f"budget{r}"):
-            rows = tf.add_n([c for c, _ in counts])
-            size = tf.add_n([b for _, b in counts])
-            limit = self.form.max_bytes
-            budget = tf.constant(limit, tf.int64) if limit is not None else available_memory() // MEMORY_SHARE
-            message = tf.constant(f"{_TOO_BIG} (reducer {r} on {device})")
-            check = tf.raw_ops.Assert(condition=size <= budget, data=[message, rows, size, budget], summarize=3)
-            with tf.control_dependencies([check]):
-                return tf.cast(size > budget, tf.int32)
 
     def _reduce(self, r: int, device: str, keys: tf.Tensor, values: Any, native: Any) -> tuple[tf.Tensor, Any]:
         """Reducer ``r``'s distinct keys and ``fn``'s result: the form's ``select`` straight from the rows where it applies,
@@ -247,26 +228,26 @@ class Grouped(ByKey):
         if found is not None:
             return found
         text = f"{error}\n{error.details}"
-        big = re.search(re.escape(_TOO_BIG) + _FOUND, text)
+        big = over_budget(text, _TOO_BIG)
         if big is not None:
-            r, device, rows, size, budget = big.groups()
+            r, device, rows, size, budget = big
             limit = (
                 f"max_bytes={self.form.max_bytes}"
                 if self.form.max_bytes is not None
                 else "a quarter of its host's available memory"
             )
             return ReducerMemoryError(
-                f"reducer {r} ({device}) would receive {int(rows):,} values ({int(size):,} bytes of keys and values), more than "
-                f"its budget of {int(budget):,} bytes ({limit}); nothing was sent. Spread the keys over more reducers "
+                f"reducer {r} ({device}) would receive {rows:,} values ({size:,} bytes of keys and values), more than "
+                f"its budget of {budget:,} bytes ({limit}); nothing was sent. Spread the keys over more reducers "
                 "(reducers=N, up to the cluster's devices), use a combiner recipe (sum/mean/min/max/variance_by_key) whose "
                 "partials are one row per key, or, if its host has the memory, raise per_group(..., max_bytes=); one hot key "
                 "stays on one reducer however many there are"
             )
-        rows = re.search(re.escape(_ROWS) + _FOUND, text)
-        if rows is not None:
-            r, device, got, want = rows.groups()[:4]
+        wrong = re.search(re.escape(_ROWS) + _FOUND, text)
+        if wrong is not None:
+            part, on, got, want = wrong.groups()
             return MapFunctionError(
-                f"the per_group fn {callable_name(self.form.fn)} returned {got} rows on reducer {r} ({device}), which has {want} keys; "
+                f"the per_group fn {callable_name(self.form.fn)} returned {got} rows on reducer {part} ({on}), which has {want} keys; "
                 "fn must return one row per key (e.g. reduce the ragged values over axis=1, or return a RaggedTensor of one row per key)"
             )
         return None

@@ -218,10 +218,3 @@ def nbytes(keys: tf.Tensor, values: Any) -> tf.Tensor:
         return tf.size(t, tf.int64) * t.dtype.size
 
     return tf.add_n([size(t) for t in [keys, *tf.nest.flatten(values)]])
-
-
-def available_memory() -> tf.Tensor:
-    """The bytes of memory available on the current device's host (``MemAvailable`` of ``/proc/meminfo``), int64."""
-    text = tf.io.read_file("/proc/meminfo")
-    kb = tf.strings.regex_replace(text, r"(?s)^.*MemAvailable:\s*([0-9]+) kB.*$", r"\1")
-    return tf.strings.to_number(kb, tf.int64) * 1024

@@ -16,7 +16,6 @@ any output row, checks the rows it would make against its memory budget.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
@@ -25,9 +24,9 @@ import numpy as np
 import tensorflow as tf
 
 from . import _engine
+from ._budget import over_budget, within_budget
 from ._device import Device
 from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
-from ._grouping import available_memory
 from ._join_result import JoinResult
 from ._join_rows import join_index, take
 from ._kernels import available
@@ -49,11 +48,7 @@ STRATEGIES = ("auto", "hash", "broadcast")
 BROADCAST_BYTES = 1 << 25
 """``strategy="auto"`` broadcasts a side of at most this many bytes (keys and values; 32 MiB) when the other side is
 larger: a 12 MB side broadcast to two tasks joined a 1e7-row side faster than hashed (the keyed guide's table)."""
-MEMORY_SHARE = 4
-"""Without ``max_bytes``, a device may make output rows worth a quarter of its host's available memory."""
-
 _TOO_BIG = "tfmapreduce: join output too large"
-_FOUND = r" \(part (\d+) on ([^)]*)\)\] \[(-?\d+)\] \[(-?\d+)\] \[(-?\d+)\]"
 
 
 @attrs.frozen
@@ -262,12 +257,7 @@ class Join:
         index = (probe_rows, build_rows) if small == 1 else (build_rows, probe_rows)
         rows = tf.size(index[0], tf.int64)
         row_bytes = sum(_row_bytes(t) for t in [left[0], *left[1], *right[1]])
-        budget = tf.constant(self.max_bytes, tf.int64) if self.max_bytes is not None else available_memory() // MEMORY_SHARE
-        check = tf.raw_ops.Assert(
-            condition=rows * row_bytes <= budget,
-            data=[tf.constant(f"{_TOO_BIG} (part {part} on {device})"), rows, rows * row_bytes, budget],
-            summarize=3,
-        )
+        check = within_budget(part, device, rows, rows * row_bytes, self.max_bytes, _TOO_BIG)
         with tf.control_dependencies([check]):
             index = tuple(tf.identity(t) for t in index)
         out = _rows(left, right, *index, kept=keep)
@@ -312,14 +302,14 @@ class Join:
 
     def failure(self, error: JobError) -> Exception | None:
         text = f"{error}\n{error.details}"
-        big = re.search(re.escape(_TOO_BIG) + _FOUND, text)
+        big = over_budget(text, _TOO_BIG)
         if big is None:
             return None
-        part, device, rows, size, budget = big.groups()
+        part, device, rows, size, budget = big
         limit = f"max_bytes={self.max_bytes}" if self.max_bytes is not None else "a quarter of its host's available memory"
         return ReducerMemoryError(
-            f"the join would make {int(rows):,} rows on {device} (part {part}: {int(size):,} bytes of keys and values), more than "
-            f"its budget of {int(budget):,} bytes ({limit}); no output row was made. Spread the keys over more reducers "
+            f"the join would make {rows:,} rows on {device} (part {part}: {size:,} bytes of keys and values), more than "
+            f"its budget of {budget:,} bytes ({limit}); no output row was made. Spread the keys over more reducers "
             "(reducers=N), pre-aggregate a side (e.g. tmr.sum_by_key) so each key has fewer rows, or, if the host has the "
             "memory, raise max_bytes=; one key's rows always meet on one device"
         )

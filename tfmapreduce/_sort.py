@@ -28,14 +28,16 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from . import _engine
+from ._budget import check_budget, over_budget
 from ._device import Device
-from ._errors import InputError, JobError, ShardLostError
-from ._grouping import argsort
+from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
+from ._grouping import argsort, nbytes, sort_key, string_ranks
 from ._kernels import available
 from ._keyed_input import keyed_sources
 from ._keyed_plan import resolve_reducers
 from ._native import kernels
 from ._options import Options, RunOptions
+from ._per_group import check_max_bytes
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run
@@ -50,6 +52,11 @@ SEED = 0x5027
 
 KEY_DTYPES = tuple(np.dtype(d) for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"))
 FLOAT_DTYPES = tuple(np.dtype(d) for d in ("float16", "float32", "float64"))
+
+SORT_COPIES = 3
+"""A range is held about three times over while it sorts: the rows received, their order, the sorted copy."""
+
+_TOO_BIG = "tfmapreduce: sort range too large"
 
 NO_SPECULATION = (
     "speculate=True does not apply to sort: every shard sends a range to every reducer in one distributed run, "
@@ -105,32 +112,36 @@ def order_key(values: tf.Tensor, descending: bool = False) -> tf.Tensor:
     """The values as int32 or int64 keys in the sort's order: a stable integer sort of the keys sorts the values.
 
     Integers keep their value (widened to int32, uint32 to int64); floats map their bits to integers of the same
-    order, -0.0 first made 0.0 and every NaN one positive NaN (after +inf: numpy's NaN last).  ``descending``
-    inverts every bit: the exact reverse order (NaN first), ties still in row order under a stable sort.
+    order (``_grouping.sort_key``), -0.0 first made 0.0 and every NaN one NaN after +inf (numpy's NaN last).
+    ``descending`` inverts every bit: the exact reverse order (NaN first), ties still in row order under a stable sort.
 
     Example:
         >>> x = tf.constant([2.0, float("nan"), -0.0, -1.5, 0.0, float("-inf")])
         >>> tf.argsort(order_key(x), stable=True).numpy().tolist()
         [5, 3, 2, 4, 0, 1]
     """
-    dtype = values.dtype
-    if dtype.is_floating:
-        if dtype == tf.float16:
-            values = tf.cast(values, tf.float32)
-        ints, mask = (tf.int64, 0x7FFFFFFFFFFFFFFF) if values.dtype == tf.float64 else (tf.int32, 0x7FFFFFFF)
-        zero = tf.zeros_like(values)
-        values = tf.where(tf.equal(values, zero), zero, values)  # -0.0 → 0.0
-        values = tf.where(tf.math.is_nan(values), tf.fill(tf.shape(values), tf.constant(np.nan, values.dtype)), values)
-        bits = tf.bitcast(values, ints)
-        key = tf.where(bits < 0, tf.bitwise.bitwise_xor(bits, tf.constant(mask, ints)), bits)
-    elif dtype in (tf.int32, tf.int64):
-        key = values
-    else:
-        key = tf.cast(values, tf.int64 if dtype == tf.uint32 else tf.int32)
+    if values.dtype.is_floating:
+        values = tf.where(tf.equal(values, 0), tf.zeros_like(values), values)  # -0.0 → 0.0
+    key = sort_key(values)
     return tf.bitwise.invert(key) if descending else key
 
 
-def _ranges(key: tf.Tensor, start: int, split_keys: tf.Tensor, split_rows: tf.Tensor) -> tf.Tensor:
+def comparable(values: tf.Tensor, descending: bool, native: Any | None) -> tf.Tensor:
+    """Integers in the sort's order of ``values`` (equal values equal): ``order_key`` of numbers; of strings their
+    ranks among ``values`` in byte order (``_grouping.string_ranks``), so two string tensors compare only when ranked
+    together.
+
+    Example:
+        >>> comparable(tf.constant([b"b", b"", b"ab"]), True, None).numpy().tolist()
+        [-3, -1, -2]
+    """
+    if values.dtype != tf.string:
+        return order_key(values, descending)
+    ranks = string_ranks(values, native)
+    return tf.bitwise.invert(ranks) if descending else ranks
+
+
+def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Tensor) -> tf.Tensor:
     """Each row's range: how many splitters (key, row) are below its own (key, global row ``start + i``)."""
     left = tf.searchsorted(split_keys, key, side="left", out_type=tf.int32)
     right = tf.searchsorted(split_keys, key, side="right", out_type=tf.int32)
@@ -146,6 +157,7 @@ class Sort:
     """A sort as the run driver sees it (see ``_engine.Kind``): ranges sorted on the reducers and kept there."""
 
     descending: bool
+    max_bytes: int | None = None
     argument: str = "x"
     """``"x"`` (sort: the values alone) or ``"keys"`` (sort_by_key: the first input's keys order the others); names
     the keys in messages."""
@@ -158,7 +170,7 @@ class Sort:
 
     @property
     def identity(self) -> Hashable:
-        return ("sort", self.descending)
+        return ("sort", self.descending, self.max_bytes)
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         srcs, _ = keyed_sources(x)  # values may be strings (they travel as bytes)
@@ -178,11 +190,10 @@ class Sort:
                 f"{self.argument} must be 1-D (one key per row), got shape {key.shape}; sort one column, e.g. "
                 f"{self.argument}[:, 0], or flatten it with {self.argument}.reshape(-1)"
             )
-        if key.dtype not in KEY_DTYPES + FLOAT_DTYPES:
-            strings = " (strings have no byte-order sort here yet)" if key.dtype.kind in "OSU" else ""
+        if key.dtype not in KEY_DTYPES + FLOAT_DTYPES and key.dtype.kind not in "OSU":
             raise TypeError(
-                f"{self.argument} must hold integers (int8 to int64, uint8 to uint32) or floats (float16 to float64), "
-                f"got dtype {key.dtype}{strings}; convert it, e.g. {self.argument}.astype(np.int64)"
+                f"{self.argument} must hold integers (int8 to int64, uint8 to uint32), floats (float16 to float64) or "
+                f"strings (str or bytes), got dtype {key.dtype}; convert it, e.g. {self.argument}.astype(np.int64)"
             )
         return srcs, None
 
@@ -201,26 +212,24 @@ class Sort:
         ranges = len(plan.reducers)
         full = [s for s in plan.plan.shards if s.rows > 0]
         tensors: dict[int, list[tf.Tensor]] = {}
-        keys: dict[int, tf.Tensor] = {}
         samples = []
         for shard in full:
             with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                 tensors[shard.index] = builder.inputs(shard)
-                keys[shard.index] = key = order_key(tensors[shard.index][0], self.descending)
                 n = _sample_size(shard.rows, plan.plan.rows, ranges)
                 if n == shard.rows:
                     at = tf.range(shard.rows, dtype=tf.int64)
                 elif n:
                     at = tf.random.stateless_uniform([n], [SEED, shard.index], 0, shard.rows, dtype=tf.int64)
                 if n:
-                    samples.append((tf.gather(key, at), at + shard.start))
-        if samples:  # R − 1 splitters from the sorted sample
+                    samples.append((tf.gather(tensors[shard.index][0], at), at + shard.start))
+        if samples:  # R − 1 splitters from the sample sorted by (key, row)
             with tf.device(plan.reducers[0]), tf.name_scope("splitters"):
                 sample_keys = tf.concat([k for k, _ in samples], 0)
                 sample_rows = tf.concat([r for _, r in samples], 0)
                 by_row = tf.argsort(sample_rows, stable=True)
                 sample_keys, sample_rows = tf.gather(sample_keys, by_row), tf.gather(sample_rows, by_row)
-                by_key = tf.argsort(sample_keys, stable=True)
+                by_key = tf.argsort(comparable(sample_keys, self.descending, native), stable=True)
                 total = int(sample_keys.shape[0])
                 at = tf.constant([min(total - 1, total * (r + 1) // ranges) for r in range(ranges - 1)], tf.int64)
                 split_keys = tf.gather(tf.gather(sample_keys, by_key), at)
@@ -231,22 +240,38 @@ class Sort:
                 if ranges == 1:
                     parts = [[t] for t in tensors[shard.index]]
                 else:
-                    which = _ranges(keys[shard.index], shard.start, split_keys, split_rows)
+                    which = _ranges(*self._ranked(tensors[shard.index][0], split_keys, native), shard.start, split_rows)
                     parts = [tf.dynamic_partition(t, which, ranges) for t in tensors[shard.index]]
                 builder.mapped(shard, parts)
                 pieces[shard.index] = parts
         counts = []
         for r, device in enumerate(plan.reducers):
+            if not full:
+                counts.append(tf.constant(0, tf.int64))
+                continue
+            start = self._check_budget(r, device, [pieces[s.index] for s in full])
             with tf.device(device), tf.name_scope(f"range{r}"):
-                if not full:
-                    counts.append(tf.constant(0, tf.int64))
-                    continue
-                columns = [tf.concat([pieces[s.index][j][r] for s in full], 0) for j in range(len(call.srcs))]
-                order = argsort(order_key(columns[0], self.descending), native)
+                columns = [tf.concat([pieces[s.index][j][r][start:] for s in full], 0) for j in range(len(call.srcs))]
+                order = argsort(comparable(columns[0], self.descending, native), native)
                 stored = [builder.store(device, f"_s{j}", r, tf.gather(c, order)) for j, c in enumerate(columns)]
                 with tf.control_dependencies(stored):
                     counts.append(tf.size(order, out_type=tf.int64))
         return builder.program(counts, plan.tasks)
+
+    def _ranked(self, keys: tf.Tensor, split_keys: tf.Tensor, native: Any | None) -> tuple[tf.Tensor, tf.Tensor]:
+        """A shard's keys and the splitters as comparable integers (strings ranked together, in one call)."""
+        if keys.dtype != tf.string:
+            return comparable(keys, self.descending, native), comparable(split_keys, self.descending, native)
+        ranks = comparable(tf.concat([split_keys, keys], 0), self.descending, native)
+        splitters = tf.size(split_keys)
+        return ranks[splitters:], ranks[:splitters]
+
+    def _check_budget(self, r: int, device: str, pieces: list[list[list[tf.Tensor]]]) -> tf.Tensor:
+        """On range ``r``'s task CPU: its rows and bytes from every shard, checked against its budget (its bytes three
+        times: received, their order, the sorted copy); 0 once it holds, the start every piece is sent sliced from."""
+        rows = [tf.size(p[0][r], tf.int64) for p in pieces]
+        size = [nbytes(p[0][r], [c[r] for c in p[1:]]) * SORT_COPIES for p in pieces]
+        return check_budget(r, device, rows, size, self.max_bytes, _TOO_BIG)
 
     def finish(self, value: Any, program: Program | None, plan: SortPlan, call: Call) -> Any:
         """One ``Sharded`` per source on one plan: range r on reducer r."""
@@ -260,7 +285,17 @@ class Sort:
         return outputs[0] if len(outputs) == 1 else outputs
 
     def failure(self, error: JobError) -> Exception | None:
-        return None
+        big = over_budget(f"{error}\n{error.details}", _TOO_BIG)
+        if big is None:
+            return None
+        r, device, rows, size, budget = big
+        limit = f"max_bytes={self.max_bytes}" if self.max_bytes is not None else "a quarter of its host's available memory"
+        return ReducerMemoryError(
+            f"range {r} of the sort ({device}) would receive {rows:,} rows, {size:,} bytes while it sorts (its rows "
+            f"{SORT_COPIES} times: received, their order, the sorted copy), more than its budget of {budget:,} bytes "
+            f"({limit}); no row was sent. Sort over more devices (reducers=N, up to the cluster's devices), add workers, "
+            "or, if the host has the memory, raise max_bytes="
+        )
 
 
 def _lost(shard: Shard) -> tf.Tensor:
@@ -270,20 +305,24 @@ def _lost(shard: Shard) -> tf.Tensor:
     )
 
 
-def sort(x: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> Sharded:
+def sort(x: Any, /, *, descending: bool = False, max_bytes: int | None = None, **options: Unpack[Options]) -> Sharded:
     """Sort ``x`` across the cluster: a resident ``Sharded``, range-partitioned, each range sorted on its device.
 
     Every value of shard ``r`` of the result is ≤ every value of shard ``r + 1`` (``≥`` with ``descending``), and each
-    shard is sorted, so ``.gather()`` equals ``np.sort(x)`` (NaN last, as numpy; ``np.sort(x)[::-1]`` with
-    ``descending=True``, NaN first).  One distributed run: each shard samples its rows, R − 1 splitters are chosen
-    from the sample in the graph, each shard sends range ``r`` of its rows to reducer ``r`` once, and each reducer
-    sorts its range and keeps it (TeraSort's way).  Equal values may spread over several ranges, so no value held by
-    many rows fills one device.  A device holds its range about three times over while it sorts (the rows received,
-    their order, the sorted copy).
+    shard is sorted, so ``.gather()`` equals ``np.sort(x)``: NaN last, as numpy; strings in byte order (UTF-8 for
+    ``str``), coming back as ``bytes``; ``np.sort(x)[::-1]`` with ``descending=True``, NaN first.  One distributed run:
+    each shard samples its rows, R − 1 splitters are chosen from the sample in the graph, each shard sends range ``r``
+    of its rows to reducer ``r`` once, and each reducer sorts its range and keeps it (TeraSort's way).  Equal values
+    may spread over several ranges, so no value held by many rows fills one device.  A device holds its range about
+    three times over while it sorts (the rows received, their order, the sorted copy); each reducer checks that before
+    any row travels to it.
 
     Args:
-        x: a 1-D array of integers (int8 to int64, uint8 to uint32) or floats, or resident ``Sharded`` data.
+        x: a 1-D array of integers (int8 to int64, uint8 to uint32), floats or strings (``str`` or ``bytes``, e.g. a
+            numpy ``S10`` array of binary keys), or resident ``Sharded`` data.
         descending: sort from the largest value down.
+        max_bytes: the most bytes one range may take while it sorts (three times its rows' bytes; a string counts its
+            bytes and 32), or None: a quarter of the memory its reducer's host has available.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``retries``, ``transfer``,
             ``reducers`` (None: a range per device of the shards; a count or device strings): see [`RunOptions`][tfmapreduce.RunOptions].
 
@@ -293,8 +332,10 @@ def sort(x: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> 
 
     Raises:
         InputError: ``x`` is not 1-D.
-        TypeError: ``x`` holds neither integers nor floats, reads files, ``descending`` is not a bool, or
+        TypeError: ``x`` holds neither numbers nor strings, reads files, ``descending`` is not a bool, or
             ``speculate=True`` was given.
+        ValueError: ``max_bytes`` is not None or an int ≥ 1.
+        ReducerMemoryError: a range would not fit its budget (nothing was sent).
         PlacementError: a bad ``reducers=``.
 
     Examples:
@@ -302,24 +343,32 @@ def sort(x: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> 
         >>> with tmr.sort(x, cluster=cluster, sizes=[2, 0, 4], reducers=2) as ordered:
         ...     ordered.gather().tolist()
         [-1.0, 0.5, 2.0, 3.0, 3.0, nan]
+        >>> with tmr.sort(np.array([b"pear", b"", b"apple"]), cluster=cluster, descending=True) as ordered:
+        ...     ordered.gather().tolist()
+        [b'pear', b'apple', b'']
     """
-    result: Sharded = _run(Sort(_descending(descending)), x, dict(options))
+    result: Sharded = _run(Sort(_descending(descending), check_max_bytes(max_bytes)), x, dict(options))
     return result
 
 
-def sort_by_key(keys: Any, values: Any, /, *, descending: bool = False, **options: Unpack[Options]) -> tuple[Any, Any]:
+def sort_by_key(
+    keys: Any, values: Any, /, *, descending: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+) -> tuple[Any, Any]:
     """Sort ``values`` by ``keys`` across the cluster, stably: each value row travels with its key.
 
-    As [`sort`][tfmapreduce.sort] for the keys (range-partitioned, each range sorted on its reducer, NaN last); rows of equal keys
-    keep their input order, so ``keys.gather()`` equals ``keys[order]`` and ``values.gather()`` ``values[order]`` for
-    ``order = np.argsort(keys, kind="stable")`` (with ``descending=True``: the keys from the largest down, equal keys
-    still in input order).  Equal keys may spread over several ranges.
+    As [`sort`][tfmapreduce.sort] for the keys (range-partitioned, each range sorted on its reducer, NaN last, strings
+    in byte order); rows of equal keys keep their input order, so ``keys.gather()`` equals ``keys[order]`` and
+    ``values.gather()`` ``values[order]`` for ``order = np.argsort(keys, kind="stable")`` (with ``descending=True``:
+    the keys from the largest down, equal keys still in input order).  Equal keys may spread over several ranges.
+    TeraSort's records are ``sort_by_key(keys, payload)`` with ``keys`` an ``S10`` array and ``payload`` a
+    ``(n, 90)`` uint8 array.
 
     Args:
-        keys: a 1-D array of integers or floats (see [`sort`][tfmapreduce.sort]), or resident ``Sharded`` data.
+        keys: a 1-D array of integers, floats or strings (see [`sort`][tfmapreduce.sort]), or resident ``Sharded`` data.
         values: an array with one row per key (numbers, or strings, which come back as bytes), resident data, or a
             tuple of such arrays.
         descending: order the keys from the largest down.
+        max_bytes: the most bytes of keys and values one range may take while it sorts (see [`sort`][tfmapreduce.sort]).
         **options: the run options of [`sort`][tfmapreduce.sort].
 
     Returns:
@@ -333,7 +382,8 @@ def sort_by_key(keys: Any, values: Any, /, *, descending: bool = False, **option
         >>> k.delete(); v.delete()
     """
     many = isinstance(values, tuple)
-    out = _run(Sort(_descending(descending), "keys"), (keys, *values) if many else (keys, values), dict(options))
+    kind = Sort(_descending(descending), check_max_bytes(max_bytes), "keys")
+    out = _run(kind, (keys, *values) if many else (keys, values), dict(options))
     if not isinstance(out[0], Sharded):  # return_stats=True: (the sorted inputs, stats)
         return (out[0][0], out[0][1:] if many else out[0][1]), out[1]
     return out[0], out[1:] if many else out[1]

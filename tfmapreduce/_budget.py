@@ -1,0 +1,57 @@
+"""Memory budgets: a reducer's rows checked against what its host can hold, in the graph, before any row travels.
+
+A kind adds ``check_budget`` per reducer; a run that fails it raises ``tag (part r on device)`` with the rows, bytes and
+budget, and the kind turns that into a ``ReducerMemoryError`` with :func:`over_budget`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import tensorflow as tf
+
+from ._device import Device
+
+MEMORY_SHARE = 4
+"""Without ``max_bytes``, a reducer may hold a quarter of the memory its host has available (``MemAvailable``)."""
+
+_FOUND = r" \(part (\d+) on ([^)]*)\)\] \[(-?\d+)\] \[(-?\d+)\] \[(-?\d+)\]"
+
+
+def available_memory() -> tf.Tensor:
+    """The bytes of memory available on the current device's host (``MemAvailable`` of ``/proc/meminfo``), int64."""
+    text = tf.io.read_file("/proc/meminfo")
+    kb = tf.strings.regex_replace(text, r"(?s)^.*MemAvailable:\s*([0-9]+) kB.*$", r"\1")
+    return tf.strings.to_number(kb, tf.int64) * 1024
+
+
+def within_budget(part: int, device: str, rows: tf.Tensor, size: tf.Tensor, limit: int | None, tag: str) -> tf.Operation:
+    """An assertion that ``size`` bytes (of ``rows`` rows) fit part ``part``'s budget: ``limit``, or a ``MEMORY_SHARE``
+    of the available memory of the host it runs on."""
+    budget = tf.constant(limit, tf.int64) if limit is not None else available_memory() // MEMORY_SHARE
+    message = tf.constant(f"{tag} (part {part} on {device})")
+    return tf.raw_ops.Assert(condition=size <= budget, data=[message, rows, size, budget], summarize=3)
+
+
+def check_budget(part: int, device: str, rows: list[tf.Tensor], size: list[tf.Tensor], limit: int | None, tag: str) -> tf.Tensor:
+    """On ``device``'s task CPU: the ``rows`` and bytes (``size``) bound for part ``part`` summed and checked
+    (:func:`within_budget`); 0 once it holds.  Each piece is sent sliced from that 0 (a data dependency no graph
+    rewrite removes): nothing travels before the check."""
+    with tf.device(f"{Device.parse(device).task}/device:CPU:0"), tf.name_scope(f"budget{part}"):
+        total = tf.add_n(size)
+        with tf.control_dependencies([within_budget(part, device, tf.add_n(rows), total, limit, tag)]):
+            return tf.cast(total < 0, tf.int32)
+
+
+def over_budget(text: str, tag: str) -> tuple[int, str, int, int, int] | None:
+    """(part, device, rows, bytes, budget) of the budget named ``tag`` that failed in ``text``, or None.
+
+    Example:
+        >>> over_budget("x [t (part 1 on /job:w/task:0)] [5] [40] [8]", "t")
+        (1, '/job:w/task:0', 5, 40, 8)
+    """
+    found = re.search(re.escape(tag) + _FOUND, text)
+    if found is None:
+        return None
+    part, device, rows, size, budget = found.groups()
+    return int(part), device, int(rows), int(size), int(budget)
