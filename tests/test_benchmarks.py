@@ -323,3 +323,16 @@ def test_outputs_benchmark_quick_mode_checks_and_times_every_row() -> None:
         "tmr.write_tfrecord, resident, 2-worker LocalCluster",
     ):
         assert f"| {row} |" in proc.stdout
+
+
+@pytest.mark.slow
+def test_sort_benchmark_quick_mode_checks_and_times_every_row() -> None:
+    proc = _bench("--quick", module="benchmarks.sort")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    for row in (
+        "tmr.sort, resident, 2-worker LocalCluster, int64",
+        "tmr.sort, resident, 2-worker LocalCluster, float32",
+        "TeraSort: tmr.sort_by_key, generated on the workers, 2-worker LocalCluster",
+    ):
+        assert f"| {row} |" in proc.stdout
+    assert "GB/s per core" in proc.stdout

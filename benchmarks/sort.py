@@ -1,0 +1,187 @@
+"""Sorting side by side in one run: tmr.sort vs np.sort, polars and Spark; TeraSort vs Spark.
+
+``python -m benchmarks.sort`` (see ``--help``):
+
+- ``tmr.sort`` of ``--rows`` (default 5e7) int64 and float32, resident on a 2-worker LocalCluster (the sorted
+  result kept resident, then freed), vs ``np.sort`` in one process, polars ``Series.sort`` (2 threads) and Spark
+  local[2] DataFrame ``orderBy`` over cached data, written to the ``noop`` sink (when pyspark and Java are present);
+- TeraSort: ``--records`` (default 1e7) records of 100 bytes, TeraGen's shape (a random 10-byte key, a 90-byte
+  payload), generated on the workers; ``tmr.sort_by_key(keys, payload)``, then validated on the workers as
+  TeraValidate does (each range sorted, range boundaries ordered, the record count and an order-free checksum equal
+  to the input's: only a summary row per range reaches the client); vs Spark ``orderBy("key")`` over the same records
+  (gathered and written to Parquet once, read and cached before timing).
+
+Every tfmapreduce result is checked before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+import tfmapreduce as tmr
+
+from .keyed import Rows, _importable, spark_session
+
+KEY, PAYLOAD = 10, 90
+"""TeraGen's record: a 10-byte key and a 90-byte payload."""
+
+
+def sorts(table: Rows, cluster: tmr.LocalCluster, n: int, peers: bool, spark: Any) -> None:
+    """Sort ``n`` random int64 and float32 values: tfmapreduce (resident in, resident out) and peers."""
+    rng = np.random.default_rng(0)
+    for name, x in (
+        ("int64", rng.integers(-(2**62), 2**62, n, dtype=np.int64)),
+        ("float32", rng.standard_normal(n, dtype=np.float32)),
+    ):
+        print(f"sort: {n:.3g} {name}", flush=True)
+        with tmr.scatter(x, cluster=cluster) as xd:
+            with tmr.sort(xd) as ordered:
+                np.testing.assert_array_equal(ordered.gather(), np.sort(x))
+
+            def sort() -> None:
+                tmr.sort(xd).delete()
+
+            table.add(f"tmr.sort, resident, 2-worker LocalCluster, {name}", sort, n)
+        table.add(f"np.sort, one process, {name}", lambda x=x: np.sort(x), n)
+        if peers and _importable("polars"):
+            import polars as pl
+
+            series = pl.Series(x)
+            table.add(f"polars Series.sort, {name}", series.sort, n)
+            del series
+        if peers and spark is not None:
+            from pyspark.sql import functions as F
+
+            column = F.randn(seed=0).cast("float") if name == "float32" else F.xxhash64("id")
+            cached = spark.range(n).select(column.alias("v")).cache()
+            cached.count()
+            few = max(1, table.repeats // 2)
+            table.add(
+                f"Spark local[2] DataFrame orderBy, cached, {name}",
+                lambda cached=cached: cached.orderBy("v").write.format("noop").mode("overwrite").save(),
+                n,
+                few,
+            )
+            cached.unpersist()
+
+
+def teragen(start: int, stop: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """Records ``start:stop``: 10-byte random keys (strings) and 90-byte random payloads (uint8 rows)."""
+    n = stop - start
+    raw = tf.cast(tf.random.stateless_uniform([n * KEY], [start, 1], 0, 256, dtype=tf.int32), tf.uint8)
+    packed = tf.io.serialize_tensor(raw)  # the bytes, after a short header: cut every key out of it
+    at = tf.strings.length(packed) - n * KEY + tf.range(n) * KEY
+    keys = tf.strings.substr(packed, at, tf.fill([n], KEY))
+    payload = tf.cast(tf.random.stateless_uniform([n, PAYLOAD], [start, 2], 0, 256, dtype=tf.int32), tf.uint8)
+    return keys, payload
+
+
+def summary(keys: tf.Tensor, payload: tf.Tensor) -> tf.Tensor:
+    """A range's TeraValidate row (int64): [records, checksum, rows out of order, first key (2 ints), last key (2 ints)].
+
+    A key is two integers in its byte order: its first 8 bytes big-endian (sign bit flipped) and its last 2."""
+    n = tf.size(keys, tf.int64)
+    checksum = tf.reduce_sum(tf.strings.to_hash_bucket_fast(keys, 2**40)) + tf.reduce_sum(
+        tf.cast(payload, tf.int64) * tf.range(1, PAYLOAD + 1, dtype=tf.int64)
+    )
+    raw = tf.cast(tf.reshape(tf.io.decode_raw(keys, tf.uint8), [-1, KEY]), tf.int64)
+    high = tf.bitwise.bitwise_xor(
+        tf.reduce_sum(tf.bitwise.left_shift(raw[:, :8], tf.range(56, -8, -8, dtype=tf.int64)), axis=1),
+        tf.constant(-(2**63), tf.int64),
+    )
+    low = raw[:, 8] * 256 + raw[:, 9]
+    after = tf.logical_or(high[1:] > high[:-1], tf.logical_and(tf.equal(high[1:], high[:-1]), low[1:] >= low[:-1]))
+    disorder = tf.reduce_sum(tf.cast(tf.logical_not(after), tf.int64))
+    ends = tf.cond(n > 0, lambda: tf.stack([high[0], low[0], high[-1], low[-1]]), lambda: tf.zeros([4], tf.int64))
+    return tf.concat([[n, checksum, disorder], ends], 0)[None]
+
+
+def validate(keys: Any, payload: Any, *, ordered: bool = True) -> tuple[int, int]:
+    """TeraValidate on the workers: (records, checksum), after checking each range and the boundaries between them
+    where the records are ``ordered``."""
+    with tmr.map(summary, (keys, payload)) as rows:
+        found = rows.gather()
+    if not ordered:
+        return int(found[:, 0].sum()), int(found[:, 1].sum())
+    assert (found[:, 2] == 0).all(), f"rows out of order within a range: {found[:, 2]}"
+    full = found[found[:, 0] > 0]
+    for before, after in itertools.pairwise(full):
+        assert tuple(before[5:7]) <= tuple(after[3:5]), "range boundaries out of order"
+    return int(found[:, 0].sum()), int(found[:, 1].sum())
+
+
+def terasort(table: Rows, cluster: tmr.LocalCluster, records: int, peers: bool, spark: Any) -> None:
+    """TeraSort of ``records`` 100-byte records made on the workers; Spark over the same records."""
+    print(f"terasort: {records:.3g} records ({records * 100 / 1e9:.3g} GB)", flush=True)
+    keys = tmr.generate(lambda a, b: teragen(a, b)[0], rows=records, cluster=cluster)
+    payload = tmr.generate(lambda a, b: teragen(a, b)[1], rows=records, cluster=cluster)
+    with keys, payload:
+        expected = validate(keys, payload, ordered=False)
+        sorted_keys, sorted_payload = tmr.sort_by_key(keys, payload)
+        with sorted_keys, sorted_payload:
+            assert validate(sorted_keys, sorted_payload) == expected, "records or checksum differ after the sort"
+
+        def sort() -> None:
+            k, v = tmr.sort_by_key(keys, payload)
+            k.delete()
+            v.delete()
+
+        table.add("TeraSort: tmr.sort_by_key, generated on the workers, 2-worker LocalCluster", sort, records)
+        if peers and spark is not None and _importable("polars"):
+            import polars as pl
+
+            with tempfile.TemporaryDirectory() as folder:
+                path = os.path.join(folder, "records.parquet")
+                frame = pl.DataFrame({"key": keys.gather(), "payload": [r.tobytes() for r in payload.gather()]})
+                frame.write_parquet(path)
+                del frame
+                cached = spark.read.parquet(path).cache()
+                cached.count()
+                table.add(
+                    "TeraSort: Spark local[2] DataFrame orderBy(key), cached",
+                    lambda: cached.orderBy("key").write.format("noop").mode("overwrite").save(),
+                    records,
+                    max(1, table.repeats // 2),
+                )
+                cached.unpersist()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the arguments, measure, and print one table."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.sort", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="1e4 values and records, 1 repeat, no peers: a smoke run")
+    parser.add_argument("--rows", type=float, default=5e7, help="values per sort (default 5e7)")
+    parser.add_argument("--records", type=float, default=1e7, help="TeraSort records of 100 bytes (default 1e7: 1 GB)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per row after one warm-up (median reported)")
+    parser.add_argument("--no-peers", dest="peers", action="store_false", help="skip polars and Spark")
+    parser.add_argument("--no-terasort", dest="terasort", action="store_false", help="skip TeraSort")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.records, args.repeats, args.peers = 1e4, 1e4, 1, False
+    spark = spark_session() if args.peers else None
+    table = Rows(args.repeats)
+    try:
+        with tmr.LocalCluster(workers=2) as cluster:
+            sorts(table, cluster, int(args.rows), args.peers, spark)
+            if args.terasort:
+                terasort(table, cluster, int(args.records), args.peers, spark)
+    finally:
+        if spark is not None:
+            spark.stop()
+    table.print("rows")
+    for name, seconds, count in table.rows:
+        if name.startswith("TeraSort"):
+            print(f"{name}: {count * 100 / seconds / 1e9:.3f} GB/s, {count * 100 / seconds / 1e9 / 2:.3f} GB/s per core")
+
+
+if __name__ == "__main__":
+    main()
