@@ -112,7 +112,7 @@ class TopK:
             with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                 if stream is None:
                     values = builder.inputs(shard)[0]
-                    found = self._candidates(values, tf.range(shard.start, shard.stop, dtype=tf.int64), k)
+                    found = self._candidates(values, tf.constant(shard.start, tf.int64), k)
                     builder.mapped(shard, found)
                 else:
                     found = self._streamed(builder, stream, shard, dtype, k, call.settings.batch_rows)
@@ -126,9 +126,11 @@ class TopK:
         tasks = tuple(dict.fromkeys(s.task for s in plan.shards if s.rows > 0 or stream is not None))
         return builder.program(builder.fetched((values, rows), master), tasks or (call.cluster.master,))
 
-    def _candidates(self, values: tf.Tensor, rows: tf.Tensor, k: int) -> Candidates:
-        """The ``k`` best rows of ``values`` (whose global rows are ``rows``)."""
-        return _best((order_key(values, descending=not self.largest), values, rows), k)
+    def _candidates(self, values: tf.Tensor, first: tf.Tensor, k: int) -> Candidates:
+        """The ``k`` best rows of ``values``, whose first row is the input's row ``first``."""
+        keys = order_key(values, descending=not self.largest)
+        kept = tf.math.top_k(keys, tf.minimum(tf.size(keys), k)).indices
+        return tf.gather(keys, kept), tf.gather(values, kept), tf.cast(kept, tf.int64) + first
 
     def _streamed(
         self, builder: Builder, src: Streamed, shard: Shard, dtype: tf.DType, k: int, batch_rows: int | None
@@ -146,10 +148,15 @@ class TopK:
                 def step(acc: tuple[tf.Tensor, Candidates], batch: tf.Tensor, piece: Any = piece) -> Any:
                     first, best = acc
                     n = tf.shape(batch, out_type=tf.int64)[0]
-                    found = self._candidates(batch, tf.range(first, first + n), k)
+                    found = self._candidates(batch, first, k)
                     return piece.counted(batch, (first + n, _best(_concat([best, found]), k)))
 
+                before = state[0]
                 state = batches.reduce(state, step)
+                if piece.rows is not None:  # the rows the file promised: later rows are numbered after them
+                    read = tf.debugging.assert_equal(state[0] - before, tf.constant(piece.rows, tf.int64), message=piece.mismatch)
+                    with tf.control_dependencies([read]):
+                        state = (tf.identity(state[0]), tf.nest.map_structure(tf.identity, state[1]))
         return state[1]
 
     def finish(self, value: Any, program: Program | None, plan: Plan, call: Call) -> tuple[np.ndarray, np.ndarray]:
