@@ -94,6 +94,8 @@ def test_a_resident_input_is_read_where_it_lives(cluster: tmr.LocalCluster) -> N
     with tmr.scatter(x, cluster=cluster, sizes=[400, 0, 600]) as data:
         check(tmr.top_k(data, 25), x, 25)
         check(tmr.top_k(data, 25, largest=False), x, 25, largest=False)
+        with tmr.sort(data, descending=True, reducers=3) as ordered:  # rows numbered in the sorted order
+            check(tmr.top_k(ordered, 40, largest=False), np.sort(x)[::-1], 40, largest=False)
         (_, rows), stats = tmr.top_k(data, 3, return_stats=True)
         assert len(rows) == 3
         assert sum(s.rows for s in stats.shards) == 1000

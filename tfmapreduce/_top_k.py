@@ -106,7 +106,7 @@ class TopK:
         dtype = tf.as_dtype(call.srcs[0].dtype)
         k = min(self.k, plan.rows)  # (a k past the rows takes them all; tf.math.top_k's k is an int32)
         per_shard: list[Candidates] = []
-        for shard in plan.shards:
+        for shard in sorted(plan.shards, key=lambda s: s.start):  # in row order: equal keys merge lower row first
             if shard.rows == 0 and stream is None:
                 continue
             with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
