@@ -280,6 +280,19 @@ def test_groups_benchmark_quick_mode_checks_and_times_every_row() -> None:
 
 
 @pytest.mark.slow
+def test_selection_benchmark_quick_mode_checks_and_times_every_row() -> None:
+    proc = _bench("--quick", module="benchmarks.selection")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    for row in (
+        "tmr.top_k(x, 100), resident, 2-worker LocalCluster, 1e+04 int64, 1e+03 distinct",
+        "tmr.unique(x), resident, 2-worker LocalCluster, 1e+04 int64, 1e+03 distinct",
+        "numpy argpartition + sort of the 100, one process, 1e+04 int64, 1e+03 distinct",
+        "np.unique(x), one process, 1e+04 int64, 1e+03 distinct",
+    ):
+        assert f"| {row} |" in proc.stdout
+
+
+@pytest.mark.slow
 def test_joins_benchmark_quick_mode_checks_and_times_every_row() -> None:
     proc = _bench("--quick", module="benchmarks.joins")
     assert proc.returncode == 0, proc.stderr[-6000:]

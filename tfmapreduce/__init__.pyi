@@ -82,6 +82,8 @@ from ._statistics import var as var
 from ._statistics import variance as variance
 from ._statistics import weighted_mean as weighted_mean
 from ._task import Task as Task
+from ._top_k import top_k as top_k
+from ._unique import unique as unique
 from ._version import __version__ as __version__
 from ._write import Written as Written
 from ._write import write_csv as write_csv
