@@ -225,7 +225,7 @@ def test_a_range_over_its_budget_is_refused_before_a_row_travels(cluster: tmr.Lo
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
-def test_the_native_radix_sort_is_a_stable_argsort(dtype: type) -> None:
+def test_the_native_radix_sorts_are_a_stable_argsort_and_a_sort(dtype: type) -> None:
     ops = kernels()
     if ops is None:
         pytest.skip("no native kernels on this machine (no compiler, or TFMAPREDUCE_NATIVE=0)")
@@ -235,6 +235,9 @@ def test_the_native_radix_sort_is_a_stable_argsort(dtype: type) -> None:
         keys[:3] = [info.min, info.max, 0]
         np.testing.assert_array_equal(ops.tmr_stable_argsort(tf.constant(keys)).numpy(), np.argsort(keys, kind="stable"))
     assert ops.tmr_stable_argsort(tf.zeros([0], tf.int64)).shape == (0,)
+    for keys in (rng.integers(info.min, info.max, 5000, dtype=dtype, endpoint=True), np.array([info.max, 0, info.min], dtype)):
+        np.testing.assert_array_equal(ops.tmr_sort_keys(tf.constant(keys)).numpy(), np.sort(keys))
+    assert ops.tmr_sort_keys(tf.zeros([0], dtype)).shape == (0,)
 
 
 def test_the_stock_sort_where_a_task_lacks_the_native_kernels(cluster: tmr.LocalCluster) -> None:

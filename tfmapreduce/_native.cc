@@ -9,6 +9,8 @@
 //   The indices that sort `keys` ascending, equal keys in index order (tf.argsort(stable=True)): an LSD radix
 //   sort on 11-bit digits of the keys with their sign bit flipped, skipping digits every key shares.
 //
+// TmrSortKeys(keys: int32[n] or int64[n]) -> sorted: the same radix sort of the keys alone (no row numbers).
+//
 // TmrSortPairs(keys: K[n], values: V[n]) -> (sorted_keys: K[n], sorted_values: V[n], starts: int64[k])
 //   The (key, value) rows sorted by key, then by value, both as signed integers (K, V: int32 or int64): the
 //   same LSD radix sort (values' digits first, then keys'), moving the rows themselves, not an order to gather
@@ -155,25 +157,30 @@ inline size_t Digit(U x, int d) {
   return static_cast<size_t>((x >> (d * kRadixBits)) & (kRadix - 1));
 }
 
-// One stable counting pass: the rows (a[i], b[i]) reordered by digit d of a[i], from its digit counts.
+// One stable counting pass: the rows (a[i], b[i]) reordered by digit d of a[i], from its digit counts (the keys
+// alone where b is null).
 template <typename A, typename B>
-void RadixPass(std::vector<A>& a, std::vector<B>& b, std::vector<A>& a_next, std::vector<B>& b_next, int d,
+void RadixPass(std::vector<A>& a, std::vector<B>* b, std::vector<A>& a_next, std::vector<B>* b_next, int d,
                const std::vector<int64_t>& counts) {
   std::vector<int64_t> start(kRadix, 0);
   for (int v = 1; v < kRadix; ++v) start[v] = start[v - 1] + counts[v - 1];
-  for (size_t i = 0; i < a.size(); ++i) {
-    const int64_t to = start[Digit(a[i], d)]++;
-    a_next[to] = a[i];
-    b_next[to] = b[i];
+  if (b == nullptr) {
+    for (size_t i = 0; i < a.size(); ++i) a_next[start[Digit(a[i], d)]++] = a[i];
+  } else {
+    for (size_t i = 0; i < a.size(); ++i) {
+      const int64_t to = start[Digit(a[i], d)]++;
+      a_next[to] = a[i];
+      (*b_next)[to] = (*b)[i];
+    }
+    std::swap(*b, *b_next);
   }
   std::swap(a, a_next);
-  std::swap(b, b_next);
 }
 
-// The rows (a[i], b[i]) sorted stably by a[i] (unsigned): every digit's counts in one read, then one pass per
-// digit, skipping a digit every row shares.
+// The rows (a[i], b[i]) sorted stably by a[i] (unsigned), or the keys a alone where b is null: every digit's counts
+// in one read, then one pass per digit, skipping a digit every row shares.
 template <typename A, typename B>
-void RadixSort(std::vector<A>& a, std::vector<B>& b) {
+void RadixSort(std::vector<A>& a, std::vector<B>* b) {
   constexpr int kDigits = (std::numeric_limits<A>::digits + kRadixBits - 1) / kRadixBits;
   const size_t n = a.size();
   std::vector<std::vector<int64_t>> counts(kDigits, std::vector<int64_t>(kRadix, 0));
@@ -181,11 +188,36 @@ void RadixSort(std::vector<A>& a, std::vector<B>& b) {
     for (int d = 0; d < kDigits; ++d) ++counts[d][Digit(a[i], d)];
   }
   std::vector<A> a_next(n);
-  std::vector<B> b_next(n);
+  std::vector<B> b_next(b == nullptr ? 0 : n);
   for (int d = 0; d < kDigits; ++d) {
     const bool shared = std::any_of(counts[d].begin(), counts[d].end(), [n](int64_t c) { return c == int64_t(n); });
-    if (!shared) RadixPass(a, b, a_next, b_next, d, counts[d]);
+    if (!shared) RadixPass(a, b, a_next, b == nullptr ? nullptr : &b_next, d, counts[d]);
   }
+}
+
+// Signed keys as unsigned of the same order (the sign bit flipped), and back.
+template <typename K>
+inline std::make_unsigned_t<K> Unsigned(K x) {
+  using U = std::make_unsigned_t<K>;
+  return static_cast<U>(x) ^ (U(1) << (std::numeric_limits<U>::digits - 1));
+}
+
+template <typename K>
+inline K Signed(std::make_unsigned_t<K> x) {
+  return static_cast<K>(Unsigned(static_cast<K>(x)));
+}
+
+template <typename K, typename I>
+void StableOrder(const typename ::tensorflow::TTypes<K>::ConstFlat& keys, typename ::tensorflow::TTypes<int64_t>::Flat order) {
+  const int64_t n = keys.size();
+  std::vector<std::make_unsigned_t<K>> key(n);
+  std::vector<I> index(n);
+  for (int64_t i = 0; i < n; ++i) {
+    key[i] = Unsigned(keys(i));
+    index[i] = I(i);
+  }
+  RadixSort(key, &index);
+  for (int64_t i = 0; i < n; ++i) order(i) = index[i];
 }
 
 template <typename K>
@@ -194,23 +226,16 @@ class StableArgsortOp : public OpKernel {
   explicit StableArgsortOp(OpKernelConstruction* context) : OpKernel(context) {}
 
   void Compute(OpKernelContext* context) override {
-    using U = std::make_unsigned_t<K>;
-    constexpr int kBits = std::numeric_limits<U>::digits;
     const Tensor& input = context->input(0);
     OP_REQUIRES(context, input.dims() == 1, ::tensorflow::errors::InvalidArgument("keys must be 1-D"));
-    const auto keys = input.flat<K>();
-    const int64_t n = keys.size();
+    const int64_t n = input.NumElements();
     Tensor* output = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({n}), &output));
-    auto order = output->flat<int64_t>();
-    std::vector<U> key(n);
-    std::vector<int64_t> index(n);
-    for (int64_t i = 0; i < n; ++i) {
-      key[i] = static_cast<U>(keys(i)) ^ (U(1) << (kBits - 1));  // signed order as unsigned
-      index[i] = i;
+    if (n <= std::numeric_limits<int32_t>::max()) {  // 4-byte row numbers: less to move per pass
+      StableOrder<K, int32_t>(input.flat<K>(), output->flat<int64_t>());
+    } else {
+      StableOrder<K, int64_t>(input.flat<K>(), output->flat<int64_t>());
     }
-    RadixSort(key, index);
-    for (int64_t i = 0; i < n; ++i) order(i) = index[i];
   }
 };
 
@@ -218,6 +243,40 @@ REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU
                         StableArgsortOp<int32_t>);
 REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int64_t>("T"),
                         StableArgsortOp<int64_t>);
+
+REGISTER_OP("TmrSortKeys")
+    .Input("keys: T")
+    .Output("sorted: T")
+    .Attr("T: {int32, int64}")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      return absl::OkStatus();
+    });
+
+// The keys sorted ascending: the radix sort of TmrStableArgsort without row numbers to carry or gather after.
+template <typename K>
+class SortKeysOp : public OpKernel {
+ public:
+  explicit SortKeysOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    using U = std::make_unsigned_t<K>;
+    const Tensor& input = context->input(0);
+    OP_REQUIRES(context, input.dims() == 1, ::tensorflow::errors::InvalidArgument("keys must be 1-D"));
+    const auto keys = input.flat<K>();
+    const int64_t n = keys.size();
+    std::vector<U> key(n);
+    for (int64_t i = 0; i < n; ++i) key[i] = Unsigned(keys(i));
+    RadixSort(key, static_cast<std::vector<U>*>(nullptr));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, input.shape(), &output));
+    auto sorted = output->flat<K>();
+    for (int64_t i = 0; i < n; ++i) sorted(i) = Signed<K>(key[i]);
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrSortKeys").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int32_t>("T"), SortKeysOp<int32_t>);
+REGISTER_KERNEL_BUILDER(Name("TmrSortKeys").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int64_t>("T"), SortKeysOp<int64_t>);
 
 REGISTER_OP("TmrSortPairs")
     .Input("keys: K")
@@ -242,8 +301,6 @@ class SortPairsOp : public OpKernel {
   void Compute(OpKernelContext* context) override {
     using UK = std::make_unsigned_t<K>;
     using UV = std::make_unsigned_t<V>;
-    constexpr int kKeyBits = std::numeric_limits<UK>::digits;
-    constexpr int kValueBits = std::numeric_limits<UV>::digits;
     const Tensor& key_input = context->input(0);
     const Tensor& value_input = context->input(1);
     OP_REQUIRES(context, key_input.dims() == 1 && value_input.shape() == key_input.shape(),
@@ -254,11 +311,11 @@ class SortPairsOp : public OpKernel {
     std::vector<UK> key(n);
     std::vector<UV> value(n);
     for (int64_t i = 0; i < n; ++i) {
-      key[i] = static_cast<UK>(keys(i)) ^ (UK(1) << (kKeyBits - 1));  // signed order as unsigned
-      value[i] = static_cast<UV>(values(i)) ^ (UV(1) << (kValueBits - 1));
+      key[i] = Unsigned(keys(i));
+      value[i] = Unsigned(values(i));
     }
-    RadixSort(value, key);  // values' digits first, then keys': sorted by (key, value)
-    RadixSort(key, value);
+    RadixSort(value, &key);  // values' digits first, then keys': sorted by (key, value)
+    RadixSort(key, &value);
     Tensor* key_output = nullptr;
     Tensor* value_output = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({n}), &key_output));
@@ -268,8 +325,8 @@ class SortPairsOp : public OpKernel {
     std::vector<int64_t> starts;
     for (int64_t i = 0; i < n; ++i) {
       if (i == 0 || key[i] != key[i - 1]) starts.push_back(i);
-      sorted_keys(i) = static_cast<K>(key[i] ^ (UK(1) << (kKeyBits - 1)));
-      sorted_values(i) = static_cast<V>(value[i] ^ (UV(1) << (kValueBits - 1)));
+      sorted_keys(i) = Signed<K>(key[i]);
+      sorted_values(i) = Signed<V>(value[i]);
     }
     Tensor* starts_output = nullptr;
     const int64_t k = static_cast<int64_t>(starts.size());

@@ -31,7 +31,7 @@ from . import _engine
 from ._budget import check_budget, over_budget
 from ._device import Device
 from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
-from ._grouping import argsort, nbytes, sort_key, string_ranks
+from ._grouping import argsort, nbytes, sort_key, string_ranks, value_of
 from ._kernels import available
 from ._keyed_input import keyed_sources
 from ._keyed_plan import resolve_reducers
@@ -252,11 +252,20 @@ class Sort:
             start = self._check_budget(r, device, [pieces[s.index] for s in full])
             with tf.device(device), tf.name_scope(f"range{r}"):
                 columns = [tf.concat([pieces[s.index][j][r][start:] for s in full], 0) for j in range(len(call.srcs))]
-                order = argsort(comparable(columns[0], self.descending, native), native)
-                stored = [builder.store(device, f"_s{j}", r, tf.gather(c, order)) for j, c in enumerate(columns)]
+                stored = [builder.store(device, f"_s{j}", r, c) for j, c in enumerate(self._sorted(columns, native))]
                 with tf.control_dependencies(stored):
-                    counts.append(tf.size(order, out_type=tf.int64))
+                    counts.append(tf.size(columns[0], out_type=tf.int64))
         return builder.program(counts, plan.tasks)
+
+    def _sorted(self, columns: list[tf.Tensor], native: Any | None) -> list[tf.Tensor]:
+        """A range's columns in the order of the first: numbers alone radix-sorted as their integer images and mapped
+        back (natively: nothing to gather after), else the stable order of the first column gathered from each."""
+        key = comparable(columns[0], self.descending, native)
+        if len(columns) == 1 and native is not None and columns[0].dtype != tf.string:
+            image = native.tmr_sort_keys(key)
+            return [value_of(tf.bitwise.invert(image) if self.descending else image, columns[0].dtype)]
+        order = argsort(key, native)
+        return [tf.gather(c, order) for c in columns]
 
     def _ranked(self, keys: tf.Tensor, split_keys: tf.Tensor, native: Any | None) -> tuple[tf.Tensor, tf.Tensor]:
         """A shard's keys and the splitters as comparable integers (strings ranked together, in one call)."""
