@@ -40,13 +40,10 @@ from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run
 from ._source import Sources, streamed
+from ._splitters import SAMPLES as SAMPLES
+from ._splitters import SEED, order_key
+from ._splitters import sample_size as _sample_size
 from ._task import Task
-
-SAMPLES = 256
-"""Sampled rows per range (R ranges: about ``SAMPLES * R`` in all); a smaller input is taken whole."""
-
-SEED = 0x5027
-"""The first half of each shard's stateless sampling seed (the second is the shard's index): a run samples the same rows."""
 
 KEY_DTYPES = tuple(np.dtype(d) for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"))
 FLOAT_DTYPES = tuple(np.dtype(d) for d in ("float16", "float32", "float64"))
@@ -90,44 +87,6 @@ class SortPlan:
 
     def __str__(self) -> str:
         return self.explain()
-
-
-def _sample_size(rows: int, total: int, ranges: int) -> int:
-    """Rows a shard of ``rows`` samples (in proportion; all of them when the input has at most SAMPLES per range)."""
-    if ranges == 1 or rows == 0:
-        return 0
-    if total <= SAMPLES * ranges:
-        return rows
-    return max(1, round(SAMPLES * ranges * rows / total))
-
-
-def order_key(values: tf.Tensor, descending: bool = False) -> tf.Tensor:
-    """The values as int32 or int64 keys in the sort's order: a stable integer sort of the keys sorts the values.
-
-    Integers keep their value (widened to int32, uint32 to int64); floats map their bits to integers of the same
-    order, -0.0 first made 0.0 and every NaN one positive NaN (after +inf: numpy's NaN last).  ``descending``
-    inverts every bit: the exact reverse order (NaN first), ties still in row order under a stable sort.
-
-    Example:
-        >>> x = tf.constant([2.0, float("nan"), -0.0, -1.5, 0.0, float("-inf")])
-        >>> tf.argsort(order_key(x), stable=True).numpy().tolist()
-        [5, 3, 2, 4, 0, 1]
-    """
-    dtype = values.dtype
-    if dtype.is_floating:
-        if dtype == tf.float16:
-            values = tf.cast(values, tf.float32)
-        ints, mask = (tf.int64, 0x7FFFFFFFFFFFFFFF) if values.dtype == tf.float64 else (tf.int32, 0x7FFFFFFF)
-        zero = tf.zeros_like(values)
-        values = tf.where(tf.equal(values, zero), zero, values)  # -0.0 → 0.0
-        values = tf.where(tf.math.is_nan(values), tf.fill(tf.shape(values), tf.constant(np.nan, values.dtype)), values)
-        bits = tf.bitcast(values, ints)
-        key = tf.where(bits < 0, tf.bitwise.bitwise_xor(bits, tf.constant(mask, ints)), bits)
-    elif dtype in (tf.int32, tf.int64):
-        key = values
-    else:
-        key = tf.cast(values, tf.int64 if dtype == tf.uint32 else tf.int32)
-    return tf.bitwise.invert(key) if descending else key
 
 
 def _ranges(key: tf.Tensor, start: int, split_keys: tf.Tensor, split_rows: tf.Tensor) -> tf.Tensor:
