@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import tfmapreduce as tmr
 from tests.strategies import examples, size_lists
-from tfmapreduce import _sort
+from tfmapreduce import _sort, _splitters
 from tfmapreduce._native import kernels
 
 DTYPES = tuple(np.dtype(d) for d in ("int32", "int64", "float32", "float64"))
@@ -63,7 +63,7 @@ def test_sampled_splitters_with_duplicates_still_sort(
 ) -> None:
     x, sizes = case
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_sort, "SAMPLES", 2)  # a sample of a few rows: splitters tie with many rows
+        patch.setattr(_splitters, "SAMPLES", 2)  # a sample of a few rows: splitters tie with many rows
         with tmr.sort(x, cluster=cluster, sizes=sizes, reducers=reducers) as result:
             check_sorted(result, x)
 
@@ -156,7 +156,7 @@ def test_sort_by_key_is_stable_and_carries_the_values(
     keys, sizes = case
     values = np.arange(len(keys) * 2, dtype=np.int64).reshape(-1, 2)  # the row numbers: any instability shows
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_sort, "SAMPLES", 3)  # sampled splitters: equal keys split over ranges
+        patch.setattr(_splitters, "SAMPLES", 3)  # sampled splitters: equal keys split over ranges
         k, v = tmr.sort_by_key(keys, values, cluster=cluster, sizes=sizes, reducers=reducers, descending=descending)
     with k, v:
         order = stable_order(keys, descending=descending)
@@ -192,7 +192,7 @@ def test_strings_sort_in_byte_order_native_or_stock(
 ) -> None:
     x, sizes = case
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_sort, "SAMPLES", 2)  # few splitters: many rows tie with them
+        patch.setattr(_splitters, "SAMPLES", 2)  # few splitters: many rows tie with them
         if not native:
             patch.setattr(_sort, "available", lambda cluster, timeout: False)
         array = np.array(x, dtype=object)
@@ -254,7 +254,8 @@ def test_the_stock_sort_where_a_task_lacks_the_native_kernels(cluster: tmr.Local
 def test_the_plan_explains_the_ranges(cluster: tmr.LocalCluster) -> None:
     from tfmapreduce import _engine
     from tfmapreduce._options import RunOptions
-    from tfmapreduce._sort import SAMPLES, Sort
+    from tfmapreduce._sort import Sort
+    from tfmapreduce._splitters import SAMPLES
 
     plan = _engine.plan(Sort(False), np.arange(10_000), RunOptions.of(cluster=cluster, sizes=2, reducers=2))
     assert plan.samples == 2 * SAMPLES

@@ -1,7 +1,7 @@
 """Group recipes by key: median, quantiles, top-k, distinct counts and collected values per key — each one group run.
 
 They take the keywords of the keyed recipes (``cluster=``, ``sizes=``, ``devices=``, ``fallback=``,
-``timeout=``, ``reducers=``, ``batch_rows=``, ``resident=``) and ``max_bytes=`` (see ``tmr.per_group``).
+``timeout=``, ``reducers=``, ``batch_rows=``, ``partitioner=``, ``resident=``) and ``max_bytes=`` (see ``tmr.per_group``).
 ``median_by_key``, ``quantile_by_key`` and ``collect_by_key`` send every (key, value) row to its
 reducer; ``top_k_by_key`` (each batch's and task's top k per key) and ``count_distinct_by_key``
 (each batch's and task's distinct pairs) pre-combine on the map side and send only those.
@@ -155,7 +155,8 @@ def quantile_by_key(
         method: ``"linear"`` (numpy's default), ``"lower"``, ``"higher"``, ``"nearest"`` or ``"midpoint"``.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         max_bytes: the most bytes of keys and values one reducer may receive (see ``tmr.per_group``).
-        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``, ``batch_rows``.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``, ``batch_rows``,
+            ``partitioner``.
 
     Raises:
         ValueError: ``q`` outside [0, 1], or an unknown ``method``.

@@ -3,7 +3,7 @@
 Every recipe takes the data positionally (``keys``, then ``values``, each an array or resident
 ``Sharded`` data, co-partitioned on axis 0) and the keywords of ``MapReduce.run``:
 ``cluster=``, ``sizes=``, ``devices=``, ``fallback=``, ``timeout=``, and the keyed ones
-``reducers=``, ``batch_rows=``, ``resident=``.  It returns a :class:`KeyedResult`
+``reducers=``, ``batch_rows=``, ``partitioner=``, ``resident=``.  It returns a :class:`KeyedResult`
 (or a ``KeyedSharded`` with ``resident=True``).
 """
 
@@ -173,7 +173,7 @@ def count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Opti
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
-            ``batch_rows`` (see ``RunOptions``).
+            ``batch_rows``, ``partitioner`` (see ``RunOptions``).
 
     Raises:
         InputError: keys not 1-D, or of a dtype that is not a key (float, bool, complex).
@@ -196,7 +196,7 @@ def sum_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, 
             one result per column.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
-            ``batch_rows`` (see ``RunOptions``).
+            ``batch_rows``, ``partitioner`` (see ``RunOptions``).
 
     Raises:
         InputError: keys not 1-D or not a key dtype, or values of other rows than keys.

@@ -5,12 +5,14 @@ The graph of one group run (one distributed execution)::
     shard (on its device)      map_fn per batch of ``batch_rows`` rows → (keys, values), checked as for keyed jobs
                                (a recipe's ``precombine`` shrinks each batch: per-task top-k, distinct pairs)
     task  (its first device)   its shards' rows concatenated → bucket = stable hash(key) mod R; ``tf.dynamic_partition``
+                               (``partitioner="range"``: the key's range among splitters sampled from the rows in the run)
                                → each bucket's rows and bytes counted
     reducer r (its task's CPU) bucket r's rows and bytes summed over the tasks and checked against the reducer's
                                budget; only then does any bucket travel (each send waits on its reducer's check)
     reducer r (its device)     bucket r of every task concatenated, grouped by key (``_grouping``: a stable sort),
                                → ``fn(keys, ragged values)`` (or a recipe's ``select`` straight from the rows, where the
-                               native kernels run) → fetched (sorted by key on the client) or kept resident
+                               native kernels run) (a range partition: sorted by key) → fetched (sorted by key on the
+                               client, unless ranged) or kept resident
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from ._device import Device
 from ._errors import JobError, MapFunctionError, ReducerMemoryError
 from ._grouping import SORTABLE, grouped, nbytes
 from ._kernels import available
-from ._keyed_map import ByKey, MapSide, Part, map_shards, mismatch, split
+from ._keyed_map import ByKey, MapSide, Part, map_shards, mismatch, split_all
 from ._keyed_plan import KeyedPlan
 from ._keyed_result import rows, sorted_result
 from ._keyed_sharded import Built, keep, keep_fetch
 from ._mapfn import callable_name, describe, first_line
 from ._native import kernels
 from ._program import Builder, Call, Program
+from ._splitters import key_order
 from ._strings import Encoding, decode_keys
 
 _TOO_BIG = "tfmapreduce: group partition too large"
@@ -101,13 +104,15 @@ class Grouped(ByKey):
         first = mapped.first
         if form.sort_values:
             self._check_sortable(first)
-        buckets: list[list[Part]] = []
-        counts: list[list[tuple[tf.Tensor, tf.Tensor]]] = []
+        merged = []
         for task, parts in mapped.per_task.items():
             with tf.device(mapped.device[task]), tf.name_scope("bucket_task"):
-                keys, values = side.merge(parts)
-                buckets.append(split(keys, values, len(reducers), native))
-                counts.append([(tf.size(k, tf.int64), nbytes(k, v)) for k, v in buckets[-1]])
+                merged.append((mapped.device[task], side.merge(parts)))
+        buckets = split_all(merged, reducers, plan.partitioner, native, scope="bucket_task")
+        counts: list[list[tuple[tf.Tensor, tf.Tensor]]] = []
+        for (device, _), task_buckets in zip(merged, buckets, strict=True):
+            with tf.device(device), tf.name_scope("bucket_task"):
+                counts.append([(tf.size(k, tf.int64), nbytes(k, v)) for k, v in task_buckets])
         outputs: list[Part] = []
         shape: Any = None
         ragged: tuple[bool, ...] = ()
@@ -120,8 +125,9 @@ class Grouped(ByKey):
                     sent.append((keys[start:], tf.nest.map_structure(lambda t, at=start: t[at:], values)))
             with tf.device(device), tf.name_scope(f"reducer{r}"):
                 keys, output = self._reduce(r, device, *_concat(sent), native)
-                result, shape, ragged = self._leaves(r, device, keys, output)
-                outputs.append((tf.identity(keys), result))
+                order = key_order(keys, native) if plan.partitioner == "range" else None
+                result, shape, ragged = self._leaves(r, device, keys, output, order)
+                outputs.append((tf.identity(keys if order is None else tf.gather(keys, order)), result))
         leaves = [leaf[0] if is_ragged else leaf for leaf, is_ragged in zip(outputs[0][1], ragged, strict=True)]
         value_specs = tf.nest.pack_sequence_as(shape, [tf.TensorSpec(t.shape[1:], t.dtype) for t in leaves])
         built = Built(first[1][0].dtype, value_specs, call.resident, ragged)
@@ -168,9 +174,12 @@ class Grouped(ByKey):
                 "Python if/for on tensor values); values is a tf.RaggedTensor with one row per key"
             ) from e
 
-    def _leaves(self, r: int, device: str, keys: tf.Tensor, output: Any) -> tuple[list[Any], Any, tuple[bool, ...]]:
+    def _leaves(
+        self, r: int, device: str, keys: tf.Tensor, output: Any, order: tf.Tensor | None = None
+    ) -> tuple[list[Any], Any, tuple[bool, ...]]:
         """The leaves of ``fn``'s result on reducer ``r`` (ragged ones as (flat values, row splits)), each checked for
-        one row per key; the result's structure (None leaves); which leaves are ragged."""
+        one row per key, and its rows taken in ``order`` where given (a range partition's keys sorted); the result's
+        structure (None leaves); which leaves are ragged."""
         name = callable_name(self.form.fn)
         leaves, ragged, checks = [], [], []
         n = tf.size(keys)
@@ -198,6 +207,8 @@ class Grouped(ByKey):
             ragged.append(isinstance(leaf, tf.RaggedTensor))
             leaves.append(leaf)
         with tf.control_dependencies(checks):
+            if order is not None:
+                leaves = [tf.gather(x, order) for x in leaves]
             fetched = [
                 (tf.identity(x.flat_values), tf.identity(x.row_splits)) if isinstance(x, tf.RaggedTensor) else tf.identity(x)
                 for x in leaves
@@ -221,7 +232,8 @@ class Grouped(ByKey):
             else:
                 leaves.append(_text(np.concatenate(parts), unicode))
         keys = np.concatenate([np.asarray(k) for k, _ in value])
-        return sorted_result(keys, tf.nest.pack_sequence_as(info.structure, leaves), decode=decode)
+        ordered = plan.partitioner == "range"
+        return sorted_result(keys, tf.nest.pack_sequence_as(info.structure, leaves), decode=decode, ordered=ordered)
 
     def failure(self, error: JobError) -> Exception | None:
         found = mismatch(self.map_fn, error)

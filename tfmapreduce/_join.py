@@ -559,6 +559,12 @@ def _prepare(
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)) or max_bytes <= 0):
         raise ValueError(f"max_bytes must be a positive number of bytes or None, got {max_bytes!r}")
     settings = RunOptions.of(**options)
+    if settings.partitioner != "hash":
+        raise TypeError(
+            f"join takes partitioner='hash' only, got partitioner={settings.partitioner!r}: both sides would need one set "
+            "of key ranges; drop partitioner= (the joined rows come in no key order: sort them after, e.g. with "
+            "tmr.sort_by_key(r.keys, r.left) on a resident result)"
+        )
     sides = [_side(left, "left"), _side(right, "right")]
     (lsrcs, lcols, ltuple, luni, lkeyed), (rsrcs, rcols, rtuple, runi, rkeyed) = sides
     if lsrcs[0].dtype != rsrcs[0].dtype:
@@ -581,6 +587,7 @@ def _prepare(
         lkeyed is not None
         and rkeyed is not None
         and strategy == "auto"
+        and lkeyed.partitioner == rkeyed.partitioner == "hash"  # range-partitioned results each have their own ranges
         and [s.device for s in lkeyed.plan.shards] == [s.device for s in rkeyed.plan.shards]
     ):
         chosen = "co-partitioned"

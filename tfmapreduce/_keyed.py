@@ -7,27 +7,31 @@ The graph of one keyed run (one distributed execution)::
                                  (``tf.data`` batches folded with ``Dataset.reduce``)
     task  (its first device)   merge the partials of its shards by key
                                → bucket = stable hash(key) mod R; ``tf.dynamic_partition`` into R buckets
-    reducer r (its device)     bucket r of every task, merged by key, finalized
-                               → fetched to the client (sorted there), or kept in resource variables
+                                 (``partitioner="range"``: the key's range among splitters sampled in the run)
+    reducer r (its device)     bucket r of every task, merged by key, finalized (a range partition: sorted by key)
+                               → fetched to the client (sorted there, unless ranged), or kept in resource variables
 
 The map side (shared with group jobs) is in ``_keyed_map``; per-key combining and the hash are in ``_per_key``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any
 
 import attrs
 import tensorflow as tf
 
 from ._combine import Combiner, SegmentForm
+from ._device import Device
 from ._errors import JobError, MapFunctionError
-from ._keyed_map import ByKey, Mapped, MapSide, Part, map_shards, mismatch, split
+from ._kernels import available
+from ._keyed_map import ByKey, Mapped, MapSide, Part, in_key_order, map_shards, mismatch, split_all
 from ._keyed_plan import KeyedPlan
 from ._keyed_result import concatenated, sorted_result
 from ._keyed_sharded import Built, keep, keep_fetch
 from ._mapfn import describe, first_line
+from ._native import kernels
 from ._per_key import by_key, merge
 from ._program import Builder, Call, Program
 
@@ -51,8 +55,11 @@ class Keyed(ByKey):
         )
         mapped = map_shards(self.map_fn, side, builder, plan, call)
         first = mapped.first
+        native = None  # the range partition's sorts: the native ones where every device is a CPU and has them
+        if plan.partitioner == "range" and all(Device.parse(d).type == "CPU" for d in [*mapped.device.values(), *plan.reducers]):
+            native = kernels() if available(call.cluster, call.settings.seconds()) else None
         try:
-            outputs = _shuffle(mapped, plan.reducers, form)
+            outputs = _shuffle(mapped, plan, form, native)
         except MapFunctionError:
             raise
         except Exception as e:
@@ -76,24 +83,28 @@ class Keyed(ByKey):
         if call.resident:
             return keep(call.cluster, plan, value, built, decode)
         keys, per_key = concatenated(value)
-        return sorted_result(keys, per_key, decode=decode)
+        return sorted_result(keys, per_key, decode=decode, ordered=plan.partitioner == "range")
 
     def failure(self, error: JobError) -> Exception | None:
         return mismatch(self.map_fn, error)
 
 
-def _shuffle(mapped: Mapped, reducers: Sequence[str], form: SegmentForm) -> list[Part]:
-    """Each task's partials merged by key and split into one bucket per reducer; each reducer's buckets merged, finalized."""
-    buckets_per_task = []
+def _shuffle(mapped: Mapped, plan: KeyedPlan, form: SegmentForm, native: Any | None) -> list[Part]:
+    """Each task's partials merged by key and split into one bucket per reducer (by hash or range); each reducer's buckets
+    merged, finalized (and sorted by key in a range partition)."""
+    merged = []
     for task, parts in mapped.per_task.items():
         with tf.device(mapped.device[task]), tf.name_scope("combine_task"):
-            buckets_per_task.append(split(*merge(parts, form), len(reducers)))
+            merged.append((mapped.device[task], merge(parts, form)))
+    buckets_per_task = split_all(merged, plan.reducers, plan.partitioner, native, scope="combine_task")
     outputs = []
-    for r, device in enumerate(reducers):
+    for r, device in enumerate(plan.reducers):
         with tf.device(device), tf.name_scope(f"reducer{r}"):
             keys, partial = merge([b[r] for b in buckets_per_task], form)
-            values = tf.nest.map_structure(tf.identity, form.finalize(partial))
-            outputs.append((tf.identity(keys), values))
+            values = form.finalize(partial)
+            if plan.partitioner == "range":
+                keys, values = in_key_order(keys, values, native)
+            outputs.append((tf.identity(keys), tf.nest.map_structure(tf.identity, values)))
     return outputs
 
 

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import attrs
 import tensorflow as tf
 
+from ._device import Device
 from ._errors import JobError, MapFunctionError
 from ._keyed_input import keyed_sources
 from ._keyed_plan import KeyedPlan, keyed_plan
@@ -24,6 +25,7 @@ from ._plan import Plan, Shard
 from ._program import Builder, Call, MapJob
 from ._resident import named_per_run
 from ._source import DATA_OPTIONS, Batches, Sources, Streamed, streamed
+from ._splitters import choose, key_order, ranges_of, sample
 from ._task import Task
 
 KEY_DTYPES = (tf.int32, tf.int64, tf.string)
@@ -237,17 +239,52 @@ PARTITIONED = (tf.int32, tf.int64, tf.float32, tf.float64)
 """The value dtypes the native ``TmrPartition`` splits (one 1-D column beside integer keys)."""
 
 
-def split(keys: tf.Tensor, rows: Any, reducers: int, native: Any | None = None) -> list[Part]:
+def split(keys: tf.Tensor, rows: Any, reducers: int, native: Any | None = None, bucket: tf.Tensor | None = None) -> list[Part]:
     """(keys, rows) split into one part per reducer by the stable hash of each key, order kept: ``tf.dynamic_partition``,
-    or for integer keys and one numeric column, the native ``TmrPartition`` (where ``native`` is given) in one pass."""
+    or for integer keys and one numeric column, the native ``TmrPartition`` (where ``native`` is given) in one pass.
+    ``bucket``: each key's reducer, given (a range partition's); no hash then."""
     if reducers == 1:
         return [(keys, rows)]
     leaves = tf.nest.flatten(rows)
     one = len(leaves) == 1 and leaves[0].dtype in PARTITIONED and leaves[0].shape.rank == 1
-    if native is not None and one and keys.dtype in (tf.int32, tf.int64):
+    if bucket is None and native is not None and one and keys.dtype in (tf.int32, tf.int64):
         key_parts, value_parts = native.tmr_partition(keys, leaves[0], reducers=reducers)
         return [(k, tf.nest.pack_sequence_as(rows, [v])) for k, v in zip(key_parts, value_parts, strict=True)]
-    bucket = buckets(keys, reducers)
+    if bucket is None:
+        bucket = buckets(keys, reducers)
     split_keys = tf.dynamic_partition(keys, bucket, reducers)
     parts = [tf.dynamic_partition(leaf, bucket, reducers) for leaf in leaves]
     return [(split_keys[r], tf.nest.pack_sequence_as(rows, [p[r] for p in parts])) for r in range(reducers)]
+
+
+def split_all(
+    merged: Sequence[tuple[str, Part]], reducers: Sequence[str], partitioner: str, native: Any | None = None, *, scope: str
+) -> list[list[Part]]:
+    """Each task's merged partial (``(its device, partial)``, in task order) split into one part per reducer, under the
+    name scope ``scope``: by the stable hash of each key (:func:`split`), or with ``partitioner="range"`` by key range.
+
+    A range partition (see ``_splitters``): each task samples its partial's keys, the CPU of the first reducer's task
+    chooses R − 1 splitters from every sample, and each task sends a key to ``searchsorted(splitters, key, "right")``.
+    One set of splitters for every task: a key's rows all go to one reducer, and reducer r's keys are below r + 1's.
+    """
+    ranges = len(reducers)
+    splitters = None
+    if partitioner == "range" and ranges > 1:
+        samples = []
+        for i, (device, (keys, _)) in enumerate(merged):
+            with tf.device(device), tf.name_scope(f"sample{i}"):
+                samples.append(sample(keys, i, ranges))
+        with tf.device(f"{Device.parse(reducers[0]).task}/device:CPU:0"), tf.name_scope("splitters"):
+            splitters = choose(samples, ranges, native)
+    parts = []
+    for device, (keys, rows) in merged:
+        with tf.device(device), tf.name_scope(scope):
+            bucket = None if splitters is None else ranges_of(keys, splitters, native)
+            parts.append(split(keys, rows, ranges, native, bucket))
+    return parts
+
+
+def in_key_order(keys: tf.Tensor, values: Any, native: Any | None = None) -> Part:
+    """A reducer's (keys, values) sorted by key (strings in byte order): what a reducer of a range partition keeps."""
+    order = key_order(keys, native)
+    return tf.gather(keys, order), tf.nest.map_structure(lambda t: tf.gather(t, order), values)

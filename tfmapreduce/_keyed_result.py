@@ -145,18 +145,20 @@ def concatenated(fetched: Any) -> tuple[np.ndarray, Any]:
     return keys, values
 
 
-def sorted_result(keys: np.ndarray, values: Any, *, decode: Encoding) -> KeyedResult:
-    """A :class:`KeyedResult` from the reducers' (unsorted, distinct) keys and values.
+def sorted_result(keys: np.ndarray, values: Any, *, decode: Encoding, ordered: bool = False) -> KeyedResult:
+    """A :class:`KeyedResult` from the reducers' (unsorted, distinct) keys and values; ``ordered``: they come in key
+    order already (a range partition's reducers, concatenated), and are not sorted again.
 
     String keys (bytes from TensorFlow) sort in byte order, then decode as UTF-8 when ``decode``
     (UTF-8 byte order is code point order, so the order stays ascending), unless one of them is not
     UTF-8 (a ``bytes`` input mixed with ``str``): then they all stay ``bytes`` (see :func:`decode_keys`).
     """
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
+    if not ordered:
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        values = tf.nest.map_structure(lambda a: np.asarray(a)[order], values)
     if keys.dtype == object or keys.dtype.kind == "S":
         keys = decode_keys(keys.tolist(), decode)
-    values = tf.nest.map_structure(lambda a: np.asarray(a)[order], values)
     return KeyedResult(keys, values)
 
 

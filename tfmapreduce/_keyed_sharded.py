@@ -116,7 +116,7 @@ def keep(cluster: Cluster, kplan: KeyedPlan, stored: Stored, built: Built, decod
             leaves.append(RaggedSharded(values, lengths))
         else:
             leaves.append(Sharded(cluster, plan, dtype, (plan.rows, *spec.shape), f"{name}_v{j}", builders))
-    return KeyedSharded(keys, tuple(leaves), built.value_specs, decode, name)
+    return KeyedSharded(keys, tuple(leaves), built.value_specs, decode, name, kplan.partitioner)
 
 
 @attrs.define(eq=False)
@@ -126,6 +126,8 @@ class KeyedSharded:
     ``keys`` and ``values`` are co-partitioned [`Sharded`][tfmapreduce.Sharded] arrays (one plan), so later jobs read
     them in place: ``MapReduce(...).run((r.keys, r.values))`` ships nothing.  Within a shard the keys
     are distinct but not sorted; [`gather`][tfmapreduce.KeyedSharded.gather] fetches and sorts them into a [`KeyedResult`][tfmapreduce.KeyedResult].
+    With ``partitioner="range"`` the result is ordered instead: shard r holds a range of keys, sorted, all below
+    shard r + 1's, and ``gather`` concatenates the shards without sorting.
 
     Examples:
         >>> keys, values = np.array([1, 2, 1, 3]), np.array([10, 20, 30, 40])
@@ -134,6 +136,10 @@ class KeyedSharded:
         ...     table = r.gather()                    # a KeyedResult
         >>> int(total), table.to_dict()
         (100, {1: 40, 2: 20, 3: 40})
+        >>> keys = np.array([5, 1, 9, 1, 3])
+        >>> with tmr.count_by_key(keys, cluster=cluster, reducers=2, partitioner="range", resident=True) as r:
+        ...     r.keys.gather().tolist()  # shard 0's keys, then shard 1's: in key order
+        [1, 3, 5, 9]
     """
 
     keys: Sharded
@@ -147,6 +153,8 @@ class KeyedSharded:
     """How string keys are returned: ``str`` decoded with this codec (True: UTF-8) where the input was text, else bytes."""
     name: str
     """The prefix of the resource containers that hold it on the workers."""
+    partitioner: str = "hash"
+    """How the job sent keys to reducers: ``"hash"`` (in no order) or ``"range"`` (shard r's keys sorted, below r + 1's)."""
 
     @property
     def values(self) -> Any:
@@ -177,7 +185,7 @@ class KeyedSharded:
         return f"KeyedSharded({len(self)} keys on {len(self.plan.shards)} reducers, {self.name})"
 
     def gather(self, *, timeout: float | None = None) -> KeyedResult:
-        """The whole result, fetched from the reducers and sorted by key."""
+        """The whole result, fetched from the reducers and sorted by key (a range partition's: concatenated, in order)."""
         keys = self.keys.gather(timeout=timeout)
         gathered = [
             rows(leaf.flat_values.gather(timeout=timeout), leaf.row_lengths.gather(timeout=timeout))
@@ -186,7 +194,7 @@ class KeyedSharded:
             for leaf in self.leaves
         ]
         values = tf.nest.pack_sequence_as(self.structure, gathered) if tf.nest.is_nested(self.structure) else gathered[0]
-        return sorted_result(keys, values, decode=self.decode)
+        return sorted_result(keys, values, decode=self.decode, ordered=self.partitioner == "range")
 
     def delete(self, *, timeout: float | None = None) -> None:
         """Free the result's memory on the reducers (also of reducers that received no key).  Safe to call twice."""

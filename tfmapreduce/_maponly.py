@@ -298,6 +298,11 @@ def _run(kind: MapOnly, x: Any, broadcast: Sequence[Any], options: dict[str, Any
     settings = RunOptions.of(**options)
     if settings.reducers is not None:
         raise TypeError(f"reducers= applies to keyed jobs only; {kind!r} keeps each shard's rows where it ran")
+    if settings.partitioner != "hash":
+        raise TypeError(
+            f"partitioner={settings.partitioner!r} applies to keyed jobs only; {kind!r} keeps each shard's rows where it "
+            "ran, in row order: drop partitioner=, or sort the result with tmr.sort"
+        )
     return _engine.run(kind, x, settings, broadcast, resident=True)
 
 

@@ -92,7 +92,7 @@ class MapReduce(Generic[R]):
             x: an array (numpy, tf.Tensor, nested list), a tuple of arrays with
                 equal rows (co-partitioned on axis 0), or resident ``Sharded`` data.
             **options: ``cluster``, ``sizes``, ``devices``, ``fallback`` (and for keyed jobs
-                ``reducers``, ``batch_rows``): see [`RunOptions`][tfmapreduce.RunOptions].
+                ``reducers``, ``batch_rows``, ``partitioner``): see [`RunOptions`][tfmapreduce.RunOptions].
 
         Raises:
             PartitionError: ``sizes`` do not partition the rows.
@@ -146,7 +146,7 @@ class MapReduce(Generic[R]):
             return_stats: also return a [`RunStats`][tfmapreduce.RunStats].
             resident: keyed jobs only: keep the result on the reducers as a ``KeyedSharded``.
             **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, and for keyed
-                jobs ``reducers``, ``batch_rows``: see [`RunOptions`][tfmapreduce.RunOptions].
+                jobs ``reducers``, ``batch_rows``, ``partitioner``: see [`RunOptions`][tfmapreduce.RunOptions].
 
         Returns:
             The combiner's result as numpy values (and the stats, if asked); for a keyed job a
@@ -174,4 +174,9 @@ def _only_keyed(by_key: bool, settings: RunOptions, *, resident: bool = False) -
     if given:
         raise TypeError(
             f"{', '.join(f'{n}=' for n in given)} apply to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)"
+        )
+    if settings.partitioner != "hash":
+        raise TypeError(
+            f"partitioner={settings.partitioner!r} applies to keyed jobs only: a whole-input job has no keys to partition "
+            "and returns one value; drop partitioner=, or make the job keyed with MapReduce(map_fn, reduce_fn, by_key=True)"
         )

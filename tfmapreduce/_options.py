@@ -21,6 +21,9 @@ from ._deadline import check_timeout, effective_timeout
 from ._partition import SizesLike
 from ._place import FALLBACKS
 
+PARTITIONERS = ("hash", "range")
+"""The ``partitioner=`` of a keyed job: keys to reducers by a stable hash, or by contiguous ranges of a sample."""
+
 
 class PlanOptions(TypedDict, total=False):
     """The keywords that decide where a job's shards run (see :class:`RunOptions`)."""
@@ -44,6 +47,7 @@ class Options(PlaceOptions, total=False):
     reducers: int | Sequence[str] | None
     batch_rows: int | None
     retries: int
+    partitioner: str
     transfer: str | None
     trace: str | os.PathLike[str] | None
     speculate: bool
@@ -71,6 +75,8 @@ class RunOptions:
     Examples:
         >>> RunOptions.of(sizes=[30, 70], timeout=5).timeout
         5.0
+        >>> RunOptions.of(partitioner="range").partitioner  # keyed jobs: reducers hold sorted key ranges
+        'range'
         >>> RunOptions.of(sise=3)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
@@ -94,6 +100,12 @@ class RunOptions:
     """Rows of a shard mapped at once when it is folded batch by batch (keyed jobs, file sources); None: sized to a few MB."""
     retries: int = 2
     """Times a run is repeated on the surviving tasks after a task is lost (dead, or hung past the deadline); 0 raises at once."""
+    partitioner: str = "hash"
+    """Keyed jobs: how keys go to reducers.  ``"hash"``: by a stable hash of the key (reducers hold keys in no order).
+    ``"range"``: by contiguous key ranges chosen from a sample of the keys in the same run (TeraSort's way), so every
+    key of reducer r is below every key of reducer r + 1 and each reducer's keys are sorted: a resident result is
+    globally ordered, and fetching it concatenates without sorting.  Whole-input jobs, ``tmr.map``/``filter``, writes
+    and joins take only ``"hash"`` (``tmr.sort`` is range-partitioned whatever it is given)."""
     transfer: str | None = None
     """How host data travels: None/``"auto"`` (shared memory to tasks on the client's host, else gRPC), ``"shm"``, ``"feed"``."""
     trace: str | None = None
@@ -215,6 +227,12 @@ class RunOptions:
         retries = options.get("retries", 2)
         if isinstance(retries, (bool, np.bool_)) or not isinstance(retries, (int, np.integer)) or retries < 0:
             raise ValueError(f"retries must be an int ≥ 0 (0: raise at once when a task is lost), got {retries!r}")
+        partitioner = options.get("partitioner", "hash")
+        if partitioner not in PARTITIONERS:
+            raise ValueError(
+                f"partitioner must be 'hash' (keys to reducers by a stable hash) or 'range' (contiguous key ranges, a "
+                f"globally ordered result), got {partitioner!r}"
+            )
         transfer = options.get("transfer")
         if transfer not in (None, "auto", "shm", "feed"):
             raise ValueError(
@@ -245,6 +263,7 @@ class RunOptions:
             reducers=int(reducers) if isinstance(reducers, np.integer) else reducers,
             batch_rows=None if batch_rows is None else int(batch_rows),
             retries=int(retries),
+            partitioner=str(partitioner),
             transfer=transfer,
             trace=None if trace is None else os.fspath(trace),
             speculate=bool(speculate),

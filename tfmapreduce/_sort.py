@@ -31,7 +31,7 @@ from . import _engine
 from ._budget import check_budget, over_budget
 from ._device import Device
 from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
-from ._grouping import argsort, nbytes, sort_key, string_ranks, value_of
+from ._grouping import argsort, nbytes, value_of
 from ._kernels import available
 from ._keyed_input import keyed_sources
 from ._keyed_plan import resolve_reducers
@@ -42,13 +42,9 @@ from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run
 from ._source import Sources, streamed
+from ._splitters import SEED, comparable, ranked_with
+from ._splitters import sample_size as _sample_size
 from ._task import Task
-
-SAMPLES = 256
-"""Sampled rows per range (R ranges: about ``SAMPLES * R`` in all); a smaller input is taken whole."""
-
-SEED = 0x5027
-"""The first half of each shard's stateless sampling seed (the second is the shard's index): a run samples the same rows."""
 
 KEY_DTYPES = tuple(np.dtype(d) for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"))
 FLOAT_DTYPES = tuple(np.dtype(d) for d in ("float16", "float32", "float64"))
@@ -97,48 +93,6 @@ class SortPlan:
 
     def __str__(self) -> str:
         return self.explain()
-
-
-def _sample_size(rows: int, total: int, ranges: int) -> int:
-    """Rows a shard of ``rows`` samples (in proportion; all of them when the input has at most SAMPLES per range)."""
-    if ranges == 1 or rows == 0:
-        return 0
-    if total <= SAMPLES * ranges:
-        return rows
-    return max(1, round(SAMPLES * ranges * rows / total))
-
-
-def order_key(values: tf.Tensor, descending: bool = False) -> tf.Tensor:
-    """The values as int32 or int64 keys in the sort's order: a stable integer sort of the keys sorts the values.
-
-    Integers keep their value (widened to int32, uint32 to int64); floats map their bits to integers of the same
-    order (``_grouping.sort_key``), -0.0 first made 0.0 and every NaN one NaN after +inf (numpy's NaN last).
-    ``descending`` inverts every bit: the exact reverse order (NaN first), ties still in row order under a stable sort.
-
-    Example:
-        >>> x = tf.constant([2.0, float("nan"), -0.0, -1.5, 0.0, float("-inf")])
-        >>> tf.argsort(order_key(x), stable=True).numpy().tolist()
-        [5, 3, 2, 4, 0, 1]
-    """
-    if values.dtype.is_floating:
-        values = tf.where(tf.equal(values, 0), tf.zeros_like(values), values)  # -0.0 → 0.0
-    key = sort_key(values)
-    return tf.bitwise.invert(key) if descending else key
-
-
-def comparable(values: tf.Tensor, descending: bool, native: Any | None) -> tf.Tensor:
-    """Integers in the sort's order of ``values`` (equal values equal): ``order_key`` of numbers; of strings their
-    ranks among ``values`` in byte order (``_grouping.string_ranks``), so two string tensors compare only when ranked
-    together.
-
-    Example:
-        >>> comparable(tf.constant([b"b", b"", b"ab"]), True, None).numpy().tolist()
-        [-3, -1, -2]
-    """
-    if values.dtype != tf.string:
-        return order_key(values, descending)
-    ranks = string_ranks(values, native)
-    return tf.bitwise.invert(ranks) if descending else ranks
 
 
 def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Tensor) -> tf.Tensor:
@@ -240,7 +194,9 @@ class Sort:
                 if ranges == 1:
                     parts = [[t] for t in tensors[shard.index]]
                 else:
-                    which = _ranges(*self._ranked(tensors[shard.index][0], split_keys, native), shard.start, split_rows)
+                    which = _ranges(
+                        *ranked_with(tensors[shard.index][0], split_keys, self.descending, native), shard.start, split_rows
+                    )
                     parts = [tf.dynamic_partition(t, which, ranges) for t in tensors[shard.index]]
                 builder.mapped(shard, parts)
                 pieces[shard.index] = parts
@@ -266,14 +222,6 @@ class Sort:
             return [value_of(tf.bitwise.invert(image) if self.descending else image, columns[0].dtype)]
         order = argsort(key, native)
         return [tf.gather(c, order) for c in columns]
-
-    def _ranked(self, keys: tf.Tensor, split_keys: tf.Tensor, native: Any | None) -> tuple[tf.Tensor, tf.Tensor]:
-        """A shard's keys and the splitters as comparable integers (strings ranked together, in one call)."""
-        if keys.dtype != tf.string:
-            return comparable(keys, self.descending, native), comparable(split_keys, self.descending, native)
-        ranks = comparable(tf.concat([split_keys, keys], 0), self.descending, native)
-        splitters = tf.size(split_keys)
-        return ranks[splitters:], ranks[:splitters]
 
     def _check_budget(self, r: int, device: str, pieces: list[list[list[tf.Tensor]]]) -> tf.Tensor:
         """On range ``r``'s task CPU: its rows and bytes from every shard, checked against its budget (its bytes three

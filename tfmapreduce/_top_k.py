@@ -2,7 +2,7 @@
 
 The graph of one top-k (one distributed execution)::
 
-    shard i (on its device)   key = the values as ordered integers (``_sort.order_key``: NaN largest, -0.0 = 0.0;
+    shard i (on its device)   key = the values as ordered integers (``_splitters.order_key``: NaN largest, -0.0 = 0.0;
                               inverted for the k smallest) → ``tf.math.top_k`` of the keys: the shard's k candidates,
                               their values, and their rows + the shard's first row (global row numbers)
                               (a file shard: folded batch by batch, each batch's rows after those read before it)
@@ -28,8 +28,9 @@ from ._file_source import FileSource
 from ._options import Options, RunOptions
 from ._plan import Plan, Shard
 from ._program import Builder, Call, Program, Ready
-from ._sort import FLOAT_DTYPES, KEY_DTYPES, order_key
+from ._sort import FLOAT_DTYPES, KEY_DTYPES
 from ._source import Sources, Streamed, sources, streamed
+from ._splitters import order_key
 
 NO_SPECULATION = (
     "speculate=True does not apply to top_k: each shard's candidates go to one merge in one distributed run, "

@@ -1,7 +1,7 @@
 """Unique: the distinct values of the whole input (and how often each occurs), as ``np.unique`` gives them, in one run.
 
 One keyed run counts the rows of each distinct value (the keyed path's hash shuffle, as ``tmr.count_by_key``): each
-shard maps its values to ordered integer keys where it lives (``_sort.order_key``: every NaN one key, -0.0 the key
+shard maps its values to ordered integer keys where it lives (``_splitters.order_key``: every NaN one key, -0.0 the key
 of 0.0; strings stay strings), counts them per key, and the reducers merge the counts of their keys.  The client
 sorts the distinct keys (few, next to the rows) and turns them back into values of the input's dtype.
 """
@@ -19,8 +19,9 @@ from ._errors import InputError
 from ._keyed_result import KeyedResult
 from ._options import Options, RunOptions
 from ._recipe import recipe
-from ._sort import FLOAT_DTYPES, KEY_DTYPES, order_key
+from ._sort import FLOAT_DTYPES, KEY_DTYPES
 from ._source import Input
+from ._splitters import order_key
 from ._strings import as_bytes_array
 
 

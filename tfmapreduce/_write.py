@@ -228,6 +228,11 @@ def _write(format: Format, data: Any, directory: Any, overwrite: bool, options: 
     given = [n for n, v in (("reducers", settings.reducers), ("batch_rows", settings.batch_rows)) if v is not None]
     if given:
         raise TypeError(f"{format.name}: {', '.join(f'{n}=' for n in given)} do not apply to a write; drop them")
+    if settings.partitioner != "hash":
+        raise TypeError(
+            f"{format.name}: partitioner={settings.partitioner!r} does not apply to a write (each shard is written where it "
+            "lives); drop it, and pass partitioner='range' to the keyed job whose result you write"
+        )
     if isinstance(data, KeyedSharded):
         data = (data.keys, *data.dense(f"tmr.{format.name}"))
     path, made = prepare(format.name, directory, overwrite)
