@@ -9,7 +9,9 @@
 //   The indices that sort `keys` ascending, equal keys in index order (tf.argsort(stable=True)): an LSD radix
 //   sort on 11-bit digits of the keys with their sign bit flipped, skipping digits every key shares.
 //
-// TmrSortKeys(keys: int32[n] or int64[n]) -> sorted: the same radix sort of the keys alone (no row numbers).
+// TmrSortValues(values: T[n], descending) -> sorted: T[n]
+//   The values sorted as numpy sorts them (floats: NaN last, -0.0 as 0.0), or in the reverse order: the same radix
+//   sort on their bits made unsigned integers of the same order, with no row numbers.
 //
 // TmrSortPairs(keys: K[n], values: V[n]) -> (sorted_keys: K[n], sorted_values: V[n], starts: int64[k])
 //   The (key, value) rows sorted by key, then by value, both as signed integers (K, V: int32 or int64): the
@@ -244,39 +246,6 @@ REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU
 REGISTER_KERNEL_BUILDER(Name("TmrStableArgsort").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int64_t>("T"),
                         StableArgsortOp<int64_t>);
 
-REGISTER_OP("TmrSortKeys")
-    .Input("keys: T")
-    .Output("sorted: T")
-    .Attr("T: {int32, int64}")
-    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      return absl::OkStatus();
-    });
-
-// The keys sorted ascending: the radix sort of TmrStableArgsort without row numbers to carry or gather after.
-template <typename K>
-class SortKeysOp : public OpKernel {
- public:
-  explicit SortKeysOp(OpKernelConstruction* context) : OpKernel(context) {}
-
-  void Compute(OpKernelContext* context) override {
-    using U = std::make_unsigned_t<K>;
-    const Tensor& input = context->input(0);
-    OP_REQUIRES(context, input.dims() == 1, ::tensorflow::errors::InvalidArgument("keys must be 1-D"));
-    const auto keys = input.flat<K>();
-    const int64_t n = keys.size();
-    std::vector<U> key(n);
-    for (int64_t i = 0; i < n; ++i) key[i] = Unsigned(keys(i));
-    RadixSort(key, static_cast<std::vector<U>*>(nullptr));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, input.shape(), &output));
-    auto sorted = output->flat<K>();
-    for (int64_t i = 0; i < n; ++i) sorted(i) = Signed<K>(key[i]);
-  }
-};
-
-REGISTER_KERNEL_BUILDER(Name("TmrSortKeys").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int32_t>("T"), SortKeysOp<int32_t>);
-REGISTER_KERNEL_BUILDER(Name("TmrSortKeys").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int64_t>("T"), SortKeysOp<int64_t>);
 
 REGISTER_OP("TmrSortPairs")
     .Input("keys: K")
@@ -462,6 +431,57 @@ template <>
 struct Image<float> : FloatImage<float, int32_t> {};
 template <>
 struct Image<double> : FloatImage<double, int64_t> {};
+
+REGISTER_OP("TmrSortValues")
+    .Input("values: T")
+    .Output("sorted: T")
+    .Attr("T: {int32, int64, float, double}")
+    .Attr("descending: bool = false")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      return absl::OkStatus();
+    });
+
+// The values sorted (numpy's order; descending: its reverse), by the radix sort of their images: no row numbers to
+// carry, no gather after, no pass of TensorFlow ops to map floats to integers and back.
+template <typename T>
+class SortValuesOp : public OpKernel {
+ public:
+  explicit SortValuesOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("descending", &descending_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    using I = typename Image<T>::type;
+    using U = std::make_unsigned_t<I>;
+    const Tensor& input = context->input(0);
+    OP_REQUIRES(context, input.dims() == 1, ::tensorflow::errors::InvalidArgument("values must be 1-D"));
+    const auto values = input.flat<T>();
+    const int64_t n = values.size();
+    std::vector<U> image(n);
+    for (int64_t i = 0; i < n; ++i) {
+      I bits = Image<T>::To(values(i));
+      if (std::is_floating_point<T>::value && bits == I(-1)) bits = 0;  // -0.0 as 0.0 (by its bits: subnormals stay)
+      image[i] = Unsigned(bits);
+    }
+    RadixSort(image, static_cast<std::vector<U>*>(nullptr));
+    Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, input.shape(), &output));
+    auto sorted = output->flat<T>();
+    for (int64_t i = 0; i < n; ++i) sorted(descending_ ? n - 1 - i : i) = Image<T>::From(Signed<I>(image[i]));
+  }
+
+ private:
+  bool descending_ = false;
+};
+
+#define TMR_SORT_VALUES(T) \
+  REGISTER_KERNEL_BUILDER(Name("TmrSortValues").Device(::tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), SortValuesOp<T>);
+TMR_SORT_VALUES(int32_t)
+TMR_SORT_VALUES(int64_t)
+TMR_SORT_VALUES(float)
+TMR_SORT_VALUES(double)
+#undef TMR_SORT_VALUES
 
 // The rows' values (as images) grouped by key in one counting pass: group j's values are values(j), keys key(j).
 // A row's group is key - min where the keys span at most n + 1024 values (no hash look-up; the groups come out in

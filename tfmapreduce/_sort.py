@@ -42,7 +42,7 @@ from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run
 from ._source import Sources, streamed
-from ._splitters import SEED, comparable, ranked_with
+from ._splitters import SEED, comparable, order_key, ranked_with
 from ._splitters import sample_size as _sample_size
 from ._task import Task
 
@@ -214,13 +214,15 @@ class Sort:
         return builder.program(counts, plan.tasks)
 
     def _sorted(self, columns: list[tf.Tensor], native: Any | None) -> list[tf.Tensor]:
-        """A range's columns in the order of the first: numbers alone radix-sorted as their integer images and mapped
-        back (natively: nothing to gather after), else the stable order of the first column gathered from each."""
-        key = comparable(columns[0], self.descending, native)
-        if len(columns) == 1 and native is not None and columns[0].dtype != tf.string:
-            image = native.tmr_sort_keys(key)
-            return [value_of(tf.bitwise.invert(image) if self.descending else image, columns[0].dtype)]
-        order = argsort(key, native)
+        """A range's columns in the order of the first: numbers alone radix-sorted natively as they are (int32/64,
+        float32/64; other dtypes as their ``order_key`` images, mapped back), nothing to gather after; else the stable
+        order of the first column gathered from each."""
+        column = columns[0]
+        if len(columns) == 1 and native is not None and column.dtype != tf.string:
+            if column.dtype in (tf.int32, tf.int64, tf.float32, tf.float64):
+                return [native.tmr_sort_values(column, descending=self.descending)]
+            return [value_of(native.tmr_sort_values(order_key(column), descending=self.descending), column.dtype)]
+        order = argsort(comparable(column, self.descending, native), native)
         return [tf.gather(c, order) for c in columns]
 
     def _check_budget(self, r: int, device: str, pieces: list[list[list[tf.Tensor]]]) -> tf.Tensor:

@@ -58,9 +58,9 @@ def order_key(values: tf.Tensor, descending: bool = False) -> tf.Tensor:
         >>> tf.argsort(order_key(x), stable=True).numpy().tolist()
         [5, 3, 2, 4, 0, 1]
     """
-    if values.dtype.is_floating:
-        values = tf.where(tf.equal(values, 0), tf.zeros_like(values), values)  # -0.0 → 0.0
     key = sort_key(values)
+    if values.dtype.is_floating:  # -0.0 (image -1) as 0.0, by the bits: a comparison would take subnormals for 0 too
+        key = tf.where(tf.equal(key, -1), tf.zeros_like(key), key)
     return tf.bitwise.invert(key) if descending else key
 
 
