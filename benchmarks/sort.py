@@ -153,6 +153,18 @@ def terasort(table: Rows, cluster: tmr.LocalCluster, records: int, peers: bool, 
                 cached.unpersist()
 
 
+def plot(table: Rows, path: str) -> None:
+    """One panel per input (int64, float32, TeraSort): each implementation's median seconds."""
+    from ._plots import bar_chart
+
+    panels: dict[str, list[tuple[str, list[float]]]] = {}
+    for name, seconds, count in table.rows:
+        panel = "TeraSort, 100-byte records" if name.startswith("TeraSort") else f"sort of {name.rsplit(', ', 1)[1]}"
+        label = name.removeprefix("TeraSort: ").split(",")[0]
+        panels.setdefault(f"{panel}: {count:.0e}", []).append((label, [seconds]))
+    bar_chart(list(panels.items()), path, unit="seconds")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the arguments, measure, and print one table."""
     parser = argparse.ArgumentParser(
@@ -164,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per row after one warm-up (median reported)")
     parser.add_argument("--no-peers", dest="peers", action="store_false", help="skip polars and Spark")
     parser.add_argument("--no-terasort", dest="terasort", action="store_false", help="skip TeraSort")
+    parser.add_argument("--plot", metavar="PNG", help="also draw the medians as bar charts into this file (needs matplotlib)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.records, args.repeats, args.peers = 1e4, 1e4, 1, False
@@ -178,6 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         if spark is not None:
             spark.stop()
     table.print("rows")
+    if args.plot:
+        plot(table, args.plot)
     for name, seconds, count in table.rows:
         if name.startswith("TeraSort"):
             print(f"{name}: {count * 100 / seconds / 1e9:.3f} GB/s, {count * 100 / seconds / 1e9 / 2:.3f} GB/s per core")
