@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 
+import attrs
 import tensorflow as tf
 
 from ._device import Device
+from ._errors import JobError
 
 MEMORY_SHARE = 4
 """Without ``max_bytes``, a reducer may hold a quarter of the memory its host has available (``MemAvailable``)."""
@@ -43,15 +45,29 @@ def check_budget(part: int, device: str, rows: list[tf.Tensor], size: list[tf.Te
             return tf.cast(total < 0, tf.int32)
 
 
-def over_budget(text: str, tag: str) -> tuple[int, str, int, int, int] | None:
-    """(part, device, rows, bytes, budget) of the budget named ``tag`` that failed in ``text``, or None.
+@attrs.frozen
+class Overrun:
+    """A failed budget check: part ``part`` on ``device`` would hold ``size`` bytes (``rows`` rows) over ``budget``."""
+
+    part: int
+    device: str
+    rows: int
+    size: int
+    budget: int
+    limit: str
+    """Where the budget came from, for the message: ``max_bytes=N`` or the host's memory."""
+
+
+def over_budget(error: JobError, tag: str, max_bytes: int | None) -> Overrun | None:
+    """The budget check named ``tag`` that failed the run of ``error`` (limited by ``max_bytes``), or None.
 
     Example:
-        >>> over_budget("x [t (part 1 on /job:w/task:0)] [5] [40] [8]", "t")
-        (1, '/job:w/task:0', 5, 40, 8)
+        >>> over_budget(JobError("x [t (part 1 on /job:w/task:0)] [5] [40] [8]"), "t", 8).limit
+        'max_bytes=8'
     """
-    found = re.search(re.escape(tag) + _FOUND, text)
+    found = re.search(re.escape(tag) + _FOUND, f"{error}\n{error.details}")
     if found is None:
         return None
     part, device, rows, size, budget = found.groups()
-    return int(part), device, int(rows), int(size), int(budget)
+    limit = f"max_bytes={max_bytes}" if max_bytes is not None else "a quarter of its host's available memory"
+    return Overrun(int(part), device, int(rows), int(size), int(budget), limit)

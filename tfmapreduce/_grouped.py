@@ -240,17 +240,11 @@ class Grouped(ByKey):
         if found is not None:
             return found
         text = f"{error}\n{error.details}"
-        big = over_budget(text, _TOO_BIG)
+        big = over_budget(error, _TOO_BIG, self.form.max_bytes)
         if big is not None:
-            r, device, rows, size, budget = big
-            limit = (
-                f"max_bytes={self.form.max_bytes}"
-                if self.form.max_bytes is not None
-                else "a quarter of its host's available memory"
-            )
             return ReducerMemoryError(
-                f"reducer {r} ({device}) would receive {rows:,} values ({size:,} bytes of keys and values), more than "
-                f"its budget of {budget:,} bytes ({limit}); nothing was sent. Spread the keys over more reducers "
+                f"reducer {big.part} ({big.device}) would receive {big.rows:,} values ({big.size:,} bytes of keys and "
+                f"values), more than its budget of {big.budget:,} bytes ({big.limit}); nothing was sent. Spread the keys over more reducers "
                 "(reducers=N, up to the cluster's devices), use a combiner recipe (sum/mean/min/max/variance_by_key) whose "
                 "partials are one row per key, or, if its host has the memory, raise per_group(..., max_bytes=); one hot key "
                 "stays on one reducer however many there are"

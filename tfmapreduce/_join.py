@@ -301,16 +301,13 @@ class Join:
         return columns[0], sides[0], sides[1], columns[at], columns[at + 1]
 
     def failure(self, error: JobError) -> Exception | None:
-        text = f"{error}\n{error.details}"
-        big = over_budget(text, _TOO_BIG)
+        big = over_budget(error, _TOO_BIG, self.max_bytes)
         if big is None:
             return None
-        part, device, rows, size, budget = big
-        limit = f"max_bytes={self.max_bytes}" if self.max_bytes is not None else "a quarter of its host's available memory"
         return ReducerMemoryError(
-            f"the join would make {rows:,} rows on {device} (part {part}: {size:,} bytes of keys and values), more than "
-            f"its budget of {budget:,} bytes ({limit}); no output row was made. Spread the keys over more reducers "
-            "(reducers=N), pre-aggregate a side (e.g. tmr.sum_by_key) so each key has fewer rows, or, if the host has the "
+            f"the join would make {big.rows:,} rows on {big.device} (part {big.part}: {big.size:,} bytes of keys and "
+            f"values), more than its budget of {big.budget:,} bytes ({big.limit}); no output row was made. Spread the "
+            "keys over more reducers (reducers=N), pre-aggregate a side (e.g. tmr.sum_by_key) so each key has fewer rows, or, if the host has the "
             "memory, raise max_bytes=; one key's rows always meet on one device"
         )
 

@@ -244,15 +244,14 @@ class Sort:
         return outputs[0] if len(outputs) == 1 else outputs
 
     def failure(self, error: JobError) -> Exception | None:
-        big = over_budget(f"{error}\n{error.details}", _TOO_BIG)
+        big = over_budget(error, _TOO_BIG, self.max_bytes)
         if big is None:
             return None
-        r, device, rows, size, budget = big
-        limit = f"max_bytes={self.max_bytes}" if self.max_bytes is not None else "a quarter of its host's available memory"
         return ReducerMemoryError(
-            f"range {r} of the sort ({device}) would receive {rows:,} rows, {size:,} bytes while it sorts (its rows "
-            f"{SORT_COPIES} times: received, their order, the sorted copy), more than its budget of {budget:,} bytes "
-            f"({limit}); no row was sent. Sort over more devices (reducers=N, up to the cluster's devices), add workers, "
+            f"range {big.part} of the sort ({big.device}) would receive {big.rows:,} rows, {big.size:,} bytes while it "
+            f"sorts (its rows {SORT_COPIES} times: received, their order, the sorted copy), more than its budget of "
+            f"{big.budget:,} bytes ({big.limit}); no row was sent. Sort over more devices (reducers=N, up to the "
+            "cluster's devices), add workers, "
             "or, if the host has the memory, raise max_bytes="
         )
 
