@@ -328,6 +328,53 @@ def test_a_bad_line_deep_in_a_big_csv_is_named_by_the_calls_deadline(
     assert took < 10 + 2, f"the call took {took:.1f} s with timeout=10"  # it took 62.5 s: the diagnosis had 60 s
 
 
+def _native_or_skip() -> None:
+    from tfmapreduce._native import kernels
+
+    if kernels() is None:
+        pytest.skip("no native kernels on this machine (no compiler, or TFMAPREDUCE_NATIVE=0): the line path is tested")
+
+
+@pytest.mark.parametrize("block", [5, 64, 1 << 20])  # 5: every line straddles a block
+def test_a_big_csv_is_read_natively_in_byte_ranges_that_shards_share(
+    cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    import pandas as pd
+
+    _native_or_skip()
+    monkeypatch.setattr(_text, "TEXT_BLOCK", 4)  # every file here counts as big: read in byte ranges
+    monkeypatch.setattr(_csv, "TEXT_BLOCK", block)
+    rng = np.random.default_rng(block)
+    rows = rng.integers(-(10**6), 10**6, (300, 3))
+    lines = [",".join(map(str, r)) for r in rows]
+    lines[7] = '"{}", {} ,{}'.format(*rows[7])  # a quoted field, spaces around a number
+    text = "\ufeffa,b,c\r\n" + "\r\n".join(lines[:100]) + "\n" + "\n".join(lines[100:])  # CRLF, then LF, no last \n
+    (tmp_path / "t.csv").write_text(text, encoding="utf-8", newline="")
+    (tmp_path / "u.csv").write_text("k,v\n" + "".join(f"{k},{v}\n" for k, v in zip(rows[:, 0] % 7, rows[:, 1], strict=True)))
+    for shards in (1, 3, 8):
+        data = tmr.read_csv(str(tmp_path / "t.csv"), dtypes="int64")
+        np.testing.assert_array_equal(tmr.sum(data, axis=0, cluster=cluster, sizes=shards), rows.sum(axis=0))
+        assert int(tmr.count(data, cluster=cluster, sizes=shards)) == 300
+        sums = tmr.sum_by_key(tmr.read_csv(str(tmp_path / "u.csv")), keys="k", values="v", cluster=cluster, sizes=shards)
+        want = pd.read_csv(tmp_path / "u.csv").groupby("k").v.sum()
+        assert sums.to_dict() == want.to_dict()
+
+
+@pytest.mark.parametrize("at", [0, 1, 150, 298, 299])
+def test_the_native_reader_names_a_bad_line_and_its_number_wherever_it_is(
+    cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int
+) -> None:
+    _native_or_skip()
+    monkeypatch.setattr(_text, "TEXT_BLOCK", 4)
+    monkeypatch.setattr(_csv, "TEXT_BLOCK", 9)  # lines of 4 bytes: blocks start inside lines
+    bad = '7,"x\\"é'  # a backslash, a quote and UTF-8 bytes travel escaped in the kernel's error
+    number = _csv_with_a_bad_line(tmp_path / "b.csv", 300, bad, at)
+    with pytest.raises(tmr.InputError) as info:
+        tmr.sum(tmr.read_csv(str(tmp_path / "b.csv")), cluster=cluster, sizes=4)
+    assert re.search(r"b\.csv \(read on task /job:local/task:\d\): ", str(info.value))
+    assert f"line {number} is {bad!r}: " in str(info.value)
+
+
 def test_a_bad_line_among_small_csv_files_read_together_names_its_file(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
     for name in ("a", "b", "c"):
         _csv_with_a_bad_line(tmp_path / f"{name}.csv", 700, "1,2", 0)

@@ -24,6 +24,9 @@ NATIVE_DTYPES = (tf.float32, tf.float64, tf.int32, tf.int64)
 _BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte order mark some editors write at the start of a file: not part of its first line."""
 
+BAD_LINE = re.compile(r'tfmapreduce: CSV line (\d+): "((?:[^"\\]|\\.)*)"')
+"""The error of ``TmrReadCsv`` at a bad line: its number in the file and its bytes (C-escaped)."""
+
 _DECODE = "DecodeCSV_batch"
 """The name of the op that decodes a batch of lines, before the batch size (in the error of a failed run)."""
 
@@ -185,9 +188,38 @@ class Csv(Text):
         )
         return [every[i] for i in layout.columns]
 
-    def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> tf.Tensor:
-        columns = self.fields(records, layout, batch)
+    def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> Any:
+        return self.assemble(self.fields(records, layout, batch), layout)
+
+    def assemble(self, columns: list[tf.Tensor], layout: Layout) -> Any:
+        """A batch from its columns ``layout.columns`` (each 1-D in its own dtype)."""
         return tf.stack([tf.cast(c, tf.as_dtype(layout.dtype)) for c in columns], axis=1)
+
+    def splits(self, layout: Layout | None, size: int) -> bool:
+        """Whether a file of ``layout`` and ``size`` bytes is read by :meth:`native_batches`, in byte ranges that several
+        shards may share (each line read by the shard where it starts, as Hadoop splits text)."""
+        if layout is None or not self.native or self.small(size):
+            return False
+        dtypes = self.field_dtypes(layout)
+        return all(dtypes[i] in NATIVE_DTYPES for i in layout.columns)
+
+    def native_batches(self, path: str, size: int, layout: Layout, rows: int, start: int, stop: int) -> tf.data.Dataset:
+        """The decoded batches of the lines of a file that start in bytes ``start:stop``, read by the native
+        ``TmrReadCsv``, :data:`TEXT_BLOCK` bytes a call: no string per line, no text pipeline.  A bad line fails the
+        run naming its line number and bytes (:data:`BAD_LINE`)."""
+        dtypes = self.field_dtypes(layout)
+        wanted = [dtypes[i] for i in layout.columns]
+        ops = kernels()
+        assert ops is not None  # native only where every task and the client have the kernels
+
+        def read(first: tf.Tensor) -> Any:
+            columns = ops.tmr_read_csv(
+                path, size, first, tf.minimum(first + TEXT_BLOCK, stop), out_types=wanted, columns=list(layout.columns),
+                fields=layout.fields, delimiter=self.delimiter, header=self.header,
+            )  # fmt: skip
+            return self.assemble(list(columns), layout)
+
+        return tf.data.Dataset.range(start, max(stop, start + 1), TEXT_BLOCK).map(read).rebatch(rows)
 
 
 @attrs.frozen
@@ -223,8 +255,8 @@ class CsvTable(Csv):
         row_shape = () if self.flat or not selected[1:] else (len(selected) - 1,)
         return Layout(None, 0, dtype, row_shape, len(names), tuple(selected), tuple(d.str for d in dtypes))
 
-    def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> Any:
-        keys, *values = self.fields(records, layout, batch)
+    def assemble(self, columns: list[tf.Tensor], layout: Layout) -> Any:
+        keys, *values = columns
         if not values:
             return keys  # the keys alone (count_by_key)
         values = [tf.cast(v, tf.as_dtype(layout.dtype)) for v in values]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import glob
 import os
 import re
@@ -12,7 +13,7 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
-from ._csv import Csv, bad_line_message, find_bad_line
+from ._csv import BAD_LINE, BadLine, Csv, bad_line_message, find_bad_line
 from ._deadline import effective_timeout
 from ._encode import PARTS, SUCCESS
 from ._errors import InputError, JobError, ShardLostError
@@ -125,7 +126,7 @@ class FileSource:
         entries = [e for e in self.entries if e.task == shard.task] if self.pinned_plan is not None else self.entries
         result = []
         for e in entries:
-            if self.reader.unit == "rows":
+            if self.reader.unit == "rows" or (self.pinned_plan is None and self._splits(e)):
                 lo, hi = max(shard.start, e.first), min(shard.stop, e.first + e.units)
                 if hi > lo:
                     result.append((e, lo - e.first, hi - e.first))
@@ -155,6 +156,10 @@ class FileSource:
             else:
                 result.append([piece])
         return result
+
+    def _splits(self, entry: FileEntry) -> bool:
+        """A file read in byte ranges: pieces of it in several shards (see ``Csv.splits``)."""
+        return isinstance(self.reader, Csv) and self.reader.splits(entry.layout, entry.size)
 
     def _small(self, entry: FileEntry) -> bool:
         return self.reader.unit == "bytes" and entry.layout is not None and self.reader.small(entry.size)
@@ -188,6 +193,11 @@ class FileSource:
                 records = tf.data.Dataset.from_tensor_slices(matched).flat_map(self.reader.records).batch(rows)
             elif self._small(e):
                 records = self.reader.small_batches([p[0].path for p in group], [p[0].size for p in group], rows)
+            elif self._splits(e):
+                assert isinstance(self.reader, Csv)
+                native = self.reader.native_batches(e.path, e.size, layout, rows, lo, hi)
+                result.append(Batches(native, None, counts=self.reader.counts))
+                continue
             else:
                 records = self.reader.record_batches(e.path, e.size, rows)
             decoded = records.map(lambda r, layout=layout, rows=rows: self.reader.decode(r, layout, rows))
@@ -263,7 +273,11 @@ class FileSource:
 
         files = [(e.path, e.size) for e in group]
         bad = None
-        if all(e.layout is not None for e in group):
+        named = BAD_LINE.search(details)  # the native reader names the line itself
+        if named is not None:
+            text = codecs.escape_decode(named.group(2).encode("ascii"))[0]
+            bad = BadLine(0, int(named.group(1)), text.decode("utf-8", "replace"))
+        elif all(e.layout is not None for e in group):
             bad = find_bad_line(reader, layout, files, self._small(group[0]), details, device_of(task), run)
         if bad is None:
             where = f"read_csv: {short(group[0].path)} (read on task {task})"

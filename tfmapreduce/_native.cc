@@ -42,6 +42,11 @@
 //   tf.io.decode_csv allows).  A line with another number of fields, an empty selected field or one that is not a
 //   number fails with tf.io.decode_csv's words and the line's index among all the lines ("in record N").
 //
+// TmrReadCsv(path: string, size: int64, start: int64, stop: int64) -> values: out_types
+//   The lines of a CSV file that start in bytes [start, stop) (Hadoop's split rule), read by the kernel itself (no string per
+//   line, no tf.data text pipeline) and parsed as TmrDecodeCsv parses them; a bad line's error gives its line
+//   number in the file and its bytes (see ReadCsvOp).
+//
 // TmrStringRanks(strings: string[n]) -> ranks: int64[n]
 //   Each string's rank among the distinct strings in byte order (unsigned bytes, a prefix first, as numpy sorts
 //   `S` arrays): equal strings get one rank, so the ranks sort as the strings do.
@@ -74,12 +79,17 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "tensorflow/core/framework/cancellation.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/platform/env.h"
+#include "tensorflow/core/platform/file_system.h"
 
 namespace tfmapreduce {
 
@@ -744,9 +754,11 @@ bool ParseNumber(absl::string_view text, T* out) {
   return false;
 }
 
-class DecodeCsvOp : public OpKernel {
+// The CSV rows of TmrDecodeCsv and TmrReadCsv: each line's fields split (a field may be quoted, "" a quote inside) and
+// the selected ones parsed as numbers into their output columns.
+class CsvRows {
  public:
-  explicit DecodeCsvOp(OpKernelConstruction* context) : OpKernel(context) {
+  explicit CsvRows(OpKernelConstruction* context) {
     OP_REQUIRES_OK(context, context->GetAttr("out_types", &types_));
     std::vector<int> columns;
     OP_REQUIRES_OK(context, context->GetAttr("columns", &columns));
@@ -764,6 +776,94 @@ class DecodeCsvOp : public OpKernel {
     }
   }
 
+  // The output columns of `n` rows, allocated.
+  absl::Status Allocate(OpKernelContext* context, int64_t n, std::vector<void*>* out) const {
+    out->assign(types_.size(), nullptr);
+    for (size_t j = 0; j < types_.size(); ++j) {
+      Tensor* t = nullptr;
+      TF_RETURN_IF_ERROR(context->allocate_output(static_cast<int>(j), TensorShape({n}), &t));
+      (*out)[j] = t->data();
+    }
+    return absl::OkStatus();
+  }
+
+  // Row r of the outputs from `line`; an error names the row with `where` (tf.io.decode_csv's words).
+  absl::Status Parse(absl::string_view line, int64_t r, const std::string& where, const std::vector<void*>& out) {
+    values_.clear();
+    unquoted_.clear();
+    size_t at = 0;
+    while (true) {  // one field a turn, from `at`
+      size_t next;
+      if (at < line.size() && line[at] == '"') {  // quoted: up to the lone closing quote, "" a quote
+        std::string text;
+        size_t i = at + 1;
+        bool closed = false;
+        while (i < line.size()) {
+          if (line[i] == '"') {
+            if (i + 1 < line.size() && line[i + 1] == '"') {
+              text.push_back('"');
+              i += 2;
+              continue;
+            }
+            closed = true;
+            ++i;
+            break;
+          }
+          text.push_back(line[i++]);
+        }
+        if (!(closed && (i == line.size() || line[i] == delimiter_))) {
+          return ::tensorflow::errors::InvalidArgument("Quote inside a string has to be escaped by another quote", where);
+        }
+        unquoted_.push_back(std::move(text));
+        values_.push_back(absl::string_view(unquoted_.back()));
+        next = i;
+      } else {
+        const size_t end = line.find(delimiter_, at);
+        next = end == absl::string_view::npos ? line.size() : end;
+        values_.push_back(line.substr(at, next - at));
+      }
+      if (next >= line.size()) break;
+      at = next + 1;
+    }
+    const int have = static_cast<int>(values_.size());
+    if (have != fields_) {
+      return ::tensorflow::errors::InvalidArgument("Expect ", fields_, " fields but have ", have, where);
+    }
+    for (int field = 0; field < fields_; ++field) {
+      const int j = slot_[field];
+      if (j < 0) continue;
+      const absl::string_view value = values_[field];
+      if (value.empty()) {
+        return ::tensorflow::errors::InvalidArgument("Field ", field, " is required but missing", where, "!");
+      }
+      bool ok = false;
+      switch (types_[j]) {
+        case ::tensorflow::DT_FLOAT: ok = ParseNumber(value, static_cast<float*>(out[j]) + r); break;
+        case ::tensorflow::DT_DOUBLE: ok = ParseNumber(value, static_cast<double*>(out[j]) + r); break;
+        case ::tensorflow::DT_INT32: ok = ParseNumber(value, static_cast<int32_t*>(out[j]) + r); break;
+        default: ok = ParseNumber(value, static_cast<int64_t*>(out[j]) + r); break;
+      }
+      if (!ok) {
+        return ::tensorflow::errors::InvalidArgument("Field ", field, where, " is not a valid ",
+                                                     ::tensorflow::DataTypeString(types_[j]), ": ", value);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<::tensorflow::DataType> types_;
+  std::vector<int> slot_;
+  int fields_ = 1;
+  char delimiter_ = ',';
+  std::vector<absl::string_view> values_;  // a line's fields, split first (the field count is checked before a number)
+  std::deque<std::string> unquoted_;        // the text of its quoted fields (a deque: their views stay valid)
+};
+
+class DecodeCsvOp : public OpKernel {
+ public:
+  explicit DecodeCsvOp(OpKernelConstruction* context) : OpKernel(context), rows_(context) {}
+
   void Compute(OpKernelContext* context) override {
     const auto records = context->input(0).flat<tstring>();
     std::vector<absl::string_view> lines;
@@ -778,83 +878,145 @@ class DecodeCsvOp : public OpKernel {
       }
     }
     const int64_t n = static_cast<int64_t>(lines.size());
-    std::vector<void*> out(types_.size());
-    for (size_t j = 0; j < types_.size(); ++j) {
-      Tensor* t = nullptr;
-      OP_REQUIRES_OK(context, context->allocate_output(static_cast<int>(j), TensorShape({n}), &t));
-      out[j] = t->data();
-    }
-    std::vector<absl::string_view> values;  // a line's fields, split first (the field count is checked before a number)
-    std::deque<std::string> unquoted;       // the text of its quoted fields (a deque: their views stay valid)
+    std::vector<void*> out;
+    OP_REQUIRES_OK(context, rows_.Allocate(context, n, &out));
     for (int64_t r = 0; r < n; ++r) {
-      const absl::string_view line = lines[r];
-      values.clear();
-      unquoted.clear();
-      size_t at = 0;
-      while (true) {  // one field a turn, from `at`
-        size_t next;
-        if (at < line.size() && line[at] == '"') {  // quoted: up to the lone closing quote, "" a quote
-          std::string text;
-          size_t i = at + 1;
-          bool closed = false;
-          while (i < line.size()) {
-            if (line[i] == '"') {
-              if (i + 1 < line.size() && line[i + 1] == '"') {
-                text.push_back('"');
-                i += 2;
-                continue;
-              }
-              closed = true;
-              ++i;
-              break;
-            }
-            text.push_back(line[i++]);
-          }
-          OP_REQUIRES(context, closed && (i == line.size() || line[i] == delimiter_),
-                      ::tensorflow::errors::InvalidArgument("Quote inside a string has to be escaped by another quote",
-                                                            " in record ", r));
-          unquoted.push_back(std::move(text));
-          values.push_back(absl::string_view(unquoted.back()));
-          next = i;
-        } else {
-          const size_t end = line.find(delimiter_, at);
-          next = end == absl::string_view::npos ? line.size() : end;
-          values.push_back(line.substr(at, next - at));
-        }
-        if (next >= line.size()) break;
-        at = next + 1;
-      }
-      const int have = static_cast<int>(values.size());
-      OP_REQUIRES(context, have == fields_,
-                  ::tensorflow::errors::InvalidArgument("Expect ", fields_, " fields but have ", have, " in record ", r));
-      for (int field = 0; field < fields_; ++field) {
-        const int j = slot_[field];
-        if (j < 0) continue;
-        const absl::string_view value = values[field];
-        OP_REQUIRES(context, !value.empty(),
-                    ::tensorflow::errors::InvalidArgument("Field ", field, " is required but missing in record ", r, "!"));
-        bool ok = false;
-        switch (types_[j]) {
-          case ::tensorflow::DT_FLOAT: ok = ParseNumber(value, static_cast<float*>(out[j]) + r); break;
-          case ::tensorflow::DT_DOUBLE: ok = ParseNumber(value, static_cast<double*>(out[j]) + r); break;
-          case ::tensorflow::DT_INT32: ok = ParseNumber(value, static_cast<int32_t*>(out[j]) + r); break;
-          default: ok = ParseNumber(value, static_cast<int64_t*>(out[j]) + r); break;
-        }
-        OP_REQUIRES(context, ok,
-                    ::tensorflow::errors::InvalidArgument("Field ", field, " in record ", r, " is not a valid ",
-                                                          ::tensorflow::DataTypeString(types_[j]), ": ", value));
-      }
+      OP_REQUIRES_OK(context, rows_.Parse(lines[r], r, absl::StrCat(" in record ", r), out));
     }
   }
 
  private:
-  std::vector<::tensorflow::DataType> types_;
-  std::vector<int> slot_;
-  int fields_ = 1;
-  char delimiter_ = ',';
+  CsvRows rows_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("TmrDecodeCsv").Device(::tensorflow::DEVICE_CPU), DecodeCsvOp);
+
+REGISTER_OP("TmrReadCsv")
+    .Input("path: string")
+    .Input("size: int64")
+    .Input("start: int64")
+    .Input("stop: int64")
+    .Output("values: out_types")
+    .Attr("out_types: list({float, double, int32, int64}) >= 0")
+    .Attr("columns: list(int) >= 0")
+    .Attr("fields: int >= 1")
+    .Attr("delimiter: string = ','")
+    .Attr("header: bool = false")
+    .SetIsStateful()  // it reads a file: never folded, never cached
+    .SetShapeFn(VectorOutputs);
+
+// The CSV lines of file `path` (`size` bytes when the run started) that start in bytes [start, stop), each whole (the last read on past the block's end up to its newline), parsed as
+// TmrDecodeCsv parses them: lines end at \n, every \r is dropped, a last line without \n counts, the file's BOM and
+// (with `header`) its first line are skipped.  A bad line fails with its line number in the file (the header is
+// line 1) and its bytes, escaped: tfmapreduce: CSV line N: "...": then the reason in tf.io.decode_csv's words.
+class ReadCsvOp : public OpKernel {
+ public:
+  explicit ReadCsvOp(OpKernelConstruction* context) : OpKernel(context), rows_(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("header", &header_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    const std::string path(context->input(0).scalar<tstring>()());
+    const int64_t size = context->input(1).scalar<int64_t>()();
+    const int64_t start = context->input(2).scalar<int64_t>()();
+    const int64_t stop = std::min(size, context->input(3).scalar<int64_t>()());
+    OP_REQUIRES(context, 0 <= start && start <= stop, ::tensorflow::errors::InvalidArgument("bad byte range"));
+    std::unique_ptr<::tensorflow::RandomAccessFile> file;
+    OP_REQUIRES_OK(context, context->env()->NewRandomAccessFile(path, &file));
+    // The bytes from the one before the block (is the block's first byte a line's first?) to the block's end, then
+    // on to the newline that ends its last line.
+    const int64_t from = std::max<int64_t>(start - 1, 0);
+    std::string text;
+    OP_REQUIRES_OK(context, Read(*file, path, from, stop - from, size, &text));
+    while (stop < size && !text.empty() && text.back() != '\n') {
+      std::string more;
+      const int64_t at = from + static_cast<int64_t>(text.size());
+      OP_REQUIRES_OK(context, Read(*file, path, at, std::min<int64_t>(kMore, size - at), size, &more));
+      const size_t newline = more.find('\n');
+      text.append(more, 0, newline == std::string::npos ? more.size() : newline + 1);
+      if (newline != std::string::npos || at + static_cast<int64_t>(more.size()) >= size) break;
+    }
+    size_t first = 0;  // the first line that starts in the block (the file's first starts at 0, before any BOM)
+    if (start > 0) {
+      const size_t newline = text.find('\n');
+      first = newline == std::string::npos ? text.size() : newline + 1;
+    }
+    if (from + static_cast<int64_t>(first) >= stop) first = text.size();  // no line starts in the block
+    std::vector<absl::string_view> lines;
+    std::vector<size_t> offsets;  // each line's first byte in `text`
+    absl::string_view body(text);
+    for (size_t at = first; at < body.size();) {
+      const size_t newline = body.find('\n', at);
+      const size_t end = newline == absl::string_view::npos ? body.size() : newline;
+      lines.push_back(body.substr(at, end - at));
+      offsets.push_back(at);
+      at = end + 1;
+    }
+    if (start == 0 && !lines.empty() && absl::StartsWith(lines[0], "\xEF\xBB\xBF")) lines[0].remove_prefix(3);
+    size_t skip = header_ && start == 0 && !lines.empty() ? 1 : 0;
+    std::vector<std::string> clean;  // lines with a \r, without it (rare: copied)
+    std::vector<absl::string_view> kept(lines.begin() + skip, lines.end());
+    for (auto& line : kept) {
+      if (line.find('\r') == absl::string_view::npos) continue;
+      std::string copy(line);
+      copy.erase(std::remove(copy.begin(), copy.end(), '\r'), copy.end());
+      clean.push_back(std::move(copy));
+    }
+    size_t next_clean = 0;
+    for (auto& line : kept) {
+      if (line.find('\r') != absl::string_view::npos) line = clean[next_clean++];
+    }
+    const int64_t n = static_cast<int64_t>(kept.size());
+    std::vector<void*> out;
+    OP_REQUIRES_OK(context, rows_.Allocate(context, n, &out));
+    for (int64_t r = 0; r < n; ++r) {
+      const absl::Status parsed = rows_.Parse(kept[r], r, "", out);
+      if (parsed.ok()) continue;
+      int64_t number = 1;  // the line's number in the file: 1 + the newlines before it
+      const int64_t line_start = from + static_cast<int64_t>(offsets[r + skip]);
+      OP_REQUIRES_OK(context, CountNewlines(*file, path, line_start, size, &number));
+      context->SetStatus(::tensorflow::errors::InvalidArgument("tfmapreduce: CSV line ", number, ": \"",
+                                                               absl::CHexEscape(kept[r].substr(0, kShown)), "\": ",
+                                                               parsed.message()));
+      return;
+    }
+  }
+
+ private:
+  static constexpr int64_t kMore = 1 << 16;    // bytes read at a time past a block's end, to finish its last line
+  static constexpr size_t kShown = 4096;       // bytes of a bad line its error shows
+
+  // `n` bytes at `offset`, all there (the file no longer has `size` bytes otherwise).
+  static absl::Status Read(const ::tensorflow::RandomAccessFile& file, const std::string& path, int64_t offset,
+                           int64_t n, int64_t size, std::string* out) {
+    out->resize(static_cast<size_t>(n));
+    absl::string_view got;
+    absl::Status status = file.Read(static_cast<uint64_t>(offset), static_cast<size_t>(n), &got, out->data());
+    if (!status.ok() && !absl::IsOutOfRange(status)) return status;
+    if (static_cast<int64_t>(got.size()) != n) {
+      return ::tensorflow::errors::InvalidArgument(path, " no longer has the size it had when the run started (",
+                                                   size, " bytes)");
+    }
+    if (got.data() != out->data()) out->assign(got.data(), got.size());
+    return absl::OkStatus();
+  }
+
+  // 1 + the newlines of the file before byte `stop`, into `number`.
+  static absl::Status CountNewlines(const ::tensorflow::RandomAccessFile& file, const std::string& path, int64_t stop,
+                                    int64_t size, int64_t* number) {
+    std::string chunk;
+    for (int64_t at = 0; at < stop; at += kMore * 64) {
+      TF_RETURN_IF_ERROR(Read(file, path, at, std::min(kMore * 64, stop - at), size, &chunk));
+      *number += std::count(chunk.begin(), chunk.end(), '\n');
+    }
+    return absl::OkStatus();
+  }
+
+  CsvRows rows_;
+  bool header_ = false;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrReadCsv").Device(::tensorflow::DEVICE_CPU), ReadCsvOp);
 
 REGISTER_OP("TmrStringRanks")
     .Input("strings: string")
