@@ -151,6 +151,51 @@ def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster, tmp_pat
         tmr.read_npy(tmp_path / "g").as_source()
 
 
+def test_parts_on_the_tasks_own_disks_are_committed_there_and_read_back_pinned_to_them(
+    cluster: tmr.LocalCluster, tmp_path: Path
+) -> None:
+    x = np.random.default_rng(5).normal(size=(40, 2)).astype(np.float32)
+    devices = list(cluster.devices)
+    order = [devices[-1], devices[0], devices[-2], devices[1]]  # parts alternate between the two tasks
+    with tmr.scatter(x, cluster=cluster, sizes=[10, 0, 17, 13], devices=order) as data:
+        written = tmr.write_npy(data, tmp_path / "out", shared=False)
+        tasks = [s.task for s in data.plan.shards]
+    assert not written.shared
+    assert written.tasks == tuple(tasks)
+    assert written.rows == (10, 0, 17, 13)
+    parts = [str(tmp_path / "out" / f"part-{i:05d}-of-00004.npy") for i in range(4)]
+    assert written.by_task() == {str(tasks[0]): [parts[0], parts[2]], str(tasks[1]): [parts[1], parts[3]]}
+    assert _visible(tmp_path / "out") == ["_SUCCESS", "_temporary", *(os.path.basename(p) for p in parts)]
+    left = glob.glob(str(tmp_path / "out" / "_temporary" / "*" / "*"))
+    assert len(left) == 4
+    assert all(os.path.getsize(p) == 0 for p in left)
+    files = tmr.read_npy(written)
+    plan = files.explain()  # no cluster= needed: each part is read by the task that wrote it, in part order
+    placed = [line.split() for line in plan.splitlines()[2:]]
+    assert [(row[1], os.path.basename(row[-1])) for row in placed if row[2] != "-"] == [
+        (str(tasks[i]), os.path.basename(parts[i])) for i in (0, 2, 3)
+    ]
+    np.testing.assert_array_equal(_read(files, cluster), x)  # rows in their order
+    words = np.array(["to", "be", "or", "not", "to", "be"], dtype=object)
+    for write, read in ((tmr.write_text, tmr.read_text), (tmr.write_csv, tmr.read_csv)):
+        folder = tmp_path / write.__name__
+        w = write(words if write is tmr.write_text else x, folder, shared=False, cluster=cluster, devices=order, sizes=4)
+        assert [str(t) for t in w.tasks] == [str(t) for t in tasks]
+        assert (folder / "_SUCCESS").exists()
+        back = _read(read(w), cluster)
+        np.testing.assert_array_equal(back, words.astype(bytes) if write is tmr.write_text else x)
+    spec = {"f0": tf.io.FixedLenFeature([2], tf.float32)}
+    w = tmr.write_tfrecord(x, tmp_path / "rec", shared=False, cluster=cluster, devices=order, sizes=4)
+    np.testing.assert_array_equal(_read(tmr.read_tfrecord(w, features=spec), cluster), x)
+    with pytest.raises(tmr.OutputError, match=r"write_npy: .*out on task /job:\w+/task:\d is not empty \(shared=False"):
+        tmr.write_npy(x, tmp_path / "out", shared=False, cluster=cluster)  # checked by the task that must write
+    assert len(glob.glob(str(tmp_path / "out" / "part-*"))) == 4
+    with pytest.raises(TypeError, match="overwrite=True needs shared=True"):
+        tmr.write_npy(x, tmp_path / "out", shared=False, overwrite=True, cluster=cluster)
+    with pytest.raises(TypeError, match=r"written by write_tfrecord; read them with tmr\.read_tfrecord"):
+        tmr.read_npy(w)
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs mounted for one test (root only; skipped where the OS refuses), unmounted even if the test fails."""
