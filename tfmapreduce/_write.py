@@ -41,7 +41,10 @@ from ._source import Sources, streamed
 TEMPORARY = "_temporary"
 
 NO_SPECULATION = (
-    "speculate=True does not apply to writers: each part is written once per attempt and committed once; drop speculate="
+    "speculate=True does not apply to writers: backups re-run a shard on another task and keep the first partial to "
+    "finish, merged on the client, but a write's result is its part file, written on the shard's own task (and resident "
+    "data is read there only); a write that hangs past timeout= is retried as a new attempt (retries=), whose parts alone "
+    "are committed. Drop speculate="
 )
 
 NOT_EMPTY = "tfmapreduce-write: the directory is not empty: "
