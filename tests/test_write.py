@@ -197,6 +197,22 @@ def test_parts_on_the_tasks_own_disks_are_committed_there_and_read_back_pinned_t
         tmr.read_npy(w)
 
 
+def test_a_second_write_of_the_same_layout_does_not_compile(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.random.default_rng(6).normal(size=(7, 3)).astype(np.float32)
+    folders = [tmp_path / f"out{i}" for i in range(6)]
+    with tmr.scatter(x, cluster=cluster, sizes=[3, 4]) as data, tmr.stats() as runs:
+        for folder, shared in zip(folders[:4], (True, True, False, False), strict=True):
+            tmr.write_npy(data, folder, shared=shared)  # the directory and attempt folder are fed, not in the graph
+        for folder, k in zip(folders[4:], (1, 2), strict=True):
+            tmr.write_npy(x + k, folder, cluster=cluster, sizes=[3, 4])
+    assert [run.compiled for run in runs.runs] == [True, False, True, False, True, False]
+    for folder, want in zip(folders, (x, x, x, x, x + 1, x + 2), strict=True):
+        np.testing.assert_array_equal(_read(tmr.read_npy(folder), cluster), want)  # each in its own directory
+        assert "_temporary" not in _visible(folder) or folder in folders[2:4]
+    with pytest.raises(TypeError, match=r"return_stats= does not apply to a write.*tmr\.stats\(\)"):
+        tmr.write_npy(x, tmp_path / "s", cluster=cluster, return_stats=True)
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs mounted for one test (root only; skipped where the OS refuses), unmounted even if the test fails."""

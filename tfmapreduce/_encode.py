@@ -98,14 +98,14 @@ class Format(Protocol):
     def encode(self, tensors: Sequence[tf.Tensor], rows: int) -> tf.Tensor:
         """In the graph, on the shard's task: the part's contents for the shard's ``rows`` rows (a file's bytes, or records)."""
 
-    def write(self, contents: tf.Tensor, path: str) -> tf.Operation:
+    def write(self, contents: tf.Tensor, path: str | tf.Tensor) -> tf.Operation:
         """In the graph, on the shard's task: the op that writes ``contents`` (what :meth:`encode` made) to ``path``."""
 
 
 class WholeFile:
     """A format whose part is one string scalar, the file's bytes, written at once."""
 
-    def write(self, contents: tf.Tensor, path: str) -> tf.Operation:
+    def write(self, contents: tf.Tensor, path: str | tf.Tensor) -> tf.Operation:
         return tf.io.write_file(path, contents)
 
 
@@ -324,7 +324,7 @@ class TfRecord:
         features = tf.io.encode_proto(ones * len(entries), [tf.stack(entries, 1)], ["feature"], "tensorflow.Features")
         return tf.io.encode_proto(ones, [features[:, None]], ["features"], "tensorflow.Example")
 
-    def write(self, contents: tf.Tensor, path: str) -> tf.Operation:
+    def write(self, contents: tf.Tensor, path: str | tf.Tensor) -> tf.Operation:
         records = tf.data.experimental.to_variant(tf.data.Dataset.from_tensor_slices(contents))
         with tf.control_dependencies([tf.io.write_file(path, "")]):  # makes the folders, which the TFRecord writer does not
             return tf.raw_ops.DatasetToTFRecord(input_dataset=records, filename=path, compression_type="")

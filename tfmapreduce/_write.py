@@ -47,7 +47,7 @@ NO_SPECULATION = (
     "are committed. Drop speculate="
 )
 
-NOT_EMPTY = "tfmapreduce-write: the directory is not empty: "
+NOT_EMPTY = "tfmapreduce-write: the directory is not empty"
 """The message of the in-run check that a task's directory is empty (``shared=False``)."""
 
 _PART = re.compile(r"\bpart(\d+)/")
@@ -82,7 +82,7 @@ class Write:
 
     @property
     def identity(self) -> Hashable:
-        return ("write", self.format, self.directory)
+        return ("write", self.format, self.shared)  # not the directory: it is fed (see build)
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         srcs, _ = keyed_sources(x)  # arrays of strings too
@@ -95,38 +95,44 @@ class Write:
         return srcs, None
 
     def plan(self, shards: Plan, call: Call) -> Plan:
+        """The shards as they are; and a new attempt, with its own folder (the driver plans each attempt of a write)."""
+        folder = os.path.join(self.directory, TEMPORARY, f"{len(self.attempts)}-{secrets.token_hex(4)}")
+        self.attempts.append(Attempt(folder, shards))
         return shards
 
     def variant(self, plan: Plan, call: Call) -> Hashable | None:
-        return None  # each attempt writes to its own folder, named in its graph
+        return ()  # the directory and attempt folder are fed: one program per layout
+
+    def fed(self, name: str) -> str:
+        """The run's directory, or its attempt's folder (the program's placeholders of those names)."""
+        return self.directory if name == "directory" else self.attempts[-1].folder
 
     def build(self, builder: Builder, plan: Plan, call: Call) -> Program:
-        attempt = Attempt(os.path.join(self.directory, TEMPORARY, f"{len(self.attempts)}-{secrets.token_hex(4)}"), plan)
-        self.attempts.append(attempt)
         n = len(plan.shards)
         written = []
+        folder = builder.per_run("attempt")
         for shard in plan.shards:
             with tf.device(shard.device), tf.name_scope(f"part{shard.index}"):
                 tensors = builder.inputs(shard)
                 with tf.device(f"{shard.task}/device:CPU:0"):  # encoding and file ops have CPU kernels only
                     contents = self.format.encode(tensors, shard.rows)
                     builder.mapped(shard, contents)
-                    path = os.path.join(attempt.folder, part_name(shard.index, n, self.format.ext))
-                    with tf.control_dependencies([] if self.shared else [self._empty_here()]):
+                    path = tf.strings.join([folder, part_name(shard.index, n, self.format.ext)], separator="/")
+                    with tf.control_dependencies([] if self.shared else [self._empty_here(builder)]):
                         written.append(self.format.write(contents, path))
-        return builder.program(written, plan.tasks, attempt)
+        return builder.program(written, plan.tasks)
 
-    def _empty_here(self) -> tf.Operation:
+    def _empty_here(self, builder: Builder) -> tf.Operation:
         """On the current task: the check that its directory holds nothing but earlier attempts (``shared=False``, where
         the client cannot look)."""
-        entries = tf.io.matching_files(os.path.join(self.directory, "*"))
+        entries = tf.io.matching_files(tf.strings.join([builder.per_run("directory"), "*"], separator="/"))
         others = tf.boolean_mask(entries, tf.logical_not(tf.strings.regex_full_match(entries, f".*/{TEMPORARY}")))
-        return tf.debugging.assert_equal(tf.size(others), 0, message=f"{NOT_EMPTY}{self.directory}", summarize=3)
+        return tf.debugging.assert_equal(tf.size(others), 0, message=NOT_EMPTY, summarize=3)
 
     def finish(self, value: Any, program: Program | None, plan: Plan, call: Call) -> Written:
         """Commit the attempt that succeeded: its parts moved into the directory, the rest removed, ``_SUCCESS`` written."""
         assert program is not None  # never speculative
-        attempt: Attempt = program.info
+        attempt = self.attempts[-1]  # the one that ran last: it succeeded
         n = len(plan.shards)
         names = [part_name(s.index, n, self.format.ext) for s in plan.shards]
         row = None
@@ -279,6 +285,8 @@ def _write(format: Format, data: Any, directory: Any, overwrite: bool, shared: b
     given = [n for n, v in (("reducers", settings.reducers), ("batch_rows", settings.batch_rows)) if v is not None]
     if given:
         raise TypeError(f"{format.name}: {', '.join(f'{n}=' for n in given)} do not apply to a write; drop them")
+    if settings.return_stats:
+        raise TypeError(f"{format.name}: return_stats= does not apply to a write (it returns its Written); use tmr.stats()")
     if settings.partitioner != "hash":
         raise TypeError(
             f"{format.name}: partitioner={settings.partitioner!r} does not apply to a write (each shard is written where it "
