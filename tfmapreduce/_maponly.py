@@ -185,9 +185,11 @@ class MapOnly:
         outputs = []
         for j, piece in enumerate(pieces):
             with tf.name_scope(f"piece{j}"):
-                batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
-                mapped = batches.map(
-                    lambda b, piece=piece: piece.counted(b, (tf.shape(b, out_type=tf.int64)[0], self.rows_of([b], bcast, at))),
+                batches = piece.dataset.filter(lambda *b: tf.shape(tf.nest.flatten(b)[0])[0] > 0)
+                mapped = batches.map(  # a batch: the function's arguments (a tuple element's tensors, or a dict)
+                    lambda *b, piece=piece: piece.counted(
+                        b, (tf.shape(tf.nest.flatten(b)[0], out_type=tf.int64)[0], self.rows_of(list(b), bcast, at))
+                    ),
                     num_parallel_calls=2,
                 )
                 specs = mapped.element_spec[1]
