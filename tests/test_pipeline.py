@@ -91,6 +91,10 @@ def test_a_pipeline_of_parsed_features_gives_the_map_function_its_dict_or_tuple(
     expected = {int(k): float(rx[ry == k, 0].sum()) for k in np.unique(ry)}
     assert by_y.to_dict().keys() == expected.keys()
     np.testing.assert_allclose([by_y.to_dict()[k] for k in expected], list(expected.values()), rtol=1e-5)
+    kept = tmr.filter(lambda d: d["y"] > 2, data, cluster=cluster)  # a dict of resident columns: where pred holds
+    with kept["x"], kept["y"]:
+        np.testing.assert_array_equal(kept["x"].gather(), rx[ry > 2])
+        np.testing.assert_array_equal(kept["y"].gather(), ry[ry > 2])
     rows = tmr.read_dataset(pairs, splits=5)  # a tuple: one argument each
     with tmr.map(lambda a, b: a[:, 0] + tf.cast(b, tf.float32), rows, cluster=cluster, batch_rows=7) as summed:
         np.testing.assert_allclose(summed.gather(), rx[:, 0] + ry, rtol=1e-6)

@@ -92,8 +92,8 @@ class MapOnly:
         """The output rows of one shard or batch: fn's, or the rows of ``tensors`` where pred is true."""
         output = call_map(self.fn, tensors, bcast, at, argument=self.argument)
         if self.argument == "pred":
-            mask = self._mask(output, tensors[0], at)
-            kept = [tf.boolean_mask(t, mask) for t in tensors]
+            mask = self._mask(output, tf.nest.flatten(tensors[0])[0], at)
+            kept = [tf.nest.map_structure(lambda t: tf.boolean_mask(t, mask), rows) for rows in tensors]  # (a dict: each)
             return kept[0] if len(kept) == 1 else tuple(kept)
         return self._dense(output, at)
 
