@@ -213,21 +213,48 @@ def test_a_second_write_of_the_same_layout_does_not_compile(cluster: tmr.LocalCl
         tmr.write_npy(x, tmp_path / "s", cluster=cluster, return_stats=True)
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs mounted for one test (root only; skipped where the OS refuses), unmounted even if the test fails."""
-    mount = tmp_path / "small"
+@contextlib.contextmanager
+def _tmpfs(mount: Path, options: str, purpose: str) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted at ``mount`` with ``options`` (root only; skipped where the OS refuses), unmounted even if
+    the test fails."""
     mount.mkdir()
     if shutil.which("mount") is None or shutil.which("umount") is None:
-        pytest.skip("no mount/umount command to make a small disk for the disk-full test")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+        pytest.skip(f"no mount/umount command to make a disk for {purpose}")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True, text=True)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a 1 MiB tmpfs for the disk-full test (needs root): {done.stderr.strip()}")
+        pytest.skip(f"cannot mount a tmpfs for {purpose} (needs root): {done.stderr.strip()}")
     try:
         yield mount
     finally:
         if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted for one test."""
+    with _tmpfs(tmp_path / "small", "size=1m", "the disk-full test") as mount:
+        yield mount
+
+
+@pytest.fixture
+def read_only_disk(tmp_path: Path) -> Iterator[Path]:
+    """A read-only tmpfs mounted for one test (read-only even for root, whom file modes do not stop)."""
+    with _tmpfs(tmp_path / "readonly", "ro,size=1m", "the read-only test") as mount:
+        yield mount
+
+
+def test_a_directory_the_writing_task_cannot_write_is_named_with_the_task(
+    cluster: tmr.LocalCluster, read_only_disk: Path
+) -> None:
+    for shared in (True, False):
+        with pytest.raises(
+            tmr.OutputError,
+            match=r"write_npy: task /job:local/task:\d could not write part \d under .*readonly \(.*Read-only file system.*\); "
+            r"the attempt is discarded .*make the directory writable by that task's worker",
+        ):
+            tmr.write_npy(np.arange(10.0), read_only_disk, cluster=cluster, shared=shared)
+        assert os.listdir(read_only_disk) == []
 
 
 def test_a_full_disk_discards_the_attempt_and_names_the_task(cluster: tmr.LocalCluster, small_disk: Path) -> None:
