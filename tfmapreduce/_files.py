@@ -263,7 +263,8 @@ def read_npy(paths: PathsLike, /) -> Files:
     """``.npy`` files, one array split along axis 0: each file's header is read on the client, its rows on the workers.
 
     Big files are split into several shards by row range; every file must hold
-    the same dtype and row shape.
+    the same dtype and row shape.  Given a ``Written`` of ``write_npy(..., shared=False)``, each part is read by the
+    task that wrote it, and the client needs no look at it (the write recorded its rows and dtype).
 
     Examples:
         >>> import tempfile, os
@@ -308,7 +309,8 @@ def read_text(paths: PathsLike, /, *, encoding: str = "utf-8") -> Files:
     """Text files, one string row per line (without its line ending); whole files are the input splits.
 
     Args:
-        paths: a path, a glob, a list of them, or ``{task: [paths]}``.
+        paths: a path, a glob, a list of them, ``{task: [paths]}``, or a writer's ``Written`` (where its parts stay
+            on the tasks' own disks, ``shared=False``, each is read by the task that wrote it).
         encoding: what the keys (and strings) of a keyed or group job over the lines come back as:
             ``str`` decoded with this codec (UTF-8 by default), or ``"bytes"`` to keep them as bytes.
             A result with a key that does not decode keeps all its keys as bytes.  Map functions
@@ -338,7 +340,8 @@ def read_csv(
     """CSV files of numbers as one (rows, columns) matrix; whole files are the input splits.
 
     Args:
-        paths: a path, a glob, a list of them, or ``{task: [paths]}``.
+        paths: a path, a glob, a list of them, ``{task: [paths]}``, or a writer's ``Written`` (where its parts stay
+            on the tasks' own disks, ``shared=False``, each is read by the task that wrote it).
         columns: the columns to read, by header name or index (None: all), in that order.
         dtypes: one dtype for every field (None: float32), a list with one per field of the file, or a dict by
             header name (``{"url": str, "revenue": float}``; the columns it leaves out are float32); ``str`` for a
