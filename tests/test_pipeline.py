@@ -64,6 +64,46 @@ def test_a_generated_pipeline_of_uneven_splits_weighs_the_rows_read(cluster: tmr
     assert tmr.recipes.word_count(words, cluster=cluster).to_dict() == {b"a": 1, b"b": 2}  # a pipeline's strings stay bytes
 
 
+def test_a_pipeline_of_parsed_features_gives_the_map_function_its_dict_or_tuple(
+    cluster: tmr.LocalCluster, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(300, 3)).astype(np.float32), rng.integers(0, 5, 300)
+    written = tmr.write_tfrecord((x, y), tmp_path / "t", features=["x", "y"], cluster=cluster, sizes=[100, 0, 120, 80])
+    files = list(written.parts)
+    spec = {"x": tf.io.FixedLenFeature([3], tf.float32), "y": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parsed(split: int, num_splits: int) -> tf.data.Dataset:  # batches of {"x", "y"}, as parse_example gives them
+        names = tf.constant(files[split::num_splits], tf.string)
+        return tf.data.TFRecordDataset(names).batch(16).map(lambda r: tf.io.parse_example(r, spec))
+
+    def pairs(split: int, num_splits: int) -> tf.data.Dataset:  # rows of (x, y), unbatched
+        return parsed(split, num_splits).unbatch().map(lambda d: (d["x"], d["y"]))
+
+    here = [e for split in range(5) for e in parsed(split, 5)]  # the same pipeline read in one process, in split order
+    rx, ry = np.concatenate([e["x"].numpy() for e in here]), np.concatenate([e["y"].numpy() for e in here])
+    data = tmr.read_dataset(parsed, splits=5)  # 5 splits of 4 files: one split reads nothing
+    with tmr.map(lambda d: d["x"] * tf.cast(d["y"], tf.float32)[:, None], data, cluster=cluster) as scaled:
+        np.testing.assert_allclose(scaled.gather(), rx * ry[:, None], rtol=1e-6)
+    total = tmr.MapReduce(lambda d: tf.reduce_sum(d["x"], axis=0), tmr.combiners.sum).run(data, cluster=cluster)
+    np.testing.assert_allclose(total, rx.sum(axis=0), rtol=1e-5)
+    by_y = tmr.MapReduce(lambda d: (d["y"], d["x"][:, 0]), tmr.combiners.sum, by_key=True).run(data, cluster=cluster, reducers=2)
+    expected = {int(k): float(rx[ry == k, 0].sum()) for k in np.unique(ry)}
+    assert by_y.to_dict().keys() == expected.keys()
+    np.testing.assert_allclose([by_y.to_dict()[k] for k in expected], list(expected.values()), rtol=1e-5)
+    kept = tmr.filter(lambda d: d["y"] > 2, data, cluster=cluster)  # a dict of resident columns: where pred holds
+    with kept["x"], kept["y"]:
+        np.testing.assert_array_equal(kept["x"].gather(), rx[ry > 2])
+        np.testing.assert_array_equal(kept["y"].gather(), ry[ry > 2])
+    rows = tmr.read_dataset(pairs, splits=5)  # a tuple: one argument each
+    with tmr.map(lambda a, b: a[:, 0] + tf.cast(b, tf.float32), rows, cluster=cluster, batch_rows=7) as summed:
+        np.testing.assert_allclose(summed.gather(), rx[:, 0] + ry, rtol=1e-6)
+    none = tmr.read_dataset(lambda s, n: parsed(s + 10, n), splits=2)  # no rows at all: the map sees an empty dict
+    np.testing.assert_array_equal(
+        tmr.MapReduce(lambda d: tf.reduce_sum(d["x"], axis=0), tmr.combiners.sum).run(none, cluster=cluster), np.zeros(3)
+    )
+
+
 def test_errors_name_the_split_the_task_and_the_fix(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
     path = tmp_path / "r.tfrecord"
     with tf.io.TFRecordWriter(str(path)) as w:
@@ -74,8 +114,8 @@ def test_errors_name_the_split_the_task_and_the_fix(cluster: tmr.LocalCluster, t
         tmr.InputError, match=r"split 2 of 3 \(make_dataset\(2, 3\), .*<lambda>\) failed on task /job:local/task:1: .*missing"
     ):
         tmr.sum(data, cluster=cluster, devices=["/job:local/task:0", "/job:local/task:1"], sizes=[2, 1])
-    with pytest.raises(tmr.InputError, match=r"make_dataset\(0, 2\) yields \{'x'.*dataset.map\(lambda d: d\['x'\]\)"):
-        tmr.read_dataset(lambda s, n: tf.data.Dataset.from_tensor_slices({"x": [1.0]}), splits=2)
+    with pytest.raises(tmr.InputError, match=r"make_dataset\(0, 2\) yields \{'x': \{'y'.*flat tuple or dict.*Flatten it first"):
+        tmr.read_dataset(lambda s, n: tf.data.Dataset.from_tensor_slices({"x": {"y": [1.0]}}), splits=2)
     with pytest.raises(tmr.InputError, match=r"make_dataset .*<lambda>\(0, 2\) raised ZeroDivisionError"):
         tmr.read_dataset(lambda s, n: 1 / 0, splits=2)
     with pytest.raises(tmr.InputError, match=r"returned list, not a tf.data.Dataset"):

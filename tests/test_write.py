@@ -142,8 +142,9 @@ def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster, tmp_pat
     np.save(tmp_path / "x.npy", np.arange(3.0))
     with pytest.raises(TypeError, match=r"map them first"):
         tmr.write_npy(tmr.read_npy(tmp_path / "x.npy"), tmp_path / "e", cluster=cluster)
-    with pytest.raises(TypeError, match="speculate=True does not apply to writers"):
-        tmr.write_npy(np.arange(3.0), tmp_path / "f", cluster=cluster, speculate=True)
+    for write in (tmr.write_npy, tmr.write_text, tmr.write_csv, tmr.write_tfrecord):  # no backup may write a part twice
+        with pytest.raises(TypeError, match=r"speculate=True does not apply to writers: .* part file.*retries="):
+            write(np.arange(3.0), tmp_path / "f", cluster=cluster, speculate=True)
     assert not any((tmp_path / name).exists() for name in "abcdef")  # refused before anything was made or written
     (tmp_path / "g").mkdir()
     (tmp_path / "g" / "part-00000-of-00001.npy").write_bytes((tmp_path / "x.npy").read_bytes())
@@ -151,21 +152,109 @@ def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster, tmp_pat
         tmr.read_npy(tmp_path / "g").as_source()
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs mounted for one test (root only; skipped where the OS refuses), unmounted even if the test fails."""
-    mount = tmp_path / "small"
+def test_parts_on_the_tasks_own_disks_are_committed_there_and_read_back_pinned_to_them(
+    cluster: tmr.LocalCluster, tmp_path: Path
+) -> None:
+    x = np.random.default_rng(5).normal(size=(40, 2)).astype(np.float32)
+    devices = list(cluster.devices)
+    order = [devices[-1], devices[0], devices[-2], devices[1]]  # parts alternate between the two tasks
+    with tmr.scatter(x, cluster=cluster, sizes=[10, 0, 17, 13], devices=order) as data:
+        written = tmr.write_npy(data, tmp_path / "out", shared=False)
+        tasks = [s.task for s in data.plan.shards]
+    assert not written.shared
+    assert written.tasks == tuple(tasks)
+    assert written.rows == (10, 0, 17, 13)
+    parts = [str(tmp_path / "out" / f"part-{i:05d}-of-00004.npy") for i in range(4)]
+    assert written.by_task() == {str(tasks[0]): [parts[0], parts[2]], str(tasks[1]): [parts[1], parts[3]]}
+    assert _visible(tmp_path / "out") == ["_SUCCESS", "_temporary", *(os.path.basename(p) for p in parts)]
+    left = glob.glob(str(tmp_path / "out" / "_temporary" / "*" / "*"))
+    assert len(left) == 4
+    assert all(os.path.getsize(p) == 0 for p in left)
+    files = tmr.read_npy(written)
+    plan = files.explain()  # no cluster= needed: each part is read by the task that wrote it, in part order
+    placed = [line.split() for line in plan.splitlines()[2:]]
+    assert [(row[1], os.path.basename(row[-1])) for row in placed if row[2] != "-"] == [
+        (str(tasks[i]), os.path.basename(parts[i])) for i in (0, 2, 3)
+    ]
+    np.testing.assert_array_equal(_read(files, cluster), x)  # rows in their order
+    words = np.array(["to", "be", "or", "not", "to", "be"], dtype=object)
+    for write, read in ((tmr.write_text, tmr.read_text), (tmr.write_csv, tmr.read_csv)):
+        folder = tmp_path / write.__name__
+        w = write(words if write is tmr.write_text else x, folder, shared=False, cluster=cluster, devices=order, sizes=4)
+        assert [str(t) for t in w.tasks] == [str(t) for t in tasks]
+        assert (folder / "_SUCCESS").exists()
+        back = _read(read(w), cluster)
+        np.testing.assert_array_equal(back, words.astype(bytes) if write is tmr.write_text else x)
+    spec = {"f0": tf.io.FixedLenFeature([2], tf.float32)}
+    w = tmr.write_tfrecord(x, tmp_path / "rec", shared=False, cluster=cluster, devices=order, sizes=4)
+    np.testing.assert_array_equal(_read(tmr.read_tfrecord(w, features=spec), cluster), x)
+    with pytest.raises(tmr.OutputError, match=r"write_npy: .*out on task /job:\w+/task:\d is not empty \(shared=False"):
+        tmr.write_npy(x, tmp_path / "out", shared=False, cluster=cluster)  # checked by the task that must write
+    assert len(glob.glob(str(tmp_path / "out" / "part-*"))) == 4
+    with pytest.raises(TypeError, match="overwrite=True needs shared=True"):
+        tmr.write_npy(x, tmp_path / "out", shared=False, overwrite=True, cluster=cluster)
+    with pytest.raises(TypeError, match=r"written by write_tfrecord; read them with tmr\.read_tfrecord"):
+        tmr.read_npy(w)
+
+
+def test_a_second_write_of_the_same_layout_does_not_compile(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    x = np.random.default_rng(6).normal(size=(7, 3)).astype(np.float32)
+    folders = [tmp_path / f"out{i}" for i in range(6)]
+    with tmr.scatter(x, cluster=cluster, sizes=[3, 4]) as data, tmr.stats() as runs:
+        for folder, shared in zip(folders[:4], (True, True, False, False), strict=True):
+            tmr.write_npy(data, folder, shared=shared)  # the directory and attempt folder are fed, not in the graph
+        for folder, k in zip(folders[4:], (1, 2), strict=True):
+            tmr.write_npy(x + k, folder, cluster=cluster, sizes=[3, 4])
+    assert [run.compiled for run in runs.runs] == [True, False, True, False, True, False]
+    for folder, want in zip(folders, (x, x, x, x, x + 1, x + 2), strict=True):
+        np.testing.assert_array_equal(_read(tmr.read_npy(folder), cluster), want)  # each in its own directory
+        assert "_temporary" not in _visible(folder) or folder in folders[2:4]
+    with pytest.raises(TypeError, match=r"return_stats= does not apply to a write.*tmr\.stats\(\)"):
+        tmr.write_npy(x, tmp_path / "s", cluster=cluster, return_stats=True)
+
+
+@contextlib.contextmanager
+def _tmpfs(mount: Path, options: str, purpose: str) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted at ``mount`` with ``options`` (root only; skipped where the OS refuses), unmounted even if
+    the test fails."""
     mount.mkdir()
     if shutil.which("mount") is None or shutil.which("umount") is None:
-        pytest.skip("no mount/umount command to make a small disk for the disk-full test")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+        pytest.skip(f"no mount/umount command to make a disk for {purpose}")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True, text=True)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a 1 MiB tmpfs for the disk-full test (needs root): {done.stderr.strip()}")
+        pytest.skip(f"cannot mount a tmpfs for {purpose} (needs root): {done.stderr.strip()}")
     try:
         yield mount
     finally:
         if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted for one test."""
+    with _tmpfs(tmp_path / "small", "size=1m", "the disk-full test") as mount:
+        yield mount
+
+
+@pytest.fixture
+def read_only_disk(tmp_path: Path) -> Iterator[Path]:
+    """A read-only tmpfs mounted for one test (read-only even for root, whom file modes do not stop)."""
+    with _tmpfs(tmp_path / "readonly", "ro,size=1m", "the read-only test") as mount:
+        yield mount
+
+
+def test_a_directory_the_writing_task_cannot_write_is_named_with_the_task(
+    cluster: tmr.LocalCluster, read_only_disk: Path
+) -> None:
+    for shared in (True, False):
+        with pytest.raises(
+            tmr.OutputError,
+            match=r"write_npy: task /job:local/task:\d could not write part \d under .*readonly \(.*Read-only file system.*\); "
+            r"the attempt is discarded .*make the directory writable by that task's worker",
+        ):
+            tmr.write_npy(np.arange(10.0), read_only_disk, cluster=cluster, shared=shared)
+        assert os.listdir(read_only_disk) == []
 
 
 def test_a_full_disk_discards_the_attempt_and_names_the_task(cluster: tmr.LocalCluster, small_disk: Path) -> None:

@@ -98,14 +98,14 @@ class Format(Protocol):
     def encode(self, tensors: Sequence[tf.Tensor], rows: int) -> tf.Tensor:
         """In the graph, on the shard's task: the part's contents for the shard's ``rows`` rows (a file's bytes, or records)."""
 
-    def write(self, contents: tf.Tensor, path: str) -> tf.Operation:
+    def write(self, contents: tf.Tensor, path: str | tf.Tensor) -> tf.Operation:
         """In the graph, on the shard's task: the op that writes ``contents`` (what :meth:`encode` made) to ``path``."""
 
 
 class WholeFile:
     """A format whose part is one string scalar, the file's bytes, written at once."""
 
-    def write(self, contents: tf.Tensor, path: str) -> tf.Operation:
+    def write(self, contents: tf.Tensor, path: str | tf.Tensor) -> tf.Operation:
         return tf.io.write_file(path, contents)
 
 
@@ -133,21 +133,33 @@ class Npy(WholeFile):
         (values,) = tensors
         dtype = np.dtype(values.dtype.as_numpy_dtype)
         shape = (rows, *values.shape[1:])
-        header = io.BytesIO()
-        np.lib.format.write_array_header_1_0(
-            header, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
-        )
+        header = npy_header(dtype, shape)
         size = math.prod(shape) * dtype.itemsize
-        if size + len(header.getvalue()) > PART_BYTES:
+        if size + len(header) > PART_BYTES:
             raise OutputError(
                 f"write_npy: a part of {rows} rows holds {size} bytes, over the 2 GiB one part can hold; "
                 "write data of more, smaller shards (e.g. scatter it with a larger sizes=)"
             )
         if size == 0:
-            return tf.constant(header.getvalue())
+            return tf.constant(header)
         # A tensor's serialized proto ends with its bytes (tensor_content, the last field written): keep those.
         proto = tf.io.serialize_tensor(values)
-        return tf.strings.join([tf.constant(header.getvalue()), tf.strings.substr(proto, tf.strings.length(proto) - size, size)])
+        return tf.strings.join([tf.constant(header), tf.strings.substr(proto, tf.strings.length(proto) - size, size)])
+
+
+def npy_header(dtype: np.dtype[Any], shape: tuple[int, ...]) -> bytes:
+    """The header ``write_npy`` gives a part of this dtype and shape (numpy's format 1.0): ``read_npy`` knows a part's
+    layout from it without seeing the file.
+
+    Example:
+        >>> len(npy_header(np.dtype(np.float32), (3, 2)))
+        128
+    """
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    )
+    return header.getvalue()
 
 
 def _lines(fields: Sequence[tf.Tensor], delimiter: str) -> tf.Tensor:
@@ -312,7 +324,7 @@ class TfRecord:
         features = tf.io.encode_proto(ones * len(entries), [tf.stack(entries, 1)], ["feature"], "tensorflow.Features")
         return tf.io.encode_proto(ones, [features[:, None]], ["features"], "tensorflow.Example")
 
-    def write(self, contents: tf.Tensor, path: str) -> tf.Operation:
+    def write(self, contents: tf.Tensor, path: str | tf.Tensor) -> tf.Operation:
         records = tf.data.experimental.to_variant(tf.data.Dataset.from_tensor_slices(contents))
         with tf.control_dependencies([tf.io.write_file(path, "")]):  # makes the folders, which the TFRecord writer does not
             return tf.raw_ops.DatasetToTFRecord(input_dataset=records, filename=path, compression_type="")

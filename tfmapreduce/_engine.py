@@ -30,7 +30,7 @@ from ._mapfn import traced
 from ._options import RunOptions
 from ._plan import Plan, Shard
 from ._planner import plan_of, resolve_cluster
-from ._program import Builder, Call, Program, Ready, Stored
+from ._program import Builder, Call, Fed, Program, Ready, Stored
 from ._resident import destroy_shard, handle
 from ._retry import can_retry, moved_shards, with_retries
 from ._route import route
@@ -211,6 +211,8 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
         else:
             feed = staging.feed_dict((f.placeholder, srcs[f.source].feed(f.shard), f.staged) for f in program.feeds)
         feed.update(zip(program.broadcast, call.values, strict=True))
+        if program.fed:  # what the kind gives each run (a write's attempt folder): the kinds with such programs implement it
+            feed.update({placeholder: cast(Fed, kind).fed(name) for name, placeholder in program.fed})
         name = None  # where a resident run keeps its result: a new name each run, or the one of a program built for it
         if call.resident:
             name = program.named or f"tfmapreduce_{secrets.token_hex(8)}"

@@ -26,9 +26,6 @@ from ._text import RESIZED
 if TYPE_CHECKING:
     from ._cluster import Cluster
 
-PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Mapping[Any, Any]
-"""A path, a glob, a list of them, or ``{task: [paths]}`` pinning files to the task that can see them."""
-
 
 _MARK = "tfmapreduce-files: "
 """Prefix of the messages of the checks the reading graph makes, so their errors are recognised as the input's."""
@@ -55,6 +52,47 @@ class FileEntry:
     """The task the file is pinned to, or None."""
     units: int
     """Rows (row formats) or bytes (byte formats)."""
+    pin: int | None = None
+    """The pinned group the file belongs to (its shard in the pinned plan), or None."""
+
+
+@attrs.frozen
+class Written:
+    """What a writer committed: one part file per shard, in shard order, each written by the task that held the shard.
+
+    Read it back with the matching reader, given the directory (``tmr.read_npy(w.directory)``) or the ``Written``
+    itself (``tmr.read_npy(w)``), which pins each part to the task that holds it where the parts stay on the tasks'
+    own disks (``shared=False``).
+    """
+
+    directory: str
+    """The absolute path of the directory (it holds the parts and ``_SUCCESS``; on each writing task where not shared)."""
+    parts: tuple[str, ...]
+    """The part files' paths, in shard order."""
+    tasks: tuple[Task, ...]
+    """The task that wrote each part."""
+    rows: tuple[int, ...]
+    """The rows of each part."""
+    shared: bool = True
+    """Whether the directory is on a file system the client and every writing task share; False: each part is on the
+    disk of the task that wrote it (and that task's ``directory`` holds its parts and a ``_SUCCESS`` of its own)."""
+    reader: str = ""
+    """The reader that reads the parts back (``"read_npy"``)."""
+    row: tuple[str, tuple[int, ...]] | None = None
+    """``write_npy``: the parts' dtype (numpy's ``dtype.str``) and row shape, so ``read_npy`` knows each part's layout
+    without seeing its file."""
+
+    def by_task(self) -> dict[str, list[str]]:
+        """``{task: [paths]}``: which task wrote which parts (what the readers take to pin files to their tasks)."""
+        result: dict[str, list[str]] = {}
+        for task, path in zip(self.tasks, self.parts, strict=True):
+            result.setdefault(str(task), []).append(path)
+        return result
+
+
+PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Mapping[Any, Any] | Written
+"""A path, a glob, a list of them, ``{task: [paths]}`` pinning files to the task that can see them, or a writer's
+:class:`Written` (its parts, each pinned to its task where they are not on a shared file system)."""
 
 
 def device_of(task: Task) -> str:
@@ -123,7 +161,7 @@ class FileSource:
 
     def pieces(self, shard: Shard) -> list[tuple[FileEntry, int, int]]:
         """The (file, first unit, stop unit) pieces the shard reads, in order."""
-        entries = [e for e in self.entries if e.task == shard.task] if self.pinned_plan is not None else self.entries
+        entries = [e for e in self.entries if e.pin == shard.index] if self.pinned_plan is not None else self.entries
         result = []
         for e in entries:
             if self.reader.unit == "rows" or (self.pinned_plan is None and self._splits(e)):
@@ -334,6 +372,14 @@ def paths_of(paths: PathsLike, name: str) -> tuple[tuple[str, ...], tuple[tuple[
             f"{name}: {where} must be a path, a glob or a non-empty list of them, got {type(value).__name__} {value!r}"
         )
 
+    if isinstance(paths, Written):
+        if paths.reader != name:
+            raise TypeError(
+                f"{name}: these parts were written by {'write_' + paths.reader[5:]}; read them with tmr.{paths.reader}"
+            )
+        if paths.shared:
+            return paths.parts, ()
+        return (), tuple((task, (path,)) for task, path in zip(paths.tasks, paths.parts, strict=True))
     if isinstance(paths, Mapping):
         if not paths:
             raise TypeError(f"{name}: {{task: [paths]}} is empty; name at least one task")

@@ -9,6 +9,7 @@ splits, and each task streams its own splits through the map in batches.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,8 +22,9 @@ from typing_extensions import Unpack
 from ._cluster import Cluster
 from ._csv import Csv, CsvTable, first_row, is_integer, is_number
 from ._device import Device
+from ._encode import npy_header
 from ._errors import InputError, JobError
-from ._file_source import FileEntry, FileSource, PathsLike, count_rows, device_of, match, paths_of, short
+from ._file_source import FileEntry, FileSource, PathsLike, Written, count_rows, device_of, match, paths_of, short
 from ._options import PlaceOptions, RunOptions
 from ._partition import SizesLike
 from ._plan import Plan, Shard, make_plan
@@ -60,6 +62,9 @@ class Files(Input):
     """``{task: [paths]}`` as pairs: each task reads only its own files."""
     encoding: str | None = None
     """Text and CSV: the codec string keys (and strings) of a keyed or group result are decoded with; None: kept as bytes."""
+    described: tuple[tuple[str, int, Layout], ...] = ()
+    """Pinned files whose size and layout their writer told (``write_npy`` parts on the tasks' own disks): not looked
+    at on the client."""
 
     def __repr__(self) -> str:
         where = ", ".join(f"{t}: {list(p)}" for t, p in self.pinned) if self.pinned else list(self.paths)
@@ -74,10 +79,18 @@ class Files(Input):
         """
         reader = self.reader
         groups: Sequence[tuple[Task | None, tuple[str, ...]]] = self.pinned or ((None, self.paths),)
+        described = {path: (size, layout) for path, size, layout in self.described}
         entries: list[FileEntry] = []
         first = 0
-        for task, patterns in groups:
+        for i, (task, patterns) in enumerate(groups):
+            pin = i if task is not None else None
             for pattern in patterns:
+                if pattern in described:  # a part its writer described: it may be on its task's disk alone
+                    size, layout = described[pattern]
+                    units = layout.rows if layout.rows is not None else size
+                    entries.append(FileEntry(pattern, size, 0, layout, first, task, units, pin))
+                    first += units
+                    continue
                 matched = match(pattern, reader)
                 if not matched:
                     if task is None:
@@ -90,7 +103,7 @@ class Files(Input):
                             f"{reader.name}: {pattern!r} (pinned to {task}) matches no file on the client; {reader.name} needs each "
                             "file's size (and .npy header) on the client: make the files visible to it (a shared file system)"
                         )
-                    entries.append(FileEntry(os.path.abspath(pattern), 0, 0, None, first, task, 0))
+                    entries.append(FileEntry(os.path.abspath(pattern), 0, 0, None, first, task, 0, pin))
                     continue
                 for path in matched:
                     try:
@@ -101,14 +114,14 @@ class Files(Input):
                         ) from None
                     layout = reader.describe(path, size)
                     units = layout.rows if layout.rows is not None else size
-                    entries.append(FileEntry(path, size, mtime, layout, first, task, units))
+                    entries.append(FileEntry(path, size, mtime, layout, first, task, units, pin))
                     first += units
         layout = self._common_layout(entries)
         plan = None
         if self.pinned:
             shards, start = [], 0
             for i, (task, _) in enumerate(self.pinned):
-                units = sum(e.units for e in entries if e.task == task)
+                units = sum(e.units for e in entries if e.pin == i)
                 shards.append(Shard(i, start, start + units, device_of(task)))
                 start += units
             plan = Plan(start, tuple(shards))
@@ -250,7 +263,8 @@ def read_npy(paths: PathsLike, /) -> Files:
     """``.npy`` files, one array split along axis 0: each file's header is read on the client, its rows on the workers.
 
     Big files are split into several shards by row range; every file must hold
-    the same dtype and row shape.
+    the same dtype and row shape.  Given a ``Written`` of ``write_npy(..., shared=False)``, each part is read by the
+    task that wrote it, and the client needs no look at it (the write recorded its rows and dtype).
 
     Examples:
         >>> import tempfile, os
@@ -261,7 +275,14 @@ def read_npy(paths: PathsLike, /) -> Files:
         array([1., 1.])
     """
     unpinned, pinned = paths_of(paths, "read_npy")
-    return Files(Npy(), unpinned, pinned)
+    described: tuple[tuple[str, int, Layout], ...] = ()
+    if isinstance(paths, Written) and not paths.shared and paths.row is not None:  # parts the client may not see
+        dtype, row_shape = np.dtype(paths.row[0]), paths.row[1]
+        row_bytes = dtype.itemsize * math.prod(row_shape)
+        for path, rows in zip(paths.parts, paths.rows, strict=True):
+            offset = len(npy_header(dtype, (rows, *row_shape)))
+            described += ((path, offset + rows * row_bytes, Layout(rows, offset, dtype, row_shape)),)
+    return Files(Npy(), unpinned, pinned, described=described)
 
 
 def read_raw(paths: PathsLike, /, *, dtype: Any, shape: Sequence[int] = ()) -> Files:
@@ -288,7 +309,8 @@ def read_text(paths: PathsLike, /, *, encoding: str = "utf-8") -> Files:
     """Text files, one string row per line (without its line ending); whole files are the input splits.
 
     Args:
-        paths: a path, a glob, a list of them, or ``{task: [paths]}``.
+        paths: a path, a glob, a list of them, ``{task: [paths]}``, or a writer's ``Written`` (where its parts stay
+            on the tasks' own disks, ``shared=False``, each is read by the task that wrote it).
         encoding: what the keys (and strings) of a keyed or group job over the lines come back as:
             ``str`` decoded with this codec (UTF-8 by default), or ``"bytes"`` to keep them as bytes.
             A result with a key that does not decode keeps all its keys as bytes.  Map functions
@@ -318,7 +340,8 @@ def read_csv(
     """CSV files of numbers as one (rows, columns) matrix; whole files are the input splits.
 
     Args:
-        paths: a path, a glob, a list of them, or ``{task: [paths]}``.
+        paths: a path, a glob, a list of them, ``{task: [paths]}``, or a writer's ``Written`` (where its parts stay
+            on the tasks' own disks, ``shared=False``, each is read by the task that wrote it).
         columns: the columns to read, by header name or index (None: all), in that order.
         dtypes: one dtype for every field (None: float32), a list with one per field of the file, or a dict by
             header name (``{"url": str, "revenue": float}``; the columns it leaves out are float32); ``str`` for a

@@ -92,8 +92,8 @@ class MapOnly:
         """The output rows of one shard or batch: fn's, or the rows of ``tensors`` where pred is true."""
         output = call_map(self.fn, tensors, bcast, at, argument=self.argument)
         if self.argument == "pred":
-            mask = self._mask(output, tensors[0], at)
-            kept = [tf.boolean_mask(t, mask) for t in tensors]
+            mask = self._mask(output, tf.nest.flatten(tensors[0])[0], at)
+            kept = [tf.nest.map_structure(lambda t: tf.boolean_mask(t, mask), rows) for rows in tensors]  # (a dict: each)
             return kept[0] if len(kept) == 1 else tuple(kept)
         return self._dense(output, at)
 
@@ -185,9 +185,11 @@ class MapOnly:
         outputs = []
         for j, piece in enumerate(pieces):
             with tf.name_scope(f"piece{j}"):
-                batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
-                mapped = batches.map(
-                    lambda b, piece=piece: piece.counted(b, (tf.shape(b, out_type=tf.int64)[0], self.rows_of([b], bcast, at))),
+                batches = piece.dataset.filter(lambda *b: tf.shape(tf.nest.flatten(b)[0])[0] > 0)
+                mapped = batches.map(  # a batch: the function's arguments (a tuple element's tensors, or a dict)
+                    lambda *b, piece=piece: piece.counted(
+                        b, (tf.shape(tf.nest.flatten(b)[0], out_type=tf.int64)[0], self.rows_of(list(b), bcast, at))
+                    ),
                     num_parallel_calls=2,
                 )
                 specs = mapped.element_spec[1]

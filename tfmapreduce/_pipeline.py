@@ -38,20 +38,58 @@ STRING_BATCH = 4096
 
 @attrs.frozen
 class Element:
-    """What every split's dataset yields: its dtype, the shape of one row, and whether each element is a batch of rows."""
+    """What every split's dataset yields: its dtype, the shape of one row, and whether each element is a batch of rows.
+
+    An element of several tensors (a tuple, or a dict such as parsed features) has ``dtype`` and ``row_shape`` of its
+    first (``tf.nest.flatten``) tensor, and each tensor's in ``fields``.
+    """
 
     dtype: tf.DType
     row_shape: tuple[int, ...]
     batched: bool
+    fields: tuple[tuple[str | None, tf.DType, tuple[int, ...]], ...] = ()
+    """Several tensors: (its key, or None in a tuple; dtype; row shape) each, in ``tf.nest.flatten`` order; () for one."""
+    keyed: bool = False
+    """Whether the tensors are a dict (passed to the map function as one argument) or a tuple (one argument each)."""
+
+    def empty(self) -> tuple[Any, ...]:
+        """The map function's arguments for a batch of no rows."""
+        if not self.fields:
+            return (tf.zeros((0, *self.row_shape), self.dtype),)
+        zeros = [tf.zeros((0, *shape), dtype) for _, dtype, shape in self.fields]
+        return ({name: z for (name, _, _), z in zip(self.fields, zeros, strict=True)},) if self.keyed else tuple(zeros)
+
+    def row_bytes(self) -> int:
+        """Bytes of one row (0 where a tensor holds strings: their size is unknown)."""
+        leaves = [(d, s) for _, d, s in self.fields] or [(self.dtype, self.row_shape)]
+        if any(d == tf.string for d, _ in leaves):
+            return 0
+        return sum(d.size * math.prod(s) for d, s in leaves)
 
 
 def _element(spec: Any, batched: bool | None, where: str) -> Element:
-    """The element of a dataset whose ``element_spec`` is ``spec``; InputError naming ``where`` unless it is one tensor."""
+    """The element of a dataset whose ``element_spec`` is ``spec``: one tensor, or a flat tuple or dict of them.
+
+    Raises:
+        InputError: naming ``where``, for other elements (nested, sparse, ragged) and rows without a static shape.
+    """
+    flat = isinstance(spec, tuple) and spec and all(isinstance(s, tf.TensorSpec) for s in spec)
+    keyed = isinstance(spec, dict) and spec and all(isinstance(k, str) and isinstance(s, tf.TensorSpec) for k, s in spec.items())
+    if flat or keyed:
+        names: list[str | None] = sorted(spec) if keyed else [None] * len(spec)
+        leaves = [
+            _element(s, batched, f"{where}[{n!r}]" if keyed else f"{where}[{i}]")
+            for i, (n, s) in enumerate(zip(names, tf.nest.flatten(spec), strict=True))
+        ]
+        if len({e.batched for e in leaves}) > 1:
+            raise InputError(f"read_dataset: {where} yields {spec!r}, some tensors batches and some rows; batch them alike")
+        fields = tuple((n, e.dtype, e.row_shape) for n, e in zip(names, leaves, strict=True))
+        return Element(leaves[0].dtype, leaves[0].row_shape, leaves[0].batched, fields, bool(keyed))
     if not isinstance(spec, tf.TensorSpec):
         raise InputError(
-            f"read_dataset: {where} yields {spec!r}; it must yield one tensor per element (a row, or a batch of rows). "
-            "Keep one feature, or stack them into one row, e.g. dataset.map(lambda d: d['x']) or "
-            "dataset.map(lambda d: tf.stack([d['a'], d['b']], axis=-1))"
+            f"read_dataset: {where} yields {spec!r}; it must yield a tensor per element (a row, or a batch of rows), or a "
+            "flat tuple or dict of them (the map function gets a tuple's tensors as its arguments, a dict as one). "
+            "Flatten it first, e.g. dataset.map(lambda d: {'x': d['x'], 'y': d['sub']['y']})"
         )
     shape = spec.shape
     if shape.rank is None:
@@ -114,8 +152,8 @@ class PipelineSource:
     def survive(self, lost: frozenset[Task]) -> None:
         """Nothing to do: a lost task's splits are made again by the survivors (``make_dataset`` is called there)."""
 
-    def empty_batch(self) -> tuple[tf.Tensor, ...]:
-        return (tf.zeros((0, *self.element.row_shape), self.element.dtype),)
+    def empty_batch(self) -> tuple[Any, ...]:
+        return self.element.empty()
 
     def dataset(self, split: int) -> tf.data.Dataset:
         """In the graph being built: split ``split``'s dataset, as ``make_dataset`` traces it (checked against the first)."""
@@ -124,9 +162,8 @@ class PipelineSource:
         found = _element(dataset.element_spec, self.element.batched, where)
         if found != self.element:
             raise InputError(
-                f"read_dataset: {where} yields {found.dtype.name} {'batches of ' if found.batched else ''}rows of shape "
-                f"{found.row_shape}, but split 0 yields {self.element.dtype.name} rows of shape {self.element.row_shape}; "
-                "every split must yield rows of one dtype and shape"
+                f"read_dataset: {where} yields {_describe(found)}, but split 0 yields {_describe(self.element)}; every split "
+                "must yield rows of one structure, dtype and shape"
             )
         return dataset
 
@@ -134,7 +171,7 @@ class PipelineSource:
         """One piece per split of the shard, in split order: rows batched (``batch_rows``, or about 4 MB), batches as made."""
         result = []
         element = self.element
-        row_bytes = element.dtype.size * math.prod(element.row_shape) if element.dtype != tf.string else 0
+        row_bytes = element.row_bytes()
         for split in range(shard.start, shard.stop):
             dataset = self.dataset(split)
             if not element.batched:
@@ -160,6 +197,14 @@ class PipelineSource:
             f"{callable_name(self.make)}) failed on task {shard.task}: {cause}; the pipeline is built and read on that "
             "task, so the files it opens must be there (fix the pipeline, or the map function applied to its batches)"
         )
+
+
+def _describe(element: Element) -> str:
+    batches = "batches of " if element.batched else ""
+    if not element.fields:
+        return f"{element.dtype.name} {batches}rows of shape {element.row_shape}"
+    fields = ", ".join(f"{n + ': ' if n else ''}{d.name} {s}" for n, d, s in element.fields)
+    return f"{batches}rows of {'{' + fields + '}' if element.keyed else '(' + fields + ')'}"
 
 
 def call_make(make: Callable[[int, int], Any], split: int, splits: int) -> tf.data.Dataset:
@@ -199,9 +244,10 @@ def read_dataset(make_dataset: Callable[[int, int], Any], /, *, splits: int, bat
     """Your own ``tf.data`` pipeline as the input of a job, built and read on the workers.
 
     ``make_dataset(split, num_splits)`` returns the ``tf.data.Dataset`` of one split (of ``splits``): rows, or
-    batches of rows, of one tensor each.  A run places the splits like rows (``sizes=``, ``devices=``) and each
-    shard's task builds its splits' datasets in the run's graph and streams their batches through the map
-    function, as it does a file's: the client traces ``make_dataset`` but never iterates a dataset, and the rows
+    batches of rows, each one tensor or a flat tuple or dict of tensors (e.g. parsed features), which the map
+    function gets as ``tf.data``'s ``map`` does: a tuple's tensors as its arguments, a dict as one.  A run places
+    the splits like rows (``sizes=``, ``devices=``) and each shard's task builds its splits' datasets in the run's
+    graph and streams their batches through the map function, as it does a file's: the client traces ``make_dataset`` but never iterates a dataset, and the rows
     actually read are the weights.  For TFRecords with your own parsing, TFDS-style pipelines, generated data.
 
     Args:
@@ -214,8 +260,8 @@ def read_dataset(make_dataset: Callable[[int, int], Any], /, *, splits: int, bat
         A [`Pipeline`][tfmapreduce.Pipeline], accepted by every job where an array is.
 
     Raises:
-        InputError: ``make_dataset`` raises or returns something else than a dataset of one tensor with a
-            static row shape (traced once on the client for split 0), or a split fails on its task (the
+        InputError: ``make_dataset`` raises or returns something else than a dataset of one tensor (or a flat
+            tuple or dict of them) with a static row shape (traced once on the client for split 0), or a split fails on its task (the
             message names the split, the task and the pipeline's error).
         TypeError: ``splits`` is not a positive int, or ``make_dataset`` not callable.
 

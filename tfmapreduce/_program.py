@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
@@ -100,6 +100,8 @@ class Program:
     """Where it stores a result that stays on the devices (a run then gives a :class:`Stored`)."""
     named: str | None = None
     """The name of what it stores where the name is in the graph (a program for one run alone; a run gives a Stored)."""
+    fed: tuple[tuple[str, Any], ...] = ()
+    """The placeholders its kind fills for each run, by name (see :meth:`Builder.per_run` and :class:`Fed`)."""
 
     @property
     def staged(self) -> bool:
@@ -161,6 +163,8 @@ class Builder:
     slots: list[Slot] = attrs.field(factory=list)
     named: str | None = None
     """The name of what a program for one run alone stores (on devices whose variables are named in the graph)."""
+    fed: dict[str, Any] = attrs.field(factory=dict)
+    """The placeholders the kind fills for each run (:meth:`per_run`), by name."""
     _open: dict[int, tuple[Any, list[Any]]] = attrs.field(factory=dict)  # shard → (its start clock, its mapped tensors)
 
     @classmethod
@@ -208,6 +212,13 @@ class Builder:
         pieces = list(src.batches(shard, batch_rows))
         counters = self.counters
         return pieces if counters is None else [counters.streamed(shard, p) for p in pieces]
+
+    def per_run(self, name: str) -> tf.Tensor:
+        """A string scalar the kind gives each run (its :meth:`Fed.fed`), so what differs between runs of one layout
+        (a write's directory and attempt folder) is not in the graph and the program is built once."""
+        if name not in self.fed:
+            self.fed[name] = tf.compat.v1.placeholder(tf.string, (), name=name)
+        return self.fed[name]
 
     def store(self, device: str, suffix: str, index: int, value: tf.Tensor) -> tf.Operation:
         """On ``device``: keep ``value`` as shard ``index`` of the container ``<the run's name><suffix>``, which a
@@ -280,7 +291,15 @@ class Builder:
             self.counters,
             tuple(self.slots),
             self.named,
+            tuple(self.fed.items()),
         )
+
+
+class Fed(Protocol):
+    """A kind whose programs have placeholders it fills for each run (made with :meth:`Builder.per_run`)."""
+
+    def fed(self, name: str) -> Any:
+        """The value of the placeholder ``name`` for the run about to go."""
 
 
 @attrs.frozen(eq=False)

@@ -73,11 +73,10 @@ def compile_fold(
     known = set(cluster.tasks)
     per_task: dict[Task, list[State]] = {}
     devices: dict[Task, str] = {}
-    row_shape, dtype = src.shape[1:], tf.as_dtype(src.dtype)
 
-    def mapped(shard: Shard, piece: Batches, batch: tf.Tensor) -> Any:
-        rows = tf.shape(batch, out_type=tf.int64)[0]
-        return piece.counted(batch, (rows, combiner.partial(map_shard(map_fn, shard, [batch], bcast), rows)))
+    def mapped(shard: Shard, piece: Batches, batch: tuple[Any, ...]) -> Any:  # a batch: the map function's arguments
+        rows = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
+        return piece.counted(batch, (rows, combiner.partial(map_shard(map_fn, shard, list(batch), bcast), rows)))
 
     for shard in plan.shards:
         if shard.task not in known:
@@ -89,8 +88,8 @@ def compile_fold(
             state: State | None = None
             for j, piece in enumerate(pieces):
                 with tf.name_scope(f"piece{j}"):
-                    batches = piece.dataset.filter(lambda b: tf.shape(b)[0] > 0)
-                    parts = batches.map(lambda b, shard=shard, piece=piece: mapped(shard, piece, b), num_parallel_calls=2)
+                    batches = piece.dataset.filter(lambda *b: tf.shape(tf.nest.flatten(b)[0])[0] > 0)
+                    parts = batches.map(lambda *b, shard=shard, piece=piece: mapped(shard, piece, b), num_parallel_calls=2)
                     if state is None:
                         state = (tf.constant(0, tf.int64), tf.nest.map_structure(_zeros, parts.element_spec[1]))
                     before = state[0]
@@ -119,9 +118,7 @@ def compile_fold(
         empty_shard = plan.shards[0]
 
         def nothing_read() -> Any:  # an input with no rows maps one empty batch, as in memory
-            return combiner.partial(
-                map_shard(map_fn, empty_shard, [tf.zeros((0, *row_shape), dtype)], bcast), tf.constant(0, tf.int64)
-            )
+            return combiner.partial(map_shard(map_fn, empty_shard, list(src.empty_batch()), bcast), tf.constant(0, tf.int64))
 
         if task_states:
             total, value = _tree(task_states, merge)
