@@ -254,3 +254,80 @@ def test_the_native_join_kernel_gives_every_pair_once() -> None:
                 pairs += [(-1, j) for j in range(len(right)) if keep_right and right[j] not in set(left)]
                 assert sorted(zip(li.numpy().tolist(), ri.numpy().tolist(), strict=True)) == sorted(pairs)
                 assert matched.numpy().tolist() == [r in set(left) for r in right]
+
+
+def write_csv(path: Any, columns: dict[str, Any]) -> None:
+    pd.DataFrame(columns).to_csv(path, index=False)
+
+
+@pytest.mark.parametrize("strategy", ["hash", "broadcast", "auto"])
+def test_csv_tables_join_as_sides_read_on_the_workers(cluster: tmr.LocalCluster, tmp_path: Any, strategy: str) -> None:
+    """A read_csv table is a side by itself: its first column the key (int64 here), the others its values, each in
+    its own dtype (a str column too); several files, beside a host side or another table."""
+    rng = np.random.default_rng(21)
+    lk, lv, lw = rng.integers(0, 50, 400), rng.integers(0, 1000, 400) / 8, rng.integers(0, 9, 400)
+    rk, rn = rng.integers(20, 80, 120), np.array([f"n{i}" for i in rng.integers(0, 99, 120)], dtype=object)
+    for i in range(3):
+        write_csv(tmp_path / f"l{i}.csv", {"w": lw[i::3], "k": lk[i::3], "v": lv[i::3]})
+    write_csv(tmp_path / "r.csv", {"name": rn, "k": rk})
+    order = np.concatenate([np.arange(i, 400, 3) for i in range(3)])
+    lk, lv, lw = lk[order], lv[order], lw[order]
+    left = tmr.read_csv(str(tmp_path / "l*.csv"), columns=["k", "v", "w"], dtypes={"v": "float64", "w": "int32"})
+    right = tmr.read_csv(str(tmp_path / "r.csv"), columns=["k", "name"], dtypes={"name": str})
+    for how in HOWS:
+        result = tmr.join(left, right, how=how, strategy=strategy, cluster=cluster, sizes=4)
+        check(result, (lk, (lv, lw)), (rk, rn), how)
+        assert result.left[1].dtype == np.int32
+    mixed = tmr.join((rk, rn), left, how="left", strategy=strategy, cluster=cluster)
+    check(mixed, (rk, rn), (lk, (lv, lw)), "left")
+    if strategy == "auto":
+        assert tmr.plan_join(left, right, cluster=cluster).units == ("bytes", "bytes")
+
+
+def test_csv_string_keys_and_npy_pairs_join_as_pandas_merges(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    """String keys (given str, or not integers in the first line) come back as str; .npy files of keys and of values
+    pair as a side, read by row range."""
+    rng = np.random.default_rng(22)
+    pool = np.array(["é", "a", "bb", "x y", "42z"], dtype=object)
+    lk, lv = pool[rng.integers(0, 5, 200)], rng.random(200)
+    rk, rv = pool[rng.integers(1, 5, 30)], rng.integers(0, 100, 30)
+    write_csv(tmp_path / "l.csv", {"k": lk, "v": lv})
+    write_csv(tmp_path / "r.csv", {"k": rk, "v": rv})
+    left = tmr.read_csv(str(tmp_path / "l.csv"), dtypes={"v": "float64"})  # every column: the first is the key
+    right = tmr.read_csv(str(tmp_path / "r.csv"), dtypes=[str, "int64"])
+    for strategy in ("hash", "broadcast"):
+        result = tmr.join(left, right, how="outer", strategy=strategy, cluster=cluster)
+        check(result, (lk, lv), (rk, rv), "outer")
+        assert isinstance(result.keys[0], str)
+    keys, values = rng.integers(0, 30, 500), rng.random((500, 2)).astype(np.float32)
+    np.save(tmp_path / "k.npy", keys)
+    np.save(tmp_path / "v.npy", values)
+    side = (tmr.read_npy(str(tmp_path / "k.npy")), tmr.read_npy(str(tmp_path / "v.npy")))
+    other = (np.arange(0, 40, 2), np.arange(20.0))
+    for strategy in ("hash", "broadcast"):
+        result = tmr.join(side, other, strategy=strategy, cluster=cluster, sizes=3)
+        expected = pd.merge(pd.DataFrame({"key": keys, "row": np.arange(500)}), frame(*other, "right"), on="key")
+        assert len(result) == len(expected)
+        got = sorted(zip(result.keys.tolist(), result.left[:, 0].tolist(), result.right.tolist(), strict=True))
+        want = sorted(zip(expected.key.tolist(), values[expected.row, 0].tolist(), expected.right.tolist(), strict=True))
+        assert got == want
+
+
+def test_file_sides_that_cannot_join_are_named(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    write_csv(tmp_path / "f.csv", {"k": [1.5, 2.5], "v": [1, 2]})
+    np.save(tmp_path / "k.npy", np.arange(4))
+    ints = (np.array([1, 2]), np.array([1.0, 2.0]))
+    with pytest.raises(tmr.InputError, match=r"left: the key column .* is a float64 column .*int64 or str in dtypes="):
+        tmr.join(tmr.read_csv(str(tmp_path / "f.csv"), dtypes={"k": "float64"}), ints, cluster=cluster)
+    with pytest.raises(TypeError, match=r"right reads read_npy files alone.*\(tmr.read_npy\(keys\), tmr.read_npy\(values\)\)"):
+        tmr.join(ints, tmr.read_npy(str(tmp_path / "k.npy")), cluster=cluster)
+    with pytest.raises(TypeError, match=r"left pairs a CSV file source with other columns"):
+        tmr.join((np.arange(2), tmr.read_csv(str(tmp_path / "f.csv"), columns=["v"])), ints, cluster=cluster)
+    with (
+        tmr.scatter(np.arange(4), cluster=cluster) as k,
+        tmr.scatter(np.ones(4), cluster=cluster) as v,
+        pytest.raises(TypeError, match=r"right reads files and left is resident on the workers.*gather\(\)"),
+    ):
+        tmr.join((k, v), (tmr.read_npy(str(tmp_path / "k.npy")), np.ones(4)), cluster=cluster)
+    with pytest.raises(TypeError, match=r"left reads files pinned to tasks"):
+        tmr.join(tmr.read_csv({cluster.tasks[0]: [str(tmp_path / "f.csv")]}), ints, cluster=cluster)

@@ -25,8 +25,10 @@ import tensorflow as tf
 
 from . import _engine
 from ._budget import over_budget, within_budget
+from ._csv import Csv
 from ._device import Device
 from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
+from ._files import Files
 from ._join_result import JoinResult
 from ._join_rows import join_index, take
 from ._kernels import available
@@ -39,8 +41,8 @@ from ._options import RunOptions
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run, scatter
-from ._sides import Side, stacked
-from ._source import Input, Sources, streamed
+from ._sides import FileColumn, FileInput, Side, file_columns, stacked
+from ._source import Input, Sources
 from ._strings import Encoding, decode_keys
 
 HOWS = ("inner", "left", "right", "outer")
@@ -88,6 +90,8 @@ class JoinPlan:
     """Rows of the left and of the right side."""
     small: int
     """The side whose keys each device puts in its hash table (0: left, 1: right); the side broadcast for broadcast."""
+    units: tuple[str, str] = ("rows", "rows")
+    """What ``sizes`` counts of each side: ``"rows"``, or ``"bytes"`` for a CSV table (its rows are known once read)."""
 
     @property
     def tasks(self) -> tuple[Any, ...]:
@@ -98,13 +102,13 @@ class JoinPlan:
         side = ("left", "right")
         moves = {
             "hash": f"both sides shuffled by key hash to {len(self.reducers)} reducer(s)",
-            "broadcast": f"the {side[self.small]} side ({self.sizes[self.small]} rows) sent to each task of the "
+            "broadcast": f"the {side[self.small]} side ({self.sizes[self.small]} {self.units[self.small]}) sent to each task of the "
             f"{side[1 - self.small]} side, which joins its rows where they live",
             "co-partitioned": f"both sides already partitioned by key hash over the same {len(self.reducers)} reducers: nothing moves",
         }[self.strategy]
         lines = [
             f"join how={self.how!r}, {self.strategy}: {moves}",
-            f"left rows 0:{self.sizes[0]}, right rows {self.sizes[0]}:{self.plan.rows}",
+            f"left {self.units[0]} 0:{self.sizes[0]}, right {self.units[1]} {self.sizes[0]}:{self.plan.rows}",
         ]
         lines.append(self.plan.explain())
         lines += [f"  joins on {d}" for d in self.reducers]
@@ -150,14 +154,17 @@ class Join:
             assert left.stack.plans is not None
             reducers = tuple(s.device for s in left.stack.plans[0].shards)
         elif strategy == "broadcast" or (
-            strategy == "auto" and weight[small] <= BROADCAST_BYTES and sizes[small] < sizes[1 - small]
+            strategy == "auto"
+            and weight[small] <= BROADCAST_BYTES
+            and (sizes[small] < sizes[1 - small] or any(_in_bytes(call.srcs, self.layout, side) for side in (0, 1)))
         ):
             strategy = "broadcast"
             reducers = tuple(dict.fromkeys(_first_devices(shards, left if small else right)))
         else:
             strategy = "hash"
             reducers = resolve_reducers(call.settings.reducers, shards, call.cluster)
-        return JoinPlan(shards, self.how, strategy, reducers, sizes, small)
+        units = tuple("bytes" if _in_bytes(call.srcs, self.layout, side) else "rows" for side in (0, 1))
+        return JoinPlan(shards, self.how, strategy, reducers, sizes, small, units)  # type: ignore[arg-type]
 
     def variant(self, plan: JoinPlan, call: Call) -> Hashable | None:
         if call.resident and not named_per_run(_part_devices(plan)):
@@ -396,9 +403,18 @@ def _first_devices(shards: Plan, big: Side) -> list[str]:
     return list(first.values()) or [shards.shards[0].device]
 
 
+def _in_bytes(srcs: Sources, layout: Layout, side: int) -> bool:
+    """Whether ``side`` is a CSV table, whose size is known in bytes (its rows only once read)."""
+    inner = layout.of(side, srcs)[0].inner
+    return isinstance(inner, FileColumn) and inner.unit == "bytes"
+
+
 def _bytes(srcs: Sources, layout: Layout, side: int) -> int:
-    """Bytes of a side's keys and values (strings: 32 bytes each, plus their length where the side is on the host)."""
+    """Bytes of a side's keys and values (strings: 32 bytes each, plus their length where the side is on the host; a
+    CSV table: its files' bytes)."""
     keys, values = layout.of(side, srcs)
+    if isinstance(keys.inner, FileColumn) and keys.inner.unit == "bytes":
+        return int(keys.inner.rows)
     total = 0
     for src in [keys, *values]:
         inner = src.inner
@@ -497,33 +513,48 @@ def _text(leaf: np.ndarray, unicode: Encoding) -> np.ndarray:
     return decode_keys(leaf.ravel().tolist(), unicode).reshape(leaf.shape)
 
 
-def _side(x: Any, argument: str) -> tuple[Sources, int, bool, Encoding, KeyedSharded | None]:
-    """A side as (its keys and value columns as sources, columns, values a tuple, unicode, the KeyedSharded given)."""
+def _side(x: Any, argument: str, native: bool) -> tuple[Sources, int, bool, Encoding, KeyedSharded | None]:
+    """A side as (its keys and value columns as sources, columns, values a tuple, unicode, the KeyedSharded given);
+    ``native``: file sources read with their readers' native variants."""
     keyed = None
+    keys: Any
+    values: Any
+    if isinstance(x, Files) and not isinstance(x.reader, Csv):
+        raise TypeError(
+            f"{argument} reads {x.reader.name} files alone; a file source is a join side by itself only as a CSV table "
+            "(tmr.read_csv(paths, columns=['key', 'value', ...]): its first column the key); pair .npy files of keys "
+            "and of values: (tmr.read_npy(keys), tmr.read_npy(values))"
+        )
     if isinstance(x, KeyedSharded):
         keyed = x
         keys, values = x.keys, x.values
         x.dense(f"tmr.join's {argument}")
+    elif isinstance(x, Files):  # a CSV table: its first column the key, the others its values
+        table = file_columns(x, argument, native=native)
+        keys, values = FileInput(table[0]), tuple(FileInput(c) for c in table[1:])
+        if len(values) == 1:
+            values = values[0]
     elif isinstance(x, tuple) and len(x) == 2:
         keys, values = x
     else:
         raise TypeError(
-            f"{argument} must be keyed data: a (keys, values) pair of arrays (values may be a tuple of columns), or a "
-            f"keyed resident result (resident=True of a keyed job); got {type(x).__name__}. E.g. "
-            f"tmr.join((ids, amounts), (ids2, names))"
+            f"{argument} must be keyed data: a (keys, values) pair of arrays (values may be a tuple of columns), a "
+            f"keyed resident result (resident=True of a keyed job), or a CSV table (tmr.read_csv(paths, columns=['key', "
+            f"'value'])); got {type(x).__name__}. E.g. tmr.join((ids, amounts), (ids2, names))"
         )
     many = isinstance(values, tuple)
     columns = list(values) if many else [values]
-    rows = [_rows_of(c) for c in [keys, *columns]]
+    items = [_paired_file(c, argument, native) if isinstance(c, Files) else c for c in [keys, *columns]]
+    rows = [_rows_of(c) for c in items]
     if any(r != rows[0] for r in rows[1:]):
         got = ", ".join(f"values[{j}] {r}" if many else f"values {r}" for j, r in enumerate(rows[1:]))
         raise InputError(
             f"{argument}: keys have {rows[0]} rows but {got}; each value column needs one row per key. "
             "Slice them to one length, or pass the rows that belong together"
         )
-    srcs, unicode = keyed_sources((keys, *columns))
-    if streamed(srcs) is not None:
-        raise TypeError(f"{argument} reads files, which join cannot take yet; persist them first (files.persist(cluster=c))")
+    srcs, unicode = keyed_sources(tuple(items))
+    if isinstance(x, Files):
+        unicode = x.encoding
     key = srcs[0]
     if len(key.shape) != 1:
         raise InputError(f"{argument}: keys must be 1-D (one key per row), got shape {key.shape}; e.g. keys.reshape(-1)")
@@ -534,6 +565,16 @@ def _side(x: Any, argument: str) -> tuple[Sources, int, bool, Encoding, KeyedSha
             f"equality to join on; convert them, e.g. keys.astype(np.int64)"
         )
     return srcs, len(columns), many, unicode, keyed
+
+
+def _paired_file(files: Files, argument: str, native: bool) -> FileInput:
+    """A file source in a ``(keys, values)`` pair: ``.npy`` or raw files, read by row range beside the others."""
+    if isinstance(files.reader, Csv):
+        raise TypeError(
+            f"{argument} pairs a CSV file source with other columns; a CSV table is a join side by itself, its first "
+            "column the key: tmr.read_csv(paths, columns=['key', 'value', ...])"
+        )
+    return FileInput(file_columns(files, argument, native=native)[0])
 
 
 def _rows_of(x: Any) -> int:
@@ -565,7 +606,8 @@ def _prepare(
             "of key ranges; drop partitioner= (the joined rows come in no key order: sort them after, e.g. with "
             "tmr.sort_by_key(r.keys, r.left) on a resident result)"
         )
-    sides = [_side(left, "left"), _side(right, "right")]
+    native = settings.cluster is not None and available(settings.cluster, settings.seconds())
+    sides = [_side(left, "left", native), _side(right, "right", native)]
     (lsrcs, lcols, ltuple, luni, lkeyed), (rsrcs, rcols, rtuple, runi, rkeyed) = sides
     if lsrcs[0].dtype != rsrcs[0].dtype:
         raise TypeError(
@@ -576,6 +618,12 @@ def _prepare(
     resident = [s[0].home_plan is not None for s in (lsrcs, rsrcs)]
     if resident[0] != resident[1]:  # one side on the workers: the other goes there too, for this join alone
         host = 0 if not resident[0] else 1
+        if any(isinstance(s, FileColumn) for s in (lsrcs, rsrcs)[host]):
+            raise TypeError(
+                f"{('left', 'right')[host]} reads files and {('left', 'right')[1 - host]} is resident on the workers; a "
+                "join reads files beside host arrays or other files only: gather() the resident side, or persist() "
+                "the files (.npy: tmr.read_npy(path).persist(cluster=c))"
+            )
         cluster = settings.cluster or (lsrcs if resident[0] else rsrcs)[0].home
         data = (lsrcs, rsrcs)[host]
         moved = [scatter(src.array, cluster=cluster) for src in data]  # type: ignore[attr-defined]
@@ -617,8 +665,9 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
 
     Args:
         left: keyed data: a ``(keys, values)`` pair of arrays (keys int32, int64 or strings; values one array or a
-            tuple of arrays, one row per key), resident ``Sharded`` arrays, or a keyed resident result
-            (``tmr.sum_by_key(..., resident=True)``).
+            tuple of arrays, one row per key), resident ``Sharded`` arrays, a keyed resident result
+            (``tmr.sum_by_key(..., resident=True)``), a ``read_csv`` table (its first column the key, the others
+            its values; read on the workers), or ``.npy``/raw files of keys and of values as a pair.
         right: the same, with keys of the same dtype.
         how: ``"inner"``, ``"left"``, ``"right"`` or ``"outer"``.
         strategy: ``"auto"``, ``"hash"`` or ``"broadcast"``.
@@ -632,7 +681,8 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
         ``(result, RunStats)``).
 
     Raises:
-        TypeError: a side is not keyed data, keys of another dtype (or of different dtypes on the two sides), or files.
+        TypeError: a side is not keyed data, keys of another dtype (or of different dtypes on the two sides), files
+            of another format, pinned to tasks, or beside a resident side.
         InputError: values with another number of rows than their keys.
         ValueError: an unknown ``how`` or ``strategy``.
         ReducerMemoryError: a device would make more output than its budget (nothing was made).
