@@ -153,6 +153,24 @@ def test_a_hot_key_on_both_sides(cluster: tmr.LocalCluster) -> None:
     assert np.bincount(result.right[result.keys == 0]).tolist() == [100_000] * 10
 
 
+@pytest.mark.slow
+def test_a_key_present_1e6_times_on_one_side_and_10_on_the_other_makes_1e7_rows(cluster: tmr.LocalCluster) -> None:
+    """The issue's skew case: 1e7 output rows of one key on one reducer; the parts and the stats say where."""
+    hot = 1_000_000
+    left = (np.concatenate([np.zeros(hot, np.int64), np.arange(1, 1001)]), np.arange(hot + 1000, dtype=np.int32))
+    right = (np.concatenate([np.zeros(10, np.int64), np.arange(900, 1100)]), np.arange(210, dtype=np.int32))
+    result, stats = tmr.join(left, right, cluster=cluster, strategy="hash", reducers=2, return_stats=True)
+    assert len(result) == 10 * hot + 101
+    rows = dict(result.parts)
+    assert sum(rows.values()) == len(result)
+    assert max(rows.values()) >= 10 * hot  # every row of key 0 on one reducer
+    assert sum(s.rows for s in stats.shards) == hot + 1000 + 210  # the rows mapped
+    assert np.count_nonzero(result.keys == 0) == 10 * hot
+    zero = result.keys == 0
+    np.testing.assert_array_equal(np.bincount(result.right[zero]), np.full(10, hot))
+    np.testing.assert_array_equal(np.bincount(result.left[zero]), np.full(hot, 10))
+
+
 def test_an_output_over_the_budget_is_refused_before_a_row_is_made(cluster: tmr.LocalCluster) -> None:
     left = (np.zeros(300, np.int64), np.ones(300))
     with pytest.raises(tmr.ReducerMemoryError, match=r"would make 90,000 rows on .*max_bytes=10000.*reducers=N"):
