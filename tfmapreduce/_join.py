@@ -202,14 +202,14 @@ class Join:
                 with tf.device(shard.device), tf.name_scope(f"split{index}"):
                     for side, piece in enumerate(found):
                         if piece is not None:
-                            for r, bucket in enumerate(split(piece[0], piece[1], len(reducers))):
+                            for r, bucket in enumerate(split(piece[0], piece[1], len(reducers), native)):
                                 parts[r][side].append(bucket)
         outputs = []
         for r, device in enumerate(reducers):
             with tf.device(device), tf.name_scope(f"join{r}"):
                 left, right = (_concat(parts[r][side], call, self.layout, side) for side in (0, 1))
                 keep = (self.how in ("left", "outer"), self.how in ("right", "outer"))
-                outputs.append(self._join(r, device, left, right, keep, plan.small, native))
+                outputs.append(self._join(r, device, left, right, keep, plan.small, native, self._masks(call)))
         return outputs
 
     def _broadcast(self, pieces: dict[int, list[Any]], plan: JoinPlan, call: Call, native: Any) -> list[Any]:
@@ -229,7 +229,7 @@ class Join:
                 rows = _concat(per_device.get(device, []), call, self.layout, big)
                 sides = (rows, table) if big == 0 else (table, rows)
                 keep = (keep_big, False) if big == 0 else (False, keep_big)
-                out, used = self._join(p, device, *sides, keep, small, native, matched_of=small)
+                out, used = self._join(p, device, *sides, keep, small, native, self._masks(call), matched_of=small)
                 outputs.append(out)
                 matched.append(used)
         with tf.device(plan.reducers[0]), tf.name_scope("unmatched"):  # the small side's rows no task matched
@@ -240,7 +240,7 @@ class Join:
             other = _concat([], call, self.layout, big)
             pairs = (none, unmatched) if small == 1 else (unmatched, none)
             sides = (other, table) if small == 1 else (table, other)
-            outputs.append(_rows(*sides, *pairs, kept=(small == 0, small == 1)))
+            outputs.append(_rows(*sides, *pairs, kept=(small == 0, small == 1), masks=self._masks(call)))
         return outputs
 
     def _join(
@@ -252,6 +252,7 @@ class Join:
         keep: tuple[bool, bool],
         small: int,
         native: Any,
+        masks: tuple[bool, bool],
         matched_of: int | None = None,
     ) -> Any:
         """The join of ``left`` and ``right`` (each (keys, value columns)) on ``device``: its rows; with ``matched_of``,
@@ -267,7 +268,7 @@ class Join:
         check = within_budget(part, device, rows, rows * row_bytes, self.max_bytes, _TOO_BIG)
         with tf.control_dependencies([check]):
             index = tuple(tf.identity(t) for t in index)
-        out = _rows(left, right, *index, kept=keep)
+        out = _rows(left, right, *index, kept=keep, masks=masks)
         return (out, build_matched) if matched_of is not None else out
 
     def finish(self, value: Any, program: Program | None, plan: JoinPlan, call: Call) -> Any:
@@ -290,22 +291,29 @@ class Join:
                 )
                 for j, (t, shape) in enumerate(dtypes)
             ]
-            return JoinSharded(*self._sides(columns), plan.strategy, self.layout.unicode)
+            return JoinSharded(*self._sides(columns, self._masks(call)), plan.strategy, self.layout.unicode)
         parts = [tuple(np.asarray(x) for x in tf.nest.flatten(p)) for p in value]
         fetched = [np.concatenate(c) for c in zip(*parts, strict=True)]
         rows = tuple(zip(devices, (len(p[0]) for p in parts), strict=True))
-        return _decoded(*self._sides(fetched), plan.strategy, rows, self.layout.unicode)
+        return _decoded(*self._sides(fetched, self._masks(call)), plan.strategy, rows, self.layout.unicode)
 
-    def _sides(self, columns: Sequence[Any]) -> tuple[Any, Any, Any, Any, Any]:
+    def _masks(self, call: Call) -> tuple[bool, bool]:
+        """Whether the run makes the left and the right ``*_matched`` masks: where that side's rows may be missing
+        (a right, left or outer join), or the result stays resident; other masks are all True, made by the client."""
+        return (call.resident or self.how in ("right", "outer"), call.resident or self.how in ("left", "outer"))
+
+    def _sides(self, columns: Sequence[Any], masks: tuple[bool, bool]) -> tuple[Any, Any, Any, Any, Any]:
         """The flat output columns as (keys, left values, right values, left matched, right matched), each side's
-        values one column or a tuple of them (as given)."""
+        values one column or a tuple of them (as given); a mask the run did not make, all True."""
         layout = self.layout
         sides, at = [], 1
         for side in (0, 1):
             leaves = list(columns[at : at + layout.columns[side]])
             at += layout.columns[side]
             sides.append(tuple(leaves) if layout.tuples[side] else leaves[0] if leaves else None)
-        return columns[0], sides[0], sides[1], columns[at], columns[at + 1]
+        made = iter(columns[at:])
+        left, right = (next(made) if m else np.ones(len(columns[0]), bool) for m in masks)
+        return columns[0], sides[0], sides[1], left, right
 
     def failure(self, error: JobError) -> Exception | None:
         text = f"{error}\n{error.details}"
@@ -465,8 +473,11 @@ def _concat(pieces: Sequence[Any], call: Call, layout: Layout, side: int) -> tup
     return empty[0], empty[1:]
 
 
-def _rows(left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor, *, kept: tuple[bool, bool]) -> Any:
-    """The output rows of index pairs: keys, left columns, right columns, left matched, right matched (flat).
+def _rows(
+    left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor, *, kept: tuple[bool, bool], masks: tuple[bool, bool]
+) -> Any:
+    """The output rows of index pairs: keys, left columns, right columns, then left matched and right matched where
+    ``masks`` asks for them (flat).
 
     ``kept``: whether the left and right sides' unmatched rows are kept; a side whose rows may be missing (the other
     side kept) fills them, the other gathers its rows as they are.
@@ -483,8 +494,8 @@ def _rows(left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor, *,
         tf.identity(keys),
         *(tf.gather(c, left_rows) if left_whole else take(c, left_rows) for c in left[1]),
         *(tf.gather(c, right_rows) if right_whole else take(c, right_rows) for c in right[1]),
-        left_matched,
-        right_matched,
+        *([left_matched] if masks[0] else []),
+        *([right_matched] if masks[1] else []),
     )
 
 
