@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from . import _engine
 from ._budget import over_budget, within_budget
+from ._cluster import DEVICES_TIMEOUT
 from ._csv import Csv
 from ._device import Device
 from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
@@ -38,6 +39,7 @@ from ._keyed_plan import resolve_reducers
 from ._keyed_sharded import KeyedSharded
 from ._native import kernels
 from ._options import RunOptions
+from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run, scatter
@@ -650,6 +652,8 @@ def _prepare(
         and [s.device for s in lkeyed.plan.shards] == [s.device for s in rkeyed.plan.shards]
     ):
         chosen = "co-partitioned"
+    if settings.sizes is None and settings.devices is None and lsrcs[0].home_plan is None and settings.cluster is not None:
+        settings = attrs.evolve(settings, sizes=_spread(lsrcs[0].rows, rsrcs[0].rows, settings))
     layout = Layout((lcols, rcols), (ltuple, rtuple), (luni, runi))
     return (
         Join(how, chosen, layout, int(max_bytes) if max_bytes is not None else None),
@@ -657,6 +661,16 @@ def _prepare(
         settings,
         scattered,
     )
+
+
+def _spread(left: int, right: int, settings: RunOptions) -> list[int]:
+    """The default sizes of host sides: each side split evenly into one shard per default device, so that shard ``i``
+    of the left and shard ``i`` of the right land on one device (``place``: shard ``i`` on device ``i % D``) and every
+    task holds rows of both (a broadcast join then joins on every task, not only where the big side's rows began)."""
+    assert settings.cluster is not None
+    available = [Device.parse(d) for d in settings.cluster.list_devices(min(DEVICES_TIMEOUT, settings.seconds()))]
+    shards = max(1, len(default_devices(available)))
+    return [n // shards + (i < n % shards) for n in (left, right) for i in range(shards)]
 
 
 def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto", **options: Any) -> Any:
@@ -684,7 +698,7 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
         strategy: ``"auto"``, ``"hash"`` or ``"broadcast"``.
         **options: ``resident=True`` (keep the rows where they are made: a [`JoinSharded`][tfmapreduce.JoinSharded]), ``max_bytes``
             (each device's output budget), and the run options ``cluster``, ``sizes`` (over
-            the left rows, then the right), ``devices``, ``reducers``, ``timeout``, ``retries``, ``transfer``,
+            the left rows, then the right; by default each side split evenly over the default devices), ``devices``, ``reducers``, ``timeout``, ``retries``, ``transfer``,
             ``return_stats``: see [`RunOptions`][tfmapreduce.RunOptions].
 
     Returns:
