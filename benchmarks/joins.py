@@ -27,6 +27,9 @@ import tfmapreduce as tmr
 
 from .keyed import Rows, _importable, spark_session
 
+JOINS = ("with a dimension table", "many-to-many")
+"""The two joins' names (the last words of their rows)."""
+
 
 def tables(
     n: int, distinct: int, dimension: int, seed: int
@@ -147,6 +150,20 @@ def pagerank(table: Rows, cluster: tmr.LocalCluster, nodes: int, edges: int, pee
         table.add("Spark local[2] RDD PageRank (Spark's example)", lambda: spark_pagerank(spark, src, dst, 20), edges, 1)
 
 
+def plot(table: Rows, path: str) -> None:
+    """One panel per workload (the fact-table join, the many-to-many join, PageRank): each implementation's median
+    seconds, its label the row's name without the workload."""
+    from ._plots import bar_chart
+
+    panels: dict[str, list[tuple[str, list[float]]]] = {}
+    for name, seconds, _ in table.rows:
+        label, _, workload = name.rpartition(", ")
+        if workload not in JOINS:
+            label, workload = name.split(" (")[0], "PageRank, 20 iterations"
+        panels.setdefault(workload, []).append((label, [seconds]))
+    bar_chart(list(panels.items()), path, unit="seconds")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the arguments, measure, and print one table."""
     parser = argparse.ArgumentParser(
@@ -158,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-peers", dest="peers", action="store_false", help="skip pandas, polars, DuckDB, Spark and scipy")
     parser.add_argument("--no-spark", dest="spark", action="store_false", help="skip Spark (its start takes ~10 s)")
     parser.add_argument("--spark-pagerank", action="store_true", help="also time Spark's RDD PageRank (minutes at 1e7 edges)")
+    parser.add_argument("--plot", metavar="PNG", help="also draw the medians as bar charts into this file (needs matplotlib)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.repeats, args.peers = 1e4, 1, False
@@ -167,16 +185,18 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with tmr.LocalCluster(workers=2) as cluster:
             fact, dimension = tables(n, n // 10, n // 10, seed=1)
-            joins(table, cluster, "with a dimension table", fact, dimension, args.peers, spark)
+            joins(table, cluster, JOINS[0], fact, dimension, args.peers, spark)
             del fact, dimension
             many = tables(n // 10, n // 100, n // 10, seed=2)
-            joins(table, cluster, "many-to-many", *many, args.peers, spark)
+            joins(table, cluster, JOINS[1], *many, args.peers, spark)
             del many
             pagerank(table, cluster, n // 10, n, args.peers, spark if args.spark_pagerank else None)
     finally:
         if spark is not None:
             spark.stop()
     table.print("input rows")
+    if args.plot:
+        plot(table, args.plot)
 
 
 if __name__ == "__main__":

@@ -697,9 +697,9 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
         how: ``"inner"``, ``"left"``, ``"right"`` or ``"outer"``.
         strategy: ``"auto"``, ``"hash"`` or ``"broadcast"``.
         **options: ``resident=True`` (keep the rows where they are made: a [`JoinSharded`][tfmapreduce.JoinSharded]), ``max_bytes``
-            (each device's output budget), and the run options ``cluster``, ``sizes`` (over
-            the left rows, then the right; by default each side split evenly over the default devices), ``devices``, ``reducers``, ``timeout``, ``retries``, ``transfer``,
-            ``return_stats``: see [`RunOptions`][tfmapreduce.RunOptions].
+            (each device's output budget), and the run options ``cluster``, ``sizes`` (over the left rows, then
+            the right; by default each side split evenly over the default devices), ``devices``, ``reducers``,
+            ``timeout``, ``retries``, ``transfer``, ``return_stats``: see [`RunOptions`][tfmapreduce.RunOptions].
 
     Returns:
         A [`JoinResult`][tfmapreduce.JoinResult], or with ``resident=True`` a [`JoinSharded`][tfmapreduce.JoinSharded] (with ``return_stats=True``:
