@@ -349,3 +349,26 @@ def test_file_sides_that_cannot_join_are_named(cluster: tmr.LocalCluster, tmp_pa
         tmr.join((k, v), (tmr.read_npy(str(tmp_path / "k.npy")), np.ones(4)), cluster=cluster)
     with pytest.raises(TypeError, match=r"left reads files pinned to tasks"):
         tmr.join(tmr.read_csv({cluster.tasks[0]: [str(tmp_path / "f.csv")]}), ints, cluster=cluster)
+
+
+@pytest.mark.parametrize("strategy", ["hash", "broadcast"])
+def test_inner_joins_gather_the_keys_and_left_numbers_as_one_matrix_and_give_them_back_as_given(
+    cluster: tmr.LocalCluster, strategy: str
+) -> None:
+    """An inner join's keys and left columns of 4- and 8-byte numbers travel as one matrix of int32 words (NaN and
+    negative numbers as they were); left columns of other widths go column by column."""
+    rng = np.random.default_rng(23)
+    keys = rng.integers(-50, 50, 300).astype(np.int32)
+    floats = rng.random(300)
+    floats[::7] = np.nan
+    left = (
+        keys,
+        (floats, rng.integers(-(2**40), 2**40, 300), rng.random(300).astype(np.float32), np.arange(300, dtype=np.uint32)),
+    )
+    right = (rng.integers(-60, 60, 80).astype(np.int32), rng.random(80).astype(np.float32))
+    result = tmr.join(left, right, strategy=strategy, cluster=cluster, reducers=2)
+    check(result, left, right, "inner")
+    assert [c.dtype for c in result.left] == [np.float64, np.int64, np.float32, np.uint32]
+    assert result.keys.dtype == np.int32
+    narrow = (keys, (np.arange(300, dtype=np.int16), floats))
+    check(tmr.join(narrow, right, strategy=strategy, cluster=cluster), narrow, right, "inner")

@@ -211,7 +211,7 @@ class Join:
             with tf.device(device), tf.name_scope(f"join{r}"):
                 left, right = (_concat(parts[r][side], call, self.layout, side) for side in (0, 1))
                 keep = (self.how in ("left", "outer"), self.how in ("right", "outer"))
-                outputs.append(self._join(r, device, left, right, keep, plan.small, native, self._masks(call)))
+                outputs.append(self._join(r, device, left, right, keep, plan.small, native, call))
         return outputs
 
     def _broadcast(self, pieces: dict[int, list[Any]], plan: JoinPlan, call: Call, native: Any) -> list[Any]:
@@ -231,7 +231,7 @@ class Join:
                 rows = _concat(per_device.get(device, []), call, self.layout, big)
                 sides = (rows, table) if big == 0 else (table, rows)
                 keep = (keep_big, False) if big == 0 else (False, keep_big)
-                out, used = self._join(p, device, *sides, keep, small, native, self._masks(call), matched_of=small)
+                out, used = self._join(p, device, *sides, keep, small, native, call, matched_of=small)
                 outputs.append(out)
                 matched.append(used)
         with tf.device(plan.reducers[0]), tf.name_scope("unmatched"):  # the small side's rows no task matched
@@ -242,7 +242,8 @@ class Join:
             other = _concat([], call, self.layout, big)
             pairs = (none, unmatched) if small == 1 else (unmatched, none)
             sides = (other, table) if small == 1 else (table, other)
-            outputs.append(_rows(*sides, *pairs, kept=(small == 0, small == 1), masks=self._masks(call)))
+            kept = (small == 0, small == 1) if keep_small else (False, False)  # (inner: no row, the others' form)
+            outputs.append(_rows(*sides, *pairs, kept=kept, masks=self._masks(call), pack=self._packed(call)))
         return outputs
 
     def _join(
@@ -254,7 +255,7 @@ class Join:
         keep: tuple[bool, bool],
         small: int,
         native: Any,
-        masks: tuple[bool, bool],
+        call: Call,
         matched_of: int | None = None,
     ) -> Any:
         """The join of ``left`` and ``right`` (each (keys, value columns)) on ``device``: its rows; with ``matched_of``,
@@ -270,7 +271,7 @@ class Join:
         check = within_budget(part, device, rows, rows * row_bytes, self.max_bytes, _TOO_BIG)
         with tf.control_dependencies([check]):
             index = tuple(tf.identity(t) for t in index)
-        out = _rows(left, right, *index, kept=keep, masks=masks)
+        out = _rows(left, right, *index, kept=keep, masks=self._masks(call), pack=self._packed(call))
         return (out, build_matched) if matched_of is not None else out
 
     def finish(self, value: Any, program: Program | None, plan: JoinPlan, call: Call) -> Any:
@@ -295,9 +296,27 @@ class Join:
             ]
             return JoinSharded(*self._sides(columns, self._masks(call)), plan.strategy, self.layout.unicode)
         parts = [tuple(np.asarray(x) for x in tf.nest.flatten(p)) for p in value]
-        fetched = [np.concatenate(c) for c in zip(*parts, strict=True)]
+        packed = self._packed(call)
+        fetched = [np.concatenate(c) for c in zip(*(p[1:] if packed else p for p in parts), strict=True)]
         rows = tuple(zip(devices, (len(p[0]) for p in parts), strict=True))
+        if packed:  # the keys and the left values came as one matrix of int32 words: each its own again
+            fetched = [*_unpacked([p[0] for p in parts], self._left_dtypes(call)), *fetched]
         return _decoded(*self._sides(fetched, self._masks(call)), plan.strategy, rows, self.layout.unicode)
+
+    def _left_dtypes(self, call: Call) -> list[np.dtype[Any]]:
+        keys, values = self.layout.of(0, call.srcs)
+        return [s.dtype for s in [keys, *values]]
+
+    def _packed(self, call: Call) -> bool:
+        """Whether each device returns the keys and the left values as one matrix of int32 words (one gather of
+        their rows, not one per column): an inner join fetched to the client, its left columns 1-D numbers of 4 or
+        8 bytes."""
+        keys, values = self.layout.of(0, call.srcs)
+        return (
+            not call.resident
+            and self.how == "inner"
+            and all(len(s.shape) == 1 and s.dtype.kind in "iuf" and s.dtype.itemsize in (4, 8) for s in [keys, *values])
+        )
 
     def _masks(self, call: Call) -> tuple[bool, bool]:
         """Whether the run makes the left and the right ``*_matched`` masks: where that side's rows may be missing
@@ -476,15 +495,27 @@ def _concat(pieces: Sequence[Any], call: Call, layout: Layout, side: int) -> tup
 
 
 def _rows(
-    left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor, *, kept: tuple[bool, bool], masks: tuple[bool, bool]
+    left: Any,
+    right: Any,
+    left_rows: tf.Tensor,
+    right_rows: tf.Tensor,
+    *,
+    kept: tuple[bool, bool],
+    masks: tuple[bool, bool],
+    pack: bool = False,
 ) -> Any:
     """The output rows of index pairs: keys, left columns, right columns, then left matched and right matched where
-    ``masks`` asks for them (flat).
+    ``masks`` asks for them (flat).  ``pack`` (no side kept): the keys and the left columns as one matrix of int32
+    words, gathered at once (see :func:`_unpacked`).
 
     ``kept``: whether the left and right sides' unmatched rows are kept; a side whose rows may be missing (the other
     side kept) fills them, the other gathers its rows as they are.
     """
     left_whole, right_whole = not kept[1], not kept[0]  # every row has a row of this side
+    if pack:
+        words = [tf.bitcast(c, tf.int32) for c in [left[0], *left[1]]]
+        packed = tf.concat([w if w.shape.rank == 2 else w[:, None] for w in words], 1)
+        return (tf.gather(packed, left_rows), *(tf.gather(c, right_rows) for c in right[1]))
     left_matched, right_matched = left_rows >= 0, right_rows >= 0
     if left_whole:
         keys = tf.gather(left[0], left_rows)
@@ -499,6 +530,16 @@ def _rows(
         *([left_matched] if masks[0] else []),
         *([right_matched] if masks[1] else []),
     )
+
+
+def _unpacked(parts: Sequence[np.ndarray], dtypes: Sequence[np.dtype[Any]]) -> list[np.ndarray]:
+    """The columns of packed parts (each a matrix of int32 words, see :func:`_rows`), each column one array."""
+    columns, at = [], 0
+    for dtype in dtypes:
+        width = dtype.itemsize // 4
+        columns.append(np.concatenate([p[:, at : at + width].view(dtype)[:, 0] for p in parts]))
+        at += width
+    return columns
 
 
 def _decoded(
