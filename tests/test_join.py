@@ -372,3 +372,11 @@ def test_inner_joins_gather_the_keys_and_left_numbers_as_one_matrix_and_give_the
     assert result.keys.dtype == np.int32
     narrow = (keys, (np.arange(300, dtype=np.int16), floats))
     check(tmr.join(narrow, right, strategy=strategy, cluster=cluster), narrow, right, "inner")
+
+
+def test_a_bad_line_of_a_csv_side_is_named_with_its_file_and_task(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    write_csv(tmp_path / "bad.csv", {"k": ["1", "2"], "v": ["1.5", "oops"]})
+    table = tmr.read_csv(str(tmp_path / "bad.csv"))
+    for strategy in ("hash", "broadcast"):
+        with pytest.raises(tmr.InputError, match=r"bad.csv \(read on task .*\): line 3 is '2,oops'"):
+            tmr.join((np.array([1, 2]), np.array([10, 20])), table, strategy=strategy, cluster=cluster)
