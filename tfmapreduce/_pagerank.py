@@ -82,14 +82,16 @@ def _resident_ids(src: Any, dst: Any, running: dict[str, Any]) -> tuple[np.ndarr
     out = np.zeros(len(nodes))
     out[np.searchsorted(nodes, counted.keys)] = counted.values
 
-    def rows(s: tf.Tensor, d: tf.Tensor, ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        def row(x: tf.Tensor) -> tf.Tensor:
-            return tf.searchsorted(ids, tf.cast(x, tf.int64), out_type=tf.int32)
-
-        return row(d), row(s)
-
-    target, source = map_rows(rows, (src, dst), broadcast=(nodes,), **running)
+    target, source = map_rows(_rows, (src, dst), broadcast=(nodes,), **running)
     return nodes, out, target, source
+
+
+def _rows(src: tf.Tensor, dst: tf.Tensor, ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Edges' (target rows, source rows) among the sorted node ``ids`` (one function for every call: one program)."""
+    return (
+        tf.searchsorted(ids, tf.cast(dst, tf.int64), out_type=tf.int32),
+        tf.searchsorted(ids, tf.cast(src, tf.int64), out_type=tf.int32),
+    )
 
 
 def _placed(x: Any, name: str, persist: dict[str, Any]) -> tuple[Any, bool]:
