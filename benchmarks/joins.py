@@ -9,8 +9,8 @@
   with ``count()``: nothing collected);
 - a many-to-many join of rows/10 × rows/10 rows over rows/100 keys, the same peers;
 - PageRank, 20 iterations over a generated power-law graph of rows/10 nodes and ``--rows`` edges:
-  ``tmr.recipes.pagerank`` vs a scipy.sparse power iteration (CSR built inside the timing, as the recipe sorts its
-  edges inside its own) and the Spark RDD PageRank of Spark's examples (local[2]; with ``--spark-pagerank``:
+  ``tmr.recipes.pagerank`` (host edges, and resident ones) vs a scipy.sparse power iteration (CSR built inside the
+  timing, as the recipe sorts its edges inside its own) and the Spark RDD PageRank of Spark's examples (local[2]; with ``--spark-pagerank``:
   minutes at 1e7 edges).
 
 Every tfmapreduce result is checked (row count and a checksum against pandas; ranks against scipy) before it is timed.
@@ -26,6 +26,9 @@ import numpy as np
 import tfmapreduce as tmr
 
 from .keyed import Rows, _importable, spark_session
+
+JOINS = ("with a dimension table", "many-to-many")
+"""The two joins' names (the last words of their rows)."""
 
 
 def tables(
@@ -141,10 +144,31 @@ def pagerank(table: Rows, cluster: tmr.LocalCluster, nodes: int, edges: int, pee
         lambda: tmr.recipes.pagerank(src, dst, cluster=cluster),
         edges,
     )
+    with tmr.scatter(src, cluster=cluster) as resident_src, tmr.scatter(dst, cluster=cluster) as resident_dst:
+        np.testing.assert_allclose(tmr.recipes.pagerank(resident_src, resident_dst).values, ours.values, rtol=0, atol=1e-12)
+        table.add(
+            "tmr.recipes.pagerank over resident edges (numbered and sorted on the workers, included)",
+            lambda: tmr.recipes.pagerank(resident_src, resident_dst),
+            edges,
+        )
     if peers and _importable("scipy"):
         table.add("scipy.sparse power iteration, one process (CSR built included)", lambda: scipy_pagerank(src, dst, 20), edges)
     if peers and spark is not None:
         table.add("Spark local[2] RDD PageRank (Spark's example)", lambda: spark_pagerank(spark, src, dst, 20), edges, 1)
+
+
+def plot(table: Rows, path: str) -> None:
+    """One panel per workload (the fact-table join, the many-to-many join, PageRank): each implementation's median
+    seconds, its label the row's name without the workload."""
+    from ._plots import bar_chart
+
+    panels: dict[str, list[tuple[str, list[float]]]] = {}
+    for name, seconds, _ in table.rows:
+        label, _, workload = name.rpartition(", ")
+        if workload not in JOINS:
+            label, workload = name.split(" (")[0], "PageRank, 20 iterations"
+        panels.setdefault(workload, []).append((label, [seconds]))
+    bar_chart(list(panels.items()), path, unit="seconds")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -158,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-peers", dest="peers", action="store_false", help="skip pandas, polars, DuckDB, Spark and scipy")
     parser.add_argument("--no-spark", dest="spark", action="store_false", help="skip Spark (its start takes ~10 s)")
     parser.add_argument("--spark-pagerank", action="store_true", help="also time Spark's RDD PageRank (minutes at 1e7 edges)")
+    parser.add_argument("--plot", metavar="PNG", help="also draw the medians as bar charts into this file (needs matplotlib)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.repeats, args.peers = 1e4, 1, False
@@ -167,16 +192,18 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with tmr.LocalCluster(workers=2) as cluster:
             fact, dimension = tables(n, n // 10, n // 10, seed=1)
-            joins(table, cluster, "with a dimension table", fact, dimension, args.peers, spark)
+            joins(table, cluster, JOINS[0], fact, dimension, args.peers, spark)
             del fact, dimension
             many = tables(n // 10, n // 100, n // 10, seed=2)
-            joins(table, cluster, "many-to-many", *many, args.peers, spark)
+            joins(table, cluster, JOINS[1], *many, args.peers, spark)
             del many
             pagerank(table, cluster, n // 10, n, args.peers, spark if args.spark_pagerank else None)
     finally:
         if spark is not None:
             spark.stop()
     table.print("input rows")
+    if args.plot:
+        plot(table, args.plot)
 
 
 if __name__ == "__main__":

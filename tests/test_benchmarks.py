@@ -300,6 +300,7 @@ def test_joins_benchmark_quick_mode_checks_and_times_every_row() -> None:
         "tmr.join strategy=hash, 2-worker LocalCluster, with a dimension table",
         "tmr.join strategy=broadcast, 2-worker LocalCluster, many-to-many",
         "tmr.recipes.pagerank, 2-worker LocalCluster (sort of the edges included)",
+        "tmr.recipes.pagerank over resident edges (numbered and sorted on the workers, included)",
     ):
         assert f"| {row} |" in proc.stdout
 

@@ -153,6 +153,24 @@ def test_a_hot_key_on_both_sides(cluster: tmr.LocalCluster) -> None:
     assert np.bincount(result.right[result.keys == 0]).tolist() == [100_000] * 10
 
 
+@pytest.mark.slow
+def test_a_key_present_1e6_times_on_one_side_and_10_on_the_other_makes_1e7_rows(cluster: tmr.LocalCluster) -> None:
+    """The issue's skew case: 1e7 output rows of one key on one reducer; the parts and the stats say where."""
+    hot = 1_000_000
+    left = (np.concatenate([np.zeros(hot, np.int64), np.arange(1, 1001)]), np.arange(hot + 1000, dtype=np.int32))
+    right = (np.concatenate([np.zeros(10, np.int64), np.arange(900, 1100)]), np.arange(210, dtype=np.int32))
+    result, stats = tmr.join(left, right, cluster=cluster, strategy="hash", reducers=2, return_stats=True)
+    assert len(result) == 10 * hot + 101
+    rows = dict(result.parts)
+    assert sum(rows.values()) == len(result)
+    assert max(rows.values()) >= 10 * hot  # every row of key 0 on one reducer
+    assert sum(s.rows for s in stats.shards) == hot + 1000 + 210  # the rows mapped
+    assert np.count_nonzero(result.keys == 0) == 10 * hot
+    zero = result.keys == 0
+    np.testing.assert_array_equal(np.bincount(result.right[zero]), np.full(10, hot))
+    np.testing.assert_array_equal(np.bincount(result.left[zero]), np.full(hot, 10))
+
+
 def test_an_output_over_the_budget_is_refused_before_a_row_is_made(cluster: tmr.LocalCluster) -> None:
     left = (np.zeros(300, np.int64), np.ones(300))
     with pytest.raises(tmr.ReducerMemoryError, match=r"would make 90,000 rows on .*max_bytes=10000.*reducers=N"):
@@ -254,3 +272,111 @@ def test_the_native_join_kernel_gives_every_pair_once() -> None:
                 pairs += [(-1, j) for j in range(len(right)) if keep_right and right[j] not in set(left)]
                 assert sorted(zip(li.numpy().tolist(), ri.numpy().tolist(), strict=True)) == sorted(pairs)
                 assert matched.numpy().tolist() == [r in set(left) for r in right]
+
+
+def write_csv(path: Any, columns: dict[str, Any]) -> None:
+    pd.DataFrame(columns).to_csv(path, index=False)
+
+
+@pytest.mark.parametrize("strategy", ["hash", "broadcast", "auto"])
+def test_csv_tables_join_as_sides_read_on_the_workers(cluster: tmr.LocalCluster, tmp_path: Any, strategy: str) -> None:
+    """A read_csv table is a side by itself: its first column the key (int64 here), the others its values, each in
+    its own dtype (a str column too); several files, beside a host side or another table."""
+    rng = np.random.default_rng(21)
+    lk, lv, lw = rng.integers(0, 50, 400), rng.integers(0, 1000, 400) / 8, rng.integers(0, 9, 400)
+    rk, rn = rng.integers(20, 80, 120), np.array([f"n{i}" for i in rng.integers(0, 99, 120)], dtype=object)
+    for i in range(3):
+        write_csv(tmp_path / f"l{i}.csv", {"w": lw[i::3], "k": lk[i::3], "v": lv[i::3]})
+    write_csv(tmp_path / "r.csv", {"name": rn, "k": rk})
+    order = np.concatenate([np.arange(i, 400, 3) for i in range(3)])
+    lk, lv, lw = lk[order], lv[order], lw[order]
+    left = tmr.read_csv(str(tmp_path / "l*.csv"), columns=["k", "v", "w"], dtypes={"v": "float64", "w": "int32"})
+    right = tmr.read_csv(str(tmp_path / "r.csv"), columns=["k", "name"], dtypes={"name": str})
+    for how in HOWS:
+        result = tmr.join(left, right, how=how, strategy=strategy, cluster=cluster, sizes=4)
+        check(result, (lk, (lv, lw)), (rk, rn), how)
+        assert result.left[1].dtype == np.int32
+    mixed = tmr.join((rk, rn), left, how="left", strategy=strategy, cluster=cluster)
+    check(mixed, (rk, rn), (lk, (lv, lw)), "left")
+    if strategy == "auto":
+        assert tmr.plan_join(left, right, cluster=cluster).units == ("bytes", "bytes")
+
+
+def test_csv_string_keys_and_npy_pairs_join_as_pandas_merges(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    """String keys (given str, or not integers in the first line) come back as str; .npy files of keys and of values
+    pair as a side, read by row range."""
+    rng = np.random.default_rng(22)
+    pool = np.array(["é", "a", "bb", "x y", "42z"], dtype=object)
+    lk, lv = pool[rng.integers(0, 5, 200)], rng.random(200)
+    rk, rv = pool[rng.integers(1, 5, 30)], rng.integers(0, 100, 30)
+    write_csv(tmp_path / "l.csv", {"k": lk, "v": lv})
+    write_csv(tmp_path / "r.csv", {"k": rk, "v": rv})
+    left = tmr.read_csv(str(tmp_path / "l.csv"), dtypes={"v": "float64"})  # every column: the first is the key
+    right = tmr.read_csv(str(tmp_path / "r.csv"), dtypes=[str, "int64"])
+    for strategy in ("hash", "broadcast"):
+        result = tmr.join(left, right, how="outer", strategy=strategy, cluster=cluster)
+        check(result, (lk, lv), (rk, rv), "outer")
+        assert isinstance(result.keys[0], str)
+    keys, values = rng.integers(0, 30, 500), rng.random((500, 2)).astype(np.float32)
+    np.save(tmp_path / "k.npy", keys)
+    np.save(tmp_path / "v.npy", values)
+    side = (tmr.read_npy(str(tmp_path / "k.npy")), tmr.read_npy(str(tmp_path / "v.npy")))
+    other = (np.arange(0, 40, 2), np.arange(20.0))
+    for strategy in ("hash", "broadcast"):
+        result = tmr.join(side, other, strategy=strategy, cluster=cluster, sizes=3)
+        expected = pd.merge(pd.DataFrame({"key": keys, "row": np.arange(500)}), frame(*other, "right"), on="key")
+        assert len(result) == len(expected)
+        got = sorted(zip(result.keys.tolist(), result.left[:, 0].tolist(), result.right.tolist(), strict=True))
+        want = sorted(zip(expected.key.tolist(), values[expected.row, 0].tolist(), expected.right.tolist(), strict=True))
+        assert got == want
+
+
+def test_file_sides_that_cannot_join_are_named(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    write_csv(tmp_path / "f.csv", {"k": [1.5, 2.5], "v": [1, 2]})
+    np.save(tmp_path / "k.npy", np.arange(4))
+    ints = (np.array([1, 2]), np.array([1.0, 2.0]))
+    with pytest.raises(tmr.InputError, match=r"left: the key column .* is a float64 column .*int64 or str in dtypes="):
+        tmr.join(tmr.read_csv(str(tmp_path / "f.csv"), dtypes={"k": "float64"}), ints, cluster=cluster)
+    with pytest.raises(TypeError, match=r"right reads read_npy files alone.*\(tmr.read_npy\(keys\), tmr.read_npy\(values\)\)"):
+        tmr.join(ints, tmr.read_npy(str(tmp_path / "k.npy")), cluster=cluster)
+    with pytest.raises(TypeError, match=r"left pairs a CSV file source with other columns"):
+        tmr.join((np.arange(2), tmr.read_csv(str(tmp_path / "f.csv"), columns=["v"])), ints, cluster=cluster)
+    with (
+        tmr.scatter(np.arange(4), cluster=cluster) as k,
+        tmr.scatter(np.ones(4), cluster=cluster) as v,
+        pytest.raises(TypeError, match=r"right reads files and left is resident on the workers.*gather\(\)"),
+    ):
+        tmr.join((k, v), (tmr.read_npy(str(tmp_path / "k.npy")), np.ones(4)), cluster=cluster)
+    with pytest.raises(TypeError, match=r"left reads files pinned to tasks"):
+        tmr.join(tmr.read_csv({cluster.tasks[0]: [str(tmp_path / "f.csv")]}), ints, cluster=cluster)
+
+
+@pytest.mark.parametrize("strategy", ["hash", "broadcast"])
+def test_inner_joins_gather_the_keys_and_left_numbers_as_one_matrix_and_give_them_back_as_given(
+    cluster: tmr.LocalCluster, strategy: str
+) -> None:
+    """An inner join's keys and left columns of 4- and 8-byte numbers travel as one matrix of int32 words (NaN and
+    negative numbers as they were); left columns of other widths go column by column."""
+    rng = np.random.default_rng(23)
+    keys = rng.integers(-50, 50, 300).astype(np.int32)
+    floats = rng.random(300)
+    floats[::7] = np.nan
+    left = (
+        keys,
+        (floats, rng.integers(-(2**40), 2**40, 300), rng.random(300).astype(np.float32), np.arange(300, dtype=np.uint32)),
+    )
+    right = (rng.integers(-60, 60, 80).astype(np.int32), rng.random(80).astype(np.float32))
+    result = tmr.join(left, right, strategy=strategy, cluster=cluster, reducers=2)
+    check(result, left, right, "inner")
+    assert [c.dtype for c in result.left] == [np.float64, np.int64, np.float32, np.uint32]
+    assert result.keys.dtype == np.int32
+    narrow = (keys, (np.arange(300, dtype=np.int16), floats))
+    check(tmr.join(narrow, right, strategy=strategy, cluster=cluster), narrow, right, "inner")
+
+
+def test_a_bad_line_of_a_csv_side_is_named_with_its_file_and_task(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    write_csv(tmp_path / "bad.csv", {"k": ["1", "2"], "v": ["1.5", "oops"]})
+    table = tmr.read_csv(str(tmp_path / "bad.csv"))
+    for strategy in ("hash", "broadcast"):
+        with pytest.raises(tmr.InputError, match=r"bad.csv \(read on task .*\): line 3 is '2,oops'"):
+            tmr.join((np.array([1, 2]), np.array([10, 20])), table, strategy=strategy, cluster=cluster)

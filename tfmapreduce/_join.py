@@ -25,8 +25,11 @@ import tensorflow as tf
 
 from . import _engine
 from ._budget import over_budget, within_budget
+from ._cluster import DEVICES_TIMEOUT
+from ._csv import Csv
 from ._device import Device
 from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
+from ._files import Files
 from ._join_result import JoinResult
 from ._join_rows import join_index, take
 from ._kernels import available
@@ -36,11 +39,12 @@ from ._keyed_plan import resolve_reducers
 from ._keyed_sharded import KeyedSharded
 from ._native import kernels
 from ._options import RunOptions
+from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run, scatter
-from ._sides import Side, stacked
-from ._source import Input, Sources, streamed
+from ._sides import FileColumn, FileInput, Side, file_columns, stacked
+from ._source import Input, Sources
 from ._strings import Encoding, decode_keys
 
 HOWS = ("inner", "left", "right", "outer")
@@ -88,6 +92,8 @@ class JoinPlan:
     """Rows of the left and of the right side."""
     small: int
     """The side whose keys each device puts in its hash table (0: left, 1: right); the side broadcast for broadcast."""
+    units: tuple[str, str] = ("rows", "rows")
+    """What ``sizes`` counts of each side: ``"rows"``, or ``"bytes"`` for a CSV table (its rows are known once read)."""
 
     @property
     def tasks(self) -> tuple[Any, ...]:
@@ -98,13 +104,13 @@ class JoinPlan:
         side = ("left", "right")
         moves = {
             "hash": f"both sides shuffled by key hash to {len(self.reducers)} reducer(s)",
-            "broadcast": f"the {side[self.small]} side ({self.sizes[self.small]} rows) sent to each task of the "
+            "broadcast": f"the {side[self.small]} side ({self.sizes[self.small]} {self.units[self.small]}) sent to each task of the "
             f"{side[1 - self.small]} side, which joins its rows where they live",
             "co-partitioned": f"both sides already partitioned by key hash over the same {len(self.reducers)} reducers: nothing moves",
         }[self.strategy]
         lines = [
             f"join how={self.how!r}, {self.strategy}: {moves}",
-            f"left rows 0:{self.sizes[0]}, right rows {self.sizes[0]}:{self.plan.rows}",
+            f"left {self.units[0]} 0:{self.sizes[0]}, right {self.units[1]} {self.sizes[0]}:{self.plan.rows}",
         ]
         lines.append(self.plan.explain())
         lines += [f"  joins on {d}" for d in self.reducers]
@@ -150,14 +156,17 @@ class Join:
             assert left.stack.plans is not None
             reducers = tuple(s.device for s in left.stack.plans[0].shards)
         elif strategy == "broadcast" or (
-            strategy == "auto" and weight[small] <= BROADCAST_BYTES and sizes[small] < sizes[1 - small]
+            strategy == "auto"
+            and weight[small] <= BROADCAST_BYTES
+            and (sizes[small] < sizes[1 - small] or any(_in_bytes(call.srcs, self.layout, side) for side in (0, 1)))
         ):
             strategy = "broadcast"
             reducers = tuple(dict.fromkeys(_first_devices(shards, left if small else right)))
         else:
             strategy = "hash"
             reducers = resolve_reducers(call.settings.reducers, shards, call.cluster)
-        return JoinPlan(shards, self.how, strategy, reducers, sizes, small)
+        units = tuple("bytes" if _in_bytes(call.srcs, self.layout, side) else "rows" for side in (0, 1))
+        return JoinPlan(shards, self.how, strategy, reducers, sizes, small, units)  # type: ignore[arg-type]
 
     def variant(self, plan: JoinPlan, call: Call) -> Hashable | None:
         if call.resident and not named_per_run(_part_devices(plan)):
@@ -195,14 +204,14 @@ class Join:
                 with tf.device(shard.device), tf.name_scope(f"split{index}"):
                     for side, piece in enumerate(found):
                         if piece is not None:
-                            for r, bucket in enumerate(split(piece[0], piece[1], len(reducers))):
+                            for r, bucket in enumerate(split(piece[0], piece[1], len(reducers), native)):
                                 parts[r][side].append(bucket)
         outputs = []
         for r, device in enumerate(reducers):
             with tf.device(device), tf.name_scope(f"join{r}"):
                 left, right = (_concat(parts[r][side], call, self.layout, side) for side in (0, 1))
                 keep = (self.how in ("left", "outer"), self.how in ("right", "outer"))
-                outputs.append(self._join(r, device, left, right, keep, plan.small, native))
+                outputs.append(self._join(r, device, left, right, keep, plan.small, native, call))
         return outputs
 
     def _broadcast(self, pieces: dict[int, list[Any]], plan: JoinPlan, call: Call, native: Any) -> list[Any]:
@@ -222,7 +231,7 @@ class Join:
                 rows = _concat(per_device.get(device, []), call, self.layout, big)
                 sides = (rows, table) if big == 0 else (table, rows)
                 keep = (keep_big, False) if big == 0 else (False, keep_big)
-                out, used = self._join(p, device, *sides, keep, small, native, matched_of=small)
+                out, used = self._join(p, device, *sides, keep, small, native, call, matched_of=small)
                 outputs.append(out)
                 matched.append(used)
         with tf.device(plan.reducers[0]), tf.name_scope("unmatched"):  # the small side's rows no task matched
@@ -233,7 +242,8 @@ class Join:
             other = _concat([], call, self.layout, big)
             pairs = (none, unmatched) if small == 1 else (unmatched, none)
             sides = (other, table) if small == 1 else (table, other)
-            outputs.append(_rows(*sides, *pairs, kept=(small == 0, small == 1)))
+            kept = (small == 0, small == 1) if keep_small else (False, False)  # (inner: no row, the others' form)
+            outputs.append(_rows(*sides, *pairs, kept=kept, masks=self._masks(call), pack=self._packed(call)))
         return outputs
 
     def _join(
@@ -245,6 +255,7 @@ class Join:
         keep: tuple[bool, bool],
         small: int,
         native: Any,
+        call: Call,
         matched_of: int | None = None,
     ) -> Any:
         """The join of ``left`` and ``right`` (each (keys, value columns)) on ``device``: its rows; with ``matched_of``,
@@ -260,7 +271,7 @@ class Join:
         check = within_budget(part, device, rows, rows * row_bytes, self.max_bytes, _TOO_BIG)
         with tf.control_dependencies([check]):
             index = tuple(tf.identity(t) for t in index)
-        out = _rows(left, right, *index, kept=keep)
+        out = _rows(left, right, *index, kept=keep, masks=self._masks(call), pack=self._packed(call))
         return (out, build_matched) if matched_of is not None else out
 
     def finish(self, value: Any, program: Program | None, plan: JoinPlan, call: Call) -> Any:
@@ -283,22 +294,47 @@ class Join:
                 )
                 for j, (t, shape) in enumerate(dtypes)
             ]
-            return JoinSharded(*self._sides(columns), plan.strategy, self.layout.unicode)
+            return JoinSharded(*self._sides(columns, self._masks(call)), plan.strategy, self.layout.unicode)
         parts = [tuple(np.asarray(x) for x in tf.nest.flatten(p)) for p in value]
-        fetched = [np.concatenate(c) for c in zip(*parts, strict=True)]
+        packed = self._packed(call)
+        fetched = [np.concatenate(c) for c in zip(*(p[1:] if packed else p for p in parts), strict=True)]
         rows = tuple(zip(devices, (len(p[0]) for p in parts), strict=True))
-        return _decoded(*self._sides(fetched), plan.strategy, rows, self.layout.unicode)
+        if packed:  # the keys and the left values came as one matrix of int32 words: each its own again
+            fetched = [*_unpacked([p[0] for p in parts], self._left_dtypes(call)), *fetched]
+        return _decoded(*self._sides(fetched, self._masks(call)), plan.strategy, rows, self.layout.unicode)
 
-    def _sides(self, columns: Sequence[Any]) -> tuple[Any, Any, Any, Any, Any]:
+    def _left_dtypes(self, call: Call) -> list[np.dtype[Any]]:
+        keys, values = self.layout.of(0, call.srcs)
+        return [s.dtype for s in [keys, *values]]
+
+    def _packed(self, call: Call) -> bool:
+        """Whether each device returns the keys and the left values as one matrix of int32 words (one gather of
+        their rows, not one per column): an inner join fetched to the client, its left columns 1-D numbers of 4 or
+        8 bytes."""
+        keys, values = self.layout.of(0, call.srcs)
+        return (
+            not call.resident
+            and self.how == "inner"
+            and all(len(s.shape) == 1 and s.dtype.kind in "iuf" and s.dtype.itemsize in (4, 8) for s in [keys, *values])
+        )
+
+    def _masks(self, call: Call) -> tuple[bool, bool]:
+        """Whether the run makes the left and the right ``*_matched`` masks: where that side's rows may be missing
+        (a right, left or outer join), or the result stays resident; other masks are all True, made by the client."""
+        return (call.resident or self.how in ("right", "outer"), call.resident or self.how in ("left", "outer"))
+
+    def _sides(self, columns: Sequence[Any], masks: tuple[bool, bool]) -> tuple[Any, Any, Any, Any, Any]:
         """The flat output columns as (keys, left values, right values, left matched, right matched), each side's
-        values one column or a tuple of them (as given)."""
+        values one column or a tuple of them (as given); a mask the run did not make, all True."""
         layout = self.layout
         sides, at = [], 1
         for side in (0, 1):
             leaves = list(columns[at : at + layout.columns[side]])
             at += layout.columns[side]
             sides.append(tuple(leaves) if layout.tuples[side] else leaves[0] if leaves else None)
-        return columns[0], sides[0], sides[1], columns[at], columns[at + 1]
+        made = iter(columns[at:])
+        left, right = (next(made) if m else np.ones(len(columns[0]), bool) for m in masks)
+        return columns[0], sides[0], sides[1], left, right
 
     def failure(self, error: JobError) -> Exception | None:
         big = over_budget(error, _TOO_BIG, self.max_bytes)
@@ -393,9 +429,18 @@ def _first_devices(shards: Plan, big: Side) -> list[str]:
     return list(first.values()) or [shards.shards[0].device]
 
 
+def _in_bytes(srcs: Sources, layout: Layout, side: int) -> bool:
+    """Whether ``side`` is a CSV table, whose size is known in bytes (its rows only once read)."""
+    inner = layout.of(side, srcs)[0].inner
+    return isinstance(inner, FileColumn) and inner.unit == "bytes"
+
+
 def _bytes(srcs: Sources, layout: Layout, side: int) -> int:
-    """Bytes of a side's keys and values (strings: 32 bytes each, plus their length where the side is on the host)."""
+    """Bytes of a side's keys and values (strings: 32 bytes each, plus their length where the side is on the host; a
+    CSV table: its files' bytes)."""
     keys, values = layout.of(side, srcs)
+    if isinstance(keys.inner, FileColumn) and keys.inner.unit == "bytes":
+        return int(keys.inner.rows)
     total = 0
     for src in [keys, *values]:
         inner = src.inner
@@ -446,13 +491,28 @@ def _concat(pieces: Sequence[Any], call: Call, layout: Layout, side: int) -> tup
     return empty[0], empty[1:]
 
 
-def _rows(left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor, *, kept: tuple[bool, bool]) -> Any:
-    """The output rows of index pairs: keys, left columns, right columns, left matched, right matched (flat).
+def _rows(
+    left: Any,
+    right: Any,
+    left_rows: tf.Tensor,
+    right_rows: tf.Tensor,
+    *,
+    kept: tuple[bool, bool],
+    masks: tuple[bool, bool],
+    pack: bool = False,
+) -> Any:
+    """The output rows of index pairs: keys, left columns, right columns, then left matched and right matched where
+    ``masks`` asks for them (flat).  ``pack`` (no side kept): the keys and the left columns as one matrix of int32
+    words, gathered at once (see :func:`_unpacked`).
 
     ``kept``: whether the left and right sides' unmatched rows are kept; a side whose rows may be missing (the other
     side kept) fills them, the other gathers its rows as they are.
     """
     left_whole, right_whole = not kept[1], not kept[0]  # every row has a row of this side
+    if pack:
+        words = [tf.bitcast(c, tf.int32) for c in [left[0], *left[1]]]
+        packed = tf.concat([w if w.shape.rank == 2 else w[:, None] for w in words], 1)
+        return (tf.gather(packed, left_rows), *(tf.gather(c, right_rows) for c in right[1]))
     left_matched, right_matched = left_rows >= 0, right_rows >= 0
     if left_whole:
         keys = tf.gather(left[0], left_rows)
@@ -464,9 +524,19 @@ def _rows(left: Any, right: Any, left_rows: tf.Tensor, right_rows: tf.Tensor, *,
         tf.identity(keys),
         *(tf.gather(c, left_rows) if left_whole else take(c, left_rows) for c in left[1]),
         *(tf.gather(c, right_rows) if right_whole else take(c, right_rows) for c in right[1]),
-        left_matched,
-        right_matched,
+        *([left_matched] if masks[0] else []),
+        *([right_matched] if masks[1] else []),
     )
+
+
+def _unpacked(parts: Sequence[np.ndarray], dtypes: Sequence[np.dtype[Any]]) -> list[np.ndarray]:
+    """The columns of packed parts (each a matrix of int32 words, see :func:`_rows`), each column one array."""
+    columns, at = [], 0
+    for dtype in dtypes:
+        width = dtype.itemsize // 4
+        columns.append(np.concatenate([p[:, at : at + width].view(dtype)[:, 0] for p in parts]))
+        at += width
+    return columns
 
 
 def _decoded(
@@ -494,33 +564,48 @@ def _text(leaf: np.ndarray, unicode: Encoding) -> np.ndarray:
     return decode_keys(leaf.ravel().tolist(), unicode).reshape(leaf.shape)
 
 
-def _side(x: Any, argument: str) -> tuple[Sources, int, bool, Encoding, KeyedSharded | None]:
-    """A side as (its keys and value columns as sources, columns, values a tuple, unicode, the KeyedSharded given)."""
+def _side(x: Any, argument: str, native: bool) -> tuple[Sources, int, bool, Encoding, KeyedSharded | None]:
+    """A side as (its keys and value columns as sources, columns, values a tuple, unicode, the KeyedSharded given);
+    ``native``: file sources read with their readers' native variants."""
     keyed = None
+    keys: Any
+    values: Any
+    if isinstance(x, Files) and not isinstance(x.reader, Csv):
+        raise TypeError(
+            f"{argument} reads {x.reader.name} files alone; a file source is a join side by itself only as a CSV table "
+            "(tmr.read_csv(paths, columns=['key', 'value', ...]): its first column the key); pair .npy files of keys "
+            "and of values: (tmr.read_npy(keys), tmr.read_npy(values))"
+        )
     if isinstance(x, KeyedSharded):
         keyed = x
         keys, values = x.keys, x.values
         x.dense(f"tmr.join's {argument}")
+    elif isinstance(x, Files):  # a CSV table: its first column the key, the others its values
+        table = file_columns(x, argument, native=native)
+        keys, values = FileInput(table[0]), tuple(FileInput(c) for c in table[1:])
+        if len(values) == 1:
+            values = values[0]
     elif isinstance(x, tuple) and len(x) == 2:
         keys, values = x
     else:
         raise TypeError(
-            f"{argument} must be keyed data: a (keys, values) pair of arrays (values may be a tuple of columns), or a "
-            f"keyed resident result (resident=True of a keyed job); got {type(x).__name__}. E.g. "
-            f"tmr.join((ids, amounts), (ids2, names))"
+            f"{argument} must be keyed data: a (keys, values) pair of arrays (values may be a tuple of columns), a "
+            f"keyed resident result (resident=True of a keyed job), or a CSV table (tmr.read_csv(paths, columns=['key', "
+            f"'value'])); got {type(x).__name__}. E.g. tmr.join((ids, amounts), (ids2, names))"
         )
     many = isinstance(values, tuple)
     columns = list(values) if many else [values]
-    rows = [_rows_of(c) for c in [keys, *columns]]
+    items = [_paired_file(c, argument, native) if isinstance(c, Files) else c for c in [keys, *columns]]
+    rows = [_rows_of(c) for c in items]
     if any(r != rows[0] for r in rows[1:]):
         got = ", ".join(f"values[{j}] {r}" if many else f"values {r}" for j, r in enumerate(rows[1:]))
         raise InputError(
             f"{argument}: keys have {rows[0]} rows but {got}; each value column needs one row per key. "
             "Slice them to one length, or pass the rows that belong together"
         )
-    srcs, unicode = keyed_sources((keys, *columns))
-    if streamed(srcs) is not None:
-        raise TypeError(f"{argument} reads files, which join cannot take yet; persist them first (files.persist(cluster=c))")
+    srcs, unicode = keyed_sources(tuple(items))
+    if isinstance(x, Files):
+        unicode = x.encoding
     key = srcs[0]
     if len(key.shape) != 1:
         raise InputError(f"{argument}: keys must be 1-D (one key per row), got shape {key.shape}; e.g. keys.reshape(-1)")
@@ -531,6 +616,16 @@ def _side(x: Any, argument: str) -> tuple[Sources, int, bool, Encoding, KeyedSha
             f"equality to join on; convert them, e.g. keys.astype(np.int64)"
         )
     return srcs, len(columns), many, unicode, keyed
+
+
+def _paired_file(files: Files, argument: str, native: bool) -> FileInput:
+    """A file source in a ``(keys, values)`` pair: ``.npy`` or raw files, read by row range beside the others."""
+    if isinstance(files.reader, Csv):
+        raise TypeError(
+            f"{argument} pairs a CSV file source with other columns; a CSV table is a join side by itself, its first "
+            "column the key: tmr.read_csv(paths, columns=['key', 'value', ...])"
+        )
+    return FileInput(file_columns(files, argument, native=native)[0])
 
 
 def _rows_of(x: Any) -> int:
@@ -562,7 +657,8 @@ def _prepare(
             "of key ranges; drop partitioner= (the joined rows come in no key order: sort them after, e.g. with "
             "tmr.sort_by_key(r.keys, r.left) on a resident result)"
         )
-    sides = [_side(left, "left"), _side(right, "right")]
+    native = settings.cluster is not None and available(settings.cluster, settings.seconds())
+    sides = [_side(left, "left", native), _side(right, "right", native)]
     (lsrcs, lcols, ltuple, luni, lkeyed), (rsrcs, rcols, rtuple, runi, rkeyed) = sides
     if lsrcs[0].dtype != rsrcs[0].dtype:
         raise TypeError(
@@ -573,6 +669,12 @@ def _prepare(
     resident = [s[0].home_plan is not None for s in (lsrcs, rsrcs)]
     if resident[0] != resident[1]:  # one side on the workers: the other goes there too, for this join alone
         host = 0 if not resident[0] else 1
+        if any(isinstance(s, FileColumn) for s in (lsrcs, rsrcs)[host]):
+            raise TypeError(
+                f"{('left', 'right')[host]} reads files and {('left', 'right')[1 - host]} is resident on the workers; a "
+                "join reads files beside host arrays or other files only: gather() the resident side, or persist() "
+                "the files (.npy: tmr.read_npy(path).persist(cluster=c))"
+            )
         cluster = settings.cluster or (lsrcs if resident[0] else rsrcs)[0].home
         data = (lsrcs, rsrcs)[host]
         moved = [scatter(src.array, cluster=cluster) for src in data]  # type: ignore[attr-defined]
@@ -588,6 +690,8 @@ def _prepare(
         and [s.device for s in lkeyed.plan.shards] == [s.device for s in rkeyed.plan.shards]
     ):
         chosen = "co-partitioned"
+    if settings.sizes is None and settings.devices is None and lsrcs[0].home_plan is None and settings.cluster is not None:
+        settings = attrs.evolve(settings, sizes=_spread(lsrcs[0].rows, rsrcs[0].rows, settings))
     layout = Layout((lcols, rcols), (ltuple, rtuple), (luni, runi))
     return (
         Join(how, chosen, layout, int(max_bytes) if max_bytes is not None else None),
@@ -595,6 +699,16 @@ def _prepare(
         settings,
         scattered,
     )
+
+
+def _spread(left: int, right: int, settings: RunOptions) -> list[int]:
+    """The default sizes of host sides: each side split evenly into one shard per default device, so that shard ``i``
+    of the left and shard ``i`` of the right land on one device (``place``: shard ``i`` on device ``i % D``) and every
+    task holds rows of both (a broadcast join then joins on every task, not only where the big side's rows began)."""
+    assert settings.cluster is not None
+    available = [Device.parse(d) for d in settings.cluster.list_devices(min(DEVICES_TIMEOUT, settings.seconds()))]
+    shards = max(1, len(default_devices(available)))
+    return [n // shards + (i < n % shards) for n in (left, right) for i in range(shards)]
 
 
 def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto", **options: Any) -> Any:
@@ -614,22 +728,24 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
 
     Args:
         left: keyed data: a ``(keys, values)`` pair of arrays (keys int32, int64 or strings; values one array or a
-            tuple of arrays, one row per key), resident ``Sharded`` arrays, or a keyed resident result
-            (``tmr.sum_by_key(..., resident=True)``).
+            tuple of arrays, one row per key), resident ``Sharded`` arrays, a keyed resident result
+            (``tmr.sum_by_key(..., resident=True)``), a ``read_csv`` table (its first column the key, the others
+            its values; read on the workers), or ``.npy``/raw files of keys and of values as a pair.
         right: the same, with keys of the same dtype.
         how: ``"inner"``, ``"left"``, ``"right"`` or ``"outer"``.
         strategy: ``"auto"``, ``"hash"`` or ``"broadcast"``.
         **options: ``resident=True`` (keep the rows where they are made: a [`JoinSharded`][tfmapreduce.JoinSharded]), ``max_bytes``
-            (each device's output budget), and the run options ``cluster``, ``sizes`` (over
-            the left rows, then the right), ``devices``, ``reducers``, ``timeout``, ``retries``, ``transfer``,
-            ``return_stats``: see [`RunOptions`][tfmapreduce.RunOptions].
+            (each device's output budget), and the run options ``cluster``, ``sizes`` (over the left rows, then
+            the right; by default each side split evenly over the default devices), ``devices``, ``reducers``,
+            ``timeout``, ``retries``, ``transfer``, ``return_stats``: see [`RunOptions`][tfmapreduce.RunOptions].
 
     Returns:
         A [`JoinResult`][tfmapreduce.JoinResult], or with ``resident=True`` a [`JoinSharded`][tfmapreduce.JoinSharded] (with ``return_stats=True``:
         ``(result, RunStats)``).
 
     Raises:
-        TypeError: a side is not keyed data, keys of another dtype (or of different dtypes on the two sides), or files.
+        TypeError: a side is not keyed data, keys of another dtype (or of different dtypes on the two sides), files
+            of another format, pinned to tasks, or beside a resident side.
         InputError: values with another number of rows than their keys.
         ValueError: an unknown ``how`` or ``strategy``.
         ReducerMemoryError: a device would make more output than its budget (nothing was made).

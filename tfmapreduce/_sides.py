@@ -9,7 +9,8 @@ plan is the left side's shards followed by the right side's).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import weakref
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import attrs
@@ -17,10 +18,14 @@ import numpy as np
 import tensorflow as tf
 
 from ._cluster import Cluster
+from ._csv import Csv, CsvTable, first_row, is_integer
 from ._errors import InputError, JobError, TfMapReduceError
+from ._file_source import FileSource
+from ._files import Files
 from ._plan import Plan, Shard
+from ._readers import Layout
 from ._shm import Stageable
-from ._source import ShardTensor, Source, Sources, implements
+from ._source import Input, ShardTensor, Source, Sources, implements
 from ._task import Task
 
 
@@ -142,3 +147,209 @@ def stacked(left: Sources, right: Sources) -> Sources:
         raise InputError("both sides of a join must be host data or both resident")
     stack = Stack((left[0].rows, right[0].rows), None if plans[0] is None else (plans[0], plans[1]))  # type: ignore[arg-type]
     return Sources([Side(s, 0, stack) for s in left] + [Side(s, 1, stack) for s in right])
+
+
+@attrs.frozen
+class JoinTable(CsvTable):
+    """CSV files read as a join side: the first column read is the key (int64 or string), the others its values, each
+    decoded in its own dtype (numbers as ``dtypes=`` gives them, ``str`` columns as strings)."""
+
+    def layout(self, names: Sequence[str], path: str) -> Layout:
+        selected = self.selected(names, path)
+        dtypes = self.column_dtypes(len(names), path, names)
+        key = np.dtype(np.int64) if self.key_dtype == "int64" else np.dtype(object)
+        return Layout(None, 0, key, (), len(names), tuple(selected), tuple(d.str for d in dtypes))
+
+    def field_dtypes(self, layout: Layout) -> list[tf.DType]:
+        kinds = self.kinds(layout)
+        result = [tf.string] * layout.fields
+        for i in layout.columns[1:]:
+            result[i] = tf.string if kinds[i].kind == "U" else tf.as_dtype(kinds[i])
+        result[layout.columns[0]] = tf.int64 if self.key_dtype == "int64" else tf.string
+        return result
+
+    def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> Any:
+        return tuple(self.fields(records, layout, batch))
+
+    def empty(self, layout: Layout) -> tuple[tf.Tensor, ...]:
+        dtypes = self.field_dtypes(layout)
+        return tuple(tf.zeros([0], dtypes[i]) for i in layout.columns)
+
+
+@attrs.define(eq=False)
+class FileTable:
+    """Files read as a side's columns: each shard's files read whole on its task, once for all their columns."""
+
+    source: FileSource
+    dtypes: tuple[np.dtype[Any], ...]
+    """Each column's dtype (object for strings)."""
+    shapes: tuple[tuple[int, ...], ...]
+    """Each column's row shape."""
+    _read: weakref.WeakKeyDictionary[tf.Graph, dict[Hashable, list[tf.Tensor]]] = attrs.field(factory=weakref.WeakKeyDictionary)
+
+    def columns(self, shard: Shard) -> list[tf.Tensor]:
+        """Inside a job's graph and the shard's device scope: the shard's columns, read whole (once per graph)."""
+        done = self._read.setdefault(tf.compat.v1.get_default_graph(), {})
+        key = (shard.index, shard.start, shard.stop, shard.device)
+        if key not in done:
+            done[key] = read_whole(self.source, shard)
+        return done[key]
+
+
+def read_whole(src: FileSource, shard: Shard) -> list[tf.Tensor]:
+    """Every batch of ``shard`` of the files, collected per column (one concatenation, not one per batch)."""
+    empty = list(tf.nest.flatten(src.empty_batch()))
+    parts: list[list[tf.Tensor]] = []
+    for j, piece in enumerate(src.batches(shard, None)):
+        with tf.name_scope(f"piece{j}"):
+            arrays = tuple(
+                tf.TensorArray(e.dtype, size=0, dynamic_size=True, infer_shape=False, element_shape=[None, *e.shape[1:]]).write(
+                    0, e
+                )
+                for e in empty
+            )
+
+            def add(state: tuple[Any, tf.Tensor], batch: Any) -> tuple[Any, tf.Tensor]:
+                collected, i = state
+                leaves = tf.nest.flatten(batch)
+                return tuple(a.write(i, leaf) for a, leaf in zip(collected, leaves, strict=True)), i + 1
+
+            collected, _ = piece.dataset.reduce((arrays, tf.constant(1)), add)
+            parts.append([a.concat() for a in collected])
+    if not parts:
+        return empty
+    if len(parts) == 1:
+        return parts[0]
+    return [tf.concat(list(column), 0) for column in zip(*parts, strict=True)]
+
+
+@attrs.frozen(eq=False)
+class FileColumn:
+    """Column ``column`` of a :class:`FileTable`, as a source: read on the task of the shard that maps it."""
+
+    table: FileTable
+    column: int
+
+    @property
+    def rows(self) -> int:
+        """Rows (``.npy``, raw) or bytes (CSV) of the files."""
+        return self.table.source.rows
+
+    @property
+    def unit(self) -> str:
+        return self.table.source.reader.unit
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.table.dtypes[self.column]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.rows, *self.table.shapes[self.column])
+
+    @property
+    def home(self) -> Cluster | None:
+        return None
+
+    @property
+    def home_plan(self) -> Plan | None:
+        return None
+
+    def signature(self, plan: Plan) -> Hashable:
+        return ("file column", self.column, self.table.source.signature(plan))
+
+    def tensor(self, shard: Shard) -> ShardTensor:
+        return ShardTensor(self.table.columns(shard)[self.column])
+
+    def feed(self, shard: Shard) -> None:
+        return None
+
+    def bytes_sent(self, shard: Shard) -> int:
+        return 0
+
+    def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> TfMapReduceError | None:
+        return self.table.source.input_error(error, plan, cluster)
+
+    def survive(self, lost: frozenset[Task]) -> None:
+        self.table.source.survive(lost)
+
+
+class FileInput(Input):
+    """A :class:`FileColumn` where a job's data is taken (``keyed_sources``)."""
+
+    def __init__(self, column: FileColumn) -> None:
+        self.column = column
+
+    def as_source(self) -> Source:
+        return self.column
+
+
+def file_columns(files: Files, argument: str, *, native: bool = False) -> list[FileColumn]:
+    """A file source given in a join side as its columns: a ``read_csv`` table's (its first column the key, the rest
+    values), or the one column of ``.npy`` or raw files (one of a ``(keys, values)`` pair).  ``native``: read with the
+    reader's native variant (where the client and every task have the kernels).
+
+    Raises:
+        TypeError: pinned files, or files of another format.
+        InputError: the CSV key column is a float column.
+    """
+    if files.pinned:
+        raise TypeError(
+            f"{argument} reads files pinned to tasks, which a join cannot take (its shards are planned over both sides); "
+            "list the paths unpinned (on a file system every task sees), or persist() them first"
+        )
+    reader = files.reader
+    if isinstance(reader, Csv) and not isinstance(reader, CsvTable):
+        return _csv_columns(files, reader, argument, native)
+    if reader.unit != "rows":
+        raise TypeError(
+            f"{argument} reads {reader.name} files, which a join takes only as a CSV table: "
+            "tmr.read_csv(paths, columns=['key', 'value', ...]) (the first column is the key), or .npy/raw files of "
+            "keys and of values in a pair: (tmr.read_npy(keys), tmr.read_npy(values))"
+        )
+    src = attrs.evolve(files, reader=reader.with_kernels() if native else reader).as_source()
+    table = FileTable(src, (src.dtype,), (src.shape[1:],))
+    return [FileColumn(table, 0)]
+
+
+def _csv_columns(files: Files, reader: Csv, argument: str, native: bool) -> list[FileColumn]:
+    """A CSV table's columns: the key's dtype as ``dtypes=`` gives it, else int64 where the first data line holds an
+    integer there, a string otherwise; each value column in its own dtype."""
+    provisional = JoinTable(reader.columns, reader.dtypes, reader.header, reader.delimiter, "string", False)
+    entries = [e for e in attrs.evolve(files, reader=provisional).as_source().entries if e.layout is not None and e.layout.fields]
+    key_dtype = "string"
+    if entries:
+        layout = entries[0].layout
+        assert layout is not None
+        key = layout.columns[0]
+        kinds = provisional.kinds(layout)
+        named = (
+            reader.dtypes
+            if isinstance(reader.dtypes, tuple) and reader.dtypes and not isinstance(reader.dtypes[0], str)
+            else None
+        )
+        given: np.dtype[Any] | None = None
+        if isinstance(reader.dtypes, tuple) and named is None:
+            given = kinds[key]  # one dtype per field
+        elif named is not None:
+            names = first_row(entries[0].path, reader.delimiter, False) or []
+            if key < len(names) and names[key].strip() in dict(named):
+                given = kinds[key]
+        if given is not None and given.kind == "f":
+            raise InputError(
+                f"{argument}: the key column (the first of columns=) is a {given} column (dtypes=); keys must be integers "
+                "or strings (floats have no exact equality to join on): give it int64 or str in dtypes="
+            )
+        if given is not None:
+            key_dtype = "int64" if given.kind in "iu" else "string"
+        else:
+            row = first_row(entries[0].path, reader.delimiter, reader.header)
+            key_dtype = "int64" if row is not None and key < len(row) and is_integer(row[key]) else "string"
+    table = JoinTable(reader.columns, reader.dtypes, reader.header, reader.delimiter, key_dtype, False, native=native)
+    src = attrs.evolve(files, reader=table).as_source()
+    layout = src.layout
+    kinds = table.kinds(layout) if layout.fields else []
+    dtypes = [np.dtype(np.int64) if key_dtype == "int64" else np.dtype(object)]
+    dtypes += [np.dtype(object) if kinds[i].kind == "U" else kinds[i] for i in layout.columns[1:]]
+    shared = FileTable(src, tuple(dtypes), tuple(() for _ in dtypes))
+    return [FileColumn(shared, j) for j in range(len(dtypes))]
