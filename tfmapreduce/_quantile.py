@@ -153,6 +153,8 @@ def _order_statistics(
     settings = RunOptions.of(**options)
     srcs = inputs(x)
     layout = _Layout(srcs, axis, what)
+    if layout.columns == 0:  # numpy's answer for rows of no columns
+        return np.quantile(np.zeros((layout.n, layout.columns), layout.dtype), q, axis=0, method=method)
     if eps is None:
         return _exact(srcs, layout, q, weak, method, settings)
     return _shaped(_approximate(srcs, layout, _targets(layout.n, q, method), eps, settings), q.shape, layout)
@@ -247,6 +249,8 @@ def median(x: Any, /, *, axis: int | None = None, epsilon: float | None = None, 
     settings = RunOptions.of(**options)
     srcs = inputs(x)
     layout = _Layout(srcs, axis, "a median")
+    if layout.columns == 0:  # numpy's answer for rows of no columns
+        return np.median(np.zeros((layout.n, layout.columns), layout.dtype), axis=0)
     n, dtype = layout.n, layout.dtype
     middle = list(dict.fromkeys([(n - 1) // 2, n // 2]))
     if epsilon is not None:
