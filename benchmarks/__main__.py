@@ -54,8 +54,9 @@ The exit status is 1 when a framework, hand-written or numpy result was wrong or
 
 other benchmarks (each with --help): python -m benchmarks.shipping (shared memory vs feeds vs Ray, tiny job),
 benchmarks.autosize (sizes="auto"), benchmarks.keyed (word count, group-by), benchmarks.groups (median and top-3 per
-key), benchmarks.joins (joins and PageRank), benchmarks.files, benchmarks.resident, benchmarks.client_master, benchmarks.faults, benchmarks.soak,
-benchmarks.isolation (isolated vs exposed LocalCluster).
+key), benchmarks.joins (joins and PageRank), benchmarks.quantiles (exact and approximate quantiles), benchmarks.files,
+benchmarks.resident, benchmarks.client_master, benchmarks.faults, benchmarks.soak, benchmarks.isolation (isolated vs exposed
+LocalCluster).
 """
 
 
