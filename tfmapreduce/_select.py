@@ -53,8 +53,8 @@ TARGETS = 32
 """Wanted (column, rank) pairs one run selects: a later round's histogram holds 65536 counts per distinct bucket."""
 
 WIDTHS = {
-    **{np.dtype(d): 32 for d in ("int8", "int16", "int32", "uint8", "uint16", "float16", "float32")},
-    **{np.dtype(d): 64 for d in ("int64", "uint32", "float64")},
+    **{np.dtype(d): 32 for d in ("int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32")},
+    **{np.dtype(d): 64 for d in ("int64", "float64")},
 }
 """The dtypes selected in, and the bits of their keys."""
 
@@ -64,34 +64,21 @@ NO_SPECULATION = (
 )
 
 
-def key(values: tf.Tensor) -> tf.Tensor:
-    """The values as int32 or int64 keys in numpy's order, in a total order: the value at rank r of the keys, mapped
-    back (:func:`from_keys`), is a value at rank r of ``np.sort(values)``.
+def np_key(values: np.ndarray) -> np.ndarray:
+    """The values as int64 keys in numpy's order, in a total order: the value at rank r of the keys, mapped back
+    (:func:`from_keys`), is a value at rank r of ``np.sort(values)``.
 
-    Integers keep their value (int32 or int64).  Floats map their bits: -0.0 is just below 0.0 (numpy holds them equal,
-    so either order is numpy's), a NaN is above +inf (below -inf with its sign bit set; a quantile of data with a NaN
-    is NaN anyway), and nothing is flushed to zero, as a comparison of floats on TensorFlow's CPUs would flush a
-    subnormal.
+    Signed integers keep their value, uint32 is offset by -2**31.  Floats map their bits: -0.0 is just below 0.0
+    (numpy holds them equal, so either order is numpy's), a NaN above +inf (below -inf with its sign bit set; a
+    quantile of data with a NaN is NaN anyway), and nothing is flushed to zero, as a comparison of floats on
+    TensorFlow's CPUs would flush a subnormal.  The shards never compute keys: they count the values' raw bits,
+    whose buckets the merge device puts in the keys' order (:func:`orders`).
 
     Example:
-        >>> x = tf.constant([2.0, -0.0, -1.5, 0.0, float("-inf"), 1e-45])
-        >>> np.argsort(key(x).numpy()).tolist()
+        >>> x = np.array([2.0, -0.0, -1.5, 0.0, -np.inf, 1e-45], np.float32)
+        >>> np.argsort(np_key(x)).tolist()
         [4, 2, 1, 3, 5, 0]
     """
-    if values.dtype == tf.float16:
-        values = tf.cast(values, tf.float32)
-    if values.dtype in (tf.float32, tf.float64):
-        ints, bits = (tf.int32, 31) if values.dtype == tf.float32 else (tf.int64, 63)
-        raw = tf.bitcast(values, ints)
-        sign = tf.bitwise.right_shift(raw, tf.constant(bits, ints))  # all ones for a negative value
-        return tf.bitwise.bitwise_xor(raw, tf.bitwise.bitwise_and(sign, tf.constant(2**bits - 1, ints)))
-    if values.dtype in (tf.int32, tf.int64):
-        return values
-    return tf.cast(values, tf.int64 if values.dtype == tf.uint32 else tf.int32)
-
-
-def np_key(values: np.ndarray) -> np.ndarray:
-    """:func:`key` in numpy (int64): the keys the client reads a summary's sample by."""
     if values.dtype == np.float16:
         values = values.astype(np.float32)
     if values.dtype.kind == "f":
@@ -99,11 +86,13 @@ def np_key(values: np.ndarray) -> np.ndarray:
         bits = 8 * values.dtype.itemsize - 1
         keys: np.ndarray = raw ^ ((raw >> bits) & (2**bits - 1))
         return keys
+    if values.dtype == np.uint32:
+        return values.astype(np.int64) - 2**31
     return values.astype(np.int64)
 
 
 def from_keys(keys: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
-    """The values of ``keys`` (int64, from :func:`key`) as ``dtype``: the inverse of :func:`key` (a NaN's payload aside).
+    """The values of ``keys`` (int64, from :func:`np_key`) as ``dtype``: its inverse (a NaN's payload aside).
 
     Example:
         >>> x = np.array([-0.0, 2.5, -np.inf], np.float32)
@@ -111,6 +100,8 @@ def from_keys(keys: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
         True
     """
     keys = np.asarray(keys, np.int64)
+    if dtype == np.uint32:
+        return (keys + 2**31).astype(dtype)
     if dtype.kind != "f":
         return keys.astype(dtype)
     wide = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
@@ -123,6 +114,48 @@ def from_keys(keys: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
 def top_bucket(keys: np.ndarray, width: int) -> np.ndarray:
     """The first round's bucket of each key (int64 from :func:`np_key`): its top 16 bits, offset to 0..65535."""
     return (keys >> (width - DIGIT)) + BINS // 2
+
+
+def raw_bits(values: tf.Tensor) -> tf.Tensor:
+    """The values' bits as uint32 or uint64, which the shards count (small integers widened to int32, float16 to
+    float32 first): bucket i of their top 16 bits is bucket ``orders(dtype)[i]`` of the keys'."""
+    if values.dtype == tf.float16:
+        values = tf.cast(values, tf.float32)
+    elif values.dtype in (tf.int8, tf.int16, tf.uint8, tf.uint16):
+        values = tf.cast(values, tf.int32)
+    if values.dtype in (tf.uint32, tf.uint64):
+        return values
+    return tf.bitcast(values, tf.uint64 if values.dtype.size == 8 else tf.uint32)
+
+
+def orders(dtype: np.dtype[Any]) -> np.ndarray:
+    """For each bucket of the raw bits' top 16 bits (:func:`raw_bits`), the keys' bucket (:func:`top_bucket`).
+
+    A negative float's key is its bits with all but the sign flipped, so below its top bucket the order of its
+    lower digits is reversed too.
+
+    Example:
+        >>> orders(np.dtype(np.float32))[[0x3F80, 0xBF80]].tolist()  # 1.0 and -1.0
+        [49024, 16511]
+    """
+    unsigned = np.arange(BINS, dtype=np.int64)
+    signed = np.where(unsigned >= BINS // 2, unsigned - BINS, unsigned)
+    if dtype.kind == "f":
+        return np.where(signed < 0, signed ^ 0x7FFF, signed) + BINS // 2
+    if dtype == np.uint32:
+        return unsigned
+    return signed + BINS // 2
+
+
+def nan_buckets(dtype: np.dtype[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The raw top buckets of a float dtype that hold only NaNs, and the two that hold ±inf (and NaNs whose payload
+    is all in the lower bits): a value there is checked one by one."""
+    width = WIDTHS[dtype]
+    wide = np.float64 if width == 64 else np.float32
+    low, high = top_bucket(np_key(np.array([-np.inf, np.inf], wide)), width).tolist()
+    raw = np.argsort(orders(dtype))
+    keys = np.arange(BINS)
+    return raw[(keys < low) | (keys > high)], raw[[low, high]]
 
 
 @attrs.frozen
@@ -199,67 +232,75 @@ class Select:
 
     def build(self, builder: Builder, plan: SelectPlan, call: Call) -> Program:
         """The first histogram (and a sample, for a summary), then for an exact run the later rounds."""
-        src = call.srcs[0]
-        width = WIDTHS[src.dtype]
-        columns = self.shape.count
+        dtype = call.srcs[0].dtype
+        width, floats, columns = WIDTHS[dtype], dtype.kind == "f", self.shape.count
         full = [s for s in plan.plan.shards if s.rows > 0]
-        keys: dict[int, tf.Tensor] = {}
+        raws: dict[int, tf.Tensor] = {}
         bins: dict[int, tf.Tensor] = {}
         hists, nans, samples = [], [], []
         for shard in full:
             with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                 x = builder.inputs(shard)[0]
                 matrix = self.shape.view(x)
-                nans.append(tf.reduce_any(tf.math.is_nan(matrix), 0) if src.dtype.kind == "f" else tf.zeros([columns], tf.bool))
-                k = key(matrix)
-                top = tf.cast(tf.bitwise.right_shift(k, tf.constant(width - DIGIT, k.dtype)), tf.int32) + BINS // 2
+                raw = raw_bits(matrix)
+                top = tf.bitwise.right_shift(raw, tf.constant(width - DIGIT, raw.dtype))
+                top = tf.bitcast(top, tf.int32) if width == 32 else tf.cast(top, tf.int32)
                 if columns > 1:
                     top += tf.range(columns) * BINS  # column j's buckets: j * 65536 + bucket
-                keys[shard.index], bins[shard.index] = tf.reshape(k, [-1]), tf.reshape(top, [-1])
-                hists.append(tf.math.bincount(bins[shard.index], minlength=columns * BINS, maxlength=columns * BINS))
+                raws[shard.index], bins[shard.index] = tf.reshape(raw, [-1]), tf.reshape(top, [-1])
+                hist = tf.math.bincount(bins[shard.index], minlength=columns * BINS, maxlength=columns * BINS)
+                hists.append(hist)
+                nans.append(_nan(matrix, hist, columns) if floats else tf.zeros([columns], tf.bool))
                 if self.summary:
                     n = plan.samples[shard.index]
                     at = tf.range(n, dtype=tf.int64) if n == shard.rows else tf.random.stateless_uniform(
                         [n], [SEED, shard.index], 0, shard.rows, dtype=tf.int64
                     )  # fmt: skip
                     samples.append(tf.reshape(self.shape.view(tf.gather(x, at)), [-1, columns]))
-                builder.mapped(shard, hists[-1])
+                builder.mapped(shard, (hist, nans[-1]))
         with tf.device(plan.merge), tf.name_scope("merge"):
-            hist = tf.add_n([tf.cast(h, tf.int64) for h in hists])
+            raw_of = tf.constant(np.argsort(orders(dtype)).astype(np.int32))  # the keys' bucket i is raw bucket raw_of[i]
+            counts = tf.gather(tf.reshape(tf.add_n([tf.cast(h, tf.int64) for h in hists]), [columns, BINS]), raw_of, axis=1)
             nan = tf.reduce_any(tf.stack(nans), 0)
         if self.summary:
             with tf.device(plan.merge):
-                summary = (tf.reshape(hist, [columns, BINS]), tf.concat(samples, 0), nan)
+                summary = (counts, tf.concat(samples, 0), nan)
             return builder.program(summary, plan.tasks)
         targets = builder.broadcast[0]  # (column, rank) pairs
         with tf.device(plan.merge), tf.name_scope("merge"):
-            rows, ranks = targets[:, 0], targets[:, 1]
+            rows, ranks = tf.cast(targets[:, 0], tf.int32), targets[:, 1]
+            counts = tf.gather(counts, rows)  # each wanted rank's counts, in the keys' order
             digits = []
         for stage in range(1, width // DIGIT):
             with tf.device(plan.merge), tf.name_scope(f"choose{stage}"):
-                bucket, ranks, pairs, rows = _choose(hist, rows, ranks)
+                bucket, ranks = _choose(counts, ranks)
                 digits.append(bucket)
+                if stage == 1:
+                    raw_bucket = tf.gather(raw_of, bucket)
+                    flip = bucket < BINS // 2 if floats else tf.zeros_like(bucket, tf.bool)  # a negative float's
+                else:
+                    raw_bucket = tf.where(flip, tf.bitwise.bitwise_xor(bucket, BINS - 1), bucket)
+                pairs, rows = tf.unique(rows * BINS + raw_bucket)
                 used = tf.size(pairs)
                 table = tf.tensor_scatter_nd_update(
-                    tf.fill([tf.size(hist)], -1), tf.expand_dims(pairs, 1), tf.range(used)
-                )  # (row, bucket) → its slot, -1 for a bucket no wanted rank is in
+                    tf.fill([tf.size(counts) if stage > 1 else columns * BINS], -1), tf.expand_dims(pairs, 1), tf.range(used)
+                )  # (row, raw bucket) → its slot; -1 where no wanted rank is
             hists = []
             for shard in full:
                 with tf.device(shard.device), tf.name_scope(f"round{stage}_shard{shard.index}"):
                     slot = tf.gather(table, bins[shard.index])
                     kept = tf.where(slot >= 0)[:, 0]  # only the values in a chosen bucket
-                    k = tf.gather(keys[shard.index], kept)
-                    digit = tf.bitwise.bitwise_and(
-                        tf.bitwise.right_shift(k, tf.constant(width - DIGIT * (stage + 1), k.dtype)),
-                        tf.constant(BINS - 1, k.dtype),
-                    )
-                    keys[shard.index] = k
+                    raw = tf.gather(raws[shard.index], kept)
+                    shift = tf.constant(width - DIGIT * (stage + 1), raw.dtype)
+                    digit = tf.bitwise.bitwise_and(tf.bitwise.right_shift(raw, shift), tf.constant(BINS - 1, raw.dtype))
+                    raws[shard.index] = raw
                     bins[shard.index] = tf.gather(slot, kept) * BINS + tf.cast(digit, tf.int32)
                     hists.append(tf.math.bincount(bins[shard.index], minlength=used * BINS, maxlength=used * BINS))
             with tf.device(plan.merge):
-                hist = tf.add_n([tf.cast(h, tf.int64) for h in hists])
+                counts = tf.gather(tf.reshape(tf.add_n([tf.cast(h, tf.int64) for h in hists]), [-1, BINS]), rows)
+                counts = tf.where(tf.expand_dims(flip, 1), tf.reverse(counts, [1]), counts)
         with tf.device(plan.merge), tf.name_scope("choose_last"):
-            bucket, _, _, _ = _choose(hist, rows, ranks)
+            bucket, _ = _choose(counts, ranks)
             digits.append(bucket)
             fetch = (tf.stack(digits, 1), nan)
         return builder.program(fetch, plan.tasks)
@@ -271,15 +312,23 @@ class Select:
         return None
 
 
-def _choose(hist: tf.Tensor, rows: tf.Tensor, ranks: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-    """For each wanted rank (in histogram row ``rows``): the bucket that holds it, the rank within that bucket, the
-    distinct (row, bucket) pairs chosen (``row * 65536 + bucket``), and each wanted rank's index among them."""
-    cum = tf.cumsum(tf.gather(tf.reshape(hist, [-1, BINS]), rows), axis=1)
+def _choose(counts: tf.Tensor, ranks: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """For each wanted rank and its row of ``counts`` (in the keys' order): the bucket that holds it, and its rank
+    within that bucket."""
+    cum = tf.cumsum(counts, axis=1)
     bucket = tf.searchsorted(cum, tf.expand_dims(ranks, 1), side="right", out_type=tf.int32)[:, 0]
     before = tf.gather(cum, tf.maximum(bucket - 1, 0), batch_dims=1)
-    ranks = ranks - tf.where(bucket > 0, before, tf.zeros_like(before))
-    pairs, slots = tf.unique(tf.cast(rows, tf.int32) * BINS + bucket)
-    return bucket, ranks, pairs, slots
+    return bucket, ranks - tf.where(bucket > 0, before, tf.zeros_like(before))
+
+
+def _nan(matrix: tf.Tensor, hist: tf.Tensor, columns: int) -> tf.Tensor:
+    """Whether each column of a shard holds a NaN: read off its histogram, unless a value is in a ±inf bucket (then
+    checked value by value)."""
+    only_nan, inf = nan_buckets(np.dtype(matrix.dtype.as_numpy_dtype))
+    counts = tf.reshape(hist, [columns, BINS])
+    surely = tf.reduce_any(tf.gather(counts, only_nan, axis=1) > 0, 1)
+    edge = tf.reduce_any(tf.gather(counts, inf, axis=1) > 0)
+    return tf.cond(edge, lambda: tf.reduce_any(tf.math.is_nan(matrix), 0), lambda: surely)
 
 
 def inputs(x: Any) -> Sources:
