@@ -37,8 +37,12 @@ from ._source import Sources, sources, streamed
 from ._task import Task
 
 DIGIT = 16
-"""Bits of the key chosen per round."""
+"""Bits of the key the first round chooses (a histogram of 65536 counts per column, over every value)."""
 BINS = 1 << DIGIT
+
+LOW = 8
+"""Bits each later round chooses (a histogram of 256 counts per chosen bucket, over its values only)."""
+LOW_BINS = 1 << LOW
 
 SAMPLE_ROWS = 1 << 16
 """Rows a summary samples in all, in proportion to each shard's rows (an input of at most this many is taken whole)."""
@@ -49,8 +53,8 @@ SEED = 0x5E1E
 COLUMNS = 16
 """Columns one run selects in (``axis=0``): a run's first histogram holds 65536 counts per column."""
 
-TARGETS = 32
-"""Wanted (column, rank) pairs one run selects: a later round's histogram holds 65536 counts per distinct bucket."""
+TARGETS = 256
+"""Wanted (column, rank) pairs one run selects."""
 
 WIDTHS = {
     **{np.dtype(d): 32 for d in ("int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32")},
@@ -269,40 +273,39 @@ class Select:
         targets = builder.broadcast[0]  # (column, rank) pairs
         with tf.device(plan.merge), tf.name_scope("merge"):
             rows, ranks = tf.cast(targets[:, 0], tf.int32), targets[:, 1]
-            counts = tf.gather(counts, rows)  # each wanted rank's counts, in the keys' order
             digits = []
-        for stage in range(1, width // DIGIT):
+        for stage in range((width - DIGIT) // LOW):
+            first = stage == 0
             with tf.device(plan.merge), tf.name_scope(f"choose{stage}"):
-                bucket, ranks = _choose(counts, ranks)
+                bucket, ranks = _choose(counts, rows, ranks)
                 digits.append(bucket)
-                if stage == 1:
+                if first:
                     raw_bucket = tf.gather(raw_of, bucket)
                     flip = bucket < BINS // 2 if floats else tf.zeros_like(bucket, tf.bool)  # a negative float's
                 else:
-                    raw_bucket = tf.where(flip, tf.bitwise.bitwise_xor(bucket, BINS - 1), bucket)
-                pairs, rows = tf.unique(rows * BINS + raw_bucket)
+                    raw_bucket = tf.where(flip, tf.bitwise.bitwise_xor(bucket, LOW_BINS - 1), bucket)
+                pairs, rows = tf.unique(rows * (BINS if first else LOW_BINS) + raw_bucket)
                 used = tf.size(pairs)
-                table = tf.tensor_scatter_nd_update(
-                    tf.fill([tf.size(counts) if stage > 1 else columns * BINS], -1), tf.expand_dims(pairs, 1), tf.range(used)
-                )  # (row, raw bucket) → its slot; -1 where no wanted rank is
-            hists = []
+                table = tf.tensor_scatter_nd_update(tf.fill([tf.size(counts)], -1), tf.expand_dims(pairs, 1), tf.range(used))
+                reversed_rows = tf.math.unsorted_segment_max(tf.cast(flip, tf.int32), rows, used) > 0
+            hists = []  # (row, raw bucket) → its slot; -1 where no wanted rank is
             for shard in full:
                 with tf.device(shard.device), tf.name_scope(f"round{stage}_shard{shard.index}"):
                     slot = tf.gather(table, bins[shard.index])
                     kept = tf.where(slot >= 0)[:, 0]  # only the values in a chosen bucket
                     raw = tf.gather(raws[shard.index], kept)
-                    shift = tf.constant(width - DIGIT * (stage + 1), raw.dtype)
-                    digit = tf.bitwise.bitwise_and(tf.bitwise.right_shift(raw, shift), tf.constant(BINS - 1, raw.dtype))
+                    shift = tf.constant(width - DIGIT - LOW * (stage + 1), raw.dtype)
+                    digit = tf.bitwise.bitwise_and(tf.bitwise.right_shift(raw, shift), tf.constant(LOW_BINS - 1, raw.dtype))
                     raws[shard.index] = raw
-                    bins[shard.index] = tf.gather(slot, kept) * BINS + tf.cast(digit, tf.int32)
-                    hists.append(tf.math.bincount(bins[shard.index], minlength=used * BINS, maxlength=used * BINS))
+                    bins[shard.index] = tf.gather(slot, kept) * LOW_BINS + tf.cast(digit, tf.int32)
+                    hists.append(tf.math.bincount(bins[shard.index], minlength=used * LOW_BINS, maxlength=used * LOW_BINS))
             with tf.device(plan.merge):
-                counts = tf.gather(tf.reshape(tf.add_n([tf.cast(h, tf.int64) for h in hists]), [-1, BINS]), rows)
-                counts = tf.where(tf.expand_dims(flip, 1), tf.reverse(counts, [1]), counts)
+                counts = tf.reshape(tf.add_n([tf.cast(h, tf.int64) for h in hists]), [-1, LOW_BINS])
+                counts = tf.where(tf.expand_dims(reversed_rows, 1), tf.reverse(counts, [1]), counts)  # in the keys' order
         with tf.device(plan.merge), tf.name_scope("choose_last"):
-            bucket, _ = _choose(counts, ranks)
+            bucket, _ = _choose(counts, rows, ranks)
             digits.append(bucket)
-            fetch = (tf.stack(digits, 1), nan)
+            fetch = (tf.concat([tf.expand_dims(d, 1) for d in digits], 1), nan)
         return builder.program(fetch, plan.tasks)
 
     def finish(self, value: Any, program: Program | None, plan: SelectPlan, call: Call) -> Any:
@@ -312,13 +315,16 @@ class Select:
         return None
 
 
-def _choose(counts: tf.Tensor, ranks: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """For each wanted rank and its row of ``counts`` (in the keys' order): the bucket that holds it, and its rank
-    within that bucket."""
-    cum = tf.cumsum(counts, axis=1)
-    bucket = tf.searchsorted(cum, tf.expand_dims(ranks, 1), side="right", out_type=tf.int32)[:, 0]
-    before = tf.gather(cum, tf.maximum(bucket - 1, 0), batch_dims=1)
-    return bucket, ranks - tf.where(bucket > 0, before, tf.zeros_like(before))
+def _choose(counts: tf.Tensor, rows: tf.Tensor, ranks: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """For each wanted rank in row ``rows`` of ``counts`` (each row in the keys' order): the bucket that holds it, and
+    its rank within that bucket (one cumulative sum of every row, one search)."""
+    width = tf.shape(counts, out_type=tf.int64)[1]
+    cum = tf.cumsum(tf.reshape(counts, [-1]))
+    start = tf.cast(rows, tf.int64) * width
+    base = tf.where(start > 0, tf.gather(cum, tf.maximum(start - 1, 0)), tf.zeros_like(start))  # the rows before
+    at = tf.searchsorted(tf.expand_dims(cum, 0), tf.expand_dims(base + ranks, 0), side="right", out_type=tf.int64)[0]
+    before = tf.where(at > 0, tf.gather(cum, tf.maximum(at - 1, 0)), tf.zeros_like(at))
+    return tf.cast(at - start, tf.int32), base + ranks - before
 
 
 def _nan(matrix: tf.Tensor, hist: tf.Tensor, columns: int) -> tf.Tensor:
@@ -400,6 +406,6 @@ def _assemble(digits: np.ndarray, width: int) -> list[int]:
     for row in digits.tolist():
         k = row[0] - BINS // 2
         for d in row[1:]:
-            k = (k << DIGIT) | d
+            k = (k << LOW) | d
         keys.append(k)
     return keys
