@@ -21,7 +21,7 @@ from typing_extensions import Unpack
 from ._errors import InputError
 from ._options import Options, RunOptions
 from ._recipe import check_axis, returns_stats
-from ._select import COLUMNS, WIDTHS, Shape, inputs, np_key, select, summarize, top_bucket
+from ._select import COLUMNS, Shape, inputs, select, summarize
 from ._source import Sources
 
 Method = Literal["linear", "lower", "higher", "midpoint", "nearest"]
@@ -110,23 +110,18 @@ def _approximate(
 ) -> np.ndarray:
     """A ``(targets, columns)`` array of values of ``x``: each one's rank within ``epsilon · n`` of its target ranks."""
     n, dtype = layout.n, layout.dtype
-    width = WIDTHS[dtype]
     result = np.zeros((len(targets), layout.columns), dtype)
     missing: list[tuple[int, int]] = []  # (target, column) pairs no sampled value is proven close enough for
     for start in range(0, layout.columns, COLUMNS):
         shape = Shape((start, min(layout.columns, start + COLUMNS)), layout.flatten)
-        hist, sample, nan = summarize(srcs, settings, shape)
+        sample, begin, end, nan = summarize(srcs, settings, shape)  # a sampled value lies among ranks [begin, end)
         for j in range(shape.count):
             c = start + j
             if nan[j]:
                 result[:, c] = np.nan
                 continue
-            counts = hist[j]
-            bucket = top_bucket(np_key(sample[:, j]), width)
-            end = np.cumsum(counts)[bucket]  # each sampled value lies among the ranks [begin, end) of its bucket
-            begin = end - counts[bucket]
             for i, (first, last) in enumerate(targets):
-                worst = np.maximum(np.maximum(first - begin, end - 1 - last), 0)  # its farthest possible rank
+                worst = np.maximum(np.maximum(first - begin[:, j], end[:, j] - 1 - last), 0)  # its farthest possible rank
                 best = int(np.argmin(worst))
                 if worst[best] <= epsilon * n:
                     result[i, c] = sample[best, j]

@@ -1,25 +1,28 @@
 """The select kind of job: the values at given ranks of all of an input (or of each column), by radix select.
 
-The graph of one exact run (one distributed execution), for keys of w = 32 or 64 bits (:func:`key`: the values as
-integers in numpy's order; floats by their bits, -0.0 just below 0.0, NaN past ±inf)::
+Each value is read as an unsigned integer ``u`` of w = 32 or 64 bits whose order is numpy's: a float's raw bits
+(a negative one's order reversed, which the merge device undoes: -0.0 just below 0.0, NaN past ±inf), an integer's
+distance from its column's minimum.  The graph of one exact run (one distributed execution)::
 
-    shard i (its device)   each value's key → its top 16 bits → a histogram of 65536 counts per column, and
-                           whether each column holds a NaN
-    merge device           the shards' histograms summed → for each wanted (column, rank): the bucket that holds
-                           the rank (a cumulative sum, a search) and the rank within it; equal buckets share a slot
-    shard i                only its values in a chosen bucket (a table look-up of their top bits) → a histogram of
-                           their next 16 bits, per slot
-    merge device           the same choice, until every bit of the key is chosen (2 rounds of 16 bits for 32-bit
-                           keys, 4 for 64-bit)
-    client                 each wanted rank's key → its value
+    shard i (its device)   integers: each column's minimum and maximum
+    merge device           integers: the columns' minimum, and how many of u's bits vary (a small range needs few)
+    shard i                the top 16 varying bits of u → a histogram of 65536 counts per column, and whether
+                           each column holds a NaN (read off the histogram)
+    merge device           the histograms summed, in the values' order → for each wanted (column, rank): the bucket
+                           that holds it (a cumulative sum, a search) and the rank within it; equal buckets share a slot
+    shard i                only its values in a chosen bucket (a table look-up) → a histogram of their next 8 bits
+    merge device           the same choice; rounds go on until every bit of a rank's value is chosen (at most
+                           2 more for 32-bit values, 6 for 64-bit); a round with nothing left to choose is skipped
+    client                 each rank's bits → its value
 
-No value is sorted or sent: each round reads the shard's keys once (the later rounds only those in a chosen bucket)
-and sends 65536 counts per slot.  The summary run stops after the first histogram and fetches it with a sample of
-rows: the approximate quantiles' mergeable summary (exact counts per bucket, and values that occur in the data).
+No value is sorted or sent: the shards send counts, the first round reads every value once and the later ones only
+those in a chosen bucket.  The summary run stops after the first histogram and fetches it with a sample of rows: the
+approximate quantiles' mergeable summary (exact counts per bucket, and values that occur in the data).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable
 from typing import Any, ClassVar
 
@@ -69,14 +72,13 @@ NO_SPECULATION = (
 
 
 def np_key(values: np.ndarray) -> np.ndarray:
-    """The values as int64 keys in numpy's order, in a total order: the value at rank r of the keys, mapped back
-    (:func:`from_keys`), is a value at rank r of ``np.sort(values)``.
+    """The values as int64 keys in numpy's order, in a total order: the value at rank r of the keys is a value at rank
+    r of ``np.sort(values)``.
 
     Signed integers keep their value, uint32 is offset by -2**31.  Floats map their bits: -0.0 is just below 0.0
     (numpy holds them equal, so either order is numpy's), a NaN above +inf (below -inf with its sign bit set; a
     quantile of data with a NaN is NaN anyway), and nothing is flushed to zero, as a comparison of floats on
-    TensorFlow's CPUs would flush a subnormal.  The shards never compute keys: they count the values' raw bits,
-    whose buckets the merge device puts in the keys' order (:func:`orders`).
+    TensorFlow's CPUs would flush a subnormal.
 
     Example:
         >>> x = np.array([2.0, -0.0, -1.5, 0.0, -np.inf, 1e-45], np.float32)
@@ -95,60 +97,53 @@ def np_key(values: np.ndarray) -> np.ndarray:
     return values.astype(np.int64)
 
 
-def from_keys(keys: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
-    """The values of ``keys`` (int64, from :func:`np_key`) as ``dtype``: its inverse (a NaN's payload aside).
-
-    Example:
-        >>> x = np.array([-0.0, 2.5, -np.inf], np.float32)
-        >>> from_keys(np_key(x), x.dtype).tolist() == x.tolist() and bool(np.signbit(from_keys(np_key(x), x.dtype)[0]))
-        True
-    """
-    keys = np.asarray(keys, np.int64)
-    if dtype == np.uint32:
-        return (keys + 2**31).astype(dtype)
-    if dtype.kind != "f":
-        return keys.astype(dtype)
-    wide = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
-    bits = 8 * wide.itemsize - 1
-    raw = keys ^ ((keys >> bits) & (2**bits - 1))
-    values: np.ndarray = raw.astype(np.int32 if wide == np.float32 else np.int64).view(wide).astype(dtype)
-    return values
-
-
 def top_bucket(keys: np.ndarray, width: int) -> np.ndarray:
-    """The first round's bucket of each key (int64 from :func:`np_key`): its top 16 bits, offset to 0..65535."""
+    """A float's first-round bucket from its key (:func:`np_key`): its top 16 bits, offset to 0..65535."""
     return (keys >> (width - DIGIT)) + BINS // 2
 
 
-def raw_bits(values: tf.Tensor) -> tf.Tensor:
-    """The values' bits as uint32 or uint64, which the shards count (small integers widened to int32, float16 to
-    float32 first): bucket i of their top 16 bits is bucket ``orders(dtype)[i]`` of the keys'."""
+def value_of(bits: int, low: int, dtype: np.dtype[Any]) -> Any:
+    """The value whose ``u`` (see the module) is ``bits``, in a column of minimum ``low``: a float's raw bits, or an
+    integer's distance from ``low``."""
+    width = WIDTHS[dtype]
+    bits %= 2**width
+    if dtype.kind == "f":
+        raw = np.array([bits], np.uint32 if width == 32 else np.uint64)
+        return raw.view(np.float32 if width == 32 else np.float64).astype(dtype)[0]
+    key = (low + bits + 2 ** (width - 1)) % 2**width - 2 ** (width - 1)  # the signed key, wrapped to its width
+    return np.array([key + (2**31 if dtype == np.uint32 else 0)]).astype(dtype)[0]
+
+
+def _image(values: tf.Tensor) -> tf.Tensor:
+    """On a shard: floats as their raw bits (uint32 or uint64; float16 as float32), integers as their key (int32 or
+    int64: small ones widened, uint32 offset by -2**31)."""
     if values.dtype == tf.float16:
         values = tf.cast(values, tf.float32)
-    elif values.dtype in (tf.int8, tf.int16, tf.uint8, tf.uint16):
-        values = tf.cast(values, tf.int32)
-    if values.dtype in (tf.uint32, tf.uint64):
+    if values.dtype in (tf.float32, tf.float64):
+        return tf.bitcast(values, tf.uint64 if values.dtype == tf.float64 else tf.uint32)
+    if values.dtype == tf.uint32:
+        return tf.bitwise.bitwise_xor(tf.bitcast(values, tf.int32), tf.constant(-(2**31), tf.int32))
+    if values.dtype in (tf.int32, tf.int64):
         return values
-    return tf.bitcast(values, tf.uint64 if values.dtype.size == 8 else tf.uint32)
+    return tf.cast(values, tf.int32)
 
 
 def orders(dtype: np.dtype[Any]) -> np.ndarray:
-    """For each bucket of the raw bits' top 16 bits (:func:`raw_bits`), the keys' bucket (:func:`top_bucket`).
+    """For each first-round bucket of ``u`` (see the module), its place in the values' order.
 
-    A negative float's key is its bits with all but the sign flipped, so below its top bucket the order of its
-    lower digits is reversed too.
+    A float's raw top 16 bits: a negative float's key is its bits with all but the sign flipped, so its bucket's
+    place is mirrored, and below its top bucket the order of its lower bits is reversed too.  An integer's ``u``
+    is in order already.
 
     Example:
         >>> orders(np.dtype(np.float32))[[0x3F80, 0xBF80]].tolist()  # 1.0 and -1.0
         [49024, 16511]
     """
     unsigned = np.arange(BINS, dtype=np.int64)
-    signed = np.where(unsigned >= BINS // 2, unsigned - BINS, unsigned)
-    if dtype.kind == "f":
-        return np.where(signed < 0, signed ^ 0x7FFF, signed) + BINS // 2
-    if dtype == np.uint32:
+    if dtype.kind != "f":
         return unsigned
-    return signed + BINS // 2
+    signed = np.where(unsigned >= BINS // 2, unsigned - BINS, unsigned)
+    return np.where(signed < 0, signed ^ (BINS // 2 - 1), signed) + BINS // 2
 
 
 def nan_buckets(dtype: np.dtype[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -171,17 +166,20 @@ class SelectPlan:
     merge: str
     """The device that sums the histograms and chooses the buckets (the first non-empty shard's)."""
     samples: tuple[int, ...]
-    """Rows each shard samples (a summary run; zeros for an exact one)."""
+    """Rows of its ``(values, columns)`` view each shard samples (a summary run; zeros for an exact one)."""
+    per_row: int = 1
+    """Rows of the view per row of the input: its columns where a 2-D input is flattened."""
 
     @property
     def tasks(self) -> tuple[Task, ...]:
         return tuple(dict.fromkeys([*self.plan.tasks, Device.parse(self.merge).task]))
 
 
-def sample_sizes(plan: Plan) -> tuple[int, ...]:
-    """Rows each shard of ``plan`` samples: all of them for an input of at most SAMPLE_ROWS, else in proportion."""
-    if plan.rows <= SAMPLE_ROWS:
-        return tuple(s.rows for s in plan.shards)
+def sample_sizes(plan: Plan, per_row: int = 1) -> tuple[int, ...]:
+    """Rows of the view (``per_row`` per input row) each shard of ``plan`` samples: all of them for a view of at most
+    SAMPLE_ROWS rows, else in proportion."""
+    if plan.rows * per_row <= SAMPLE_ROWS:
+        return tuple(s.rows * per_row for s in plan.shards)
     return tuple(max(1, round(SAMPLE_ROWS * s.rows / plan.rows)) if s.rows else 0 for s in plan.shards)
 
 
@@ -229,7 +227,10 @@ class Select:
 
     def plan(self, shards: Plan, call: Call) -> SelectPlan:
         full = [s for s in shards.shards if s.rows > 0] or list(shards.shards)
-        return SelectPlan(shards, full[0].device, sample_sizes(shards) if self.summary else (0,) * len(shards.shards))
+        shape = call.srcs[0].shape
+        per_row = shape[1] if self.shape.flatten and len(shape) == 2 else 1
+        samples = sample_sizes(shards, per_row) if self.summary else (0,) * len(shards.shards)
+        return SelectPlan(shards, full[0].device, samples, per_row)
 
     def variant(self, plan: SelectPlan, call: Call) -> Hashable | None:
         return ()
@@ -238,74 +239,108 @@ class Select:
         """The first histogram (and a sample, for a summary), then for an exact run the later rounds."""
         dtype = call.srcs[0].dtype
         width, floats, columns = WIDTHS[dtype], dtype.kind == "f", self.shape.count
+        unsigned = tf.uint32 if width == 32 else tf.uint64
         full = [s for s in plan.plan.shards if s.rows > 0]
-        raws: dict[int, tf.Tensor] = {}
+        xs: dict[int, tf.Tensor] = {}
+        images: dict[int, tf.Tensor] = {}
+        for shard in full:
+            with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
+                xs[shard.index] = builder.inputs(shard)[0]
+                images[shard.index] = _image(self.shape.view(xs[shard.index]))
+        with tf.device(plan.merge), tf.name_scope("range"):
+            if floats:  # every bit varies: the top 16 first
+                low = tf.zeros([columns], tf.int64)
+                shift = tf.fill([columns], width - DIGIT)
+            else:
+                lows, highs = [], []
+                for shard in full:
+                    with tf.device(shard.device):
+                        lows.append(tf.reduce_min(images[shard.index], 0))
+                        highs.append(tf.reduce_max(images[shard.index], 0))
+                low, high = tf.reduce_min(tf.stack(lows), 0), tf.reduce_max(tf.stack(highs), 0)
+                span = tf.bitcast(high - low, unsigned)  # the column's largest u, wrapping as unsigned
+                varying = tf.reduce_max(
+                    [(b + 1) * tf.cast(tf.bitwise.bitwise_and(tf.bitwise.right_shift(span, b), 1), tf.int32) for b in range(width)], 0
+                )  # fmt: skip
+                shift = tf.maximum(varying - DIGIT, 0)
+                low = tf.cast(low, tf.int64)
+        us: dict[int, tf.Tensor] = {}
         bins: dict[int, tf.Tensor] = {}
         hists, nans, samples = [], [], []
         for shard in full:
             with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
-                x = builder.inputs(shard)[0]
-                matrix = self.shape.view(x)
-                raw = raw_bits(matrix)
-                top = tf.bitwise.right_shift(raw, tf.constant(width - DIGIT, raw.dtype))
+                image = images[shard.index]
+                u = image if floats else tf.bitcast(image - tf.cast(low, image.dtype), unsigned)
+                top = tf.bitwise.right_shift(u, tf.cast(shift, unsigned))
                 top = tf.bitcast(top, tf.int32) if width == 32 else tf.cast(top, tf.int32)
                 if columns > 1:
-                    top += tf.range(columns) * BINS  # column j's buckets: j * 65536 + bucket
-                raws[shard.index], bins[shard.index] = tf.reshape(raw, [-1]), tf.reshape(top, [-1])
-                hist = tf.math.bincount(bins[shard.index], minlength=columns * BINS, maxlength=columns * BINS)
+                    top += tf.range(columns) * BINS  # column j's buckets follow column j - 1's
+                us[shard.index], bins[shard.index] = tf.reshape(u, [-1]), tf.reshape(top, [-1])
+                size = columns * BINS
+                hist = tf.math.bincount(bins[shard.index], minlength=size, maxlength=size)
                 hists.append(hist)
-                nans.append(_nan(matrix, hist, columns) if floats else tf.zeros([columns], tf.bool))
-                if self.summary:
-                    n = plan.samples[shard.index]
-                    at = tf.range(n, dtype=tf.int64) if n == shard.rows else tf.random.stateless_uniform(
-                        [n], [SEED, shard.index], 0, shard.rows, dtype=tf.int64
+                nans.append(_nan(self.shape.view(xs[shard.index]), hist, columns) if floats else tf.zeros([columns], tf.bool))
+                if self.summary:  # sampled rows of the (values, columns) view, and their buckets
+                    n, view_rows = plan.samples[shard.index], shard.rows * plan.per_row
+                    at = tf.range(n, dtype=tf.int64) if n == view_rows else tf.random.stateless_uniform(
+                        [n], [SEED, shard.index], 0, view_rows, dtype=tf.int64
                     )  # fmt: skip
-                    samples.append(tf.reshape(self.shape.view(tf.gather(x, at)), [-1, columns]))
+                    samples.append((tf.gather(self.shape.view(xs[shard.index]), at), tf.gather(top, at)))
                 builder.mapped(shard, (hist, nans[-1]))
         with tf.device(plan.merge), tf.name_scope("merge"):
-            raw_of = tf.constant(np.argsort(orders(dtype)).astype(np.int32))  # the keys' bucket i is raw bucket raw_of[i]
-            counts = tf.gather(tf.reshape(tf.add_n([tf.cast(h, tf.int64) for h in hists]), [columns, BINS]), raw_of, axis=1)
+            raw_of = tf.constant(np.argsort(orders(dtype)).astype(np.int32))  # bucket i in order is u's raw_of[i]
+            counts = tf.add_n([tf.cast(h, tf.int64) for h in hists])
+            counts = tf.gather(tf.reshape(counts, [columns, BINS]), raw_of, axis=1)
             nan = tf.reduce_any(tf.stack(nans), 0)
-        if self.summary:
-            with tf.device(plan.merge):
-                summary = (counts, tf.concat(samples, 0), nan)
+        if self.summary:  # each sampled value, and the ranks [begin, end) of its bucket
+            with tf.device(plan.merge), tf.name_scope("summary"):
+                values, raw = tf.concat([v for v, _ in samples], 0), tf.concat([b for _, b in samples], 0)
+                place = tf.gather(tf.constant(orders(dtype).astype(np.int32)), raw % BINS)
+                place += tf.range(columns) * BINS
+                ends = tf.gather(tf.reshape(tf.cumsum(counts, axis=1), [-1]), place)
+                summary = (values, ends - tf.gather(tf.reshape(counts, [-1]), place), ends, nan)
             return builder.program(summary, plan.tasks)
         targets = builder.broadcast[0]  # (column, rank) pairs
-        with tf.device(plan.merge), tf.name_scope("merge"):
+        with tf.device(plan.merge), tf.name_scope("choose"):
             rows, ranks = tf.cast(targets[:, 0], tf.int32), targets[:, 1]
-            digits = []
+            bucket, ranks = _choose(counts, rows, ranks)
+            digit = tf.gather(raw_of, bucket)  # u's bits, as the shards count them
+            shift = tf.gather(shift, rows)  # below it, each wanted rank's bits are still to choose
+            flip = bucket < BINS // 2 if floats else tf.zeros_like(bucket, tf.bool)  # a negative float's
+            bits = tf.bitwise.left_shift(tf.cast(digit, tf.int64), tf.cast(shift, tf.int64))
+            row_width = BINS
         for stage in range((width - DIGIT) // LOW):
-            first = stage == 0
             with tf.device(plan.merge), tf.name_scope(f"choose{stage}"):
-                bucket, ranks = _choose(counts, rows, ranks)
-                digits.append(bucket)
-                if first:
-                    raw_bucket = tf.gather(raw_of, bucket)
-                    flip = bucket < BINS // 2 if floats else tf.zeros_like(bucket, tf.bool)  # a negative float's
-                else:
-                    raw_bucket = tf.where(flip, tf.bitwise.bitwise_xor(bucket, LOW_BINS - 1), bucket)
-                pairs, rows = tf.unique(rows * (BINS if first else LOW_BINS) + raw_bucket)
+                open_ = tf.where(shift > 0)[:, 0]  # the wanted ranks with bits to choose
+                pairs, slots = tf.unique(tf.gather(rows * row_width + digit, open_))
                 used = tf.size(pairs)
                 table = tf.tensor_scatter_nd_update(tf.fill([tf.size(counts)], -1), tf.expand_dims(pairs, 1), tf.range(used))
-                reversed_rows = tf.math.unsorted_segment_max(tf.cast(flip, tf.int32), rows, used) > 0
-            hists = []  # (row, raw bucket) → its slot; -1 where no wanted rank is
+                below = tf.maximum(shift - LOW, 0)  # the next 8 bits (fewer where fewer are left)
+                mask = tf.bitwise.left_shift(1, shift - below) - 1
+                slot_below = tf.math.unsorted_segment_max(tf.gather(below, open_), slots, used)
+                slot_mask = tf.math.unsorted_segment_max(tf.gather(mask, open_), slots, used)
+                slot_flip = tf.math.unsorted_segment_max(tf.cast(tf.gather(flip, open_), tf.int32), slots, used) > 0
+            hists = []
             for shard in full:
                 with tf.device(shard.device), tf.name_scope(f"round{stage}_shard{shard.index}"):
-                    slot = tf.gather(table, bins[shard.index])
-                    kept = tf.where(slot >= 0)[:, 0]  # only the values in a chosen bucket
-                    raw = tf.gather(raws[shard.index], kept)
-                    shift = tf.constant(width - DIGIT - LOW * (stage + 1), raw.dtype)
-                    digit = tf.bitwise.bitwise_and(tf.bitwise.right_shift(raw, shift), tf.constant(LOW_BINS - 1, raw.dtype))
-                    raws[shard.index] = raw
-                    bins[shard.index] = tf.gather(slot, kept) * LOW_BINS + tf.cast(digit, tf.int32)
-                    hists.append(tf.math.bincount(bins[shard.index], minlength=used * LOW_BINS, maxlength=used * LOW_BINS))
-            with tf.device(plan.merge):
+                    u, b = us[shard.index], bins[shard.index]
+                    later = functools.partial(_round, u, b, table, slot_below, slot_mask, used)
+                    us[shard.index], bins[shard.index], hist = tf.cond(used > 0, later, functools.partial(_nothing, u, b))
+                    hists.append(hist)
+            with tf.device(plan.merge), tf.name_scope(f"merge{stage}"):
                 counts = tf.reshape(tf.add_n([tf.cast(h, tf.int64) for h in hists]), [-1, LOW_BINS])
-                counts = tf.where(tf.expand_dims(reversed_rows, 1), tf.reverse(counts, [1]), counts)  # in the keys' order
-        with tf.device(plan.merge), tf.name_scope("choose_last"):
-            bucket, _ = _choose(counts, rows, ranks)
-            digits.append(bucket)
-            fetch = (tf.concat([tf.expand_dims(d, 1) for d in digits], 1), nan)
+                counts = tf.where(tf.expand_dims(slot_flip, 1), tf.reverse(counts, [1]), counts)  # in the values' order
+                counts = tf.concat([counts, tf.zeros([1, LOW_BINS], tf.int64)], 0)  # the row of the ranks already chosen
+                rows = tf.tensor_scatter_nd_update(tf.fill(tf.shape(rows), used), tf.expand_dims(open_, 1), slots)
+                bucket, chosen = _choose(counts, rows, ranks)
+                choosing = shift > 0
+                ranks = tf.where(choosing, chosen, ranks)
+                digit = tf.where(flip, tf.bitwise.bitwise_xor(bucket, LOW_BINS - 1), bucket)
+                step = tf.bitwise.left_shift(tf.cast(digit, tf.int64), tf.cast(below, tf.int64))
+                bits = tf.where(choosing, tf.bitwise.bitwise_or(bits, step), bits)
+                shift, row_width = below, LOW_BINS
+        with tf.device(plan.merge):
+            fetch = (bits, low, nan)
         return builder.program(fetch, plan.tasks)
 
     def finish(self, value: Any, program: Program | None, plan: SelectPlan, call: Call) -> Any:
@@ -325,6 +360,26 @@ def _choose(counts: tf.Tensor, rows: tf.Tensor, ranks: tf.Tensor) -> tuple[tf.Te
     at = tf.searchsorted(tf.expand_dims(cum, 0), tf.expand_dims(base + ranks, 0), side="right", out_type=tf.int64)[0]
     before = tf.where(at > 0, tf.gather(cum, tf.maximum(at - 1, 0)), tf.zeros_like(at))
     return tf.cast(at - start, tf.int32), base + ranks - before
+
+
+def _round(
+    u: tf.Tensor, bins: tf.Tensor, table: tf.Tensor, below: tf.Tensor, mask: tf.Tensor, used: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """A later round on a shard: of its values in the last round's ``bins``, those in a chosen bucket (``table``:
+    bin → slot, or -1), each with its slot's next bits (``u >> below & mask``) as the next bin; their histogram."""
+    slot = tf.gather(table, bins)
+    kept = tf.where(slot >= 0)[:, 0]
+    u, slot = tf.gather(u, kept), tf.gather(slot, kept)
+    digit = tf.bitwise.bitwise_and(
+        tf.bitwise.right_shift(u, tf.cast(tf.gather(below, slot), u.dtype)), tf.cast(tf.gather(mask, slot), u.dtype)
+    )
+    bins = slot * LOW_BINS + tf.cast(digit, tf.int32)
+    return u, bins, tf.math.bincount(bins, minlength=used * LOW_BINS, maxlength=used * LOW_BINS)
+
+
+def _nothing(u: tf.Tensor, bins: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """A later round with nothing left to choose: no values, no counts."""
+    return u[:0], bins[:0], tf.zeros([0], tf.int32)
 
 
 def _nan(matrix: tf.Tensor, hist: tf.Tensor, columns: int) -> tf.Tensor:
@@ -381,31 +436,20 @@ def select(
             part = pairs[i : i + TARGETS]
             padded = part + [part[-1]] * (_round_up(len(part)) - len(part))  # few shapes: few programs
             targets = np.array([(c - start, r) for c, r in padded], np.int64)
-            digits, column_nan = _engine.run(Select(shape, False), srcs, settings, (targets,))
+            bits, low, column_nan = _engine.run(Select(shape, False), srcs, settings, (targets,))
             nan[shape.columns[0] : shape.columns[1]] |= column_nan
-            keys = _assemble(np.asarray(digits, np.int64), WIDTHS[src.dtype])
-            for (c, r), k in zip(part, keys, strict=False):
-                found[(c, r)] = from_keys(np.array([k]), src.dtype)[0]
+            for (c, r), b in zip(part, np.asarray(bits).tolist(), strict=False):
+                found[(c, r)] = value_of(b, int(low[c - start]), src.dtype)
     return found, nan
 
 
-def summarize(srcs: Sources, settings: RunOptions, shape: Shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One summary run over the columns of ``shape``: the first-round histogram per column ``(columns, 65536)``, a
-    sample of rows ``(samples, columns)`` and whether each column holds a NaN."""
-    hist, sample, nan = _engine.run(Select(shape, True), srcs, settings)
-    return np.asarray(hist), np.asarray(sample), np.asarray(nan)
+def summarize(srcs: Sources, settings: RunOptions, shape: Shape) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One summary run over the columns of ``shape``: a sample of values ``(samples, columns)``, the ranks
+    ``[begin, end)`` of each one's first-round bucket in its column (so of the value itself), and whether each
+    column holds a NaN."""
+    values, begin, end, nan = _engine.run(Select(shape, True), srcs, settings)
+    return np.asarray(values), np.asarray(begin), np.asarray(end), np.asarray(nan)
 
 
 def _round_up(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
-
-
-def _assemble(digits: np.ndarray, width: int) -> list[int]:
-    """Each row's key from its digits (the first offset by 32768, as the buckets are)."""
-    keys = []
-    for row in digits.tolist():
-        k = row[0] - BINS // 2
-        for d in row[1:]:
-            k = (k << LOW) | d
-        keys.append(k)
-    return keys
