@@ -10,9 +10,9 @@ distance from its column's minimum.  The graph of one exact run (one distributed
                            each column holds a NaN (read off the histogram)
     merge device           the histograms summed, in the values' order → for each wanted (column, rank): the bucket
                            that holds it (a cumulative sum, a search) and the rank within it; equal buckets share a slot
-    shard i                only its values in a chosen bucket (a table look-up) → a histogram of their next 8 bits
+    shard i                only its values in a chosen bucket (a table look-up) → a histogram of their next 12 bits
     merge device           the same choice; rounds go on until every bit of a rank's value is chosen (at most
-                           2 more for 32-bit values, 6 for 64-bit); a round with nothing left to choose is skipped
+                           2 more for 32-bit values, 4 for 64-bit); a round with nothing left to choose is skipped
     client                 each rank's bits → its value
 
 No value is sorted or sent: the shards send counts, the first round reads every value once and the later ones only
@@ -22,7 +22,6 @@ approximate quantiles' mergeable summary (exact counts per bucket, and values th
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable
 from typing import Any, ClassVar
 
@@ -43,8 +42,8 @@ DIGIT = 16
 """Bits of the key the first round chooses (a histogram of 65536 counts per column, over every value)."""
 BINS = 1 << DIGIT
 
-LOW = 8
-"""Bits each later round chooses (a histogram of 256 counts per chosen bucket, over its values only)."""
+LOW = 12
+"""Bits each later round chooses (a histogram of 4096 counts per chosen bucket, over its values only)."""
 LOW_BINS = 1 << LOW
 
 SAMPLE_ROWS = 1 << 16
@@ -309,13 +308,13 @@ class Select:
             flip = bucket < BINS // 2 if floats else tf.zeros_like(bucket, tf.bool)  # a negative float's
             bits = tf.bitwise.left_shift(tf.cast(digit, tf.int64), tf.cast(shift, tf.int64))
             row_width = BINS
-        for stage in range((width - DIGIT) // LOW):
+        for stage in range(-(-(width - DIGIT) // LOW)):
             with tf.device(plan.merge), tf.name_scope(f"choose{stage}"):
                 open_ = tf.where(shift > 0)[:, 0]  # the wanted ranks with bits to choose
                 pairs, slots = tf.unique(tf.gather(rows * row_width + digit, open_))
                 used = tf.size(pairs)
                 table = tf.tensor_scatter_nd_update(tf.fill([tf.size(counts)], -1), tf.expand_dims(pairs, 1), tf.range(used))
-                below = tf.maximum(shift - LOW, 0)  # the next 8 bits (fewer where fewer are left)
+                below = tf.maximum(shift - LOW, 0)  # the next 12 bits (fewer where fewer are left)
                 mask = tf.bitwise.left_shift(1, shift - below) - 1
                 slot_below = tf.math.unsorted_segment_max(tf.gather(below, open_), slots, used)
                 slot_mask = tf.math.unsorted_segment_max(tf.gather(mask, open_), slots, used)
@@ -323,9 +322,9 @@ class Select:
             hists = []
             for shard in full:
                 with tf.device(shard.device), tf.name_scope(f"round{stage}_shard{shard.index}"):
-                    u, b = us[shard.index], bins[shard.index]
-                    later = functools.partial(_round, u, b, table, slot_below, slot_mask, used)
-                    us[shard.index], bins[shard.index], hist = tf.cond(used > 0, later, functools.partial(_nothing, u, b))
+                    us[shard.index], bins[shard.index], hist = _round(
+                        us[shard.index], bins[shard.index], table, slot_below, slot_mask, used
+                    )
                     hists.append(hist)
             with tf.device(plan.merge), tf.name_scope(f"merge{stage}"):
                 counts = tf.reshape(tf.add_n([tf.cast(h, tf.int64) for h in hists]), [-1, LOW_BINS])
@@ -366,7 +365,10 @@ def _round(
     u: tf.Tensor, bins: tf.Tensor, table: tf.Tensor, below: tf.Tensor, mask: tf.Tensor, used: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """A later round on a shard: of its values in the last round's ``bins``, those in a chosen bucket (``table``:
-    bin → slot, or -1), each with its slot's next bits (``u >> below & mask``) as the next bin; their histogram."""
+    bin → slot, or -1), each with its slot's next bits (``u >> below & mask``) as the next bin; their histogram.
+    With no bucket chosen (``used`` 0) it reads nothing."""
+    reading = tf.where(used > 0, tf.size(bins), 0)
+    u, bins = u[:reading], bins[:reading]  # (a prefix: no copy)
     slot = tf.gather(table, bins)
     kept = tf.where(slot >= 0)[:, 0]
     u, slot = tf.gather(u, kept), tf.gather(slot, kept)
@@ -377,11 +379,6 @@ def _round(
     return u, bins, tf.math.bincount(bins, minlength=used * LOW_BINS, maxlength=used * LOW_BINS)
 
 
-def _nothing(u: tf.Tensor, bins: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """A later round with nothing left to choose: no values, no counts."""
-    return u[:0], bins[:0], tf.zeros([0], tf.int32)
-
-
 def _nan(matrix: tf.Tensor, hist: tf.Tensor, columns: int) -> tf.Tensor:
     """Whether each column of a shard holds a NaN: read off its histogram, unless a value is in a ±inf bucket (then
     checked value by value)."""
@@ -389,7 +386,8 @@ def _nan(matrix: tf.Tensor, hist: tf.Tensor, columns: int) -> tf.Tensor:
     counts = tf.reshape(hist, [columns, BINS])
     surely = tf.reduce_any(tf.gather(counts, only_nan, axis=1) > 0, 1)
     edge = tf.reduce_any(tf.gather(counts, inf, axis=1) > 0)
-    return tf.cond(edge, lambda: tf.reduce_any(tf.math.is_nan(matrix), 0), lambda: surely)
+    checked = matrix[: tf.where(edge, tf.shape(matrix)[0], 0)]  # all of it next to ±inf, else none (no copy)
+    return tf.logical_or(surely, tf.reduce_any(tf.math.is_nan(checked), 0))
 
 
 def inputs(x: Any) -> Sources:
