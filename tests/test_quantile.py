@@ -145,6 +145,9 @@ def test_approximate_median_columns_nan_and_large_input(cluster: tmr.LocalCluste
     rng = np.random.default_rng(5)
     x = rng.normal(size=(200_000, 2))
     x[7, 1] = np.nan
+    flat = tmr.quantile(x[:, :1].reshape(-1, 2), [0.1, 0.9], epsilon=1e-3, cluster=cluster)  # axis=None: every value
+    assert within(flat[0], x[:, 0], 0.1, "linear", 1e-3)
+    assert within(flat[1], x[:, 0], 0.9, "linear", 1e-3)
     got = tmr.median(x, axis=0, epsilon=1e-3, cluster=cluster)
     assert within(got[0], x[:, 0], 0.5, "linear", 1e-3)
     assert np.isnan(got[1])

@@ -1,15 +1,15 @@
 """Order statistics of all of an input: quantile, percentile and median, exact or within a rank bound.
 
-Exact (the default): one run of the select kind (``_select``: a radix select of the ranks the answer needs, two
-histogram rounds for 32-bit values, four for 64-bit), then numpy finishes the answer on those few values, so it
-equals ``np.quantile``/``np.percentile``/``np.median`` bit for bit.
+Exact (the default): one run of the select kind (``_select``: a radix select of the ranks the answer needs, a
+histogram of every value's top 16 bits, then of 12 more bits of the values in the chosen buckets only, until every
+bit is chosen), then numpy finishes the answer on those few values, so it equals
+``np.quantile``/``np.percentile``/``np.median`` bit for bit.
 
 Approximate (``epsilon=``): one summary run (``_select``: each shard's histogram of the values' top 16 bits, summed
-like any partial, and a sample of rows); the answer is a sampled value whose rank, bounded by the exact counts of its
-bucket, is provably within ``epsilon · n`` of the wanted one.  Where no sampled value can be proven that close (a
-bucket of more than about ``epsilon · n`` values: heavy ties, or data in a very narrow range), that quantile is
-selected exactly instead.
-"""
+like any partial, and a sample of values, each with the ranks its bucket spans); the answer is a sampled value whose
+rank is provably within ``epsilon · n`` of the wanted ones.  Where no sampled value can be proven that close (the
+buckets near the quantile hold more than about ``epsilon · n`` values: heavy ties, data in a narrow range), that
+quantile is selected exactly instead."""
 
 from __future__ import annotations
 
