@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
+import attrs
 import numpy as np
 from typing_extensions import Unpack
 
@@ -29,21 +30,43 @@ METHODS: tuple[Method, ...] = get_args(Method)
 """The methods of ``np.quantile`` computed here (numpy's default, ``"linear"``, and the four classic others)."""
 
 
-class _Layout:
-    """How the values of ``x`` are taken: the columns (one per answer), the values per column, and the result's shape."""
+@attrs.frozen
+class Layout:
+    """How the values of ``x`` are taken: the columns (one answer each), the values per column, the result's shape.
 
-    def __init__(self, srcs: Sources, axis: object, what: str) -> None:
-        src = srcs[0]
+    Example:
+        >>> layout = Layout.of(np.zeros((5, 3)), None, "a median")
+        >>> layout.columns, layout.n, layout.flatten  # axis=None: every value, one column
+        (1, 15, True)
+        >>> Layout.of(np.zeros((5, 3)), 0, "a median").suffix  # axis=0: one answer per column
+        (3,)
+    """
+
+    columns: int
+    """Answers per quantile: the columns for ``axis=0`` of 2-D data, else 1."""
+    n: int
+    """Values per column."""
+    flatten: bool
+    """A 2-D input read as one column of all its values (``axis=None``)."""
+    dtype: np.dtype[Any]
+    suffix: tuple[int, ...]
+    """The result's shape after ``q``'s: the columns for ``axis=0`` of 2-D data."""
+
+    @classmethod
+    def of(cls, x: Any, axis: object, what: str) -> Layout:
+        """The layout of ``x`` (sources) for ``axis``; ``what`` names the statistic in the error for no values.
+
+        Raises:
+            ValueError: an axis other than None and 0 (``check_axis``).  InputError: ``x`` holds no value.
+        """
+        src = x[0] if isinstance(x, Sources) else inputs(x)[0]
         ndim = len(src.shape)
-        self.axis = check_axis(axis, ndim)
-        self.by_column = ndim == 2 and self.axis == 0
-        self.columns = src.shape[1] if self.by_column else 1
-        self.n = src.rows * (1 if ndim == 1 or self.by_column else src.shape[1])
-        self.suffix: tuple[int, ...] = (self.columns,) if self.by_column else ()
-        self.flatten = ndim == 2 and not self.by_column
-        self.dtype = src.dtype
-        if self.n == 0:
+        by_column = check_axis(axis, ndim) == 0 and ndim == 2
+        columns = src.shape[1] if by_column else 1
+        n = src.rows * (1 if ndim == 1 or by_column else src.shape[1])
+        if n == 0:
             raise InputError(f"x has no values (shape {src.shape}); {what} needs at least one value")
+        return cls(columns, n, ndim == 2 and not by_column, src.dtype, (columns,) if by_column else ())
 
 
 def _check_epsilon(epsilon: object) -> float | None:
@@ -70,7 +93,7 @@ def _check_q(q: Any, *, name: str, top: float) -> np.ndarray:
     return array
 
 
-def _exact(srcs: Sources, layout: _Layout, q: np.ndarray, weak: bool, method: Method, settings: RunOptions) -> Any:
+def _exact(srcs: Sources, layout: Layout, q: np.ndarray, weak: bool, method: Method, settings: RunOptions) -> Any:
     """``np.quantile(x, q, axis, method=method)`` from the values at the ranks numpy reads, selected exactly."""
     n, dtype = layout.n, layout.dtype
     at = (n - 1) * q.reshape(-1)  # numpy's virtual index of each quantile, in float64
@@ -106,7 +129,7 @@ def _targets(n: int, q: np.ndarray, method: Method) -> list[tuple[int, int]]:
 
 
 def _approximate(
-    srcs: Sources, layout: _Layout, targets: list[tuple[int, int]], epsilon: float, settings: RunOptions
+    srcs: Sources, layout: Layout, targets: list[tuple[int, int]], epsilon: float, settings: RunOptions
 ) -> np.ndarray:
     """A ``(targets, columns)`` array of values of ``x``: each one's rank within ``epsilon · n`` of its target ranks."""
     n, dtype = layout.n, layout.dtype
@@ -134,7 +157,7 @@ def _approximate(
     return result
 
 
-def _shaped(result: np.ndarray, shape: tuple[int, ...], layout: _Layout) -> Any:
+def _shaped(result: np.ndarray, shape: tuple[int, ...], layout: Layout) -> Any:
     """``(quantiles, columns)`` as numpy shapes it: ``q``'s shape, then the columns for ``axis=0`` of 2-D data."""
     result = result.reshape(shape + layout.suffix)
     return result[()] if result.ndim == 0 else result
@@ -147,7 +170,7 @@ def _order_statistics(
     eps = _check_epsilon(epsilon)
     settings = RunOptions.of(**options)
     srcs = inputs(x)
-    layout = _Layout(srcs, axis, what)
+    layout = Layout.of(srcs, axis, what)
     if layout.columns == 0:  # numpy's answer for rows of no columns
         return np.quantile(np.zeros((layout.n, layout.columns), layout.dtype), q, axis=0, method=method)
     if eps is None:
@@ -240,17 +263,15 @@ def median(x: Any, /, *, axis: int | None = None, epsilon: float | None = None, 
         >>> float(tmr.median(np.array([4, 1, 3, 2]), cluster=cluster))
         2.5
     """
-    _check_epsilon(epsilon)
+    eps = _check_epsilon(epsilon)
     settings = RunOptions.of(**options)
     srcs = inputs(x)
-    layout = _Layout(srcs, axis, "a median")
+    layout = Layout.of(srcs, axis, "a median")
     if layout.columns == 0:  # numpy's answer for rows of no columns
         return np.median(np.zeros((layout.n, layout.columns), layout.dtype), axis=0)
     n, dtype = layout.n, layout.dtype
     middle = list(dict.fromkeys([(n - 1) // 2, n // 2]))
-    if epsilon is not None:
-        eps = _check_epsilon(epsilon)
-        assert eps is not None
+    if eps is not None:
         return _shaped(_approximate(srcs, layout, [(middle[0], middle[-1])], eps, settings), (), layout)
     values, nan = select(srcs, [(c, r) for c in range(layout.columns) for r in middle], settings, flatten=layout.flatten)
     results = []
