@@ -156,6 +156,12 @@ def test_approximate_median_columns_nan_and_large_input(cluster: tmr.LocalCluste
         median = tmr.median(y, epsilon=1e-3, cluster=cluster)
     assert within(median, y, 0.5, "linear", 1e-3)
     assert len(runs.runs) == 2  # the summary could not prove the bound: the median was selected exactly
+    ratings = rng.integers(1, 6, 100_000)  # integers of a small range: a bucket per value, ties and all
+    with tmr.stats() as runs:
+        middle = tmr.quantile(ratings, [0.1, 0.5], epsilon=1e-3, cluster=cluster)
+    assert within(middle[0], ratings, 0.1, "linear", 1e-3)
+    assert within(middle[1], ratings, 0.5, "linear", 1e-3)
+    assert len(runs.runs) == 1
     with tmr.stats() as runs:
         top = tmr.quantile(y, 0.99, epsilon=0.01, cluster=cluster)
     assert within(top, y, 0.99, "linear", 0.01)

@@ -137,14 +137,17 @@ def _approximate(
     missing: list[tuple[int, int]] = []  # (target, column) pairs no sampled value is proven close enough for
     for start in range(0, layout.columns, COLUMNS):
         shape = Shape((start, min(layout.columns, start + COLUMNS)), layout.flatten)
-        sample, begin, end, nan = summarize(srcs, settings, shape)  # a sampled value lies among ranks [begin, end)
+        sample, begin, end, nan, single = summarize(srcs, settings, shape)  # a sampled value is among ranks [begin, end)
         for j in range(shape.count):
             c = start + j
             if nan[j]:
                 result[:, c] = np.nan
                 continue
             for i, (first, last) in enumerate(targets):
-                worst = np.maximum(np.maximum(first - begin[:, j], end[:, j] - 1 - last), 0)  # its farthest possible rank
+                if single[j]:  # the value holds every rank of its bucket: its nearest one counts
+                    worst = np.maximum(np.maximum(begin[:, j] - last, first - (end[:, j] - 1)), 0)
+                else:  # its farthest possible rank
+                    worst = np.maximum(np.maximum(first - begin[:, j], end[:, j] - 1 - last), 0)
                 best = int(np.argmin(worst))
                 if worst[best] <= epsilon * n:
                     result[i, c] = sample[best, j]

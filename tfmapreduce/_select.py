@@ -203,7 +203,8 @@ class Select:
                 place = tf.gather(tf.constant(orders(dtype).astype(np.int32)), raw % BINS)
                 place += tf.range(columns) * BINS
                 ends = tf.gather(tf.reshape(tf.cumsum(counts, axis=1), [-1]), place)
-                summary = (values, ends - tf.gather(tf.reshape(counts, [-1]), place), ends, nan)
+                begins = ends - tf.gather(tf.reshape(counts, [-1]), place)
+                summary = (values, begins, ends, nan, tf.equal(shift, 0))  # shift 0: a bucket is one value
             return builder.program(summary, plan.tasks)
         targets = builder.broadcast[0]  # (column, rank) pairs
         with tf.device(plan.merge), tf.name_scope("choose"):
@@ -347,12 +348,13 @@ def select(
     return found, nan
 
 
-def summarize(srcs: Sources, settings: RunOptions, shape: Shape) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def summarize(srcs: Sources, settings: RunOptions, shape: Shape) -> tuple[np.ndarray, ...]:
     """One summary run over the columns of ``shape``: a sample of values ``(samples, columns)``, the ranks
-    ``[begin, end)`` of each one's first-round bucket in its column (so of the value itself), and whether each
-    column holds a NaN."""
-    values, begin, end, nan = _engine.run(Select(shape, True), srcs, settings)
-    return np.asarray(values), np.asarray(begin), np.asarray(end), np.asarray(nan)
+    ``[begin, end)`` of each one's first-round bucket in its column (so of the value itself), whether each column
+    holds a NaN, and whether each column's buckets hold one value each (integers of a range under 65536: then a
+    sampled value holds every rank of its bucket)."""
+    values, begin, end, nan, single = _engine.run(Select(shape, True), srcs, settings)
+    return np.asarray(values), np.asarray(begin), np.asarray(end), np.asarray(nan), np.asarray(single)
 
 
 def _round_up(n: int) -> int:
