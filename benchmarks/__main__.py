@@ -54,7 +54,8 @@ The exit status is 1 when a framework, hand-written or numpy result was wrong or
 
 other benchmarks (each with --help): python -m benchmarks.shipping (shared memory vs feeds vs Ray, tiny job),
 benchmarks.autosize (sizes="auto"), benchmarks.keyed (word count, group-by), benchmarks.groups (median and top-3 per
-key), benchmarks.joins (joins and PageRank), benchmarks.selection (top_k and unique), benchmarks.files,
+key), benchmarks.joins (joins and PageRank), benchmarks.selection (top_k and unique), benchmarks.quantiles (exact and
+approximate quantiles), benchmarks.sort (sorts and TeraSort), benchmarks.files,
 benchmarks.resident, benchmarks.client_master, benchmarks.faults, benchmarks.soak,
 benchmarks.isolation (isolated vs exposed LocalCluster).
 """

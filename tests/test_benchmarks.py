@@ -293,6 +293,18 @@ def test_selection_benchmark_quick_mode_checks_and_times_every_row() -> None:
 
 
 @pytest.mark.slow
+def test_quantiles_benchmark_quick_mode_checks_and_times_every_row() -> None:
+    proc = _bench("--quick", module="benchmarks.quantiles")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    for row in (
+        "tmr.median, exact, resident, 2-worker LocalCluster",
+        "tmr.quantile(q=0.01, 0.5, 0.99), epsilon=0.001, resident, 2-worker LocalCluster",
+        "np.quantile(q=0.01, 0.5, 0.99), one process",
+    ):
+        assert f"| {row} |" in proc.stdout
+
+
+@pytest.mark.slow
 def test_joins_benchmark_quick_mode_checks_and_times_every_row() -> None:
     proc = _bench("--quick", module="benchmarks.joins")
     assert proc.returncode == 0, proc.stderr[-6000:]
