@@ -32,6 +32,11 @@ from .keyed import Rows, _importable, spark_session
 KEY, PAYLOAD = 10, 90
 """TeraGen's record: a 10-byte key and a 90-byte payload."""
 
+ROOM = 8 << 30
+"""The memory a TeraSort range may take (``max_bytes``).  A range of 1 GB on 2 reducers counts about 1.9 GB (three
+copies); the default budget, a quarter of ``MemAvailable`` as the run starts, was 1.6 GB beside Spark's JVM on the
+24 GiB development machine, and refused it."""
+
 
 def sorts(table: Rows, cluster: tmr.LocalCluster, n: int, peers: bool, spark: Any) -> None:
     """Sort ``n`` random int64 and float32 values: tfmapreduce (resident in, resident out) and peers."""
@@ -75,12 +80,17 @@ def sorts(table: Rows, cluster: tmr.LocalCluster, n: int, peers: bool, spark: An
 def teragen(start: int, stop: int) -> tuple[tf.Tensor, tf.Tensor]:
     """Records ``start:stop``: 10-byte random keys (strings) and 90-byte random payloads (uint8 rows)."""
     n = stop - start
-    raw = tf.cast(tf.random.stateless_uniform([n * KEY], [start, 1], 0, 256, dtype=tf.int32), tf.uint8)
-    packed = tf.io.serialize_tensor(raw)  # the bytes, after a short header: cut every key out of it
-    at = tf.strings.length(packed) - n * KEY + tf.range(n) * KEY
+    packed = tf.io.serialize_tensor(_random_bytes([n * KEY], [start, 1]))  # the bytes, after a short header:
+    at = tf.strings.length(packed) - n * KEY + tf.range(n) * KEY  # every key is cut out of them
     keys = tf.strings.substr(packed, at, tf.fill([n], KEY))
-    payload = tf.cast(tf.random.stateless_uniform([n, PAYLOAD], [start, 2], 0, 256, dtype=tf.int32), tf.uint8)
-    return keys, payload
+    return keys, _random_bytes([n, PAYLOAD], [start, 2])
+
+
+def _random_bytes(shape: list[int], seed: list[int]) -> tf.Tensor:
+    """Random uint8 of ``shape``, four to each random int32 drawn (a quarter of the memory of one int32 per byte)."""
+    words = -(-shape[-1] // 4)
+    ints = tf.random.stateless_uniform([*shape[:-1], words], seed, minval=None, maxval=None, dtype=tf.int32)
+    return tf.reshape(tf.bitcast(ints, tf.uint8), [*shape[:-1], words * 4])[..., : shape[-1]]
 
 
 def summary(keys: tf.Tensor, payload: tf.Tensor) -> tf.Tensor:
@@ -124,12 +134,12 @@ def terasort(table: Rows, cluster: tmr.LocalCluster, records: int, peers: bool, 
     payload = tmr.generate(lambda a, b: teragen(a, b)[1], rows=records, cluster=cluster)
     with keys, payload:
         expected = validate(keys, payload, ordered=False)
-        sorted_keys, sorted_payload = tmr.sort_by_key(keys, payload)
+        sorted_keys, sorted_payload = tmr.sort_by_key(keys, payload, max_bytes=ROOM)
         with sorted_keys, sorted_payload:
             assert validate(sorted_keys, sorted_payload) == expected, "records or checksum differ after the sort"
 
         def sort() -> None:
-            k, v = tmr.sort_by_key(keys, payload)
+            k, v = tmr.sort_by_key(keys, payload, max_bytes=ROOM)
             k.delete()
             v.delete()
 
@@ -184,9 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     table = Rows(args.repeats)
     try:
         with tmr.LocalCluster(workers=2) as cluster:
-            sorts(table, cluster, int(args.rows), args.peers, spark)
             if args.terasort:
                 terasort(table, cluster, int(args.records), args.peers, spark)
+            sorts(table, cluster, int(args.rows), args.peers, spark)
     finally:
         if spark is not None:
             spark.stop()

@@ -203,10 +203,11 @@ class Csv(Text):
         dtypes = self.field_dtypes(layout)
         return all(dtypes[i] in NATIVE_DTYPES for i in layout.columns)
 
-    def native_batches(self, path: str, size: int, layout: Layout, rows: int, start: int, stop: int) -> tf.data.Dataset:
+    def native_batches(self, path: str, size: int, layout: Layout, rows: int | None, start: int, stop: int) -> tf.data.Dataset:
         """The decoded batches of the lines of a file that start in bytes ``start:stop``, read by the native
-        ``TmrReadCsv``, :data:`TEXT_BLOCK` bytes a call: no string per line, no text pipeline.  A bad line fails the
-        run naming its line number and bytes (:data:`BAD_LINE`)."""
+        ``TmrReadCsv``, :data:`TEXT_BLOCK` bytes a call: no string per line, no text pipeline; a batch is a block's
+        lines, or ``rows`` rows where given.  A bad line fails the run naming its line number and bytes
+        (:data:`BAD_LINE`)."""
         dtypes = self.field_dtypes(layout)
         wanted = [dtypes[i] for i in layout.columns]
         ops = kernels()
@@ -219,7 +220,8 @@ class Csv(Text):
             )  # fmt: skip
             return self.assemble(list(columns), layout)
 
-        return tf.data.Dataset.range(start, max(stop, start + 1), TEXT_BLOCK).map(read).rebatch(rows)
+        blocks = tf.data.Dataset.range(start, max(stop, start + 1), TEXT_BLOCK).map(read)
+        return blocks if rows is None else blocks.rebatch(rows)
 
 
 @attrs.frozen

@@ -233,7 +233,7 @@ class FileSource:
                 records = self.reader.small_batches([p[0].path for p in group], [p[0].size for p in group], rows)
             elif self._splits(e):
                 assert isinstance(self.reader, Csv)
-                native = self.reader.native_batches(e.path, e.size, layout, rows, lo, hi)
+                native = self.reader.native_batches(e.path, e.size, layout, batch_rows, lo, hi)  # default: a block's lines
                 result.append(Batches(native, None, counts=self.reader.counts))
                 continue
             else:

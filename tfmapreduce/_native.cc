@@ -787,10 +787,20 @@ class CsvRows {
     return absl::OkStatus();
   }
 
+  // A line's fields, split first (the field count is checked before a number), and the text of its quoted fields (a
+  // deque: their views stay valid).  One per Compute call: a kernel may run in several threads at once.
+  struct Scratch {
+    std::vector<absl::string_view> values;
+    std::deque<std::string> unquoted;
+  };
+
   // Row r of the outputs from `line`; an error names the row with `where` (tf.io.decode_csv's words).
-  absl::Status Parse(absl::string_view line, int64_t r, const std::string& where, const std::vector<void*>& out) {
-    values_.clear();
-    unquoted_.clear();
+  absl::Status Parse(absl::string_view line, int64_t r, const std::string& where, const std::vector<void*>& out,
+                     Scratch& scratch) const {
+    std::vector<absl::string_view>& values = scratch.values;
+    std::deque<std::string>& unquoted = scratch.unquoted;
+    values.clear();
+    unquoted.clear();
     size_t at = 0;
     while (true) {  // one field a turn, from `at`
       size_t next;
@@ -814,25 +824,25 @@ class CsvRows {
         if (!(closed && (i == line.size() || line[i] == delimiter_))) {
           return ::tensorflow::errors::InvalidArgument("Quote inside a string has to be escaped by another quote", where);
         }
-        unquoted_.push_back(std::move(text));
-        values_.push_back(absl::string_view(unquoted_.back()));
+        unquoted.push_back(std::move(text));
+        values.push_back(absl::string_view(unquoted.back()));
         next = i;
       } else {
         const size_t end = line.find(delimiter_, at);
         next = end == absl::string_view::npos ? line.size() : end;
-        values_.push_back(line.substr(at, next - at));
+        values.push_back(line.substr(at, next - at));
       }
       if (next >= line.size()) break;
       at = next + 1;
     }
-    const int have = static_cast<int>(values_.size());
+    const int have = static_cast<int>(values.size());
     if (have != fields_) {
       return ::tensorflow::errors::InvalidArgument("Expect ", fields_, " fields but have ", have, where);
     }
     for (int field = 0; field < fields_; ++field) {
       const int j = slot_[field];
       if (j < 0) continue;
-      const absl::string_view value = values_[field];
+      const absl::string_view value = values[field];
       if (value.empty()) {
         return ::tensorflow::errors::InvalidArgument("Field ", field, " is required but missing", where, "!");
       }
@@ -856,8 +866,6 @@ class CsvRows {
   std::vector<int> slot_;
   int fields_ = 1;
   char delimiter_ = ',';
-  std::vector<absl::string_view> values_;  // a line's fields, split first (the field count is checked before a number)
-  std::deque<std::string> unquoted_;        // the text of its quoted fields (a deque: their views stay valid)
 };
 
 class DecodeCsvOp : public OpKernel {
@@ -880,8 +888,9 @@ class DecodeCsvOp : public OpKernel {
     const int64_t n = static_cast<int64_t>(lines.size());
     std::vector<void*> out;
     OP_REQUIRES_OK(context, rows_.Allocate(context, n, &out));
+    CsvRows::Scratch scratch;
     for (int64_t r = 0; r < n; ++r) {
-      OP_REQUIRES_OK(context, rows_.Parse(lines[r], r, absl::StrCat(" in record ", r), out));
+      OP_REQUIRES_OK(context, rows_.Parse(lines[r], r, absl::StrCat(" in record ", r), out, scratch));
     }
   }
 
@@ -969,8 +978,9 @@ class ReadCsvOp : public OpKernel {
     const int64_t n = static_cast<int64_t>(kept.size());
     std::vector<void*> out;
     OP_REQUIRES_OK(context, rows_.Allocate(context, n, &out));
+    CsvRows::Scratch scratch;
     for (int64_t r = 0; r < n; ++r) {
-      const absl::Status parsed = rows_.Parse(kept[r], r, "", out);
+      const absl::Status parsed = rows_.Parse(kept[r], r, "", out, scratch);
       if (parsed.ok()) continue;
       int64_t number = 1;  // the line's number in the file: 1 + the newlines before it
       const int64_t line_start = from + static_cast<int64_t>(offsets[r + skip]);
