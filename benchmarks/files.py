@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         t_pd, ref = timed(lambda: pd.read_csv(csv).mean().to_numpy(), max(1, repeats // 2))
         assert np.allclose(means, ref, rtol=1e-9), (means, ref)
         n_rows = int(tmr.count(tmr.read_csv(csv), cluster=cluster))
-        title = f"CSV column means, {size:.0f} MB, 8 columns, {n_rows} rows, 1 file (one task reads it)"
+        title = f"CSV column means, {size:.0f} MB, 8 columns, {n_rows} rows, 1 file (split over both tasks)"
         rows.append((title, "tmr.read_csv, 2 workers", t_csv, f"{n_rows / t_csv / 1e6:.2f} M rows/s"))
         rows.append((title, "pandas.read_csv().mean(), one process", t_pd, f"{n_rows / t_pd / 1e6:.2f} M rows/s"))
 
