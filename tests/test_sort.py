@@ -275,3 +275,33 @@ def test_the_plan_explains_the_ranges(cluster: tmr.LocalCluster) -> None:
     plan = _engine.plan(Sort(False), np.arange(10_000), RunOptions.of(cluster=cluster, sizes=2, reducers=2))
     assert plan.samples == 2 * SAMPLES
     assert "2 range(s) from 512 sampled rows" in plan.explain()
+
+
+def test_files_are_read_into_resident_data_sorted_and_freed(
+    cluster: tmr.LocalCluster, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[tmr.Sharded] = []
+    persist = tmr.Files.persist
+
+    def spied(self: tmr.Files, **options: Any) -> tmr.Sharded:
+        made.append(persist(self, **options))
+        return made[-1]
+
+    monkeypatch.setattr(tmr.Files, "persist", spied)
+    rng = np.random.default_rng(9)
+    parts = [rng.normal(size=n) for n in (300, 0, 500)]
+    paths = []
+    for i, part in enumerate(parts):
+        paths.append(str(tmp_path / f"x{i}.npy"))
+        np.save(paths[-1], part)
+    (tmp_path / "t.csv").write_text("k,v\n" + "".join(f"{k},{k * 10}\n" for k in (3, 1, 2, 1)))
+    x = np.concatenate(parts)
+    with tmr.sort(tmr.read_npy(paths), cluster=cluster, sizes=3, descending=True) as result:
+        check_sorted(result, x, descending=True)
+    k, v = tmr.sort_by_key(tmr.read_npy(paths), np.arange(len(x)), cluster=cluster)
+    with k, v:
+        np.testing.assert_array_equal(v.gather(), np.argsort(x, kind="stable"))
+    assert tmr.median(tmr.read_npy(paths), cluster=cluster) == np.median(x)
+    assert tmr.quantile(tmr.read_csv(str(tmp_path / "t.csv")), 0.5, axis=0, cluster=cluster).tolist() == [1.5, 15.0]
+    assert len(made) == 4
+    assert all("deleted" in repr(copy) for copy in made)  # the resident copies of the files are freed

@@ -23,6 +23,7 @@ from ._errors import InputError
 from ._options import Options, RunOptions
 from ._recipe import check_axis, returns_stats
 from ._select import COLUMNS, Shape, inputs, select, summarize
+from ._sort import persisted
 from ._source import Sources
 
 Method = Literal["linear", "lower", "higher", "midpoint", "nearest"]
@@ -171,14 +172,15 @@ def _order_statistics(
 ) -> Any:
     _check_method(method)
     eps = _check_epsilon(epsilon)
-    settings = RunOptions.of(**options)
-    srcs = inputs(x)
-    layout = Layout.of(srcs, axis, what)
-    if layout.columns == 0:  # numpy's answer for rows of no columns
-        return np.quantile(np.zeros((layout.n, layout.columns), layout.dtype), q, axis=0, method=method)
-    if eps is None:
-        return _exact(srcs, layout, q, weak, method, settings)
-    return _shaped(_approximate(srcs, layout, _targets(layout.n, q, method), eps, settings), q.shape, layout)
+    with persisted(x, options) as (x, given):
+        settings = RunOptions.of(**given)
+        srcs = inputs(x)
+        layout = Layout.of(srcs, axis, what)
+        if layout.columns == 0:  # numpy's answer for rows of no columns
+            return np.quantile(np.zeros((layout.n, layout.columns), layout.dtype), q, axis=0, method=method)
+        if eps is None:
+            return _exact(srcs, layout, q, weak, method, settings)
+        return _shaped(_approximate(srcs, layout, _targets(layout.n, q, method), eps, settings), q.shape, layout)
 
 
 @returns_stats
@@ -207,7 +209,7 @@ def quantile(
     quantile is selected exactly (a second run).
 
     Args:
-        x: a 1-D or 2-D array of integers (int8 to int64, uint8 to uint32) or floats, or resident ``Sharded`` data.
+        x: a 1-D or 2-D array of integers (int8 to int64, uint8 to uint32) or floats, resident ``Sharded`` data, or files (read into resident data first, freed after).
         q: a quantile in [0, 1], or an array of them (the result has its shape, then the columns for ``axis=0``).
         axis: None (every value, a 2-D input flattened) or 0 (one answer per column of 2-D data).
         method: ``"linear"`` (numpy's default), ``"lower"``, ``"higher"``, ``"midpoint"`` or ``"nearest"``.
@@ -219,7 +221,7 @@ def quantile(
         ValueError: ``q`` outside [0, 1], another ``method``, ``epsilon`` outside (0, 1), or an axis other than
             None and 0.
         InputError: ``x`` has no values, or is not 1-D or 2-D.
-        TypeError: ``x`` reads files or holds neither integers nor floats, or ``speculate=True`` was given.
+        TypeError: ``x`` holds neither integers nor floats, or ``speculate=True`` was given.
 
     Examples:
         >>> x = np.array([7.0, 1.0, 3.0, 5.0, 9.0, 2.0])
@@ -267,16 +269,18 @@ def median(x: Any, /, *, axis: int | None = None, epsilon: float | None = None, 
         2.5
     """
     eps = _check_epsilon(epsilon)
-    settings = RunOptions.of(**options)
-    srcs = inputs(x)
-    layout = Layout.of(srcs, axis, "a median")
-    if layout.columns == 0:  # numpy's answer for rows of no columns
-        return np.median(np.zeros((layout.n, layout.columns), layout.dtype), axis=0)
-    n, dtype = layout.n, layout.dtype
-    middle = list(dict.fromkeys([(n - 1) // 2, n // 2]))
-    if eps is not None:
-        return _shaped(_approximate(srcs, layout, [(middle[0], middle[-1])], eps, settings), (), layout)
-    values, nan = select(srcs, [(c, r) for c in range(layout.columns) for r in middle], settings, flatten=layout.flatten)
+    with persisted(x, dict(options)) as (x, given):
+        settings = RunOptions.of(**given)
+        srcs = inputs(x)
+        layout = Layout.of(srcs, axis, "a median")
+        if layout.columns == 0:  # numpy's answer for rows of no columns
+            return np.median(np.zeros((layout.n, layout.columns), layout.dtype), axis=0)
+        n, dtype = layout.n, layout.dtype
+        middle = list(dict.fromkeys([(n - 1) // 2, n // 2]))
+        if eps is not None:
+            return _shaped(_approximate(srcs, layout, [(middle[0], middle[-1])], eps, settings), (), layout)
+        cells = [(c, r) for c in range(layout.columns) for r in middle]
+        values, nan = select(srcs, cells, settings, flatten=layout.flatten)
     results = []
     for c in range(layout.columns):
         chosen = [np.nan] if nan[c] else [values[(c, r)] for r in middle]  # numpy's median of data with a NaN is NaN

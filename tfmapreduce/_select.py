@@ -298,19 +298,15 @@ def _nan(matrix: tf.Tensor, hist: tf.Tensor, columns: int) -> tf.Tensor:
 
 
 def inputs(x: Any) -> Sources:
-    """``x`` as the sources of a select run, checked: one 1-D or 2-D input of integers or floats, not read from files.
+    """``x`` as the sources of a select run, checked: one 1-D or 2-D input of integers or floats (files read already).
 
     Raises:
-        TypeError: files, several inputs, or another dtype.  InputError: another shape.
+        TypeError: several inputs, or another dtype.  InputError: another shape.
     """
     if isinstance(x, tuple):
         raise TypeError(f"x must be one array, got a tuple of {len(x)}; take the quantiles of each array on its own")
     srcs = sources(x)
-    if streamed(srcs) is not None:
-        raise TypeError(
-            "x reads files, which quantiles cannot take yet; persist them first (files.persist(cluster=c)) and take "
-            "the quantiles of the resident data"
-        )
+    assert streamed(srcs) is None  # files come persisted (see _sort.persisted)
     src = srcs[0]
     if len(src.shape) not in (1, 2):
         raise InputError(f"x must be 1-D or 2-D (rows × columns), got shape {src.shape}; reshape it, e.g. x.reshape(len(x), -1)")

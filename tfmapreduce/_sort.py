@@ -19,7 +19,8 @@ Ties break by row, so a key held by many rows spreads over several ranges and th
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import contextlib
+from collections.abc import Hashable, Iterator
 from typing import Any, ClassVar
 
 import attrs
@@ -31,6 +32,7 @@ from . import _engine
 from ._budget import check_budget, over_budget
 from ._device import Device
 from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
+from ._files import Files
 from ._grouping import argsort, nbytes, value_of
 from ._kernels import available
 from ._keyed_input import keyed_sources
@@ -127,12 +129,8 @@ class Sort:
         return ("sort", self.descending, self.max_bytes)
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
-        srcs, _ = keyed_sources(x)  # values may be strings (they travel as bytes)
-        if streamed(srcs) is not None:
-            raise TypeError(
-                f"{self.argument} reads files, which sort cannot take yet; persist them first (files.persist(cluster=c)) "
-                "and sort the resident data"
-            )
+        srcs, _ = keyed_sources(x)  # values may be strings (they travel as bytes); files come persisted (see sort)
+        assert streamed(srcs) is None
         if self.argument == "x" and len(srcs) > 1:
             raise TypeError(
                 f"x must be one array, got a tuple of {len(srcs)}; to carry values with their keys use "
@@ -277,7 +275,8 @@ def sort(x: Any, /, *, descending: bool = False, max_bytes: int | None = None, *
 
     Args:
         x: a 1-D array of integers (int8 to int64, uint8 to uint32), floats or strings (``str`` or ``bytes``, e.g. a
-            numpy ``S10`` array of binary keys), or resident ``Sharded`` data.
+            numpy ``S10`` array of binary keys), resident ``Sharded`` data, or files (``tmr.read_npy``, ...: read into
+            resident data on the workers first, placed by ``sizes``/``devices``, and freed after).
         descending: sort from the largest value down.
         max_bytes: the most bytes one range may take while it sorts (three times its rows' bytes; a string counts its
             bytes and 32), or None: a quarter of the memory its reducer's host has available.
@@ -290,7 +289,7 @@ def sort(x: Any, /, *, descending: bool = False, max_bytes: int | None = None, *
 
     Raises:
         InputError: ``x`` is not 1-D.
-        TypeError: ``x`` holds neither numbers nor strings, reads files, ``descending`` is not a bool, or
+        TypeError: ``x`` holds neither numbers nor strings, ``descending`` is not a bool, or
             ``speculate=True`` was given.
         ValueError: ``max_bytes`` is not None or an int ≥ 1.
         ReducerMemoryError: a range would not fit its budget (nothing was sent).
@@ -305,7 +304,9 @@ def sort(x: Any, /, *, descending: bool = False, max_bytes: int | None = None, *
         ...     ordered.gather().tolist()
         [b'pear', b'apple', b'']
     """
-    result: Sharded = _run(Sort(_descending(descending), check_max_bytes(max_bytes)), x, dict(options))
+    kind = Sort(_descending(descending), check_max_bytes(max_bytes))
+    with persisted(x, dict(options)) as (x, given):
+        result: Sharded = _run(kind, x, given)
     return result
 
 
@@ -341,10 +342,43 @@ def sort_by_key(
     """
     many = isinstance(values, tuple)
     kind = Sort(_descending(descending), check_max_bytes(max_bytes), "keys")
-    out = _run(kind, (keys, *values) if many else (keys, values), dict(options))
+    with persisted((keys, *values) if many else (keys, values), dict(options)) as (inputs, given):
+        out = _run(kind, inputs, given)
     if not isinstance(out[0], Sharded):  # return_stats=True: (the sorted inputs, stats)
         return (out[0][0], out[0][1:] if many else out[0][1]), out[1]
     return out[0], out[1:] if many else out[1]
+
+
+PLACING = ("sizes", "devices", "fallback")
+"""The options that place the input: where it is read from files, they place the resident copy (see :func:`persisted`)."""
+
+
+@contextlib.contextmanager
+def persisted(x: Any, options: dict[str, Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """``x`` (one input or a tuple) with its file sources read into resident data on the workers first, and the
+    options for the run over it; the resident copies are freed after.  A sort or a select reads its input more than
+    once in its run (to sample or count, then to move or select), which a stream of batches cannot give.
+
+    Example:
+        >>> with persisted(np.arange(3), {"cluster": cluster}) as (x, options):
+        ...     x.tolist(), sorted(options)
+        ([0, 1, 2], ['cluster'])
+    """
+    items = x if isinstance(x, tuple) else (x,)
+    if not any(isinstance(item, Files) for item in items):
+        yield x, options
+        return
+    place = {k: options[k] for k in (*PLACING, "timeout") if k in options}
+    made: list[Any] = []
+    try:
+        for item in items:
+            made.append(item.persist(cluster=options.get("cluster"), **place) if isinstance(item, Files) else item)
+        rest = {k: v for k, v in options.items() if k not in PLACING}
+        yield (tuple(made) if isinstance(x, tuple) else made[0]), rest
+    finally:
+        for copy, item in zip(made, items, strict=False):
+            if copy is not item:
+                copy.delete()
 
 
 def _descending(descending: object) -> bool:
