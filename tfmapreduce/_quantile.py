@@ -209,7 +209,8 @@ def quantile(
     quantile is selected exactly (a second run).
 
     Args:
-        x: a 1-D or 2-D array of integers (int8 to int64, uint8 to uint32) or floats, resident ``Sharded`` data, or files (read into resident data first, freed after).
+        x: a 1-D or 2-D array of integers (int8 to int64, uint8 to uint32) or floats, resident ``Sharded`` data,
+            or files (read into resident data first, freed after).
         q: a quantile in [0, 1], or an array of them (the result has its shape, then the columns for ``axis=0``).
         axis: None (every value, a 2-D input flattened) or 0 (one answer per column of 2-D data).
         method: ``"linear"`` (numpy's default), ``"lower"``, ``"higher"``, ``"midpoint"`` or ``"nearest"``.
