@@ -2,15 +2,17 @@
 
 The graph of one sort (one distributed execution)::
 
-    shard i (on its device)   key = the values as ordered integers (floats by their bits: NaN last, -0.0 = 0.0)
-                              → a random sample of (key, global row) pairs, about SAMPLES per range in all
-    reducer 0                 the samples of every shard, sorted by (key, row) → R − 1 splitters
+    shard i (on its device)   a random sample of (key, global row) pairs, about SAMPLES per range in all
+    reducer 0                 the samples of every shard, sorted by (key, row) → R − 1 splitters (numbers by their
+                              ``order_key``: NaN last, -0.0 = 0.0; strings by their byte-order ranks)
     shard i                   range of each row = how many splitters are below its (key, row), by
-                              ``tf.searchsorted`` (rows whose key equals a splitter compare their row too)
-                              → ``tf.dynamic_partition`` into R ranges: range r travels once, to reducer r
-    reducer r (its device)    the ranges of every shard in shard order, sorted by key (stable: the native radix
-                              sort of ``_native.cc`` where every task has it, else ``tf.argsort``) → kept in
-                              resource variables on the reducer: shard r of the result
+                              ``tf.searchsorted`` (strings ranked together with the splitters; rows whose key equals
+                              a splitter compare their row too) → ``tf.dynamic_partition`` into R ranges
+    reducer r's task CPU      the bytes of range r from every shard checked against its budget (``_budget``):
+                              only then does range r travel, once, to reducer r
+    reducer r (its device)    the ranges of every shard in shard order, sorted (numbers alone by the native value
+                              radix sort; else a stable argsort of the keys, gathered; ``tf.argsort`` where a task
+                              lacks the kernels) → kept in resource variables on the reducer: shard r of the result
     client                    fetches each range's row count: the plan of the result
 
 The splitters are computed in the graph, so the sample and the sort are one run (a retry repeats both).
