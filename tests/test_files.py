@@ -13,13 +13,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tfmapreduce as tmr
 from tests.oracle import RTOL
-from tfmapreduce import _csv, _text
+from tfmapreduce import _csv, _native, _readers, _text
 from tfmapreduce._source import Input, Source
 
 T0, T1 = "/job:local/task:0", "/job:local/task:1"
@@ -425,12 +428,21 @@ def test_a_corrupt_tfrecord_file(cluster: tmr.LocalCluster, tmp_path: Path) -> N
         tmr.sum(data, cluster=cluster)
 
 
-def test_a_file_that_changes_during_a_run_is_caught(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+@attrs.frozen
+class StockNpy(_readers.Npy):
+    """``.npy`` read with stock TensorFlow ops (``FixedLengthRecordDataset``) though the native kernels are there."""
+
+    def with_kernels(self) -> _readers.Reader:
+        return self
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["TmrReadRows", "stock"])
+def test_a_file_that_changes_during_a_run_is_caught(cluster: tmr.LocalCluster, tmp_path: Path, native: bool) -> None:
     """White box: the source of a run made before the file shrank (as if it changed mid-run)."""
     path = tmp_path / "x.npy"
     np.save(path, np.ones((64, 4), np.float32))
     files = tmr.read_npy(str(path))
-    stale = files.as_source()
+    stale = files.as_source() if native else attrs.evolve(files.as_source(), reader=StockNpy())
     np.save(path, np.ones((32, 4), np.float32))  # same header length, half the rows
     job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
 
@@ -438,12 +450,43 @@ def test_a_file_that_changes_during_a_run_is_caught(cluster: tmr.LocalCluster, t
         def as_source(self) -> Source:
             return stale  # the run sees the description made before the file changed
 
-    with pytest.raises(tmr.InputError, match=r"x\.npy yielded a different number of rows than the 64 .*changed during the run"):
-        job.run(Stale(), cluster=cluster, sizes=1, batch_rows=16)  # whole batches: only the row count tells
-    with pytest.raises(
-        tmr.InputError, match=r"x\.npy \(read on task /job:local/task:0\) no longer has the size .*changed during the run"
-    ):
+    resized = r"x\.npy \(read on task /job:local/task:0\) no longer has the size .*changed during the run"
+    # The native reader checks the file's size with each batch; the stock one only learns it from a partial
+    # record, or from the rows it yielded.
+    fewer = r"x\.npy yielded a different number of rows than the 64 .*changed during the run"
+    with pytest.raises(tmr.InputError, match=resized if native else fewer):
+        job.run(Stale(), cluster=cluster, sizes=1, batch_rows=16)  # whole batches
+    with pytest.raises(tmr.InputError, match=resized):
         job.run(Stale(), cluster=cluster, sizes=1, batch_rows=24)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    dtype=st.sampled_from(["<f4", ">f4", "<f8", "<i8", ">i2", "u1", "?", "<c8"]),
+    row_shape=st.sampled_from([(), (3,), (2, 5)]),
+    rows=st.integers(0, 70),
+    cut=st.tuples(st.integers(0, 70), st.integers(0, 70)),
+    batch=st.integers(1, 25),
+)
+def test_native_and_stock_npy_reads_give_the_same_batches(
+    tmp_path_factory: pytest.TempPathFactory, dtype: str, row_shape: tuple[int, ...], rows: int, cut: tuple[int, int], batch: int
+) -> None:
+    """Whichever path reads a row range (``TmrReadRows`` or ``FixedLengthRecordDataset``), its batches are the same."""
+    if _native.kernels() is None:
+        pytest.skip("no native kernels on this machine (no C++ compiler)")
+    path = tmp_path_factory.mktemp("npy") / "x.npy"
+    x = (np.arange(rows * int(np.prod(row_shape, dtype=np.int64))) % 7 - 3).astype(dtype).reshape((rows, *row_shape))
+    np.save(path, x)
+    layout = _readers.Npy().describe(str(path), path.stat().st_size)
+    start, stop = sorted(min(c, rows) for c in cut)
+    read = {
+        reader.native: [b.numpy() for b in reader.rows_dataset(str(path), path.stat().st_size, layout, start, stop, batch)]
+        for reader in (_readers.Npy(), _readers.Npy().with_kernels())
+    }
+    assert [b.shape[0] for b in read[True]] == [b.shape[0] for b in read[False]]
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(read[True], read[False], strict=True))
+    got = np.concatenate(read[True]) if read[True] else np.zeros((0, *row_shape), dtype)
+    np.testing.assert_array_equal(got, x[start:stop])
 
 
 def test_a_small_file_that_vanishes_or_changes_is_named_though_read_with_others(

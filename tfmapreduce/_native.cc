@@ -47,6 +47,11 @@
 //   line, no tf.data text pipeline) and parsed as TmrDecodeCsv parses them; a bad line's error gives its line
 //   number in the file and its bytes (see ReadCsvOp).
 //
+// TmrReadRows(path: string, size: int64, offset: int64, count: int64) -> values: T[count]
+//   `count` elements of type T stored at byte `offset` of file `path` (`size` bytes when the run started), read
+//   through TensorFlow's file system straight into the output tensor: one copy from the page cache, no string
+//   record, no decode.  A file of another size fails, saying it no longer has the size it had.
+//
 // TmrStringRanks(strings: string[n]) -> ranks: int64[n]
 //   Each string's rank among the distinct strings in byte order (unsigned bytes, a prefix first, as numpy sorts
 //   `S` arrays): equal strings get one rank, so the ranks sort as the strings do.
@@ -914,6 +919,23 @@ REGISTER_OP("TmrReadCsv")
     .SetIsStateful()  // it reads a file: never folded, never cached
     .SetShapeFn(VectorOutputs);
 
+// The file no longer has `size` bytes: the error the client names the file by (see _text.RESIZED).
+absl::Status Resized(const std::string& path, int64_t size) {
+  return ::tensorflow::errors::InvalidArgument(path, " no longer has the size it had when the run started (", size,
+                                               " bytes)");
+}
+
+// `n` bytes at `offset` into `out`, all there (the file no longer has `size` bytes otherwise).
+absl::Status ReadExactly(const ::tensorflow::RandomAccessFile& file, const std::string& path, int64_t offset,
+                         int64_t n, int64_t size, char* out) {
+  absl::string_view got;
+  absl::Status status = file.Read(static_cast<uint64_t>(offset), static_cast<size_t>(n), &got, out);
+  if (!status.ok() && !absl::IsOutOfRange(status)) return status;
+  if (static_cast<int64_t>(got.size()) != n) return Resized(path, size);
+  if (got.data() != out) std::memcpy(out, got.data(), got.size());
+  return absl::OkStatus();
+}
+
 // The CSV lines of file `path` (`size` bytes when the run started) that start in bytes [start, stop), each whole (the last read on past the block's end up to its newline), parsed as
 // TmrDecodeCsv parses them: lines end at \n, every \r is dropped, a last line without \n counts, the file's BOM and
 // (with `header`) its first line are skipped.  A bad line fails with its line number in the file (the header is
@@ -996,19 +1018,10 @@ class ReadCsvOp : public OpKernel {
   static constexpr int64_t kMore = 1 << 16;    // bytes read at a time past a block's end, to finish its last line
   static constexpr size_t kShown = 4096;       // bytes of a bad line its error shows
 
-  // `n` bytes at `offset`, all there (the file no longer has `size` bytes otherwise).
   static absl::Status Read(const ::tensorflow::RandomAccessFile& file, const std::string& path, int64_t offset,
                            int64_t n, int64_t size, std::string* out) {
     out->resize(static_cast<size_t>(n));
-    absl::string_view got;
-    absl::Status status = file.Read(static_cast<uint64_t>(offset), static_cast<size_t>(n), &got, out->data());
-    if (!status.ok() && !absl::IsOutOfRange(status)) return status;
-    if (static_cast<int64_t>(got.size()) != n) {
-      return ::tensorflow::errors::InvalidArgument(path, " no longer has the size it had when the run started (",
-                                                   size, " bytes)");
-    }
-    if (got.data() != out->data()) out->assign(got.data(), got.size());
-    return absl::OkStatus();
+    return ReadExactly(file, path, offset, n, size, out->data());
   }
 
   // 1 + the newlines of the file before byte `stop`, into `number`.
@@ -1027,6 +1040,44 @@ class ReadCsvOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("TmrReadCsv").Device(::tensorflow::DEVICE_CPU), ReadCsvOp);
+
+REGISTER_OP("TmrReadRows")
+    .Input("path: string")
+    .Input("size: int64")
+    .Input("offset: int64")
+    .Input("count: int64")
+    .Output("values: T")
+    .Attr("T: {bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, half, bfloat16, float, double, complex64, complex128}")
+    .SetIsStateful()  // it reads a file: never folded, never cached
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    });
+
+class ReadRowsOp : public OpKernel {
+ public:
+  explicit ReadRowsOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const std::string path(context->input(0).scalar<tstring>()());
+    const int64_t size = context->input(1).scalar<int64_t>()();
+    const int64_t offset = context->input(2).scalar<int64_t>()();
+    const int64_t count = context->input(3).scalar<int64_t>()();
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({count}), &out));
+    const int64_t n = static_cast<int64_t>(out->TotalBytes());
+    OP_REQUIRES(context, offset >= 0 && offset + n <= size, ::tensorflow::errors::InvalidArgument("bad byte range"));
+    uint64_t now = 0;
+    OP_REQUIRES_OK(context, context->env()->GetFileSize(path, &now));
+    OP_REQUIRES(context, static_cast<int64_t>(now) == size, Resized(path, size));
+    if (n == 0) return;
+    std::unique_ptr<::tensorflow::RandomAccessFile> file;
+    OP_REQUIRES_OK(context, context->env()->NewRandomAccessFile(path, &file));
+    OP_REQUIRES_OK(context, ReadExactly(*file, path, offset, n, size, const_cast<char*>(out->tensor_data().data())));
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrReadRows").Device(::tensorflow::DEVICE_CPU), ReadRowsOp);
 
 REGISTER_OP("TmrStringRanks")
     .Input("strings: string")

@@ -5,8 +5,9 @@ file and read its header (a ``.npy`` header, a CSV's first line); everything
 else happens in the graph, on the task that owns the piece:
 
 - *row* formats (``.npy``, raw binary) know each file's rows from its size, so
-  a piece is any row range of a file, read as byte ranges with
-  ``tf.data.FixedLengthRecordDataset`` (no byte outside the range is read);
+  a piece is any row range of a file, read as byte ranges (no byte outside the range is read):
+  by the native ``TmrReadRows`` straight into each batch's tensor where the kernels are
+  everywhere, else with ``tf.data.FixedLengthRecordDataset`` and ``decode_raw``;
 - *byte* formats (text, CSV, TFRecord) learn their rows only by reading, so a
   piece is a whole file and the plan's unit is the file's bytes.
 """
@@ -24,6 +25,7 @@ import tensorflow as tf
 
 from . import _text
 from ._errors import InputError
+from ._native import kernels
 from ._text import byte_blocks, split_lines, text_blocks, text_lines, whole_texts
 
 BATCH_BYTES = 4 << 20
@@ -135,12 +137,36 @@ def _fixed_rows(
     return dataset.map(lambda record: tf.reshape(tf.io.decode_raw(record, tf_dtype, little_endian=little), (-1, *row_shape)))
 
 
+def _native_rows(
+    path: str, offset: int, size: int, start: int, stop: int, batch: int, dtype: np.dtype[Any], row_shape: tuple[int, ...]
+) -> tf.data.Dataset:
+    """Rows ``start:stop`` of a file of fixed-size rows at ``offset``, in batches read by ``TmrReadRows``."""
+    ops = kernels()
+    assert ops is not None  # native only where every task and the client have the kernels
+    width = int(np.prod(row_shape, dtype=np.int64))
+    row_bytes = dtype.itemsize * width
+    tf_dtype = tf.as_dtype(dtype)
+
+    def read(first: tf.Tensor) -> tf.Tensor:
+        rows = tf.minimum(tf.constant(batch, tf.int64), stop - first)
+        values = ops.tmr_read_rows(path, size, offset + first * row_bytes, rows * width, T=tf_dtype)
+        return tf.reshape(values, (-1, *row_shape))
+
+    return tf.data.Dataset.range(start, stop, batch).map(read)
+
+
 @attrs.frozen
 class Npy(Reader):
     """``.npy`` files: the header parsed once on the client, the rows read as byte ranges on the workers."""
 
     name: ClassVar[str] = "read_npy"
     unit: ClassVar[str] = "rows"
+    native: bool = attrs.field(default=False, kw_only=True)
+    """Read with the native ``TmrReadRows`` (one copy, from the page cache into the batch): set by the run driver
+    where the client and every task have the kernels (:meth:`with_kernels`)."""
+
+    def with_kernels(self) -> Reader:
+        return attrs.evolve(self, native=True)
 
     def describe(self, path: str, size: int) -> Layout:
         try:
@@ -174,7 +200,9 @@ class Npy(Reader):
 
     def rows_dataset(self, path: str, size: int, layout: Layout, start: int, stop: int, batch: int) -> tf.data.Dataset:
         row_bytes = layout.dtype.itemsize * int(np.prod(layout.row_shape, dtype=np.int64))
-        return _fixed_rows(path, layout.offset, size, row_bytes, start, stop, batch, layout.dtype, layout.row_shape)
+        if not self.native or layout.dtype.byteorder == ">":  # big-endian data is swapped by decode_raw
+            return _fixed_rows(path, layout.offset, size, row_bytes, start, stop, batch, layout.dtype, layout.row_shape)
+        return _native_rows(path, layout.offset, size, start, stop, batch, layout.dtype, layout.row_shape)
 
 
 @attrs.frozen
