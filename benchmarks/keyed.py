@@ -4,7 +4,8 @@
 
 - word count over a generated Zipf corpus (50k-word vocabulary, ``--tokens`` tokens, 4 files):
   ``tmr.recipes.word_count`` on a 2-worker LocalCluster (the lines read on the client and
-  shipped; ``tmr.read_text``, the files read on the workers), ``collections.Counter`` in one process, Spark local[2] (RDD ``reduceByKey`` and
+  shipped; ``tmr.read_text``, the files read on the workers), the same count as a user writes it
+  (a ``tf.strings.split`` map and ``tmr.combiners.sum``, by key), ``collections.Counter`` in one process, Spark local[2] (RDD ``reduceByKey`` and
   DataFrame ``groupBy().count()``, warm) and ``dask.bag`` ``frequencies`` (when installed);
 - group-by mean over ``--rows`` rows, int64 keys with 1e3 and 1e6 distinct values and float32
   values: ``tmr.mean_by_key`` over resident data vs numpy (``np.unique(return_inverse=True)`` +
@@ -92,6 +93,11 @@ def counter(paths: list[str]) -> collections.Counter[bytes]:
     return counts
 
 
+def as_bytes(counts: Any) -> dict[bytes, int]:
+    """A word count's ``to_dict()`` with bytes words (files read by ``tmr.read_text`` give str, shipped bytes lines bytes)."""
+    return {w if isinstance(w, bytes) else w.encode(): n for w, n in counts.to_dict().items()}
+
+
 def read_lines(paths: list[str]) -> np.ndarray:
     lines: list[bytes] = []
     for path in paths:
@@ -118,6 +124,14 @@ def spark_session() -> Any:
     )
 
 
+def user_words(lines: Any) -> tuple[Any, Any]:
+    """A word count's map as a user writes it: each line's words, and a 1 for each."""
+    import tensorflow as tf
+
+    words = tf.strings.split(lines).flat_values
+    return words, tf.ones_like(words, dtype=tf.int64)
+
+
 def word_count(table: Rows, cluster: tmr.LocalCluster, tokens: int, peers: bool, spark: Any) -> None:
     """Word count over a generated corpus: tfmapreduce (lines shipped; files read on the workers), Counter, peers."""
     with tempfile.TemporaryDirectory() as directory:
@@ -127,11 +141,18 @@ def word_count(table: Rows, cluster: tmr.LocalCluster, tokens: int, peers: bool,
         reference = counter(paths)
         lines, files = read_lines(paths), tmr.read_text(paths)
         for data, what in ((lines, "lines"), (files, "files")):
-            assert tmr.recipes.word_count(data, cluster=cluster).to_dict() == reference, f"word count over {what} != Counter"
+            assert as_bytes(tmr.recipes.word_count(data, cluster=cluster)) == reference, f"word count over {what} != Counter"
         shipped = "tmr.recipes.word_count, lines in memory shipped to a 2-worker LocalCluster"
         table.add(shipped, lambda: tmr.recipes.word_count(lines, cluster=cluster), tokens)
         read = "tmr.recipes.word_count(tmr.read_text(...)), 2-worker LocalCluster (files read on the workers)"
         table.add(read, lambda: tmr.recipes.word_count(files, cluster=cluster), tokens)
+        user = tmr.MapReduce(user_words, tmr.combiners.sum, by_key=True)
+        assert as_bytes(user.run(files, cluster=cluster)) == reference, "the user-written word count != Counter"
+        table.add(
+            "user-written word count: tf.strings.split map + combiners.sum over tmr.read_text(...), 2-worker LocalCluster",
+            lambda: user.run(files, cluster=cluster),
+            tokens,
+        )
         table.add("collections.Counter, one process (reads the files)", lambda: counter(paths), tokens)
         if peers and spark is not None:
             from operator import add
@@ -216,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m benchmarks.keyed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="1e6 tokens and 1e6 rows, 1 repeat, no peers: a smoke run in well under a minute"
+        "--quick", action="store_true", help="2e5 tokens and 2e5 rows, 1 repeat, no peers: a smoke run in seconds"
     )
     parser.add_argument("--tokens", type=float, default=16e6, help="word-count tokens (default 1.6e7, about 80 MB)")
     parser.add_argument("--rows", type=float, default=5e7, help="group-by rows (default 5e7)")
@@ -226,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plot", metavar="PNG", help="also draw the table as a bar chart (seconds) into this file")
     args = parser.parse_args(argv)
     if args.quick:
-        args.tokens, args.rows, args.repeats, args.peers = 1e6, 1e6, 1, False
+        args.tokens, args.rows, args.repeats, args.peers = 2e5, 2e5, 1, False
     spark = spark_session() if args.peers else None
     table = Rows(args.repeats)
     try:

@@ -293,6 +293,19 @@ def test_selection_benchmark_quick_mode_checks_and_times_every_row() -> None:
 
 
 @pytest.mark.slow
+def test_keyed_benchmark_quick_mode_checks_and_times_every_row() -> None:
+    proc = _bench("--quick", module="benchmarks.keyed")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    for row in (
+        "tmr.recipes.word_count(tmr.read_text(...)), 2-worker LocalCluster (files read on the workers)",
+        "user-written word count: tf.strings.split map + combiners.sum over tmr.read_text(...), 2-worker LocalCluster",
+        "collections.Counter, one process (reads the files)",
+        "tmr.mean_by_key, resident, 2-worker LocalCluster, 1e+06 keys",
+    ):
+        assert f"| {row} |" in proc.stdout
+
+
+@pytest.mark.slow
 def test_quantiles_benchmark_quick_mode_checks_and_times_every_row() -> None:
     proc = _bench("--quick", module="benchmarks.quantiles")
     assert proc.returncode == 0, proc.stderr[-6000:]
