@@ -179,3 +179,17 @@ def test_errors_name_fn_what_it_returned_and_how_to_fix_the_call(cluster: tmr.Lo
         tmr.map(lambda v: v, x, cluster=cluster, reducers=2)
     with pytest.raises(TypeError, match="speculate=True does not apply to map and filter"):
         tmr.map(lambda v: (v, v), x, by_key=True, cluster=cluster, speculate=True)
+    with pytest.raises(TypeError, match=r"max_bytes=100 limits what one reducer receives with by_key=True"):
+        tmr.map(lambda v: v, x, cluster=cluster, max_bytes=100)
+    with pytest.raises(ValueError, match=r"max_bytes must be None .* or an int ≥ 1"):
+        tmr.map(lambda v: (v, v), x, by_key=True, cluster=cluster, max_bytes=0)
+
+
+def test_a_reducer_over_its_budget_receives_nothing_and_the_error_says_what_to_do(cluster: tmr.LocalCluster) -> None:
+    x = np.arange(10, dtype=np.int64)  # 160 bytes of keys and values, all of them for one reducer
+    with pytest.raises(
+        tmr.ReducerMemoryError, match=r"reducer 0 .* 10 rows \(160 bytes.*max_bytes=100.*nothing was sent.*reducers=N"
+    ):
+        tmr.map(lambda v: (v, v), x, by_key=True, cluster=cluster, reducers=1, max_bytes=100)
+    with tmr.map(lambda v: (v, v), x, by_key=True, cluster=cluster, reducers=1, max_bytes=160) as fits:
+        assert fits.gather().keys.tolist() == x.tolist()

@@ -14,6 +14,9 @@ keyed job's shuffle does (one distributed run)::
 
     shard i (on its device)   fn(its rows) → (keys, values), checked as a keyed job's map output; split into R parts
                               by the stable key hash (``_keyed_map.split_all``; ``partitioner="range"``: key ranges)
+                              → each part's rows and bytes counted
+    reducer r (its task's CPU) part r's rows and bytes summed over the shards and checked against the reducer's budget
+                              (``_budget``); only then does any part travel
     reducer r (its device)    part r of every shard, concatenated in shard order (a range partition: sorted by key,
                               stably) → kept in resource variables as a ``KeyedSharded`` (``_keyed_sharded.keep_fetch``)
 """
@@ -30,8 +33,10 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from . import _engine
+from ._budget import check_budget, over_budget
 from ._device import Device
-from ._errors import JobError, MapFunctionError, ShardLostError
+from ._errors import JobError, MapFunctionError, ReducerMemoryError, ShardLostError
+from ._grouping import nbytes
 from ._keyed_input import keyed_sources
 from ._keyed_map import emit, in_key_order, mismatch, split_all
 from ._keyed_plan import KeyedPlan, keyed_plan
@@ -39,6 +44,7 @@ from ._keyed_sharded import Built as KeyedBuilt
 from ._keyed_sharded import KeyedSharded, keep, keep_fetch
 from ._mapfn import call_map, callable_name, describe, where
 from ._options import Options, RunOptions
+from ._per_group import check_max_bytes
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Call, Program, Ready
 from ._resident import Sharded, named_per_run
@@ -52,6 +58,7 @@ NO_SPECULATION = (
 _ROWS = "tfmapreduce-map: output tensors of different row counts"
 _MASK = "tfmapreduce-map: a mask of another length than its rows"
 _END = " ~~"
+_TOO_BIG = "tfmapreduce-map: reducer partition too large"
 
 
 @attrs.frozen
@@ -327,6 +334,8 @@ class MapByKey:
     key and kept there as a ``KeyedSharded``.  All rows are kept: keys repeat."""
 
     fn: Callable[..., Any]
+    max_bytes: int | None = None
+    """The bytes of keys and values one reducer may receive; None: a quarter of its host's available memory."""
     ready: dict[Hashable, Ready] = attrs.field(factory=dict)
     speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "shuffle"
@@ -341,7 +350,7 @@ class MapByKey:
 
     @property
     def identity(self) -> Hashable:
-        return ("map-by-key", self.fn)
+        return ("map-by-key", self.fn, self.max_bytes)
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         return keyed_sources(x)  # arrays of strings too; string keys decode as the input's strings do
@@ -355,8 +364,8 @@ class MapByKey:
         return ("streamed", call.settings.batch_rows) if streamed(call.srcs) is not None else ()
 
     def build(self, builder: Builder, plan: KeyedPlan, call: Call) -> Program:
-        """Map each shard, split its rows by key (hash or range) into one part per reducer, and keep on reducer r its
-        parts of every shard, in shard order (a range partition's: sorted by key, stably)."""
+        """Map each shard, split its rows by key (hash or range) into one part per reducer, check each reducer's budget,
+        and keep on reducer r its parts of every shard, in shard order (a range partition's: sorted by key, stably)."""
         outputs, first = self.mapper.map_shards(builder, plan.plan, call)
         shards = [s for s in plan.plan.shards if s.index in outputs]
         parts = (
@@ -364,12 +373,20 @@ class MapByKey:
             if shards
             else []
         )
+        counts = []
+        for shard, shard_parts in zip(shards, parts, strict=True):
+            with tf.device(shard.device), tf.name_scope("split"):
+                counts.append([(tf.size(k, tf.int64), nbytes(k, v)) for k, v in shard_parts])
         kept = []
         for r, device in enumerate(plan.reducers):
+            received = []
+            if parts:  # nothing travels before its reducer's budget holds (each part is sliced from the check's 0)
+                start = check_budget(r, device, [c[r][0] for c in counts], [c[r][1] for c in counts], self.max_bytes, _TOO_BIG)
+                for shard, shard_parts in zip(shards, parts, strict=True):
+                    with tf.device(shard.device), tf.name_scope(f"send{r}"):
+                        received.append(tf.nest.map_structure(lambda t, at=start: t[at:], shard_parts[r]))
             with tf.device(device), tf.name_scope(f"reducer{r}"):
-                received = [p[r] for p in parts] or [
-                    tf.nest.map_structure(lambda t: tf.zeros([0, *t.shape[1:]], t.dtype), first[1])
-                ]
+                received = received or [tf.nest.map_structure(lambda t: tf.zeros([0, *t.shape[1:]], t.dtype), first[1])]
                 keys, values = (
                     received[0] if len(received) == 1 else tf.nest.map_structure(lambda *ts: tf.concat(ts, 0), *received)
                 )
@@ -387,6 +404,14 @@ class MapByKey:
         return keep(call.cluster, plan, value, built, call.note if built.key_dtype == tf.string else None)
 
     def failure(self, error: JobError) -> Exception | None:
+        big = over_budget(error, _TOO_BIG, self.max_bytes)
+        if big is not None:
+            return ReducerMemoryError(
+                f"{self!r}: reducer {big.part} ({big.device}) would receive {big.rows:,} rows ({big.size:,} bytes of keys and "
+                f"values), more than its budget of {big.budget:,} bytes ({big.limit}); nothing was sent. Spread the keys over "
+                "more reducers (reducers=N, up to the cluster's devices), or, if its host has the memory, raise max_bytes=; "
+                "the rows of one key always go to one reducer"
+            )
         return self.mapper.failure(error)
 
 
@@ -414,7 +439,14 @@ def _run(kind: MapOnly | MapByKey, x: Any, broadcast: Sequence[Any], options: di
 
 
 def map(
-    fn: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = (), by_key: bool = False, **options: Unpack[Options]
+    fn: Callable[..., Any],
+    x: Any,
+    /,
+    *,
+    broadcast: Sequence[Any] = (),
+    by_key: bool = False,
+    max_bytes: int | None = None,
+    **options: Unpack[Options],
 ) -> Any:
     """Map each shard's rows to any number of output rows, kept on the shard's device as resident ``Sharded`` data;
     with ``by_key=True``, moved to the reducer of their key as a ``KeyedSharded``.
@@ -430,7 +462,8 @@ def map(
     a tensor or a tuple of tensors with one row per key.  In the same run every row goes to reducer
     ``hash(key) mod R`` (the stable hash of keyed jobs and hash joins, over ``reducers=``, default one per task;
     ``partitioner="range"``: sampled key ranges).  Every row is kept (keys repeat: a repartition, not a
-    reduction).  Shard ``r`` of the resulting [`KeyedSharded`][tfmapreduce.KeyedSharded] holds reducer ``r``'s rows
+    reduction).  Before any row travels, each reducer's rows and bytes are checked against its budget (``max_bytes=``,
+    else a quarter of its host's available memory).  Shard ``r`` of the resulting [`KeyedSharded`][tfmapreduce.KeyedSharded] holds reducer ``r``'s rows
     by input shard, then in fn's row order (a range partition's: sorted by key, rows of one key in that order).  It
     reads in place as a keyed job's input (``tmr.sum_by_key(r.keys, r.values)``), and ``tmr.join`` with another
     hash-partitioned ``KeyedSharded`` on the same reducers joins shard ``r`` with shard ``r`` (co-partitioned:
@@ -443,6 +476,8 @@ def map(
         x: an array (numbers or strings), a tuple of co-partitioned arrays, resident ``Sharded`` data or files.
         broadcast: values every call of ``fn`` receives whole, after the rows.
         by_key: ``fn`` returns ``(keys, values)``; the rows are partitioned by key over the reducers.
+        max_bytes: with ``by_key=True``, the bytes of keys and values one reducer may receive (None: a quarter of its
+            host's available memory).
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``retries``, ``transfer``,
             ``batch_rows`` (files), and with ``by_key=True`` ``reducers`` and ``partitioner``: see
             [`RunOptions`][tfmapreduce.RunOptions].
@@ -456,8 +491,9 @@ def map(
             differ in structure, dtype or row shape between shards or batches; with ``by_key=True``, it returned
             no ``(keys, values)`` pair, keys of another dtype than int32, int64 or string, or keys and values of
             different row counts (found in the run: the message names the shard).
+        ReducerMemoryError: with ``by_key=True``, a reducer would receive more than its budget (nothing was sent).
         TypeError: ``fn`` is not callable, ``by_key`` is not a bool, or ``speculate=True`` was given, or
-            ``reducers=``/``partitioner=`` without ``by_key=True``.
+            ``reducers=``/``partitioner=``/``max_bytes=`` without ``by_key=True``.
 
     Examples:
         >>> x = np.arange(6)
@@ -478,7 +514,14 @@ def map(
             f"by_key must be True (fn returns (keys, values), partitioned by key) or False (fn's rows kept where they ran), "
             f"got {type(by_key).__name__} {by_key!r}"
         )
-    return _run(MapByKey(fn) if by_key else MapOnly(fn, "fn"), x, broadcast, dict(options))
+    if not by_key:
+        if max_bytes is not None:
+            raise TypeError(
+                f"max_bytes={max_bytes!r} limits what one reducer receives with by_key=True; without it each shard's rows stay "
+                "where they ran: drop max_bytes=, or pass by_key=True"
+            )
+        return _run(MapOnly(fn, "fn"), x, broadcast, dict(options))
+    return _run(MapByKey(fn, check_max_bytes(max_bytes)), x, broadcast, dict(options))
 
 
 def filter(pred: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = (), **options: Unpack[Options]) -> Any:
