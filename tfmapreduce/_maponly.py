@@ -393,9 +393,10 @@ class MapByKey:
                 if plan.partitioner == "range":
                     keys, values = in_key_order(keys, values)
                 kept.append((keys, values))
-        keys, values = first[1]
-        specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), values)
-        return builder.program(keep_fetch(builder, plan.reducers, kept), plan.tasks, KeyedBuilt(keys.dtype, specs, resident=True))
+        first_keys, first_values = first[1]
+        specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), first_values)
+        built = KeyedBuilt(first_keys.dtype, specs, resident=True)
+        return builder.program(keep_fetch(builder, plan.reducers, kept), plan.tasks, built)
 
     def finish(self, value: Any, program: Program | None, plan: KeyedPlan, call: Call) -> KeyedSharded:
         """The rows as a ``KeyedSharded``: shard r on reducer r."""
@@ -458,18 +459,19 @@ def map(
     the device of input shard ``i``: the result is the input of any later job or write without shipping,
     and ``.gather()`` returns it in row order.  It cannot be rebuilt if its worker is lost: map again.
 
-    With ``by_key=True``, ``fn`` returns a pair ``(keys, values)``: keys a 1-D int32, int64 or string tensor, values
-    a tensor or a tuple of tensors with one row per key.  In the same run every row goes to reducer
-    ``hash(key) mod R`` (the stable hash of keyed jobs and hash joins, over ``reducers=``, default one per task;
-    ``partitioner="range"``: sampled key ranges).  Every row is kept (keys repeat: a repartition, not a
-    reduction).  Before any row travels, each reducer's rows and bytes are checked against its budget (``max_bytes=``,
-    else a quarter of its host's available memory).  Shard ``r`` of the resulting [`KeyedSharded`][tfmapreduce.KeyedSharded] holds reducer ``r``'s rows
-    by input shard, then in fn's row order (a range partition's: sorted by key, rows of one key in that order).  It
-    reads in place as a keyed job's input (``tmr.sum_by_key(r.keys, r.values)``), and ``tmr.join`` with another
-    hash-partitioned ``KeyedSharded`` on the same reducers joins shard ``r`` with shard ``r`` (co-partitioned:
-    nothing moves).  ``.gather()`` gives a [`KeyedResult`][tfmapreduce.KeyedResult] of every row, sorted by key,
-    stably: one entry per row, rows of one key in input order (its ``keys`` and ``values`` arrays, or
-    ``to_pandas()``; ``to_dict()`` keeps one row per key).
+    With ``by_key=True``, ``fn`` returns a pair ``(keys, values)``: keys a 1-D int32, int64 or string tensor,
+    values a tensor or a tuple of tensors with one row per key.  In the same run every row goes to reducer
+    ``hash(key) mod R`` (the stable hash of keyed jobs and hash joins, over ``reducers=``, default one per
+    task; ``partitioner="range"``: sampled key ranges).  Every row is kept (keys repeat: a repartition, not a
+    reduction).  Before any row travels, each reducer's rows and bytes are checked against its budget
+    (``max_bytes=``, else a quarter of its host's available memory).  Shard ``r`` of the resulting
+    [`KeyedSharded`][tfmapreduce.KeyedSharded] holds reducer ``r``'s rows by input shard, then in fn's row
+    order (a range partition's: sorted by key, rows of one key in that order).  It reads in place as a keyed
+    job's input (``tmr.sum_by_key(r.keys, r.values)``), and ``tmr.join`` with another hash-partitioned
+    ``KeyedSharded`` on the same reducers joins shard ``r`` with shard ``r`` (co-partitioned: nothing moves).
+    ``.gather()`` gives a [`KeyedResult`][tfmapreduce.KeyedResult] of every row, sorted by key, stably: one
+    entry per row, rows of one key in input order (its ``keys`` and ``values`` arrays, or ``to_pandas()``;
+    ``to_dict()`` keeps the last row of each key).
 
     Args:
         fn: the traceable function of a batch of rows (TensorFlow ops; it is traced once per shard or file).
