@@ -116,54 +116,64 @@ def map_shards(map_fn: Any, side: MapSide, builder: Builder, plan: KeyedPlan, ca
     return Mapped(per_task, device, first)
 
 
-def mismatch(map_fn: Any, error: JobError) -> MapFunctionError | None:
-    """The failed in-graph check of :func:`emit` as a MapFunctionError naming ``map_fn``; None for another error."""
+def mismatch(map_fn: Any, error: JobError, *, argument: str = "map_fn") -> MapFunctionError | None:
+    """The failed in-graph check of :func:`emit` as a MapFunctionError naming ``map_fn`` (as ``argument``); None for
+    another error."""
     if MISMATCH in str(error) or MISMATCH in error.details:
         return MapFunctionError(
-            f"map_fn {callable_name(map_fn)} returned keys and values of different lengths "
+            f"{argument} {callable_name(map_fn)} returned keys and values of different lengths "
             f"({str(error).split(MISMATCH)[-1].strip(' ():')}); they must have one value row per key"
         )
     return None
 
 
-def emit(map_fn: Any, output: Any, where: str) -> Part:
-    """Check a keyed map output: ``(keys, values)`` with 1-D int/string keys and values of as many rows."""
+def emit(
+    map_fn: Any,
+    output: Any,
+    where: str,
+    *,
+    argument: str = "map_fn",
+    otherwise: str = "use by_key=False for a whole-input reduction",
+) -> Part:
+    """Check a keyed map output: ``(keys, values)`` with 1-D int/string keys and values of as many rows.  Messages name
+    ``map_fn`` as ``argument`` and end a wrong structure's with ``otherwise`` (what to do instead)."""
     name = callable_name(map_fn)
+    map_fn_name = f"{argument} {name}"
     if not (isinstance(output, (tuple, list)) and len(output) == 2):
         raise MapFunctionError(
-            f"map_fn {name} of a by_key=True job must return a pair (keys, values): keys a 1-D tensor of m keys, values a tensor "
+            f"{map_fn_name} of a by_key=True job must return a pair (keys, values): keys a 1-D tensor of m keys, values a tensor "
             f"(or structure of tensors) with m rows; on {where} it returned {describe(output)}. "
-            "Return e.g. (words, tf.ones_like(words, tf.int64)), or use by_key=False for a whole-input reduction"
+            f"Return e.g. (words, tf.ones_like(words, tf.int64)), or {otherwise}"
         )
     try:
         keys = tf.convert_to_tensor(output[0])
         values = tf.nest.map_structure(tf.convert_to_tensor, output[1])
     except (TypeError, ValueError) as e:
         raise MapFunctionError(
-            f"map_fn {name} must return (keys, values) of tensors; on {where} it returned {output!r} ({e})"
+            f"{map_fn_name} must return (keys, values) of tensors; on {where} it returned {output!r} ({e})"
         ) from None
     if keys.dtype not in KEY_DTYPES:
         raise MapFunctionError(
-            f"map_fn {name} returned keys of dtype {keys.dtype.name} on {where}; keys must be int32, int64 or string "
+            f"{map_fn_name} returned keys of dtype {keys.dtype.name} on {where}; keys must be int32, int64 or string "
             "(bytes or unicode): float, bool and complex keys have no exact equality to group by. "
             "Cast them, e.g. tf.cast(keys, tf.int64) or tf.strings.as_string(keys)"
         )
     if keys.shape.rank != 1:
         raise MapFunctionError(
-            f"map_fn {name} returned keys of shape {keys.shape} on {where}; keys must be a 1-D tensor (one key per value row). "
+            f"{map_fn_name} returned keys of shape {keys.shape} on {where}; keys must be a 1-D tensor (one key per value row). "
             "Flatten them, e.g. tf.reshape(keys, [-1]), with the values reshaped to match"
         )
     checks = []
     for leaf in tf.nest.flatten(values):
         if leaf.shape.rank == 0:
             raise MapFunctionError(
-                f"map_fn {name} returned a scalar value on {where}; every value must have one row per key (leading dimension m = len(keys)), "
+                f"{map_fn_name} returned a scalar value on {where}; every value must have one row per key (leading dimension m = len(keys)), "
                 "e.g. tf.ones_like(keys, tf.int64) for counts"
             )
         m, rows = keys.shape[0], leaf.shape[0]
         if m is not None and rows is not None and m != rows:
             raise MapFunctionError(
-                f"map_fn {name} returned {m} keys but values with {rows} rows (shape {leaf.shape}) on {where}; "
+                f"{map_fn_name} returned {m} keys but values with {rows} rows (shape {leaf.shape}) on {where}; "
                 "keys and values must have the same length: one value row per key"
             )
         if m is None or rows is None:

@@ -1,4 +1,5 @@
-"""A keyed result kept on its reducer devices: keys and per-key values as co-partitioned resident arrays."""
+"""A keyed result kept on its reducer devices: keys and per-key values (or every row, of a map by key) as co-partitioned
+resident arrays."""
 
 from __future__ import annotations
 
@@ -125,7 +126,8 @@ class KeyedSharded:
 
     ``keys`` and ``values`` are co-partitioned [`Sharded`][tfmapreduce.Sharded] arrays (one plan), so later jobs read
     them in place: ``MapReduce(...).run((r.keys, r.values))`` ships nothing.  Within a shard the keys
-    are distinct but not sorted; [`gather`][tfmapreduce.KeyedSharded.gather] fetches and sorts them into a [`KeyedResult`][tfmapreduce.KeyedResult].
+    are distinct (a keyed job's; [`map`][tfmapreduce.map] with ``by_key=True`` keeps every row instead, so its keys
+    repeat, in input order) but not sorted; [`gather`][tfmapreduce.KeyedSharded.gather] fetches and sorts them into a [`KeyedResult`][tfmapreduce.KeyedResult].
     With ``partitioner="range"`` the result is ordered instead: shard r holds a range of keys, sorted, all below
     shard r + 1's, and ``gather`` concatenates the shards without sorting.
 
@@ -143,7 +145,7 @@ class KeyedSharded:
     """
 
     keys: Sharded
-    """The distinct keys, shard ``r`` on reducer ``r``."""
+    """The keys, shard ``r`` on reducer ``r``: distinct, or one per row for ``map(..., by_key=True)``."""
     leaves: tuple[Sharded | RaggedSharded, ...]
     """The per-key values, one per leaf of the combiner's structure, aligned with ``keys``: a Sharded array, or for a
     group job's ragged leaf a [`RaggedSharded`][tfmapreduce.RaggedSharded]."""
@@ -185,7 +187,10 @@ class KeyedSharded:
         return f"KeyedSharded({len(self)} keys on {len(self.plan.shards)} reducers, {self.name})"
 
     def gather(self, *, timeout: float | None = None) -> KeyedResult:
-        """The whole result, fetched from the reducers and sorted by key (a range partition's: concatenated, in order)."""
+        """The whole result, fetched from the reducers and sorted by key (a range partition's: concatenated, in order).
+
+        The sort is stable: for ``map(..., by_key=True)``, whose keys repeat, the result has one entry per row, the
+        rows of one key in input order."""
         keys = self.keys.gather(timeout=timeout)
         gathered = [
             rows(leaf.flat_values.gather(timeout=timeout), leaf.row_lengths.gather(timeout=timeout))
