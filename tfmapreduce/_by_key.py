@@ -21,10 +21,10 @@ from ._combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
 from ._csv import Csv
 from ._errors import InputError
 from ._files import Files, csv_table
+from ._fuse import count_words
 from ._kernels import available
 from ._keyed_result import KeyedResult
 from ._keyed_sharded import KeyedSharded
-from ._native import kernels
 from ._options import Options, RunOptions
 from ._readers import Text, TextBlocks
 from ._recipe import recipe
@@ -347,14 +347,6 @@ def _split_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return words, words
 
 
-def _count_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Each distinct word of ``lines`` and its count, by the native kernel (the map-side combine in one pass)."""
-    ops = kernels()
-    assert ops is not None  # chosen only where the kernels are loaded
-    words, counts = ops.tmr_word_counts(lines)
-    return words, counts
-
-
 @_keys_recipe
 def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """How many times each word occurs in ``lines``: a [`KeyedResult`][tfmapreduce.KeyedResult] of int64 counts.
@@ -390,7 +382,7 @@ def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Optio
         lines = array if array.size else np.array([], dtype="U1")
     settings = RunOptions.of(**options)
     if settings.cluster is not None and available(settings.cluster, settings.seconds()):  # see _native
-        job = recipe(("word_count", "native"), lambda: (_count_words, SUM), by_key=True)
+        job = recipe(("word_count", "native"), lambda: (count_words(), SUM), by_key=True)
     else:
         job = recipe(("word_count",), lambda: (_split_words, COUNT), by_key=True)
     return job.execute(lines, settings, resident=resident)

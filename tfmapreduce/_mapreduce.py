@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, Literal, TypeVar, overload
 
+import attrs
 from typing_extensions import Unpack
 
 from . import _engine
-from ._combine import Combiner
+from ._combine import SUM, Combiner
+from ._files import Files
+from ._fuse import count_words, counts_words
 from ._grouped import Grouped
+from ._kernels import available
 from ._keyed import Keyed, check_keyed_combiner
 from ._mapfn import callable_name
 from ._options import Options, RunOptions
+from ._readers import Text, TextBlocks
 from ._runstats import RunStats
 from ._whole import WholeInput
 
@@ -74,6 +79,8 @@ class MapReduce(Generic[R]):
         kind = Grouped if groups else Keyed if self.by_key else WholeInput
         self.kind: WholeInput | Keyed | Grouped = kind(self.map_fn, self.combiner, self.name)
         """The job as the run driver sees it (see ``_engine.Kind``)."""
+        self._counts: Keyed | Literal[False] | None = False
+        """The native word count this job is (see ``_fuse``), None where it is not; False: not asked yet."""
 
     @property
     def identity(self) -> Hashable:
@@ -163,7 +170,24 @@ class MapReduce(Generic[R]):
     def execute(self, x: Any, settings: RunOptions, *, broadcast: Sequence[Any] = (), resident: bool = False) -> Any:
         """[`run`][tfmapreduce.MapReduce.run] with options already validated (what recipes call)."""
         _only_keyed(self.by_key, settings, resident=resident)
+        if self._is_word_count(x, settings, broadcast):
+            assert self._counts
+            blocks = attrs.evolve(x, reader=TextBlocks(cr=""))  # whole-line blocks, each \r dropped as lines drop it
+            return _engine.run(self._counts, blocks, settings, (), resident=resident)
         return _engine.run(self.kind, x, settings, broadcast, resident=resident)
+
+    def _is_word_count(self, x: Any, settings: RunOptions, broadcast: Sequence[Any]) -> bool:
+        """Whether this run is a whitespace word count of ``read_text`` files that the native kernel runs (``_fuse``)."""
+        if not (self.by_key and self.combiner is SUM and not broadcast and isinstance(x, Files) and type(x.reader) is Text):
+            return False
+        if self._counts is False:
+            dtype = counts_words(self.map_fn)
+            self._counts = None if dtype is None else Keyed(_COUNTERS.setdefault(dtype, count_words(dtype)), SUM, self.name)
+        return self._counts is not None and settings.cluster is not None and available(settings.cluster, settings.seconds())
+
+
+_COUNTERS: dict[Any, Callable[..., Any]] = {}
+"""The fused word count's map function per dtype of the ones, one each so that fused jobs share their graphs."""
 
 
 def _only_keyed(by_key: bool, settings: RunOptions, *, resident: bool = False) -> None:

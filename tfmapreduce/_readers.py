@@ -261,12 +261,15 @@ class TextBlocks(Text):
     """
 
     counts: ClassVar[str] = "bytes"
+    cr: str = " "
+    """What each ``\\r`` becomes: a space splits words there, as a lone ``\\r`` does in shipped lines
+    (``word_count``); ``""`` drops it, as the lines of :class:`Text` do (a user's word count, see ``_fuse``)."""
 
     def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
-        return text_blocks(path, size, cr=" ")  # a lone \r splits words, as it does in shipped lines: a space
+        return text_blocks(path, size, cr=self.cr)
 
     def small_batches(self, paths: Sequence[str], sizes: Sequence[int], batch: int) -> tf.data.Dataset:
-        return whole_texts(paths, sizes, cr=" ")
+        return whole_texts(paths, sizes, cr=self.cr)
 
 
 @attrs.frozen
