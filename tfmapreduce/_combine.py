@@ -178,6 +178,8 @@ def segment_count(ids: tf.Tensor, n: tf.Tensor, dtype: tf.DType = tf.int64) -> t
         >>> segment_count(tf.constant([2, 0, 2]), tf.constant(3)).numpy()
         array([1, 0, 2])
     """
+    if dtype in _BINCOUNT_TYPES and "GPU" not in ids.device.upper():  # no weights: each id counts 1, no ones made
+        return tf.raw_ops.Bincount(arr=ids, size=n, weights=tf.zeros([0], dtype))
     return segment_sum(tf.ones(tf.shape(ids), dtype), ids, n)
 
 
