@@ -127,6 +127,37 @@ def test_a_new_signature_or_plan_compiles_again(cluster: tmr.LocalCluster) -> No
     assert _cache.programs(cluster).count(job.identity) == 4
 
 
+def test_the_same_job_written_again_shares_its_program_and_a_changed_one_does_not(cluster: tmr.LocalCluster, tmp_path) -> None:
+    """A new lambda each call builds an equal graph: the kept program runs it (no new session on the workers); a
+    changed constant, a changed global or another op is another graph, with its own right result."""
+    x = np.arange(12, dtype=np.float32)
+    paths = [str(tmp_path / "x.npy")]
+    np.save(paths[0], x)
+
+    def scaled(factor: float):
+        return tmr.MapReduce(lambda t: tf.reduce_sum(t * factor), tmr.combiners.sum)
+
+    global _FACTOR
+    for factor, compiled in [(2.0, True), (2.0, False), (3.0, True)]:
+        result, stats = scaled(factor).run(tmr.read_npy(paths), cluster=cluster, sizes=[5, 7], return_stats=True)
+        assert result == pytest.approx(factor * x.sum())
+        assert stats.compiled == compiled
+    for factor, compiled in [(4.0, True), (4.0, False), (5.0, True)]:
+        _FACTOR = factor
+        job = tmr.MapReduce(lambda t: tf.reduce_sum(t * _FACTOR), tmr.combiners.sum)  # noqa: B023 (the global, read when traced)
+        result, stats = job.run(tmr.read_npy(paths), cluster=cluster, sizes=[5, 7], return_stats=True)
+        assert result == pytest.approx(factor * x.sum())
+        assert stats.compiled == compiled
+    result, stats = tmr.MapReduce(tf.reduce_max, tmr.combiners.max).run(
+        tmr.read_npy(paths), cluster=cluster, sizes=[5, 7], return_stats=True
+    )
+    assert result == x.max()
+    assert stats.compiled
+
+
+_FACTOR = 0.0
+
+
 def test_the_cache_keeps_the_most_recent_graphs(cluster: tmr.LocalCluster) -> None:
     job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
     rows = _cache.SIZE + 2

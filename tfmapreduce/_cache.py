@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import collections
+import hashlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -42,7 +44,10 @@ class Kept:
 class ProgramCache:
     """A cluster's compiled programs by key (a job's identity first, then what else the program depends on).
 
-    Evicting a program closes its session; closing the cache (its cluster closes) also frees its buffers.
+    A program built for a new key whose graph equals, byte for byte, one kept under a key with the same rest (the
+    same job written again, as a new ``lambda`` each call) is dropped for the kept one, whose session the workers
+    have set up already (a new graph's first run costs about half a second more). Evicting a program closes its
+    session once no key holds it; closing the cache (its cluster closes) also frees its buffers.
 
     Example:
         >>> cache = ProgramCache(forget=lambda graph: None, size=2)
@@ -55,6 +60,8 @@ class ProgramCache:
     size: int = SIZE
     """How many programs to keep."""
     _entries: collections.OrderedDict[Hashable, Kept] = attrs.field(factory=collections.OrderedDict)
+    _graphs: dict[Hashable, Kept] = attrs.field(factory=dict)
+    """The programs kept, by their graph's digest and their key's rest."""
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def get(self, key: Hashable, build: Callable[[], Any]) -> tuple[Kept, bool]:
@@ -73,20 +80,32 @@ class ProgramCache:
                 1000 * (time.perf_counter() - started),
                 len(self._entries) + 1,
             )
-        kept = Kept(program)
+        same = (_digest(program), key[1:] if isinstance(key, tuple) else key)
         with self._lock:
+            kept = self._graphs.get(same)
+            shared = kept is not None and kept.alive
+            if kept is None or not shared:
+                kept = self._graphs[same] = Kept(program)
             self._entries[key] = kept
             self._entries.move_to_end(key)
             evicted = [self._entries.popitem(last=False)[1] for _ in range(len(self._entries) - self.size)]
+            held = {id(k) for k in self._entries.values()}
+            evicted = [old for old in evicted if id(old) not in held]  # another key holds it still
+            for old in evicted:
+                old.alive = False
+            self._graphs = {digest: k for digest, k in self._graphs.items() if k.alive}
+        if shared:  # the same graph is kept: this one is dropped before it ever ran
+            program.close()
+            self.forget(program.graph)
         for old in evicted:
-            old.alive = False
             self.forget(old.program.graph)  # its buffers go with the program, once no run holds it
-        return kept, True
+        return kept, not shared
 
     def close(self) -> None:
         """Forget every program and free its buffers (the cluster is closing)."""
         with self._lock:
-            dropped, self._entries = list(self._entries.values()), collections.OrderedDict()
+            dropped = list({id(kept): kept for kept in self._entries.values()}.values())
+            self._entries, self._graphs = collections.OrderedDict(), {}
         for kept in dropped:
             kept.alive = False
             kept.program.close()
@@ -102,6 +121,31 @@ class ProgramCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _digest(program: Any) -> bytes:
+    """A digest of everything ``program``'s graph computes: its nodes with their attributes and constants, the
+    functions they call.
+
+    What differs between two builds of one job is left out: a function's name ends in a number TensorFlow counts up
+    for every function traced in the process (each tf.data function of a program), so the names are numbered again
+    in the order the nodes, then the functions named, first name them; the progress counters' token.
+    """
+    graph_def = program.graph.as_graph_def()
+    functions = {f.signature.name: str(f) for f in graph_def.library.function}
+    nodes = "".join(map(str, graph_def.node))
+    counters = getattr(program, "counters", None)
+    if counters is not None:
+        nodes = nodes.replace(counters.token, "<counters>")
+    if not functions:
+        return hashlib.sha256(nodes.encode()).digest()
+    pattern = re.compile("|".join(map(re.escape, sorted(functions, key=len, reverse=True))))
+    order = list(dict.fromkeys(m.group() for m in pattern.finditer(nodes)))
+    for name in order:  # then the functions each function named calls (the list grows as it is read)
+        order += [called for called in dict.fromkeys(m.group() for m in pattern.finditer(functions[name])) if called not in order]
+    numbers = {name: f"<function {i}>" for i, name in enumerate(order)}
+    text = "".join([nodes, *(functions[name] for name in order)])
+    return hashlib.sha256(pattern.sub(lambda m: numbers[m.group()], text).encode()).digest()
 
 
 PROGRAMS = ClusterVar("compiled programs", lambda cluster: ProgramCache(cluster.forget), close=ProgramCache.close)
