@@ -19,9 +19,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import examples
 
 import tfmapreduce as tmr
-from tfmapreduce import _kernels, _native
+from tfmapreduce import _combine, _kernels, _native, _per_key
 from tfmapreduce._source import sources
 
 TEXTS = [
@@ -333,3 +336,43 @@ def test_read_csv_parses_with_the_kernel_where_every_task_has_it(
         (source,) = _kernels.with_kernels(sources(data), where, 30)
         assert source.reader.native is kernel  # type: ignore[attr-defined]
         np.testing.assert_allclose(tmr.sum(data, axis=0, cluster=where), rows[:, [2, 0]].sum(0), rtol=1e-12)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    n=st.integers(0, 300),
+    span=st.sampled_from([1, 7, 300, 1 << 40]),  # 1 << 40: keys too sparse to bin by offset (the hashed path)
+    key_dtype=st.sampled_from([tf.int32, tf.int64]),
+    dtype=st.sampled_from([tf.float32, tf.float64, tf.int32, tf.int64]),
+    columns=st.integers(1, 2),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_sums_by_key_give_what_the_stock_segment_sums_give(
+    ops: object, n: int, span: int, key_dtype: tf.DType, dtype: tf.DType, columns: int, seed: int
+) -> None:
+    """TmrSumsByKey, for every built-in form it stands in for (sum, count, mean; partial and merge), bit for bit."""
+    rng = np.random.default_rng(seed)
+    span = min(span, 2**31 - 1) if key_dtype == tf.int32 else span
+    keys = tf.constant(rng.integers(-span // 2, span // 2 + 1, n), key_dtype)
+    column = lambda: tf.constant(rng.normal(0, 1e3, n) if dtype.is_floating else rng.integers(-1000, 1000, n), dtype)  # noqa: E731
+    rows = tuple(column() for _ in range(columns))
+    rows = rows[0] if columns == 1 else rows
+    f64 = tf.nest.map_structure(lambda t: tf.cast(t, tf.float64), rows)
+    counts = tf.constant(rng.integers(1, 5, n), tf.int64)
+    forms = [tmr.combiners.sum.per_key, tmr.combiners.count.per_key, tmr.combiners.mean.per_key]
+    for combine, rows_in in [
+        (forms[0].partial, rows),
+        (forms[0].merge, rows),
+        (forms[1].partial, rows),
+        (forms[1].merge, counts),  # a count's partials: int64 counts
+        (forms[2].partial, rows),
+        (forms[2].merge, (f64, tf.cast(counts, tf.float64))),  # a mean's partials: float64 sums and counts
+    ]:
+        assert combine in _combine.SUMS
+        native = _per_key.by_key(keys, rows_in, combine, ops)
+        stock = _per_key.by_key(keys, rows_in, combine)
+        order, at = np.argsort(native[0].numpy()), np.argsort(stock[0].numpy())
+        np.testing.assert_array_equal(native[0].numpy()[order], stock[0].numpy()[at])
+        for a, b in zip(tf.nest.flatten(native[1]), tf.nest.flatten(stock[1]), strict=True):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a.numpy()[order], b.numpy()[at])

@@ -294,6 +294,46 @@ Per key (keyed jobs), the mean of each key's values, in float64."""
 MEAN: Combiner = attrs.evolve(WEIGHTED_MEAN, name="mean")
 """The mean: [`weighted_mean`][tfmapreduce.combiners.weighted_mean] by another name (per key, in keyed jobs: each key's rows weigh 1)."""
 
+
+@attrs.frozen
+class Sums:
+    """A per-key form that sums its rows' 1-D leaves and counts them, as one native pass does (``TmrSumsByKey``, in
+    :func:`_per_key.by_key`): each leaf's sum dtype, and the form's result from the rows, their sums and counts."""
+
+    dtype: Callable[[tf.DType], tf.DType]
+    result: Callable[[Any, list[tf.Tensor], tf.Tensor], Any]
+    leaves: bool = True
+    """Whether the leaves are summed (False: the result is the count alone)."""
+
+
+def _packed(rows: Any, sums: list[tf.Tensor], counts: tf.Tensor) -> Any:
+    return tf.nest.pack_sequence_as(rows, sums)
+
+
+def _wide_dtype(dtype: tf.DType) -> tf.DType:
+    return tf.float64 if dtype.is_floating else tf.int64
+
+
+def _form(combiner: Combiner) -> SegmentForm:
+    assert combiner.per_key is not None
+    return combiner.per_key
+
+
+_SUMMED = Sums(lambda dtype: dtype, _packed)
+SUMS: dict[Callable[..., Any], Sums] = {
+    _form(SUM).partial: Sums(_wide_dtype, _packed),
+    _SEGMENT_SUM: _SUMMED,
+    segment_sum: _SUMMED,  # COUNT's merge
+    _form(COUNT).partial: Sums(lambda dtype: dtype, lambda rows, sums, counts: counts, leaves=False),
+    _form(WEIGHTED_MEAN).partial: Sums(
+        lambda dtype: tf.float64, lambda rows, sums, counts: (_packed(rows, sums, counts), tf.cast(counts, tf.float64))
+    ),
+    _form(WEIGHTED_MEAN).merge: _SUMMED,
+}
+"""The per-key forms (their ``partial`` or ``merge``) of the built-in sums, counts and means: what one native pass
+computes exactly as they do (each leaf summed in row order, as ``Bincount`` with weights sums)."""
+
+
 _SEGMENT_MIN = _nest_segments(segment_min)
 _SEGMENT_MAX = _nest_segments(segment_max)
 

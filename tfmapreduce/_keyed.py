@@ -48,18 +48,19 @@ class Keyed(ByKey):
         """Map and combine per shard (in batches), per task, hash-partition, merge per reducer."""
         form = self.combiner.per_key
         assert form is not None  # checked when the job was made (check_keyed_combiner)
+        # The native kernels where every task has them: the sums, counts and means by key (on CPUs), the range
+        # partition's sorts (where every device is a CPU).
+        native = kernels() if available(call.cluster, call.settings.seconds()) else None
         side = MapSide(
-            combine=lambda keys, values: by_key(keys, values, form.partial),
-            merge=lambda parts: merge(parts, form),
-            refold=lambda keys, partials: by_key(keys, partials, form.merge),
+            combine=lambda keys, values: by_key(keys, values, form.partial, native),
+            merge=lambda parts: merge(parts, form, native),
+            refold=lambda keys, partials: by_key(keys, partials, form.merge, native),
         )
         mapped = map_shards(self.map_fn, side, builder, plan, call)
         first = mapped.first
-        native = None  # the range partition's sorts: the native ones where every device is a CPU and has them
-        if plan.partitioner == "range" and all(Device.parse(d).type == "CPU" for d in [*mapped.device.values(), *plan.reducers]):
-            native = kernels() if available(call.cluster, call.settings.seconds()) else None
+        cpus = all(Device.parse(d).type == "CPU" for d in [*mapped.device.values(), *plan.reducers])
         try:
-            outputs = _shuffle(mapped, plan, form, native)
+            outputs = _shuffle(mapped, plan, form, native, native if plan.partitioner == "range" and cpus else None)
         except MapFunctionError:
             raise
         except Exception as e:
@@ -89,21 +90,22 @@ class Keyed(ByKey):
         return mismatch(self.map_fn, error)
 
 
-def _shuffle(mapped: Mapped, plan: KeyedPlan, form: SegmentForm, native: Any | None) -> list[Part]:
+def _shuffle(mapped: Mapped, plan: KeyedPlan, form: SegmentForm, native: Any | None, sorts: Any | None) -> list[Part]:
     """Each task's partials merged by key and split into one bucket per reducer (by hash or range); each reducer's buckets
-    merged, finalized (and sorted by key in a range partition)."""
+    merged, finalized (and sorted by key in a range partition).  ``native``: the kernels for the merges; ``sorts``:
+    for the range partition."""
     merged = []
     for task, parts in mapped.per_task.items():
         with tf.device(mapped.device[task]), tf.name_scope("combine_task"):
-            merged.append((mapped.device[task], merge(parts, form)))
-    buckets_per_task = split_all(merged, plan.reducers, plan.partitioner, native, scope="combine_task")
+            merged.append((mapped.device[task], merge(parts, form, native)))
+    buckets_per_task = split_all(merged, plan.reducers, plan.partitioner, sorts, scope="combine_task")
     outputs = []
     for r, device in enumerate(plan.reducers):
         with tf.device(device), tf.name_scope(f"reducer{r}"):
-            keys, partial = merge([b[r] for b in buckets_per_task], form)
+            keys, partial = merge([b[r] for b in buckets_per_task], form, native)
             values = form.finalize(partial)
             if plan.partitioner == "range":
-                keys, values = in_key_order(keys, values, native)
+                keys, values = in_key_order(keys, values, sorts)
             outputs.append((tf.identity(keys), tf.nest.map_structure(tf.identity, values)))
     return outputs
 

@@ -35,6 +35,11 @@
 //   The (key, value) rows split by each key's reducer, in row order: reducer ((k * 0x9E3779B97F4A7C15 mod 2^64) >> 32)
 //   mod `reducers` of the key k as int64 (the stable hash of _per_key.buckets), in one pass over the rows.
 //
+// TmrSumsByKey(keys: K[n], values: T_j[n]...) -> (distinct: K[d], sums: W_j[d]..., counts: int64[d])
+//   Each distinct key's row count and the sums of each values column over its rows, in row order as W_j: the
+//   built-in sums, counts and means by key (_combine.SUMS) in two passes over the rows where the keys span a small
+//   range (their min and max, then one pass that sums and counts), else through a hash table.
+
 // TmrDecodeCsv(records: string[m]) -> values: out_types (one tensor per selected field, a row per line)
 //   The lines of `records` (each element one line, or several joined by \n: a block of whole lines) parsed as CSV
 //   of `fields` fields split on `delimiter` (a field may be quoted, "" a quote inside), and the fields `columns`
@@ -726,6 +731,147 @@ class PartitionOp : public OpKernel {
 };
 
 TMR_REGISTER_ROW_PAIRS("TmrPartition", PartitionOp)
+
+REGISTER_OP("TmrSumsByKey")
+    .Input("keys: K")
+    .Input("values: T")
+    .Output("distinct: K")
+    .Output("sums: out_types")
+    .Output("counts: int64")
+    .Attr("K: {int32, int64}")
+    .Attr("T: list({float, double, int32, int64}) >= 0")
+    .Attr("out_types: list({float, double, int32, int64}) >= 0")
+    .Attr("dense_slack: int >= 0")
+    .SetShapeFn(VectorOutputs);
+
+// Adds values[i] (as W) into sums[bin(i)] for every row i, and counts each row where `counts` is given: one pass.
+template <typename T, typename W, typename Bin>
+void SumInto(const Tensor& values, int64_t n, const Bin& bin, W* sums, int64_t* counts) {
+  const T* v = values.flat<T>().data();
+  if (counts == nullptr) {
+    for (int64_t i = 0; i < n; ++i) sums[bin(i)] += static_cast<W>(v[i]);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = bin(i);
+    sums[b] += static_cast<W>(v[i]);
+    ++counts[b];
+  }
+}
+
+// SumInto for the dtypes the op takes: T -> W is T itself, its wide type, or double.
+template <typename Bin>
+absl::Status SumAs(const Tensor& values, Tensor* sums, int64_t n, const Bin& bin, int64_t* counts) {
+  using ::tensorflow::DataType;
+#define TMR_SUM_AS(TE, T, WE, W) \
+  if (values.dtype() == ::tensorflow::TE && sums->dtype() == ::tensorflow::WE) \
+    return SumInto<T, W>(values, n, bin, sums->flat<W>().data(), counts), absl::OkStatus();
+  TMR_SUM_AS(DT_FLOAT, float, DT_FLOAT, float)
+  TMR_SUM_AS(DT_FLOAT, float, DT_DOUBLE, double)
+  TMR_SUM_AS(DT_DOUBLE, double, DT_DOUBLE, double)
+  TMR_SUM_AS(DT_INT32, int32_t, DT_INT32, int32_t)
+  TMR_SUM_AS(DT_INT32, int32_t, DT_INT64, int64_t)
+  TMR_SUM_AS(DT_INT32, int32_t, DT_DOUBLE, double)
+  TMR_SUM_AS(DT_INT64, int64_t, DT_INT64, int64_t)
+  TMR_SUM_AS(DT_INT64, int64_t, DT_DOUBLE, double)
+#undef TMR_SUM_AS
+  return ::tensorflow::errors::InvalidArgument("TmrSumsByKey cannot sum ", ::tensorflow::DataTypeString(values.dtype()),
+                                               " as ", ::tensorflow::DataTypeString(sums->dtype()));
+}
+
+// TmrSumsByKey(keys: K[n], values: T_j[n]...) -> (distinct: K[d], sums: W_j[d]..., counts: int64[d])
+//   Each distinct key's row count and the sum of each values column over its rows, accumulated as W_j in row order
+//   (as Bincount with weights does).  Keys spanning at most 2n + dense_slack values are binned by their offset from
+//   the smallest (a min/max pass, then one pass that sums and counts) and come out ascending; others are binned by a
+//   hash table and come out in first-seen order.
+template <typename K>
+class SumsByKeyOp : public OpKernel {
+ public:
+  explicit SumsByKeyOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("out_types", &out_types_));
+    OP_REQUIRES_OK(context, context->GetAttr("dense_slack", &dense_slack_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& key_input = context->input(0);
+    ::tensorflow::OpInputList values;
+    OP_REQUIRES_OK(context, context->input_list("values", &values));
+    OP_REQUIRES(context, key_input.dims() == 1 && static_cast<int>(out_types_.size()) == values.size(),
+                ::tensorflow::errors::InvalidArgument("keys must be 1-D, with a sum type per values column"));
+    const K* keys = key_input.flat<K>().data();
+    const int64_t n = key_input.NumElements();
+    for (const Tensor& column : values) {
+      OP_REQUIRES(context, column.shape() == key_input.shape(),
+                  ::tensorflow::errors::InvalidArgument("every values column must have one row per key"));
+    }
+    K lo = 0, hi = 0;
+    if (n > 0) {
+      lo = hi = keys[0];
+      for (int64_t i = 1; i < n; ++i) {
+        lo = std::min(lo, keys[i]);
+        hi = std::max(hi, keys[i]);
+      }
+    }
+    const bool dense = n > 0 && static_cast<double>(hi) - static_cast<double>(lo) <= 2.0 * n + dense_slack_;
+    std::vector<int32_t> ids;  // each row's bin where the keys are hashed
+    std::vector<K> seen;       // each bin's key, in first-seen order (hashed)
+    if (!dense) {
+      absl::flat_hash_map<K, int32_t> index;
+      index.reserve(n);
+      ids.resize(n);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto [at, added] = index.try_emplace(keys[i], static_cast<int32_t>(seen.size()));
+        if (added) seen.push_back(keys[i]);
+        ids[i] = at->second;
+      }
+    }
+    const int64_t bins = dense ? static_cast<int64_t>(hi - lo) + 1 : static_cast<int64_t>(seen.size());
+    std::vector<int64_t> counts(bins, 0);
+    std::vector<Tensor> sums(values.size());
+    for (int j = 0; j < values.size(); ++j) {
+      OP_REQUIRES_OK(context, context->allocate_temp(out_types_[j], ::tensorflow::TensorShape({bins}), &sums[j]));
+      std::memset(sums[j].data(), 0, sums[j].TotalBytes());
+      int64_t* counted = j == 0 ? counts.data() : nullptr;  // counted with the first column, or alone below
+      if (dense) {
+        OP_REQUIRES_OK(context, SumAs(values[j], &sums[j], n, [&](int64_t i) { return int64_t{keys[i] - lo}; }, counted));
+      } else {
+        OP_REQUIRES_OK(context, SumAs(values[j], &sums[j], n, [&](int64_t i) { return int64_t{ids[i]}; }, counted));
+      }
+    }
+    if (values.size() == 0) {
+      for (int64_t i = 0; i < n; ++i) ++counts[dense ? static_cast<int64_t>(keys[i] - lo) : ids[i]];
+    }
+    std::vector<int64_t> order;  // the bins to output: those with rows
+    for (int64_t b = 0; b < bins; ++b) {
+      if (counts[b] > 0) order.push_back(b);
+    }
+    const int64_t d = static_cast<int64_t>(order.size());
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output("distinct", ::tensorflow::TensorShape({d}), &out));
+    K* distinct = out->flat<K>().data();
+    for (int64_t r = 0; r < d; ++r) distinct[r] = dense ? static_cast<K>(lo + order[r]) : seen[order[r]];
+    ::tensorflow::OpOutputList sum_outputs;
+    OP_REQUIRES_OK(context, context->output_list("sums", &sum_outputs));
+    for (int j = 0; j < values.size(); ++j) {
+      OP_REQUIRES_OK(context, sum_outputs.allocate(j, ::tensorflow::TensorShape({d}), &out));
+      const size_t width = ::tensorflow::DataTypeSize(out_types_[j]);
+      const char* from = static_cast<const char*>(sums[j].data());
+      char* to = static_cast<char*>(out->data());
+      for (int64_t r = 0; r < d; ++r) std::memcpy(to + r * width, from + order[r] * width, width);
+    }
+    OP_REQUIRES_OK(context, context->allocate_output("counts", ::tensorflow::TensorShape({d}), &out));
+    for (int64_t r = 0; r < d; ++r) out->flat<int64_t>()(r) = counts[order[r]];
+  }
+
+ private:
+  ::tensorflow::DataTypeVector out_types_;
+  int64_t dense_slack_ = 0;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrSumsByKey").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int32_t>("K"),
+                        SumsByKeyOp<int32_t>);
+REGISTER_KERNEL_BUILDER(Name("TmrSumsByKey").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int64_t>("K"),
+                        SumsByKeyOp<int64_t>);
 
 REGISTER_OP("TmrDecodeCsv")
     .Input("records: string")

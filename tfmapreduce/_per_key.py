@@ -19,7 +19,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from ._combine import SegmentForm, segment_count
+from ._combine import SUMS, SegmentForm, segment_count
 from ._group import GOLDEN, group
 
 DENSE_SLACK = 1 << 16
@@ -50,13 +50,19 @@ def buckets(keys: tf.Tensor, reducers: int) -> tf.Tensor:
     return tf.cast(tf.math.floormod(high, reducers), tf.int32)
 
 
-def by_key(keys: tf.Tensor, rows: Any, combine: Callable[[Any, tf.Tensor, tf.Tensor], Any]) -> tuple[tf.Tensor, Any]:
+def by_key(
+    keys: tf.Tensor, rows: Any, combine: Callable[[Any, tf.Tensor, tf.Tensor], Any], native: Any | None = None
+) -> tuple[tf.Tensor, Any]:
     """Combine ``rows`` (a structure, one row per key occurrence) by key: (distinct keys, ``combine(rows, ids, n)``).
 
     ``combine`` is a :class:`SegmentForm`'s ``partial`` or ``merge``.  Integer keys of a small
     range use their offset from the minimum as the segment (no hash table); the others are grouped by :func:`group`.
+    Where ``combine`` is a built-in sum, count or mean (``_combine.SUMS``) of 1-D columns on a CPU and the ``native``
+    kernels are given, ``TmrSumsByKey`` does it all in two passes over the rows, with the same sums.
     """
-
+    summed = _native_sums(keys, rows, combine, native)
+    if summed is not None:
+        return summed
     if keys.dtype == tf.string:
         distinct, ids = group(keys)
         return distinct, combine(rows, ids, tf.size(distinct))
@@ -77,6 +83,22 @@ def by_key(keys: tf.Tensor, rows: Any, combine: Callable[[Any, tf.Tensor, tf.Ten
     return tf.boolean_mask(segments, present), tf.nest.map_structure(lambda t: tf.boolean_mask(t, present), combined)
 
 
+_SUMMED_DTYPES = (tf.int32, tf.int64, tf.float32, tf.float64)
+
+
+def _native_sums(keys: tf.Tensor, rows: Any, combine: Callable[..., Any], native: Any | None) -> tuple[tf.Tensor, Any] | None:
+    """:func:`by_key` by ``TmrSumsByKey``; None where it does not apply."""
+    form = SUMS.get(combine)
+    if native is None or form is None or keys.dtype not in (tf.int32, tf.int64) or "GPU" in keys.device.upper():
+        return None
+    leaves = tf.nest.flatten(rows) if form.leaves else []
+    if not all(t.shape.rank == 1 and t.dtype in _SUMMED_DTYPES for t in leaves):
+        return None
+    out_types = [form.dtype(t.dtype) for t in leaves]
+    distinct, sums, counts = native.tmr_sums_by_key(keys, leaves, out_types=out_types, dense_slack=DENSE_SLACK)
+    return distinct, form.result(rows, sums, counts)
+
+
 def _concat(parts: Sequence[tuple[tf.Tensor, Any]]) -> tuple[tf.Tensor, Any]:
     if len(parts) == 1:
         return parts[0]
@@ -84,9 +106,9 @@ def _concat(parts: Sequence[tuple[tf.Tensor, Any]]) -> tuple[tf.Tensor, Any]:
     return keys, tf.nest.map_structure(lambda *leaves: tf.concat(leaves, 0), *[p for _, p in parts])
 
 
-def merge(parts: Sequence[tuple[tf.Tensor, Any]], form: SegmentForm) -> tuple[tf.Tensor, Any]:
-    """Per-key partials (keys, partial) merged into one, by key."""
+def merge(parts: Sequence[tuple[tf.Tensor, Any]], form: SegmentForm, native: Any | None = None) -> tuple[tf.Tensor, Any]:
+    """Per-key partials (keys, partial) merged into one, by key (:func:`by_key` with ``native``)."""
     if len(parts) == 1:
         return parts[0]
     keys, rows = _concat(parts)
-    return by_key(keys, rows, form.merge)
+    return by_key(keys, rows, form.merge, native)
