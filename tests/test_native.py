@@ -451,7 +451,8 @@ def test_integers_parse_as_before(ops: object, sign: str, digits: str) -> None:
 
 
 def _read_csv_kernel(ops: object, path: pathlib.Path, header: bool, blocks: int = 1, fields: int = 2) -> np.ndarray:
-    """TmrReadCsv over ``path`` in ``blocks`` byte ranges, columns 1 and 0 as float64, rows joined."""
+    """TmrReadCsv over ``path`` in ``blocks`` byte ranges, columns 1 and 0 as float64, rows joined; the same rows as
+    one matrix (``matrix=True``) checked to be those columns stacked."""
     size = path.stat().st_size
     edges = np.linspace(0, size, blocks + 1).astype(int)
     parts = []
@@ -460,6 +461,19 @@ def _read_csv_kernel(ops: object, path: pathlib.Path, header: bool, blocks: int 
             str(path), size, int(start), int(stop), out_types=[tf.float64] * 2, columns=[1, 0], fields=fields, header=header
         )
         parts.append(np.stack([c.numpy() for c in columns], axis=1))
+        (matrix,) = ops.tmr_read_csv(  # type: ignore[attr-defined]
+            str(path),
+            size,
+            int(start),
+            int(stop),
+            out_types=[tf.float64],
+            columns=[1, 0],
+            fields=fields,
+            header=header,
+            matrix=True,
+        )
+        assert matrix.shape == (len(parts[-1]), 2)
+        np.testing.assert_array_equal(matrix.numpy(), parts[-1])
     return np.concatenate(parts)
 
 

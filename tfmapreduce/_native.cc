@@ -45,7 +45,8 @@
 // TmrReadCsv(path: string, size: int64, start: int64, stop: int64) -> values: out_types
 //   The lines of a CSV file that start in bytes [start, stop) (Hadoop's split rule), read by the kernel itself (no string per
 //   line, no tf.data text pipeline) and parsed as TmrDecodeCsv parses them; a bad line's error gives its line
-//   number in the file and its bytes (see ReadCsvOp).
+//   number in the file and its bytes (see ReadCsvOp).  With matrix=true, out_types is one type, every column's,
+//   and the one output is the [rows, len(columns)] matrix of them (no stack of the columns afterwards).
 //
 // TmrReadRows(path: string, size: int64, offset: int64, count: int64) -> values: T[count]
 //   `count` elements of type T stored at byte `offset` of file `path` (`size` bytes when the run started), read
@@ -896,10 +897,16 @@ inline int64_t CountByte(const char* p, const char* e, char c) {
 // the selected ones parsed as numbers into their output columns.
 class CsvRows {
  public:
-  explicit CsvRows(OpKernelConstruction* context) {
+  // With `matrix`, out_types has one type, every column's, and the rows go to one [rows, columns] output.
+  CsvRows(OpKernelConstruction* context, bool matrix) : matrix_(matrix) {
     OP_REQUIRES_OK(context, context->GetAttr("out_types", &types_));
     std::vector<int> columns;
     OP_REQUIRES_OK(context, context->GetAttr("columns", &columns));
+    if (matrix_) {
+      OP_REQUIRES(context, types_.size() == 1, ::tensorflow::errors::InvalidArgument("matrix: one out_type"));
+      types_.assign(columns.size(), types_[0]);
+      stride_ = static_cast<int64_t>(columns.size());
+    }
     OP_REQUIRES_OK(context, context->GetAttr("fields", &fields_));
     std::string delimiter;
     OP_REQUIRES_OK(context, context->GetAttr("delimiter", &delimiter));
@@ -918,6 +925,13 @@ class CsvRows {
   // The output columns of `n` rows, allocated.
   absl::Status Allocate(OpKernelContext* context, int64_t n, std::vector<void*>* out) const {
     out->assign(types_.size(), nullptr);
+    if (matrix_) {  // column j from element j of row 0
+      Tensor* t = nullptr;
+      TF_RETURN_IF_ERROR(context->allocate_output(0, TensorShape({n, stride_}), &t));
+      const size_t size = ::tensorflow::DataTypeSize(t->dtype());
+      for (size_t j = 0; j < types_.size(); ++j) (*out)[j] = static_cast<char*>(t->data()) + j * size;
+      return absl::OkStatus();
+    }
     for (size_t j = 0; j < types_.size(); ++j) {
       Tensor* t = nullptr;
       TF_RETURN_IF_ERROR(context->allocate_output(static_cast<int>(j), TensorShape({n}), &t));
@@ -1070,12 +1084,13 @@ class CsvRows {
   int fields_ = 1;
   char delimiter_ = ',';
   int64_t stride_ = 1;  // elements from a column's row to its next: 1, or k in a [rows, k] matrix
+  bool matrix_ = false;
   bool greedy_ = true;  // the delimiter is no byte of a number (digits . e E + -): a number's end may end its field
 };
 
 class DecodeCsvOp : public OpKernel {
  public:
-  explicit DecodeCsvOp(OpKernelConstruction* context) : OpKernel(context), rows_(context) {}
+  explicit DecodeCsvOp(OpKernelConstruction* context) : OpKernel(context), rows_(context, false) {}
 
   void Compute(OpKernelContext* context) override {
     const auto records = context->input(0).flat<tstring>();
@@ -1119,8 +1134,17 @@ REGISTER_OP("TmrReadCsv")
     .Attr("fields: int >= 1")
     .Attr("delimiter: string = ','")
     .Attr("header: bool = false")
+    .Attr("matrix: bool = false")
     .SetIsStateful()  // it reads a file: never folded, never cached
-    .SetShapeFn(VectorOutputs);
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      bool matrix = false;
+      TF_RETURN_IF_ERROR(c->GetAttr("matrix", &matrix));
+      if (!matrix) return VectorOutputs(c);
+      std::vector<int> columns;
+      TF_RETURN_IF_ERROR(c->GetAttr("columns", &columns));
+      c->set_output(0, c->Matrix(c->UnknownDim(), static_cast<int64_t>(columns.size())));
+      return absl::OkStatus();
+    });
 
 // The file no longer has `size` bytes: the error the client names the file by (see _text.RESIZED).
 absl::Status Resized(const std::string& path, int64_t size) {
@@ -1145,7 +1169,7 @@ absl::Status ReadExactly(const ::tensorflow::RandomAccessFile& file, const std::
 // line 1) and its bytes, escaped: tfmapreduce: CSV line N: "...": then the reason in tf.io.decode_csv's words.
 class ReadCsvOp : public OpKernel {
  public:
-  explicit ReadCsvOp(OpKernelConstruction* context) : OpKernel(context), rows_(context) {
+  explicit ReadCsvOp(OpKernelConstruction* context) : OpKernel(context), rows_(context, Matrix(context)) {
     OP_REQUIRES_OK(context, context->GetAttr("header", &header_));
   }
 
@@ -1227,6 +1251,13 @@ class ReadCsvOp : public OpKernel {
   }
 
  private:
+  static bool Matrix(OpKernelConstruction* context) {
+    bool matrix = false;
+    const absl::Status status = context->GetAttr("matrix", &matrix);
+    if (!status.ok()) context->CtxFailure(__FILE__, __LINE__, status);
+    return matrix;
+  }
+
   static constexpr int64_t kMore = 1 << 16;    // bytes read at a time past a block's end, to finish its last line
   static constexpr size_t kShown = 4096;       // bytes of a bad line its error shows
   static constexpr size_t kPad = 8;            // bytes after a block's text, for reads of 8 bytes at a time
