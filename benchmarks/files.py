@@ -8,7 +8,8 @@ written, then read once before timing):
   Dask (``da.from_array`` over the memmaps, threaded scheduler);
 - a line count and byte sum over text files with ``tmr.read_text`` vs one Python
   process reading the same files (word count: ``python -m benchmarks.keyed``);
-- CSV column means with ``tmr.read_csv`` vs ``pandas.read_csv(...).mean()``, in rows/s.
+- CSV column means with ``tmr.read_csv`` vs ``pandas.read_csv(...).mean()`` and, where installed,
+  ``polars.read_csv(...).mean()`` (its own threads), in rows/s.
 """
 
 from __future__ import annotations
@@ -141,10 +142,21 @@ def main(argv: list[str] | None = None) -> None:
         t_csv, means = timed(lambda: tmr.mean(tmr.read_csv(csv, dtypes="float64"), axis=0, cluster=cluster), max(1, repeats // 2))
         t_pd, ref = timed(lambda: pd.read_csv(csv).mean().to_numpy(), max(1, repeats // 2))
         assert np.allclose(means, ref, rtol=1e-9), (means, ref)
+        try:
+            import polars as pl
+        except ImportError:
+            t_pl = None
+        else:
+            t_pl, ref_pl = timed(lambda: pl.read_csv(csv).mean().to_numpy()[0], max(1, repeats // 2))
+            assert np.allclose(means, ref_pl, rtol=1e-9), (means, ref_pl)
         n_rows = int(tmr.count(tmr.read_csv(csv), cluster=cluster))
         title = f"CSV column means, {size:.0f} MB, 8 columns, {n_rows} rows, 1 file (split over both tasks)"
         rows.append((title, "tmr.read_csv, 2 workers", t_csv, f"{n_rows / t_csv / 1e6:.2f} M rows/s"))
         rows.append((title, "pandas.read_csv().mean(), one process", t_pd, f"{n_rows / t_pd / 1e6:.2f} M rows/s"))
+        if t_pl is not None:
+            rows.append(
+                (title, f"polars.read_csv().mean(), {os.cpu_count()} threads", t_pl, f"{n_rows / t_pl / 1e6:.2f} M rows/s")
+            )
 
     last = None
     for title, name, t, note in rows:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import collections
+import fractions
 import hashlib
+import itertools
 import logging
 import os
 import pathlib
@@ -16,6 +18,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 
+import hypothesis
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -376,3 +379,172 @@ def test_sums_by_key_give_what_the_stock_segment_sums_give(
         for a, b in zip(tf.nest.flatten(native[1]), tf.nest.flatten(stock[1]), strict=True):
             assert a.dtype == b.dtype
             np.testing.assert_array_equal(a.numpy()[order], b.numpy()[at])
+
+
+# --------------------------------------------------------------------------- numbers parsed by hand (FastNumber)
+
+
+def _decode_one(ops: object, text: str, dtype: tf.DType) -> np.ndarray | None:
+    """``text`` as one field of one line through TmrDecodeCsv: the value (0-d), or None where the kernel rejects it."""
+    try:
+        (values,) = ops.tmr_decode_csv(tf.constant([text.encode()]), out_types=[dtype], columns=[0], fields=1)  # type: ignore[attr-defined]
+    except tf.errors.InvalidArgumentError:
+        return None
+    return values.numpy()[0]
+
+
+def _nearest_float32(x: fractions.Fraction) -> np.float32:
+    """The float32 nearest ``x`` (ties to an even last bit), for |x| in float32's normal range: what strtof and
+    std::from_chars give (a double rounded again to float32 is not always it)."""
+    f = np.float32(float(x))  # within one float32 step of the nearest
+    candidates = [np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))]
+    return min(candidates, key=lambda c: (abs(fractions.Fraction(float(c)) - x), int(c.view(np.uint32)) & 1))
+
+
+_DIGITS = st.text("0123456789", max_size=25)
+_DECIMALS = st.builds(
+    lambda sign, whole, point, part, exponent: sign + whole + point + part + exponent,
+    st.sampled_from(["", "-", "+"]),
+    st.one_of(_DIGITS, st.builds(lambda z, d: z + d, st.text("0", min_size=1, max_size=6), _DIGITS)),
+    st.sampled_from([".", ""]),
+    _DIGITS,
+    st.one_of(
+        st.just(""),
+        st.builds(lambda e, s, n: f"{e}{s}{n}", st.sampled_from("eE"), st.sampled_from(["", "+", "-"]), st.integers(0, 40)),
+    ),
+).filter(lambda s: any(c.isdigit() for c in s.split("e")[0].split("E")[0]))
+
+
+@hypothesis.given(text=_DECIMALS)
+@hypothesis.settings(max_examples=400)
+@hypothesis.example(text="0.1")
+@hypothesis.example(text="-0")
+@hypothesis.example(text="5.")
+@hypothesis.example(text=".5")
+@hypothesis.example(text="9007199254740993")
+@hypothesis.example(text="1e22")
+@hypothesis.example(text="1e23")
+@hypothesis.example(text="0.0000000000000000000012345678901234567890")
+def test_decimals_parse_to_the_correctly_rounded_double(ops: object, text: str) -> None:
+    """A decimal (signs, leading zeros, '.5', '5.', long mantissas, exponents) gives the double float() gives, bit
+    for bit, as std::from_chars did before the fast path: the fast path decides only where it is exact."""
+    got = _decode_one(ops, text, tf.float64)
+    assert got is not None, text
+    assert got.tobytes() == np.float64(float(text)).tobytes(), (text, got, float(text))
+
+
+@hypothesis.given(text=_DECIMALS)
+@hypothesis.settings(max_examples=400)
+@hypothesis.example(text="16777217")
+@hypothesis.example(text="8.500003337860107")  # its nearest double is halfway between two floats: float() rounds twice
+@hypothesis.example(text="8.500004291534424")
+@hypothesis.example(text="1.00000005960464477539062")
+@hypothesis.example(text="0.500000029802322387695312")
+@hypothesis.example(text="-3.4028235e38")
+@hypothesis.example(text="1.17549435e-38")
+def test_decimals_parse_to_the_correctly_rounded_float32(ops: object, text: str) -> None:
+    """A float32 field is the float32 nearest the decimal (as std::from_chars gives it), not float() rounded again:
+    the fast path takes a double only where it does not lie halfway between two floats."""
+    exact = fractions.Fraction(text.removeprefix("+"))
+    hypothesis.assume(exact == 0 or 1e-37 < abs(exact) < 3e38)
+    got = _decode_one(ops, text, tf.float32)
+    assert got is not None, text
+    want = np.float32(float(text)) if exact == 0 else _nearest_float32(exact)
+    assert got.tobytes() == want.tobytes(), (text, got, want)
+
+
+@hypothesis.given(text=st.text("0123456789.eE+- \t", max_size=12))
+@hypothesis.settings(max_examples=400)
+@hypothesis.example(text="+-5")
+@hypothesis.example(text="++5")
+@hypothesis.example(text=" 1.5\t")
+@hypothesis.example(text="5e")
+@hypothesis.example(text=".")
+@hypothesis.example(text="-")
+def test_any_text_is_a_double_exactly_where_it_was(ops: object, text: str) -> None:
+    """Text made of number bytes and spaces: a double where the parse before the fast path took it (spaces and one
+    '+' dropped, then std::from_chars, then strtod, which skips spaces and takes a sign: float()'s rules on what is
+    left), with float()'s value; every other text still fails."""
+    stripped = text.strip(" \t").removeprefix("+")
+    try:
+        want: float | None = float(stripped) if stripped else None
+    except ValueError:
+        want = None
+    got = _decode_one(ops, text, tf.float64)
+    if want is None:
+        assert got is None, (text, got)
+    else:
+        assert got is not None, (text, want)
+        assert got.tobytes() == np.float64(want).tobytes(), (text, got, want)
+
+
+@hypothesis.given(sign=st.sampled_from(["", "-", "+", "+-"]), digits=st.text("0123456789", min_size=1, max_size=21))
+@hypothesis.settings(max_examples=300)
+def test_integers_parse_as_before(ops: object, sign: str, digits: str) -> None:
+    """int32 and int64 fields: the value where it fits the type, a failure where it does not."""
+    value = int(sign.removeprefix("+") + digits)
+    for dtype, bits in ((tf.int32, 32), (tf.int64, 64)):
+        got = _decode_one(ops, sign + digits, dtype)
+        if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            assert got is not None, (sign + digits, dtype)
+            assert int(got) == value, (sign + digits, dtype, got)
+        else:
+            assert got is None, (sign + digits, dtype, got)
+
+
+def _read_csv_kernel(ops: object, path: pathlib.Path, header: bool, blocks: int = 1, fields: int = 2) -> np.ndarray:
+    """TmrReadCsv over ``path`` in ``blocks`` byte ranges, columns 1 and 0 as float64, rows joined; the same rows as
+    one matrix (``matrix=True``) checked to be those columns stacked."""
+    size = path.stat().st_size
+    edges = np.linspace(0, size, blocks + 1).astype(int)
+    parts = []
+    for start, stop in itertools.pairwise(edges):
+        columns = ops.tmr_read_csv(  # type: ignore[attr-defined]
+            str(path), size, int(start), int(stop), out_types=[tf.float64] * 2, columns=[1, 0], fields=fields, header=header
+        )
+        parts.append(np.stack([c.numpy() for c in columns], axis=1))
+        (matrix,) = ops.tmr_read_csv(  # type: ignore[attr-defined]
+            str(path),
+            size,
+            int(start),
+            int(stop),
+            out_types=[tf.float64],
+            columns=[1, 0],
+            fields=fields,
+            header=header,
+            matrix=True,
+        )
+        assert matrix.shape == (len(parts[-1]), 2)
+        np.testing.assert_array_equal(matrix.numpy(), parts[-1])
+    return np.concatenate(parts)
+
+
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_read_csv_kernel_reads_plain_quoted_cr_bom_and_header_lines(ops: object, tmp_path: pathlib.Path, blocks: int) -> None:
+    """Plain lines (the fast split), quoted fields, \\r before the \\n or inside a line (dropped), a BOM, a header, spaces,
+    a last line without \\n: the rows the general parse gives, each line read once however the file is split."""
+    lines = [b"1,2", b'"3",4.5', b' 5 ,"6"', b"7\r,8", b"-0.25,1e3", b"+9,-.5", b'"1""0",2', b"11,12"]
+    want = np.array([[2, 1], [4.5, 3], [6, 5], [8, 7], [1e3, -0.25], [-0.5, 9], [np.nan, np.nan], [12, 11]])
+    text = b"\r\n".join(lines[:6]) + b"\n" + lines[7]  # the quoted 1"0 is not a number: left out here
+    keep = [0, 1, 2, 3, 4, 5, 7]
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"\xef\xbb\xbfx,y\r\n" + text)
+    np.testing.assert_array_equal(_read_csv_kernel(ops, path, True, blocks), want[keep])
+    path.write_bytes(b"\xef\xbb\xbf" + text + b"\n")
+    np.testing.assert_array_equal(_read_csv_kernel(ops, path, False, blocks), want[keep])
+
+
+def test_read_csv_kernel_names_a_bad_line_as_before(ops: object, tmp_path: pathlib.Path) -> None:
+    """A bad line (a quoted field that is not a number, a field missing, a field too many) fails with its line number
+    and its bytes, \\r dropped, and the words of the general parse."""
+    path = tmp_path / "a.csv"
+    for bad, words in [
+        (b'"1""0",2\r', r'tfmapreduce: CSV line 3: "\"1\"\"0\",2": Field 0 is not a valid double: 1"0'),
+        (b"1,", 'tfmapreduce: CSV line 3: "1,": Field 1 is required but missing!'),
+        (b"1,2,3", 'tfmapreduce: CSV line 3: "1,2,3": Expect 2 fields but have 3'),
+        (b"1,x", 'tfmapreduce: CSV line 3: "1,x": Field 1 is not a valid double: x'),
+    ]:
+        path.write_bytes(b"x,y\n1,2\n" + bad + b"\n4,5\n")
+        with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+            _read_csv_kernel(ops, path, True)
+        assert re.sub(r"^\{\{.*?\}\} ", "", caught.value.message.split(" [Op:")[0]) == words, caught.value.message

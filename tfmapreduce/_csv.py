@@ -195,6 +195,11 @@ class Csv(Text):
         """A batch from its columns ``layout.columns`` (each 1-D in its own dtype)."""
         return tf.stack([tf.cast(c, tf.as_dtype(layout.dtype)) for c in columns], axis=1)
 
+    def stacked(self, layout: Layout, wanted: list[tf.DType]) -> bool:
+        """Whether a batch is the columns read (of dtypes ``wanted``) stacked as they are: one dtype, the batch's; then
+        ``TmrReadCsv`` writes the rows as that matrix itself (``matrix=True``), no columns stacked afterwards."""
+        return bool(wanted) and all(d == tf.as_dtype(layout.dtype) for d in wanted)
+
     def splits(self, layout: Layout | None, size: int) -> bool:
         """Whether a file of ``layout`` and ``size`` bytes is read by :meth:`native_batches`, in byte ranges that several
         shards may share (each line read by the shard where it starts, as Hadoop splits text)."""
@@ -212,8 +217,16 @@ class Csv(Text):
         wanted = [dtypes[i] for i in layout.columns]
         ops = kernels()
         assert ops is not None  # native only where every task and the client have the kernels
+        matrix = self.stacked(layout, wanted)
 
         def read(first: tf.Tensor) -> Any:
+            if matrix:
+                (rows_read,) = ops.tmr_read_csv(
+                    path, size, first, tf.minimum(first + TEXT_BLOCK, stop), out_types=wanted[:1],
+                    columns=list(layout.columns), fields=layout.fields, delimiter=self.delimiter, header=self.header,
+                    matrix=True,
+                )  # fmt: skip
+                return rows_read
             columns = ops.tmr_read_csv(
                 path, size, first, tf.minimum(first + TEXT_BLOCK, stop), out_types=wanted, columns=list(layout.columns),
                 fields=layout.fields, delimiter=self.delimiter, header=self.header,
@@ -263,6 +276,9 @@ class CsvTable(Csv):
             return keys  # the keys alone (count_by_key)
         values = [tf.cast(v, tf.as_dtype(layout.dtype)) for v in values]
         return keys, values[0] if self.flat else tf.stack(values, axis=1)
+
+    def stacked(self, layout: Layout, wanted: list[tf.DType]) -> bool:
+        return False  # (keys, values): never one matrix
 
     def empty(self, layout: Layout) -> tuple[tf.Tensor, ...]:
         keys = tf.zeros([0], tf.int64) if self.key_dtype == "int64" else tf.zeros([0], tf.string)
