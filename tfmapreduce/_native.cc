@@ -1343,3 +1343,81 @@ REGISTER_KERNEL_BUILDER(Name("TmrJoinIndex").Device(::tensorflow::DEVICE_CPU).Ty
                         JoinIndexOp<tstring>);
 
 }  // namespace tfmapreduce
+
+// POSIX files for TmrWriteResult (included here, beside the one kernel that uses them).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace tfmapreduce {
+
+REGISTER_OP("TmrWriteResult")
+    .Input("path: string")
+    .Input("value: T")
+    .Attr("T: type")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::NoOutputs);
+
+// TmrWriteResult(path: string, value: T)
+//   Writes `value` (numbers of any type that copies as bytes, rank at most 6) into the existing file `path` (the
+//   client's shared-memory file of a returned result: _shm.Staging.returned) as a 64-byte header then its raw
+//   bytes, so the client maps them (_shm.read_returned) with no TensorProto made on either side.
+//
+// TmrWriteResult's header: the magic, the dtype (int32), the rank (int32) and up to 6 dimensions (int64).
+constexpr char kResultMagic[8] = {'T', 'M', 'R', 'R', 'E', 'S', '1', '\0'};
+constexpr int kResultHeader = 64;
+constexpr int kResultRanks = 6;
+
+class WriteResultOp : public OpKernel {
+ public:
+  explicit WriteResultOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& path_in = context->input(0);
+    const Tensor& value = context->input(1);
+    OP_REQUIRES(context, path_in.dims() == 0, ::tensorflow::errors::InvalidArgument("path must be a scalar"));
+    OP_REQUIRES(context, ::tensorflow::DataTypeCanUseMemcpy(value.dtype()),
+                ::tensorflow::errors::Unimplemented("TmrWriteResult writes numbers, not ",
+                                                    ::tensorflow::DataTypeString(value.dtype())));
+    OP_REQUIRES(context, value.dims() <= kResultRanks,
+                ::tensorflow::errors::Unimplemented("TmrWriteResult writes at most ", kResultRanks, " dimensions"));
+    char header[kResultHeader] = {};
+    std::memcpy(header, kResultMagic, sizeof(kResultMagic));
+    const int32_t dtype = value.dtype();
+    const int32_t rank = value.dims();
+    std::memcpy(header + 8, &dtype, 4);
+    std::memcpy(header + 12, &rank, 4);
+    for (int d = 0; d < rank; ++d) {
+      const int64_t size = value.dim_size(d);
+      std::memcpy(header + 16 + 8 * d, &size, 8);
+    }
+    const std::string path(path_in.scalar<tstring>()());
+    const int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    OP_REQUIRES(context, fd >= 0,
+                ::tensorflow::errors::Unavailable("cannot open the result file ", path, ": ", std::strerror(errno)));
+    const absl::string_view data = value.tensor_data();
+    const std::pair<const char*, size_t> pieces[2] = {{header, sizeof(header)}, {data.data(), data.size()}};
+    for (const auto& [at, size] : pieces) {
+      size_t done = 0;
+      while (done < size) {
+        const ssize_t wrote = write(fd, at + done, size - done);
+        if (wrote < 0 && errno == EINTR) continue;
+        if (wrote <= 0) {
+          const int error = errno;
+          close(fd);
+          context->SetStatus(::tensorflow::errors::Unavailable("cannot write the result file ", path, ": ",
+                                                               std::strerror(error)));
+          return;
+        }
+        done += wrote;
+      }
+    }
+    OP_REQUIRES(context, close(fd) == 0,
+                ::tensorflow::errors::Unavailable("cannot write the result file ", path, ": ", std::strerror(errno)));
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrWriteResult").Device(::tensorflow::DEVICE_CPU), WriteResultOp);
+
+}  // namespace tfmapreduce
