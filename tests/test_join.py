@@ -380,3 +380,108 @@ def test_a_bad_line_of_a_csv_side_is_named_with_its_file_and_task(cluster: tmr.L
     for strategy in ("hash", "broadcast"):
         with pytest.raises(tmr.InputError, match=r"bad.csv \(read on task .*\): line 3 is '2,oops'"):
             tmr.join((np.array([1, 2]), np.array([10, 20])), table, strategy=strategy, cluster=cluster)
+
+
+def test_the_native_match_and_take_kernels_make_the_rows_of_every_pair_once() -> None:
+    """TmrJoinMatch then TmrJoinTake against a nested loop: both probe sides, every keep flag and mask, columns of
+    several dtypes and row shapes (strings, float NaN fills, bytes of odd widths), empty sides; bad entries refused."""
+    import tensorflow as tf
+
+    from tfmapreduce._join_rows import fill_value
+    from tfmapreduce._native import kernels
+
+    ops = kernels()
+    if ops is None:
+        pytest.skip("no native kernels here (no C++ compiler, or TFMAPREDUCE_NATIVE=0)")
+    rng = np.random.default_rng(14)
+
+    def columns(n: int) -> list[np.ndarray]:
+        return [
+            rng.random(n).astype(np.float32),
+            rng.integers(-9, 9, (n, 3)).astype(np.int16),
+            np.array([f"s{i}" for i in rng.integers(0, 99, n)], dtype=object).astype(bytes),
+            rng.random((n, 2)),
+            rng.integers(0, 2, n).astype(bool),
+        ]
+
+    for left_keys, right_keys in (
+        (rng.integers(0, 60, 200), rng.integers(30, 90, 150)),
+        (rng.permutation(100).astype(np.int32), rng.permutation(100)[:40].astype(np.int32)),
+        (np.array([], np.int64), rng.integers(0, 5, 10)),
+        (rng.integers(0, 5, 10), np.array([], np.int64)),
+        (np.array([b"a", b"", b"\xc3\xa9", b"a"]), np.array([b"a", b"a", b"b"])),
+    ):
+        left_cols, right_cols = columns(len(left_keys)), columns(len(right_keys))[:3]
+        for probe_left in (False, True):
+            for keep_left in (False, True):
+                for keep_right in (False, True):
+                    probe, build = (left_keys, right_keys) if probe_left else (right_keys, left_keys)
+                    keep_probe, keep_build = (keep_left, keep_right) if probe_left else (keep_right, keep_left)
+                    entry, start, rows, matched, total = ops.tmr_join_match(
+                        tf.constant(probe), tf.constant(build), keep_probe=keep_probe, keep_build=keep_build
+                    )
+                    keys, lout, rout, lm, rm = ops.tmr_join_take(
+                        tf.constant(left_keys),
+                        tf.constant(right_keys),
+                        [tf.constant(c) for c in left_cols],
+                        [tf.constant(c) for c in right_cols],
+                        entry,
+                        start,
+                        rows,
+                        matched,
+                        probe_left=probe_left,
+                        keep_probe=keep_probe,
+                        keep_build=keep_build,
+                        left_mask=True,
+                        right_mask=keep_left,
+                    )
+                    pairs = [
+                        (i, j) for i in range(len(left_keys)) for j in range(len(right_keys)) if left_keys[i] == right_keys[j]
+                    ]
+                    pairs += [(i, -1) for i in range(len(left_keys)) if keep_left and left_keys[i] not in set(right_keys)]
+                    pairs += [(-1, j) for j in range(len(right_keys)) if keep_right and right_keys[j] not in set(left_keys)]
+                    assert int(total) == len(pairs) == len(keys) == len(lm)
+                    assert len(rm) == (len(pairs) if keep_left else 0)
+                    assert matched.numpy().tolist() == [b in set(probe) for b in build]
+
+                    def cell(cols: list[np.ndarray], r: int) -> tuple[Any, ...]:
+                        if r >= 0:
+                            return tuple(repr(np.asarray(c[r]).tolist()) for c in cols)
+                        fills = [fill_value(tf.string if c.dtype.kind == "S" else tf.as_dtype(c.dtype)) for c in cols]
+                        return tuple(repr(np.full(c.shape[1:], f, c.dtype).tolist()) for c, f in zip(cols, fills, strict=True))
+
+                    want = sorted(
+                        (
+                            repr(np.asarray(left_keys[i] if i >= 0 else right_keys[j]).tolist()),
+                            cell(left_cols, i),
+                            cell(right_cols, j),
+                            i >= 0,
+                        )
+                        for i, j in pairs
+                    )
+                    got = sorted(
+                        (
+                            repr(np.asarray(keys.numpy()[t]).tolist()),
+                            tuple(repr(np.asarray(c.numpy()[t]).tolist()) for c in lout),
+                            tuple(repr(np.asarray(c.numpy()[t]).tolist()) for c in rout),
+                            bool(lm.numpy()[t]),
+                        )
+                        for t in range(len(keys))
+                    )
+                    assert got == want
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not TmrJoinMatch"):
+        ops.tmr_join_take(
+            tf.constant([1, 2]),
+            tf.constant([1]),
+            [],
+            [],
+            tf.constant([5, 0], tf.int64),
+            tf.constant([0], tf.int64),
+            tf.zeros([0], tf.int64),
+            tf.constant([True]),
+            probe_left=True,
+            keep_probe=False,
+            keep_build=False,
+            left_mask=False,
+            right_mask=False,
+        )

@@ -429,3 +429,40 @@ def test_a_sweep_keeps_the_folder_of_a_live_client_in_another_pid_namespace() ->
         assert os.path.isdir(folder)
     assert os.path.basename(folder) in _shmdir.sweep()
     _shmdir.remove_client_dir()
+
+
+@pytest.mark.parametrize("mechanism", ["memfd", "file"])
+def test_results_written_as_raw_bytes_or_as_a_tensor_proto_read_back_alike(mechanism: str) -> None:
+    """TmrWriteResult (a header, then the raw bytes) and the TensorProto fallback give the client the same arrays:
+    every decodable dtype, rows of several values, empty results; a header that disagrees is refused."""
+    from tfmapreduce._native import kernels
+
+    ops = kernels()
+    arrays = [
+        np.arange(12, dtype=np.float32).reshape(4, 3),
+        np.array([np.nan, -0.0, 1.5]),
+        np.zeros((0, 2), np.int64),
+        np.array([True, False, True]),
+        np.arange(-3, 4, dtype=np.int8),
+        np.arange(5, dtype=np.float16),
+        np.arange(24, dtype=np.uint16).reshape(2, 3, 4),
+    ]
+    for native in (ops, None) if ops is not None else (None,):
+        with _shm.Staging(mechanism=mechanism) as staging:
+            for array in arrays:
+                path = staging.returned()
+                graph = tf.Graph()
+                with graph.as_default():
+                    placeholder = tf.compat.v1.placeholder(tf.string, ())
+                    written = _shm.write_result(placeholder, tf.constant(array), native)
+                with tf.compat.v1.Session(graph=graph) as session:
+                    session.run(written, {placeholder: path})
+                with open(path, "rb") as f:
+                    assert (f.read(8) == _shm.RESULT_MAGIC) == (native is not None)
+                got = _shm.read_returned(path, array.dtype, array.shape[1:])
+                assert (got.dtype, got.shape) == (array.dtype, array.shape)
+                assert got.flags.writeable
+                np.testing.assert_array_equal(got, array)
+                if native is not None:
+                    with pytest.raises(ValueError, match="holds"):
+                        _shm.read_returned(path, np.dtype(np.complex64), array.shape[1:])

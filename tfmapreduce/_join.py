@@ -10,8 +10,10 @@ The strategies differ in what moves::
     co-partitioned  both sides are keyed resident results on the same reducers (bucket r on reducer r):
                     reducer r joins its two shards; nothing moves
 
-Each device joins with ``_join_rows.join_index`` (a hash table over the smaller side's keys) and, before making
-any output row, checks the rows it would make against its memory budget.
+Each device joins with a hash table over the smaller side's keys and, before making any output row, checks the rows
+it would make against its memory budget: natively ``TmrJoinMatch`` (each probe row's matches and the output's rows)
+then ``TmrJoinTake`` (every output column written from those matches, no index pairs, no gathers); with stock ops
+``_join_rows.join_index`` (row pairs) and a gather per column.
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ class Join:
         return (call.resident,)
 
     def build(self, builder: Builder, plan: JoinPlan, call: Call) -> Program:
-        native = kernels() if available(call.cluster, call.settings.seconds()) else None
+        native = kernels() if _native(call) else None
         pieces = _pieces(builder, plan, call, self.layout)
         joined = self._broadcast if plan.strategy == "broadcast" else self._by_reducer
         outputs = joined(pieces, plan, call, native)
@@ -262,16 +264,46 @@ class Join:
         also whether each row of that side matched."""
         probe, build = (left, right) if small == 1 else (right, left)
         keep_probe, keep_build = keep if small == 1 else keep[::-1]
+        row_bytes = sum(_row_bytes(t) for t in [left[0], *left[1], *right[1]])
+        masks = self._masks(call)
+        if native is not None:  # each probe row's matches, then every output column written at once
+            entry, start, rows_of, build_matched, rows = native.tmr_join_match(
+                probe[0], build[0], keep_probe=keep_probe, keep_build=keep_build
+            )
+            check = within_budget(part, device, rows, rows * row_bytes, self.max_bytes, _TOO_BIG)
+            with tf.control_dependencies([check]):
+                keys, left_out, right_out, left_matched, right_matched = native.tmr_join_take(
+                    left[0],
+                    right[0],
+                    left[1],
+                    right[1],
+                    entry,
+                    start,
+                    rows_of,
+                    build_matched,
+                    probe_left=small == 1,
+                    keep_probe=keep_probe,
+                    keep_build=keep_build,
+                    left_mask=masks[0],
+                    right_mask=masks[1],
+                )
+            out = (
+                keys,
+                *left_out,
+                *right_out,
+                *([left_matched] if masks[0] else []),
+                *([right_matched] if masks[1] else []),
+            )
+            return (out, build_matched) if matched_of is not None else out
         probe_rows, build_rows, build_matched = join_index(
-            probe[0], build[0], keep_left=keep_probe, keep_right=keep_build, native=native
+            probe[0], build[0], keep_left=keep_probe, keep_right=keep_build, native=None
         )
         index = (probe_rows, build_rows) if small == 1 else (build_rows, probe_rows)
         rows = tf.size(index[0], tf.int64)
-        row_bytes = sum(_row_bytes(t) for t in [left[0], *left[1], *right[1]])
         check = within_budget(part, device, rows, rows * row_bytes, self.max_bytes, _TOO_BIG)
         with tf.control_dependencies([check]):
             index = tuple(tf.identity(t) for t in index)
-        out = _rows(left, right, *index, kept=keep, masks=self._masks(call), pack=self._packed(call))
+        out = _rows(left, right, *index, kept=keep, masks=masks, pack=self._packed(call))
         return (out, build_matched) if matched_of is not None else out
 
     def finish(self, value: Any, program: Program | None, plan: JoinPlan, call: Call) -> Any:
@@ -309,12 +341,13 @@ class Join:
 
     def _packed(self, call: Call) -> bool:
         """Whether each device returns the keys and the left values as one matrix of int32 words (one gather of
-        their rows, not one per column): an inner join fetched to the client, its left columns 1-D numbers of 4 or
-        8 bytes."""
+        their rows, not one per column): an inner join fetched to the client joined with stock ops (the native
+        ``TmrJoinTake`` writes each column directly), its left columns 1-D numbers of 4 or 8 bytes."""
         keys, values = self.layout.of(0, call.srcs)
         return (
             not call.resident
             and self.how == "inner"
+            and not _native(call)
             and all(len(s.shape) == 1 and s.dtype.kind in "iuf" and s.dtype.itemsize in (4, 8) for s in [keys, *values])
         )
 
@@ -346,6 +379,11 @@ class Join:
             "keys over more reducers (reducers=N), pre-aggregate a side (e.g. tmr.sum_by_key) so each key has fewer rows, or, if the host has the "
             "memory, raise max_bytes=; one key's rows always meet on one device"
         )
+
+
+def _native(call: Call) -> bool:
+    """Whether the run joins with the native kernels (``TmrJoinMatch`` and ``TmrJoinTake``): every task has them."""
+    return kernels() is not None and available(call.cluster, call.settings.seconds())
 
 
 def _part_devices(plan: JoinPlan) -> list[str]:

@@ -239,16 +239,18 @@ class Builder:
         """What to fetch for ``value``, a structure of results made on ``device``: each tensor itself, or where the
         device's task sees this client's files (and ``transfer`` is not ``"feed"``) and it holds at least a MiB of
         numbers, its rows written into a file the client maps after the run (several times faster than gRPC for
-        large results: see the architecture guide) and no rows fetched."""
+        large results: see the architecture guide) and no rows fetched: as raw bytes by the native ``TmrWriteResult``
+        where every task has the kernels, else a serialized ``TensorProto``."""
         call = self.call
         if call is None or call.settings.transfer == "feed":
             return value
         if not visible(call.cluster, Device.parse(device).task, timeout=call.settings.seconds()):
             return value
+        native = kernels() if available(call.cluster, call.settings.seconds()) else None
         with tf.device(device):
-            return tf.nest.map_structure(self._returned, value)
+            return tf.nest.map_structure(lambda v: self._returned(v, native), value)
 
-    def _returned(self, value: tf.Tensor) -> tf.Tensor:
+    def _returned(self, value: tf.Tensor, native: Any | None) -> tf.Tensor:
         dtype = np.dtype(value.dtype.as_numpy_dtype) if value.dtype != tf.string else None
         row = value.shape[1:]
         if dtype not in DECODABLE or value.shape.rank == 0 or not row.is_fully_defined():
@@ -259,7 +261,7 @@ class Builder:
         path = tf.compat.v1.placeholder(tf.string, (), name="result_path")
 
         def write() -> tf.Tensor:
-            with tf.control_dependencies([write_result(path, value)]):
+            with tf.control_dependencies([write_result(path, value, native)]):
                 return tf.identity(value[:0])
 
         if known:  # large, as its shape says

@@ -294,9 +294,24 @@ class Staging:
         self.close()
 
 
-def write_result(path: tf.Tensor, value: tf.Tensor) -> tf.Operation:
-    """In a graph, on the worker: ``value`` serialized (a ``TensorProto``) into the file at ``path`` (a string placeholder
-    fed with :meth:`Staging.returned`), for :func:`read_returned` on the client."""
+RESULT_MAGIC = b"TMRRES1\0"
+"""The first bytes of a result written by the native ``TmrWriteResult``: its raw bytes follow a header."""
+RESULT_HEADER = 64
+"""Bytes of that header: the magic, the dtype (int32, TensorFlow's enum), the rank (int32), up to 6 dimensions (int64)."""
+RESULT_RANKS = 6
+
+
+def write_result(path: tf.Tensor, value: tf.Tensor, native: Any | None = None) -> tf.Operation:
+    """In a graph, on the worker: ``value`` written into the file at ``path`` (a string placeholder fed with
+    :meth:`Staging.returned`), for :func:`read_returned` on the client.
+
+    With the native kernels (``native``, where every task has them) a tensor of numbers of rank at most 6 is written as
+    its raw bytes after a small header (``TmrWriteResult``: one copy, into the file); otherwise serialized, a
+    ``TensorProto`` (one copy into the proto, one into the file).
+    """
+    if native is not None and value.dtype != tf.string and value.shape.rank is not None and value.shape.rank <= RESULT_RANKS:
+        written: tf.Operation = native.tmr_write_result(path, value)
+        return written
     return tf.io.write_file(path, tf.io.serialize_tensor(value))
 
 
@@ -314,9 +329,25 @@ def read_returned(path: str, dtype: np.dtype[Any], row: Sequence[int]) -> np.nda
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         data = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) if size else b""
+    if size >= RESULT_HEADER and data[: len(RESULT_MAGIC)] == RESULT_MAGIC:
+        return _raw(data, dtype, row)
     start, length = _content(memoryview(data))
     count = length // dtype.itemsize
     return np.frombuffer(data, dtype, count, start).reshape(-1, *row) if count else np.zeros((0, *row), dtype)
+
+
+def _raw(data: Any, dtype: np.dtype[Any], row: Sequence[int]) -> np.ndarray[Any, Any]:
+    """The array of a file written by ``TmrWriteResult``: its header checked against ``dtype`` and ``row``."""
+    kind, rank = np.frombuffer(data, np.int32, 2, len(RESULT_MAGIC)).tolist()
+    shape = tuple(np.frombuffer(data, np.int64, rank, 16).tolist()) if rank else ()
+    if kind != tf.as_dtype(dtype).as_datatype_enum or tuple(shape[1:]) != tuple(row) or rank > RESULT_RANKS:
+        raise ValueError(
+            f"a worker's result file holds {tf.as_dtype(kind).name} of shape {shape}, not {dtype} rows of {tuple(row)}"
+        )
+    count = int(np.prod(shape, dtype=np.int64))
+    if len(data) < RESULT_HEADER + count * dtype.itemsize:
+        raise ValueError(f"a worker's result file is cut short: {len(data)} bytes for {count} values of {dtype}")
+    return np.frombuffer(data, dtype, count, RESULT_HEADER).reshape(shape) if count else np.zeros(shape, dtype)
 
 
 def _content(buffer: memoryview) -> tuple[int, int]:
