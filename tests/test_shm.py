@@ -25,7 +25,7 @@ import tensorflow as tf
 from namespaces import unshare_works
 
 import tfmapreduce as tmr
-from tfmapreduce import _shm, _shmdir
+from tfmapreduce import _cache, _shm, _shmdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -200,13 +200,15 @@ def test_a_program_maps_its_own_buffers_and_its_concurrent_runs_take_turns(clust
 @pytest.mark.usefixtures("no_leftovers")
 def test_past_their_share_of_memory_shards_are_staged_per_run(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_shm, "MAPPED_SHARE", 0.0)
-    before = _buffers()
     job = tmr.MapReduce(tf.reduce_sum, tf.add)
     rng = np.random.default_rng(4)
     for _ in range(2):
         x = rng.random(4096).astype(np.float32)
         assert job.run(x, cluster=cluster, transfer="shm") == job.run(x, cluster=cluster, transfer="feed")
-    assert _buffers() == before  # read from files staged per run instead
+    programs = _cache.programs(cluster).of(job.identity)
+    assert programs
+    assert all(not p.buffers for p in programs)  # read from files staged per run instead
+    assert any(f.staged for p in programs for f in p.feeds)
 
 
 @pytest.mark.usefixtures("no_leftovers")
