@@ -37,7 +37,10 @@ def session_config(tasks: Iterable[Task], timeout: float, *, fold_constants: boo
 
     ``fold_constants=False`` turns off the classic graph optimizer (opt level L0) for graphs that map
     shared memory: it would read an ``ImmutableConst`` once and fold its first contents into the graph.
-    Grappler still optimizes them.
+
+    Grappler is off: besides the graph, it optimized every ``tf.data`` function again each time a run made its
+    dataset, about 3 ms a function (7.4 → 2.5 ms a run for ``range.map.reduce`` in one process); a file job over 4
+    files read 42 → 18 ms a run, a 200 MB ``.npy`` mean 91 → 67 ms, with no slower job in the benchmarks.
     """
     config = tf.compat.v1.ConfigProto(
         operation_timeout_in_ms=max(1, int(timeout * 1000)),
@@ -46,6 +49,7 @@ def session_config(tasks: Iterable[Task], timeout: float, *, fold_constants: boo
     )
     if not fold_constants:
         config.graph_options.optimizer_options.opt_level = tf.compat.v1.OptimizerOptions.L0
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
     return config
 
 
