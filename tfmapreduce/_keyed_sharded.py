@@ -17,7 +17,7 @@ from ._keyed_plan import KeyedPlan
 from ._keyed_result import KeyedResult, rows, sorted_result
 from ._plan import Plan, Shard, make_plan
 from ._program import Builder, Stored
-from ._resident import Sharded
+from ._resident import Sharded, delete_all
 from ._strings import Encoding
 
 
@@ -203,9 +203,8 @@ class KeyedSharded:
 
     def delete(self, *, timeout: float | None = None) -> None:
         """Free the result's memory on the reducers (also of reducers that received no key).  Safe to call twice."""
-        for leaf in (self.keys, *self.leaves):
-            for array in leaf.arrays if isinstance(leaf, RaggedSharded) else (leaf,):
-                array.delete(timeout=timeout)
+        arrays = [a for leaf in (self.keys, *self.leaves) for a in (leaf.arrays if isinstance(leaf, RaggedSharded) else (leaf,))]
+        delete_all(arrays, timeout=timeout)
 
     def __enter__(self) -> KeyedSharded:
         return self

@@ -187,24 +187,18 @@ class Sharded(Input):
 
     def delete(self, *, timeout: float | None = None) -> None:
         """Free the shards' memory on the workers.  Safe to call twice; the data is unusable after."""
-        if self._deleted or self.cluster.closed:
-            self._deleted = True
-            return
-        graph = tf.Graph()
-        with graph.as_default():
-            ops = []
-            ops = [self._destroy(shard) for shard in self.plan.shards]  # empty ones too: a keyed result keeps those
-        self._deleted = True
-        self._run(graph, ops, {}, timeout)
+        delete_all([self], timeout=timeout)
 
     def _destroy(self, shard: Shard) -> tf.Operation:
         with tf.device(shard.device):
             return destroy_shard(self.name, shard.index, tf.as_dtype(self.dtype))
 
-    def _run(self, graph: tf.Graph, fetches: Any, feed: dict[Any, Any], timeout: float | None) -> Any:
+    def _run(self, graph: tf.Graph, fetches: Any, feed: dict[Any, Any], timeout: float | None, tasks: Sequence[Task] = ()) -> Any:
+        """Run ``graph`` on this data's tasks (and ``tasks``), then forget it."""
         self.cluster.check_open()
+        tasks = tuple(dict.fromkeys([*self.plan.tasks, *tasks]))
         try:
-            return self.cluster.run(graph, fetches, feed, tasks=self.plan.tasks, timeout=effective_timeout(timeout))
+            return self.cluster.run(graph, fetches, feed, tasks=tasks, timeout=effective_timeout(timeout))
         finally:
             self.cluster.forget(graph)
 
@@ -213,6 +207,20 @@ class Sharded(Input):
 
     def __exit__(self, *exc: object) -> None:
         self.delete()
+
+
+def delete_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> None:
+    """Free the shards of ``arrays`` (of one cluster: a keyed result's keys and values) in one run, empty shards too
+    (a keyed result keeps those).  Safe to call twice; the data is unusable after."""
+    live = [a for a in arrays if not a._deleted and not a.cluster.closed]
+    for a in arrays:
+        a._deleted = True
+    if not live:
+        return
+    graph = tf.Graph()
+    with graph.as_default():
+        ops = [a._destroy(shard) for a in live for shard in a.plan.shards]
+    live[0]._run(graph, ops, {}, timeout, [task for a in live for task in a.plan.tasks])
 
 
 def assign_shard(container: str, index: int, value: tf.Tensor) -> tf.Operation:
