@@ -246,34 +246,6 @@ def test_large_results_come_back_through_shared_memory_as_through_grpc(cluster: 
     assert mapped.left.flags.writeable
 
 
-def test_the_native_join_kernel_gives_every_pair_once() -> None:
-    """TmrJoinIndex against a nested loop: unique and repeated keys on both sides, every keep flag, and empty sides."""
-    import tensorflow as tf
-
-    from tfmapreduce._native import kernels
-
-    ops = kernels()
-    if ops is None:
-        pytest.skip("no native kernels here (no C++ compiler, or TFMAPREDUCE_NATIVE=0)")
-    rng = np.random.default_rng(13)
-    for left, right in (
-        (rng.integers(0, 60, 200), rng.integers(30, 90, 150)),
-        (rng.permutation(100), rng.permutation(100)[:40]),
-        (np.array([], np.int64), rng.integers(0, 5, 10)),
-        (np.array(["a", "", "é", "a"]), np.array(["a", "a", "b"])),
-    ):
-        for keep_left in (False, True):
-            for keep_right in (False, True):
-                li, ri, matched = ops.tmr_join_index(
-                    tf.constant(left), tf.constant(right), keep_left=keep_left, keep_right=keep_right
-                )
-                pairs = [(i, j) for i in range(len(left)) for j in range(len(right)) if left[i] == right[j]]
-                pairs += [(i, -1) for i in range(len(left)) if keep_left and left[i] not in set(right)]
-                pairs += [(-1, j) for j in range(len(right)) if keep_right and right[j] not in set(left)]
-                assert sorted(zip(li.numpy().tolist(), ri.numpy().tolist(), strict=True)) == sorted(pairs)
-                assert matched.numpy().tolist() == [r in set(left) for r in right]
-
-
 def write_csv(path: Any, columns: dict[str, Any]) -> None:
     pd.DataFrame(columns).to_csv(path, index=False)
 

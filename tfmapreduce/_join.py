@@ -295,9 +295,7 @@ class Join:
                 *([right_matched] if masks[1] else []),
             )
             return (out, build_matched) if matched_of is not None else out
-        probe_rows, build_rows, build_matched = join_index(
-            probe[0], build[0], keep_left=keep_probe, keep_right=keep_build, native=None
-        )
+        probe_rows, build_rows, build_matched = join_index(probe[0], build[0], keep_left=keep_probe, keep_right=keep_build)
         index = (probe_rows, build_rows) if small == 1 else (build_rows, probe_rows)
         rows = tf.size(index[0], tf.int64)
         check = within_budget(part, device, rows, rows * row_bytes, self.max_bytes, _TOO_BIG)

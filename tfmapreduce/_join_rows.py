@@ -2,9 +2,9 @@
 
 :func:`join_index` is the whole contract: one ``(i, j)`` pair per left row ``i`` and right row ``j`` of equal
 keys, ``(i, -1)`` for a left row without a match when the left side is kept, ``(-1, j)`` likewise for the right,
-and which right rows matched.  The native kernel (``TmrJoinIndex``: a hash table over the right keys) makes the
-pairs in left row order; the stock path (TensorFlow ops) groups both sides by ``tf.unique`` ids and makes them
-key by key.  The multiset of pairs is the same; the order is not part of the contract.
+and which right rows matched.  It runs in TensorFlow ops: both sides grouped by ``tf.unique`` ids, the pairs made
+key by key (the order is not part of the contract).  Where every task has the native kernels, joins use ``TmrJoinMatch`` and
+``TmrJoinTake`` instead (``_join``).
 """
 
 from __future__ import annotations
@@ -17,26 +17,17 @@ import tensorflow as tf
 from ._combine import segment_sum
 
 
-def join_index(
-    left: tf.Tensor, right: tf.Tensor, *, keep_left: bool, keep_right: bool, native: Any | None
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def join_index(left: tf.Tensor, right: tf.Tensor, *, keep_left: bool, keep_right: bool) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """(left rows, right rows, right_matched): int64 row pairs of the join (-1: no row of that side) and, per right
     row, whether some left row has its key.  Keys are 1-D int32, int64 or string tensors of one dtype.
 
     Example:
-        >>> li, ri, matched = join_index(tf.constant([3, 1, 3]), tf.constant([3, 7]), keep_left=True, keep_right=True, native=None)
+        >>> li, ri, matched = join_index(tf.constant([3, 1, 3]), tf.constant([3, 7]), keep_left=True, keep_right=True)
         >>> sorted(zip(li.numpy().tolist(), ri.numpy().tolist())), matched.numpy().tolist()
         ([(-1, 1), (0, 0), (1, -1), (2, 0)], [True, False])
     """
-    if native is not None:
-        li, ri, matched = native.tmr_join_index(left, right, keep_left=keep_left, keep_right=keep_right)
-        return li, ri, matched
-    return _stock_index(left, right, keep_left, keep_right)
-
-
-def _stock_index(left: tf.Tensor, right: tf.Tensor, keep_left: bool, keep_right: bool) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """:func:`join_index` in TensorFlow ops: key ids by ``tf.unique``, each side's rows ordered by id (stable), and each
-    key's block of ``left rows × right rows`` pairs (a kept side without rows of the key counts one row, -1)."""
+    # Key ids by tf.unique, each side's rows ordered by id (stable), and each key's block of left rows × right rows
+    # pairs (a kept side without rows of the key counts one row, -1).
     n = tf.size(left)
     keys, ids = tf.unique(tf.concat([left, right], 0))
     k = tf.size(keys)

@@ -66,14 +66,6 @@
 //   Fails (Cancelled) once the step it runs in is cancelled (its run given up, or failed elsewhere), else does
 //   nothing: TensorFlow's executor never stops a step between kernels, so the engine runs one of these before
 //   each op of a map function (see _cancel.py), and a given-up run stops at its next op instead of running on.
-//
-// TmrJoinIndex(left: T[n], right: T[m]) -> (left_index: int64[t], right_index: int64[t], right_matched: bool[m])
-//   The rows of the join of `left` with `right` on equal keys (T: int32, int64 or string): one (i, j) pair per
-//   match, in left row order, each left row's matches in right row order; with keep_left, a left row without a
-//   match gives (i, -1) in its place; with keep_right, each right row without a match then gives (-1, j), in
-//   right row order.  right_matched[j]: whether right row j matched some left row.  One hash table over the
-//   right keys (build the smaller side there; a key on one row costs one look-up), one pass over the left keys
-//   to find and count the rows, one to fill them.
 
 #include <algorithm>
 #include <array>
@@ -1531,22 +1523,6 @@ class CheckCancelledOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("TmrCheckCancelled").Device(::tensorflow::DEVICE_CPU), CheckCancelledOp);
 
-REGISTER_OP("TmrJoinIndex")
-    .Input("left: T")
-    .Input("right: T")
-    .Output("left_index: int64")
-    .Output("right_index: int64")
-    .Output("right_matched: bool")
-    .Attr("T: {int32, int64, string}")
-    .Attr("keep_left: bool")
-    .Attr("keep_right: bool")
-    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Vector(c->UnknownDim()));
-      c->set_output(1, c->Vector(c->UnknownDim()));
-      c->set_output(2, c->input(1));
-      return absl::OkStatus();
-    });
-
 // The join's table from a key to an int64 entry: open addressing over integer keys (one cache line a look-up),
 // absl's flat_hash_map over the bytes of string keys.
 template <typename K>
@@ -1608,134 +1584,10 @@ class JoinTable<tstring> {
   absl::flat_hash_map<absl::string_view, int64_t> map_;
 };
 
-template <typename K>
-class JoinIndexOp : public OpKernel {
- public:
-  explicit JoinIndexOp(OpKernelConstruction* context) : OpKernel(context) {
-    OP_REQUIRES_OK(context, context->GetAttr("keep_left", &keep_left_));
-    OP_REQUIRES_OK(context, context->GetAttr("keep_right", &keep_right_));
-  }
-
-  void Compute(OpKernelContext* context) override {
-    const Tensor& left_in = context->input(0);
-    const Tensor& right_in = context->input(1);
-    OP_REQUIRES(context, left_in.dims() == 1 && right_in.dims() == 1,
-                ::tensorflow::errors::InvalidArgument("left and right keys must be 1-D"));
-    const auto left = left_in.flat<K>();
-    const auto right = right_in.flat<K>();
-    const int64_t n = left.size();
-    const int64_t m = right.size();
-    // Each right key's entry: its row j >= 0 while the key is on one row, else ~g for group g of several rows,
-    // whose rows (in row order) are rows[start[g] .. start[g + 1]).  Unique keys, the common case, cost one look-up.
-    JoinTable<K> entry(m);
-    std::vector<int64_t> group_of;  // per right row: its group, or -1 (filled once a key repeats)
-    std::vector<int64_t> start(1, 0);
-    for (int64_t j = 0; j < m; ++j) {
-      auto [found, fresh] = entry.Emplace(right(j), j);
-      if (fresh) continue;
-      if (group_of.empty()) group_of.assign(m, -1);
-      if (*found >= 0) {  // the key's second row: it becomes a group
-        const int64_t g = static_cast<int64_t>(start.size()) - 1;
-        group_of[*found] = g;
-        *found = ~g;
-        start.push_back(1);
-      }
-      const int64_t g = ~*found;
-      group_of[j] = g;
-      ++start[g + 1];
-    }
-    const int64_t groups = static_cast<int64_t>(start.size()) - 1;
-    for (int64_t g = 0; g < groups; ++g) start[g + 1] += start[g];
-    std::vector<int64_t> rows(groups ? start[groups] : 0);
-    if (groups) {
-      std::vector<int64_t> next(start.begin(), start.end() - 1);
-      for (int64_t j = 0; j < m; ++j) {
-        if (group_of[j] >= 0) rows[next[group_of[j]]++] = j;
-      }
-    }
-    // Each left row's entry (a right row, ~group, or kNone), the right rows matched, and the rows of the output.
-    constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
-    std::vector<int64_t> match(n);
-    std::vector<char> used_row(m, 0), used_group(groups, 0);
-    int64_t total = 0;
-    constexpr int64_t kAhead = 16;
-    for (int64_t i = 0; i < std::min(n, kAhead); ++i) entry.Prefetch(left(i));
-    for (int64_t i = 0; i < n; ++i) {
-      if (i + kAhead < n) entry.Prefetch(left(i + kAhead));
-      const int64_t* found = entry.Find(left(i));
-      if (found == nullptr) {
-        match[i] = kNone;
-        total += keep_left_ ? 1 : 0;
-      } else if (*found >= 0) {
-        match[i] = *found;
-        used_row[*found] = 1;
-        total += 1;
-      } else {
-        const int64_t g = ~*found;
-        match[i] = *found;
-        used_group[g] = 1;
-        total += start[g + 1] - start[g];
-      }
-    }
-    Tensor* matched_out = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(2, TensorShape({m}), &matched_out));
-    auto matched = matched_out->flat<bool>();
-    int64_t unmatched = 0;
-    for (int64_t j = 0; j < m; ++j) {
-      matched(j) = used_row[j] || (!group_of.empty() && group_of[j] >= 0 && used_group[group_of[j]]);
-      unmatched += matched(j) ? 0 : 1;
-    }
-    if (keep_right_) total += unmatched;
-    Tensor* left_out = nullptr;
-    Tensor* right_out = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({total}), &left_out));
-    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({total}), &right_out));
-    auto li = left_out->flat<int64_t>();
-    auto ri = right_out->flat<int64_t>();
-    int64_t t = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t e = match[i];
-      if (e >= 0) {
-        li(t) = i;
-        ri(t++) = e;
-      } else if (e == kNone) {
-        if (keep_left_) {
-          li(t) = i;
-          ri(t++) = -1;
-        }
-      } else {
-        for (int64_t at = start[~e]; at < start[~e + 1]; ++at) {
-          li(t) = i;
-          ri(t++) = rows[at];
-        }
-      }
-    }
-    if (keep_right_) {
-      for (int64_t j = 0; j < m; ++j) {
-        if (!matched(j)) {
-          li(t) = -1;
-          ri(t++) = j;
-        }
-      }
-    }
-  }
-
- private:
-  bool keep_left_ = false;
-  bool keep_right_ = false;
-};
-
-REGISTER_KERNEL_BUILDER(Name("TmrJoinIndex").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int32_t>("T"),
-                        JoinIndexOp<int32_t>);
-REGISTER_KERNEL_BUILDER(Name("TmrJoinIndex").Device(::tensorflow::DEVICE_CPU).TypeConstraint<int64_t>("T"),
-                        JoinIndexOp<int64_t>);
-REGISTER_KERNEL_BUILDER(Name("TmrJoinIndex").Device(::tensorflow::DEVICE_CPU).TypeConstraint<tstring>("T"),
-                        JoinIndexOp<tstring>);
-
 // TmrJoinMatch(probe: K[n], build: K[m]) -> (entry: int64[n], start: int64[g + 1], rows: int64[r],
 //                                            build_matched: bool[m], total: int64)
 //   The matches of a join, without its rows: one hash table over the build keys (K: int32, int64 or string; as
-//   TmrJoinIndex), then each probe row's entry: its one matching build row j >= 0, ~h for the h-th build key of
+//   JoinTable), then each probe row's entry: its one matching build row j >= 0, ~h for the h-th build key of
 //   several rows (those rows, in row order, are rows[start[h] .. start[h + 1])), or INT64_MIN for none.
 //   build_matched[j]: whether build row j matched a probe row; total: the rows of the output (with keep_probe, a
 //   probe row without a match counts one; with keep_build, each unmatched build row).  The job checks `total`
@@ -1780,7 +1632,7 @@ class JoinMatchOp : public OpKernel {
     const auto build = build_in.flat<K>();
     const int64_t n = probe.size();
     const int64_t m = build.size();
-    // As TmrJoinIndex: a build key's entry is its row j >= 0 while it is on one row, else ~g for group g.
+    // A build key's entry is its row j >= 0 while it is on one row, else ~g for group g.
     JoinTable<K> table(m);
     std::vector<int64_t> group_of;
     std::vector<int64_t> counts(1, 0);

@@ -6,8 +6,7 @@ whitespace and counts each distinct word in one pass (the map-side combine of ``
 ``TmrSelectByKey`` and ``TmrTopKByKey`` select each key's order statistics or top k in place (the
 median, quantile and top-k recipes by key); ``TmrPartition`` splits (key, value) rows to reducers
 by the stable key hash; ``TmrStringRanks`` ranks strings in byte order; ``TmrJoinMatch`` finds a
-join's matches and ``TmrJoinTake`` writes its rows (``TmrJoinIndex``, the row pairs of a join, for
-``_join_rows.join_index``); ``TmrCheckCancelled`` stops a given-up run between ops; ``TmrWriteResult`` writes a
+join's matches and ``TmrJoinTake`` writes its rows; ``TmrCheckCancelled`` stops a given-up run between ops; ``TmrWriteResult`` writes a
 returned result's raw bytes into the client's shared-memory file.
 
 The C++ source ships with the package.  The first process that needs the kernels compiles it
