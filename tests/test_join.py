@@ -379,6 +379,10 @@ def test_the_native_match_and_take_kernels_make_the_rows_of_every_pair_once() ->
     for left_keys, right_keys in (
         (rng.integers(0, 60, 200), rng.integers(30, 90, 150)),
         (rng.permutation(100).astype(np.int32), rng.permutation(100)[:40].astype(np.int32)),
+        # keys too spread for the dense table (a hash table), and the extremes of int64 (the widest span)
+        (rng.integers(-9, 9, 120) * 10**15, rng.integers(-9, 9, 80) * 10**15),
+        (np.array([2**63 - 1, -(2**63), 5, 2**63 - 1]), np.array([-(2**63), 2**63 - 1, 6])),
+        (np.array([7, 3, 7, 12]), np.array([2**31 - 1, 7, 3, 3])),
         (np.array([], np.int64), rng.integers(0, 5, 10)),
         (rng.integers(0, 5, 10), np.array([], np.int64)),
         (np.array([b"a", b"", b"\xc3\xa9", b"a"]), np.array([b"a", b"a", b"b"])),

@@ -1586,8 +1586,8 @@ class JoinTable<tstring> {
 
 // TmrJoinMatch(probe: K[n], build: K[m]) -> (entry: int64[n], start: int64[g + 1], rows: int64[r],
 //                                            build_matched: bool[m], total: int64)
-//   The matches of a join, without its rows: one hash table over the build keys (K: int32, int64 or string; as
-//   JoinTable), then each probe row's entry: its one matching build row j >= 0, ~h for the h-th build key of
+//   The matches of a join, without its rows: one table over the build keys (K: int32, int64 or string; a
+//   DenseJoinTable where integer keys span at most 4 slots a row, else a JoinTable), then each probe row's entry: its one matching build row j >= 0, ~h for the h-th build key of
 //   several rows (those rows, in row order, are rows[start[h] .. start[h + 1])), or INT64_MIN for none.
 //   build_matched[j]: whether build row j matched a probe row; total: the rows of the output (with keep_probe, a
 //   probe row without a match counts one; with keep_build, each unmatched build row).  The job checks `total`
@@ -1615,6 +1615,49 @@ REGISTER_OP("TmrJoinMatch")
 // An entry of TmrJoinMatch for a probe row without a match.
 constexpr int64_t kJoinNone = std::numeric_limits<int64_t>::min();
 
+// The join's table over integer keys that span a small range: an array indexed by key - min, 4 bytes a slot (no
+// hash, no probing; a quarter of JoinTable's bytes where the range is 2x the keys).  Entries fit 32 bits: rows and
+// ~groups of fewer than 2^31 - 1 build rows.
+template <typename K>
+class DenseJoinTable {
+ public:
+  DenseJoinTable(int64_t min, uint64_t range) : min_(static_cast<uint64_t>(min)), slots_(range, kEmpty) {}
+  std::pair<int32_t*, bool> Emplace(K key, int64_t value) {
+    int32_t& slot = slots_[Index(key)];
+    if (slot != kEmpty) return {&slot, false};
+    slot = static_cast<int32_t>(value);
+    return {&slot, true};
+  }
+  void Prefetch(K key) const {
+    const uint64_t at = Index(key);
+    if (at < slots_.size()) __builtin_prefetch(&slots_[at]);
+  }
+  const int32_t* Find(K key) const {
+    const uint64_t at = Index(key);
+    return at < slots_.size() && slots_[at] != kEmpty ? &slots_[at] : nullptr;
+  }
+
+ private:
+  static constexpr int32_t kEmpty = std::numeric_limits<int32_t>::min();
+  // Keys below min wrap to indices past the end: not found.
+  uint64_t Index(K key) const { return static_cast<uint64_t>(static_cast<int64_t>(key)) - min_; }
+  uint64_t min_;
+  std::vector<int32_t> slots_;
+};
+
+// The span (max - min + 1, at most 2^64 - 1) and min of integer keys; (0, 0) for none.
+template <typename K>
+std::pair<uint64_t, int64_t> KeySpan(const typename ::tensorflow::TTypes<K>::ConstFlat& keys) {
+  if (keys.size() == 0) return {0, 0};
+  int64_t low = static_cast<int64_t>(keys(0)), high = low;
+  for (int64_t j = 1; j < keys.size(); ++j) {
+    low = std::min<int64_t>(low, keys(j));
+    high = std::max<int64_t>(high, keys(j));
+  }
+  const uint64_t span = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  return {span == std::numeric_limits<uint64_t>::max() ? span : span + 1, low};
+}
+
 template <typename K>
 class JoinMatchOp : public OpKernel {
  public:
@@ -1630,10 +1673,28 @@ class JoinMatchOp : public OpKernel {
                 ::tensorflow::errors::InvalidArgument("probe and build keys must be 1-D"));
     const auto probe = probe_in.flat<K>();
     const auto build = build_in.flat<K>();
+    if constexpr (!std::is_same_v<K, tstring>) {
+      // Integer keys spanning at most 4 slots a row (plus a few pages): the dense table, at most half the hash's bytes.
+      const auto [span, low] = KeySpan<K>(build);
+      const uint64_t m = static_cast<uint64_t>(build.size());
+      if (m > 0 && m < static_cast<uint64_t>(std::numeric_limits<int32_t>::max()) && span <= 4 * m + 4096) {
+        DenseJoinTable<K> table(low, span);
+        Match(context, probe, build, table);
+        return;
+      }
+    }
+    JoinTable<K> table(build.size());
+    Match(context, probe, build, table);
+  }
+
+ private:
+  // The outputs (see TmrJoinMatch) with `table`, empty, as the build keys' table.
+  template <typename Table>
+  void Match(OpKernelContext* context, const typename ::tensorflow::TTypes<K>::ConstFlat& probe,
+             const typename ::tensorflow::TTypes<K>::ConstFlat& build, Table& table) {
     const int64_t n = probe.size();
     const int64_t m = build.size();
     // A build key's entry is its row j >= 0 while it is on one row, else ~g for group g.
-    JoinTable<K> table(m);
     std::vector<int64_t> group_of;
     std::vector<int64_t> counts(1, 0);
     for (int64_t j = 0; j < m; ++j) {
@@ -1646,7 +1707,7 @@ class JoinMatchOp : public OpKernel {
         *found = ~g;
         counts.push_back(1);
       }
-      const int64_t g = ~*found;
+      const int64_t g = ~static_cast<int64_t>(*found);
       group_of[j] = g;
       ++counts[g + 1];
     }
@@ -1675,7 +1736,7 @@ class JoinMatchOp : public OpKernel {
     for (int64_t i = 0; i < std::min(n, kAhead); ++i) table.Prefetch(probe(i));
     for (int64_t i = 0; i < n; ++i) {
       if (i + kAhead < n) table.Prefetch(probe(i + kAhead));
-      const int64_t* found = table.Find(probe(i));
+      const auto* found = table.Find(probe(i));
       if (found == nullptr) {
         entry(i) = kJoinNone;
         total += keep_probe_ ? 1 : 0;
@@ -1684,7 +1745,7 @@ class JoinMatchOp : public OpKernel {
         used_row[*found] = 1;
         total += 1;
       } else {
-        const int64_t g = ~*found;
+        const int64_t g = ~static_cast<int64_t>(*found);
         entry(i) = *found;
         used_group[g] = 1;
         total += start(g + 1) - start(g);
@@ -1704,7 +1765,6 @@ class JoinMatchOp : public OpKernel {
     total_out->scalar<int64_t>()() = total;
   }
 
- private:
   bool keep_probe_ = false;
   bool keep_build_ = false;
 };
