@@ -461,10 +461,51 @@ def test_results_written_as_raw_bytes_or_as_a_tensor_proto_read_back_alike(mecha
                     session.run(written, {placeholder: path})
                 with open(path, "rb") as f:
                     assert (f.read(8) == _shm.RESULT_MAGIC) == (native is not None)
-                got = _shm.read_returned(path, array.dtype, array.shape[1:])
+                (got,) = _shm.read_returned(path, array.dtype, array.shape[1:])
                 assert (got.dtype, got.shape) == (array.dtype, array.shape)
                 assert got.flags.writeable
                 np.testing.assert_array_equal(got, array)
                 if native is not None:
                     with pytest.raises(ValueError, match="holds"):
                         _shm.read_returned(path, np.dtype(np.complex64), array.shape[1:])
+
+
+@pytest.mark.parametrize("mechanism", ["memfd", "file"])
+def test_the_parts_of_a_result_written_into_one_file_map_as_their_concatenation(mechanism: str) -> None:
+    """Parts written by TmrWriteResult at their rows' places, in any order and some empty, read back as views of one
+    mapping that concatenate without a copy; a part outside the total is refused."""
+    from tfmapreduce._concat import concatenated
+    from tfmapreduce._native import kernels
+
+    ops = kernels()
+    if ops is None:
+        pytest.skip("no native kernels here (no C++ compiler, or TFMAPREDUCE_NATIVE=0)")
+    rng = np.random.default_rng(3)
+    for sizes in ([3, 0, 5, 1], [0, 0], [4], [0, 7]):
+        parts = [rng.random((n, 2)).astype(np.float32) for n in sizes]
+        with _shm.Staging(mechanism=mechanism) as staging:
+            path = staging.returned()
+            graph = tf.Graph()
+            with graph.as_default():
+                placeholder = tf.compat.v1.placeholder(tf.string, ())
+                values = [tf.constant(p) for p in parts]
+                rows = [tf.shape(v, out_type=tf.int64)[0] for v in values]
+                writes = [_shm.write_result(placeholder, v, ops, part=i, rows=rows) for i, v in enumerate(values)]
+            with tf.compat.v1.Session(graph=graph) as session:
+                for i in rng.permutation(len(parts)):
+                    session.run(writes[i], {placeholder: path})
+            got = _shm.read_returned(path, np.dtype(np.float32), (2,))
+            assert [g.shape for g in got] == [p.shape for p in parts]
+            whole = concatenated(got)
+            np.testing.assert_array_equal(whole, np.concatenate(parts))
+            if len(parts) > 1 and len(whole):
+                assert np.shares_memory(whole, got[-1] if len(got[-1]) else got[0])
+            assert whole.flags.writeable
+    with _shm.Staging(mechanism=mechanism) as staging, tf.compat.v1.Session(graph=tf.Graph()) as session:
+        with session.graph.as_default():
+            placeholder = tf.compat.v1.placeholder(tf.string, ())
+            bad = _shm.write_result(
+                placeholder, tf.zeros([3]), ops, part=1, rows=[tf.constant(2, tf.int64), tf.constant(2, tf.int64)]
+            )
+        with pytest.raises(tf.errors.InvalidArgumentError, match="not within"):
+            session.run(bad, {placeholder: staging.returned()})

@@ -223,8 +223,8 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
                     if s.placeholder is not None
                 }
             )
-        paths = [staging.returned() for _ in program.returns] if staging is not None else []  # where results are written
-        feed.update(zip((r.path for r in program.returns), paths, strict=True))
+        paths = [staging.returned() for _ in program.outlets] if staging is not None else []  # where results are written
+        feed.update(zip(program.outlets, paths, strict=True))
         bare = not (program.clocks or program.guards)  # the common case fetches the kind's values alone
         trace = tf.compat.v1.RunMetadata() if settings.trace is not None else None
         try:

@@ -28,6 +28,7 @@ import tensorflow as tf
 from . import _engine
 from ._budget import over_budget, within_budget
 from ._cluster import DEVICES_TIMEOUT
+from ._concat import concatenated
 from ._csv import Csv
 from ._device import Device
 from ._errors import InputError, JobError, ReducerMemoryError, ShardLostError
@@ -181,7 +182,7 @@ class Join:
         joined = self._broadcast if plan.strategy == "broadcast" else self._by_reducer
         outputs = joined(pieces, plan, call, native)
         if not call.resident:
-            fetched = [builder.fetched(columns, d) for d, columns in zip(_part_devices(plan), outputs, strict=True)]
+            fetched = builder.fetched_parts(outputs, _part_devices(plan))
             return builder.program(fetched, plan.tasks)
         counts = []
         for p, (device, columns) in enumerate(zip(_part_devices(plan), outputs, strict=True)):
@@ -327,7 +328,7 @@ class Join:
             return JoinSharded(*self._sides(columns, self._masks(call)), plan.strategy, self.layout.unicode)
         parts = [tuple(np.asarray(x) for x in tf.nest.flatten(p)) for p in value]
         packed = self._packed(call)
-        fetched = [np.concatenate(c) for c in zip(*(p[1:] if packed else p for p in parts), strict=True)]
+        fetched = [concatenated(c) for c in zip(*(p[1:] if packed else p for p in parts), strict=True)]
         rows = tuple(zip(devices, (len(p[0]) for p in parts), strict=True))
         if packed:  # the keys and the left values came as one matrix of int32 words: each its own again
             fetched = [*_unpacked([p[0] for p in parts], self._left_dtypes(call)), *fetched]

@@ -72,7 +72,7 @@ class Keyed(ByKey):
         value_specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), outputs[0][1])
         built = Built(first[1][0].dtype, value_specs, call.resident)
         if not built.resident:
-            fetched = [builder.fetched(part, d) for d, part in zip(plan.reducers, outputs, strict=True)]
+            fetched = builder.fetched_parts(outputs, plan.reducers)
             return builder.program(fetched, plan.tasks, built)
         return builder.program(keep_fetch(builder, plan.reducers, outputs), plan.tasks, built)
 

@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
+from . import _concat
 from ._strings import Encoding, decode_keys
 
 
@@ -140,8 +141,10 @@ def _spelled_as(key: Any, like: Any) -> Any:
 
 def concatenated(fetched: Any) -> tuple[np.ndarray, Any]:
     """The keys and values of every reducer, as fetched (a list of (keys, values) per reducer), concatenated."""
-    keys = np.concatenate([np.asarray(k) for k, _ in fetched])
-    values = tf.nest.map_structure(lambda *leaves: np.concatenate([np.asarray(v) for v in leaves]), *[v for _, v in fetched])
+    keys = _concat.concatenated([np.asarray(k) for k, _ in fetched])
+    values = tf.nest.map_structure(
+        lambda *leaves: _concat.concatenated([np.asarray(v) for v in leaves]), *[v for _, v in fetched]
+    )
     return keys, values
 
 

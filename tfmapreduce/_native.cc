@@ -2083,23 +2083,36 @@ namespace tfmapreduce {
 REGISTER_OP("TmrWriteResult")
     .Input("path: string")
     .Input("value: T")
+    .Input("offset: int64")
+    .Input("total: int64")
     .Attr("T: type")
+    .Attr("part: int = 0")
+    .Attr("parts: int = 1")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::NoOutputs);
 
-// TmrWriteResult(path: string, value: T)
-//   Writes `value` (numbers of any type that copies as bytes, rank at most 6) into the existing file `path` (the
-//   client's shared-memory file of a returned result: _shm.Staging.returned) as a 64-byte header then its raw
-//   bytes, so the client maps them (_shm.read_returned) with no TensorProto made on either side.
+// TmrWriteResult(path: string, value: T, offset: int64, total: int64)
+//   Writes `value` (numbers of any type that copies as bytes, rank 1 to 6) into the existing file `path` (the
+//   client's shared-memory file of a returned result: _shm.Staging.returned) as raw bytes after a header, so the
+//   client maps them (_shm.read_returned) with no TensorProto made on either side.  A result made in `parts`
+//   parts on several devices goes into one file: part `part` (of rows value.dim(0)) at rows [offset, offset +
+//   rows) of the `total`, so that the client maps the parts' concatenation without copying them together.  Every
+//   part sizes the file and writes the same header; the parts write disjoint bytes, in any order.
 //
-// TmrWriteResult's header: the magic, the dtype (int32), the rank (int32) and up to 6 dimensions (int64).
-constexpr char kResultMagic[8] = {'T', 'M', 'R', 'R', 'E', 'S', '1', '\0'};
-constexpr int kResultHeader = 64;
+// The file: a 128-byte header (the magic, the dtype, rank and parts (int32 each), 4 spare bytes, then up to 6
+// dimensions (int64) with `total` rows), each part's rows (int64, padded to 64 bytes), then the values.
+constexpr char kResultMagic[8] = {'T', 'M', 'R', 'R', 'E', 'S', '2', '\0'};
+constexpr int64_t kResultHeader = 128;
 constexpr int kResultRanks = 6;
 
 class WriteResultOp : public OpKernel {
  public:
-  explicit WriteResultOp(OpKernelConstruction* context) : OpKernel(context) {}
+  explicit WriteResultOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("part", &part_));
+    OP_REQUIRES_OK(context, context->GetAttr("parts", &parts_));
+    OP_REQUIRES(context, parts_ >= 1 && part_ >= 0 && part_ < parts_,
+                ::tensorflow::errors::InvalidArgument("part must be in [0, parts)"));
+  }
 
   void Compute(OpKernelContext* context) override {
     const Tensor& path_in = context->input(0);
@@ -2108,42 +2121,55 @@ class WriteResultOp : public OpKernel {
     OP_REQUIRES(context, ::tensorflow::DataTypeCanUseMemcpy(value.dtype()),
                 ::tensorflow::errors::Unimplemented("TmrWriteResult writes numbers, not ",
                                                     ::tensorflow::DataTypeString(value.dtype())));
-    OP_REQUIRES(context, value.dims() <= kResultRanks,
-                ::tensorflow::errors::Unimplemented("TmrWriteResult writes at most ", kResultRanks, " dimensions"));
+    OP_REQUIRES(context, value.dims() >= 1 && value.dims() <= kResultRanks,
+                ::tensorflow::errors::Unimplemented("TmrWriteResult writes 1 to ", kResultRanks, " dimensions"));
+    const int64_t offset = context->input(2).scalar<int64_t>()();
+    const int64_t total = context->input(3).scalar<int64_t>()();
+    const int64_t rows = value.dim_size(0);
+    OP_REQUIRES(context, offset >= 0 && rows <= total - offset,
+                ::tensorflow::errors::InvalidArgument("part ", part_, "'s rows [", offset, ", ", offset + rows,
+                                                      ") are not within the result's ", total, " rows"));
+    int64_t row_bytes = ::tensorflow::DataTypeSize(value.dtype());
+    for (int d = 1; d < value.dims(); ++d) row_bytes *= value.dim_size(d);
     char header[kResultHeader] = {};
     std::memcpy(header, kResultMagic, sizeof(kResultMagic));
-    const int32_t dtype = value.dtype();
-    const int32_t rank = value.dims();
-    std::memcpy(header + 8, &dtype, 4);
-    std::memcpy(header + 12, &rank, 4);
-    for (int d = 0; d < rank; ++d) {
-      const int64_t size = value.dim_size(d);
-      std::memcpy(header + 16 + 8 * d, &size, 8);
+    const int32_t fields[3] = {value.dtype(), value.dims(), static_cast<int32_t>(parts_)};
+    std::memcpy(header + 8, fields, sizeof(fields));
+    for (int d = 0; d < value.dims(); ++d) {
+      const int64_t size = d == 0 ? total : value.dim_size(d);
+      std::memcpy(header + 24 + 8 * d, &size, 8);
     }
+    const int64_t table = (parts_ * 8 + 63) / 64 * 64;
+    const int64_t data_at = kResultHeader + table + offset * row_bytes;
     const std::string path(path_in.scalar<tstring>()());
-    const int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
     OP_REQUIRES(context, fd >= 0,
                 ::tensorflow::errors::Unavailable("cannot open the result file ", path, ": ", std::strerror(errno)));
     const absl::string_view data = value.tensor_data();
-    const std::pair<const char*, size_t> pieces[2] = {{header, sizeof(header)}, {data.data(), data.size()}};
-    for (const auto& [at, size] : pieces) {
-      size_t done = 0;
-      while (done < size) {
-        const ssize_t wrote = write(fd, at + done, size - done);
+    const struct {
+      const char* at;
+      int64_t size;
+      int64_t to;
+    } pieces[3] = {{header, kResultHeader, 0},
+                   {reinterpret_cast<const char*>(&rows), 8, kResultHeader + 8 * part_},
+                   {data.data(), static_cast<int64_t>(data.size()), data_at}};
+    int error = ftruncate(fd, kResultHeader + table + total * row_bytes) == 0 ? 0 : errno;
+    for (const auto& piece : pieces) {
+      for (int64_t done = 0; error == 0 && done < piece.size;) {
+        const ssize_t wrote = pwrite(fd, piece.at + done, piece.size - done, piece.to + done);
         if (wrote < 0 && errno == EINTR) continue;
-        if (wrote <= 0) {
-          const int error = errno;
-          close(fd);
-          context->SetStatus(::tensorflow::errors::Unavailable("cannot write the result file ", path, ": ",
-                                                               std::strerror(error)));
-          return;
-        }
-        done += wrote;
+        if (wrote <= 0) error = wrote < 0 ? errno : EIO;
+        if (wrote > 0) done += wrote;
       }
     }
-    OP_REQUIRES(context, close(fd) == 0,
-                ::tensorflow::errors::Unavailable("cannot write the result file ", path, ": ", std::strerror(errno)));
+    if (close(fd) != 0 && error == 0) error = errno;
+    OP_REQUIRES(context, error == 0,
+                ::tensorflow::errors::Unavailable("cannot write the result file ", path, ": ", std::strerror(error)));
   }
+
+ private:
+  int64_t part_ = 0;
+  int64_t parts_ = 1;
 };
 
 REGISTER_KERNEL_BUILDER(Name("TmrWriteResult").Device(::tensorflow::DEVICE_CPU), WriteResultOp);

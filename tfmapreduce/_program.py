@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
@@ -50,6 +51,9 @@ class Returned:
     dtype: np.dtype[Any]
     row: tuple[int, ...]
     """The shape of one row."""
+    part: int | None = None
+    """Where the file holds the parts of a result made on several devices (:meth:`Builder.fetched_parts`): this part's
+    place among them; None: the file is this result's alone."""
 
 
 @attrs.frozen(eq=False)
@@ -108,15 +112,27 @@ class Program:
         """Whether a shard or result travels through shared memory: its runs need a Staging."""
         return bool(self.returns) or any(f.staged for f in self.feeds)
 
+    @property
+    def outlets(self) -> tuple[tf.Tensor, ...]:
+        """The placeholders fed with the paths of the files its results are written into (one a result, or a result's
+        parts), in order."""
+        return tuple({id(r.path): r.path for r in self.returns}.values())
+
     def with_returns(self, value: Any, paths: Sequence[str]) -> Any:
-        """``value`` (what a run fetched) with each returned result read from its file (``paths``, in order)."""
-        written = {id(r.token): (r, path) for r, path in zip(self.returns, paths, strict=True)}
+        """``value`` (what a run fetched) with each returned result read from its file (``paths``: of the :attr:`outlets`)."""
+        where = {id(p): path for p, path in zip(self.outlets, paths, strict=True)}
+        written = {id(r.token): r for r in self.returns}
+        files: dict[str, list[np.ndarray[Any, Any]]] = {}
 
         def read(tensor: Any, fetched: Any) -> Any:
-            found = written.get(id(tensor))
-            if found is None or len(fetched):  # fetched as it is: not returned, or small
+            r = written.get(id(tensor))
+            if r is None or len(fetched):  # fetched as it is: not returned, or small
                 return fetched
-            return read_returned(found[1], found[0].dtype, found[0].row)
+            path = where[id(r.path)]
+            if path not in files:
+                files[path] = read_returned(path, r.dtype, r.row)
+            parts = files[path]
+            return parts[r.part or 0] if parts else fetched  # nothing written: an empty result, fetched
 
         return tf.nest.map_structure(read, self.fetch, value)
 
@@ -250,6 +266,52 @@ class Builder:
         with tf.device(device):
             return tf.nest.map_structure(lambda v: self._returned(v, native), value)
 
+    def fetched_parts(self, values: Sequence[Any], devices: Sequence[str]) -> list[Any]:
+        """What to fetch for a result made in parts that the client concatenates (``values[p]``, a structure of rows
+        made on ``devices[p]``; every part alike): as :meth:`fetched` each, except that where every task has the
+        native kernels and sees this client's files, each tensor's parts are written into one file, each at its
+        rows' place, so that the client maps their concatenation (``_concat.concatenated`` copies nothing)."""
+        call = self.call
+        native = kernels() if call is not None and available(call.cluster, call.settings.seconds()) else None
+        if (
+            call is None
+            or native is None
+            or call.settings.transfer == "feed"
+            or len(values) < 2
+            or not all(visible(call.cluster, Device.parse(d).task, timeout=call.settings.seconds()) for d in devices)
+        ):
+            return [self.fetched(v, d) for v, d in zip(values, devices, strict=True)]
+        columns = [self._returned_parts(c, devices, native) for c in zip(*(tf.nest.flatten(v) for v in values), strict=True)]
+        return [tf.nest.pack_sequence_as(v, list(out)) for v, out in zip(values, zip(*columns, strict=True), strict=True)]
+
+    def _returned_parts(self, column: Sequence[tf.Tensor], devices: Sequence[str], native: Any) -> list[tf.Tensor]:
+        """The tokens of one tensor's parts (``column[p]`` on ``devices[p]``) written into one file (or each returned
+        alone, where the parts are not rows of numbers alike)."""
+        first = column[0]
+        row = first.shape[1:]
+        dtype = np.dtype(first.dtype.as_numpy_dtype) if first.dtype != tf.string else None
+        alike = all(c.dtype == first.dtype and c.shape[1:] == row for c in column)
+        if dtype not in DECODABLE or first.shape.rank in (0, None) or not row.is_fully_defined() or not alike:
+            tokens = []
+            for c, d in zip(column, devices, strict=True):
+                with tf.device(d):
+                    tokens.append(self._returned(c, native))
+            return tokens
+        path = tf.compat.v1.placeholder(tf.string, (), name="result_path")
+        rows = []
+        for c, d in zip(column, devices, strict=True):
+            with tf.device(d):
+                rows.append(tf.shape(c, out_type=tf.int64)[0])
+        tokens = []
+        for p, (c, d) in enumerate(zip(column, devices, strict=True)):
+            with tf.device(d), tf.name_scope(f"part{p}"):
+                big = tf.add_n(rows) * (row.num_elements() * dtype.itemsize) >= MIN_BYTES
+                write = functools.partial(_written, path, c, native, part=p, rows=rows)
+                token = tf.cond(big, write, functools.partial(tf.identity, c))
+            self.returns.append(Returned(path, token, dtype, tuple(row.as_list()), part=p))
+            tokens.append(token)
+        return tokens
+
     def _returned(self, value: tf.Tensor, native: Any | None) -> tf.Tensor:
         dtype = np.dtype(value.dtype.as_numpy_dtype) if value.dtype != tf.string else None
         row = value.shape[1:]
@@ -259,11 +321,7 @@ class Builder:
         if known and value.shape.num_elements() * dtype.itemsize < MIN_BYTES:
             return value  # small, as its shape says: fetched as it is
         path = tf.compat.v1.placeholder(tf.string, (), name="result_path")
-
-        def write() -> tf.Tensor:
-            with tf.control_dependencies([write_result(path, value, native)]):
-                return tf.identity(value[:0])
-
+        write = functools.partial(_written, path, value, native)
         if known:  # large, as its shape says
             token = write()
         else:  # its size is known only in the run
@@ -329,3 +387,9 @@ class MapJob:
 
     def __repr__(self) -> str:
         return f"MapReduce({self.name})"
+
+
+def _written(path: tf.Tensor, value: tf.Tensor, native: Any, **part: Any) -> tf.Tensor:
+    """None of ``value``'s rows, once it is written into the file at ``path`` (see ``_shm.write_result``)."""
+    with tf.control_dependencies([write_result(path, value, native, **part)]):
+        return tf.identity(value[:0])
