@@ -357,7 +357,7 @@ class Join:
 
     def _sides(self, columns: Sequence[Any], masks: tuple[bool, bool]) -> tuple[Any, Any, Any, Any, Any]:
         """The flat output columns as (keys, left values, right values, left matched, right matched), each side's
-        values one column or a tuple of them (as given); a mask the run did not make, all True."""
+        values one column or a tuple of them (as given); a mask the run did not make, all True (a read-only view)."""
         layout = self.layout
         sides, at = [], 1
         for side in (0, 1):
@@ -365,7 +365,7 @@ class Join:
             at += layout.columns[side]
             sides.append(tuple(leaves) if layout.tuples[side] else leaves[0] if leaves else None)
         made = iter(columns[at:])
-        left, right = (next(made) if m else np.ones(len(columns[0]), bool) for m in masks)
+        left, right = (next(made) if m else np.broadcast_to(np.True_, (len(columns[0]),)) for m in masks)
         return columns[0], sides[0], sides[1], left, right
 
     def failure(self, error: JobError) -> Exception | None:

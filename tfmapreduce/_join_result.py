@@ -34,9 +34,9 @@ class JoinResult:
     right: Any
     """The right side's values on each row."""
     left_matched: np.ndarray
-    """Per row: whether it has a left row (False only in right and outer joins)."""
+    """Per row: whether it has a left row (False only in right and outer joins; in the others a read-only view of True)."""
     right_matched: np.ndarray
-    """Per row: whether it has a right row (False only in left and outer joins)."""
+    """Per row: whether it has a right row (False only in left and outer joins; in the others a read-only view of True)."""
     strategy: str
     """How it ran: ``"hash"``, ``"broadcast"`` or ``"co-partitioned"``."""
     parts: tuple[tuple[str, int], ...]
