@@ -373,6 +373,22 @@ def test_native_top_k_and_split_equal_the_stock_ones(data: st.DataObject) -> Non
         np.testing.assert_array_equal(v1.numpy(), v2.numpy())
 
 
+@pytest.mark.skipif(kernels() is None, reason="the native kernels could not be built here")
+def test_native_split_sends_every_int64_key_to_its_hash_mod_reducers() -> None:
+    """TmrPartition's reducer (a multiply-shift, no division) = ((k * 0x9E3779B97F4A7C15 mod 2^64) >> 32) mod R for
+    keys over all of int64 and any R, rows in order."""
+    rng = np.random.default_rng(5)
+    keys = np.concatenate([rng.integers(-(2**63), 2**63 - 1, 20_000, dtype=np.int64), [-(2**63), 2**63 - 1, -1, 0]])
+    hashes = (keys.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
+    for reducers in (2, 3, 7, 10, 64, 1000):
+        parts = split(tf.constant(keys), tf.constant(np.arange(len(keys))), reducers, kernels())
+        want = (hashes % np.uint64(reducers)).astype(np.int64)
+        for r, (k, v) in enumerate(parts):
+            rows = np.flatnonzero(want == r)
+            np.testing.assert_array_equal(v.numpy(), rows)
+            np.testing.assert_array_equal(k.numpy(), keys[rows])
+
+
 # --------------------------------------------------------------------------- skew
 
 
