@@ -85,7 +85,7 @@ def test_a_scope_is_restored_when_its_block_raises() -> None:
 def test_a_call_after_the_scope_expired_raises_before_running() -> None:
     with tmr.deadline(0.05):
         time.sleep(0.1)
-        with pytest.raises(tmr.WorkerTimeoutError, match="deadline\\(\\) scope expired"):
+        with pytest.raises(tmr.WorkerTimeoutError, match="deadline\\(\\) scope\\) expired"):
             effective_timeout(None)
 
 

@@ -323,7 +323,8 @@ class Cluster:
             if entry is None or entry.session.graph is not graph:
                 used = [master, *map(Task.of, tasks)]  # the master takes part in every run
                 addresses = {t: self.address(t) for t in used}
-                _backend.check_listening(addresses)  # a new session would wait out its deadline for a dead task
+                # A new session would wait out its deadline for a dead task; a cut link (no answer) must not stall it.
+                _backend.check_listening(addresses, _backend.WATCH_CONNECT)
                 config = _backend.session_config(used, timeout, fold_constants=fold_constants)
                 session = tf.compat.v1.Session(self.target, graph=graph, config=config)
                 entry = _Session(session, addresses, repeatable=_backend.repeatable(graph))

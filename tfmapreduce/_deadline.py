@@ -1,5 +1,6 @@
-"""Deadlines: ``timeout=`` bounds one call; :func:`deadline` bounds a block of calls, nests (the earliest deadline
-wins) and restores the previous one on exit; :func:`set_timeout` changes the default of a call with neither."""
+"""Deadlines: ``timeout=`` bounds one call, every step of it (planning, compiling, the run, naming a lost task,
+freeing what a failed run stored); :func:`deadline` bounds a block of calls, nests (the earliest deadline wins) and
+restores the previous one on exit; :func:`set_timeout` changes the default of a call with neither."""
 
 from __future__ import annotations
 
@@ -21,15 +22,23 @@ _scope_end = contextvars.ContextVar[float | None]("tfmapreduce_deadline", defaul
 
 
 def effective_timeout(timeout: float | None) -> float:
-    """Seconds a call starting now may take: ``timeout`` (or the default), cut short by an enclosing :func:`deadline`."""
+    """Seconds a call (or a step of one) starting now may take: ``timeout`` (or the default), cut short by an
+    enclosing :func:`deadline` or :func:`bounded` block."""
+    seconds = time_left(timeout)
+    if seconds <= 0:
+        raise WorkerTimeoutError(
+            "the deadline (the call's timeout=, or its tmr.deadline() scope) expired before this step started; "
+            "give the call or the block more time"
+        )
+    return seconds
+
+
+def time_left(timeout: float | None) -> float:
+    """As :func:`effective_timeout`, but 0 or less once the enclosing deadline has passed (for cleanup that decides
+    for itself how long it may still take)."""
     seconds = _default_timeout if timeout is None else timeout
     end = _scope_end.get()
-    if end is None:
-        return seconds
-    left = end - time.monotonic()
-    if left <= 0:
-        raise WorkerTimeoutError("the enclosing tmr.deadline() scope expired before this call started; give the block more time")
-    return min(seconds, left)
+    return seconds if end is None else min(seconds, end - time.monotonic())
 
 
 def check_timeout(timeout: object, *, argument: str = "timeout") -> float:
@@ -84,7 +93,20 @@ def deadline(seconds: float) -> Iterator[None]:
         >>> int(total)
         45
     """
-    end = time.monotonic() + check_timeout(seconds, argument="seconds")
+    with bounded(check_timeout(seconds, argument="seconds")):
+        yield
+
+
+@contextlib.contextmanager
+def bounded(seconds: float) -> Iterator[None]:
+    """:func:`deadline` for a validated number of seconds: how one call bounds all of its steps by its ``timeout=``.
+
+    Example:
+        >>> with bounded(5.0):
+        ...     effective_timeout(60) <= 5
+        True
+    """
+    end = time.monotonic() + seconds
     outer = _scope_end.get()
     token = _scope_end.set(end if outer is None else min(outer, end))
     try:

@@ -22,7 +22,7 @@ import tensorflow as tf
 from . import _autosize, _progress, _speculate, _trace
 from ._cache import programs
 from ._cluster import Cluster
-from ._deadline import effective_timeout
+from ._deadline import bounded, time_left
 from ._device import Device
 from ._errors import JobError, TfMapReduceError
 from ._kernels import with_kernels
@@ -38,6 +38,9 @@ from ._runstats import RunStats, ShardStats, collecting, record
 from ._shm import Staging
 from ._source import Shipped, Sources, as_array, streamed
 from ._task import Task
+
+DISCARD_TIME = 1.0
+"""Seconds freeing what a failed run stored may take at least, however little is left of the run's deadline."""
 
 READY = 16
 """Plain runs a kind remembers ready to go again (see :func:`_ready_key`)."""
@@ -135,7 +138,15 @@ def plan(kind: Kind, x: Any, settings: RunOptions) -> Any:
 
 
 def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (), *, resident: bool = False) -> Any:
-    """Run a job of ``kind`` over ``x``: its result (and a :class:`RunStats` with ``settings.return_stats``)."""
+    """Run a job of ``kind`` over ``x``: its result (and a :class:`RunStats` with ``settings.return_stats``).
+
+    The run's deadline starts now and bounds every step: planning and compiling use up the time its step then has.
+    """
+    with bounded(settings.seconds()):
+        return _run(kind, x, settings, broadcast, resident)
+
+
+def _run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any], resident: bool) -> Any:
     started = time.perf_counter()
     call = start(kind, x, settings, broadcast, resident=resident)
     again = _ready_key(call, kind)
@@ -259,7 +270,8 @@ def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: R
 
 def _discard(program: Program, name: str, cluster: Cluster, failed: Task | None, timeout: float | None) -> None:
     """Free what a failed run of ``program`` may have stored under ``name``, on the tasks still live (best effort: a lost
-    task's memory went with it).  ``failed``, the task the run's error named, is not waited for again."""
+    task's memory went with it).  ``failed``, the task the run's error named, is not waited for again.  It takes what is
+    left of the run's deadline, :data:`DISCARD_TIME` at least."""
     live = [s for s in program.slots if Device.parse(s.device).task not in (*cluster.lost, failed)]
     if not live or cluster.closed:
         return
@@ -271,7 +283,7 @@ def _discard(program: Program, name: str, cluster: Cluster, failed: Task | None,
                 ops.append(destroy_shard(name + slot.suffix, slot.index, slot.dtype))
     try:
         tasks = sorted({Device.parse(s.device).task for s in live})
-        cluster.run(graph, ops, {}, tasks=tasks, timeout=effective_timeout(timeout))
+        cluster.run(graph, ops, {}, tasks=tasks, timeout=max(DISCARD_TIME, time_left(timeout)))
     except TfMapReduceError:
         pass  # a task lost since: its memory is gone with it
     finally:
