@@ -87,7 +87,7 @@ def test_sizes_move_toward_the_faster_device() -> None:
             job = _sin_cos_job()
             with Throttle(slow, stopped=0.045, period=0.05):  # task 1 runs at most 1/10 of the time, whatever the load
                 for _ in range(6):
-                    result = job.run(x, cluster=local, sizes="auto", devices=order)
+                    result = job.run(x, cluster=local, sizes="auto", devices=order, retries=0)  # slow, not hung: no hang check
                     np.testing.assert_allclose(result, expected, rtol=1e-5)
             plan = job.plan(x, cluster=local, sizes="auto", devices=order)
             assert plan.measured is not None
@@ -121,7 +121,8 @@ def _slowed_then_healthy() -> str:
         for _ in range(3):  # a fresh job (no record) whose first run is measured slow on task 1
             job = _sin_cos_job()
             with Throttle(local.pids[1], stopped=0.2, period=0.21):  # task 1 about 20x slower, for this one run only
-                np.testing.assert_allclose(job.run(x, cluster=local, sizes="auto", devices=[T0, T1]), expected, rtol=1e-5)
+                slowed_run = job.run(x, cluster=local, sizes="auto", devices=[T0, T1], retries=0)  # slow, not hung
+                np.testing.assert_allclose(slowed_run, expected, rtol=1e-5)
             slowed = job.plan(x, cluster=local, sizes="auto", devices=[T0, T1])
             if slowed.sizes[1] < 0.3 * len(x):
                 break

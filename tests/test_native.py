@@ -203,10 +203,12 @@ print(path, _native.kernels() is not None, flush=True)
 """
 
 
-def _build_at_once(cache: pathlib.Path, processes: int = 2) -> None:
-    """``processes`` client processes building the kernels into ``cache`` at the same time: each gets a whole one."""
+def _build_at_once(cache: pathlib.Path, compiler: pathlib.Path, processes: int = 2) -> None:
+    """``processes`` client processes building the kernels into ``cache`` with ``compiler`` at the same time: each gets
+    a whole one."""
     environ = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     environ.pop(_native.ENV, None)
+    environ["CXX"] = str(compiler)
     children = [
         subprocess.Popen([sys.executable, "-c", _BUILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
         for _ in range(processes)
@@ -215,6 +217,22 @@ def _build_at_once(cache: pathlib.Path, processes: int = 2) -> None:
         out, err = child.communicate(timeout=600)
         assert child.returncode == 0, err[-3000:]
         assert out.split()[1:] == ["True"], err[-3000:]
+
+
+def _slow_compiler(folder: pathlib.Path, library: pathlib.Path) -> pathlib.Path:
+    """A stand-in for the C++ compiler that writes ``library`` (the kernels this session built) where ``-o`` says, half
+    of it first and the rest a second later: two builds at once overlap while each output is incomplete, as two real
+    compiles (25 s each here) would, without paying for them (the session's own build ran the real compiler)."""
+    script = folder / "slow-cxx"
+    half = library.stat().st_size // 2
+    script.write_text(
+        "#!/bin/sh\n"
+        'out=""; prev=""\n'
+        'for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done\n'
+        f'head -c {half} "{library}" > "$out" && sleep 1 && cat "{library}" > "$out"\n'
+    )
+    script.chmod(0o700)
+    return script
 
 
 def test_a_truncated_kernel_is_never_loaded_and_two_processes_rebuild_it_whole(ops: object, tmp_path: pathlib.Path) -> None:
@@ -234,7 +252,8 @@ def test_a_truncated_kernel_is_never_loaded_and_two_processes_rebuild_it_whole(o
     assert ast.literal_eval(done.stdout.strip()) == _COUNTS  # with stock ops
     assert "does not match the hash recorded when it was built" in done.stderr
     assert "jobs use stock TensorFlow ops" in done.stderr
-    _build_at_once(cache)  # with a compiler, the damaged kernel is rebuilt in its place, by both at once
+    compiler = _slow_compiler(tmp_path, _native.cache_dir() / built)
+    _build_at_once(cache, compiler)  # with a compiler, the damaged kernel is rebuilt in its place, by both at once
     assert stat.S_IMODE(folder.stat().st_mode) & 0o022 == 0
     libraries = sorted(folder.glob("native-*.so"))
     assert libraries, list(folder.iterdir())
