@@ -68,7 +68,8 @@ def check_feed_size(feed_dict: dict[Any, Any]) -> int:
 
 @attrs.define(eq=False)
 class _Session:
-    """A session kept for one graph, with a callable per (fetches, feeds) it has run, and the addresses of its tasks."""
+    """A session kept for one graph, with a runner per (fetches, feeds) it has run (``_backend.runner``), and the
+    addresses of its tasks."""
 
     session: tf.compat.v1.Session
     addresses: dict[Task, str]
@@ -332,13 +333,15 @@ class Cluster:
         addresses = entry.addresses
 
         def call(options: tf.compat.v1.RunOptions) -> Any:  # on a runner thread: the session's first contact may block too
+            if trace is not None:  # a traced run (rare) has TensorFlow fill its RunMetadata
+                made = entry.session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
+                return made(*values, options=options, run_metadata=trace)
             runnable = entry.callables.get((id(fetches), feeds))
-            if runnable is None:  # without feeds, a callable skips session.run's per-call parsing of the fetches
-                runnable = entry.session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
-                entry.callables[(id(fetches), feeds)] = runnable
+            if runnable is None:
+                runnable = entry.callables[(id(fetches), feeds)] = _backend.runner(entry.session, fetches, feeds)
             began = time.monotonic()
             try:
-                result = runnable(*values, options=options, run_metadata=trace)
+                result = runnable(values, options)
             except BaseException:
                 entry.quick = 0
                 raise
