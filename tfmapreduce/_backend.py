@@ -293,8 +293,13 @@ def runner(session: tf.compat.v1.Session, fetches: Any, feeds: tuple[Any, ...]) 
     else:
         pack = functools.partial(tf.nest.pack_sequence_as, fetches)
 
+    extended = [-1]  # the graph's version the session last saw: ops added since are sent to it first, as run() does
+
     def run_once(feed: dict[Any, Any], options: Any) -> Any:
-        session._extend_graph()
+        if session.graph.version != extended[0]:
+            version = session.graph.version
+            session._extend_graph()
+            extended[0] = version
         return pywrap_tf_session.TF_SessionRun_wrapper(session._session, options, feed, outputs, [], None)
 
     def run(values: list[Any], options: tf.compat.v1.RunOptions) -> Any:
