@@ -41,6 +41,50 @@ def _alive(pid: int) -> bool:
         return True
 
 
+QUICK = ("groups", "selection", "keyed", "quantiles", "joins", "outputs", "sort")
+"""The benchmarks whose ``--quick`` smoke runs are checked below, run one after the other in one process."""
+
+_QUICK_RUNS = """
+import contextlib, importlib, io, json, sys, traceback
+runs = {}
+for name in sys.argv[2:]:
+    out, error = io.StringIO(), ""
+    try:
+        with contextlib.redirect_stdout(out):
+            importlib.import_module("benchmarks." + name).main(["--quick"])
+    except BaseException:
+        error = traceback.format_exc()
+    runs[name] = {"stdout": out.getvalue(), "error": error}
+with open(sys.argv[1], "w") as f:
+    json.dump(runs, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    """Each of :data:`QUICK`'s ``main(["--quick"])`` (what ``python -m benchmarks.NAME --quick`` runs) in one child
+    process, TensorFlow imported once for all (30 s less of the suite than a process each): its stdout and, where it
+    raised, its traceback (``error``)."""
+    path = tmp_path_factory.mktemp("quick") / "runs.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", _QUICK_RUNS, str(path), *QUICK],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    runs: dict[str, dict[str, str]] = json.loads(path.read_text())
+    return runs
+
+
+def _stdout(quick: dict[str, dict[str, str]], name: str) -> str:
+    """What ``benchmarks.NAME --quick`` printed; the test fails with its traceback where it raised."""
+    assert not quick[name]["error"], f"benchmarks.{name} --quick raised:\n{quick[name]['error']}"
+    return quick[name]["stdout"]
+
+
 def test_help_explains_layouts_jobs_and_sizes_without_importing_tensorflow() -> None:
     proc = _bench("--help", timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -268,66 +312,61 @@ def test_resident_benchmark_help_prints_help_instead_of_running() -> None:
 
 
 @pytest.mark.slow
-def test_groups_benchmark_quick_mode_checks_and_times_every_row() -> None:
-    proc = _bench("--quick", module="benchmarks.groups")
-    assert proc.returncode == 0, proc.stderr[-6000:]
+def test_groups_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str, dict[str, str]]) -> None:
+    stdout = _stdout(quick, "groups")
     for row in (
         "tmr.median_by_key, resident, 2-worker LocalCluster, 1e+03 keys",
         "tmr.top_k_by_key(k=3), resident, 2-worker LocalCluster, 1e+05 keys",
     ):
-        assert f"| {row} |" in proc.stdout
-    assert "| 90% of the rows on one key |" in proc.stdout  # the hot-key run and its peak memory
+        assert f"| {row} |" in stdout
+    assert "| 90% of the rows on one key |" in stdout  # the hot-key run and its peak memory
 
 
 @pytest.mark.slow
-def test_selection_benchmark_quick_mode_checks_and_times_every_row() -> None:
-    proc = _bench("--quick", module="benchmarks.selection")
-    assert proc.returncode == 0, proc.stderr[-6000:]
+def test_selection_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str, dict[str, str]]) -> None:
+    stdout = _stdout(quick, "selection")
     for row in (
         "tmr.top_k(x, 100), resident, 2-worker LocalCluster, 1e+04 int64, 1e+03 distinct",
         "tmr.unique(x), resident, 2-worker LocalCluster, 1e+04 int64, 1e+03 distinct",
         "numpy argpartition + sort of the 100, one process, 1e+04 int64, 1e+03 distinct",
         "np.unique(x), one process, 1e+04 int64, 1e+03 distinct",
     ):
-        assert f"| {row} |" in proc.stdout
+        assert f"| {row} |" in stdout
 
 
 @pytest.mark.slow
-def test_keyed_benchmark_quick_mode_checks_and_times_every_row() -> None:
-    proc = _bench("--quick", module="benchmarks.keyed")
-    assert proc.returncode == 0, proc.stderr[-6000:]
+def test_keyed_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str, dict[str, str]]) -> None:
+    stdout = _stdout(quick, "keyed")
     for row in (
         "tmr.recipes.word_count(tmr.read_text(...)), 2-worker LocalCluster (files read on the workers)",
         "user-written word count: tf.strings.split map + combiners.sum over tmr.read_text(...), 2-worker LocalCluster",
         "collections.Counter, one process (reads the files)",
         "tmr.mean_by_key, resident, 2-worker LocalCluster, 1e+06 keys",
     ):
-        assert f"| {row} |" in proc.stdout
+        assert f"| {row} |" in stdout
 
 
 @pytest.mark.slow
-def test_quantiles_benchmark_quick_mode_checks_and_times_every_row() -> None:
-    proc = _bench("--quick", module="benchmarks.quantiles")
-    assert proc.returncode == 0, proc.stderr[-6000:]
+def test_quantiles_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str, dict[str, str]]) -> None:
+    stdout = _stdout(quick, "quantiles")
     for row in (
         "tmr.median, exact, resident, 2-worker LocalCluster",
         "tmr.quantile(q=0.01, 0.5, 0.99), epsilon=0.001, resident, 2-worker LocalCluster",
         "np.quantile(q=0.01, 0.5, 0.99), one process",
     ):
-        assert f"| {row} |" in proc.stdout
+        assert f"| {row} |" in stdout
 
 
 @pytest.mark.slow
-def test_joins_benchmark_quick_mode_checks_and_times_every_row() -> None:
-    proc = _bench("--quick", module="benchmarks.joins")
-    assert proc.returncode == 0, proc.stderr[-6000:]
+def test_joins_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str, dict[str, str]]) -> None:
+    stdout = _stdout(quick, "joins")
     for row in (
         "tmr.join strategy=hash, 2-worker LocalCluster, with a dimension table",
         "tmr.join strategy=broadcast, 2-worker LocalCluster, many-to-many",
         "tmr.recipes.pagerank, 2-worker LocalCluster (sort of the edges included)",
         "tmr.recipes.pagerank over resident edges (numbered and sorted on the workers, included)",
     ):
-        assert f"| {row} |" in proc.stdout
+        assert f"| {row} |" in stdout
 
 
 def test_machines_benchmark_reports_fits_and_plots_a_saved_run_without_starting_machines(tmp_path: Path) -> None:
@@ -353,25 +392,23 @@ def test_machines_benchmark_reports_fits_and_plots_a_saved_run_without_starting_
 
 
 @pytest.mark.slow
-def test_outputs_benchmark_quick_mode_checks_and_times_every_row() -> None:
-    proc = _bench("--quick", module="benchmarks.outputs")
-    assert proc.returncode == 0, proc.stderr[-6000:]
+def test_outputs_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str, dict[str, str]]) -> None:
+    stdout = _stdout(quick, "outputs")
     for row in (
         "tmr.map(read_csv) → tmr.write_npy, 2-worker LocalCluster",
         "tmr.write_npy, resident, 2-worker LocalCluster",
         "tmr.write_tfrecord, resident, 2-worker LocalCluster",
     ):
-        assert f"| {row} |" in proc.stdout
+        assert f"| {row} |" in stdout
 
 
 @pytest.mark.slow
-def test_sort_benchmark_quick_mode_checks_and_times_every_row() -> None:
-    proc = _bench("--quick", module="benchmarks.sort")
-    assert proc.returncode == 0, proc.stderr[-6000:]
+def test_sort_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str, dict[str, str]]) -> None:
+    stdout = _stdout(quick, "sort")
     for row in (
         "tmr.sort, resident, 2-worker LocalCluster, int64",
         "tmr.sort, resident, 2-worker LocalCluster, float32",
         "TeraSort: tmr.sort_by_key, generated on the workers, 2-worker LocalCluster",
     ):
-        assert f"| {row} |" in proc.stdout
-    assert "GB/s per core" in proc.stdout
+        assert f"| {row} |" in stdout
+    assert "GB/s per core" in stdout
