@@ -268,6 +268,13 @@ QUICK_FEED = 1 << 20
 """Bytes fed at most to a run made on the caller's thread (a large feed to a stopped master ignores deadlines)."""
 
 
+def session_callable(session: tf.compat.v1.Session, fetches: Any, feeds: tuple[Any, ...]) -> Callable[..., Any]:
+    """As :func:`runner`, through ``Session.make_callable``: ``(values, options, run_metadata=None)``, the run's step
+    stats written into ``run_metadata`` when one is given."""
+    made = session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
+    return lambda values, options, run_metadata=None: made(*values, options=options, run_metadata=run_metadata)
+
+
 def runner(session: tf.compat.v1.Session, fetches: Any, feeds: tuple[Any, ...]) -> Callable[[list[Any], Any], Any]:
     """A run of ``fetches`` of ``session``'s graph: ``runner(...)(values, options)`` with the values of ``feeds`` in
     order and the run's ``RunOptions``.
@@ -279,8 +286,7 @@ def runner(session: tf.compat.v1.Session, fetches: Any, feeds: tuple[Any, ...]) 
     """
     flat = tf.nest.flatten(fetches)
     if not flat or not all(isinstance(t, tf.Tensor) for t in flat) or any(f.dtype in (tf.resource, tf.variant) for f in feeds):
-        made = session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
-        return lambda values, options: made(*values, options=options)
+        return session_callable(session, fetches, feeds)
     # Private: the session's C handle, and how Session._do_run calls TensorFlow and names an op's error.
     outputs = [t._as_tf_output() for t in flat]
     inputs = [f._as_tf_output() for f in feeds]

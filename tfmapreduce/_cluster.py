@@ -333,9 +333,8 @@ class Cluster:
         addresses = entry.addresses
 
         def call(options: tf.compat.v1.RunOptions) -> Any:  # on a runner thread: the session's first contact may block too
-            if trace is not None:  # a traced run (rare) has TensorFlow fill its RunMetadata
-                made = entry.session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
-                return made(*values, options=options, run_metadata=trace)
+            if trace is not None:  # a traced run (rare): TensorFlow's own callable fills its RunMetadata
+                return _backend.session_callable(entry.session, fetches, feeds)(values, options, trace)
             runnable = entry.callables.get((id(fetches), feeds))
             if runnable is None:
                 runnable = entry.callables[(id(fetches), feeds)] = _backend.runner(entry.session, fetches, feeds)
