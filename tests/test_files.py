@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -520,6 +521,82 @@ def test_bad_arguments() -> None:
         tmr.read_tfrecord("a", features={"v": 3})
     with pytest.raises(ValueError, match="batch_rows must be"):
         tmr.RunOptions.of(batch_rows=0)
+
+
+# --------------------------------------------------------------------------- mapped reads
+
+
+@pytest.mark.parametrize("path", ["windows", "mapped batches", "read batches"])
+def test_jobs_over_npy_files_give_numpys_results_however_their_rows_are_read(
+    cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Windows of mapped rows (no tf.data), tf.data batches of mapped rows, or of rows read: the same results, for any
+    partition, empty and misaligned files included (each case's files are its own, so each compiles its own program)."""
+    if _native.kernels() is None:
+        pytest.skip("no native kernels on this machine (no C++ compiler)")
+    if path != "windows":
+        monkeypatch.setattr(_readers, "WINDOWS", 0)
+    if path == "read batches":
+        monkeypatch.setattr(_readers, "MAP", False)
+    rng = np.random.default_rng(11)
+    parts = [(rng.standard_normal((n, 3)) * 100).astype(np.float32) for n in (0, 1, 1000, 70001, 5)]
+    for i, part in enumerate(parts):
+        np.save(tmp_path / f"x{i}.npy", part)
+    (tmp_path / "r.raw").write_bytes(b"\1\2\3" * 5000)  # 3-byte rows: most batches start unaligned, so are read
+    x = np.concatenate(parts)
+    data = tmr.read_npy(str(tmp_path / "x*.npy"))
+    for sizes in (None, tmr.weights(1, 3), [0, x.shape[0]]):
+        np.testing.assert_allclose(tmr.mean(data, cluster=cluster, sizes=sizes), x.astype(np.float64).mean(), rtol=1e-12)
+        np.testing.assert_allclose(
+            tmr.mean(data, axis=0, cluster=cluster, sizes=sizes), x.astype(np.float64).mean(axis=0), rtol=1e-12
+        )
+        assert int(tmr.count(data, cluster=cluster, sizes=sizes)) == x.shape[0]
+    squares = tmr.MapReduce(lambda b: tf.reduce_sum(tf.cast(b, tf.float64) ** 2), tmr.combiners.sum)
+    np.testing.assert_allclose(squares.run(data, cluster=cluster, batch_rows=777), (x.astype(np.float64) ** 2).sum(), rtol=1e-12)
+    raw = tmr.read_raw(str(tmp_path / "r.raw"), dtype="u1", shape=(3,))
+    assert tmr.sum(raw, axis=0, cluster=cluster, sizes=tmr.weights(1, 1)).tolist() == [5000, 10000, 15000]
+
+
+def test_a_file_truncated_while_its_window_is_mapped_is_named_and_the_worker_lives(
+    cluster: tmr.LocalCluster, tmp_path: Path
+) -> None:
+    """The map function marks that its window is mapped, waits for the file to be cut, then sums the window: the pages
+    cut fault on the worker, which reads zeros there instead of dying, and the run fails naming the file."""
+    if _native.kernels() is None:
+        pytest.skip("no native kernels on this machine (no C++ compiler)")
+    path, mapped, cut = tmp_path / "x.npy", tmp_path / "mapped", tmp_path / "cut"
+    np.save(path, np.ones(1 << 20, np.float32))  # 4 MiB: one window
+
+    def wait_then_sum(batch: tf.Tensor) -> tf.Tensor:
+        with tf.control_dependencies([batch]):
+            told = tf.io.write_file(str(mapped), "")
+        with tf.control_dependencies([told]):
+            start = tf.timestamp()
+        (waited,) = tf.while_loop(
+            lambda t: tf.logical_and(tf.equal(tf.size(tf.io.matching_files(str(cut))), 0), t < start + 30),
+            lambda t: [tf.timestamp()],
+            [start],
+        )
+        with tf.control_dependencies([waited]):
+            return tf.reduce_sum(batch)
+
+    def truncate() -> None:
+        deadline = time.monotonic() + 60
+        while not mapped.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.truncate(path, 4096)
+        cut.write_text("")
+
+    pids = cluster.pids
+    cutter = threading.Thread(target=truncate)
+    cutter.start()
+    try:
+        with pytest.raises(tmr.InputError, match=r"x\.npy \(read on task /job:local/task:0\) no longer has the size"):
+            tmr.MapReduce(wait_then_sum, tmr.combiners.sum).run(tmr.read_npy(str(path)), cluster=cluster, sizes=1, timeout=60)
+    finally:
+        cutter.join()
+    assert cluster.pids == pids
+    assert int(tmr.count(np.arange(10), cluster=cluster)) == 10  # every worker still runs jobs
 
 
 # --------------------------------------------------------------------------- bounded memory

@@ -8,6 +8,7 @@ import fractions
 import hashlib
 import itertools
 import logging
+import math
 import os
 import pathlib
 import re
@@ -567,3 +568,84 @@ def test_read_csv_kernel_names_a_bad_line_as_before(ops: object, tmp_path: pathl
         with pytest.raises(tf.errors.InvalidArgumentError) as caught:
             _read_csv_kernel(ops, path, True)
         assert re.sub(r"^\{\{.*?\}\} ", "", caught.value.message.split(" [Op:")[0]) == words, caught.value.message
+
+
+# --------------------------------------------------------------------------- mapped rows and the wide sum
+
+
+@pytest.mark.parametrize("offset", [0, 64, 4096, 4, 100])
+@pytest.mark.parametrize("count", [0, 1, 1000, 20000])
+def test_mapped_rows_are_the_bytes_a_read_gives(ops: object, tmp_path: pathlib.Path, offset: int, count: int) -> None:
+    """Mapped (an offset TensorFlow's alignment allows) or read (any other), the rows are the file's."""
+    data = np.arange(30000, dtype=np.float32) * 0.5
+    path = tmp_path / "x.raw"
+    data.tofile(path)
+    size = path.stat().st_size
+    got = {
+        m: ops.tmr_read_rows(str(path), size, offset, count, T=tf.float32, map=m).numpy()  # type: ignore[attr-defined]
+        for m in (True, False)
+    }
+    want = np.frombuffer(path.read_bytes()[offset : offset + 4 * count], np.float32)
+    np.testing.assert_array_equal(got[True], want)
+    np.testing.assert_array_equal(got[False], want)
+
+
+def test_a_file_truncated_while_mapped_reads_zeros_there_and_its_size_check_names_it(ops: object, tmp_path: pathlib.Path) -> None:
+    """The pages a truncation takes fault with SIGBUS; the kernel's handler maps zeros there (the process lives), and the
+    check after the run (a read of no rows) names the file."""
+    page = os.sysconf("SC_PAGESIZE")
+    n = 64 * page // 4
+    path = tmp_path / "x.raw"
+    np.ones(n, np.float32).tofile(path)
+    kept = 3 * page
+
+    def cut() -> np.int64:
+        os.truncate(path, kept)
+        return np.int64(0)
+
+    graph = tf.Graph()
+    with graph.as_default():
+        rows = ops.tmr_read_rows(str(path), 4 * n, 0, n, T=tf.float32)  # type: ignore[attr-defined]
+        with tf.control_dependencies([tf.numpy_function(cut, [], tf.int64)]):
+            total = tf.reduce_sum(rows)  # read after the truncation
+        check = ops.tmr_read_rows(str(path), 4 * n, 0, 0, T=tf.uint8)  # type: ignore[attr-defined]
+    with tf.compat.v1.Session(graph=graph) as session:
+        assert session.run(total) == kept // 4  # the kept pages' ones; zeros past them
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"x\.raw no longer has the size it had when the run started"):
+            session.run(check)
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 1 << 16, (1 << 16) + 1, 1_000_003])
+def test_the_wide_sum_is_the_float64_sum_of_the_float32_values(ops: object, n: int) -> None:
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32)
+    got = float(ops.tmr_wide_sum(tf.constant(x)))  # type: ignore[attr-defined]
+    exact = math.fsum(x.astype(np.float64).tolist())
+    assert abs(got - exact) <= 1e-14 * float(np.abs(x.astype(np.float64)).sum())  # float64 rounding, not float32's
+    assert got == float(ops.tmr_wide_sum(tf.constant(x)))  # type: ignore[attr-defined]  # the same sum every time
+
+
+@pytest.mark.parametrize(
+    ("values", "want"), [([1.0, np.nan], np.nan), ([np.inf, 1.0], np.inf), ([np.inf, -np.inf], np.nan), ([-0.0], 0.0)]
+)
+def test_the_wide_sum_of_nan_and_infinities_is_numpys(ops: object, values: list[float], want: float) -> None:
+    got = float(ops.tmr_wide_sum(tf.constant(np.array(values * 20, np.float32))))  # type: ignore[attr-defined]
+    np.testing.assert_equal(got, want)
+
+
+def test_a_window_kept_between_runs_shows_a_rewritten_file(ops: object, tmp_path: pathlib.Path) -> None:
+    """A window stays mapped between reads, taken again only while its file is the same: rewritten in place, or
+    replaced by another file of that name, the next read gives the new rows."""
+    path = tmp_path / "x.raw"
+    np.arange(4096, dtype=np.float32).tofile(path)
+
+    def read() -> np.ndarray:
+        return ops.tmr_read_rows(str(path), 4 * 4096, 0, 4096, T=tf.float32).numpy()  # type: ignore[attr-defined]
+
+    np.testing.assert_array_equal(read(), np.arange(4096))
+    with open(path, "r+b") as f:  # in place: the same inode, the same pages
+        f.write(np.full(4096, 7, np.float32).tobytes())
+    np.testing.assert_array_equal(read(), np.full(4096, 7))
+    np.full(4096, 9, np.float32).tofile(tmp_path / "y.raw")
+    os.replace(tmp_path / "y.raw", path)  # another inode
+    np.testing.assert_array_equal(read(), np.full(4096, 9))

@@ -18,7 +18,7 @@ from ._deadline import effective_timeout
 from ._encode import PARTS, SUCCESS
 from ._errors import InputError, JobError, ShardLostError
 from ._plan import Plan, Shard
-from ._readers import Layout, Reader
+from ._readers import Layout, Reader, note_mapped
 from ._source import Batches, ShardTensor
 from ._task import Task
 from ._text import RESIZED
@@ -211,15 +211,17 @@ class FileSource:
         return self.reader.empty(self.layout)
 
     def batches(self, shard: Shard, batch_rows: int | None) -> list[Batches]:
-        result = []
+        result: list[Batches] = []
         for group in self.groups(shard):
             e, lo, hi = group[0]
             layout = self._layout(e)
             rows = batch_rows or self.reader.batch_rows(layout)
             if self.reader.unit == "rows":
-                result.append(
-                    Batches(self.reader.rows_dataset(e.path, e.size, layout, lo, hi, rows), hi - lo, self.changed(e, hi - lo))
-                )
+                if self.reader.maps(layout):
+                    note_mapped(shard.device, f"shard{shard.index}/piece{len(result)}", e.path, e.size)
+                dataset = self.reader.rows_dataset(e.path, e.size, layout, lo, hi, rows)
+                windows = self.reader.windows(e.path, e.size, layout, lo, hi, batch_rows)
+                result.append(Batches(dataset, hi - lo, self.changed(e, hi - lo), windows=windows))
                 continue
             if e.layout is None:  # pinned, unseen by the client: matched on its own task
                 matched = tf.io.matching_files(e.path)

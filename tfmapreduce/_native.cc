@@ -54,9 +54,15 @@
 //   and the one output is the [rows, len(columns)] matrix of them (no stack of the columns afterwards).
 //
 // TmrReadRows(path: string, size: int64, offset: int64, count: int64) -> values: T[count]
-//   `count` elements of type T stored at byte `offset` of file `path` (`size` bytes when the run started), read
-//   through TensorFlow's file system straight into the output tensor: one copy from the page cache, no string
-//   record, no decode.  A file of another size fails, saying it no longer has the size it had.
+//   `count` elements of type T stored at byte `offset` of file `path` (`size` bytes when the run started): with
+//   map=true, of a local file at an offset TensorFlow's alignment allows, the file's own pages mapped read-only (no
+//   copy; see `mapped` below for a file truncated meanwhile); else read through TensorFlow's file system straight
+//   into the output tensor (one copy from the page cache, no string record, no decode).  A file of another size
+//   fails, saying it no longer has the size it had.
+//
+// TmrWideSum(values: float[...]) -> sum: double
+//   The sum of float32 values accumulated in float64, as tf.reduce_sum(tf.cast(values, tf.float64)) gives it to
+//   within float64 rounding, without the float64 copy: the exact sums' fast path (_numerics.exact_sum).
 //
 // TmrStringRanks(strings: string[n]) -> ranks: int64[n]
 //   Each string's rank among the distinct strings in byte order (unsigned bytes, a prefix first, as numpy sorts
@@ -93,6 +99,11 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/env.h"
 #include "tensorflow/core/platform/file_system.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace tfmapreduce {
 
@@ -1423,43 +1434,76 @@ class ReadCsvOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("TmrReadCsv").Device(::tensorflow::DEVICE_CPU), ReadCsvOp);
 
-REGISTER_OP("TmrReadRows")
-    .Input("path: string")
-    .Input("size: int64")
-    .Input("offset: int64")
-    .Input("count: int64")
-    .Output("values: T")
-    .Attr("T: {bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, half, bfloat16, float, double, complex64, complex128}")
-    .SetIsStateful()  // it reads a file: never folded, never cached
-    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->Vector(c->UnknownDim()));
-      return absl::OkStatus();
-    });
+REGISTER_OP("TmrWideSum")
+    .Input("values: float")
+    .Output("sum: double")
+    .SetShapeFn(::tensorflow::shape_inference::ScalarShape);
 
-class ReadRowsOp : public OpKernel {
+// The sum of float32 values in float64, every value widened as it is read (no float64 copy of them), in chunks of
+// kChunk values summed over the intra-op threads; each chunk in eight float64 lanes, the chunks' sums added in order,
+// so the result does not depend on the threads.
+class WideSumOp : public OpKernel {
  public:
-  explicit ReadRowsOp(OpKernelConstruction* context) : OpKernel(context) {}
+  explicit WideSumOp(OpKernelConstruction* context) : OpKernel(context) {}
 
   void Compute(OpKernelContext* context) override {
-    const std::string path(context->input(0).scalar<tstring>()());
-    const int64_t size = context->input(1).scalar<int64_t>()();
-    const int64_t offset = context->input(2).scalar<int64_t>()();
-    const int64_t count = context->input(3).scalar<int64_t>()();
+    const Tensor& values = context->input(0);
+    const float* v = reinterpret_cast<const float*>(values.tensor_data().data());
+    const int64_t n = values.NumElements();
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> sums(static_cast<size_t>(chunks));
+    auto work = [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) sums[c] = Chunk(v + c * kChunk, std::min(kChunk, n - c * kChunk));
+    };
+    const auto* threads = context->device()->tensorflow_cpu_worker_threads();
+    ::tensorflow::Shard(threads->num_threads, threads->workers, chunks, kChunk, work);
+    double total = 0;
+    for (const double s : sums) total += s;
     Tensor* out = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({count}), &out));
-    const int64_t n = static_cast<int64_t>(out->TotalBytes());
-    OP_REQUIRES(context, offset >= 0 && offset + n <= size, ::tensorflow::errors::InvalidArgument("bad byte range"));
-    uint64_t now = 0;
-    OP_REQUIRES_OK(context, context->env()->GetFileSize(path, &now));
-    OP_REQUIRES(context, static_cast<int64_t>(now) == size, Resized(path, size));
-    if (n == 0) return;
-    std::unique_ptr<::tensorflow::RandomAccessFile> file;
-    OP_REQUIRES_OK(context, context->env()->NewRandomAccessFile(path, &file));
-    OP_REQUIRES_OK(context, ReadExactly(*file, path, offset, n, size, const_cast<char*>(out->tensor_data().data())));
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({}), &out));
+    out->scalar<double>()() = total;
   }
+
+ private:
+  static constexpr int64_t kChunk = 1 << 16;
+
+  static double Chunk(const float* v, int64_t n) {
+#if defined(__x86_64__)
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx2) return ChunkAvx2(v, n);
+#endif
+    double lane[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      for (int j = 0; j < 8; ++j) lane[j] += static_cast<double>(v[i + j]);
+    }
+    double rest = 0;
+    for (; i < n; ++i) rest += static_cast<double>(v[i]);
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7])) + rest;
+  }
+
+#if defined(__x86_64__)
+  // The same sum, four floats widened at a time into four lanes of four doubles (the compiler's -O2 code widens
+  // and adds one float at a time: 3x slower, below memory speed).
+  __attribute__((target("avx2"))) static double ChunkAvx2(const float* v, int64_t n) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(v + i)));
+      a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(v + i + 4)));
+      a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(v + i + 8)));
+      a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(v + i + 12)));
+    }
+    alignas(32) double lane[4];
+    _mm256_store_pd(lane, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+    double rest = 0;
+    for (; i < n; ++i) rest += static_cast<double>(v[i]);
+    return (lane[0] + lane[1]) + (lane[2] + lane[3]) + rest;
+  }
+#endif
 };
 
-REGISTER_KERNEL_BUILDER(Name("TmrReadRows").Device(::tensorflow::DEVICE_CPU), ReadRowsOp);
+REGISTER_KERNEL_BUILDER(Name("TmrWideSum").Device(::tensorflow::DEVICE_CPU), WideSumOp);
 
 REGISTER_OP("TmrStringRanks")
     .Input("strings: string")
@@ -2072,13 +2116,261 @@ REGISTER_KERNEL_BUILDER(Name("TmrJoinTake").Device(::tensorflow::DEVICE_CPU).Typ
 
 }  // namespace tfmapreduce
 
-// POSIX files for TmrWriteResult (included here, beside the one kernel that uses them).
+// POSIX files and memory maps for TmrReadRows and TmrWriteResult (included here, beside the kernels that use them).
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "tensorflow/core/framework/allocation_description.pb.h"
 
 namespace tfmapreduce {
+
+// Mapped rows: a batch that is its file's own pages, mapped read-only (no copy out of the page cache).
+//
+// A file truncated while mapped makes the pages it lost fault with SIGBUS, which would kill the worker.  The
+// handler below maps a page of zeros over each such page of a batch's mapping instead and lets the batch go on:
+// the run then fails at its check of the file's size (TmrReadRows with count 0 after the run: _readers.size_check),
+// which names the file, as a read does.  A fault anywhere else goes to the handler there was before.
+namespace mapped {
+
+constexpr int kSlots = 4096;  // windows mapped at once in a process, at most (more are read instead)
+constexpr uintptr_t kClaimed = 1;  // a slot's begin while it is being filled (0: free)
+std::atomic<uintptr_t> g_begin[kSlots];
+std::atomic<uintptr_t> g_end[kSlots];
+std::atomic<int> g_lost[kSlots];  // a page of the slot's window was lost: never take the window again
+struct sigaction g_previous;
+uintptr_t g_page = 4096;
+
+void OnBusError(int signal, siginfo_t* info, void* context) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
+  if (info->si_code > 0) {  // a fault, not a signal sent
+    for (int i = 0; i < kSlots; ++i) {
+      const uintptr_t begin = g_begin[i].load(std::memory_order_acquire);
+      if (begin <= kClaimed || at < begin || at >= g_end[i].load(std::memory_order_acquire)) continue;
+      void* page = reinterpret_cast<void*>(at & ~(g_page - 1));
+      if (mmap(page, g_page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+        g_lost[i].store(1, std::memory_order_release);
+        return;
+      }
+    }
+  }
+  sigaction(SIGBUS, &g_previous, nullptr);  // not ours: as if this handler had never been installed
+  if (info->si_code <= 0) raise(signal);    // a fault instead runs again, into the previous handler
+}
+
+// Whether the handler is in place (installed by the first mapping of the process).
+bool Installed() {
+  static const bool installed = [] {
+    g_page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    struct sigaction action = {};
+    action.sa_sigaction = OnBusError;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    return sigaction(SIGBUS, &action, &g_previous) == 0;
+  }();
+  return installed;
+}
+
+// The slot the handler knows [begin, end) by, or -1 where every slot is taken.
+int Remember(uintptr_t begin, uintptr_t end) {
+  static std::atomic<int> next{0};
+  for (int tries = 0; tries < kSlots; ++tries) {
+    const int i = next.fetch_add(1, std::memory_order_relaxed) % kSlots;
+    uintptr_t free = 0;
+    if (!g_begin[i].compare_exchange_strong(free, kClaimed, std::memory_order_acq_rel)) continue;
+    g_end[i].store(end, std::memory_order_release);
+    g_lost[i].store(0, std::memory_order_release);
+    g_begin[i].store(begin, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+// One mapped window of a file, unmapped (and forgotten by the handler) when the last batch and the cache let go.
+struct Window {
+  Window(char* base, size_t length, int slot, const struct stat& st) : base(base), length(length), slot(slot), st(st) {}
+  ~Window() {
+    g_begin[slot].store(0, std::memory_order_release);
+    munmap(base, length);
+  }
+  bool Same(const struct stat& now) const {  // the file it maps is still the one it was, whole
+    return now.st_dev == st.st_dev && now.st_ino == st.st_ino && now.st_size == st.st_size &&
+           now.st_mtim.tv_sec == st.st_mtim.tv_sec && now.st_mtim.tv_nsec == st.st_mtim.tv_nsec &&
+           g_lost[slot].load(std::memory_order_acquire) == 0;
+  }
+  char* const base;
+  const size_t length;
+  const int slot;
+  const struct stat st;
+};
+
+// The windows mapped last, kept mapped between runs up to kKept bytes (least recently used first out): a rerun over
+// the same files maps nothing, where populating a window's page table costs about 45 ms a GiB here.  A window is
+// taken again only while its file is the same (device, inode, size, modification time) and lost no page.
+class Kept {
+ public:
+  static Kept& Get() {
+    static Kept* kept = new Kept;  // never destroyed: batches may outlive static destruction
+    return *kept;
+  }
+
+  std::shared_ptr<Window> Find(const std::string& key, const struct stat& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = index_.find(key);
+    if (found == index_.end()) return nullptr;
+    std::shared_ptr<Window> window = found->second->second;
+    Drop(found);
+    if (!window->Same(st)) return nullptr;
+    Keep(key, window);
+    return window;
+  }
+
+  void Add(const std::string& key, std::shared_ptr<Window> window) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = index_.find(key);
+    if (found != index_.end()) Drop(found);
+    if (window->length > kKept) return;
+    while (bytes_ + window->length > kKept) Drop(index_.find(order_.back().first));
+    Keep(key, std::move(window));
+  }
+
+ private:
+  using Order = std::list<std::pair<std::string, std::shared_ptr<Window>>>;
+  static constexpr size_t kKept = size_t{256} << 20;
+
+  void Keep(const std::string& key, std::shared_ptr<Window> window) {
+    bytes_ += window->length;
+    order_.emplace_front(key, std::move(window));
+    index_[key] = order_.begin();
+  }
+  void Drop(std::unordered_map<std::string, Order::iterator>::iterator found) {
+    bytes_ -= found->second->second->length;
+    order_.erase(found->second);
+    index_.erase(found);
+  }
+
+  std::mutex mu_;
+  Order order_;
+  std::unordered_map<std::string, Order::iterator> index_;
+  size_t bytes_ = 0;
+};
+
+class Rows : public ::tensorflow::TensorBuffer {
+ public:
+  Rows(std::shared_ptr<Window> window, size_t skip, size_t bytes)
+      : TensorBuffer(window->base + skip), window_(std::move(window)), bytes_(bytes) {}
+  size_t size() const override { return bytes_; }
+  TensorBuffer* root_buffer() override { return this; }
+  void FillAllocationDescription(::tensorflow::AllocationDescription* proto) const override {
+    proto->set_requested_bytes(static_cast<int64_t>(bytes_));
+    proto->set_allocator_name("tfmapreduce_mapped_file");
+  }
+  bool OwnsMemory() const override { return false; }  // the file's pages: never written in place
+
+ private:
+  const std::shared_ptr<Window> window_;
+  const size_t bytes_;
+};
+
+// `count` elements (`n` bytes) at `offset` of the local file `path` (of `size` bytes) as the file's own pages, in
+// `out`; Unavailable where they cannot be mapped (another file system, no slot, no handler): read them instead.
+absl::Status Map(const std::string& path, int64_t size, int64_t offset, int64_t n, ::tensorflow::DataType dtype,
+                 int64_t count, Tensor* out) {
+  if (path.find("://") != std::string::npos || !Installed()) return ::tensorflow::errors::Unavailable("not mapped");
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ::tensorflow::errors::Unavailable("not mapped");
+  struct stat st = {};
+  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular && st.st_size != size) {
+    close(fd);
+    return Resized(path, size);
+  }
+  const int64_t from = offset & ~static_cast<int64_t>(g_page - 1);
+  const size_t length = static_cast<size_t>(offset + n - from);
+  const std::string key = absl::StrCat(path, "\n", from, "\n", length);
+  std::shared_ptr<Window> window = regular ? Kept::Get().Find(key, st) : nullptr;
+  if (window == nullptr && regular) {
+    void* base = mmap(nullptr, length, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, from);
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(base);
+    const int slot = base == MAP_FAILED ? -1 : Remember(begin, begin + length);
+    if (slot >= 0) {
+      window = std::make_shared<Window>(static_cast<char*>(base), length, slot, st);
+      Kept::Get().Add(key, window);
+    } else if (base != MAP_FAILED) {
+      munmap(base, length);
+    }
+  }
+  close(fd);
+  if (window == nullptr) return ::tensorflow::errors::Unavailable("not mapped");
+  Rows* rows = new Rows(std::move(window), static_cast<size_t>(offset - from), static_cast<size_t>(n));
+  *out = Tensor(dtype, ::tensorflow::TensorShape({count}), rows);
+  rows->Unref();  // the tensor holds it now
+  return absl::OkStatus();
+}
+
+}  // namespace mapped
+
+REGISTER_OP("TmrReadRows")
+    .Input("path: string")
+    .Input("size: int64")
+    .Input("offset: int64")
+    .Input("count: int64")
+    .Output("values: T")
+    .Attr("map: bool = true")
+    .Attr("T: {bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, half, bfloat16, float, double, complex64, complex128}")
+    .SetIsStateful()  // it reads a file: never folded, never cached
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    });
+
+class ReadRowsOp : public OpKernel {
+ public:
+  explicit ReadRowsOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("map", &map_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    const std::string path(context->input(0).scalar<tstring>()());
+    const int64_t size = context->input(1).scalar<int64_t>()();
+    const int64_t offset = context->input(2).scalar<int64_t>()();
+    const int64_t count = context->input(3).scalar<int64_t>()();
+    const ::tensorflow::DataType dtype = context->expected_output_dtype(0);
+    const int64_t n = count * ::tensorflow::DataTypeSize(dtype);
+    OP_REQUIRES(context, count >= 0 && offset >= 0 && offset + n <= size,
+                ::tensorflow::errors::InvalidArgument("bad byte range"));
+    if (map_ && n > 0 && offset % kAligned == 0) {
+      Tensor pages;
+      const absl::Status status = mapped::Map(path, size, offset, n, dtype, count, &pages);
+      if (status.ok()) return context->set_output(0, pages);
+      OP_REQUIRES(context, absl::IsUnavailable(status), status);
+    }
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({count}), &out));
+    uint64_t now = 0;
+    OP_REQUIRES_OK(context, context->env()->GetFileSize(path, &now));
+    OP_REQUIRES(context, static_cast<int64_t>(now) == size, Resized(path, size));
+    if (n == 0) return;
+    std::unique_ptr<::tensorflow::RandomAccessFile> file;
+    OP_REQUIRES_OK(context, context->env()->NewRandomAccessFile(path, &file));
+    OP_REQUIRES_OK(context, ReadExactly(*file, path, offset, n, size, const_cast<char*>(out->tensor_data().data())));
+  }
+
+ private:
+  static constexpr int64_t kAligned = 64;  // a mapped batch starts where an allocated tensor would: TensorFlow's alignment
+  bool map_ = true;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TmrReadRows").Device(::tensorflow::DEVICE_CPU), ReadRowsOp);
 
 REGISTER_OP("TmrWriteResult")
     .Input("path: string")

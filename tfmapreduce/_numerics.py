@@ -5,12 +5,18 @@ cancel and may take the fast blocked path) is recorded in the graph itself:
 :func:`mark_nonnegative` wraps the tensor in an ``Identity`` op with a
 recognisable name, and :func:`known_nonnegative` reads that op.  No state
 outside the graph carries it.
+
+Where the graph being built runs on tasks that all have the native kernels, the
+run driver lends :func:`native_sums` the kernel that sums float32 in float64
+as it reads them (``TmrWideSum``): exact, and as fast as the blocked path.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import tensorflow as tf
 
@@ -58,6 +64,22 @@ def blocked_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
     return total + tf.reduce_sum(tf.cast(tail, tf.float64))
 
 
+_WIDE_SUM: contextvars.ContextVar[Callable[[tf.Tensor], tf.Tensor | None] | None] = contextvars.ContextVar(
+    "wide_sum", default=None
+)
+
+
+@contextlib.contextmanager
+def native_sums(wide_sum: Callable[[tf.Tensor], tf.Tensor | None]) -> Iterator[None]:
+    """While graphs are built inside: float32 sums of everything on a CPU are ``wide_sum(x)`` (a float64 scalar),
+    where it gives one (None: the kernels are not everywhere)."""
+    token = _WIDE_SUM.set(wide_sum)
+    try:
+        yield
+    finally:
+        _WIDE_SUM.reset(token)
+
+
 def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
     """Sum ``x`` (over everything, or down axis 0) as exactly as float64 accumulation.
 
@@ -71,6 +93,11 @@ def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
         return tf.reduce_sum(tf.cast(x, tf.uint64), axis=axis)
     if x.dtype.is_integer or x.dtype.is_bool:
         return tf.reduce_sum(tf.cast(x, tf.int64), axis=axis)
+    wide = _WIDE_SUM.get()
+    if wide is not None and axis is None and x.dtype == tf.float32 and "GPU" not in x.device.upper():
+        total = wide(x)
+        if total is not None:
+            return total
     if axis is None and x.dtype == tf.float32 and (x.shape.num_elements() or 0) >= 2 * BLOCK and known_nonnegative(x):
         return blocked_sum(x, axis)
     return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)

@@ -21,6 +21,7 @@ from ._native import kernels
 from ._options import RunOptions
 from ._plan import Plan, Shard
 from ._progress import Counters
+from ._readers import size_checks
 from ._resident import assign_named, assign_shard, named_per_run
 from ._route import visible
 from ._shm import DECODABLE, MIN_BYTES, Mapped, guard, read_returned, write_result
@@ -332,7 +333,10 @@ class Builder:
 
     def program(self, fetch: Any, tasks: Sequence[Task], info: Any = None) -> Program:
         """The program of what was built; each op that computes on a CPU first checks that its run was not given up
-        (:func:`~tfmapreduce._cancel.guard`), where every task has the native kernels."""
+        (:func:`~tfmapreduce._cancel.guard`), where every task has the native kernels; once ``fetch`` is made, each file
+        whose batches were mapped is checked for its size (:func:`~tfmapreduce._readers.size_checks`)."""
+        with self.graph.as_default():
+            self.guards += size_checks(fetch)
         if self.call is not None and available(self.call.cluster, self.call.settings.seconds()):
             _cancel.guard(self.graph, kernels())
         self.graph.finalize()

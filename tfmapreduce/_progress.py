@@ -16,10 +16,11 @@ rows read) counts both.
 from __future__ import annotations
 
 import contextlib
+import functools
 import secrets
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -81,10 +82,17 @@ class Counters:
                 if piece.counts == "bytes"
                 else tf.shape(first, out_type=tf.int64)[0]
             )
-            return [tf.raw_ops.AssignAddVariableOp(resource=handle, value=n, name=SCOPE)]
+            with tf.control_dependencies([first]):  # after the batch (a window's rows are known when built: n is constant)
+                return [tf.raw_ops.AssignAddVariableOp(resource=handle, value=n, name=SCOPE)]
+
+        def after_reset(window: Callable[[], tf.Tensor]) -> tf.Tensor:
+            with tf.control_dependencies([reset]):  # its read, and every op it makes
+                return window()
 
         with tf.control_dependencies([reset]):  # a pass-through dataset op that runs once the counter is 0
-            return attrs.evolve(piece, dataset=piece.dataset.take(-1), count=count)
+            dataset = piece.dataset.take(-1)
+        windows = tuple(functools.partial(after_reset, w) for w in piece.windows)
+        return attrs.evolve(piece, dataset=dataset, count=count, windows=windows)
 
     def mapped(self, shard: Shard, partial: Any) -> tf.Operation:
         """The op that adds an in-memory shard's rows once its ``partial`` is made (fetched with the run)."""

@@ -6,8 +6,9 @@ else happens in the graph, on the task that owns the piece:
 
 - *row* formats (``.npy``, raw binary) know each file's rows from its size, so
   a piece is any row range of a file, read as byte ranges (no byte outside the range is read):
-  by the native ``TmrReadRows`` straight into each batch's tensor where the kernels are
-  everywhere, else with ``tf.data.FixedLengthRecordDataset`` and ``decode_raw``;
+  by the native ``TmrReadRows`` where the kernels are everywhere (each batch the file's own
+  pages, mapped, or read straight into its tensor), else with ``tf.data.FixedLengthRecordDataset``
+  and ``decode_raw``;
 - *byte* formats (text, CSV, TFRecord) learn their rows only by reading, so a
   piece is a whole file and the plan's unit is the file's bytes.
 """
@@ -15,8 +16,10 @@ else happens in the graph, on the task that owns the piece:
 from __future__ import annotations
 
 import abc
+import functools
+import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -30,6 +33,22 @@ from ._text import byte_blocks, split_lines, text_blocks, text_lines, whole_text
 
 BATCH_BYTES = 4 << 20
 """Bytes per batch when ``batch_rows`` is None: a few MB, so a task holds a few batches, never its shard."""
+
+MAPPED = "tfmapreduce_mapped_files"
+"""The graph collection of ``(device, name scope, path, size)``: the files whose batches a run may map, and where
+(:func:`note_mapped`, :func:`size_checks`)."""
+
+MAP = True
+"""Whether batches of local files may be their mapped pages (``TmrReadRows``' ``map``); False: always read."""
+
+ALIGN = 64
+"""Bytes a mapped batch's start is a multiple of: TensorFlow's alignment of the tensors it allocates."""
+
+WINDOW_BYTES = 64 << 20
+"""Bytes per window when ``batch_rows`` is None: a batch of mapped rows made by plain graph ops (:meth:`Reader.windows`)."""
+
+WINDOWS = 64
+"""Windows of one piece at most; a larger piece is read through ``tf.data`` only, whose fixed cost is small beside it."""
 
 
 @attrs.frozen
@@ -81,6 +100,10 @@ class Reader(abc.ABC):
     def batch_rows(self, layout: Layout) -> int:
         """Rows per batch for about :data:`BATCH_BYTES` bytes."""
 
+    def maps(self, layout: Layout) -> bool:
+        """Whether batches of a local file of ``layout`` may be its mapped pages (:func:`note_mapped`)."""
+        return False
+
     def with_kernels(self) -> Reader:
         """This reader as it reads where the client and every task have the native kernels (``_native``): itself, or
         one that uses them."""
@@ -93,6 +116,17 @@ class Reader(abc.ABC):
     def rows_dataset(self, path: str, size: int, layout: Layout, start: int, stop: int, batch: int) -> tf.data.Dataset:
         """Row formats: the rows ``start:stop`` of one file, in batches of ``batch`` rows."""
         raise NotImplementedError
+
+    def windows(
+        self, path: str, size: int, layout: Layout, start: int, stop: int, batch: int | None
+    ) -> tuple[Callable[[], tf.Tensor], ...]:
+        """Row formats: the rows ``start:stop`` of one file as windows of ``batch`` rows (None: about
+        :data:`WINDOW_BYTES`), each made by calling it in the graph being built; () where the reader has none.
+
+        A window is a plain graph op, not a ``tf.data`` element: a job that folds batches one after another takes
+        them where they are given, and so skips a pipeline whose functions cost milliseconds each run.
+        """
+        return ()
 
     def records(self, path: Any) -> tf.data.Dataset:
         """Byte formats: one file's records (``path`` is a string or a scalar string tensor), unbatched."""
@@ -119,6 +153,12 @@ class Reader(abc.ABC):
         return (tf.zeros((0, *layout.row_shape), tf.as_dtype(layout.dtype)),)
 
 
+def _aligned(start: int, stop: int, batch: int) -> int:
+    """Where the first batch of rows ``start:stop`` ends: at the first multiple of ``batch`` rows of the file (every
+    later batch starts at one; with the default ``batch`` a multiple of :data:`ALIGN` bytes, so it can be mapped)."""
+    return min(stop, -(-start // batch) * batch)
+
+
 def _fixed_rows(
     path: str,
     offset: int,
@@ -133,26 +173,82 @@ def _fixed_rows(
     """Rows ``start:stop`` of a file of fixed-size rows at ``offset``, in batches: byte ranges, one copy into each record."""
     tf_dtype = tf.as_dtype(dtype)
     little = dtype.byteorder != ">"
-    dataset = byte_blocks(path, size, offset + start * row_bytes, offset + stop * row_bytes, batch * row_bytes)
+    cut = _aligned(start, stop, batch)
+    at = offset + cut * row_bytes
+    dataset = byte_blocks(path, size, offset + start * row_bytes, at, max(1, at - offset - start * row_bytes))
+    dataset = dataset.concatenate(byte_blocks(path, size, at, offset + stop * row_bytes, batch * row_bytes))
     return dataset.map(lambda record: tf.reshape(tf.io.decode_raw(record, tf_dtype, little_endian=little), (-1, *row_shape)))
 
 
 def _native_rows(
     path: str, offset: int, size: int, start: int, stop: int, batch: int, dtype: np.dtype[Any], row_shape: tuple[int, ...]
 ) -> tf.data.Dataset:
-    """Rows ``start:stop`` of a file of fixed-size rows at ``offset``, in batches read by ``TmrReadRows``."""
+    """Rows ``start:stop`` of a file of fixed-size rows at ``offset``, in batches read by ``TmrReadRows``: each the
+    file's own pages, mapped, where it is local and the batch starts at a multiple of :data:`ALIGN` bytes (else read).
+
+    Batches end where :func:`_aligned` says, as :func:`_fixed_rows`'s do.
+    """
+    read = _mapped_reader(path, offset, size, dtype, row_shape)
+    cut = _aligned(start, stop, batch)
+    firsts = tf.data.Dataset.range(start, cut, max(1, cut - start)).concatenate(tf.data.Dataset.range(cut, stop, batch))
+    return firsts.map(lambda first: read(first, tf.minimum(tf.constant(batch, tf.int64) - first % batch, stop - first)))
+
+
+def _native_windows(
+    path: str, offset: int, size: int, start: int, stop: int, batch: int, dtype: np.dtype[Any], row_shape: tuple[int, ...]
+) -> tuple[Callable[[], tf.Tensor], ...]:
+    """The batches of :func:`_native_rows` as windows (:meth:`Reader.windows`); () for more than :data:`WINDOWS`."""
+    cut = _aligned(start, stop, batch)
+    firsts = ([start] if cut > start else []) + list(range(cut, stop, batch))
+    if len(firsts) > WINDOWS:
+        return ()
+    read = _mapped_reader(path, offset, size, dtype, row_shape)
+    return tuple(functools.partial(read, first, min(stop, (first // batch + 1) * batch) - first) for first in firsts)
+
+
+def _mapped_reader(
+    path: str, offset: int, size: int, dtype: np.dtype[Any], row_shape: tuple[int, ...]
+) -> Callable[[Any, Any], tf.Tensor]:
+    """``read(first, rows)``: rows ``first:first + rows`` of the file by ``TmrReadRows`` (mapped where it can be)."""
     ops = kernels()
     assert ops is not None  # native only where every task and the client have the kernels
     width = int(np.prod(row_shape, dtype=np.int64))
     row_bytes = dtype.itemsize * width
     tf_dtype = tf.as_dtype(dtype)
+    name = tf.constant(path)
 
-    def read(first: tf.Tensor) -> tf.Tensor:
-        rows = tf.minimum(tf.constant(batch, tf.int64), stop - first)
-        values = ops.tmr_read_rows(path, size, offset + first * row_bytes, rows * width, T=tf_dtype)
-        return tf.reshape(values, (-1, *row_shape))
+    def read(first: Any, rows: Any) -> tf.Tensor:
+        values = ops.tmr_read_rows(name, size, offset + first * row_bytes, rows * width, T=tf_dtype, map=MAP)
+        return tf.reshape(values, (rows, *row_shape))
 
-    return tf.data.Dataset.range(start, stop, batch).map(read)
+    return read
+
+
+def note_mapped(device: str, scope: str, path: str, size: int) -> None:
+    """In the graph being built: the batches of ``path`` (``size`` bytes) read on ``device`` may be mapped; its check
+    after the run (:func:`size_checks`) is named inside ``scope``, as the piece's own ops are."""
+    tf.compat.v1.add_to_collection(MAPPED, (device, scope, path, size))
+
+
+def size_checks(after: Any) -> list[tf.Operation]:
+    """In the graph being built: once ``after`` (what a run fetches) is made, on the device that read it, the check of
+    each file whose batches may have been mapped (:func:`note_mapped`) that it still has its size of the run's start.
+
+    A file truncated while mapped read zeros where its pages went (``_native.cc``'s ``mapped``); this check
+    names it, as a read would have (the error :meth:`FileSource.input_error` knows).
+    """
+    graph = tf.compat.v1.get_default_graph()
+    files = dict.fromkeys(graph.get_collection(MAPPED))
+    if not files:
+        return []
+    ops = kernels()
+    assert ops is not None  # noted only where the kernels are
+    made = [t for t in tf.nest.flatten(after) if isinstance(t, tf.Tensor | tf.Operation)]
+    checks = []
+    for device, scope, path, size in files:
+        with tf.device(device), tf.control_dependencies(made), graph.name_scope(f"{scope}/"):
+            checks.append(ops.tmr_read_rows(path, size, 0, 0, T=tf.uint8, name="size_check").op)
+    return checks
 
 
 @attrs.frozen
@@ -167,6 +263,9 @@ class Npy(Reader):
 
     def with_kernels(self) -> Reader:
         return attrs.evolve(self, native=True)
+
+    def maps(self, layout: Layout) -> bool:
+        return self.native and MAP and layout.dtype.byteorder != ">"
 
     def describe(self, path: str, size: int) -> Layout:
         try:
@@ -196,13 +295,25 @@ class Npy(Reader):
         return Layout(int(shape[0]), offset, dtype, tuple(int(d) for d in shape[1:]))
 
     def batch_rows(self, layout: Layout) -> int:
-        return max(1, BATCH_BYTES // max(1, layout.dtype.itemsize * int(np.prod(layout.row_shape, dtype=np.int64))))
+        """About :data:`BATCH_BYTES` of rows, a multiple of :data:`ALIGN` bytes where rows that many fit."""
+        row_bytes = max(1, layout.dtype.itemsize * int(np.prod(layout.row_shape, dtype=np.int64)))
+        rows = max(1, BATCH_BYTES // row_bytes)
+        unit = ALIGN // math.gcd(row_bytes, ALIGN)  # rows whose bytes are a multiple of ALIGN
+        return rows // unit * unit if rows >= unit else rows
 
     def rows_dataset(self, path: str, size: int, layout: Layout, start: int, stop: int, batch: int) -> tf.data.Dataset:
         row_bytes = layout.dtype.itemsize * int(np.prod(layout.row_shape, dtype=np.int64))
         if not self.native or layout.dtype.byteorder == ">":  # big-endian data is swapped by decode_raw
             return _fixed_rows(path, layout.offset, size, row_bytes, start, stop, batch, layout.dtype, layout.row_shape)
         return _native_rows(path, layout.offset, size, start, stop, batch, layout.dtype, layout.row_shape)
+
+    def windows(
+        self, path: str, size: int, layout: Layout, start: int, stop: int, batch: int | None
+    ) -> tuple[Callable[[], tf.Tensor], ...]:
+        if not self.native or layout.dtype.byteorder == ">":
+            return ()
+        rows = batch or self.batch_rows(layout) * max(1, WINDOW_BYTES // BATCH_BYTES)
+        return _native_windows(path, layout.offset, size, start, stop, rows, layout.dtype, layout.row_shape)
 
 
 @attrs.frozen

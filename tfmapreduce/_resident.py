@@ -21,6 +21,7 @@ from ._numerics import mark_nonnegative
 from ._options import PlaceOptions, RunOptions
 from ._place import default_devices
 from ._plan import Plan, Shard, make_plan
+from ._readers import size_checks
 from ._source import Input, ShardTensor, host_array
 from ._task import Task
 
@@ -330,7 +331,8 @@ def _store_group(data: Sharded, shards: Sequence[Shard], timeout: float | None) 
                 ops.append(tf.raw_ops.AssignVariableOp(resource=data._handle(shard), value=value))
                 if value.dtype == tf.float32:  # lets sums over it skip their sign check on every run
                     signs[shard.index] = tf.reduce_min(value) >= 0
-    _, found = data._run(graph, (ops, signs), feed, timeout)
+        checks = size_checks(ops)
+    _, found, _ = data._run(graph, (ops, signs, checks), feed, timeout)
     known = (data.nonnegative - found.keys()) | {i for i, v in found.items() if v}
     data.nonnegative = frozenset(known)
 

@@ -148,6 +148,10 @@ class Batches:
     count: Callable[[Any], list[tf.Operation]] = attrs.field(default=lambda batch: [], eq=False)
     """The ops that count one batch where the run counts (``Builder.batches``): a job calls it in its own per-batch
     function and runs them with it (:meth:`counted`)."""
+    windows: tuple[Callable[[], tf.Tensor], ...] = ()
+    """The same batches as plain graph ops, where the source has them (``Reader.windows``): each call makes the next
+    batch in the current device scope.  A job that folds the batches one after another may take these instead of
+    ``dataset`` and skip its pipeline, whose functions cost milliseconds each run (``_stream``)."""
 
     def counted(self, batch: Any, value: Any) -> Any:
         """``value``, made from ``batch`` inside a job's per-batch function, once ``batch`` is counted."""

@@ -1,7 +1,8 @@
 """The streaming fold: a job over a streamed source (files), compiled as batch-by-batch reductions on the tasks.
 
-Each shard's pieces are read where the shard runs, as ``tf.data`` batches; each
-batch is mapped and turned into a partial with its own row count
+Each shard's pieces are read where the shard runs, as ``tf.data`` batches, or as
+windows of plain graph ops where the source has them (mapped rows of local files);
+each batch is mapped and turned into a partial with its own row count
 (``combiner.partial(map_fn(batch), rows)``), and ``Dataset.reduce`` folds the
 partials with ``combiner.merge`` inside the run.  A task therefore holds a few
 batches at a time, never its shard.  The running state carries the rows read
@@ -12,6 +13,7 @@ rows at all maps one empty batch, as the in-memory path does.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,6 +60,22 @@ def _zeros(spec: tf.TensorSpec) -> tf.Tensor:
     return tf.zeros(shape, spec.dtype)
 
 
+def _fold_windows(piece: Batches, state: State | None, mapped: Callable[[tuple[Any, ...]], State], combiner: Combiner) -> State:
+    """``state`` with the partials of ``piece``'s windows merged into it, one window after another: each window is read
+    once the state before it is made, so a task holds one window of the piece at a time."""
+    for window in piece.windows:
+        after = [] if state is None else [t for t in tf.nest.flatten(state) if isinstance(t, tf.Tensor)]
+        with tf.control_dependencies(after):
+            part = mapped((window(),))
+        if state is None:
+            state = part
+            continue
+        (total, value), (n, p) = state, part
+        state = total + n, _like(value, combiner.merge(value, p))
+    assert state is not None  # a piece has rows, so windows
+    return state
+
+
 def compile_fold(
     map_fn: Callable[..., Any],
     combiner: Combiner,
@@ -88,6 +106,9 @@ def compile_fold(
             state: State | None = None
             for j, piece in enumerate(pieces):
                 with tf.name_scope(f"piece{j}"):
+                    if piece.windows:
+                        state = _fold_windows(piece, state, functools.partial(mapped, shard, piece), combiner)
+                        continue
                     batches = piece.dataset.filter(lambda *b: tf.shape(tf.nest.flatten(b)[0])[0] > 0)
                     parts = batches.map(lambda *b, shard=shard, piece=piece: mapped(shard, piece, b), num_parallel_calls=2)
                     if state is None:
