@@ -572,10 +572,10 @@ def test_a_file_truncated_while_its_window_is_mapped_is_named_and_the_worker_liv
             told = tf.io.write_file(str(mapped), "")
         with tf.control_dependencies([told]):
             start = tf.timestamp()
-        (waited,) = tf.while_loop(
-            lambda t: tf.logical_and(tf.equal(tf.size(tf.io.matching_files(str(cut))), 0), t < start + 30),
-            lambda t: [tf.timestamp()],
-            [start],
+        waited, _ = tf.while_loop(  # the pattern is a loop variable: a constant one would be folded, matched once
+            lambda t, pattern: tf.logical_and(tf.equal(tf.size(tf.io.matching_files(pattern)), 0), t < start + 30),
+            lambda t, pattern: [tf.timestamp(), pattern],
+            [start, tf.constant(str(cut))],
         )
         with tf.control_dependencies([waited]):
             return tf.reduce_sum(batch)
