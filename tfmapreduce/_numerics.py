@@ -8,7 +8,7 @@ outside the graph carries it.
 
 Where the graph being built runs on tasks that all have the native kernels, the
 run driver lends :func:`native_sums` the kernel that sums float32 in float64
-as it reads them (``TmrWideSum``): exact, and as fast as the blocked path.
+as it reads them (``TmrWideSum``): exact, and nearly as fast as the blocked path.
 """
 
 from __future__ import annotations
@@ -88,18 +88,21 @@ def exact_sum(x: tf.Tensor, axis: int | None) -> tf.Tensor:
     known to hold no negative number (nothing can cancel) takes the blocked
     float32 path, as exact there and several times faster: resident data
     learns that when it is stored, shipped data when the client slices it.
+    Any other float32 sum of everything takes the native wide sum where it is
+    lent (:func:`native_sums`): as exact as widening every element, at the
+    blocked path's speed (10% behind it on resident data here).
     """
     if x.dtype.is_unsigned:
         return tf.reduce_sum(tf.cast(x, tf.uint64), axis=axis)
     if x.dtype.is_integer or x.dtype.is_bool:
         return tf.reduce_sum(tf.cast(x, tf.int64), axis=axis)
+    if axis is None and x.dtype == tf.float32 and (x.shape.num_elements() or 0) >= 2 * BLOCK and known_nonnegative(x):
+        return blocked_sum(x, axis)
     wide = _WIDE_SUM.get()
     if wide is not None and axis is None and x.dtype == tf.float32 and "GPU" not in x.device.upper():
         total = wide(x)
         if total is not None:
             return total
-    if axis is None and x.dtype == tf.float32 and (x.shape.num_elements() or 0) >= 2 * BLOCK and known_nonnegative(x):
-        return blocked_sum(x, axis)
     return tf.reduce_sum(tf.cast(x, tf.float64), axis=axis)
 
 

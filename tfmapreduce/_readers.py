@@ -230,7 +230,7 @@ def note_mapped(device: str, scope: str, path: str, size: int) -> None:
     tf.compat.v1.add_to_collection(MAPPED, (device, scope, path, size))
 
 
-def size_checks(after: Any) -> list[tf.Operation]:
+def size_checks(after: Any) -> list[tf.Tensor]:
     """In the graph being built: once ``after`` (what a run fetches) is made, on the device that read it, the check of
     each file whose batches may have been mapped (:func:`note_mapped`) that it still has its size of the run's start.
 
@@ -247,7 +247,7 @@ def size_checks(after: Any) -> list[tf.Operation]:
     checks = []
     for device, scope, path, size in files:
         with tf.device(device), tf.control_dependencies(made), graph.name_scope(f"{scope}/"):
-            checks.append(ops.tmr_read_rows(path, size, 0, 0, T=tf.uint8, name="size_check").op)
+            checks.append(ops.tmr_read_rows(path, size, 0, 0, T=tf.uint8, name="size_check"))  # fetched: no bytes
     return checks
 
 
