@@ -606,7 +606,9 @@ def test_a_file_truncated_while_mapped_reads_zeros_there_and_its_size_check_name
     graph = tf.Graph()
     with graph.as_default():
         rows = ops.tmr_read_rows(str(path), 4 * n, 0, n, T=tf.float32)  # type: ignore[attr-defined]
-        with tf.control_dependencies([tf.numpy_function(cut, [], tf.int64)]):
+        with tf.control_dependencies([rows.op]):  # truncate once mapped: a cut before the read fails the read itself
+            truncated = tf.numpy_function(cut, [], tf.int64)
+        with tf.control_dependencies([truncated]):
             total = tf.reduce_sum(rows)  # read after the truncation
         check = ops.tmr_read_rows(str(path), 4 * n, 0, 0, T=tf.uint8)  # type: ignore[attr-defined]
     with tf.compat.v1.Session(graph=graph) as session:
