@@ -19,6 +19,30 @@ import tfmapreduce
 collect_ignore = ["tfmapreduce/__main__.py"]  # running it is the CLI, not a module to import
 
 
+PARTS = ("all", "shared", "alone")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--part",
+        choices=PARTS,
+        default="all",
+        help="which tests to run: all (default), shared (those that may share the machine with other tests: "
+        "scripts/test runs them over two processes) or alone (those marked alone, which measure time or speed)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    part = config.getoption("--part")
+    if part == "all":
+        return
+    keep, drop = [], []
+    for item in items:
+        (keep if (item.get_closest_marker("alone") is not None) == (part == "alone") else drop).append(item)
+    config.hook.pytest_deselected(items=drop)
+    items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[tfmapreduce.LocalCluster]:
     """Two worker processes (job ``local``) with two CPU devices each, started once per session."""

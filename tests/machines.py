@@ -38,7 +38,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from namespaces import ip, machine_argv, require_netns, shape, unshare_works
+from namespaces import free_octet, ip, machine_argv, require_netns, shape, unshare_works
 from ports import free_port
 
 import tfmapreduce as tmr
@@ -127,14 +127,6 @@ def sweep() -> list[str]:
     return removed
 
 
-def _free_octet() -> int:
-    taken = ip("-4", "-o", "addr", "show").stdout
-    for octet in secrets.SystemRandom().sample(range(256), 256):
-        if f" {SUBNET.format(octet, '')}" not in taken:
-            return octet
-    raise RuntimeError(f"every /24 of {SUBNET.format('*', '*')} is in use on this host")
-
-
 class Rack:
     """``machines`` workers, each on a "machine" of its own, plus ``beside`` workers in the client's namespace.
 
@@ -159,7 +151,7 @@ class Rack:
         marker = RACKS / f"{self.tag}.pid"
         marker.write_text(str(os.getpid()))
         self._steps.append(lambda: marker.unlink(missing_ok=True))  # the first step made, the last undone
-        self.octet = _free_octet()
+        self.octet = free_octet(SUBNET)
         self.bridge = f"tmr{self.tag}b"
         self.host_ip = SUBNET.format(self.octet, 1)
         self.logs = logs = Path(tempfile.mkdtemp(prefix=f"tmr-rack-{self.tag}-"))

@@ -110,6 +110,15 @@ class Pair:
     """The namespace end's interface (``ip -n NETNS link set NS_IF down`` cuts the link)."""
 
 
+def free_octet(subnet: str) -> int:
+    """An X for which no address of this host is in ``subnet.format(X, ...)`` (tests beside each other pick apart)."""
+    taken = ip("-4", "-o", "addr", "show").stdout
+    for octet in secrets.SystemRandom().sample(range(256), 256):
+        if f" {subnet.format(octet, '')}" not in taken:
+            return octet
+    raise RuntimeError(f"every /24 of {subnet.format('*', '*')} is in use on this host")
+
+
 @contextlib.contextmanager
 def veth_pair(subnet: str) -> Iterator[Pair]:
     """A :class:`Pair` on ``subnet`` (a format with two fields, e.g. ``"10.232.{}.{}"``), removed at the end whatever happens.
@@ -120,7 +129,7 @@ def veth_pair(subnet: str) -> Iterator[Pair]:
     require_netns("creating a network namespace and a veth pair")
     tag = secrets.token_hex(3)
     netns, host_if, ns_if = f"tmr{tag}", f"tmrh{tag}", f"tmrn{tag}"
-    octet = int(tag[:2], 16)
+    octet = free_octet(subnet)
     host_ip, ns_ip = subnet.format(octet, 1), subnet.format(octet, 2)
     try:
         for args in (

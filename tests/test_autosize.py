@@ -20,6 +20,8 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
 
 from benchmarks.autosize import Throttle  # noqa: E402 - importable only once the repository root is on the path
 
+pytestmark = pytest.mark.alone  # measures time or speed: scripts/test runs it with no other test beside it
+
 T0 = "/job:local/replica:0/task:0/device:CPU:0"
 T1 = "/job:local/replica:0/task:1/device:CPU:0"
 

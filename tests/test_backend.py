@@ -19,6 +19,8 @@ import tensorflow as tf
 import tfmapreduce as tmr
 from tfmapreduce import JobError, LocalCluster, WorkerTimeoutError, WorkerUnavailableError, _backend
 
+pytestmark = pytest.mark.alone  # measures time or speed: scripts/test runs it with no other test beside it
+
 TIMEOUT = 3.0
 GRACE = 2.0  # how much later than its deadline a failed run may end
 

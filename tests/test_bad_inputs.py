@@ -380,6 +380,7 @@ def test_a_closed_local_cluster_refuses_before_touching_its_stopped_workers(clus
     _says(error, "LocalCluster", "is closed")
 
 
+@pytest.mark.alone  # a refusal must come within 5 s
 def test_a_cluster_where_nothing_listens() -> None:
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))

@@ -18,6 +18,8 @@ from ports import free_port, listening
 
 from tfmapreduce import Cluster, ClusterError, LocalCluster, WorkerUnavailableError
 
+pytestmark = pytest.mark.alone  # measures time or speed: scripts/test runs it with no other test beside it
+
 PARENT_ENV = "TFMAPREDUCE_PARENT_PID"  # what LocalCluster puts in each worker's environment
 
 

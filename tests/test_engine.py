@@ -32,6 +32,7 @@ def _median_seconds(run: Any, times: int = 3) -> float:
     return statistics.median(spans)
 
 
+@pytest.mark.alone  # compares two timings
 @pytest.mark.slow
 def test_a_keyed_job_over_host_arrays_ships_through_shared_memory_faster_than_feeds(cluster: tmr.LocalCluster) -> None:
     rng = np.random.default_rng(0)

@@ -24,7 +24,7 @@ from namespaces import unshare_works
 import tfmapreduce as tmr
 from tfmapreduce._native import kernels
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # measures time: scripts/test runs it with no other test beside it
 
 GRACE = 2.0  # a failure must be named within its deadline (or at once, for a killed task) + this
 

@@ -298,6 +298,7 @@ def _csv_with_a_bad_line(path: Path, lines: int, bad: str, at: int) -> int:
     return at + 2
 
 
+@pytest.mark.alone  # the call must end within its deadline + 2 s
 @pytest.mark.parametrize(
     ("lines", "bad", "batch_rows", "said", "diagnosis_blocks"),
     [

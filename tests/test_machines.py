@@ -24,7 +24,7 @@ from machines import Rack
 
 import tfmapreduce as tmr
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # measures time: scripts/test runs it with no other test beside it
 
 TIMEOUT = 60.0  # a run that nothing disturbs; the box's two cores are shared by every machine
 

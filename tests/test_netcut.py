@@ -26,7 +26,7 @@ from ports import free_ports
 
 import tfmapreduce as tmr
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # measures time: scripts/test runs it with no other test beside it
 
 SUBNET = "10.231.{}.{}"  # addresses inside this test's own namespace pair only
 

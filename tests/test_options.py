@@ -93,6 +93,7 @@ def _waits_forever(t: tf.Tensor) -> tf.Tensor:
     return tf.queue.FIFOQueue(1, tf.float64).dequeue() + tf.reduce_sum(t)  # never gets an element, uses no CPU
 
 
+@pytest.mark.alone  # the run must end within its scope + 2 s
 def test_a_deadline_scope_bounds_a_real_run(cluster: tmr.LocalCluster) -> None:
     stuck = tmr.MapReduce(_waits_forever, tmr.combiners.sum)
     started = time.monotonic()

@@ -27,6 +27,8 @@ from namespaces import unshare_works
 import tfmapreduce as tmr
 from tfmapreduce import _cache, _shm, _shmdir
 
+pytestmark = pytest.mark.alone  # it watches all of /dev/shm: scripts/test runs it with no other test beside it
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -14,6 +14,8 @@ import tensorflow as tf
 
 import tfmapreduce as tmr
 
+pytestmark = pytest.mark.alone  # measures time or speed: scripts/test runs it with no other test beside it
+
 T0 = "/job:local/replica:0/task:0/device:CPU:0"
 T1 = "/job:local/replica:0/task:1/device:CPU:0"
 

@@ -267,6 +267,7 @@ def test_spec_job_and_task_from_tf_config(workers: dict[str, Worker]) -> None:
     assert line.endswith("and devices: /job:mapreduce/replica:0/task:1/device:CPU:0")
 
 
+@pytest.mark.alone  # the worker must stop within 2 s
 @pytest.mark.parametrize(("name", "signum"), [("file", signal.SIGTERM), ("json", signal.SIGINT)])
 def test_signal_stops_the_worker_with_exit_0_and_no_traceback(workers: dict[str, Worker], name: str, signum: int) -> None:
     worker = workers[name]
