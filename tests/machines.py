@@ -143,6 +143,11 @@ class Rack:
         require_netns("a rack of machines in network namespaces")
         if not unshare_works("--mount", "--pid", "--fork", "--mount-proc"):
             pytest.skip("a rack's machines need pid and mount namespaces (unshare --mount --pid --fork): refused here")
+        for needed in (sys.executable, os.path.realpath(sys.executable), tmr.__file__):
+            if Path(needed).is_relative_to("/tmp") or Path(needed).is_relative_to("/dev/shm"):
+                pytest.skip(
+                    f"a rack's machines get a private /tmp and /dev/shm, so they cannot run {needed}: use a checkout elsewhere"
+                )
         self._steps: list[Callable[[], object]] = []
         self._finalizer = weakref.finalize(self, _undo, self._steps)
         sweep()
