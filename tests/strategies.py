@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tfmapreduce as tmr
-from tfmapreduce._device import Device
+from tfmapreduce._base.device import Device
 
 DTYPES = tuple(np.dtype(d) for d in (np.float32, np.float64, np.int32, np.int64))
 """The dtypes every recipe must handle."""

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
-from tfmapreduce import _autosize
+from tfmapreduce._engine import autosize as _autosize
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package

@@ -17,7 +17,8 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
-from tfmapreduce import JobError, LocalCluster, WorkerTimeoutError, WorkerUnavailableError, _backend
+from tfmapreduce import JobError, LocalCluster, WorkerTimeoutError, WorkerUnavailableError
+from tfmapreduce._cluster import backend as _backend
 
 pytestmark = pytest.mark.alone  # measures time or speed: scripts/test runs it with no other test beside it
 

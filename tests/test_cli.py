@@ -31,7 +31,7 @@ def test_version_is_the_package_version() -> None:
 def test_the_command_line_imports_no_tensorflow_for_help_or_bad_arguments(args: list[str]) -> None:
     code = (
         "import sys\n"
-        "from tfmapreduce._cli import main\n"
+        "from tfmapreduce._cli.cli import main\n"
         f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
         "print('tensorflow' in sys.modules, file=sys.stderr)\n"
     )

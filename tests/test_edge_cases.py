@@ -167,7 +167,7 @@ def test_a_feed_over_2_gib_is_refused_before_anything_is_sent(cluster: tmr.Local
 
 
 def test_scatter_stores_large_data_in_several_runs(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfmapreduce import _resident
+    from tfmapreduce._io import resident as _resident
 
     monkeypatch.setattr(_resident, "STORE_BYTES", 3000)  # a few shards per storing run
     x = np.arange(1000.0)
@@ -242,7 +242,7 @@ def test_a_long_double_histogram_range_is_refused_where_float64_would_move_an_ed
 
 
 def test_string_feeds_count_their_bytes_for_the_feed_limits(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfmapreduce import _cluster
+    from tfmapreduce._cluster import cluster as _cluster
 
     lines = [("word " * 100).encode()] * 10_000  # 5 MB of text in 10,000 rows (80 kB of pointers)
     assert _cluster.feed_bytes({"lines": np.array(lines, object)}) == 10_000 * 502

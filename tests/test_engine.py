@@ -14,12 +14,12 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
-from tfmapreduce import _engine
-from tfmapreduce._errors import JobError
+from tfmapreduce._base.errors import JobError
+from tfmapreduce._base.plan import Plan
+from tfmapreduce._engine import driver as _engine
+from tfmapreduce._engine.program import Builder, Call, Program, Ready
+from tfmapreduce._io.source import Sources, sources
 from tfmapreduce._options import RunOptions
-from tfmapreduce._plan import Plan
-from tfmapreduce._program import Builder, Call, Program, Ready
-from tfmapreduce._source import Sources, sources
 
 
 def _median_seconds(run: Any, times: int = 3) -> float:

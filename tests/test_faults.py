@@ -22,7 +22,7 @@ import tensorflow as tf
 from namespaces import unshare_works
 
 import tfmapreduce as tmr
-from tfmapreduce._native import kernels
+from tfmapreduce._native.loader import kernels
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]  # measures time: scripts/test runs it with no other test beside it
 

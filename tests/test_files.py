@@ -25,8 +25,11 @@ from hypothesis import strategies as st
 
 import tfmapreduce as tmr
 from tests.oracle import RTOL
-from tfmapreduce import _csv, _native, _readers, _text
-from tfmapreduce._source import Input, Source
+from tfmapreduce._io.files import csv as _csv
+from tfmapreduce._io.files import readers as _readers
+from tfmapreduce._io.files import text as _text
+from tfmapreduce._io.source import Input, Source
+from tfmapreduce._native import loader as _native
 
 T0, T1 = "/job:local/task:0", "/job:local/task:1"
 
@@ -336,7 +339,7 @@ def test_a_bad_line_deep_in_a_big_csv_is_named_by_the_calls_deadline(
 
 
 def _native_or_skip() -> None:
-    from tfmapreduce._native import kernels
+    from tfmapreduce._native.loader import kernels
 
     if kernels() is None:
         pytest.skip("no native kernels on this machine (no compiler, or TFMAPREDUCE_NATIVE=0): the line path is tested")
@@ -665,7 +668,7 @@ def test_word_count_over_text_files_read_on_the_workers_equals_counter(
 ) -> None:
     import collections
 
-    from tfmapreduce import _text
+    from tfmapreduce._io.files import text as _text
 
     monkeypatch.setattr(_text, "TEXT_BLOCK", block)  # 7: words and lines straddle the blocks
     rng = np.random.default_rng(7)
@@ -697,7 +700,7 @@ TEXTS = [
 def test_text_blocks_yield_the_lines_text_line_dataset_yields(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: bytes, block: int, window: int
 ) -> None:
-    from tfmapreduce import _readers
+    from tfmapreduce._io.files import readers as _readers
 
     monkeypatch.setattr(_text, "TEXT_BLOCK", block)
     monkeypatch.setattr(_text, "NEWLINE_WINDOW", window)
@@ -716,7 +719,7 @@ def test_text_blocks_yield_the_lines_text_line_dataset_yields(
 
 
 def test_small_files_read_together_yield_the_lines_text_line_dataset_yields(tmp_path: Path) -> None:
-    from tfmapreduce import _readers
+    from tfmapreduce._io.files import readers as _readers
 
     paths = []
     for i, text in enumerate([*TEXTS, b"x,y\n1,2\n", b"x,y\r\n3,4\r\n5,6"]):
@@ -794,7 +797,7 @@ def test_a_csv_table_given_wrongly_is_told_in_columns_and_lines(cluster: tmr.Loc
 def test_nearly_equal_text_files_split_evenly_over_the_shards(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
     """Each file goes whole to the shard holding its middle byte: four files a few bytes apart split 2:2 (and 1 each
     over four shards), not 3:1 as by their first bytes."""
-    from tfmapreduce._plan import make_plan
+    from tfmapreduce._base.plan import make_plan
 
     paths = []
     for i, extra in enumerate((0, 7, 3, 12)):

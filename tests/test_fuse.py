@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
-from tfmapreduce._fuse import counts_words
-from tfmapreduce._native import kernels
+from tfmapreduce._kinds.fuse import counts_words
+from tfmapreduce._native.loader import kernels
 from tfmapreduce._options import RunOptions
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfmapreduce._group import group, group_ints
+from tfmapreduce._ops.group import group, group_ints
 
 
 def _check(keys: np.ndarray, distinct: tf.Tensor, ids: tf.Tensor) -> None:

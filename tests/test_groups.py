@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from strategies import draw_keys, examples, size_lists
 
 import tfmapreduce as tmr
-from tfmapreduce import _by_group
-from tfmapreduce._grouping import grouped, string_ranks
-from tfmapreduce._keyed_map import split
-from tfmapreduce._native import kernels
+from tfmapreduce._kinds.shuffle.map_side import split
+from tfmapreduce._native.loader import kernels
+from tfmapreduce._ops.grouping import grouped, string_ranks
+from tfmapreduce.recipes import _by_group as _by_group
 
 QRTOL = 1e-12
 

@@ -20,7 +20,7 @@ import pytest
 from namespaces import connect_from, outside_address
 
 import tfmapreduce as tmr
-from tfmapreduce import _logdir
+from tfmapreduce._cluster import logdir as _logdir
 
 
 def _ports(cluster: tmr.Cluster) -> list[int]:

@@ -11,9 +11,9 @@ from oracle import assert_eq, reference, scale
 from strategies import arrays, examples, placements, sizes_specs
 
 import tfmapreduce as tmr
-from tfmapreduce import _cache
-from tfmapreduce._device import Device
-from tfmapreduce._numerics import BLOCK
+from tfmapreduce._base.device import Device
+from tfmapreduce._engine import cache as _cache
+from tfmapreduce._ops.numerics import BLOCK
 
 T0C0 = "/job:local/replica:0/task:0/device:CPU:0"
 T1C0 = "/job:local/replica:0/task:1/device:CPU:0"

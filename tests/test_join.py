@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import tfmapreduce as tmr
 from tests.strategies import examples, size_lists
-from tfmapreduce import _join
+from tfmapreduce._kinds.join import api as _join
 
 HOWS = ("inner", "left", "right", "outer")
 
@@ -228,7 +228,7 @@ def test_a_resident_join_stays_where_it_was_made_and_later_jobs_read_it(cluster:
 
 def test_large_results_come_back_through_shared_memory_as_through_grpc(cluster: tmr.LocalCluster) -> None:
     """A part of ≥ 1 MiB is written into a file the client maps (same host); the rows equal those fetched by gRPC."""
-    from tfmapreduce import _program
+    from tfmapreduce._engine import program as _program
 
     rng = np.random.default_rng(12)
     left, right = (rng.integers(0, 1000, 300_000), rng.random(300_000)), (np.arange(1000), rng.integers(0, 9, 1000))
@@ -359,8 +359,8 @@ def test_the_native_match_and_take_kernels_make_the_rows_of_every_pair_once() ->
     several dtypes and row shapes (strings, float NaN fills, bytes of odd widths), empty sides; bad entries refused."""
     import tensorflow as tf
 
-    from tfmapreduce._join_rows import fill_value
-    from tfmapreduce._native import kernels
+    from tfmapreduce._kinds.join.rows import fill_value
+    from tfmapreduce._native.loader import kernels
 
     ops = kernels()
     if ops is None:

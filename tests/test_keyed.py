@@ -20,7 +20,7 @@ from oracle import RTOL
 from strategies import draw_keys, examples, size_lists
 
 import tfmapreduce as tmr
-from tfmapreduce._per_key import int_bucket
+from tfmapreduce._ops.per_key import int_bucket
 
 WORDS = ["a", "b", "", "ünï", "日本", "the", "x y"]
 """Word material: unicode, and pieces that join into longer words."""

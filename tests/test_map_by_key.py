@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from strategies import draw_keys, examples, size_lists
 
 import tfmapreduce as tmr
-from tfmapreduce._per_key import buckets
+from tfmapreduce._ops.per_key import buckets
 
 
 def _bucket_of(keys: np.ndarray, reducers: int) -> np.ndarray:

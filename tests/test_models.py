@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import tfmapreduce as tmr
 from tfmapreduce import recipes
-from tfmapreduce._partition import canonical_sizes
+from tfmapreduce._base.partition import canonical_sizes
 
 ROWS = 120
 LAYOUTS = ["shipped-sizes", "shipped-weights", "resident-sizes", "resident-weights"]
@@ -116,7 +116,7 @@ def blobs(rows: int = ROWS, features: int = 3, seed: int = 0) -> np.ndarray:
 def plus_plus_reference(x: np.ndarray, k: int, rng: np.random.Generator, sizes: list[int]) -> np.ndarray:
     """k-means++ as kmeans draws it, in numpy: the first row uniform, then per round a shard ∝ its sum of squared
     distances (u1) and within it a row ∝ its own (u2), shards ordered by their candidates."""
-    from tfmapreduce._kmeans import pick
+    from tfmapreduce.recipes._kmeans import pick
 
     x = np.asarray(x, np.float64)
     centroids = x[[rng.integers(len(x))]]

@@ -28,8 +28,11 @@ from hypothesis import strategies as st
 from strategies import examples
 
 import tfmapreduce as tmr
-from tfmapreduce import _combine, _kernels, _native, _per_key
-from tfmapreduce._source import sources
+from tfmapreduce._engine import kernels as _kernels
+from tfmapreduce._io.source import sources
+from tfmapreduce._native import loader as _native
+from tfmapreduce._ops import combine as _combine
+from tfmapreduce._ops import per_key as _per_key
 
 TEXTS = [
     b"the cat  the\that\n",
@@ -198,7 +201,7 @@ def test_a_library_of_another_user_in_a_private_folder_is_never_loaded(tmp_path:
 
 
 _BUILD = """
-from tfmapreduce import _native
+from tfmapreduce._native import loader as _native
 path = _native.build()
 print(path, _native.kernels() is not None, flush=True)
 """
@@ -271,7 +274,7 @@ def test_a_lone_cr_splits_words_over_files_as_over_shipped_lines(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, kernels: str, block: int | None
 ) -> None:
     """One rule: ASCII whitespace, \\r included, splits words (bytes.split), whether the lines are shipped or in files."""
-    from tfmapreduce import _text
+    from tfmapreduce._io.files import text as _text
 
     if kernels == "native":
         request.getfixturevalue("ops")  # skips where no kernel can be built
@@ -324,8 +327,8 @@ def test_the_csv_kernel_decodes_what_decode_csv_decodes(ops: object, dtype: str)
     """TmrDecodeCsv = tf.io.decode_csv on the columns read, line by line: numbers (spaces, signs, quotes, nan, inf,
     overflow), and the same error words (a field missing, not a number, too many or too few fields) for bad lines;
     lines given one per string or joined by \\n in blocks."""
-    from tfmapreduce._csv import Csv
-    from tfmapreduce._readers import Layout
+    from tfmapreduce._io.files.csv import Csv
+    from tfmapreduce._io.files.readers import Layout
 
     rng = np.random.default_rng(3)
     stock = Csv(None, dtype, True, ",")

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
-from tfmapreduce._deadline import effective_timeout
+from tfmapreduce._base.deadline import effective_timeout
 
 
 def test_the_keywords_users_type_become_one_value() -> None:

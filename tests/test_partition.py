@@ -15,16 +15,23 @@ from hypothesis import strategies as st
 from strategies import size_lists, weight_values
 
 import tfmapreduce as tmr
-import tfmapreduce._device
-import tfmapreduce._partition
-import tfmapreduce._place
-import tfmapreduce._plan
-import tfmapreduce._spec
-from tfmapreduce._partition import canonical_sizes, even_sizes
+import tfmapreduce._base.device
+import tfmapreduce._base.partition
+import tfmapreduce._base.place
+import tfmapreduce._base.plan
+import tfmapreduce._cluster.spec
+from tfmapreduce._base.partition import canonical_sizes, even_sizes
 
 
 @pytest.mark.parametrize(
-    "module", [tfmapreduce._partition, tfmapreduce._place, tfmapreduce._device, tfmapreduce._spec, tfmapreduce._plan]
+    "module",
+    [
+        tfmapreduce._base.partition,
+        tfmapreduce._base.place,
+        tfmapreduce._base.device,
+        tfmapreduce._cluster.spec,
+        tfmapreduce._base.plan,
+    ],
 )
 def test_doctests_of_the_canonicalizers(module: object, cluster: tmr.LocalCluster) -> None:
     import tensorflow as tf
@@ -137,7 +144,7 @@ import os, resource, sys
 import numpy as np
 import tensorflow as tf
 import tfmapreduce as tmr
-from tfmapreduce._partition import canonical_sizes
+from tfmapreduce._base.partition import canonical_sizes
 save, refused = tmr.save_shards, tmr.PartitionError  # every import made before the limit
 with open("/proc/self/status") as f:
     vm = next(int(line.split()[1]) for line in f if line.startswith("VmSize:")) * 1024

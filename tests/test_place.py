@@ -10,8 +10,8 @@ from oracle import assert_covers
 from strategies import device_lists, spellings
 
 import tfmapreduce as tmr
-from tfmapreduce._device import Device
-from tfmapreduce._place import default_devices, place
+from tfmapreduce._base.device import Device
+from tfmapreduce._base.place import default_devices, place
 
 T0C0 = "/job:local/replica:0/task:0/device:CPU:0"
 T0C1 = "/job:local/replica:0/task:0/device:CPU:1"

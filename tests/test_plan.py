@@ -11,7 +11,7 @@ from oracle import assert_covers
 from strategies import MAX_ROWS, examples, placements, sizes_specs
 
 import tfmapreduce as tmr
-from tfmapreduce import _cache
+from tfmapreduce._engine import cache as _cache
 
 T0C0 = "/job:local/replica:0/task:0/device:CPU:0"
 T1C0 = "/job:local/replica:0/task:1/device:CPU:0"

@@ -10,9 +10,10 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
-from tfmapreduce import _backend, _progress
-from tfmapreduce._plan import Shard
-from tfmapreduce._source import Batches
+from tfmapreduce._base.plan import Shard
+from tfmapreduce._cluster import backend as _backend
+from tfmapreduce._engine import progress as _progress
+from tfmapreduce._io.source import Batches
 
 
 def test_a_forced_bar_counts_every_row_of_a_file_job_on_each_task(

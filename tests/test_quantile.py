@@ -12,8 +12,8 @@ from hypothesis.extra import numpy as hnp
 
 import tfmapreduce as tmr
 from tests.strategies import examples, size_lists
-from tfmapreduce import _select
-from tfmapreduce._quantile import METHODS
+from tfmapreduce._kinds import select as _select
+from tfmapreduce.recipes._quantile import METHODS
 
 DTYPES = ["int8", "int32", "int64", "uint32", "float16", "float32", "float64"]
 

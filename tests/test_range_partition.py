@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from strategies import draw_keys, examples, size_lists
 
 import tfmapreduce as tmr
-from tfmapreduce._splitters import choose, ranges_of, sample
+from tfmapreduce._ops.splitters import choose, ranges_of, sample
 
 
 def reference(keys: np.ndarray, values: np.ndarray, fn: Callable[[np.ndarray], Any]) -> dict[Any, Any]:

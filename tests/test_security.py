@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 import tfmapreduce as tmr
-from tfmapreduce._network import network_interfaces
+from tfmapreduce._cluster.network import network_interfaces
 
 EXPOSED = network_interfaces()
 
@@ -52,7 +52,7 @@ SCRIPT = textwrap.dedent(
     import logging, sys
     import numpy as np
     import tfmapreduce as tmr
-    from tfmapreduce._network import network_interfaces
+    from tfmapreduce._cluster.network import network_interfaces
 
     logging.basicConfig(level="INFO", stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
     print("interfaces", ",".join(network_interfaces()))

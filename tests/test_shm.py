@@ -25,7 +25,9 @@ import tensorflow as tf
 from namespaces import unshare_works
 
 import tfmapreduce as tmr
-from tfmapreduce import _cache, _shm, _shmdir
+from tfmapreduce._engine import cache as _cache
+from tfmapreduce._io import shm as _shm
+from tfmapreduce._io import shmdir as _shmdir
 
 pytestmark = pytest.mark.alone  # it watches all of /dev/shm: scripts/test runs it with no other test beside it
 
@@ -306,7 +308,7 @@ def test_the_file_mechanism_is_private_unlinked_after_the_run_and_swept_after_a_
 
     child = _client(
         """
-        from tfmapreduce import _shm
+        from tfmapreduce._io import shm as _shm
         print(_shm.Staging("file").write(np.zeros(10)), flush=True)
         import time; time.sleep(60)
         """,
@@ -377,7 +379,7 @@ if len(sys.argv) > 1:  # in a pid namespace of its own: become the process numbe
     if os.fork():
         os.wait()
         raise SystemExit
-from tfmapreduce import _shmdir
+from tfmapreduce._io import shmdir as _shmdir
 print(os.getpid(), os.readlink("/proc/self"), _shmdir.client_dir(), flush=True)  # its pid there, here, and its folder
 time.sleep(120)
 """
@@ -439,7 +441,7 @@ def test_a_sweep_keeps_the_folder_of_a_live_client_in_another_pid_namespace() ->
 def test_results_written_as_raw_bytes_or_as_a_tensor_proto_read_back_alike(mechanism: str) -> None:
     """TmrWriteResult (a header, then the raw bytes) and the TensorProto fallback give the client the same arrays:
     every decodable dtype, rows of several values, empty results; a header that disagrees is refused."""
-    from tfmapreduce._native import kernels
+    from tfmapreduce._native.loader import kernels
 
     ops = kernels()
     arrays = [
@@ -476,8 +478,8 @@ def test_results_written_as_raw_bytes_or_as_a_tensor_proto_read_back_alike(mecha
 def test_the_parts_of_a_result_written_into_one_file_map_as_their_concatenation(mechanism: str) -> None:
     """Parts written by TmrWriteResult at their rows' places, in any order and some empty, read back as views of one
     mapping that concatenate without a copy; a part outside the total is refused."""
-    from tfmapreduce._concat import concatenated
-    from tfmapreduce._native import kernels
+    from tfmapreduce._io.concat import concatenated
+    from tfmapreduce._native.loader import kernels
 
     ops = kernels()
     if ops is None:

@@ -13,8 +13,9 @@ from hypothesis.extra import numpy as hnp
 
 import tfmapreduce as tmr
 from tests.strategies import examples, size_lists
-from tfmapreduce import _sort, _splitters
-from tfmapreduce._native import kernels
+from tfmapreduce._kinds import sort as _sort
+from tfmapreduce._native.loader import kernels
+from tfmapreduce._ops import splitters as _splitters
 
 DTYPES = tuple(np.dtype(d) for d in ("int32", "int64", "float32", "float64"))
 
@@ -267,10 +268,10 @@ def test_the_stock_sort_where_a_task_lacks_the_native_kernels(cluster: tmr.Local
 
 
 def test_the_plan_explains_the_ranges(cluster: tmr.LocalCluster) -> None:
-    from tfmapreduce import _engine
+    from tfmapreduce._engine import driver as _engine
+    from tfmapreduce._kinds.sort import Sort
+    from tfmapreduce._ops.splitters import SAMPLES
     from tfmapreduce._options import RunOptions
-    from tfmapreduce._sort import Sort
-    from tfmapreduce._splitters import SAMPLES
 
     plan = _engine.plan(Sort(False), np.arange(10_000), RunOptions.of(cluster=cluster, sizes=2, reducers=2))
     assert plan.samples == 2 * SAMPLES

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import tfmapreduce
 from tfmapreduce import Cluster, ClusterError
-from tfmapreduce._spec import validate_spec
+from tfmapreduce._cluster.spec import validate_spec
 
 LESSON = {"local": ["localhost:2222", "localhost:2223"]}
 

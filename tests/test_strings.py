@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tfmapreduce as tmr
-from tfmapreduce._strings import as_bytes_array, decode_keys
+from tfmapreduce._io.strings import as_bytes_array, decode_keys
 
 
 def test_mixed_str_and_non_utf8_bytes_come_back_as_bytes_not_an_error(cluster: tmr.LocalCluster) -> None:

@@ -13,8 +13,8 @@ import tensorflow as tf
 from ports import free_port
 
 import tfmapreduce as tmr
-from tfmapreduce._task import Task
-from tfmapreduce._versions import compare, read
+from tfmapreduce._base.task import Task
+from tfmapreduce._cluster.versions import compare, read
 
 T0, T1, T2 = Task("local", 0), Task("local", 1), Task("local", 2)
 

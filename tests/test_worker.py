@@ -23,7 +23,7 @@ import tensorflow as tf
 from ports import free_port, listening
 
 from tfmapreduce import Cluster
-from tfmapreduce._network import network_interfaces
+from tfmapreduce._cluster.network import network_interfaces
 
 WORKER = [sys.executable, "-m", "tfmapreduce", "worker"]
 START_TIMEOUT = 90.0

@@ -34,7 +34,7 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'tfmapreduce' has no attribute {name!r}")
-    from ._quiet import import_tensorflow
+    from ._base.quiet import import_tensorflow
 
     import_tensorflow()
     value: object = _importlib.import_module(f".{module or name}", __name__)

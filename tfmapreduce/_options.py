@@ -16,10 +16,10 @@ from typing import Any, TypedDict
 import attrs
 import numpy as np
 
-from ._cluster import Cluster
-from ._deadline import check_timeout, effective_timeout
-from ._partition import SizesLike
-from ._place import FALLBACKS
+from ._base.deadline import check_timeout, effective_timeout
+from ._base.partition import SizesLike
+from ._base.place import FALLBACKS
+from ._cluster.cluster import Cluster
 
 PARTITIONERS = ("hash", "range")
 """The ``partitioner=`` of a keyed job: keys to reducers by a stable hash, or by contiguous ranges of a sample."""

@@ -1,0 +1,360 @@
+"""The run driver: the one lifecycle of every run, whatever kind of job it is.
+
+plan the shards → route each (shared memory or feed) → the kind's plan → compile through the
+cluster's program cache → stage the inputs → ``Cluster.run`` under the deadline → a failure as a
+named error → retries (and speculation, for kinds that back up shards) → the kind's finish → stats.
+
+A *kind* of job (:class:`Kind`) supplies only what differs: its plan over the shards, the graph it
+builds (through a :class:`Builder`, which feeds each shard's data and times it), and how it
+finishes (values fetched to the client, or kept on the devices).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import time
+from collections.abc import Hashable, Sequence
+from typing import Any, Protocol, cast
+
+import tensorflow as tf
+
+from .._base.deadline import bounded, time_left
+from .._base.device import Device
+from .._base.errors import JobError, TfMapReduceError
+from .._base.plan import Plan, Shard
+from .._base.task import Task
+from .._cluster.cluster import Cluster
+from .._io.resident import destroy_shard, handle
+from .._io.shm import Staging
+from .._io.source import Shipped, Sources, as_array, streamed
+from .._native.loader import kernels
+from .._ops.mapfn import traced
+from .._ops.numerics import native_sums
+from .._options import RunOptions
+from . import autosize as _autosize
+from . import progress as _progress
+from . import speculate as _speculate
+from . import trace as _trace
+from .cache import programs
+from .kernels import available, with_kernels
+from .planner import plan_of, resolve_cluster
+from .program import Builder, Call, Fed, Program, Ready, Stored
+from .retry import can_retry, moved_shards, with_retries
+from .route import route
+from .stats import RunStats, ShardStats, collecting, record
+
+DISCARD_TIME = 1.0
+"""Seconds freeing what a failed run stored may take at least, however little is left of the run's deadline."""
+
+READY = 16
+"""Plain runs a kind remembers ready to go again (see :func:`_ready_key`)."""
+
+
+class Kind(Protocol):
+    """What a kind of job supplies to the run driver; everything else is the driver's."""
+
+    @property
+    def identity(self) -> Hashable:
+        """What its programs depend on besides the plan and inputs: kinds with equal identities share them."""
+
+    @property
+    def ready(self) -> dict[Hashable, Ready]:
+        """Where the driver keeps this kind's plain runs ready to go again."""
+
+    @property
+    def phase(self) -> str:
+        """What a run does once its shards are mapped, as its progress bar says (``"combine"``, ``"reduce"``...)."""
+
+    @property
+    def speculation(self) -> str | None:
+        """None when the kind backs up shards with ``speculate=True`` (see ``_speculate``); else why not."""
+
+    def sources(self, x: Any) -> tuple[Sources, Any]:
+        """The run's inputs, and a note the kind keeps for its finish."""
+
+    def plan(self, shards: Plan, call: Call) -> Any:
+        """The kind's plan over the routed shards (a Plan, or one that adds reducers)."""
+
+    def variant(self, plan: Any, call: Call) -> Hashable | None:
+        """What else the program depends on; None for a program built for this run alone (not kept)."""
+
+    def build(self, builder: Builder, plan: Any, call: Call) -> Program:
+        """The graph of ``plan`` (inside ``builder.graph``), finished with ``builder.program(...)``."""
+
+    def finish(self, value: Any, program: Program | None, plan: Any, call: Call) -> Any:
+        """The run's result from what it fetched (``program`` is None after a speculative run)."""
+
+    def failure(self, error: JobError) -> Exception | None:
+        """The kind's own reading of a failed run (a named map-function error), or None."""
+
+
+def _ready_key(call: Call, kind: Kind) -> Hashable:
+    """What a plain run's plan and program depend on beyond its sources' signatures; None where a run is not plain.
+
+    Plain runs ship host arrays with hashable options, keep nothing resident, and neither size shards by measured
+    speeds nor back them up: the same run again needs no planning, routing or look-up of its program.
+    """
+    settings = call.settings
+    if call.resident or settings.speculate or isinstance(settings.sizes, str):
+        return None
+    if not all(isinstance(s, Shipped) for s in call.srcs):
+        return None
+    key = (
+        settings,
+        call.cluster.lost,
+        *((s.dtype.str, s.shape) for s in call.srcs),
+        *((v.dtype.str, v.shape) for v in call.values),
+    )
+    try:
+        hash(key)
+    except TypeError:  # unhashable options (a list of sizes): planned each time
+        return None
+    return key
+
+
+def shards_of(call: Call, kind: Kind, settings: RunOptions) -> Plan:
+    """The run's shards, each with its path (shared memory or feed), and its speculation line when asked."""
+    shards = route(
+        plan_of(call.srcs, call.cluster, settings, job=kind.identity),
+        call.srcs,
+        call.cluster,
+        settings.transfer,
+        timeout=settings.seconds(),
+    )
+    return _speculate.note(shards, call.srcs) if settings.speculate else shards
+
+
+def start(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (), *, resident: bool = False) -> Call:
+    """A run's :class:`Call`: its inputs canonicalized by the kind, its cluster, its broadcast values as arrays."""
+    if settings.speculate and kind.speculation is not None:
+        raise TypeError(kind.speculation)
+    srcs, note = kind.sources(x)
+    cluster = resolve_cluster(settings.cluster, srcs)
+    srcs = with_kernels(srcs, cluster, settings.seconds())
+    values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
+    return Call(srcs, note, values, cluster, settings, resident)
+
+
+def plan(kind: Kind, x: Any, settings: RunOptions) -> Any:
+    """The plan a run would follow (nothing runs)."""
+    call = start(kind, x, settings)
+    return kind.plan(shards_of(call, kind, settings), call)
+
+
+def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (), *, resident: bool = False) -> Any:
+    """Run a job of ``kind`` over ``x``: its result (and a :class:`RunStats` with ``settings.return_stats``).
+
+    The run's deadline starts now and bounds every step: planning and compiling use up the time its step then has.
+    """
+    with bounded(settings.seconds()):
+        return _run(kind, x, settings, broadcast, resident)
+
+
+def _native_sums(cluster: Cluster, timeout: float) -> contextlib.AbstractContextManager[None]:
+    """Graphs built inside sum float32 with the native ``TmrWideSum`` where every task has the kernels (asked when a
+    graph first sums, as its program asks: a run that builds nothing asks nothing)."""
+
+    def wide_sum(x: tf.Tensor) -> tf.Tensor | None:
+        ops = kernels() if available(cluster, timeout) else None
+        return None if ops is None else ops.tmr_wide_sum(x)
+
+    return native_sums(wide_sum)
+
+
+def _run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any], resident: bool) -> Any:
+    started = time.perf_counter()
+    call = start(kind, x, settings, broadcast, resident=resident)
+    with _native_sums(call.cluster, settings.seconds()):
+        return _run_call(kind, call, settings, started)
+
+
+def _run_call(kind: Kind, call: Call, settings: RunOptions, started: float) -> Any:
+    again = _ready_key(call, kind)
+    tried: list[Plan] = []
+
+    def attempt(current: RunOptions) -> tuple[Any, Program | None, Any, bool, tuple[_speculate.Outcome, ...]]:
+        ready = kind.ready.get(again) if again is not None and not tried else None
+        if ready is not None and ready.fits(call.srcs):  # the same run again: planned, routed and compiled before
+            tried.append(ready.shards)
+            program = ready.kept.program
+            return _execute(kind, program, ready.shards, call, current), program, ready.plan, False, ()
+        shards = shards_of(call, kind, current)
+        tried.append(shards)
+        if current.speculate and _speculate.why_not(shards, call.srcs) is None:
+            backed = cast(_speculate.Backed, kind)  # (the kinds that speculate implement it)
+            copies = (kind.identity, "speculate", shards, *_signature(call, shards))
+            kept, compiled = programs(call.cluster).get(copies, lambda: _speculate.compile_copies(backed, shards, call))
+            value, outcomes = _speculate.run(backed, kept.program, shards, call, current)
+            return value, None, shards, compiled, outcomes
+        planned = kind.plan(shards, call)
+        variant = kind.variant(planned, call)
+        timed = shards.measured is not None
+        counted = current.progress is not False and shards.rows >= _progress.COUNTED
+
+        def build() -> Program:
+            counters = _progress.Counters(kind.phase) if counted else None
+            builder = Builder.of(call, timed=timed, counters=counters)
+            with builder.graph.as_default():
+                return traced(lambda: kind.build(builder, planned, call))
+
+        if variant is None:  # a program for this run alone
+            program, compiled = build(), True
+            try:
+                return _execute(kind, program, shards, call, current), program, planned, True, ()
+            finally:
+                call.cluster.forget(program.graph)
+        feeds_only = call.settings.transfer == "feed"  # no result written into a file (Builder.fetched)
+        key = (kind.identity, planned, *_signature(call, shards), timed, counted, variant, feeds_only)
+        kept, compiled = programs(call.cluster).get(key, build)
+        if again is not None and len(tried) == 1 and not timed:
+            if len(kind.ready) >= READY:
+                kind.ready.clear()
+            kind.ready[again] = Ready(shards, planned, _signature(call, shards)[0], kept)
+        return _execute(kind, kept.program, shards, call, current), kept.program, planned, compiled, ()
+
+    (value, program, planned, compiled, outcomes), recovery = with_retries(settings, call.srcs, call.cluster, attempt)
+    result = kind.finish(value, program, planned, call)
+    if not (settings.return_stats or collecting()):
+        return result
+    read = None  # a streamed run's rows, as read: its plan knows only the files' sizes
+    counters = program.counters if program is not None else None
+    if counters is not None and counters.unit == "rows" and streamed(call.srcs) is not None:
+        read = counters.read(call.cluster, settings.seconds())
+    stats = _stats(call, tried, outcomes, compiled, recovery, time.perf_counter() - started, read)
+    record(stats)
+    return (result, stats) if settings.return_stats else result
+
+
+def _signature(call: Call, shards: Plan) -> tuple[tuple[Hashable, ...], tuple[Any, ...]]:
+    """What a program depends on of the run's inputs: each source's signature, and the broadcast values' types."""
+    return tuple(s.signature(shards) for s in call.srcs), tuple((v.dtype.str, v.shape) for v in call.values)
+
+
+def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: RunOptions) -> Any:
+    """Run a compiled program once on this run's data: what its kind fetches."""
+    srcs, cluster = call.srcs, call.cluster
+    # Feed THIS run's data: the compiled program is shared by every run of the same signature.
+    # Staged shards travel as shared-memory files, closed or unlinked when the run ends, however it ends.
+    with Staging() if program.staged else contextlib.nullcontext() as staging:
+        feed: dict[Any, Any]
+        if staging is None:
+            feed = {f.placeholder: srcs[f.source].feed(f.shard) for f in program.feeds}
+        else:
+            feed = staging.feed_dict((f.placeholder, srcs[f.source].feed(f.shard), f.staged) for f in program.feeds)
+        feed.update(zip(program.broadcast, call.values, strict=True))
+        if program.fed:  # what the kind gives each run (a write's attempt folder): the kinds with such programs implement it
+            feed.update({placeholder: cast(Fed, kind).fed(name) for name, placeholder in program.fed})
+        name = None  # where a resident run keeps its result: a new name each run, or the one of a program built for it
+        if call.resident:
+            name = program.named or f"tfmapreduce_{secrets.token_hex(8)}"
+            feed.update(
+                {
+                    s.placeholder: handle(s.device, name + s.suffix, s.index, s.dtype)
+                    for s in program.slots
+                    if s.placeholder is not None
+                }
+            )
+        paths = [staging.returned() for _ in program.outlets] if staging is not None else []  # where results are written
+        feed.update(zip(program.outlets, paths, strict=True))
+        bare = not (program.clocks or program.guards)  # the common case fetches the kind's values alone
+        trace = tf.compat.v1.RunMetadata() if settings.trace is not None else None
+        try:
+            with _progress.shown(program.counters, cluster, settings.progress, repr(kind)):
+                fetched = cluster.run(
+                    program.graph,
+                    program.fetch if bare else (program.fetch, program.clocks, program.guards),
+                    feed,
+                    tasks=program.tasks,
+                    timeout=settings.seconds(),
+                    hang_check=can_retry(settings, cluster),
+                    fold_constants=not program.buffers,
+                    trace=trace,
+                )
+        except BaseException as e:
+            if name is not None:  # what the run stored before it failed is freed (the retry stores under a new name)
+                _discard(program, name, cluster, getattr(e, "task", None), settings.timeout)
+            if isinstance(e, JobError):
+                raise failure(kind, e, call, shards) from None
+            raise
+        if trace is not None:
+            _trace.write(cast(str, settings.trace), trace.step_stats)
+        if program.returns:  # results written into files: mapped before the files close
+            value = program.with_returns(fetched if bare else fetched[0], paths)
+            fetched = value if bare else (value, *fetched[1:])
+    if not bare:
+        fetched, clocks, _ = fetched
+        if program.clocked:
+            _autosize.record(kind.identity, cluster, shards, program.clocked, clocks)
+    return fetched if name is None else Stored(fetched, name)
+
+
+def _discard(program: Program, name: str, cluster: Cluster, failed: Task | None, timeout: float | None) -> None:
+    """Free what a failed run of ``program`` may have stored under ``name``, on the tasks still live (best effort: a lost
+    task's memory went with it).  ``failed``, the task the run's error named, is not waited for again.  It takes what is
+    left of the run's deadline, :data:`DISCARD_TIME` at least."""
+    live = [s for s in program.slots if Device.parse(s.device).task not in (*cluster.lost, failed)]
+    if not live or cluster.closed:
+        return
+    graph = tf.Graph()
+    with graph.as_default():
+        ops = []
+        for slot in live:
+            with tf.device(slot.device):
+                ops.append(destroy_shard(name + slot.suffix, slot.index, slot.dtype))
+    try:
+        tasks = sorted({Device.parse(s.device).task for s in live})
+        cluster.run(graph, ops, {}, tasks=tasks, timeout=max(DISCARD_TIME, time_left(timeout)))
+    except TfMapReduceError:
+        pass  # a task lost since: its memory is gone with it
+    finally:
+        cluster.forget(graph)
+
+
+def failure(kind: Kind, error: JobError, call: Call, shards: Plan) -> Exception:
+    """The error a failed run raises: the input's (a bad file, lost resident shards), the kind's, or the job's (named)."""
+    for src in call.srcs:
+        bad = src.input_error(error, shards, call.cluster)
+        if bad is not None:
+            return bad
+    mine = kind.failure(error)
+    if mine is not None:
+        return mine
+    error.args = (f"{kind!r}: {error}",)
+    return error
+
+
+def _stats(
+    call: Call,
+    tried: list[Plan],
+    outcomes: tuple[_speculate.Outcome, ...],
+    compiled: bool,
+    recovery: Any,
+    wall: float,
+    read: dict[Shard, int] | None,
+) -> RunStats:
+    shards = tried[-1]
+    backups = {o.index: o for o in outcomes}
+
+    def sent(s: Shard) -> int:
+        copies = 2 if s.index in backups and backups[s.index].backup else 1
+        return sum(src.bytes_sent(s) for src in call.srcs) * copies if s.rows else 0
+
+    return RunStats(
+        shards=tuple(
+            ShardStats(
+                s.index,
+                s.device,
+                s.rows if read is None else read.get(s, 0),
+                sent(s),
+                backups[s.index].backup if s.index in backups else None,
+                s.index in backups and backups[s.index].backup_won,
+            )
+            for s in shards.shards
+        ),
+        wall_time=wall,
+        compiled=compiled,
+        attempts=recovery.attempts,
+        lost=recovery.lost,
+        moved=moved_shards(tried[0], shards),
+    )

@@ -1,0 +1,470 @@
+"""File sources: data that stays in its files, split into input splits and read by the tasks that map it.
+
+``read_npy``, ``read_text``, ``read_csv``, ``read_tfrecord`` and ``read_raw``
+describe files without reading them; the :class:`Files` value they return is
+accepted wherever an array is.  Each run looks at the files as they are when
+it starts (one ``stat`` per file, and the ``.npy`` headers), plans the input
+splits, and each task streams its own splits through the map in batches.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from ..._base.device import Device
+from ..._base.errors import InputError, JobError
+from ..._base.partition import SizesLike
+from ..._base.plan import Plan, Shard, make_plan
+from ..._base.task import Task
+from ..._cluster.cluster import Cluster
+from ..._options import PlaceOptions, RunOptions
+from ..resident import Sharded, build_sharded, check_cluster
+from ..source import Input
+from ..strings import text_encoding
+from .csv import Csv, CsvTable, first_row, is_integer, is_number
+from .encode import npy_header
+from .readers import Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
+from .source import FileEntry, FileSource, PathsLike, Written, count_rows, device_of, match, paths_of, short
+
+
+@attrs.frozen(eq=False)
+class Files(Input):
+    """Files described, not read: a source accepted wherever an array is, read by the tasks that map it.
+
+    Made by [`read_npy`][tfmapreduce.read_npy], [`read_text`][tfmapreduce.read_text], [`read_csv`][tfmapreduce.read_csv],
+    [`read_tfrecord`][tfmapreduce.read_tfrecord] and [`read_raw`][tfmapreduce.read_raw].  Every run looks at the files
+    as they are when it starts; [`explain`][tfmapreduce.Files.explain] shows the input splits,
+    [`persist`][tfmapreduce.Files.persist] reads them into resident ``Sharded`` data on the workers.
+
+    Examples:
+        >>> import tempfile, os
+        >>> folder = tempfile.mkdtemp()
+        >>> np.save(os.path.join(folder, "a.npy"), np.arange(6.0))
+        >>> np.save(os.path.join(folder, "b.npy"), np.arange(6.0, 10.0))
+        >>> data = tmr.read_npy(os.path.join(folder, "*.npy"))
+        >>> float(tmr.mean(data, cluster=cluster))
+        4.5
+    """
+
+    reader: Reader
+    """The file format."""
+    paths: tuple[str, ...]
+    """Paths and globs read by any task (empty when pinned)."""
+    pinned: tuple[tuple[Task, tuple[str, ...]], ...] = ()
+    """``{task: [paths]}`` as pairs: each task reads only its own files."""
+    encoding: str | None = None
+    """Text and CSV: the codec string keys (and strings) of a keyed or group result are decoded with; None: kept as bytes."""
+    described: tuple[tuple[str, int, Layout], ...] = ()
+    """Pinned files whose size and layout their writer told (``write_npy`` parts on the tasks' own disks): not looked
+    at on the client."""
+
+    def __repr__(self) -> str:
+        where = ", ".join(f"{t}: {list(p)}" for t, p in self.pinned) if self.pinned else list(self.paths)
+        return f"{self.reader.name}({where})"
+
+    def as_source(self) -> FileSource:
+        """The files as they are now: each matched, stat'ed and (``.npy``) its header read, on the client.
+
+        Raises:
+            InputError: a pattern matches nothing (unpinned, or pinned for a row format), a file is
+                not of the format, or the files disagree on dtype or row shape.
+        """
+        reader = self.reader
+        groups: Sequence[tuple[Task | None, tuple[str, ...]]] = self.pinned or ((None, self.paths),)
+        described = {path: (size, layout) for path, size, layout in self.described}
+        entries: list[FileEntry] = []
+        first = 0
+        for i, (task, patterns) in enumerate(groups):
+            pin = i if task is not None else None
+            for pattern in patterns:
+                if pattern in described:  # a part its writer described: it may be on its task's disk alone
+                    size, layout = described[pattern]
+                    units = layout.rows if layout.rows is not None else size
+                    entries.append(FileEntry(pattern, size, 0, layout, first, task, units, pin))
+                    first += units
+                    continue
+                matched = match(pattern, reader)
+                if not matched:
+                    if task is None:
+                        raise InputError(
+                            f"{reader.name}: {pattern!r} matches no file on the client (working directory {os.getcwd()}); "
+                            "fix the path, or pin files that only a worker can see with {task: [paths]}"
+                        )
+                    if reader.unit == "rows":
+                        raise InputError(
+                            f"{reader.name}: {pattern!r} (pinned to {task}) matches no file on the client; {reader.name} needs each "
+                            "file's size (and .npy header) on the client: make the files visible to it (a shared file system)"
+                        )
+                    entries.append(FileEntry(os.path.abspath(pattern), 0, 0, None, first, task, 0, pin))
+                    continue
+                for path in matched:
+                    try:
+                        size, mtime = size_of(path)
+                    except OSError as e:
+                        raise InputError(
+                            f"{reader.name}: {path} cannot be stat'ed on the client ({e.strerror}); check it"
+                        ) from None
+                    layout = reader.describe(path, size)
+                    units = layout.rows if layout.rows is not None else size
+                    entries.append(FileEntry(path, size, mtime, layout, first, task, units, pin))
+                    first += units
+        layout = self._common_layout(entries)
+        plan = None
+        if self.pinned:
+            shards, start = [], 0
+            for i, (task, _) in enumerate(self.pinned):
+                units = sum(e.units for e in entries if e.pin == i)
+                shards.append(Shard(i, start, start + units, device_of(task)))
+                start += units
+            plan = Plan(start, tuple(shards))
+        return FileSource(self.reader, tuple(entries), layout, plan)
+
+    def _common_layout(self, entries: Sequence[FileEntry]) -> Layout:
+        reader = self.reader
+        known = [
+            e
+            for e in entries
+            if e.layout is not None and (reader.unit == "rows" or not isinstance(reader, Csv) or e.layout.fields)
+        ]
+        for e in known[1:]:
+            a, b = known[0].layout, e.layout
+            assert a is not None
+            assert b is not None
+            if (a.dtype, a.row_shape, a.fields) != (b.dtype, b.row_shape, b.fields):
+                raise InputError(
+                    f"{reader.name}: {short(e.path)} holds {b.dtype} rows of shape {b.row_shape}"
+                    + (f" ({b.fields} fields)" if b.fields else "")
+                    + f" but {short(known[0].path)} holds {a.dtype} rows of shape {a.row_shape}"
+                    + (f" ({a.fields} fields)" if a.fields else "")
+                    + "; every file must hold the same dtype and row shape: convert or leave out the odd one"
+                )
+        if known:
+            first = known[0].layout
+            assert first is not None
+            return first
+        if isinstance(reader, Csv):
+            if isinstance(reader.dtypes, str) or not all(isinstance(c, int) for c in reader.columns or ()):
+                raise InputError(
+                    "read_csv: no CSV file with a first line is visible on the client to learn the columns from; "
+                    "pass dtypes= as a list (one dtype per field) and columns= as indices"
+                )
+            return reader.layout([str(i) for i in range(len(reader.dtypes))], "")
+        if reader.unit == "rows":  # only empty .npy files were... never: every row-format file has a layout
+            raise InputError(f"{reader.name}: no file to read")
+        return reader.describe("", 0)
+
+    def explain(self, **options: Any) -> str:
+        """The input splits a run would read: for each shard, its task and its files (row or byte ranges).
+
+        Args:
+            **options: ``cluster`` (needed unless the files are pinned), ``sizes``, ``devices``, ``fallback``.
+
+        Examples:
+            >>> import tempfile, os
+            >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
+            >>> np.save(path, np.zeros(10))
+            >>> print(tmr.read_npy(path).explain(cluster=cluster, sizes=[4, 6]).splitlines()[0])
+            read_npy: 1 files, 10 rows in 2 shards on 2 tasks
+        """
+        src = self.as_source()
+        plan = self._plan(src, **options)
+        unit = self.reader.unit
+        lines = [
+            f"{self.reader.name}: {len(src.entries)} files, {src.rows} {unit} in {len(plan.shards)} shards on {len(plan.tasks)} tasks"
+        ]
+        lines.append(f"  shard  {'task':<20}  {unit:<14}  file")
+        for shard in plan.shards:
+            pieces = src.pieces(shard)
+            if not pieces:
+                lines.append(f"  {shard.index:>5}  {shard.task!s:<20}  {'-':<14}  (reads nothing)")
+            for e, lo, hi in pieces:
+                span = f"{lo}:{hi}" if e.layout is not None else "?"
+                note = "" if e.layout is not None else "  (matched on the task at run time)"
+                lines.append(f"  {shard.index:>5}  {shard.task!s:<20}  {span:<14}  {short(e.path)}{note}")
+        return "\n".join(lines)
+
+    def _plan(
+        self,
+        src: FileSource,
+        *,
+        cluster: Cluster | None = None,
+        sizes: SizesLike = None,
+        devices: Sequence[str] | None = None,
+        fallback: str | None = None,
+    ) -> Plan:
+        if src.pinned_plan is not None:
+            if sizes is not None or devices is not None:
+                raise TypeError("sizes= and devices= do not apply to pinned files: each task reads the files pinned to it")
+            return src.pinned_plan
+        if cluster is None:
+            raise TypeError("cluster= is required to place the splits: pass a Cluster, e.g. cluster=tmr.LocalCluster(2)")
+        return make_plan(src.rows, sizes, devices, [Device.parse(d) for d in cluster.devices], fallback=fallback)
+
+    def persist(self, **options: Unpack[PlaceOptions]) -> Sharded:
+        """Read the files on the workers into resident ``Sharded`` data (no byte crosses the client).
+
+        Each task reads its own splits into its shards' variables; later runs
+        over the result read memory, not files.  Text, CSV and TFRecord files
+        are read twice: once to count their rows, once to store them.
+
+        Args:
+            **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
+
+        Examples:
+            >>> import tempfile, os
+            >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
+            >>> np.save(path, np.arange(10.0))
+            >>> with tmr.read_npy(path).persist(cluster=cluster) as data:
+            ...     float(tmr.sum(data)), data.plan.sizes
+            (45.0, (3, 3, 2, 2))
+        """
+        settings = RunOptions.placing("persist", dict(options))
+        cluster = check_cluster(settings.cluster)
+        timeout = settings.timeout
+        src = self.as_source()
+        plan = self._plan(src, cluster=cluster, sizes=settings.sizes, devices=settings.devices, fallback=settings.fallback)
+        rows_plan = plan
+        try:
+            if self.reader.unit != "rows":
+                counts = count_rows(src, plan, cluster, timeout)
+                shards, start = [], 0
+                for shard, n in zip(plan.shards, counts, strict=True):
+                    shards.append(Shard(shard.index, start, start + n, shard.device, shard.requested))
+                    start += n
+                rows_plan = Plan(start, tuple(shards))
+            dtype, row_shape = src.layout.dtype, src.layout.row_shape
+
+            def build(shard: Shard) -> tf.Tensor:
+                parts = []
+                for j, piece in enumerate(src.batches(plan.shards[shard.index], 2**31 - 1)):
+                    with tf.name_scope(f"piece{j}"):
+                        empty = tf.zeros((0, *row_shape), tf.as_dtype(dtype))
+                        parts.append(piece.dataset.reduce(empty, lambda a, b: tf.concat([a, b], 0)))
+                whole = tf.concat(parts, 0) if parts else tf.zeros((0, *row_shape), tf.as_dtype(dtype))
+                return tf.ensure_shape(whole, (shard.rows, *row_shape))
+
+            return build_sharded(cluster, rows_plan, dtype, (rows_plan.rows, *row_shape), [build] * len(plan.shards), timeout)
+        except JobError as e:
+            bad = src.input_error(e, plan, cluster)
+            if bad is None:
+                raise
+            raise bad from None
+
+
+def read_npy(paths: PathsLike, /) -> Files:
+    """``.npy`` files, one array split along axis 0: each file's header is read on the client, its rows on the workers.
+
+    Big files are split into several shards by row range; every file must hold
+    the same dtype and row shape.  Given a ``Written`` of ``write_npy(..., shared=False)``, each part is read by the
+    task that wrote it, and the client needs no look at it (the write recorded its rows and dtype).
+
+    Examples:
+        >>> import tempfile, os
+        >>> folder = tempfile.mkdtemp()
+        >>> for i in range(3):
+        ...     np.save(os.path.join(folder, f"part{i}.npy"), np.full((4, 2), i, np.float32))
+        >>> tmr.mean(tmr.read_npy(os.path.join(folder, "*.npy")), axis=0, cluster=cluster)
+        array([1., 1.])
+    """
+    unpinned, pinned = paths_of(paths, "read_npy")
+    described: tuple[tuple[str, int, Layout], ...] = ()
+    if isinstance(paths, Written) and not paths.shared and paths.row is not None:  # parts the client may not see
+        dtype, row_shape = np.dtype(paths.row[0]), paths.row[1]
+        row_bytes = dtype.itemsize * math.prod(row_shape)
+        for path, rows in zip(paths.parts, paths.rows, strict=True):
+            offset = len(npy_header(dtype, (rows, *row_shape)))
+            described += ((path, offset + rows * row_bytes, Layout(rows, offset, dtype, row_shape)),)
+    return Files(Npy(), unpinned, pinned, described=described)
+
+
+def read_raw(paths: PathsLike, /, *, dtype: Any, shape: Sequence[int] = ()) -> Files:
+    """Headerless binary files of rows of ``dtype`` and row shape ``shape`` (e.g. written by ``ndarray.tofile``).
+
+    Examples:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.f64")
+        >>> np.arange(12.0).tofile(path)
+        >>> tmr.sum(tmr.read_raw(path, dtype=np.float64, shape=(3,)), axis=0, cluster=cluster)
+        array([18., 22., 26.])
+    """
+    unpinned, pinned = paths_of(paths, "read_raw")
+    np_dtype = np.dtype(dtype)
+    row_shape = tuple(int(d) for d in shape)
+    if np_dtype.itemsize == 0 or any(d < 1 for d in row_shape):
+        raise InputError(
+            f"read_raw: dtype={np_dtype} and shape={row_shape} describe empty rows; give a numeric dtype and a row shape of sizes ≥ 1"
+        )
+    return Files(Raw(np_dtype.str, row_shape), unpinned, pinned)
+
+
+def read_text(paths: PathsLike, /, *, encoding: str = "utf-8") -> Files:
+    """Text files, one string row per line (without its line ending); whole files are the input splits.
+
+    Args:
+        paths: a path, a glob, a list of them, ``{task: [paths]}``, or a writer's ``Written`` (where its parts stay
+            on the tasks' own disks, ``shared=False``, each is read by the task that wrote it).
+        encoding: what the keys (and strings) of a keyed or group job over the lines come back as:
+            ``str`` decoded with this codec (UTF-8 by default), or ``"bytes"`` to keep them as bytes.
+            A result with a key that does not decode keeps all its keys as bytes.  Map functions
+            always see the lines as bytes (``tf.string``).
+
+    Examples:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.txt")
+        >>> _ = open(path, "w").write("to be\\nor not\\nto be\\n")
+        >>> int(tmr.count(tmr.read_text(path), cluster=cluster))
+        3
+    """
+    unpinned, pinned = paths_of(paths, "read_text")
+    return Files(Text(), unpinned, pinned, text_encoding(encoding, "read_text"))
+
+
+def read_csv(
+    paths: PathsLike,
+    /,
+    *,
+    columns: Sequence[str | int] | None = None,
+    dtypes: Any = None,
+    header: bool = True,
+    delimiter: str = ",",
+    encoding: str = "utf-8",
+) -> Files:
+    """CSV files of numbers as one (rows, columns) matrix; whole files are the input splits.
+
+    Args:
+        paths: a path, a glob, a list of them, ``{task: [paths]}``, or a writer's ``Written`` (where its parts stay
+            on the tasks' own disks, ``shared=False``, each is read by the task that wrote it).
+        columns: the columns to read, by header name or index (None: all), in that order.
+        dtypes: one dtype for every field (None: float32), a list with one per field of the file, or a dict by
+            header name (``{"url": str, "revenue": float}``; the columns it leaves out are float32); ``str`` for a
+            column of text (a by-key recipe's key column, or one left out with ``columns=``).
+        header: whether each file's first line names the columns (it is skipped).
+        delimiter: the field separator.
+        encoding: what string keys of a by-key recipe over the table come back as (see [`read_text`][tfmapreduce.read_text]).
+
+    The by-key recipes take a CSV table whole, with its columns named:
+    ``tmr.mean_by_key(tmr.read_csv(paths), keys="city", values="price")``.
+
+    The client reads each file's first line (the header) to learn the columns, nothing else.
+
+    Examples:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.csv")
+        >>> _ = open(path, "w").write("a,b\\n1,10\\n2,20\\n3,30\\n")
+        >>> tmr.mean(tmr.read_csv(path, columns=["b"]), axis=0, cluster=cluster)
+        array([20.])
+    """
+    unpinned, pinned = paths_of(paths, "read_csv")
+    if not isinstance(delimiter, str) or len(delimiter) != 1:
+        raise TypeError(f"read_csv: delimiter must be one character, got {delimiter!r}")
+    chosen = None if columns is None else tuple(c if isinstance(c, str) else int(c) for c in columns)
+    kinds: Any = "float32" if dtypes is None else dtypes
+    if isinstance(kinds, Mapping):
+        if not kinds or not all(isinstance(n, str) for n in kinds):
+            raise TypeError(f"read_csv: dtypes as a dict must map column names to dtypes, e.g. {{'url': str}}, got {kinds!r}")
+        kinds = tuple((n, np.dtype(d).name) for n, d in kinds.items())
+        listed = [d for _, d in kinds]
+    else:
+        kinds = np.dtype(kinds).name if isinstance(kinds, (str, type, np.dtype)) else tuple(np.dtype(d).name for d in kinds)
+        listed = [kinds] if isinstance(kinds, str) else list(kinds)
+    for kind in listed:
+        if np.dtype(kind).kind not in "iufU" or (isinstance(kinds, str) and np.dtype(kind).kind == "U"):
+            raise TypeError(
+                f"read_csv: dtypes must be numeric (float32, float64, int32, int64), or str for a column of text in a list "
+                f"with one dtype per field, got {kind}"
+            )
+    return Files(Csv(chosen, kinds, bool(header), delimiter), unpinned, pinned, text_encoding(encoding, "read_csv"))
+
+
+def csv_table(files: Files, keys: Any, values: Any, name: str) -> Files:
+    """A ``read_csv`` table as a by-key recipe reads it: its ``keys`` column and its ``values`` column(s) (None: none).
+
+    The key column is int64 where ``dtypes=`` gives it an integer dtype, a string where it gives
+    ``str``; else int64 when the first data line of the first file holds an integer there, a
+    string otherwise.
+
+    Raises:
+        TypeError: ``keys`` or ``values`` is not a column name or index (or a list of them).
+        InputError: a named column is not in a file's header, or the key column is a float column.
+    """
+    reader = files.reader
+    assert isinstance(reader, Csv)
+
+    def column(value: Any, argument: str) -> str | int:
+        if isinstance(value, str) or (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
+            return value if isinstance(value, str) else int(value)
+        raise TypeError(
+            f"{name}: {argument} must name a column of the CSV table (a header name or an index), got "
+            f"{type(value).__name__} {value!r}; e.g. {name}(tmr.read_csv(paths), keys='k', values='v')"
+        )
+
+    key = column(keys, "keys=")
+    flat = values is None or isinstance(values, (str, int, np.integer))
+    listed = () if values is None else (values,) if flat else tuple(values) if isinstance(values, Sequence) else None
+    if listed is None or (values is not None and not listed):
+        raise TypeError(f"{name}: values= must name one column of the CSV table or a non-empty list of them, got {values!r}")
+    chosen = (key, *(column(v, "values=") for v in listed))
+    described = attrs.evolve(files, reader=CsvTable(chosen, reader.dtypes, reader.header, reader.delimiter, "string", flat))
+    entries = [e for e in _described(described) if e.layout is not None and e.layout.fields]
+    if not entries:
+        key_dtype = "string"
+    else:
+        layout = entries[0].layout
+        assert layout is not None
+        index = layout.columns[0]
+        given = None if isinstance(reader.dtypes, str) else reader.kinds(layout)[index]
+        row = first_row(entries[0].path, reader.delimiter, reader.header)
+        fields = row if row is not None and len(row) == layout.fields else None
+        for i, value in zip(layout.columns[1:], chosen[1:], strict=True):
+            if fields is not None and not is_number(fields[i]):
+                raise InputError(
+                    f"{name}: values={value!r} is a column of text: line {1 + reader.header} of {short(entries[0].path)} holds "
+                    f"{fields[i]!r} there, not a number; values must be numeric columns: name other columns"
+                )
+        if given is None:
+            key_dtype = "int64" if fields is not None and is_integer(fields[index]) else "string"
+        elif given.kind in "iu":
+            key_dtype = "int64"
+        elif given.kind == "U":
+            key_dtype = "string"
+        else:
+            raise InputError(
+                f"{name}: keys={key!r} is a {given} column (dtypes=); keys must be integers or strings (floats have no exact "
+                "equality to group by): give that column int64 or str in dtypes="
+            )
+    table = CsvTable(chosen, reader.dtypes, reader.header, reader.delimiter, key_dtype, flat)
+    return attrs.evolve(files, reader=table)
+
+
+def _described(files: Files) -> tuple[FileEntry, ...]:
+    """The files' entries (each matched and described on the client, as a run does)."""
+    return files.as_source().entries
+
+
+def read_tfrecord(paths: PathsLike, /, *, features: Mapping[str, Any]) -> Files:
+    """TFRecord files of ``tf.train.Example`` records; whole files are the input splits.
+
+    ``features`` maps names to ``tf.io.FixedLenFeature(shape, dtype)``: one
+    feature gives rows of its shape; several are flattened and concatenated
+    into one row (cast to their common dtype).
+
+    Examples:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.tfrecord")
+        >>> with tf.io.TFRecordWriter(path) as w:
+        ...     for v in [1.0, 2.0, 6.0]:
+        ...         w.write(tf.train.Example(features=tf.train.Features(feature={
+        ...             "v": tf.train.Feature(float_list=tf.train.FloatList(value=[v]))})).SerializeToString())
+        >>> float(tmr.mean(tmr.read_tfrecord(path, features={"v": tf.io.FixedLenFeature([], tf.float32)}), cluster=cluster))
+        3.0
+    """
+    unpinned, pinned = paths_of(paths, "read_tfrecord")
+    return Files(TfRecord(tfrecord_features(features)), unpinned, pinned)

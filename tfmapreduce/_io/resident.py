@@ -1,0 +1,474 @@
+"""Resident data: shards that live in resource variables on their devices, mapped again and again without shipping."""
+
+from __future__ import annotations
+
+import functools
+import re
+import secrets
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from .._base.deadline import effective_timeout
+from .._base.device import Device
+from .._base.errors import ClusterError, InputError, JobError, MapFunctionError, ShardLostError
+from .._base.place import default_devices
+from .._base.plan import Plan, Shard, make_plan
+from .._base.task import Task
+from .._cluster.cluster import Cluster
+from .._ops.numerics import mark_nonnegative
+from .._options import PlaceOptions, RunOptions
+from .mapped import size_checks
+from .source import Input, ShardTensor, host_array
+
+
+@attrs.frozen(eq=False)
+class _Resident:
+    """The source a job reads a Sharded through: a variable handle per shard, nothing fed."""
+
+    sharded: Sharded
+
+    @property
+    def rows(self) -> int:
+        return self.sharded.plan.rows
+
+    @property
+    def home_plan(self) -> Plan:
+        return self.sharded.plan
+
+    @property
+    def home(self) -> Cluster:
+        return self.sharded.cluster
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.sharded.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.sharded.shape
+
+    def signature(self, plan: Plan) -> Hashable:
+        return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:], self.sharded.nonnegative)
+
+    def tensor(self, shard: Shard) -> ShardTensor:
+        value = self.sharded.read(shard)
+        return ShardTensor(mark_nonnegative(value) if shard.index in self.sharded.nonnegative else value)
+
+    def feed(self, shard: Shard) -> None:
+        return None
+
+    def bytes_sent(self, shard: Shard) -> int:
+        return 0
+
+    def survive(self, lost: frozenset[Task]) -> None:
+        self.sharded.survive(lost)
+
+    def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> ShardLostError | None:
+        """Shards whose variables vanished (their worker restarted): a ShardLostError naming them and their task."""
+        if self.sharded.name not in error.details or "does not exist" not in error.details:
+            return None
+        found = [int(i) for i in re.findall(r"Could not find (?:variable|resource: [\w/]*?)shard(\d+)", error.details)]
+        shards = tuple(sorted(set(found))) or tuple(s.index for s in plan.shards)
+        task = plan.shards[shards[0]].task
+        return ShardLostError(
+            f"shard(s) {list(shards)} of {self.sharded!r} on {task} are gone: the worker restarted (or lost them); "
+            "a run with retries= rebuilds them from how they were made, or call .rebuild()",
+            shards=shards,
+            task=task,
+        )
+
+
+@attrs.define(eq=False)
+class Sharded(Input):
+    """An array whose shards live on their devices.
+
+    Made by [`scatter`][tfmapreduce.scatter], [`generate`][tfmapreduce.generate] or [`load_shards`][tfmapreduce.load_shards].
+
+    Pass it in place of ``x`` to any recipe or ``MapReduce.run``: the run ships
+    no input bytes and compiles once.  It remembers how each shard was made
+    (the host array, a generator or a file) so a shard can be rebuilt; free the
+    workers' memory with [`delete`][tfmapreduce.Sharded.delete] or a ``with`` block.
+
+    Examples:
+        >>> x = np.arange(1000.0)
+        >>> with tmr.scatter(x, cluster=cluster) as data:
+        ...     means = [float(tmr.mean(data)) for _ in range(3)]  # no run ships x again
+        >>> means
+        [499.5, 499.5, 499.5]
+    """
+
+    cluster: Cluster
+    """The cluster the shards live on."""
+    plan: Plan
+    """Which rows live on which device."""
+    dtype: np.dtype
+    """The element type."""
+    shape: tuple[int, ...]
+    """The whole array's shape."""
+    name: str
+    """The resource container that holds the shards on the workers."""
+    _builders: tuple[Callable[[Shard], Any], ...]
+    _deleted: bool = False
+    nonnegative: frozenset[int] = frozenset()
+    """The float32 shards known to hold no negative number (learnt when stored): their sums take the fast path."""
+
+    def __repr__(self) -> str:
+        state = "deleted" if self._deleted else f"{len(self.plan.tasks)} tasks"
+        return f"Sharded({self.name}, shape={self.shape}, dtype={self.dtype}, {len(self.plan.shards)} shards on {state})"
+
+    def explain(self) -> str:
+        """The plan of the shards, as a table."""
+        return self.plan.explain()
+
+    def as_source(self) -> _Resident:
+        """The input source jobs read this data through (no feed, no copy)."""
+        if self._deleted:
+            raise ClusterError(f"{self!r} was deleted; scatter the data again")
+        self.cluster.check_open()
+        return _Resident(self)
+
+    def read(self, shard: Shard) -> tf.Tensor:
+        """In a graph, inside the shard's device scope: the shard's current value."""
+        if shard.rows == 0:
+            return tf.zeros((0, *self.shape[1:]), tf.as_dtype(self.dtype))
+        return tf.raw_ops.ReadVariableOp(resource=self._handle(shard), dtype=tf.as_dtype(self.dtype))
+
+    def _handle(self, shard: Shard) -> tf.Tensor:
+        return tf.raw_ops.VarHandleOp(
+            dtype=tf.as_dtype(self.dtype),
+            shape=(shard.rows, *self.shape[1:]),
+            container=self.name,
+            shared_name=f"shard{shard.index}",
+        )
+
+    def gather(self, *, timeout: float | None = None) -> np.ndarray:
+        """The whole array, fetched from the workers to the client."""
+        self.as_source()  # ClusterError for deleted data or a closed cluster
+        graph = tf.Graph()
+        with graph.as_default():
+            parts = []
+            for shard in self.plan.shards:
+                with tf.device(shard.device):
+                    parts.append(tf.identity(self.read(shard)))
+        values = self._run(graph, parts, {}, timeout)
+        return np.concatenate(values, axis=0) if values else np.zeros(self.shape, self.dtype)
+
+    def survive(self, lost: frozenset[Task], *, timeout: float | None = None) -> tuple[int, ...]:
+        """Move the shards that lived on ``lost`` tasks to surviving devices and rebuild them there.
+
+        Returns the indices of the moved shards (what a retried run reports).
+
+        Raises:
+            ShardLostError: a moved shard cannot be rebuilt (no lineage: see ``keep_source``).
+        """
+        moved = [s for s in self.plan.shards if s.task in lost]
+        if not moved:
+            return ()
+        available = [Device.parse(d) for d in self.cluster.devices]  # the live tasks' devices
+        targets = default_devices(available)
+        if not targets:
+            raise ShardLostError(f"{self!r}: no task survives to hold its shards", shards=tuple(s.index for s in moved))
+        spare = iter(targets * len(moved))
+        devices = [str(next(spare)) if s.task in lost else s.device for s in self.plan.shards]
+        self.plan = make_plan(self.plan.rows, list(self.plan.sizes), devices, available)
+        _store(self, [self.plan.shards[s.index] for s in moved], timeout)
+        return tuple(s.index for s in moved)
+
+    def rebuild(self, shards: Sequence[int] | None = None, *, timeout: float | None = None) -> None:
+        """Make the given shards (all by default) again from how they were first made,
+        e.g. after their worker restarted."""
+        self.as_source()  # deleted data stays deleted: rebuilding it would re-allocate shards nothing frees
+        chosen = [self.plan.shards[i] for i in (range(len(self.plan.shards)) if shards is None else shards)]
+        _store(self, chosen, timeout)
+
+    def delete(self, *, timeout: float | None = None) -> None:
+        """Free the shards' memory on the workers.  Safe to call twice; the data is unusable after."""
+        delete_all([self], timeout=timeout)
+
+    def _destroy(self, shard: Shard) -> tf.Operation:
+        with tf.device(shard.device):
+            return destroy_shard(self.name, shard.index, tf.as_dtype(self.dtype))
+
+    def _run(self, graph: tf.Graph, fetches: Any, feed: dict[Any, Any], timeout: float | None, tasks: Sequence[Task] = ()) -> Any:
+        """Run ``graph`` on this data's tasks (and ``tasks``), then forget it."""
+        self.cluster.check_open()
+        tasks = tuple(dict.fromkeys([*self.plan.tasks, *tasks]))
+        try:
+            return self.cluster.run(graph, fetches, feed, tasks=tasks, timeout=effective_timeout(timeout))
+        finally:
+            self.cluster.forget(graph)
+
+    def __enter__(self) -> Sharded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
+
+def delete_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> None:
+    """Free the shards of ``arrays`` (of one cluster: a keyed result's keys and values) in one run, empty shards too
+    (a keyed result keeps those).  Safe to call twice; the data is unusable after."""
+    live = [a for a in arrays if not a._deleted and not a.cluster.closed]
+    for a in arrays:
+        a._deleted = True
+    if not live:
+        return
+    graph = tf.Graph()
+    with graph.as_default():
+        ops = [a._destroy(shard) for a in live for shard in a.plan.shards]
+    live[0]._run(graph, ops, {}, timeout, [task for a in live for task in a.plan.tasks])
+
+
+def assign_shard(container: str, index: int, value: tf.Tensor) -> tf.Operation:
+    """In a graph, inside the shard's device scope: store ``value`` (of any rows) as shard ``index`` of ``container``,
+    where a :class:`Sharded` of that name reads it."""
+    handle = tf.raw_ops.VarHandleOp(
+        dtype=value.dtype, shape=tf.TensorShape(None), container=container, shared_name=f"shard{index}"
+    )
+    return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
+
+
+def named_per_run(devices: Sequence[str]) -> bool:
+    """Whether results stored on ``devices`` can go into variables each run names (:func:`assign_named`): CPU devices.
+    A handle is made on the CPU and a variable lives where its handle is made, so a GPU's are named in the graph."""
+    return all(Device.parse(d).type == "CPU" for d in devices)
+
+
+def assign_named(device: str, value: tf.Tensor) -> tuple[tf.Tensor, tf.Operation]:
+    """In a graph, on ``device`` (a CPU): store ``value`` in the variable a run names (a placeholder fed with
+    :func:`handle`), so one program stores each run's result under that run's own name; (the placeholder, the op)."""
+    serialized = tf.compat.v1.placeholder(tf.string, (), name="stored")
+    with tf.device(device):  # the assignment runs where the handle is made (TensorFlow colocates them): a CPU device
+        resource = tf.io.parse_tensor(serialized, tf.resource)
+        return serialized, tf.raw_ops.AssignVariableOp(resource=resource, value=value)
+
+
+def handle(device: str, container: str, index: int, dtype: tf.DType) -> bytes:
+    """What :func:`assign_named`'s placeholder is fed: a serialized handle to shard ``index`` of ``container`` on
+    ``device`` (the variable a :class:`Sharded` of that name reads), made from a handle TensorFlow serialized itself.
+
+    Example:
+        >>> a = handle("/job:local/task:1/device:CPU:0", "tfmapreduce_x_o0", 3, tf.float32)
+        >>> a != handle("/job:local/task:1/device:CPU:0", "tfmapreduce_y_o0", 3, tf.float32)
+        True
+    """
+    from tensorflow.core.framework import resource_handle_pb2, tensor_pb2
+
+    proto = resource_handle_pb2.ResourceHandleProto.FromString(_template())
+    proto.device, proto.container, proto.name = str(Device.parse(device)), container, f"shard{index}"
+    proto.dtypes_and_shapes[0].dtype = dtype.as_datatype_enum
+    body = proto.SerializeToString()
+    tensor = tensor_pb2.TensorProto(dtype=tf.resource.as_datatype_enum, tensor_content=_varint(len(body)) + body)
+    return bytes(tensor.SerializeToString())
+
+
+@functools.cache
+def _template() -> bytes:
+    """A variable's handle as this TensorFlow serializes it (its type's hash and name), made once per process."""
+    from tensorflow.core.framework import tensor_pb2
+
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/device:CPU:0"):
+        var = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=tf.TensorShape(None), shared_name="template")
+        serialized = tf.io.serialize_tensor(var)
+    with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(device_count={"GPU": 0})) as session:
+        content = tensor_pb2.TensorProto.FromString(session.run(serialized)).tensor_content
+    length, start = 0, 0
+    while True:  # the varint length that prefixes the handle
+        length |= (content[start] & 0x7F) << (7 * start)
+        start += 1
+        if content[start - 1] < 0x80:
+            return bytes(content[start : start + length])
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | 0x80 if n else byte)
+        if not n:
+            return bytes(out)
+
+
+def destroy_shard(container: str, index: int, dtype: tf.DType) -> tf.Operation:
+    """In a graph, inside the shard's device scope: free shard ``index`` of ``container`` (nothing if it is not there)."""
+    handle = tf.raw_ops.VarHandleOp(dtype=dtype, shape=tf.TensorShape(None), container=container, shared_name=f"shard{index}")
+    return tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
+
+
+STORE_BYTES = 2**30
+"""Host bytes one storing run ships at most: larger data is stored in several runs (gRPC requests stay under 2 GiB)."""
+
+
+def _store(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> None:
+    """Build each shard with its builder, on its device, into its variable: one run per up to :data:`STORE_BYTES` shipped."""
+    row_bytes = int(np.prod(data.shape[1:], dtype=np.int64)) * data.dtype.itemsize
+    group: list[Shard] = []
+    for shard in (s for s in shards if s.rows):  # 0 rows: nothing to store
+        if group and (sum(s.rows for s in group) + shard.rows) * row_bytes > STORE_BYTES:
+            _store_group(data, group, timeout)
+            group = []
+        group.append(shard)
+    if group:
+        _store_group(data, group, timeout)
+
+
+def _store_group(data: Sharded, shards: Sequence[Shard], timeout: float | None) -> None:
+    graph = tf.Graph()
+    feed: dict[Any, Any] = {}
+    with graph.as_default():
+        ops, signs = [], {}
+        for shard in shards:
+            with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
+                value = data._builders[shard.index](shard)
+                if isinstance(value, tuple):  # (placeholder, host value) for shipped data
+                    value, feed[value] = value[0], value[1]
+                ops.append(tf.raw_ops.AssignVariableOp(resource=data._handle(shard), value=value))
+                if value.dtype == tf.float32:  # lets sums over it skip their sign check on every run
+                    signs[shard.index] = tf.reduce_min(value) >= 0
+        checks = size_checks(ops)
+    _, found, _ = data._run(graph, (ops, signs, checks), feed, timeout)
+    known = (data.nonnegative - found.keys()) | {i for i, v in found.items() if v}
+    data.nonnegative = frozenset(known)
+
+
+def build_sharded(
+    cluster: Cluster,
+    plan: Plan,
+    dtype: Any,
+    shape: tuple[int, ...],
+    builders: Sequence[Callable[[Shard], Any]],
+    timeout: float | None,
+) -> Sharded:
+    data = Sharded(cluster, plan, np.dtype(dtype), tuple(shape), f"tfmapreduce_{secrets.token_hex(8)}", tuple(builders))
+    _store(data, plan.shards, timeout)
+    return data
+
+
+def check_cluster(cluster: object) -> Cluster:
+    if not isinstance(cluster, Cluster):
+        raise TypeError(
+            f"cluster must be a tfmapreduce Cluster (e.g. tmr.LocalCluster(2)), got {type(cluster).__name__} {cluster!r}"
+        )
+    cluster.check_open()
+    return cluster
+
+
+def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptions]) -> Sharded:
+    """Send ``x`` to the cluster once; its shards stay on their devices for many jobs.
+
+    Same partition and placement rules (and errors) as ``MapReduce.run``.  With
+    ``keep_source=True`` (the default) the Sharded keeps a reference to ``x``
+    (no copy), so a shard lost with its worker is rebuilt on a surviving task by
+    the next run; ``keep_source=False`` lets ``x`` be freed, and a lost shard
+    then raises ``ShardLostError``.
+
+    Args:
+        x: the host array to send.
+        keep_source: keep a reference to ``x`` to rebuild lost shards.
+        **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``);
+            options of jobs (``reducers=``, ``retries=``, ...) raise TypeError.
+
+    Examples:
+        >>> data = tmr.scatter(np.arange(8.0), cluster=cluster, sizes=tmr.weights(1, 3))
+        >>> data.plan.sizes
+        (2, 6)
+        >>> float(tmr.mean(data))  # ships nothing
+        3.5
+        >>> data.delete()
+    """
+    settings = RunOptions.placing("scatter", dict(options))
+    cluster = check_cluster(settings.cluster)
+    if isinstance(x, Input):
+        raise TypeError(f"x is already on the workers ({type(x).__name__}); use it directly, or gather() it first")
+    array = host_array(x)
+    plan = make_plan(
+        len(array), settings.sizes, settings.devices, [Device.parse(d) for d in cluster.devices], fallback=settings.fallback
+    )
+
+    source: list[np.ndarray[Any, Any] | None] = [array]
+
+    def shipped(shard: Shard) -> tuple[tf.Tensor, np.ndarray[Any, Any]]:
+        if source[0] is None:
+            raise ShardLostError(
+                f"shard {shard.index} of scattered data is lost and scatter(..., keep_source=False) kept no copy to rebuild it; "
+                "scatter the data again",
+                shards=(shard.index,),
+            )
+        ph = tf.compat.v1.placeholder(tf.as_dtype(array.dtype), (shard.rows, *array.shape[1:]), name="x")
+        return ph, source[0][shard.start : shard.stop]
+
+    data = build_sharded(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), settings.timeout)
+    if not keep_source:
+        source[0] = None
+    return data
+
+
+def generate(
+    fn: Callable[[int, int], Any],
+    /,
+    *,
+    rows: int,
+    **options: Unpack[PlaceOptions],
+) -> Sharded:
+    """Build each shard ON its worker: ``fn(start, stop)`` returns the rows ``start:stop`` as a tensor.
+
+    The client ships nothing.  The data equals ``fn(0, rows)`` made in one
+    process whenever each row depends only on its index (e.g. built from
+    ``tf.range(start, stop)``).
+
+    Args:
+        fn: ``fn(start, stop)`` → the tensor of rows ``start:stop``, built on the shard's device.
+        rows: how many rows in all.
+        **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
+
+    Raises:
+        MapFunctionError: ``fn`` raised, or returned a shard of the wrong length or a varying dtype.
+
+    Examples:
+        >>> data = tmr.generate(lambda a, b: tf.range(a, b, dtype=tf.float64), rows=10**6, cluster=cluster)
+        >>> float(tmr.sum(data)) == sum(range(10**6))
+        True
+        >>> data.delete()
+    """
+    settings = RunOptions.placing("generate", dict(options))
+    cluster = check_cluster(settings.cluster)
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable fn(start, stop) -> tensor of rows start:stop, got {type(fn).__name__} {fn!r}")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise InputError(f"rows must be an int ≥ 0, got {rows!r}")
+    plan = make_plan(
+        rows, settings.sizes, settings.devices, [Device.parse(d) for d in cluster.devices], fallback=settings.fallback
+    )
+    with tf.Graph().as_default():  # learn the dtype and row shape from a 1-row (or empty) trace
+        probe = _call(fn, 0, min(rows, 1))
+    dtype, inner = probe.dtype, tuple(probe.shape[1:])
+
+    def built(shard: Shard) -> tf.Tensor:
+        value = _call(fn, shard.start, shard.stop)
+        if value.dtype != dtype or tuple(value.shape) != (shard.rows, *inner):
+            raise MapFunctionError(
+                f"fn({shard.start}, {shard.stop}) must return {shard.rows} rows of shape {inner} and dtype {dtype.name}, "
+                f"got shape {tuple(value.shape)} and dtype {value.dtype.name}"
+            )
+        return value
+
+    return build_sharded(cluster, plan, dtype.as_numpy_dtype, (rows, *inner), [built] * len(plan.shards), settings.timeout)
+
+
+def _call(fn: Callable[[int, int], Any], start: int, stop: int) -> tf.Tensor:
+    name = getattr(fn, "__qualname__", repr(fn))
+    try:
+        value = tf.convert_to_tensor(fn(start, stop))
+    except Exception as e:
+        raise MapFunctionError(f"fn {name}({start}, {stop}) raised {type(e).__name__}: {e}") from e
+    if value.shape.rank is None or value.shape.rank == 0 or not value.shape.is_fully_defined():
+        raise MapFunctionError(
+            f"fn {name}({start}, {stop}) must return a tensor of static shape with the rows on axis 0, got shape {value.shape}"
+        )
+    return value

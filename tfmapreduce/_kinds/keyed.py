@@ -1,0 +1,120 @@
+"""The keyed kind of job: map to (key, value) pairs, combine per key, shuffle by key hash to reducer devices.
+
+The graph of one keyed run (one distributed execution)::
+
+    shard (on its device)      map_fn per batch of ``batch_rows`` rows → (keys, values)
+                               → per-key partial of the batch, folded into the shard's partial
+                                 (``tf.data`` batches folded with ``Dataset.reduce``)
+    task  (its first device)   merge the partials of its shards by key
+                               → bucket = stable hash(key) mod R; ``tf.dynamic_partition`` into R buckets
+                                 (``partitioner="range"``: the key's range among splitters sampled in the run)
+    reducer r (its device)     bucket r of every task, merged by key, finalized (a range partition: sorted by key)
+                               → fetched to the client (sorted there, unless ranged), or kept in resource variables
+
+The map side (shared with group jobs) is in ``_keyed_map``; per-key combining and the hash are in ``_per_key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import attrs
+import tensorflow as tf
+
+from .._base.device import Device
+from .._base.errors import JobError, MapFunctionError
+from .._engine.kernels import available
+from .._engine.program import Builder, Call, Program
+from .._native.loader import kernels
+from .._ops.combine import Combiner, SegmentForm
+from .._ops.mapfn import describe, first_line
+from .._ops.per_key import by_key, merge
+from .shuffle.map_side import ByKey, Mapped, MapSide, Part, in_key_order, map_shards, mismatch, split_all
+from .shuffle.plan import KeyedPlan
+from .shuffle.result import concatenated, sorted_result
+from .shuffle.sharded import Built, keep, keep_fetch
+
+
+@attrs.define(eq=False, repr=False)
+class Keyed(ByKey):
+    """A keyed job as the run driver sees it (see ``_engine.Kind``): per-key results on the reducers."""
+
+    @property
+    def identity(self) -> Hashable:
+        return (self.map_fn, self.combiner, True)
+
+    def build(self, builder: Builder, plan: KeyedPlan, call: Call) -> Program:
+        """Map and combine per shard (in batches), per task, hash-partition, merge per reducer."""
+        form = self.combiner.per_key
+        assert form is not None  # checked when the job was made (check_keyed_combiner)
+        # The native kernels where every task has them: the sums, counts and means by key (on CPUs), the range
+        # partition's sorts (where every device is a CPU).
+        native = kernels() if available(call.cluster, call.settings.seconds()) else None
+        side = MapSide(
+            combine=lambda keys, values: by_key(keys, values, form.partial, native),
+            merge=lambda parts: merge(parts, form, native),
+            refold=lambda keys, partials: by_key(keys, partials, form.merge, native),
+        )
+        mapped = map_shards(self.map_fn, side, builder, plan, call)
+        first = mapped.first
+        cpus = all(Device.parse(d).type == "CPU" for d in [*mapped.device.values(), *plan.reducers])
+        try:
+            outputs = _shuffle(mapped, plan, form, native, native if plan.partitioner == "range" and cpus else None)
+        except MapFunctionError:
+            raise
+        except Exception as e:
+            raise MapFunctionError(
+                f"{self!r}: the combiner {self.combiner.name} cannot merge the per-key partials "
+                f"({type(e).__name__}: {first_line(e)}); shard {first[0].index} gave "
+                f"{describe(first[1])}: check the combiner's per_key SegmentForm against map_fn's values"
+            ) from e
+        value_specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), outputs[0][1])
+        built = Built(first[1][0].dtype, value_specs, call.resident)
+        if not built.resident:
+            fetched = builder.fetched_parts(outputs, plan.reducers)
+            return builder.program(fetched, plan.tasks, built)
+        return builder.program(keep_fetch(builder, plan.reducers, outputs), plan.tasks, built)
+
+    def finish(self, value: Any, program: Program | None, plan: KeyedPlan, call: Call) -> Any:
+        """A :class:`KeyedResult`, or a ``KeyedSharded`` for a resident run."""
+        assert program is not None
+        built: Built = program.info
+        decode = call.note if built.key_dtype == tf.string else None
+        if call.resident:
+            return keep(call.cluster, plan, value, built, decode)
+        keys, per_key = concatenated(value)
+        return sorted_result(keys, per_key, decode=decode, ordered=plan.partitioner == "range")
+
+    def failure(self, error: JobError) -> Exception | None:
+        return mismatch(self.map_fn, error)
+
+
+def _shuffle(mapped: Mapped, plan: KeyedPlan, form: SegmentForm, native: Any | None, sorts: Any | None) -> list[Part]:
+    """Each task's partials merged by key and split into one bucket per reducer (by hash or range); each reducer's buckets
+    merged, finalized (and sorted by key in a range partition).  ``native``: the kernels for the merges; ``sorts``:
+    for the range partition."""
+    merged = []
+    for task, parts in mapped.per_task.items():
+        with tf.device(mapped.device[task]), tf.name_scope("combine_task"):
+            merged.append((mapped.device[task], merge(parts, form, native)))
+    buckets_per_task = split_all(merged, plan.reducers, plan.partitioner, sorts, scope="combine_task")
+    outputs = []
+    for r, device in enumerate(plan.reducers):
+        with tf.device(device), tf.name_scope(f"reducer{r}"):
+            keys, partial = merge([b[r] for b in buckets_per_task], form, native)
+            values = form.finalize(partial)
+            if plan.partitioner == "range":
+                keys, values = in_key_order(keys, values, sorts)
+            outputs.append((tf.identity(keys), tf.nest.map_structure(tf.identity, values)))
+    return outputs
+
+
+def check_keyed_combiner(combiner: Combiner, reduce_fn: Any) -> None:
+    """A keyed job needs a combiner with a per-key form: MapFunctionError naming the alternatives otherwise."""
+    if combiner.per_key is None:
+        raise MapFunctionError(
+            f"reduce_fn {combiner.name} has no per-key (segment) form, so it cannot combine the values of each key in a by_key=True job; "
+            "use a combiner (tmr.combiners.sum, count, mean, min, max, moments), a pairwise function with a segment form "
+            "(tf.add, tf.maximum, tf.minimum, tf.multiply), or a tmr.Combiner with per_key=tmr.combiners.SegmentForm(...)"
+        )

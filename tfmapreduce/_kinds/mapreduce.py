@@ -1,0 +1,206 @@
+"""MapReduce: a map function and a combiner, run over the shards of an input as one distributed execution."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Generic, Literal, TypeVar, overload
+
+import attrs
+from typing_extensions import Unpack
+
+from .._engine import driver as _engine
+from .._engine.kernels import available
+from .._engine.stats import RunStats
+from .._io.files.files import Files
+from .._io.files.readers import Text, TextBlocks
+from .._ops.combine import SUM, Combiner
+from .._ops.mapfn import callable_name
+from .._options import Options, RunOptions
+from .fuse import count_words, counts_words
+from .grouped import Grouped
+from .keyed import Keyed, check_keyed_combiner
+from .whole import WholeInput
+
+R = TypeVar("R")
+
+
+class MapReduce(Generic[R]):
+    """A map function and a combiner, run over the shards of an input on a cluster.
+
+    ``map_fn(*shards, *broadcast)`` receives each shard of the input (one tensor per
+    co-partitioned input, sliced on axis 0), then the broadcast values whole, and
+    returns a tensor or a nested structure of tensors.  ``reduce_fn`` is a
+    [`Combiner`][tfmapreduce.Combiner] (see ``tfmapreduce.combiners``) or a plain pairwise
+    function such as ``tf.add``.  Jobs with the same map function and combiner
+    share their compiled graphs.
+
+    With ``by_key=True`` the job is keyed: ``map_fn`` returns ``(keys, values)``
+    (1-D int32/int64/string keys, values with one row per key), the values are
+    combined per key, shuffled by a stable hash of the key to the reducer
+    devices and merged there; a run returns a ``KeyedResult`` (see the keyed
+    jobs guide).  With a group reducer, ``tmr.per_group(fn)``, every value of
+    each key travels to its reducer, which calls ``fn(keys, ragged values)``.
+
+    Examples:
+        The lesson's distributed mean over uneven slices:
+
+        >>> x = np.arange(100, dtype=np.float32)
+        >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)
+        >>> job.plan(x, cluster=cluster, sizes=[30, 70]).sizes
+        (30, 70)
+        >>> float(job.run(x, cluster=cluster, sizes=[30, 70]))
+        49.5
+    """
+
+    def __init__(
+        self,
+        map_fn: Callable[..., Any],
+        reduce_fn: Combiner | Callable[[Any, Any], Any],
+        *,
+        name: str | None = None,
+        by_key: bool = False,
+    ):
+        if not callable(map_fn):
+            raise TypeError(
+                f"map_fn must be a callable taking the shard tensor(s), e.g. tf.reduce_sum; got {type(map_fn).__name__} {map_fn!r}"
+            )
+        self.map_fn = map_fn
+        self.combiner = reduce_fn if isinstance(reduce_fn, Combiner) else Combiner.lift(reduce_fn)
+        self.by_key = bool(by_key)
+        groups = self.combiner.per_group is not None
+        if groups and not self.by_key:
+            raise TypeError(
+                f"reduce_fn {self.combiner.name} is a group reducer (tmr.per_group): it reduces every value of each key, so the job "
+                "must be keyed: MapReduce(map_fn, reducer, by_key=True), with map_fn returning (keys, values)"
+            )
+        if self.by_key and not groups:
+            check_keyed_combiner(self.combiner, reduce_fn)
+        self.name = name or f"{callable_name(map_fn)}/{self.combiner.name}"
+        kind = Grouped if groups else Keyed if self.by_key else WholeInput
+        self.kind: WholeInput | Keyed | Grouped = kind(self.map_fn, self.combiner, self.name)
+        """The job as the run driver sees it (see ``_engine.Kind``)."""
+        self._counts: Keyed | Literal[False] | None = False
+        """The native word count this job is (see ``_fuse``), None where it is not; False: not asked yet."""
+
+    @property
+    def identity(self) -> Hashable:
+        """What the compiled graphs depend on: jobs with equal identities share them."""
+        return self.kind.identity
+
+    def __repr__(self) -> str:
+        return f"MapReduce({self.name})"
+
+    def plan(self, x: Any, /, **options: Unpack[Options]) -> Any:
+        """The plan a run would follow: the shards, their rows and devices.  Nothing runs.
+
+        A keyed job's plan is a ``KeyedPlan``, which also shows the reducers.
+
+        Args:
+            x: an array (numpy, tf.Tensor, nested list), a tuple of arrays with
+                equal rows (co-partitioned on axis 0), or resident ``Sharded`` data.
+            **options: ``cluster``, ``sizes``, ``devices``, ``fallback`` (and for keyed jobs
+                ``reducers``, ``batch_rows``, ``partitioner``): see [`RunOptions`][tfmapreduce.RunOptions].
+
+        Raises:
+            PartitionError: ``sizes`` do not partition the rows.
+            PlacementError: ``devices`` name a device the cluster does not have.
+            InputError: ``x`` is unusable (ragged, 0-d, inputs of unequal rows).
+            ClusterError: no cluster, or a closed or unreachable one.
+            TypeError: ``x`` is not numeric, or an option has the wrong type.
+        """
+        settings = RunOptions.of(**options)
+        _only_keyed(self.by_key, settings)
+        return _engine.plan(self.kind, x, settings)
+
+    @overload
+    def run(
+        self,
+        x: Any,
+        /,
+        *,
+        broadcast: Sequence[Any] = (),
+        return_stats: Literal[False] = False,
+        resident: bool = False,
+        **options: Unpack[Options],
+    ) -> Any: ...
+    @overload
+    def run(
+        self,
+        x: Any,
+        /,
+        *,
+        broadcast: Sequence[Any] = (),
+        return_stats: Literal[True],
+        resident: bool = False,
+        **options: Unpack[Options],
+    ) -> tuple[Any, RunStats]: ...
+    def run(
+        self,
+        x: Any,
+        /,
+        *,
+        broadcast: Sequence[Any] = (),
+        return_stats: bool = False,
+        resident: bool = False,
+        **options: Unpack[Options],
+    ) -> Any:
+        """Run the job: map every shard on its device, combine, and return numpy values.
+
+        Args:
+            x: as for [`plan`][tfmapreduce.MapReduce.plan].
+            broadcast: values every shard receives whole, after its shard(s) —
+                model parameters, centroids.  New values do not recompile.
+            return_stats: also return a [`RunStats`][tfmapreduce.RunStats].
+            resident: keyed jobs only: keep the result on the reducers as a ``KeyedSharded``.
+            **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, and for keyed
+                jobs ``reducers``, ``batch_rows``, ``partitioner``: see [`RunOptions`][tfmapreduce.RunOptions].
+
+        Returns:
+            The combiner's result as numpy values (and the stats, if asked); for a keyed job a
+            ``KeyedResult`` (or a ``KeyedSharded`` when ``resident=True``).
+
+        Raises:
+            WorkerTimeoutError: a task did not answer before the deadline (named).
+            WorkerUnavailableError: a task is gone (named).
+            MapFunctionError: ``map_fn`` raised or returned something unusable.
+            JobError: an op failed while running.
+        """
+        return self.execute(x, RunOptions.of(return_stats=return_stats, **options), broadcast=broadcast, resident=resident)
+
+    def execute(self, x: Any, settings: RunOptions, *, broadcast: Sequence[Any] = (), resident: bool = False) -> Any:
+        """[`run`][tfmapreduce.MapReduce.run] with options already validated (what recipes call)."""
+        _only_keyed(self.by_key, settings, resident=resident)
+        if self._is_word_count(x, settings, broadcast):
+            assert self._counts
+            blocks = attrs.evolve(x, reader=TextBlocks(cr=""))  # whole-line blocks, each \r dropped as lines drop it
+            return _engine.run(self._counts, blocks, settings, (), resident=resident)
+        return _engine.run(self.kind, x, settings, broadcast, resident=resident)
+
+    def _is_word_count(self, x: Any, settings: RunOptions, broadcast: Sequence[Any]) -> bool:
+        """Whether this run is a whitespace word count of ``read_text`` files that the native kernel runs (``_fuse``)."""
+        if not (self.by_key and self.combiner is SUM and not broadcast and isinstance(x, Files) and type(x.reader) is Text):
+            return False
+        if self._counts is False:
+            dtype = counts_words(self.map_fn)
+            self._counts = None if dtype is None else Keyed(_COUNTERS.setdefault(dtype, count_words(dtype)), SUM, self.name)
+        return self._counts is not None and settings.cluster is not None and available(settings.cluster, settings.seconds())
+
+
+_COUNTERS: dict[Any, Callable[..., Any]] = {}
+"""The fused word count's map function per dtype of the ones, one each so that fused jobs share their graphs."""
+
+
+def _only_keyed(by_key: bool, settings: RunOptions, *, resident: bool = False) -> None:
+    """TypeError for keyed-only settings given to a whole-input job."""
+    if by_key:
+        return
+    given = [name for name, value in (("reducers", settings.reducers), ("resident", resident or None)) if value is not None]
+    if given:
+        raise TypeError(
+            f"{', '.join(f'{n}=' for n in given)} apply to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)"
+        )
+    if settings.partitioner != "hash":
+        raise TypeError(
+            f"partitioner={settings.partitioner!r} applies to keyed jobs only: a whole-input job has no keys to partition "
+            "and returns one value; drop partitioner=, or make the job keyed with MapReduce(map_fn, reduce_fn, by_key=True)"
+        )

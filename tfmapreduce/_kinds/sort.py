@@ -1,0 +1,393 @@
+"""The sort kind of job: sampled range partitioning (TeraSort's way) in one distributed run.
+
+The graph of one sort (one distributed execution)::
+
+    shard i (on its device)   a random sample of (key, global row) pairs, about SAMPLES per range in all
+    reducer 0                 the samples of every shard, sorted by (key, row) → R − 1 splitters (numbers by their
+                              ``order_key``: NaN last, -0.0 = 0.0; strings by their byte-order ranks)
+    shard i                   range of each row = how many splitters are below its (key, row), by
+                              ``tf.searchsorted`` (strings ranked together with the splitters; rows whose key equals
+                              a splitter compare their row too) → ``tf.dynamic_partition`` into R ranges
+    reducer r's task CPU      the bytes of range r from every shard checked against its budget (``_budget``):
+                              only then does range r travel, once, to reducer r
+    reducer r (its device)    the ranges of every shard in shard order, sorted (numbers alone by the native value
+                              radix sort; else a stable argsort of the keys, gathered; ``tf.argsort`` where a task
+                              lacks the kernels) → kept in resource variables on the reducer: shard r of the result
+    client                    fetches each range's row count: the plan of the result
+
+The splitters are computed in the graph, so the sample and the sort are one run (a retry repeats both).
+Ties break by row, so a key held by many rows spreads over several ranges and the order is stable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Hashable, Iterator
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from .._base.device import Device
+from .._base.errors import InputError, JobError, ReducerMemoryError, ShardLostError
+from .._base.plan import Plan, Shard, make_plan
+from .._base.task import Task
+from .._engine import driver as _engine
+from .._engine.kernels import available
+from .._engine.program import Builder, Call, Program, Ready
+from .._io.files.files import Files
+from .._io.keyed_input import keyed_sources
+from .._io.resident import Sharded, named_per_run
+from .._io.source import Sources, streamed
+from .._native.loader import kernels
+from .._ops.budget import check_budget, over_budget
+from .._ops.grouping import argsort, nbytes, value_of
+from .._ops.per_group import check_max_bytes
+from .._ops.splitters import SEED, comparable, order_key, ranked_with
+from .._ops.splitters import sample_size as _sample_size
+from .._options import Options, RunOptions
+from .shuffle.plan import resolve_reducers
+
+KEY_DTYPES = tuple(np.dtype(d) for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"))
+FLOAT_DTYPES = tuple(np.dtype(d) for d in ("float16", "float32", "float64"))
+
+SORT_COPIES = 3
+"""A range is held about three times over while it sorts: the rows received, their order, the sorted copy."""
+
+_TOO_BIG = "tfmapreduce: sort range too large"
+
+NO_SPECULATION = (
+    "speculate=True does not apply to sort: every shard sends a range to every reducer in one distributed run, "
+    "so no shard can be backed up alone; drop speculate="
+)
+
+
+@attrs.frozen
+class SortPlan:
+    """The plan of a sort: the shards (as for any job) and the reducer devices; range ``r`` is sorted on ``reducers[r]``.
+
+    Example:
+        >>> shards = tmr.MapReduce(tf.reduce_sum, tf.add).plan(np.arange(10_000), cluster=cluster, sizes=2)
+        >>> SortPlan(shards, tuple(s.device for s in shards.shards)).samples  # SAMPLES per range
+        512
+    """
+
+    plan: Plan
+    """The shards: which rows are sampled and partitioned on which device."""
+    reducers: tuple[str, ...]
+    """The reducer devices, in the order of the ranges: every key of range r is ≤ every key of range r + 1."""
+
+    @property
+    def samples(self) -> int:
+        """Rows sampled in all (the whole input when it is smaller than ``SAMPLES`` per range)."""
+        return sum(_sample_size(s.rows, self.plan.rows, len(self.reducers)) for s in self.plan.shards)
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """The tasks the run uses: the shards' and the reducers', in order."""
+        return tuple(dict.fromkeys([*self.plan.tasks, *(Device.parse(d).task for d in self.reducers)]))
+
+    def explain(self) -> str:
+        """The shard table, then the ranges."""
+        lines = [self.plan.explain(), f"{len(self.reducers)} range(s) from {self.samples} sampled rows:"]
+        lines += [f"  range {r} → {d}" for r, d in enumerate(self.reducers)]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
+
+
+def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Tensor) -> tf.Tensor:
+    """Each row's range: how many splitters (key, row) are below its own (key, global row ``start + i``)."""
+    left = tf.searchsorted(split_keys, key, side="left", out_type=tf.int32)
+    right = tf.searchsorted(split_keys, key, side="right", out_type=tf.int32)
+    tied = tf.where(left < right)  # rows whose key equals a splitter's: their row decides among those splitters
+    tied_keys, tied_rows = tf.gather_nd(key, tied), tied[:, 0] + start
+    same_key = tf.equal(tf.expand_dims(split_keys, 0), tf.expand_dims(tied_keys, 1))
+    below = tf.logical_and(same_key, tf.expand_dims(split_rows, 0) < tf.expand_dims(tied_rows, 1))
+    return tf.tensor_scatter_nd_add(left, tied, tf.reduce_sum(tf.cast(below, tf.int32), axis=1))
+
+
+@attrs.define(eq=False, repr=False)
+class Sort:
+    """A sort as the run driver sees it (see ``_engine.Kind``): ranges sorted on the reducers and kept there."""
+
+    descending: bool
+    max_bytes: int | None = None
+    argument: str = "x"
+    """``"x"`` (sort: the values alone) or ``"keys"`` (sort_by_key: the first input's keys order the others); names
+    the keys in messages."""
+    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
+    speculation: str | None = NO_SPECULATION
+    phase: ClassVar[str] = "sort"
+
+    def __repr__(self) -> str:
+        return f"sort(descending={self.descending})"
+
+    @property
+    def identity(self) -> Hashable:
+        return ("sort", self.descending, self.max_bytes)
+
+    def sources(self, x: Any) -> tuple[Sources, Any]:
+        srcs, _ = keyed_sources(x)  # values may be strings (they travel as bytes); files come persisted (see sort)
+        assert streamed(srcs) is None
+        if self.argument == "x" and len(srcs) > 1:
+            raise TypeError(
+                f"x must be one array, got a tuple of {len(srcs)}; to carry values with their keys use "
+                "tmr.sort_by_key(keys, values)"
+            )
+        key = srcs[0]
+        if len(key.shape) != 1:
+            raise InputError(
+                f"{self.argument} must be 1-D (one key per row), got shape {key.shape}; sort one column, e.g. "
+                f"{self.argument}[:, 0], or flatten it with {self.argument}.reshape(-1)"
+            )
+        if key.dtype not in KEY_DTYPES + FLOAT_DTYPES and key.dtype.kind not in "OSU":
+            raise TypeError(
+                f"{self.argument} must hold integers (int8 to int64, uint8 to uint32), floats (float16 to float64) or "
+                f"strings (str or bytes), got dtype {key.dtype}; convert it, e.g. {self.argument}.astype(np.int64)"
+            )
+        return srcs, None
+
+    def plan(self, shards: Plan, call: Call) -> SortPlan:
+        if call.settings.reducers is None:  # a range per device of the shards
+            return SortPlan(shards, tuple(dict.fromkeys(s.device for s in shards.shards)))
+        return SortPlan(shards, resolve_reducers(call.settings.reducers, shards, call.cluster))
+
+    def variant(self, plan: SortPlan, call: Call) -> Hashable | None:
+        return () if named_per_run(plan.reducers) else None  # on GPUs: named in the graph, built for each run
+
+    def build(self, builder: Builder, plan: SortPlan, call: Call) -> Program:
+        """Sample, choose the splitters, partition every shard into ranges, sort each range on its reducer, keep it
+        (source ``j``'s range ``r`` as shard ``r`` of the container ``{the run's name}_s{j}``)."""
+        native = kernels() if available(call.cluster, call.settings.seconds()) else None
+        ranges = len(plan.reducers)
+        full = [s for s in plan.plan.shards if s.rows > 0]
+        tensors: dict[int, list[tf.Tensor]] = {}
+        samples = []
+        for shard in full:
+            with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
+                tensors[shard.index] = builder.inputs(shard)
+                n = _sample_size(shard.rows, plan.plan.rows, ranges)
+                if n == shard.rows:
+                    at = tf.range(shard.rows, dtype=tf.int64)
+                elif n:
+                    at = tf.random.stateless_uniform([n], [SEED, shard.index], 0, shard.rows, dtype=tf.int64)
+                if n:
+                    samples.append((tf.gather(tensors[shard.index][0], at), at + shard.start))
+        if samples:  # R − 1 splitters from the sample sorted by (key, row)
+            with tf.device(plan.reducers[0]), tf.name_scope("splitters"):
+                sample_keys = tf.concat([k for k, _ in samples], 0)
+                sample_rows = tf.concat([r for _, r in samples], 0)
+                by_row = tf.argsort(sample_rows, stable=True)
+                sample_keys, sample_rows = tf.gather(sample_keys, by_row), tf.gather(sample_rows, by_row)
+                by_key = tf.argsort(comparable(sample_keys, self.descending, native), stable=True)
+                total = int(sample_keys.shape[0])
+                at = tf.constant([min(total - 1, total * (r + 1) // ranges) for r in range(ranges - 1)], tf.int64)
+                split_keys = tf.gather(tf.gather(sample_keys, by_key), at)
+                split_rows = tf.gather(tf.gather(sample_rows, by_key), at)
+        pieces: dict[int, list[list[tf.Tensor]]] = {}  # shard → per source → R ranges
+        for shard in full:
+            with tf.device(shard.device), tf.name_scope(f"partition{shard.index}"):
+                if ranges == 1:
+                    parts = [[t] for t in tensors[shard.index]]
+                else:
+                    which = _ranges(
+                        *ranked_with(tensors[shard.index][0], split_keys, self.descending, native), shard.start, split_rows
+                    )
+                    parts = [tf.dynamic_partition(t, which, ranges) for t in tensors[shard.index]]
+                builder.mapped(shard, parts)
+                pieces[shard.index] = parts
+        counts = []
+        for r, device in enumerate(plan.reducers):
+            if not full:
+                counts.append(tf.constant(0, tf.int64))
+                continue
+            start = self._check_budget(r, device, [pieces[s.index] for s in full])
+            with tf.device(device), tf.name_scope(f"range{r}"):
+                columns = [tf.concat([pieces[s.index][j][r][start:] for s in full], 0) for j in range(len(call.srcs))]
+                stored = [builder.store(device, f"_s{j}", r, c) for j, c in enumerate(self._sorted(columns, native))]
+                with tf.control_dependencies(stored):
+                    counts.append(tf.size(columns[0], out_type=tf.int64))
+        return builder.program(counts, plan.tasks)
+
+    def _sorted(self, columns: list[tf.Tensor], native: Any | None) -> list[tf.Tensor]:
+        """A range's columns in the order of the first: numbers alone radix-sorted natively as they are (int32/64,
+        float32/64; other dtypes as their ``order_key`` images, mapped back), nothing to gather after; else the stable
+        order of the first column gathered from each."""
+        column = columns[0]
+        if len(columns) == 1 and native is not None and column.dtype != tf.string:
+            if column.dtype in (tf.int32, tf.int64, tf.float32, tf.float64):
+                return [native.tmr_sort_values(column, descending=self.descending)]
+            return [value_of(native.tmr_sort_values(order_key(column), descending=self.descending), column.dtype)]
+        order = argsort(comparable(column, self.descending, native), native)
+        return [tf.gather(c, order) for c in columns]
+
+    def _check_budget(self, r: int, device: str, pieces: list[list[list[tf.Tensor]]]) -> tf.Tensor:
+        """On range ``r``'s task CPU: its rows and bytes from every shard, checked against its budget (its bytes three
+        times: received, their order, the sorted copy); 0 once it holds, the start every piece is sent sliced from."""
+        rows = [tf.size(p[0][r], tf.int64) for p in pieces]
+        size = [nbytes(p[0][r], [c[r] for c in p[1:]]) * SORT_COPIES for p in pieces]
+        return check_budget(r, device, rows, size, self.max_bytes, _TOO_BIG)
+
+    def finish(self, value: Any, program: Program | None, plan: SortPlan, call: Call) -> Any:
+        """One ``Sharded`` per source on one plan: range r on reducer r."""
+        counts = [int(n) for n in value.value]
+        available = [Device.parse(d) for d in call.cluster.devices]
+        result = make_plan(sum(counts), counts, list(plan.reducers), available)
+        outputs = tuple(
+            Sharded(call.cluster, result, src.dtype, (result.rows, *src.shape[1:]), f"{value.name}_s{j}", (_lost,) * len(counts))
+            for j, src in enumerate(call.srcs)
+        )
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def failure(self, error: JobError) -> Exception | None:
+        big = over_budget(error, _TOO_BIG, self.max_bytes)
+        if big is None:
+            return None
+        return ReducerMemoryError(
+            f"range {big.part} of the sort ({big.device}) would receive {big.rows:,} rows, {big.size:,} bytes while it "
+            f"sorts (its rows {SORT_COPIES} times: received, their order, the sorted copy), more than its budget of "
+            f"{big.budget:,} bytes ({big.limit}); no row was sent. Sort over more devices (reducers=N, up to the "
+            "cluster's devices), add workers, "
+            "or, if the host has the memory, raise max_bytes="
+        )
+
+
+def _lost(shard: Shard) -> tf.Tensor:
+    raise ShardLostError(
+        f"range {shard.index} of a sorted result is lost with its worker and cannot be rebuilt; sort again",
+        shards=(shard.index,),
+    )
+
+
+def sort(x: Any, /, *, descending: bool = False, max_bytes: int | None = None, **options: Unpack[Options]) -> Sharded:
+    """Sort ``x`` across the cluster: a resident ``Sharded``, range-partitioned, each range sorted on its device.
+
+    Every value of shard ``r`` of the result is ≤ every value of shard ``r + 1`` (``≥`` with ``descending``), and each
+    shard is sorted, so ``.gather()`` equals ``np.sort(x)``: NaN last, as numpy; strings in byte order (UTF-8 for
+    ``str``), coming back as ``bytes``; ``np.sort(x)[::-1]`` with ``descending=True``, NaN first.  One distributed run:
+    each shard samples its rows, R − 1 splitters are chosen from the sample in the graph, each shard sends range ``r``
+    of its rows to reducer ``r`` once, and each reducer sorts its range and keeps it (TeraSort's way).  Equal values
+    may spread over several ranges, so no value held by many rows fills one device.  A device holds its range about
+    three times over while it sorts (the rows received, their order, the sorted copy); each reducer checks that before
+    any row travels to it.
+
+    Args:
+        x: a 1-D array of integers (int8 to int64, uint8 to uint32), floats or strings (``str`` or ``bytes``, e.g. a
+            numpy ``S10`` array of binary keys), resident ``Sharded`` data, or files (``tmr.read_npy``, ...: read into
+            resident data on the workers first, placed by ``sizes``/``devices``, and freed after).
+        descending: sort from the largest value down.
+        max_bytes: the most bytes one range may take while it sorts (three times its rows' bytes; a string counts its
+            bytes and 32), or None: a quarter of the memory its reducer's host has available.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``retries``, ``transfer``,
+            ``reducers`` (None: a range per device of the shards; a count or device strings): see [`RunOptions`][tfmapreduce.RunOptions].
+
+    Returns:
+        A ``Sharded`` whose shard ``r`` lives on reducer ``r``; free it with ``delete()`` or ``with``.  A range lost
+        with its worker cannot be rebuilt: sort again.
+
+    Raises:
+        InputError: ``x`` is not 1-D.
+        TypeError: ``x`` holds neither numbers nor strings, ``descending`` is not a bool, or
+            ``speculate=True`` was given.
+        ValueError: ``max_bytes`` is not None or an int ≥ 1.
+        ReducerMemoryError: a range would not fit its budget (nothing was sent).
+        PlacementError: a bad ``reducers=``.
+
+    Examples:
+        >>> x = np.array([3.0, np.nan, -1.0, 2.0, 3.0, 0.5])
+        >>> with tmr.sort(x, cluster=cluster, sizes=[2, 0, 4], reducers=2) as ordered:
+        ...     ordered.gather().tolist()
+        [-1.0, 0.5, 2.0, 3.0, 3.0, nan]
+        >>> with tmr.sort(np.array([b"pear", b"", b"apple"]), cluster=cluster, descending=True) as ordered:
+        ...     ordered.gather().tolist()
+        [b'pear', b'apple', b'']
+    """
+    kind = Sort(_descending(descending), check_max_bytes(max_bytes))
+    with persisted(x, dict(options)) as (x, given):
+        result: Sharded = _run(kind, x, given)
+    return result
+
+
+def sort_by_key(
+    keys: Any, values: Any, /, *, descending: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+) -> tuple[Any, Any]:
+    """Sort ``values`` by ``keys`` across the cluster, stably: each value row travels with its key.
+
+    As [`sort`][tfmapreduce.sort] for the keys (range-partitioned, each range sorted on its reducer, NaN last, strings
+    in byte order); rows of equal keys keep their input order, so ``keys.gather()`` equals ``keys[order]`` and
+    ``values.gather()`` ``values[order]`` for ``order = np.argsort(keys, kind="stable")`` (with ``descending=True``:
+    the keys from the largest down, equal keys still in input order).  Equal keys may spread over several ranges.
+    TeraSort's records are ``sort_by_key(keys, payload)`` with ``keys`` an ``S10`` array and ``payload`` a
+    ``(n, 90)`` uint8 array.
+
+    Args:
+        keys: a 1-D array of integers, floats or strings (see [`sort`][tfmapreduce.sort]), or resident ``Sharded`` data.
+        values: an array with one row per key (numbers, or strings, which come back as bytes), resident data, or a
+            tuple of such arrays.
+        descending: order the keys from the largest down.
+        max_bytes: the most bytes of keys and values one range may take while it sorts (see [`sort`][tfmapreduce.sort]).
+        **options: the run options of [`sort`][tfmapreduce.sort].
+
+    Returns:
+        ``(keys, values)``: co-partitioned ``Sharded`` arrays on one plan (``values`` a tuple when a tuple was given).
+
+    Examples:
+        >>> keys, values = np.array([3, 1, 3, 2, 1]), np.array([30.0, 10.0, 31.0, 20.0, 11.0])
+        >>> k, v = tmr.sort_by_key(keys, values, cluster=cluster, reducers=2)
+        >>> k.gather().tolist(), v.gather().tolist()
+        ([1, 1, 2, 3, 3], [10.0, 11.0, 20.0, 30.0, 31.0])
+        >>> k.delete(); v.delete()
+    """
+    many = isinstance(values, tuple)
+    kind = Sort(_descending(descending), check_max_bytes(max_bytes), "keys")
+    with persisted((keys, *values) if many else (keys, values), dict(options)) as (inputs, given):
+        out = _run(kind, inputs, given)
+    if not isinstance(out[0], Sharded):  # return_stats=True: (the sorted inputs, stats)
+        return (out[0][0], out[0][1:] if many else out[0][1]), out[1]
+    return out[0], out[1:] if many else out[1]
+
+
+PLACING = ("sizes", "devices", "fallback")
+"""The options that place the input: where it is read from files, they place the resident copy (see :func:`persisted`)."""
+
+
+@contextlib.contextmanager
+def persisted(x: Any, options: dict[str, Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """``x`` (one input or a tuple) with its file sources read into resident data on the workers first, and the
+    options for the run over it; the resident copies are freed after.  A sort or a select reads its input more than
+    once in its run (to sample or count, then to move or select), which a stream of batches cannot give.
+
+    Example:
+        >>> with persisted(np.arange(3), {"cluster": cluster}) as (x, options):
+        ...     x.tolist(), sorted(options)
+        ([0, 1, 2], ['cluster'])
+    """
+    items = x if isinstance(x, tuple) else (x,)
+    if not any(isinstance(item, Files) for item in items):
+        yield x, options
+        return
+    place = {k: options[k] for k in (*PLACING, "timeout") if k in options}
+    made: list[Any] = []
+    try:
+        for item in items:
+            made.append(item.persist(cluster=options.get("cluster"), **place) if isinstance(item, Files) else item)
+        rest = {k: v for k, v in options.items() if k not in PLACING}
+        yield (tuple(made) if isinstance(x, tuple) else made[0]), rest
+    finally:
+        for copy, item in zip(made, items, strict=False):
+            if copy is not item:
+                copy.delete()
+
+
+def _descending(descending: object) -> bool:
+    if not isinstance(descending, (bool, np.bool_)):
+        raise TypeError(f"descending must be True or False, got {type(descending).__name__} {descending!r}")
+    return bool(descending)
+
+
+def _run(kind: Sort, x: Any, options: dict[str, Any]) -> Any:
+    return _engine.run(kind, x, RunOptions.of(**options), resident=True)

@@ -1,0 +1,388 @@
+"""By-key recipes: count, sum, mean, min, max and variance per key, and word count — each one keyed run.
+
+Every recipe takes the data positionally (``keys``, then ``values``, each an array or resident
+``Sharded`` data, co-partitioned on axis 0) and the keywords of ``MapReduce.run``:
+``cluster=``, ``sizes=``, ``devices=``, ``fallback=``, ``timeout=``, and the keyed ones
+``reducers=``, ``batch_rows=``, ``partitioner=``, ``resident=``.  It returns a :class:`KeyedResult`
+(or a ``KeyedSharded`` with ``resident=True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol, cast, overload
+
+import attrs
+import numpy as np
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from .._base.errors import InputError
+from .._engine.kernels import available
+from .._io.files.csv import Csv
+from .._io.files.files import Files, csv_table
+from .._io.files.readers import Text, TextBlocks
+from .._io.source import Input
+from .._kinds.fuse import count_words
+from .._kinds.shuffle.result import KeyedResult
+from .._kinds.shuffle.sharded import KeyedSharded
+from .._ops.combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
+from .._options import Options, RunOptions
+from ._recipe import recipe
+
+Keyed = KeyedResult | KeyedSharded
+"""A keyed recipe's result: a :class:`KeyedResult`, or a :class:`KeyedSharded` when ``resident=True``."""
+
+
+_MISSING: Any = object()
+"""The ``values`` of a recipe given a CSV table (``keys=`` and ``values=`` name its columns instead)."""
+
+
+def is_table(data: Any) -> bool:
+    """Whether ``data`` is a ``read_csv`` table (whose columns a by-key recipe takes by name)."""
+    return isinstance(data, Files) and isinstance(data.reader, Csv)
+
+
+def keyed_input(name: str, keys: Any, values: Any, options: Any, *, with_values: bool = True) -> Any:
+    """What a by-key recipe runs over: ``(keys, values)`` (or ``keys`` alone), or a CSV table's columns read as a pair.
+
+    ``options`` (the recipe's keywords) loses its ``keys=`` and ``values=``, which name a table's columns.
+
+    Raises:
+        TypeError: a table without ``keys=`` (and ``values=``), or those with arrays, or values missing.
+        InputError: keys not a 1-D array of a key dtype.
+    """
+    named: dict[str, Any] = options
+    column_keys, column_values = named.pop("keys", None), named.pop("values", None)
+    call = f"tmr.{name}(tmr.read_csv(paths), keys='k'" + (", values='v')" if with_values else ")")
+    if is_table(keys):
+        if values is not _MISSING:
+            raise TypeError(
+                f"{name}: the first argument is a CSV table ({keys!r}): pass it alone and name its columns, e.g. {call}"
+            )
+        if column_keys is None or (with_values and column_values is None):
+            raise TypeError(
+                f"{name}: {keys!r} is a CSV table: name its key column with keys="
+                + (" and its value column(s) with values=" if with_values else "")
+                + f", e.g. {call}"
+            )
+        return csv_table(keys, column_keys, column_values if with_values else None, name)
+    if column_keys is not None or column_values is not None:
+        raise TypeError(
+            f"{name}: keys= and values= name the columns of a CSV table ({call}); "
+            f"pass arrays positionally: tmr.{name}(keys" + (", values)" if with_values else ")")
+        )
+    if with_values and values is _MISSING:
+        raise TypeError(f"{name}: values are missing: pass tmr.{name}(keys, values), or a CSV table as {call}")
+    _check_keys(keys)
+    return (keys, values) if with_values else keys
+
+
+def _check_keys(keys: Any) -> None:
+    """InputError for keys that are not a 1-D array of int32/int64 or strings."""
+    if isinstance(keys, Input):
+        source = keys.as_source()
+        dtype, shape = source.dtype, tuple[int | None, ...](source.shape)
+        if isinstance(keys, Files) and keys.reader.unit == "bytes":
+            shape = (None, *shape[1:])  # rows known only once read: not the bytes the plan counts
+    else:
+        try:
+            array = keys.numpy() if isinstance(keys, (tf.Tensor, tf.Variable)) else np.asarray(keys)
+        except ValueError as e:
+            raise InputError(f"keys must be a rectangular 1-D array, got a ragged {type(keys).__name__} ({e})") from None
+        dtype, shape = array.dtype, array.shape
+    if len(shape) != 1:
+        raise InputError(
+            f"keys must be 1-D (one key per row), got rows of shape {shape[1:]} (shape {shape}); flatten them, "
+            "e.g. keys.ravel(), and the values to match"
+            + (
+                "; a file source cannot be flattened: read a 1-D column (read_csv(..., columns=['k']))"
+                if isinstance(keys, Input)
+                else ""
+            )
+        )
+    if not (dtype.kind in "USO" or dtype in (np.dtype(np.int32), np.dtype(np.int64))):
+        raise InputError(
+            f"keys have dtype {dtype}; keys must be int32, int64 or strings (str or bytes): float, bool and complex keys "
+            "have no exact equality to group by; convert them, e.g. keys.astype(np.int64)"
+        )
+
+
+def _pair(keys: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return keys, values
+
+
+def _keys_only(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return keys, keys
+
+
+def _run(name: tuple[Any, ...], make: Any, x: Any, resident: bool, options: Options) -> Any:
+    return recipe(name, make, by_key=True).execute(x, RunOptions.of(**options), resident=resident)
+
+
+class KeysRecipe(Protocol):
+    """A keyed recipe over the keys alone (``count_by_key``, ``word_count``)."""
+
+    @overload
+    def __call__(self, keys: Any, /, *, resident: Literal[False] = False, **options: Unpack[Options]) -> KeyedResult: ...
+    @overload
+    def __call__(self, keys: Any, /, *, resident: Literal[True], **options: Unpack[Options]) -> KeyedSharded: ...
+    @overload
+    def __call__(
+        self, table: Files, /, *, keys: str | int, resident: Literal[False] = False, **options: Unpack[Options]
+    ) -> KeyedResult: ...
+
+
+class ValuesRecipe(Protocol):
+    """A keyed recipe over keys and their values (``sum_by_key``, ``mean_by_key``, ...)."""
+
+    @overload
+    def __call__(
+        self, keys: Any, values: Any, /, *, resident: Literal[False] = False, **options: Unpack[Options]
+    ) -> KeyedResult: ...
+    @overload
+    def __call__(self, keys: Any, values: Any, /, *, resident: Literal[True], **options: Unpack[Options]) -> KeyedSharded: ...
+    @overload
+    def __call__(
+        self,
+        table: Files,
+        /,
+        *,
+        keys: str | int,
+        values: str | int | Sequence[str | int],
+        resident: Literal[False] = False,
+        **options: Unpack[Options],
+    ) -> KeyedResult: ...
+
+
+def _keys_recipe(function: Callable[..., Any]) -> KeysRecipe:
+    """``function`` typed as a ``KeysRecipe``: its result's type follows ``resident``."""
+    return cast(KeysRecipe, function)
+
+
+def _values_recipe(function: Callable[..., Any]) -> ValuesRecipe:
+    """``function`` typed as a ``ValuesRecipe``: its result's type follows ``resident``."""
+    return cast(ValuesRecipe, function)
+
+
+@_keys_recipe
+def count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """How many times each key occurs: ``collections.Counter(keys)``, as a [`KeyedResult`][tfmapreduce.KeyedResult] of int64 counts.
+
+    Args:
+        keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
+        resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
+            ``batch_rows``, ``partitioner`` (see ``RunOptions``).
+
+    Raises:
+        InputError: keys not 1-D, or of a dtype that is not a key (float, bool, complex).
+
+    Examples:
+        >>> tmr.count_by_key(np.array([3, 1, 3]), cluster=cluster).to_dict()
+        {1: 1, 3: 2}
+    """
+    x = keyed_input("count_by_key", keys, _MISSING, options, with_values=False)
+    return _run(("count_by_key",), lambda: (_keys_only, COUNT), x, resident, options)
+
+
+@_values_recipe
+def sum_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The sum of each key's values (integers in int64, floats in float64), as a [`KeyedResult`][tfmapreduce.KeyedResult].
+
+    Args:
+        keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
+        values: an array (or resident ``Sharded``) with the same rows as ``keys``; 2-D values give
+            one result per column.
+        resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
+            ``batch_rows``, ``partitioner`` (see ``RunOptions``).
+
+    Raises:
+        InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
+
+    Examples:
+        >>> tmr.sum_by_key(np.array(["a", "b", "a"]), np.array([1, 2, 3]), cluster=cluster).to_dict()
+        {'a': 4, 'b': 2}
+    """
+    x = keyed_input("sum_by_key", keys, values, options)
+    return _run(("sum_by_key",), lambda: (_pair, SUM), x, resident, options)
+
+
+@_values_recipe
+def mean_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The mean of each key's values, in float64: every row weighs 1, whatever the partition.
+
+    Args:
+        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+
+    Raises:
+        InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
+
+    Examples:
+        >>> tmr.mean_by_key(np.array([1, 2, 1]), np.array([1.0, 5.0, 3.0]), cluster=cluster).to_dict()
+        {1: 2.0, 2: 5.0}
+    """
+    x = keyed_input("mean_by_key", keys, values, options)
+    return _run(("mean_by_key",), lambda: (_pair, MEAN), x, resident, options)
+
+
+@_values_recipe
+def min_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The minimum of each key's values, in the values' dtype.
+
+    Args:
+        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+
+    Raises:
+        InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
+
+    Examples:
+        >>> tmr.min_by_key(np.array([1, 2, 1]), np.array([4, 5, 3]), cluster=cluster).to_dict()
+        {1: 3, 2: 5}
+    """
+    x = keyed_input("min_by_key", keys, values, options)
+    return _run(("min_by_key",), lambda: (_pair, MIN), x, resident, options)
+
+
+@_values_recipe
+def max_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The maximum of each key's values, in the values' dtype.
+
+    Args:
+        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+
+    Raises:
+        InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
+
+    Examples:
+        >>> tmr.max_by_key(np.array([1, 2, 1]), np.array([4, 5, 3]), cluster=cluster).to_dict()
+        {1: 4, 2: 5}
+    """
+    x = keyed_input("max_by_key", keys, values, options)
+    return _run(("max_by_key",), lambda: (_pair, MAX), x, resident, options)
+
+
+def _variance_combiner(ddof: int, *, root: bool = False) -> Combiner:
+    """:data:`MOMENTS` whose per-key result is ``M2 / (count - ddof)`` (NaN where ``count ≤ ddof``, as numpy), or its
+    square root with ``root``."""
+    form = MOMENTS.per_key
+    assert form is not None
+
+    def finalize(p: tuple[tf.Tensor, tf.Tensor, tf.Tensor]) -> tf.Tensor:
+        count, _, m2 = p
+        denominator = count - float(ddof)
+        shape = tf.concat([tf.shape(count), tf.ones([tf.rank(m2) - 1], tf.int32)], 0)
+        denominator = tf.reshape(denominator, shape)
+        nan = tf.fill(tf.shape(m2), tf.constant(np.nan, tf.float64))
+        variance = tf.where(denominator > 0, m2 / tf.maximum(denominator, 1.0), nan)
+        return tf.sqrt(variance) if root else variance
+
+    return attrs.evolve(
+        MOMENTS,
+        name="std" if root else "variance",
+        per_key=SegmentForm(partial=form.partial, merge=form.merge, finalize=finalize),
+    )
+
+
+@overload
+def variance_by_key(
+    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[False] = False, **options: Unpack[Options]
+) -> KeyedResult: ...
+@overload
+def variance_by_key(
+    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
+) -> KeyedSharded: ...
+def variance_by_key(
+    keys: Any, values: Any = _MISSING, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]
+) -> Any:
+    """The variance of each key's values, ``np.var(v, ddof=ddof)`` per key, in float64 (NaN where a key has ≤ ddof rows).
+
+    Each batch computes per-key (count, mean, M2) in two passes, and partials merge with Chan's
+    formula: no ``E[x²] − E[x]²`` cancellation.
+
+    Args:
+        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+        ddof: delta degrees of freedom (0: population variance; 1: sample variance).
+
+    Examples:
+        >>> tmr.variance_by_key(np.array([1, 1, 2]), np.array([1.0, 3.0, 5.0]), cluster=cluster).to_dict()
+        {1: 1.0, 2: 0.0}
+    """
+    return _spread("variance_by_key", keys, values, ddof, resident, options)
+
+
+var_by_key = variance_by_key
+"""The same as :func:`variance_by_key` (numpy's short name, as ``tmr.var`` is ``tmr.variance``)."""
+
+
+@overload
+def std_by_key(
+    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[False] = False, **options: Unpack[Options]
+) -> KeyedResult: ...
+@overload
+def std_by_key(
+    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
+) -> KeyedSharded: ...
+def std_by_key(keys: Any, values: Any = _MISSING, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The standard deviation of each key's values, ``np.std(v, ddof=ddof)`` per key (the root of [`variance_by_key`][tfmapreduce.variance_by_key]).
+
+    Examples:
+        >>> tmr.std_by_key(np.array([1, 1, 2]), np.array([1.0, 3.0, 5.0]), cluster=cluster).to_dict()
+        {1: 1.0, 2: 0.0}
+    """
+    return _spread("std_by_key", keys, values, ddof, resident, options)
+
+
+def _spread(name: str, keys: Any, values: Any, ddof: object, resident: bool, options: Options) -> Any:
+    if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
+        raise ValueError(f"ddof must be an int ≥ 0 (0: population variance, 1: sample variance), got {ddof!r}")
+    x = keyed_input(name, keys, values, options)
+    ddof, root = int(ddof), name == "std_by_key"
+    return _run((name, ddof), lambda: (_pair, _variance_combiner(ddof, root=root)), x, resident, options)
+
+
+def _split_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    words = tf.strings.split(lines).flat_values
+    return words, words
+
+
+@_keys_recipe
+def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """How many times each word occurs in ``lines``: a [`KeyedResult`][tfmapreduce.KeyedResult] of int64 counts.
+
+    Words are split on ASCII whitespace (space, ``\\t``, ``\\n``, ``\\v``, ``\\f``, ``\\r``), as
+    ``bytes.split()`` does: the result equals ``collections.Counter(w for line in lines for w in
+    line.encode().split())`` with the words decoded.  Words are ``str`` when ``lines`` are ``str``,
+    ``bytes`` when they are bytes.  Each shard is tokenized and counted on its worker, batch by
+    batch (``batch_rows`` lines), then the counts shuffle to the reducers by word hash.
+
+    Args:
+        lines: a 1-D array (or list) of strings, str or bytes.
+        resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+
+    Raises:
+        InputError: ``lines`` is not a 1-D array of strings.
+
+    Examples:
+        >>> tmr.recipes.word_count(["the cat", "the hat"], cluster=cluster).to_dict()
+        {'cat': 1, 'hat': 1, 'the': 2}
+    """
+    if isinstance(lines, Files) and type(lines.reader) is Text:
+        lines = attrs.evolve(lines, reader=TextBlocks())  # whole-line blocks split into words directly: no string per line
+    if not isinstance(lines, Input):
+        array = np.asarray(lines, dtype=object) if isinstance(lines, list) else np.asarray(lines)
+        if array.ndim != 1 or not (
+            array.dtype.kind in "US" or (array.dtype == object and all(isinstance(s, (str, bytes)) for s in array.tolist()))
+        ):
+            raise InputError(
+                f"lines must be a 1-D array of strings (str or bytes), got {type(lines).__name__} of dtype {array.dtype} and shape {array.shape}; "
+                "pass e.g. np.array(text.splitlines())"
+            )
+        lines = array if array.size else np.array([], dtype="U1")
+    settings = RunOptions.of(**options)
+    if settings.cluster is not None and available(settings.cluster, settings.seconds()):  # see _native
+        job = recipe(("word_count", "native"), lambda: (count_words(), SUM), by_key=True)
+    else:
+        job = recipe(("word_count",), lambda: (_split_words, COUNT), by_key=True)
+    return job.execute(lines, settings, resident=resident)
