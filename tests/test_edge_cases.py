@@ -242,11 +242,11 @@ def test_a_long_double_histogram_range_is_refused_where_float64_would_move_an_ed
 
 
 def test_string_feeds_count_their_bytes_for_the_feed_limits(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfmapreduce._cluster import cluster as _cluster
+    from tfmapreduce._cluster import feeds as _feeds
 
     lines = [("word " * 100).encode()] * 10_000  # 5 MB of text in 10,000 rows (80 kB of pointers)
-    assert _cluster.feed_bytes({"lines": np.array(lines, object)}) == 10_000 * 502
-    monkeypatch.setattr(_cluster, "FEED_LIMIT", 4 << 20)  # the real 2 GiB limit, scaled down to these 5 MB
+    assert _feeds.feed_bytes({"lines": np.array(lines, object)}) == 10_000 * 502
+    monkeypatch.setattr(_feeds, "FEED_LIMIT", 4 << 20)  # the real 2 GiB limit, scaled down to these 5 MB
     with pytest.raises(tmr.InputError, match="through gRPC in one request"):  # before: counted as 80 kB, sent
         tmr.recipes.word_count(lines, cluster=cluster, transfer="feed")
     monkeypatch.undo()

@@ -17,7 +17,8 @@ import tfmapreduce as tmr
 from tfmapreduce._base.errors import JobError
 from tfmapreduce._base.plan import Plan
 from tfmapreduce._engine import driver as _engine
-from tfmapreduce._engine.program import Builder, Call, Program, Ready
+from tfmapreduce._engine.call import Call
+from tfmapreduce._engine.program import Builder, Program, Ready
 from tfmapreduce._io.source import Sources, sources
 from tfmapreduce._options import RunOptions
 

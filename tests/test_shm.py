@@ -26,6 +26,7 @@ from namespaces import unshare_works
 
 import tfmapreduce as tmr
 from tfmapreduce._engine import cache as _cache
+from tfmapreduce._io import results as _results
 from tfmapreduce._io import shm as _shm
 from tfmapreduce._io import shmdir as _shmdir
 
@@ -460,18 +461,18 @@ def test_results_written_as_raw_bytes_or_as_a_tensor_proto_read_back_alike(mecha
                 graph = tf.Graph()
                 with graph.as_default():
                     placeholder = tf.compat.v1.placeholder(tf.string, ())
-                    written = _shm.write_result(placeholder, tf.constant(array), native)
+                    written = _results.write_result(placeholder, tf.constant(array), native)
                 with tf.compat.v1.Session(graph=graph) as session:
                     session.run(written, {placeholder: path})
                 with open(path, "rb") as f:
-                    assert (f.read(8) == _shm.RESULT_MAGIC) == (native is not None)
-                (got,) = _shm.read_returned(path, array.dtype, array.shape[1:])
+                    assert (f.read(8) == _results.RESULT_MAGIC) == (native is not None)
+                (got,) = _results.read_returned(path, array.dtype, array.shape[1:])
                 assert (got.dtype, got.shape) == (array.dtype, array.shape)
                 assert got.flags.writeable
                 np.testing.assert_array_equal(got, array)
                 if native is not None:
                     with pytest.raises(ValueError, match="holds"):
-                        _shm.read_returned(path, np.dtype(np.complex64), array.shape[1:])
+                        _results.read_returned(path, np.dtype(np.complex64), array.shape[1:])
 
 
 @pytest.mark.parametrize("mechanism", ["memfd", "file"])
@@ -494,11 +495,11 @@ def test_the_parts_of_a_result_written_into_one_file_map_as_their_concatenation(
                 placeholder = tf.compat.v1.placeholder(tf.string, ())
                 values = [tf.constant(p) for p in parts]
                 rows = [tf.shape(v, out_type=tf.int64)[0] for v in values]
-                writes = [_shm.write_result(placeholder, v, ops, part=i, rows=rows) for i, v in enumerate(values)]
+                writes = [_results.write_result(placeholder, v, ops, part=i, rows=rows) for i, v in enumerate(values)]
             with tf.compat.v1.Session(graph=graph) as session:
                 for i in rng.permutation(len(parts)):
                     session.run(writes[i], {placeholder: path})
-            got = _shm.read_returned(path, np.dtype(np.float32), (2,))
+            got = _results.read_returned(path, np.dtype(np.float32), (2,))
             assert [g.shape for g in got] == [p.shape for p in parts]
             whole = concatenated(got)
             np.testing.assert_array_equal(whole, np.concatenate(parts))
@@ -508,7 +509,7 @@ def test_the_parts_of_a_result_written_into_one_file_map_as_their_concatenation(
     with _shm.Staging(mechanism=mechanism) as staging, tf.compat.v1.Session(graph=tf.Graph()) as session:
         with session.graph.as_default():
             placeholder = tf.compat.v1.placeholder(tf.string, ())
-            bad = _shm.write_result(
+            bad = _results.write_result(
                 placeholder, tf.zeros([3]), ops, part=1, rows=[tf.constant(2, tf.int64), tf.constant(2, tf.int64)]
             )
         with pytest.raises(tf.errors.InvalidArgumentError, match="not within"):

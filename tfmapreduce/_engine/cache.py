@@ -22,7 +22,7 @@ SIZE = 64
 """Compiled programs a cluster keeps (each holds a graph and a session)."""
 
 
-class Program(Protocol):
+class Compiled(Protocol):
     """Anything compiled into a graph that a cluster keeps a session for."""
 
     @property

@@ -15,7 +15,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import Hashable, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import tensorflow as tf
 
@@ -25,9 +25,9 @@ from .._base.errors import JobError, TfMapReduceError
 from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
-from .._io.resident import destroy_shard, handle
 from .._io.shm import Staging
-from .._io.source import Shipped, Sources, as_array, streamed
+from .._io.source import Shipped, as_array, streamed
+from .._io.variables import destroy_shard, handle
 from .._native.loader import kernels
 from .._ops.mapfn import traced
 from .._ops.numerics import native_sums
@@ -37,9 +37,11 @@ from . import progress as _progress
 from . import speculate as _speculate
 from . import trace as _trace
 from .cache import programs
+from .call import Call
 from .kernels import available, with_kernels
+from .kind import Kind, P
 from .planner import plan_of, resolve_cluster
-from .program import Builder, Call, Fed, Program, Ready, Stored
+from .program import Builder, Fed, Program, Ready, Stored
 from .retry import can_retry, moved_shards, with_retries
 from .route import route
 from .stats import RunStats, ShardStats, collecting, record
@@ -51,45 +53,7 @@ READY = 16
 """Plain runs a kind remembers ready to go again (see :func:`_ready_key`)."""
 
 
-class Kind(Protocol):
-    """What a kind of job supplies to the run driver; everything else is the driver's."""
-
-    @property
-    def identity(self) -> Hashable:
-        """What its programs depend on besides the plan and inputs: kinds with equal identities share them."""
-
-    @property
-    def ready(self) -> dict[Hashable, Ready]:
-        """Where the driver keeps this kind's plain runs ready to go again."""
-
-    @property
-    def phase(self) -> str:
-        """What a run does once its shards are mapped, as its progress bar says (``"combine"``, ``"reduce"``...)."""
-
-    @property
-    def speculation(self) -> str | None:
-        """None when the kind backs up shards with ``speculate=True`` (see ``_speculate``); else why not."""
-
-    def sources(self, x: Any) -> tuple[Sources, Any]:
-        """The run's inputs, and a note the kind keeps for its finish."""
-
-    def plan(self, shards: Plan, call: Call) -> Any:
-        """The kind's plan over the routed shards (a Plan, or one that adds reducers)."""
-
-    def variant(self, plan: Any, call: Call) -> Hashable | None:
-        """What else the program depends on; None for a program built for this run alone (not kept)."""
-
-    def build(self, builder: Builder, plan: Any, call: Call) -> Program:
-        """The graph of ``plan`` (inside ``builder.graph``), finished with ``builder.program(...)``."""
-
-    def finish(self, value: Any, program: Program | None, plan: Any, call: Call) -> Any:
-        """The run's result from what it fetched (``program`` is None after a speculative run)."""
-
-    def failure(self, error: JobError) -> Exception | None:
-        """The kind's own reading of a failed run (a named map-function error), or None."""
-
-
-def _ready_key(call: Call, kind: Kind) -> Hashable:
+def _ready_key(call: Call, kind: Kind[Any]) -> Hashable:
     """What a plain run's plan and program depend on beyond its sources' signatures; None where a run is not plain.
 
     Plain runs ship host arrays with hashable options, keep nothing resident, and neither size shards by measured
@@ -113,7 +77,7 @@ def _ready_key(call: Call, kind: Kind) -> Hashable:
     return key
 
 
-def shards_of(call: Call, kind: Kind, settings: RunOptions) -> Plan:
+def shards_of(call: Call, kind: Kind[Any], settings: RunOptions) -> Plan:
     """The run's shards, each with its path (shared memory or feed), and its speculation line when asked."""
     shards = route(
         plan_of(call.srcs, call.cluster, settings, job=kind.identity),
@@ -125,7 +89,7 @@ def shards_of(call: Call, kind: Kind, settings: RunOptions) -> Plan:
     return _speculate.note(shards, call.srcs) if settings.speculate else shards
 
 
-def start(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (), *, resident: bool = False) -> Call:
+def start(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] = (), *, resident: bool = False) -> Call:
     """A run's :class:`Call`: its inputs canonicalized by the kind, its cluster, its broadcast values as arrays."""
     if settings.speculate and kind.speculation is not None:
         raise TypeError(kind.speculation)
@@ -133,16 +97,17 @@ def start(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (
     cluster = resolve_cluster(settings.cluster, srcs)
     srcs = with_kernels(srcs, cluster, settings.seconds())
     values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
-    return Call(srcs, note, values, cluster, settings, resident)
+    native = kernels() if available(cluster, settings.seconds()) else None
+    return Call(srcs, note, values, cluster, settings, resident, native)
 
 
-def plan(kind: Kind, x: Any, settings: RunOptions) -> Any:
+def plan(kind: Kind[P], x: Any, settings: RunOptions) -> P:
     """The plan a run would follow (nothing runs)."""
     call = start(kind, x, settings)
     return kind.plan(shards_of(call, kind, settings), call)
 
 
-def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (), *, resident: bool = False) -> Any:
+def run(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] = (), *, resident: bool = False) -> Any:
     """Run a job of ``kind`` over ``x``: its result (and a :class:`RunStats` with ``settings.return_stats``).
 
     The run's deadline starts now and bounds every step: planning and compiling use up the time its step then has.
@@ -151,25 +116,23 @@ def run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any] = (),
         return _run(kind, x, settings, broadcast, resident)
 
 
-def _native_sums(cluster: Cluster, timeout: float) -> contextlib.AbstractContextManager[None]:
-    """Graphs built inside sum float32 with the native ``TmrWideSum`` where every task has the kernels (asked when a
-    graph first sums, as its program asks: a run that builds nothing asks nothing)."""
+def _native_sums(native: Any | None) -> contextlib.AbstractContextManager[None]:
+    """Graphs built inside sum float32 with the native ``TmrWideSum`` where every task has the kernels."""
 
     def wide_sum(x: tf.Tensor) -> tf.Tensor | None:
-        ops = kernels() if available(cluster, timeout) else None
-        return None if ops is None else ops.tmr_wide_sum(x)
+        return None if native is None else native.tmr_wide_sum(x)
 
     return native_sums(wide_sum)
 
 
-def _run(kind: Kind, x: Any, settings: RunOptions, broadcast: Sequence[Any], resident: bool) -> Any:
+def _run(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any], resident: bool) -> Any:
     started = time.perf_counter()
     call = start(kind, x, settings, broadcast, resident=resident)
-    with _native_sums(call.cluster, settings.seconds()):
+    with _native_sums(call.native):
         return _run_call(kind, call, settings, started)
 
 
-def _run_call(kind: Kind, call: Call, settings: RunOptions, started: float) -> Any:
+def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float) -> Any:
     again = _ready_key(call, kind)
     tried: list[Plan] = []
 
@@ -231,7 +194,7 @@ def _signature(call: Call, shards: Plan) -> tuple[tuple[Hashable, ...], tuple[An
     return tuple(s.signature(shards) for s in call.srcs), tuple((v.dtype.str, v.shape) for v in call.values)
 
 
-def _execute(kind: Kind, program: Program, shards: Plan, call: Call, settings: RunOptions) -> Any:
+def _execute(kind: Kind[Any], program: Program, shards: Plan, call: Call, settings: RunOptions) -> Any:
     """Run a compiled program once on this run's data: what its kind fetches."""
     srcs, cluster = call.srcs, call.cluster
     # Feed THIS run's data: the compiled program is shared by every run of the same signature.
@@ -311,7 +274,7 @@ def _discard(program: Program, name: str, cluster: Cluster, failed: Task | None,
         cluster.forget(graph)
 
 
-def failure(kind: Kind, error: JobError, call: Call, shards: Plan) -> Exception:
+def failure(kind: Kind[Any], error: JobError, call: Call, shards: Plan) -> Exception:
     """The error a failed run raises: the input's (a bad file, lost resident shards), the kind's, or the job's (named)."""
     for src in call.srcs:
         bad = src.input_error(error, shards, call.cluster)

@@ -14,17 +14,16 @@ import tensorflow as tf
 from .._base.device import Device
 from .._base.plan import Plan, Shard
 from .._base.task import Task
-from .._cluster.cluster import Cluster
 from .._io.mapped import size_checks
-from .._io.resident import assign_named, assign_shard, named_per_run
-from .._io.shm import DECODABLE, MIN_BYTES, Mapped, guard, read_returned, write_result
+from .._io.results import read_returned, write_result
+from .._io.shm import DECODABLE, MIN_BYTES, MappedBuffer, guard
 from .._io.source import Batches, Sources, Streamed
+from .._io.variables import assign_named, assign_shard, named_per_run
 from .._native.loader import kernels
 from .._ops.combine import Combiner
-from .._options import RunOptions
 from . import cancel as _cancel
 from .cache import Kept
-from .kernels import available
+from .call import Call
 from .progress import Counters
 from .route import visible
 
@@ -89,7 +88,7 @@ class Program:
     broadcast: tuple[Any, ...]
     """The placeholders of the broadcast values, in order."""
     tasks: tuple[Task, ...]
-    buffers: tuple[Mapped, ...] = ()
+    buffers: tuple[MappedBuffer, ...] = ()
     """The shared-memory buffers its graph maps (closed with the program)."""
     guards: tuple[Any, ...] = ()
     clocks: tuple[Any, ...] = ()
@@ -142,19 +141,6 @@ class Program:
             buffer.close()
 
 
-@attrs.frozen(eq=False)
-class Call:
-    """One run of a kind: its inputs, broadcast values, cluster and options (and whether its result stays resident)."""
-
-    srcs: Sources
-    note: Any
-    """What the kind noted of the inputs as it took them (see :meth:`Kind.sources`)."""
-    values: tuple[np.ndarray[Any, Any], ...]
-    cluster: Cluster
-    settings: RunOptions
-    resident: bool = False
-
-
 @attrs.define(eq=False)
 class Builder:
     """The graph a kind builds, and what the driver needs of it: feeds, mapped buffers, guards and clocks.
@@ -170,7 +156,7 @@ class Builder:
     graph: tf.Graph = attrs.field(factory=tf.Graph)
     broadcast: tuple[Any, ...] = ()
     feeds: list[Feed] = attrs.field(factory=list)
-    buffers: list[Mapped] = attrs.field(factory=list)
+    buffers: list[MappedBuffer] = attrs.field(factory=list)
     guards: list[Any] = attrs.field(factory=list)
     clocks: list[Any] = attrs.field(factory=list)
     clocked: list[Shard] = attrs.field(factory=list)
@@ -206,7 +192,7 @@ class Builder:
             tensors.append(value)
             if data.placeholder is not None:
                 self.feeds.append(Feed(data.placeholder, i, shard, data.staged))
-            if isinstance(data.placeholder, Mapped):
+            if isinstance(data.placeholder, MappedBuffer):
                 self.buffers.append(data.placeholder)
             if data.mapped is not None:
                 in_memory.append(data.mapped)
@@ -263,7 +249,7 @@ class Builder:
             return value
         if not visible(call.cluster, Device.parse(device).task, timeout=call.settings.seconds()):
             return value
-        native = kernels() if available(call.cluster, call.settings.seconds()) else None
+        native = call.native
         with tf.device(device):
             return tf.nest.map_structure(lambda v: self._returned(v, native), value)
 
@@ -273,7 +259,7 @@ class Builder:
         native kernels and sees this client's files, each tensor's parts are written into one file, each at its
         rows' place, so that the client maps their concatenation (``_concat.concatenated`` copies nothing)."""
         call = self.call
-        native = kernels() if call is not None and available(call.cluster, call.settings.seconds()) else None
+        native = call.native if call is not None else None
         if (
             call is None
             or native is None
@@ -337,7 +323,7 @@ class Builder:
         whose batches were mapped is checked for its size (:func:`~tfmapreduce._io.mapped.size_checks`)."""
         with self.graph.as_default():
             self.guards += size_checks(fetch)
-        if self.call is not None and available(self.call.cluster, self.call.settings.seconds()):
+        if self.call is not None and self.call.native is not None:
             _cancel.guard(self.graph, kernels())
         self.graph.finalize()
         return Program(

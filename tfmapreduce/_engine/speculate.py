@@ -35,7 +35,7 @@ from .._ops.mapfn import check_same_outputs, map_shard
 from .._ops.merge import merge_tree
 from .._options import RunOptions
 from . import autosize as _autosize
-from .program import Call
+from .call import Call
 from .retry import can_retry
 from .route import visible
 
@@ -97,7 +97,7 @@ class _Copy:
 
 
 @attrs.frozen(eq=False)
-class Program:
+class CopiesProgram:
     """A speculative run's compiled graph: a copy of every non-empty shard on every task of the plan."""
 
     graph: tf.Graph
@@ -121,7 +121,7 @@ class Outcome:
     """Whether the backup's result was the one counted."""
 
 
-def compile_copies(job: Backed, plan: Plan, call: Call) -> Program:
+def compile_copies(job: Backed, plan: Plan, call: Call) -> CopiesProgram:
     """Build the speculative graph: each non-empty shard mapped (and ``combiner.partial``) on each task of the plan.
 
     Each backup copy runs on the first device its task has in the plan, and reads
@@ -165,7 +165,7 @@ def compile_copies(job: Backed, plan: Plan, call: Call) -> Program:
                     partials.setdefault(task, []).append(partial)
         job.combine_partials(partials, homes, f"{cluster.master}/device:CPU:0", first_output)  # the check only
     graph.finalize()
-    return Program(graph, copies, bcast, tuple(homes))
+    return CopiesProgram(graph, copies, bcast, tuple(homes))
 
 
 def _moved(shard: Shard, device: str, task: Task, cluster: Cluster) -> Shard:
@@ -180,7 +180,7 @@ def _staged(shard: Shard) -> Shard:
     return attrs.evolve(shard, path=STAGED) if shard.path == "shm" else shard
 
 
-def run(job: Backed, program: Program, plan: Plan, call: Call, settings: RunOptions) -> tuple[Any, tuple[Outcome, ...]]:
+def run(job: Backed, program: CopiesProgram, plan: Plan, call: Call, settings: RunOptions) -> tuple[Any, tuple[Outcome, ...]]:
     """Run every shard's own copy, back up stragglers on idle tasks, and combine the first copy of each shard.
 
     Returns the result (numpy values, as a run without speculation returns them) and
@@ -264,7 +264,7 @@ def _in_thread(fn: Callable[[], Any]) -> Future[Any]:
 
 def _run_copy(
     cluster: Cluster,
-    program: Program,
+    program: CopiesProgram,
     copy: _Copy,
     srcs: Sequence[Source],
     values: Sequence[np.ndarray[Any, Any]],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 import secrets
 from collections.abc import Callable, Hashable, Sequence
@@ -15,7 +14,7 @@ from typing_extensions import Unpack
 
 from .._base.deadline import effective_timeout
 from .._base.device import Device
-from .._base.errors import ClusterError, InputError, JobError, MapFunctionError, ShardLostError
+from .._base.errors import ClusterError, JobError, ShardLostError
 from .._base.place import default_devices
 from .._base.plan import Plan, Shard, make_plan
 from .._base.task import Task
@@ -24,6 +23,7 @@ from .._ops.numerics import mark_nonnegative
 from .._options import PlaceOptions, RunOptions
 from .mapped import size_checks
 from .source import Input, ShardTensor, host_array
+from .variables import destroy_shard
 
 
 @attrs.frozen(eq=False)
@@ -224,83 +224,6 @@ def delete_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> No
     live[0]._run(graph, ops, {}, timeout, [task for a in live for task in a.plan.tasks])
 
 
-def assign_shard(container: str, index: int, value: tf.Tensor) -> tf.Operation:
-    """In a graph, inside the shard's device scope: store ``value`` (of any rows) as shard ``index`` of ``container``,
-    where a :class:`Sharded` of that name reads it."""
-    handle = tf.raw_ops.VarHandleOp(
-        dtype=value.dtype, shape=tf.TensorShape(None), container=container, shared_name=f"shard{index}"
-    )
-    return tf.raw_ops.AssignVariableOp(resource=handle, value=value)
-
-
-def named_per_run(devices: Sequence[str]) -> bool:
-    """Whether results stored on ``devices`` can go into variables each run names (:func:`assign_named`): CPU devices.
-    A handle is made on the CPU and a variable lives where its handle is made, so a GPU's are named in the graph."""
-    return all(Device.parse(d).type == "CPU" for d in devices)
-
-
-def assign_named(device: str, value: tf.Tensor) -> tuple[tf.Tensor, tf.Operation]:
-    """In a graph, on ``device`` (a CPU): store ``value`` in the variable a run names (a placeholder fed with
-    :func:`handle`), so one program stores each run's result under that run's own name; (the placeholder, the op)."""
-    serialized = tf.compat.v1.placeholder(tf.string, (), name="stored")
-    with tf.device(device):  # the assignment runs where the handle is made (TensorFlow colocates them): a CPU device
-        resource = tf.io.parse_tensor(serialized, tf.resource)
-        return serialized, tf.raw_ops.AssignVariableOp(resource=resource, value=value)
-
-
-def handle(device: str, container: str, index: int, dtype: tf.DType) -> bytes:
-    """What :func:`assign_named`'s placeholder is fed: a serialized handle to shard ``index`` of ``container`` on
-    ``device`` (the variable a :class:`Sharded` of that name reads), made from a handle TensorFlow serialized itself.
-
-    Example:
-        >>> a = handle("/job:local/task:1/device:CPU:0", "tfmapreduce_x_o0", 3, tf.float32)
-        >>> a != handle("/job:local/task:1/device:CPU:0", "tfmapreduce_y_o0", 3, tf.float32)
-        True
-    """
-    from tensorflow.core.framework import resource_handle_pb2, tensor_pb2
-
-    proto = resource_handle_pb2.ResourceHandleProto.FromString(_template())
-    proto.device, proto.container, proto.name = str(Device.parse(device)), container, f"shard{index}"
-    proto.dtypes_and_shapes[0].dtype = dtype.as_datatype_enum
-    body = proto.SerializeToString()
-    tensor = tensor_pb2.TensorProto(dtype=tf.resource.as_datatype_enum, tensor_content=_varint(len(body)) + body)
-    return bytes(tensor.SerializeToString())
-
-
-@functools.cache
-def _template() -> bytes:
-    """A variable's handle as this TensorFlow serializes it (its type's hash and name), made once per process."""
-    from tensorflow.core.framework import tensor_pb2
-
-    graph = tf.Graph()
-    with graph.as_default(), tf.device("/device:CPU:0"):
-        var = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=tf.TensorShape(None), shared_name="template")
-        serialized = tf.io.serialize_tensor(var)
-    with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(device_count={"GPU": 0})) as session:
-        content = tensor_pb2.TensorProto.FromString(session.run(serialized)).tensor_content
-    length, start = 0, 0
-    while True:  # the varint length that prefixes the handle
-        length |= (content[start] & 0x7F) << (7 * start)
-        start += 1
-        if content[start - 1] < 0x80:
-            return bytes(content[start : start + length])
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | 0x80 if n else byte)
-        if not n:
-            return bytes(out)
-
-
-def destroy_shard(container: str, index: int, dtype: tf.DType) -> tf.Operation:
-    """In a graph, inside the shard's device scope: free shard ``index`` of ``container`` (nothing if it is not there)."""
-    handle = tf.raw_ops.VarHandleOp(dtype=dtype, shape=tf.TensorShape(None), container=container, shared_name=f"shard{index}")
-    return tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
-
-
 STORE_BYTES = 2**30
 """Host bytes one storing run ships at most: larger data is stored in several runs (gRPC requests stay under 2 GiB)."""
 
@@ -407,68 +330,3 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
     if not keep_source:
         source[0] = None
     return data
-
-
-def generate(
-    fn: Callable[[int, int], Any],
-    /,
-    *,
-    rows: int,
-    **options: Unpack[PlaceOptions],
-) -> Sharded:
-    """Build each shard ON its worker: ``fn(start, stop)`` returns the rows ``start:stop`` as a tensor.
-
-    The client ships nothing.  The data equals ``fn(0, rows)`` made in one
-    process whenever each row depends only on its index (e.g. built from
-    ``tf.range(start, stop)``).
-
-    Args:
-        fn: ``fn(start, stop)`` → the tensor of rows ``start:stop``, built on the shard's device.
-        rows: how many rows in all.
-        **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``).
-
-    Raises:
-        MapFunctionError: ``fn`` raised, or returned a shard of the wrong length or a varying dtype.
-
-    Examples:
-        >>> data = tmr.generate(lambda a, b: tf.range(a, b, dtype=tf.float64), rows=10**6, cluster=cluster)
-        >>> float(tmr.sum(data)) == sum(range(10**6))
-        True
-        >>> data.delete()
-    """
-    settings = RunOptions.placing("generate", dict(options))
-    cluster = check_cluster(settings.cluster)
-    if not callable(fn):
-        raise TypeError(f"fn must be a callable fn(start, stop) -> tensor of rows start:stop, got {type(fn).__name__} {fn!r}")
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
-        raise InputError(f"rows must be an int ≥ 0, got {rows!r}")
-    plan = make_plan(
-        rows, settings.sizes, settings.devices, [Device.parse(d) for d in cluster.devices], fallback=settings.fallback
-    )
-    with tf.Graph().as_default():  # learn the dtype and row shape from a 1-row (or empty) trace
-        probe = _call(fn, 0, min(rows, 1))
-    dtype, inner = probe.dtype, tuple(probe.shape[1:])
-
-    def built(shard: Shard) -> tf.Tensor:
-        value = _call(fn, shard.start, shard.stop)
-        if value.dtype != dtype or tuple(value.shape) != (shard.rows, *inner):
-            raise MapFunctionError(
-                f"fn({shard.start}, {shard.stop}) must return {shard.rows} rows of shape {inner} and dtype {dtype.name}, "
-                f"got shape {tuple(value.shape)} and dtype {value.dtype.name}"
-            )
-        return value
-
-    return build_sharded(cluster, plan, dtype.as_numpy_dtype, (rows, *inner), [built] * len(plan.shards), settings.timeout)
-
-
-def _call(fn: Callable[[int, int], Any], start: int, stop: int) -> tf.Tensor:
-    name = getattr(fn, "__qualname__", repr(fn))
-    try:
-        value = tf.convert_to_tensor(fn(start, stop))
-    except Exception as e:
-        raise MapFunctionError(f"fn {name}({start}, {stop}) raised {type(e).__name__}: {e}") from e
-    if value.shape.rank is None or value.shape.rank == 0 or not value.shape.is_fully_defined():
-        raise MapFunctionError(
-            f"fn {name}({start}, {stop}) must return a tensor of static shape with the rows on axis 0, got shape {value.shape}"
-        )
-    return value

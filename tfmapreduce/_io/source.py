@@ -17,7 +17,7 @@ from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
 from .._ops.numerics import BLOCK, mark_nonnegative
-from .shm import STAGED, Mapped, can_stage, in_parallel, read_tensor
+from .shm import STAGED, MappedBuffer, can_stage, in_parallel, read_tensor
 
 PARALLEL_BYTES = 1 << 24
 """Host arrays at least this big have their shards' signs checked in parallel (small ones: threads cost more)."""
@@ -29,7 +29,7 @@ class ShardTensor:
 
     value: tf.Tensor
     """What ``map_fn`` receives for this shard."""
-    placeholder: tf.Tensor | Mapped | None = None
+    placeholder: tf.Tensor | MappedBuffer | None = None
     """The placeholder the run feeds with :meth:`Source.feed` (or the mapped buffer it fills), or None when the data is
     already on the device."""
     staged: bool = False
@@ -301,8 +301,8 @@ class Shipped:
     def tensor(self, shard: Shard) -> ShardTensor:
         shape = (shard.rows, *self.array.shape[1:])
         staged = shard.path in ("shm", STAGED) and self.stageable(shard, 1)
-        buffer = Mapped.reserve(self.bytes_sent(shard)) if staged and shard.path == "shm" else None  # the program's own
-        placeholder: tf.Tensor | Mapped
+        buffer = MappedBuffer.reserve(self.bytes_sent(shard)) if staged and shard.path == "shm" else None  # the program's own
+        placeholder: tf.Tensor | MappedBuffer
         if buffer is not None:  # mapped
             placeholder, value = buffer, buffer.tensor(self.array.dtype, shape)
         elif staged:  # the path of a file on the worker's host, fed per run

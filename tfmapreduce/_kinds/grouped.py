@@ -27,10 +27,9 @@ import tensorflow as tf
 
 from .._base.device import Device
 from .._base.errors import JobError, MapFunctionError, ReducerMemoryError
-from .._engine.kernels import available
-from .._engine.program import Builder, Call, Program
+from .._engine.call import Call
+from .._engine.program import Builder, Program
 from .._io.strings import Encoding, decode_keys
-from .._native.loader import kernels
 from .._ops.budget import check_budget, over_budget
 from .._ops.combine import GroupForm
 from .._ops.grouping import SORTABLE, grouped, nbytes
@@ -39,7 +38,7 @@ from .._ops.splitters import key_order
 from .shuffle.map_side import ByKey, MapSide, Part, map_shards, mismatch, split_all
 from .shuffle.plan import KeyedPlan
 from .shuffle.result import rows, sorted_result
-from .shuffle.sharded import Built, keep, keep_fetch
+from .shuffle.sharded import KeyedBuilt, keep, keep_fetch
 
 _TOO_BIG = "tfmapreduce: group partition too large"
 _ROWS = "tfmapreduce: group fn rows"
@@ -73,14 +72,14 @@ def map_side(form: GroupForm, native: Any) -> MapSide:
 class GroupBuilt:
     """What a group program's finish needs: the keyed build (dtypes, which result leaves are ragged) and the structure."""
 
-    built: Built
+    built: KeyedBuilt
     structure: Any
     """The structure of ``fn``'s result (None leaves)."""
 
 
 @attrs.define(eq=False, repr=False)
 class Grouped(ByKey):
-    """A group job as the run driver sees it (see ``_engine.Kind``): ``fn`` over every value of each key, on the reducers."""
+    """A group job as the run driver sees it (see ``_engine.kind.Kind``): ``fn`` over every value of each key, on the reducers."""
 
     @property
     def form(self) -> GroupForm:
@@ -98,7 +97,7 @@ class Grouped(ByKey):
         reducers = plan.reducers
         devices = [*(s.device for s in plan.plan.shards), *reducers]  # (the native kernels have CPU kernels only)
         on_cpus = all(Device.parse(d).type == "CPU" for d in devices)
-        native = kernels() if on_cpus and available(call.cluster, call.settings.seconds()) else None
+        native = call.native if on_cpus else None
         side = map_side(form, native)
         mapped = map_shards(self.map_fn, side, builder, plan, call)
         first = mapped.first
@@ -130,7 +129,7 @@ class Grouped(ByKey):
                 outputs.append((tf.identity(keys if order is None else tf.gather(keys, order)), result))
         leaves = [leaf[0] if is_ragged else leaf for leaf, is_ragged in zip(outputs[0][1], ragged, strict=True)]
         value_specs = tf.nest.pack_sequence_as(shape, [tf.TensorSpec(t.shape[1:], t.dtype) for t in leaves])
-        built = Built(first[1][0].dtype, value_specs, call.resident, ragged)
+        built = KeyedBuilt(first[1][0].dtype, value_specs, call.resident, ragged)
         info = GroupBuilt(built, shape)
         if not built.resident:
             return builder.program(outputs, plan.tasks, info)

@@ -24,21 +24,20 @@ import tensorflow as tf
 
 from .._base.device import Device
 from .._base.errors import JobError, MapFunctionError
-from .._engine.kernels import available
-from .._engine.program import Builder, Call, Program
-from .._native.loader import kernels
+from .._engine.call import Call
+from .._engine.program import Builder, Program
 from .._ops.combine import Combiner, SegmentForm
 from .._ops.mapfn import describe, first_line
 from .._ops.per_key import by_key, merge
-from .shuffle.map_side import ByKey, Mapped, MapSide, Part, in_key_order, map_shards, mismatch, split_all
+from .shuffle.map_side import ByKey, MappedShards, MapSide, Part, in_key_order, map_shards, mismatch, split_all
 from .shuffle.plan import KeyedPlan
 from .shuffle.result import concatenated, sorted_result
-from .shuffle.sharded import Built, keep, keep_fetch
+from .shuffle.sharded import KeyedBuilt, keep, keep_fetch
 
 
 @attrs.define(eq=False, repr=False)
 class Keyed(ByKey):
-    """A keyed job as the run driver sees it (see ``_engine.Kind``): per-key results on the reducers."""
+    """A keyed job as the run driver sees it (see ``_engine.kind.Kind``): per-key results on the reducers."""
 
     @property
     def identity(self) -> Hashable:
@@ -50,7 +49,7 @@ class Keyed(ByKey):
         assert form is not None  # checked when the job was made (check_keyed_combiner)
         # The native kernels where every task has them: the sums, counts and means by key (on CPUs), the range
         # partition's sorts (where every device is a CPU).
-        native = kernels() if available(call.cluster, call.settings.seconds()) else None
+        native = call.native
         side = MapSide(
             combine=lambda keys, values: by_key(keys, values, form.partial, native),
             merge=lambda parts: merge(parts, form, native),
@@ -70,7 +69,7 @@ class Keyed(ByKey):
                 f"{describe(first[1])}: check the combiner's per_key SegmentForm against map_fn's values"
             ) from e
         value_specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), outputs[0][1])
-        built = Built(first[1][0].dtype, value_specs, call.resident)
+        built = KeyedBuilt(first[1][0].dtype, value_specs, call.resident)
         if not built.resident:
             fetched = builder.fetched_parts(outputs, plan.reducers)
             return builder.program(fetched, plan.tasks, built)
@@ -79,7 +78,7 @@ class Keyed(ByKey):
     def finish(self, value: Any, program: Program | None, plan: KeyedPlan, call: Call) -> Any:
         """A :class:`KeyedResult`, or a ``KeyedSharded`` for a resident run."""
         assert program is not None
-        built: Built = program.info
+        built: KeyedBuilt = program.info
         decode = call.note if built.key_dtype == tf.string else None
         if call.resident:
             return keep(call.cluster, plan, value, built, decode)
@@ -90,7 +89,7 @@ class Keyed(ByKey):
         return mismatch(self.map_fn, error)
 
 
-def _shuffle(mapped: Mapped, plan: KeyedPlan, form: SegmentForm, native: Any | None, sorts: Any | None) -> list[Part]:
+def _shuffle(mapped: MappedShards, plan: KeyedPlan, form: SegmentForm, native: Any | None, sorts: Any | None) -> list[Part]:
     """Each task's partials merged by key and split into one bucket per reducer (by hash or range); each reducer's buckets
     merged, finalized (and sorted by key in a range partition).  ``native``: the kernels for the merges; ``sorts``:
     for the range partition."""

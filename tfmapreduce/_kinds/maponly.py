@@ -30,25 +30,18 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import tensorflow as tf
-from typing_extensions import Unpack
 
 from .._base.device import Device
-from .._base.errors import JobError, MapFunctionError, ReducerMemoryError, ShardLostError
+from .._base.errors import JobError, MapFunctionError, ShardLostError
 from .._base.plan import Plan, Shard, make_plan
-from .._engine import driver as _engine
-from .._engine.program import Builder, Call, Program, Ready
+from .._engine.call import Call
+from .._engine.program import Builder, Program, Ready
 from .._io.keyed_input import keyed_sources
-from .._io.resident import Sharded, named_per_run
+from .._io.resident import Sharded
 from .._io.source import Batches, Sources, streamed
-from .._ops.budget import check_budget, over_budget
-from .._ops.grouping import nbytes
+from .._io.variables import named_per_run
 from .._ops.mapfn import call_map, callable_name, describe, where
-from .._ops.per_group import check_max_bytes
-from .._options import Options, RunOptions
-from .shuffle.map_side import emit, in_key_order, mismatch, split_all
-from .shuffle.plan import KeyedPlan, keyed_plan
-from .shuffle.sharded import Built as KeyedBuilt
-from .shuffle.sharded import KeyedSharded, keep, keep_fetch
+from .shuffle.map_side import emit, mismatch
 
 NO_SPECULATION = (
     "speculate=True does not apply to map and filter: each output stays on the device that mapped it, "
@@ -62,7 +55,7 @@ _TOO_BIG = "tfmapreduce-map: reducer partition too large"
 
 
 @attrs.frozen
-class Built:
+class MapBuilt:
     """What a map-only run's finish needs of its build: the outputs' row specs (output leaf ``j`` is stored in the
     container ``{the run's name}_o{j}``, shard ``i`` in it as ``shard{i}``)."""
 
@@ -80,7 +73,7 @@ def _not_rebuildable(shard: Shard) -> tf.Tensor:
 
 @attrs.define(eq=False, repr=False)
 class MapOnly:
-    """A map-only job as the run driver sees it (see ``_engine.Kind``): each shard's output rows kept where it ran."""
+    """A map-only job as the run driver sees it (see ``_engine.kind.Kind``): each shard's output rows kept where it ran."""
 
     fn: Callable[..., Any]
     argument: str
@@ -240,7 +233,7 @@ class MapOnly:
         """Map each shard (files: batch by batch) and store its output rows in variables on its device."""
         outputs, first = self.map_shards(builder, plan, call)
         specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), first[1])
-        built = Built(specs)
+        built = MapBuilt(specs)
         counts: dict[int, tf.Tensor] = {}
         for shard in plan.shards:
             if shard.index not in outputs:
@@ -294,7 +287,7 @@ class MapOnly:
     def finish(self, value: Any, program: Program | None, plan: Plan, call: Call) -> Any:
         """The outputs as ``Sharded`` arrays (one, or fn's structure of them) on one plan: shard i where input shard i ran."""
         assert program is not None  # never speculative
-        built: Built = program.info
+        built: MapBuilt = program.info
         counts = [int(value.value.get(s.index, 0)) for s in plan.shards]
         available = [Device.parse(d) for d in call.cluster.devices]
         kept = make_plan(builtins.sum(counts), counts, [s.device for s in plan.shards], available)
@@ -325,218 +318,3 @@ class MapOnly:
                 said = text.split(mark + ": ", 1)[1].split(_END)[0]
                 return MapFunctionError(f"{said} {what}")
         return None
-
-
-@attrs.define(eq=False, repr=False)
-class MapByKey:
-    """``map(fn, x, by_key=True)`` as the run driver sees it (see ``_engine.Kind``): each shard mapped as by
-    :class:`MapOnly` (fn's ``(keys, values)`` checked as a keyed job's), every row then moved to the reducer of its
-    key and kept there as a ``KeyedSharded``.  All rows are kept: keys repeat."""
-
-    fn: Callable[..., Any]
-    max_bytes: int | None = None
-    """The bytes of keys and values one reducer may receive; None: a quarter of its host's available memory."""
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    speculation: str | None = NO_SPECULATION
-    phase: ClassVar[str] = "shuffle"
-
-    def __repr__(self) -> str:
-        return f"map({callable_name(self.fn)}, by_key=True)"
-
-    @property
-    def mapper(self) -> MapOnly:
-        """What maps each shard: fn's rows, checked as ``(keys, values)``."""
-        return MapOnly(self.fn, "fn", by_key=True)
-
-    @property
-    def identity(self) -> Hashable:
-        return ("map-by-key", self.fn, self.max_bytes)
-
-    def sources(self, x: Any) -> tuple[Sources, Any]:
-        return keyed_sources(x)  # arrays of strings too; string keys decode as the input's strings do
-
-    def plan(self, shards: Plan, call: Call) -> KeyedPlan:
-        return keyed_plan(shards, call.srcs, call.cluster, call.settings)
-
-    def variant(self, plan: KeyedPlan, call: Call) -> Hashable | None:
-        if not named_per_run([*(s.device for s in plan.plan.shards), *plan.reducers]):
-            return None  # stored on GPUs: named in the graph, a program for each run (Builder.store)
-        return ("streamed", call.settings.batch_rows) if streamed(call.srcs) is not None else ()
-
-    def build(self, builder: Builder, plan: KeyedPlan, call: Call) -> Program:
-        """Map each shard, split its rows by key (hash or range) into one part per reducer, check each reducer's budget,
-        and keep on reducer r its parts of every shard, in shard order (a range partition's: sorted by key, stably)."""
-        outputs, first = self.mapper.map_shards(builder, plan.plan, call)
-        shards = [s for s in plan.plan.shards if s.index in outputs]
-        parts = (
-            split_all([(s.device, outputs[s.index]) for s in shards], plan.reducers, plan.partitioner, scope="split")
-            if shards
-            else []
-        )
-        counts = []
-        for shard, shard_parts in zip(shards, parts, strict=True):
-            with tf.device(shard.device), tf.name_scope("split"):
-                counts.append([(tf.size(k, tf.int64), nbytes(k, v)) for k, v in shard_parts])
-        kept = []
-        for r, device in enumerate(plan.reducers):
-            received = []
-            if parts:  # nothing travels before its reducer's budget holds (each part is sliced from the check's 0)
-                start = check_budget(r, device, [c[r][0] for c in counts], [c[r][1] for c in counts], self.max_bytes, _TOO_BIG)
-                for shard, shard_parts in zip(shards, parts, strict=True):
-                    with tf.device(shard.device), tf.name_scope(f"send{r}"):
-                        received.append(tf.nest.map_structure(lambda t, at=start: t[at:], shard_parts[r]))
-            with tf.device(device), tf.name_scope(f"reducer{r}"):
-                received = received or [tf.nest.map_structure(lambda t: tf.zeros([0, *t.shape[1:]], t.dtype), first[1])]
-                keys, values = (
-                    received[0] if len(received) == 1 else tf.nest.map_structure(lambda *ts: tf.concat(ts, 0), *received)
-                )
-                if plan.partitioner == "range":
-                    keys, values = in_key_order(keys, values)
-                kept.append((keys, values))
-        first_keys, first_values = first[1]
-        specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), first_values)
-        built = KeyedBuilt(first_keys.dtype, specs, resident=True)
-        return builder.program(keep_fetch(builder, plan.reducers, kept), plan.tasks, built)
-
-    def finish(self, value: Any, program: Program | None, plan: KeyedPlan, call: Call) -> KeyedSharded:
-        """The rows as a ``KeyedSharded``: shard r on reducer r."""
-        assert program is not None  # never speculative
-        built: KeyedBuilt = program.info
-        return keep(call.cluster, plan, value, built, call.note if built.key_dtype == tf.string else None)
-
-    def failure(self, error: JobError) -> Exception | None:
-        big = over_budget(error, _TOO_BIG, self.max_bytes)
-        if big is not None:
-            return ReducerMemoryError(
-                f"{self!r}: reducer {big.part} ({big.device}) would receive {big.rows:,} rows ({big.size:,} bytes of keys and "
-                f"values), more than its budget of {big.budget:,} bytes ({big.limit}); nothing was sent. Spread the keys over "
-                "more reducers (reducers=N, up to the cluster's devices), or, if its host has the memory, raise max_bytes=; "
-                "the rows of one key always go to one reducer"
-            )
-        return self.mapper.failure(error)
-
-
-def _run(kind: MapOnly | MapByKey, x: Any, broadcast: Sequence[Any], options: dict[str, Any]) -> Any:
-    argument = kind.argument if isinstance(kind, MapOnly) else "fn"
-    if not callable(kind.fn):
-        raise TypeError(
-            f"{argument} must be a callable taking a batch of rows (one tensor per input), e.g. "
-            f"{'lambda x: x * 2' if argument == 'fn' else 'lambda x: x > 0'}; got {type(kind.fn).__name__} {kind.fn!r}"
-        )
-    settings = RunOptions.of(**options)
-    if isinstance(kind, MapOnly):
-        by_key = " (or pass by_key=True, with fn returning (keys, values), to move each row to the reducer of its key)"
-        if settings.reducers is not None:
-            raise TypeError(
-                f"reducers= applies to keyed jobs only; {kind!r} keeps each shard's rows where it ran: drop reducers="
-                f"{by_key if argument == 'fn' else ''}"
-            )
-        if settings.partitioner != "hash":
-            raise TypeError(
-                f"partitioner={settings.partitioner!r} applies to keyed jobs only; {kind!r} keeps each shard's rows where it "
-                f"ran, in row order: drop partitioner=, or sort the result with tmr.sort{by_key if argument == 'fn' else ''}"
-            )
-    return _engine.run(kind, x, settings, broadcast, resident=True)
-
-
-def map(
-    fn: Callable[..., Any],
-    x: Any,
-    /,
-    *,
-    broadcast: Sequence[Any] = (),
-    by_key: bool = False,
-    max_bytes: int | None = None,
-    **options: Unpack[Options],
-) -> Any:
-    """Map each shard's rows to any number of output rows, kept on the shard's device as resident ``Sharded`` data;
-    with ``by_key=True``, moved to the reducer of their key as a ``KeyedSharded``.
-
-    ``fn(*rows, *broadcast)`` receives a shard's rows (one tensor per co-partitioned input; for files a batch
-    of ``batch_rows`` rows at a time, so a task holds a batch and its output, never its input split) and
-    returns the output rows: a tensor, or a structure of tensors of one row count, with the rows on axis 0
-    and a static row shape.  It may return more rows (an explode) or fewer.  Output shard ``i`` stays on
-    the device of input shard ``i``: the result is the input of any later job or write without shipping,
-    and ``.gather()`` returns it in row order.  It cannot be rebuilt if its worker is lost: map again.
-
-    With ``by_key=True``, ``fn`` returns a pair ``(keys, values)``: keys a 1-D int32, int64 or string tensor,
-    values a tensor or a tuple of tensors with one row per key.  In the same run every row goes to reducer
-    ``hash(key) mod R`` (the stable hash of keyed jobs and hash joins, over ``reducers=``, default one per
-    task; ``partitioner="range"``: sampled key ranges).  Every row is kept (keys repeat: a repartition, not a
-    reduction).  Before any row travels, each reducer's rows and bytes are checked against its budget
-    (``max_bytes=``, else a quarter of its host's available memory).  Shard ``r`` of the resulting
-    [`KeyedSharded`][tfmapreduce.KeyedSharded] holds reducer ``r``'s rows by input shard, then in fn's row
-    order (a range partition's: sorted by key, rows of one key in that order).  It reads in place as a keyed
-    job's input (``tmr.sum_by_key(r.keys, r.values)``), and ``tmr.join`` with another hash-partitioned
-    ``KeyedSharded`` on the same reducers joins shard ``r`` with shard ``r`` (co-partitioned: nothing moves).
-    ``.gather()`` gives a [`KeyedResult`][tfmapreduce.KeyedResult] of every row, sorted by key, stably: one
-    entry per row, rows of one key in input order (its ``keys`` and ``values`` arrays, or ``to_pandas()``;
-    ``to_dict()`` keeps the last row of each key).
-
-    Args:
-        fn: the traceable function of a batch of rows (TensorFlow ops; it is traced once per shard or file).
-        x: an array (numbers or strings), a tuple of co-partitioned arrays, resident ``Sharded`` data or files.
-        broadcast: values every call of ``fn`` receives whole, after the rows.
-        by_key: ``fn`` returns ``(keys, values)``; the rows are partitioned by key over the reducers.
-        max_bytes: with ``by_key=True``, the bytes of keys and values one reducer may receive (None: a quarter of its
-            host's available memory).
-        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``retries``, ``transfer``,
-            ``batch_rows`` (files), and with ``by_key=True`` ``reducers`` and ``partitioner``: see
-            [`RunOptions`][tfmapreduce.RunOptions].
-
-    Returns:
-        A ``Sharded`` (or ``fn``'s structure of them, co-partitioned on one plan); with ``by_key=True`` a
-        ``KeyedSharded``.  Free it with ``delete()`` or ``with``.
-
-    Raises:
-        MapFunctionError: ``fn`` raised while traced, or its outputs are not dense tensors of one row count, or
-            differ in structure, dtype or row shape between shards or batches; with ``by_key=True``, it returned
-            no ``(keys, values)`` pair, keys of another dtype than int32, int64 or string, or keys and values of
-            different row counts (found in the run: the message names the shard).
-        ReducerMemoryError: with ``by_key=True``, a reducer would receive more than its budget (nothing was sent).
-        TypeError: ``fn`` is not callable, ``by_key`` is not a bool, or ``speculate=True`` was given, or
-            ``reducers=``/``partitioner=``/``max_bytes=`` without ``by_key=True``.
-
-    Examples:
-        >>> x = np.arange(6)
-        >>> with tmr.map(lambda v: tf.repeat(v, 2), x, cluster=cluster) as twice:
-        ...     twice.gather().tolist(), int(tmr.sum(twice))
-        ([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5], 30)
-        >>> def words(lines):
-        ...     w = tf.strings.split(lines).flat_values
-        ...     return w, tf.strings.length(w)
-        >>> with tmr.map(words, np.array(["to be", "or not to be"]), by_key=True, cluster=cluster) as r:
-        ...     rows = r.gather()  # every row, sorted by key
-        ...     longest = tmr.max_by_key(r.keys, r.values)  # a keyed job over it, in place
-        >>> rows.keys.tolist(), rows.values.tolist(), longest.values.tolist()
-        (['be', 'be', 'not', 'or', 'to', 'to'], [2, 2, 3, 2, 2, 2], [2, 3, 2, 2])
-    """
-    if not isinstance(by_key, bool):
-        raise TypeError(
-            f"by_key must be True (fn returns (keys, values), partitioned by key) or False (fn's rows kept where they ran), "
-            f"got {type(by_key).__name__} {by_key!r}"
-        )
-    if not by_key:
-        if max_bytes is not None:
-            raise TypeError(
-                f"max_bytes={max_bytes!r} limits what one reducer receives with by_key=True; without it each shard's rows stay "
-                "where they ran: drop max_bytes=, or pass by_key=True"
-            )
-        return _run(MapOnly(fn, "fn"), x, broadcast, dict(options))
-    return _run(MapByKey(fn, check_max_bytes(max_bytes)), x, broadcast, dict(options))
-
-
-def filter(pred: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = (), **options: Unpack[Options]) -> Any:
-    """The rows of ``x`` where ``pred`` is true, kept on their shards' devices as resident ``Sharded`` data.
-
-    ``pred(*rows, *broadcast)`` returns one boolean per row.  A tuple of co-partitioned inputs is filtered
-    together (a tuple of ``Sharded`` comes back).  Otherwise as [`map`][tfmapreduce.map]: the result stays where it
-    was computed and ``.gather()`` returns the kept rows in order.
-
-    Examples:
-        >>> x = np.arange(10.0)
-        >>> with tmr.filter(lambda v: tf.equal(v % 3, 0), x, cluster=cluster) as kept:
-        ...     kept.gather().tolist()
-        [0.0, 3.0, 6.0, 9.0]
-    """
-    return _run(MapOnly(pred, "pred"), x, broadcast, dict(options))

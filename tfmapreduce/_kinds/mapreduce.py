@@ -10,6 +10,7 @@ from typing_extensions import Unpack
 
 from .._engine import driver as _engine
 from .._engine.kernels import available
+from .._engine.kind import Kind
 from .._engine.stats import RunStats
 from .._io.files.files import Files
 from .._io.files.readers import Text, TextBlocks
@@ -78,7 +79,7 @@ class MapReduce(Generic[R]):
         self.name = name or f"{callable_name(map_fn)}/{self.combiner.name}"
         kind = Grouped if groups else Keyed if self.by_key else WholeInput
         self.kind: WholeInput | Keyed | Grouped = kind(self.map_fn, self.combiner, self.name)
-        """The job as the run driver sees it (see ``_engine.Kind``)."""
+        """The job as the run driver sees it (see ``_engine.kind.Kind``)."""
         self._counts: Keyed | Literal[False] | None = False
         """The native word count this job is (see ``_fuse``), None where it is not; False: not asked yet."""
 
@@ -110,7 +111,8 @@ class MapReduce(Generic[R]):
         """
         settings = RunOptions.of(**options)
         _only_keyed(self.by_key, settings)
-        return _engine.plan(self.kind, x, settings)
+        kind: Kind[Any] = self.kind
+        return _engine.plan(kind, x, settings)
 
     @overload
     def run(

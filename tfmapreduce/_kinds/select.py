@@ -35,7 +35,8 @@ from .._base.errors import InputError, JobError
 from .._base.plan import Plan
 from .._base.task import Task
 from .._engine import driver as _engine
-from .._engine.program import Builder, Call, Program, Ready
+from .._engine.call import Call
+from .._engine.program import Builder, Program, Ready
 from .._io.source import Sources, sources, streamed
 from .._ops.bits import BINS, DIGIT, WIDTHS, as_bits, nan_buckets, orders, value_of
 from .._options import RunOptions
@@ -112,7 +113,7 @@ class Shape:
 
 @attrs.define(eq=False, repr=False)
 class Select:
-    """A select run as the run driver sees it (see ``_engine.Kind``): exact ranks, or a summary (``summary=True``)."""
+    """A select run as the run driver sees it (see ``_engine.kind.Kind``): exact ranks, or a summary (``summary=True``)."""
 
     shape: Shape
     summary: bool

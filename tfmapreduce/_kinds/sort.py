@@ -35,23 +35,20 @@ from .._base.errors import InputError, JobError, ReducerMemoryError, ShardLostEr
 from .._base.plan import Plan, Shard, make_plan
 from .._base.task import Task
 from .._engine import driver as _engine
-from .._engine.kernels import available
-from .._engine.program import Builder, Call, Program, Ready
+from .._engine.call import Call
+from .._engine.program import Builder, Program, Ready
 from .._io.files.files import Files
 from .._io.keyed_input import keyed_sources
-from .._io.resident import Sharded, named_per_run
+from .._io.resident import Sharded
 from .._io.source import Sources, streamed
-from .._native.loader import kernels
+from .._io.variables import named_per_run
 from .._ops.budget import check_budget, over_budget
 from .._ops.grouping import argsort, nbytes, value_of
 from .._ops.per_group import check_max_bytes
-from .._ops.splitters import SEED, comparable, order_key, ranked_with
+from .._ops.splitters import FLOAT_DTYPES, INT_DTYPES, SEED, comparable, order_key, ranked_with
 from .._ops.splitters import sample_size as _sample_size
 from .._options import Options, RunOptions
 from .shuffle.plan import resolve_reducers
-
-KEY_DTYPES = tuple(np.dtype(d) for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"))
-FLOAT_DTYPES = tuple(np.dtype(d) for d in ("float16", "float32", "float64"))
 
 SORT_COPIES = 3
 """A range is held about three times over while it sorts: the rows received, their order, the sorted copy."""
@@ -112,7 +109,7 @@ def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Te
 
 @attrs.define(eq=False, repr=False)
 class Sort:
-    """A sort as the run driver sees it (see ``_engine.Kind``): ranges sorted on the reducers and kept there."""
+    """A sort as the run driver sees it (see ``_engine.kind.Kind``): ranges sorted on the reducers and kept there."""
 
     descending: bool
     max_bytes: int | None = None
@@ -144,7 +141,7 @@ class Sort:
                 f"{self.argument} must be 1-D (one key per row), got shape {key.shape}; sort one column, e.g. "
                 f"{self.argument}[:, 0], or flatten it with {self.argument}.reshape(-1)"
             )
-        if key.dtype not in KEY_DTYPES + FLOAT_DTYPES and key.dtype.kind not in "OSU":
+        if key.dtype not in INT_DTYPES + FLOAT_DTYPES and key.dtype.kind not in "OSU":
             raise TypeError(
                 f"{self.argument} must hold integers (int8 to int64, uint8 to uint32), floats (float16 to float64) or "
                 f"strings (str or bytes), got dtype {key.dtype}; convert it, e.g. {self.argument}.astype(np.int64)"
@@ -162,7 +159,7 @@ class Sort:
     def build(self, builder: Builder, plan: SortPlan, call: Call) -> Program:
         """Sample, choose the splitters, partition every shard into ranges, sort each range on its reducer, keep it
         (source ``j``'s range ``r`` as shard ``r`` of the container ``{the run's name}_s{j}``)."""
-        native = kernels() if available(call.cluster, call.settings.seconds()) else None
+        native = call.native
         ranges = len(plan.reducers)
         full = [s for s in plan.plan.shards if s.rows > 0]
         tensors: dict[int, list[tf.Tensor]] = {}

@@ -25,12 +25,12 @@ from typing_extensions import Unpack
 from .._base.errors import InputError, JobError
 from .._base.plan import Plan, Shard
 from .._engine import driver as _engine
-from .._engine.program import Builder, Call, Program, Ready
+from .._engine.call import Call
+from .._engine.program import Builder, Program, Ready
 from .._io.files.source import FileSource
 from .._io.source import Sources, Streamed, sources, streamed
-from .._ops.splitters import order_key
+from .._ops.splitters import FLOAT_DTYPES, INT_DTYPES, order_key
 from .._options import Options, RunOptions
-from .sort import FLOAT_DTYPES, KEY_DTYPES
 
 NO_SPECULATION = (
     "speculate=True does not apply to top_k: each shard's candidates go to one merge in one distributed run, "
@@ -55,7 +55,7 @@ def _concat(parts: list[Candidates]) -> Candidates:
 
 @attrs.define(eq=False, repr=False)
 class TopK:
-    """A top-k as the run driver sees it (see ``_engine.Kind``): each shard's k candidates merged on one device."""
+    """A top-k as the run driver sees it (see ``_engine.kind.Kind``): each shard's k candidates merged on one device."""
 
     k: int
     largest: bool
@@ -80,7 +80,7 @@ class TopK:
                 f"x must be 1-D (one value per row), got shape {src.shape}; pick one column, e.g. x[:, 0], "
                 "or flatten it with x.reshape(-1)"
             )
-        if src.dtype not in KEY_DTYPES + FLOAT_DTYPES:
+        if src.dtype not in INT_DTYPES + FLOAT_DTYPES:
             raise TypeError(
                 f"x must hold integers (int8 to int64, uint8 to uint32) or floats (float16 to float64), got dtype "
                 f"{src.dtype}; convert it, e.g. x.astype(np.int64)"

@@ -11,7 +11,8 @@ import tensorflow as tf
 from .._base.errors import JobError, MapFunctionError
 from .._base.plan import Plan, Shard
 from .._base.task import Task
-from .._engine.program import Builder, Call, MapJob, Program
+from .._engine.call import Call
+from .._engine.program import Builder, MapJob, Program
 from .._io.source import Sources, sources, streamed
 from .._ops.mapfn import check_same_outputs, describe, first_line, map_shard
 from .._ops.merge import merge_tree
@@ -20,7 +21,7 @@ from .stream import compile_fold
 
 @attrs.define(eq=False, repr=False)
 class WholeInput(MapJob):
-    """A whole-input job as the run driver sees it (see ``_engine.Kind``): one combined result per run."""
+    """A whole-input job as the run driver sees it (see ``_engine.kind.Kind``): one combined result per run."""
 
     speculation: str | None = None  # its shards can be backed up
     phase: ClassVar[str] = "combine"

@@ -30,7 +30,8 @@ from typing_extensions import Unpack
 from .._base.errors import JobError, OutputError, TfMapReduceError
 from .._base.plan import Plan
 from .._engine import driver as _engine
-from .._engine.program import Builder, Call, Program, Ready
+from .._engine.call import Call
+from .._engine.program import Builder, Program, Ready
 from .._io.files.encode import LINE_BREAK, SUCCESS, Csv, Format, Npy, Text, TfRecord, fields_of, part_name
 from .._io.files.source import Written as Written
 from .._io.keyed_input import keyed_sources
@@ -65,7 +66,7 @@ class Attempt:
 
 @attrs.define(eq=False, repr=False)
 class Write:
-    """A write as the run driver sees it (see ``_engine.Kind``): each shard encoded and written on its own task."""
+    """A write as the run driver sees it (see ``_engine.kind.Kind``): each shard encoded and written on its own task."""
 
     format: Format
     directory: str

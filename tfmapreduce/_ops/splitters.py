@@ -21,9 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from .grouping import argsort, sort_key, string_ranks
+
+INT_DTYPES = tuple(np.dtype(d) for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"))
+"""The integer dtypes a range sort, top-k and unique take as they are."""
+FLOAT_DTYPES = tuple(np.dtype(d) for d in ("float16", "float32", "float64"))
+"""The float dtypes they take (ordered through :func:`order_key`)."""
 
 SAMPLES = 256
 """Sampled rows per range (R ranges: about ``SAMPLES * R`` in all); a smaller input is taken whole."""

@@ -21,7 +21,7 @@ from typing_extensions import Unpack
 from .._base.errors import InputError
 from .._io.files.files import Files
 from .._io.resident import Sharded
-from .._kinds.maponly import map as map_rows
+from .._kinds.map_api import map as map_rows
 from .._kinds.mapreduce import MapReduce
 from .._kinds.shuffle.result import KeyedResult
 from .._kinds.sort import sort_by_key

@@ -32,14 +32,14 @@ METHODS: tuple[Method, ...] = get_args(Method)
 
 
 @attrs.frozen
-class Layout:
+class QuantileLayout:
     """How the values of ``x`` are taken: the columns (one answer each), the values per column, the result's shape.
 
     Example:
-        >>> layout = Layout.of(np.zeros((5, 3)), None, "a median")
+        >>> layout = QuantileLayout.of(np.zeros((5, 3)), None, "a median")
         >>> layout.columns, layout.n, layout.flatten  # axis=None: every value, one column
         (1, 15, True)
-        >>> Layout.of(np.zeros((5, 3)), 0, "a median").suffix  # axis=0: one answer per column
+        >>> QuantileLayout.of(np.zeros((5, 3)), 0, "a median").suffix  # axis=0: one answer per column
         (3,)
     """
 
@@ -54,7 +54,7 @@ class Layout:
     """The result's shape after ``q``'s: the columns for ``axis=0`` of 2-D data."""
 
     @classmethod
-    def of(cls, x: Any, axis: object, what: str) -> Layout:
+    def of(cls, x: Any, axis: object, what: str) -> QuantileLayout:
         """The layout of ``x`` (sources) for ``axis``; ``what`` names the statistic in the error for no values.
 
         Raises:
@@ -94,7 +94,7 @@ def _check_q(q: Any, *, name: str, top: float) -> np.ndarray:
     return array
 
 
-def _exact(srcs: Sources, layout: Layout, q: np.ndarray, weak: bool, method: Method, settings: RunOptions) -> Any:
+def _exact(srcs: Sources, layout: QuantileLayout, q: np.ndarray, weak: bool, method: Method, settings: RunOptions) -> Any:
     """``np.quantile(x, q, axis, method=method)`` from the values at the ranks numpy reads, selected exactly."""
     n, dtype = layout.n, layout.dtype
     at = (n - 1) * q.reshape(-1)  # numpy's virtual index of each quantile, in float64
@@ -130,7 +130,7 @@ def _targets(n: int, q: np.ndarray, method: Method) -> list[tuple[int, int]]:
 
 
 def _approximate(
-    srcs: Sources, layout: Layout, targets: list[tuple[int, int]], epsilon: float, settings: RunOptions
+    srcs: Sources, layout: QuantileLayout, targets: list[tuple[int, int]], epsilon: float, settings: RunOptions
 ) -> np.ndarray:
     """A ``(targets, columns)`` array of values of ``x``: each one's rank within ``epsilon · n`` of its target ranks."""
     n, dtype = layout.n, layout.dtype
@@ -161,7 +161,7 @@ def _approximate(
     return result
 
 
-def _shaped(result: np.ndarray, shape: tuple[int, ...], layout: Layout) -> Any:
+def _shaped(result: np.ndarray, shape: tuple[int, ...], layout: QuantileLayout) -> Any:
     """``(quantiles, columns)`` as numpy shapes it: ``q``'s shape, then the columns for ``axis=0`` of 2-D data."""
     result = result.reshape(shape + layout.suffix)
     return result[()] if result.ndim == 0 else result
@@ -175,7 +175,7 @@ def _order_statistics(
     with persisted(x, options) as (x, given):
         settings = RunOptions.of(**given)
         srcs = inputs(x)
-        layout = Layout.of(srcs, axis, what)
+        layout = QuantileLayout.of(srcs, axis, what)
         if layout.columns == 0:  # numpy's answer for rows of no columns
             return np.quantile(np.zeros((layout.n, layout.columns), layout.dtype), q, axis=0, method=method)
         if eps is None:
@@ -273,7 +273,7 @@ def median(x: Any, /, *, axis: int | None = None, epsilon: float | None = None, 
     with persisted(x, dict(options)) as (x, given):
         settings = RunOptions.of(**given)
         srcs = inputs(x)
-        layout = Layout.of(srcs, axis, "a median")
+        layout = QuantileLayout.of(srcs, axis, "a median")
         if layout.columns == 0:  # numpy's answer for rows of no columns
             return np.median(np.zeros((layout.n, layout.columns), layout.dtype), axis=0)
         n, dtype = layout.n, layout.dtype

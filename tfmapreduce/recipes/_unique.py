@@ -18,9 +18,8 @@ from .._base.errors import InputError
 from .._io.source import Input
 from .._io.strings import as_bytes_array
 from .._kinds.shuffle.result import KeyedResult
-from .._kinds.sort import FLOAT_DTYPES, KEY_DTYPES
 from .._ops.combine import COUNT
-from .._ops.splitters import order_key
+from .._ops.splitters import FLOAT_DTYPES, INT_DTYPES, order_key
 from .._options import Options, RunOptions
 from ._recipe import recipe
 
@@ -73,7 +72,7 @@ def _checked(x: Any) -> np.dtype[Any]:
             f"x must be 1-D (one value per row), got shape {shape}; pick one column, e.g. x[:, 0], or flatten it with "
             "x.reshape(-1)"
         )
-    if dtype not in KEY_DTYPES + FLOAT_DTYPES and dtype.kind not in "OSU":
+    if dtype not in INT_DTYPES + FLOAT_DTYPES and dtype.kind not in "OSU":
         raise TypeError(
             f"x must hold integers (int8 to int64, uint8 to uint32), floats (float16 to float64) or strings, got dtype "
             f"{dtype}; convert it, e.g. x.astype(np.int64)"

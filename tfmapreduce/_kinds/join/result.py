@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import numpy as np
+import tensorflow as tf
+
+from ..._io.resident import Sharded
+from ..._io.strings import Encoding, decode_keys
 
 
 @attrs.frozen(eq=False)
@@ -79,3 +84,91 @@ def _with_missing(column: np.ndarray, matched: np.ndarray) -> Any:
     out = column.astype(np.float64) if column.dtype.kind in "biu" else column.copy()
     out[~matched] = np.nan
     return out
+
+
+@attrs.define(eq=False)
+class JoinSharded:
+    """A join's rows kept where they were made (``tmr.join(..., resident=True)``): co-partitioned ``Sharded`` columns.
+
+    ``keys``, each side's values (one ``Sharded``, or a tuple as given) and the two masks share one plan (part
+    *p* on the device that made it), so later jobs read them in place:
+    ``tmr.sum_by_key(r.keys, r.left)`` ships nothing.
+
+    Examples:
+        >>> left, right = (np.array([1, 2, 2]), np.array([1.0, 2.0, 3.0])), (np.array([2, 5]), np.array([10, 50]))
+        >>> with tmr.join(left, right, cluster=cluster, resident=True) as r:
+        ...     float(tmr.sum(r.left)), len(r), sorted(r.gather().right.tolist())
+        (5.0, 2, [10, 10])
+    """
+
+    keys: Sharded
+    left: Any
+    right: Any
+    left_matched: Sharded
+    right_matched: Sharded
+    strategy: str
+    encoding: tuple[Encoding, Encoding]
+
+    def __len__(self) -> int:
+        return self.keys.plan.rows
+
+    def __repr__(self) -> str:
+        return f"JoinSharded({len(self)} rows on {len(self.keys.plan.shards)} parts, {self.strategy})"
+
+    def _each(self, fn: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """``fn`` of each column, in the structure of (keys, left, right, left matched, right matched)."""
+
+        def side(values: Any) -> Any:
+            return tuple(fn(c) for c in values) if isinstance(values, tuple) else fn(values)
+
+        return fn(self.keys), side(self.left), side(self.right), fn(self.left_matched), fn(self.right_matched)
+
+    def gather(self, *, timeout: float | None = None) -> JoinResult:
+        """The rows, fetched from the workers."""
+        rows = tuple((s.device, s.rows) for s in self.keys.plan.shards)
+        return _decoded(*self._each(lambda c: c.gather(timeout=timeout)), self.strategy, rows, self.encoding)
+
+    def delete(self, *, timeout: float | None = None) -> None:
+        """Free the rows' memory on the workers.  Safe to call twice."""
+        self._each(lambda c: c.delete(timeout=timeout))
+
+    def __enter__(self) -> JoinSharded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
+
+def _unpacked(parts: Sequence[np.ndarray], dtypes: Sequence[np.dtype[Any]]) -> list[np.ndarray]:
+    """The columns of packed parts (each a matrix of int32 words, see :func:`_rows`), each column one array."""
+    columns, at = [], 0
+    for dtype in dtypes:
+        width = dtype.itemsize // 4
+        columns.append(np.concatenate([p[:, at : at + width].view(dtype)[:, 0] for p in parts]))
+        at += width
+    return columns
+
+
+def _decoded(
+    keys: np.ndarray,
+    left: Any,
+    right: Any,
+    left_matched: np.ndarray,
+    right_matched: np.ndarray,
+    strategy: str,
+    rows: tuple[tuple[str, int], ...],
+    encoding: tuple[Encoding, Encoding],
+) -> JoinResult:
+    """A :class:`JoinResult` of fetched columns, string keys and values decoded as each side was given."""
+    if keys.dtype == object:
+        keys = decode_keys(keys.tolist(), encoding[0] or encoding[1])
+    left, right = (
+        tf.nest.map_structure(lambda leaf, e=e: _text(leaf, e), side) for side, e in ((left, encoding[0]), (right, encoding[1]))
+    )
+    return JoinResult(keys, left, right, left_matched, right_matched, strategy, rows)
+
+
+def _text(leaf: np.ndarray, unicode: Encoding) -> np.ndarray:
+    if leaf.dtype != object:
+        return leaf
+    return decode_keys(leaf.ravel().tolist(), unicode).reshape(leaf.shape)

@@ -19,16 +19,17 @@ from ..._base.device import Device
 from ..._base.errors import JobError, MapFunctionError
 from ..._base.plan import Plan, Shard
 from ..._base.task import Task
-from ..._engine.program import Builder, Call, MapJob
+from ..._engine.call import Call
+from ..._engine.program import Builder, MapJob
 from ..._io.keyed_input import keyed_sources
-from ..._io.resident import named_per_run
 from ..._io.source import DATA_OPTIONS, Batches, Sources, Streamed, streamed
+from ..._io.variables import named_per_run
 from ..._ops.mapfn import call_map, callable_name, check_same_outputs, describe, where
 from ..._ops.per_key import buckets
 from ..._ops.splitters import choose, key_order, ranges_of, sample
 from .plan import KeyedPlan, keyed_plan
 
-KEY_DTYPES = (tf.int32, tf.int64, tf.string)
+SHUFFLE_KEY_DTYPES = (tf.int32, tf.int64, tf.string)
 """The dtypes a key may have: int32, int64, or string (bytes; unicode is encoded as UTF-8)."""
 
 MISMATCH = "tfmapreduce: keys and values of different lengths"
@@ -43,7 +44,7 @@ NO_SPECULATION = (
 
 @attrs.define(eq=False, repr=False)
 class ByKey(MapJob):
-    """The hooks the keyed kinds share (see ``_engine.Kind``): keyed inputs, planned with reducers, kept unless resident."""
+    """The hooks the keyed kinds share (see ``_engine.kind.Kind``): keyed inputs, planned with reducers, kept unless resident."""
 
     speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "reduce"
@@ -81,7 +82,7 @@ class MapSide:
 
 
 @attrs.frozen(eq=False)
-class Mapped:
+class MappedShards:
     """Every shard of a keyed run mapped on its device: the partials of each task, and the first shard's (for messages)."""
 
     per_task: dict[Task, list[Part]]
@@ -90,7 +91,7 @@ class Mapped:
     first: tuple[Shard, Part]
 
 
-def map_shards(map_fn: Any, side: MapSide, builder: Builder, plan: KeyedPlan, call: Call) -> Mapped:
+def map_shards(map_fn: Any, side: MapSide, builder: Builder, plan: KeyedPlan, call: Call) -> MappedShards:
     """Map and fold every non-empty shard on its device (a 0-row input maps its one empty shard); same outputs checked."""
     per_task: dict[Task, list[Part]] = {}
     device: dict[Task, str] = {}
@@ -113,7 +114,7 @@ def map_shards(map_fn: Any, side: MapSide, builder: Builder, plan: KeyedPlan, ca
         per_task.setdefault(shard.task, []).append(part)
         device.setdefault(shard.task, shard.device)
     assert first is not None
-    return Mapped(per_task, device, first)
+    return MappedShards(per_task, device, first)
 
 
 def mismatch(map_fn: Any, error: JobError, *, argument: str = "map_fn") -> MapFunctionError | None:
@@ -152,7 +153,7 @@ def emit(
         raise MapFunctionError(
             f"{map_fn_name} must return (keys, values) of tensors; on {where} it returned {output!r} ({e})"
         ) from None
-    if keys.dtype not in KEY_DTYPES:
+    if keys.dtype not in SHUFFLE_KEY_DTYPES:
         raise MapFunctionError(
             f"{map_fn_name} returned keys of dtype {keys.dtype.name} on {where}; keys must be int32, int64 or string "
             "(bytes or unicode): float, bool and complex keys have no exact equality to group by. "

@@ -29,7 +29,7 @@ def _not_rebuildable(shard: Shard) -> tf.Tensor:
 
 
 @attrs.frozen
-class Built:
+class KeyedBuilt:
     """What a keyed program's finish needs of its build: the keys' dtype, the values' row specs, a resident name."""
 
     key_dtype: tf.DType
@@ -91,7 +91,7 @@ def keep_fetch(builder: Builder, reducers: Sequence[str], outputs: Sequence[tupl
     return fetch
 
 
-def keep(cluster: Cluster, kplan: KeyedPlan, stored: Stored, built: Built, decode: Encoding) -> KeyedSharded:
+def keep(cluster: Cluster, kplan: KeyedPlan, stored: Stored, built: KeyedBuilt, decode: Encoding) -> KeyedSharded:
     """The :class:`KeyedSharded` for the variables a resident run filled: one plan, shard r on reducer r (a ragged
     leaf's flat values: a plan of their own on the same reducers)."""
     name, counts = stored.name, [np.asarray(n).ravel() for n in stored.value]
