@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Hashable
-from typing import Any
+from collections.abc import Hashable, Mapping
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -14,11 +14,11 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
-from tfmapreduce._base.errors import JobError
 from tfmapreduce._base.plan import Plan
 from tfmapreduce._engine import driver as _engine
 from tfmapreduce._engine.call import Call
-from tfmapreduce._engine.program import Builder, Program, Ready
+from tfmapreduce._engine.kind import KindBase
+from tfmapreduce._engine.program import Builder, Program
 from tfmapreduce._io.source import Sources, sources
 from tfmapreduce._options import RunOptions
 
@@ -83,13 +83,12 @@ def test_a_keyed_run_refuses_speculation_before_anything_runs(cluster: tmr.Local
 
 
 @attrs.define(eq=False, repr=False)
-class RowsPerShard:
+class RowsPerShard(KindBase[Plan]):
     """A kind of job written against the seam alone: each shard's rows counted on its device, one count per shard."""
 
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    speculation: str | None = "this kind does not back up shards"
-    identity: Hashable = "rows per shard"
-    phase: str = "count"  # what its progress bar says once every shard is mapped
+    identity: ClassVar[Hashable] = "rows per shard"
+    phase: ClassVar[str] = "count"  # what its progress bar says once every shard is mapped
+    refused: ClassVar[Mapping[str, str]] = {"speculate": "speculate={value!r}: this kind does not back up shards"}
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         return sources(x), None
@@ -112,9 +111,6 @@ class RowsPerShard:
 
     def finish(self, value: Any, program: Program | None, plan: Plan, call: Call) -> Any:
         return [int(n) for n in value]
-
-    def failure(self, error: JobError) -> Exception | None:
-        return None
 
 
 def test_a_new_kind_plugs_into_the_driver_with_its_plan_graph_and_finish(cluster: tmr.LocalCluster) -> None:

@@ -39,7 +39,7 @@ from . import trace as _trace
 from .cache import programs
 from .call import Call
 from .kernels import available, with_kernels
-from .kind import Kind, P
+from .kind import Kind, P, refuse
 from .planner import plan_of, resolve_cluster
 from .program import Builder, Fed, Program, Ready, Stored
 from .retry import can_retry, moved_shards, with_retries
@@ -91,8 +91,7 @@ def shards_of(call: Call, kind: Kind[Any], settings: RunOptions) -> Plan:
 
 def start(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] = (), *, resident: bool = False) -> Call:
     """A run's :class:`Call`: its inputs canonicalized by the kind, its cluster, its broadcast values as arrays."""
-    if settings.speculate and kind.speculation is not None:
-        raise TypeError(kind.speculation)
+    refuse(kind.refused, settings)
     srcs, note = kind.sources(x)
     cluster = resolve_cluster(settings.cluster, srcs)
     srcs = with_kernels(srcs, cluster, settings.seconds())

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Hashable, Mapping
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import attrs
 
 from .._base.errors import JobError
 from .._base.plan import Plan
 from .._io.source import Sources
+from .._options import RunOptions
 from .call import Call
 from .program import Builder, Program, Ready
 
@@ -35,8 +38,9 @@ class Kind(Protocol[P]):
         """What a run does once its shards are mapped, as its progress bar says (``"combine"``, ``"reduce"``...)."""
 
     @property
-    def speculation(self) -> str | None:
-        """None when the kind backs up shards with ``speculate=True`` (see ``_speculate``); else why not."""
+    def refused(self) -> Mapping[str, str]:
+        """The run options the kind does not take beyond their defaults, each with the message that refuses it
+        (``{value!r}`` stands for the value given); the driver checks them once, as a run starts (:func:`refuse`)."""
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         """The run's inputs, and a note the kind keeps for its finish."""
@@ -55,3 +59,36 @@ class Kind(Protocol[P]):
 
     def failure(self, error: JobError) -> Exception | None:
         """The kind's own reading of a failed run (a named map-function error), or None."""
+
+
+@attrs.define(eq=False, repr=False)
+class KindBase(Generic[P]):
+    """The defaults a kind shares: its plain runs kept ready, every run option taken, no reading of its own failures.
+
+    A kind subclasses it (an attrs class), names what it refuses in ``refused`` and implements the rest of
+    :class:`Kind`: ``identity``, ``phase``, ``sources``, ``plan``, ``variant``, ``build`` and ``finish``.
+    """
+
+    ready: dict[Hashable, Ready] = attrs.field(factory=dict, init=False)
+    """Where the driver keeps this kind's plain runs ready to go again."""
+    refused: ClassVar[Mapping[str, str]] = {}
+
+    def failure(self, error: JobError) -> Exception | None:
+        return None
+
+
+_DEFAULTS = {f.name: f.default for f in attrs.fields(RunOptions)}
+
+
+def refuse(refused: Mapping[str, str], settings: RunOptions) -> None:
+    """TypeError where ``settings`` gives an option a kind does not take (``refused``: any value but its default).
+
+    Examples:
+        >>> refuse({"speculate": "speculate={value!r} does not apply to this example; drop speculate="}, RunOptions.of(speculate=True))
+        Traceback (most recent call last):
+        TypeError: speculate=True does not apply to this example; drop speculate=
+    """
+    for name, message in refused.items():
+        value = getattr(settings, name)
+        if value != _DEFAULTS[name]:
+            raise TypeError(message.format(value=value))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import secrets
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -20,7 +20,6 @@ from .._io.shm import DECODABLE, MIN_BYTES, MappedBuffer, guard
 from .._io.source import Batches, Sources, Streamed
 from .._io.variables import assign_named, assign_shard, named_per_run
 from .._native.loader import kernels
-from .._ops.combine import Combiner
 from . import cancel as _cancel
 from .cache import Kept
 from .call import Call
@@ -363,20 +362,6 @@ class Ready:
 
     def fits(self, srcs: Sources) -> bool:
         return self.kept.alive and self.signature == tuple(s.signature(self.shards) for s in srcs)
-
-
-@attrs.define(eq=False, repr=False)
-class MapJob:
-    """What the kinds of a ``MapReduce`` job share: its map function, combiner and name, and its runs kept ready."""
-
-    map_fn: Callable[..., Any]
-    combiner: Combiner
-    name: str
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    """Where the run driver keeps the job's plain runs ready to go again."""
-
-    def __repr__(self) -> str:
-        return f"MapReduce({self.name})"
 
 
 def _written(path: tf.Tensor, value: tf.Tensor, native: Any, **part: Any) -> tf.Tensor:

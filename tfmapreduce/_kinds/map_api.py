@@ -21,20 +21,7 @@ def _run(kind: MapOnly | MapByKey, x: Any, broadcast: Sequence[Any], options: di
             f"{argument} must be a callable taking a batch of rows (one tensor per input), e.g. "
             f"{'lambda x: x * 2' if argument == 'fn' else 'lambda x: x > 0'}; got {type(kind.fn).__name__} {kind.fn!r}"
         )
-    settings = RunOptions.of(**options)
-    if isinstance(kind, MapOnly):
-        by_key = " (or pass by_key=True, with fn returning (keys, values), to move each row to the reducer of its key)"
-        if settings.reducers is not None:
-            raise TypeError(
-                f"reducers= applies to keyed jobs only; {kind!r} keeps each shard's rows where it ran: drop reducers="
-                f"{by_key if argument == 'fn' else ''}"
-            )
-        if settings.partitioner != "hash":
-            raise TypeError(
-                f"partitioner={settings.partitioner!r} applies to keyed jobs only; {kind!r} keeps each shard's rows where it "
-                f"ran, in row order: drop partitioner=, or sort the result with tmr.sort{by_key if argument == 'fn' else ''}"
-            )
-    return _engine.run(kind, x, settings, broadcast, resident=True)
+    return _engine.run(kind, x, RunOptions.of(**options), broadcast, resident=True)
 
 
 def map(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -11,7 +11,8 @@ import tensorflow as tf
 from .._base.errors import JobError, ReducerMemoryError
 from .._base.plan import Plan
 from .._engine.call import Call
-from .._engine.program import Builder, Program, Ready
+from .._engine.kind import KindBase
+from .._engine.program import Builder, Program
 from .._io.keyed_input import keyed_sources
 from .._io.source import Sources, streamed
 from .._io.variables import named_per_run
@@ -25,7 +26,7 @@ from .shuffle.sharded import KeyedBuilt, KeyedSharded, keep, keep_fetch
 
 
 @attrs.define(eq=False, repr=False)
-class MapByKey:
+class MapByKey(KindBase[KeyedPlan]):
     """``map(fn, x, by_key=True)`` as the run driver sees it (see ``_engine.kind.Kind``): each shard mapped as by
     :class:`MapOnly` (fn's ``(keys, values)`` checked as a keyed job's), every row then moved to the reducer of its
     key and kept there as a ``KeyedSharded``.  All rows are kept: keys repeat."""
@@ -33,9 +34,8 @@ class MapByKey:
     fn: Callable[..., Any]
     max_bytes: int | None = None
     """The bytes of keys and values one reducer may receive; None: a quarter of its host's available memory."""
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "shuffle"
+    refused: ClassVar[Mapping[str, str]] = {"speculate": NO_SPECULATION}
 
     def __repr__(self) -> str:
         return f"map({callable_name(self.fn)}, by_key=True)"

@@ -24,7 +24,7 @@ keyed job's shuffle does (one distributed run)::
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -35,7 +35,8 @@ from .._base.device import Device
 from .._base.errors import JobError, MapFunctionError, ShardLostError
 from .._base.plan import Plan, Shard, make_plan
 from .._engine.call import Call
-from .._engine.program import Builder, Program, Ready
+from .._engine.kind import KindBase
+from .._engine.program import Builder, Program
 from .._io.keyed_input import keyed_sources
 from .._io.resident import Sharded
 from .._io.source import Batches, Sources, streamed
@@ -48,6 +49,14 @@ NO_SPECULATION = (
     "so a backup copy would keep a second one; drop speculate="
 )
 
+_BY_KEY = "(or pass by_key=True to tmr.map, with fn returning (keys, values), to move each row to the reducer of its key)"
+_NO_REDUCERS = (
+    f"reducers= applies to keyed jobs only; map and filter keep each shard's rows where it ran: drop reducers= {_BY_KEY}"
+)
+_NO_PARTITIONER = (
+    "partitioner={value!r} applies to keyed jobs only; map and filter keep each shard's rows where it ran, in row order: "
+    "drop partitioner=, or sort the result with tmr.sort or tmr.sort_by_key"
+)
 _ROWS = "tfmapreduce-map: output tensors of different row counts"
 _MASK = "tfmapreduce-map: a mask of another length than its rows"
 _END = " ~~"
@@ -72,7 +81,7 @@ def _not_rebuildable(shard: Shard) -> tf.Tensor:
 
 
 @attrs.define(eq=False, repr=False)
-class MapOnly:
+class MapOnly(KindBase[Plan]):
     """A map-only job as the run driver sees it (see ``_engine.kind.Kind``): each shard's output rows kept where it ran."""
 
     fn: Callable[..., Any]
@@ -80,9 +89,8 @@ class MapOnly:
     """``"fn"`` (map: fn's rows) or ``"pred"`` (filter: the rows where pred is true); names the function in messages."""
     by_key: bool = False
     """Whether fn returns ``(keys, values)`` rows, checked as a keyed job's (:class:`MapByKey` maps with it)."""
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "keep"
+    refused: ClassVar[Mapping[str, str]] = {"speculate": NO_SPECULATION, "reducers": _NO_REDUCERS, "partitioner": _NO_PARTITIONER}
 
     def __repr__(self) -> str:
         return f"{'filter' if self.argument == 'pred' else 'map'}({callable_name(self.fn)})"

@@ -110,7 +110,6 @@ class MapReduce(Generic[R]):
             TypeError: ``x`` is not numeric, or an option has the wrong type.
         """
         settings = RunOptions.of(**options)
-        _only_keyed(self.by_key, settings)
         kind: Kind[Any] = self.kind
         return _engine.plan(kind, x, settings)
 
@@ -171,7 +170,8 @@ class MapReduce(Generic[R]):
 
     def execute(self, x: Any, settings: RunOptions, *, broadcast: Sequence[Any] = (), resident: bool = False) -> Any:
         """[`run`][tfmapreduce.MapReduce.run] with options already validated (what recipes call)."""
-        _only_keyed(self.by_key, settings, resident=resident)
+        if resident and not self.by_key:
+            raise TypeError("resident= applies to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)")
         if self._is_word_count(x, settings, broadcast):
             assert self._counts
             blocks = attrs.evolve(x, reader=TextBlocks(cr=""))  # whole-line blocks, each \r dropped as lines drop it
@@ -190,19 +190,3 @@ class MapReduce(Generic[R]):
 
 _COUNTERS: dict[Any, Callable[..., Any]] = {}
 """The fused word count's map function per dtype of the ones, one each so that fused jobs share their graphs."""
-
-
-def _only_keyed(by_key: bool, settings: RunOptions, *, resident: bool = False) -> None:
-    """TypeError for keyed-only settings given to a whole-input job."""
-    if by_key:
-        return
-    given = [name for name, value in (("reducers", settings.reducers), ("resident", resident or None)) if value is not None]
-    if given:
-        raise TypeError(
-            f"{', '.join(f'{n}=' for n in given)} apply to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)"
-        )
-    if settings.partitioner != "hash":
-        raise TypeError(
-            f"partitioner={settings.partitioner!r} applies to keyed jobs only: a whole-input job has no keys to partition "
-            "and returns one value; drop partitioner=, or make the job keyed with MapReduce(map_fn, reduce_fn, by_key=True)"
-        )

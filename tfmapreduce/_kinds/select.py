@@ -23,7 +23,7 @@ and their order are ``_bits``'.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -36,7 +36,8 @@ from .._base.plan import Plan
 from .._base.task import Task
 from .._engine import driver as _engine
 from .._engine.call import Call
-from .._engine.program import Builder, Program, Ready
+from .._engine.kind import KindBase
+from .._engine.program import Builder, Program
 from .._io.source import Sources, sources, streamed
 from .._ops.bits import BINS, DIGIT, WIDTHS, as_bits, nan_buckets, orders, value_of
 from .._options import RunOptions
@@ -112,14 +113,13 @@ class Shape:
 
 
 @attrs.define(eq=False, repr=False)
-class Select:
+class Select(KindBase[SelectPlan]):
     """A select run as the run driver sees it (see ``_engine.kind.Kind``): exact ranks, or a summary (``summary=True``)."""
 
     shape: Shape
     summary: bool
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "select"
+    refused: ClassVar[Mapping[str, str]] = {"speculate": NO_SPECULATION}
 
     def __repr__(self) -> str:
         return f"select(summary={self.summary})"

@@ -22,7 +22,7 @@ Ties break by row, so a key held by many rows spreads over several ranges and th
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -36,7 +36,8 @@ from .._base.plan import Plan, Shard, make_plan
 from .._base.task import Task
 from .._engine import driver as _engine
 from .._engine.call import Call
-from .._engine.program import Builder, Program, Ready
+from .._engine.kind import KindBase
+from .._engine.program import Builder, Program
 from .._io.files.files import Files
 from .._io.keyed_input import keyed_sources
 from .._io.resident import Sharded
@@ -108,7 +109,7 @@ def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Te
 
 
 @attrs.define(eq=False, repr=False)
-class Sort:
+class Sort(KindBase[SortPlan]):
     """A sort as the run driver sees it (see ``_engine.kind.Kind``): ranges sorted on the reducers and kept there."""
 
     descending: bool
@@ -116,9 +117,8 @@ class Sort:
     argument: str = "x"
     """``"x"`` (sort: the values alone) or ``"keys"`` (sort_by_key: the first input's keys order the others); names
     the keys in messages."""
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "sort"
+    refused: ClassVar[Mapping[str, str]] = {"speculate": NO_SPECULATION}
 
     def __repr__(self) -> str:
         return f"sort(descending={self.descending})"

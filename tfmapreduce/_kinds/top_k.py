@@ -14,7 +14,7 @@ shards are concatenated in row order, so equal values come out lower row first, 
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -26,7 +26,8 @@ from .._base.errors import InputError, JobError
 from .._base.plan import Plan, Shard
 from .._engine import driver as _engine
 from .._engine.call import Call
-from .._engine.program import Builder, Program, Ready
+from .._engine.kind import KindBase
+from .._engine.program import Builder, Program
 from .._io.files.source import FileSource
 from .._io.source import Sources, Streamed, sources, streamed
 from .._ops.splitters import FLOAT_DTYPES, INT_DTYPES, order_key
@@ -54,14 +55,13 @@ def _concat(parts: list[Candidates]) -> Candidates:
 
 
 @attrs.define(eq=False, repr=False)
-class TopK:
+class TopK(KindBase[Plan]):
     """A top-k as the run driver sees it (see ``_engine.kind.Kind``): each shard's k candidates merged on one device."""
 
     k: int
     largest: bool
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "merge"
+    refused: ClassVar[Mapping[str, str]] = {"speculate": NO_SPECULATION}
 
     def __repr__(self) -> str:
         return f"top_k(k={self.k}, largest={self.largest})"

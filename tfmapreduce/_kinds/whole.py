@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -12,19 +12,26 @@ from .._base.errors import JobError, MapFunctionError
 from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._engine.call import Call
-from .._engine.program import Builder, MapJob, Program
+from .._engine.program import Builder, Program
 from .._io.source import Sources, sources, streamed
 from .._ops.mapfn import check_same_outputs, describe, first_line, map_shard
 from .._ops.merge import merge_tree
+from .map_job import MapJob
 from .stream import compile_fold
+
+_NO_PARTITIONER = (
+    "partitioner={value!r} applies to keyed jobs only: a whole-input job has no keys to partition and returns one "
+    "value; drop partitioner=, or make the job keyed with MapReduce(map_fn, reduce_fn, by_key=True)"
+)
+_NO_REDUCERS = "reducers= apply to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)"
 
 
 @attrs.define(eq=False, repr=False)
-class WholeInput(MapJob):
+class WholeInput(MapJob[Plan]):
     """A whole-input job as the run driver sees it (see ``_engine.kind.Kind``): one combined result per run."""
 
-    speculation: str | None = None  # its shards can be backed up
     phase: ClassVar[str] = "combine"
+    refused: ClassVar[Mapping[str, str]] = {"partitioner": _NO_PARTITIONER, "reducers": _NO_REDUCERS}
 
     @property
     def identity(self) -> Hashable:

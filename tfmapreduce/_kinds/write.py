@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -31,7 +31,8 @@ from .._base.errors import JobError, OutputError, TfMapReduceError
 from .._base.plan import Plan
 from .._engine import driver as _engine
 from .._engine.call import Call
-from .._engine.program import Builder, Program, Ready
+from .._engine.kind import KindBase
+from .._engine.program import Builder, Program
 from .._io.files.encode import LINE_BREAK, SUCCESS, Csv, Format, Npy, Text, TfRecord, fields_of, part_name
 from .._io.files.source import Written as Written
 from .._io.keyed_input import keyed_sources
@@ -65,7 +66,7 @@ class Attempt:
 
 
 @attrs.define(eq=False, repr=False)
-class Write:
+class Write(KindBase[Plan]):
     """A write as the run driver sees it (see ``_engine.kind.Kind``): each shard encoded and written on its own task."""
 
     format: Format
@@ -73,9 +74,8 @@ class Write:
     overwrite: bool
     shared: bool = True
     """False: the directory is on each task's own disk; each task commits its own parts (:meth:`_commit_on_tasks`)."""
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "write"
+    refused: ClassVar[Mapping[str, str]] = {"speculate": NO_SPECULATION}
     attempts: list[Attempt] = attrs.field(factory=list)
 
     def __repr__(self) -> str:

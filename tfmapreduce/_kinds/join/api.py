@@ -27,6 +27,7 @@ import tensorflow as tf
 from ..._base.errors import InputError
 from ..._engine import driver as _engine
 from ..._engine.kernels import available
+from ..._engine.kind import refuse
 from ..._io.files.csv import Csv
 from ..._io.files.files import Files
 from ..._io.keyed_input import keyed_sources
@@ -134,12 +135,7 @@ def _prepare(
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)) or max_bytes <= 0):
         raise ValueError(f"max_bytes must be a positive number of bytes or None, got {max_bytes!r}")
     settings = RunOptions.of(**options)
-    if settings.partitioner != "hash":
-        raise TypeError(
-            f"join takes partitioner='hash' only, got partitioner={settings.partitioner!r}: both sides would need one set "
-            "of key ranges; drop partitioner= (the joined rows come in no key order: sort them after, e.g. with "
-            "tmr.sort_by_key(r.keys, r.left) on a resident result)"
-        )
+    refuse(Join.refused, settings)  # before a host side is scattered
     native = settings.cluster is not None and available(settings.cluster, settings.seconds())
     sides = [_side(left, "left", native), _side(right, "right", native)]
     (lsrcs, lcols, ltuple, luni, lkeyed), (rsrcs, rcols, rtuple, runi, rkeyed) = sides

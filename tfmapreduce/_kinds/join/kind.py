@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -13,7 +13,8 @@ from ..._base.device import Device
 from ..._base.errors import JobError, ReducerMemoryError, ShardLostError
 from ..._base.plan import Plan, Shard, make_plan
 from ..._engine.call import Call
-from ..._engine.program import Builder, Program, Ready
+from ..._engine.kind import KindBase
+from ..._engine.program import Builder, Program
 from ..._io.concat import concatenated
 from ..._io.resident import Sharded
 from ..._io.source import Sources
@@ -30,21 +31,25 @@ from .result import JoinSharded, _decoded, _unpacked
 from .rows import join_index, take
 
 _TOO_BIG = "tfmapreduce: join output too large"
+_NO_PARTITIONER = (
+    "join takes partitioner='hash' only, got partitioner={value!r}: both sides would need one set of key ranges; drop "
+    "partitioner= (the joined rows come in no key order: sort them after, e.g. with tmr.sort_by_key(r.keys, r.left) on "
+    "a resident result)"
+)
 
 
 @attrs.define(eq=False, repr=False)
-class Join:
+class Join(KindBase[JoinPlan]):
     """A join as the run driver sees it (see ``_engine.kind.Kind``)."""
 
     how: str
     strategy: str
-    """``"auto"``, ``"hash"``, ``"broadcast"``, or ``"co-partitioned"`` (chosen by :func:`_prepare`)."""
+    """As asked: ``"auto"``, ``"hash"`` or ``"broadcast"``; or ``"co-partitioned"`` (two keyed results on the same
+    reducers, asked as ``"auto"``).  The plan decides (:func:`~tfmapreduce._kinds.join.plan.choose`)."""
     layout: JoinLayout
     max_bytes: int | None = None
-    speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "join"
-    ready: dict[Hashable, Ready] = attrs.field(factory=dict)
-    """Unused: a join's inputs are stacked sides, never the plain host arrays a ready run needs."""
+    refused: ClassVar[Mapping[str, str]] = {"speculate": NO_SPECULATION, "partitioner": _NO_PARTITIONER}
 
     def __repr__(self) -> str:
         return f"join(how={self.how!r})"

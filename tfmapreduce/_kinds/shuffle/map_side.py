@@ -9,7 +9,7 @@ inside one ``tf.data`` fold; streamed file sources always fold their batches.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -20,13 +20,14 @@ from ..._base.errors import JobError, MapFunctionError
 from ..._base.plan import Plan, Shard
 from ..._base.task import Task
 from ..._engine.call import Call
-from ..._engine.program import Builder, MapJob
+from ..._engine.program import Builder
 from ..._io.keyed_input import keyed_sources
 from ..._io.source import DATA_OPTIONS, Batches, Sources, Streamed, streamed
 from ..._io.variables import named_per_run
 from ..._ops.mapfn import call_map, callable_name, check_same_outputs, describe, where
 from ..._ops.per_key import buckets
 from ..._ops.splitters import choose, key_order, ranges_of, sample
+from ..map_job import MapJob
 from .plan import KeyedPlan, keyed_plan
 
 SHUFFLE_KEY_DTYPES = (tf.int32, tf.int64, tf.string)
@@ -43,11 +44,11 @@ NO_SPECULATION = (
 
 
 @attrs.define(eq=False, repr=False)
-class ByKey(MapJob):
+class ByKey(MapJob[KeyedPlan]):
     """The hooks the keyed kinds share (see ``_engine.kind.Kind``): keyed inputs, planned with reducers, kept unless resident."""
 
-    speculation: str | None = NO_SPECULATION
     phase: ClassVar[str] = "reduce"
+    refused: ClassVar[Mapping[str, str]] = {"speculate": NO_SPECULATION}
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         return keyed_sources(x)
