@@ -62,14 +62,29 @@ def _buffers() -> int:
 
 
 def _shm_entries() -> set[str]:
-    """Everything of ours under /dev/shm (the file mechanism's per-user directory and its contents)."""
-    found = set()
+    """Everything of ours under /dev/shm (the file mechanism's per-user directory and its contents), leaving out the
+    folders of other live clients (``<pid>-<token>``: other test processes on this machine) and the per-user
+    directory that holds them."""
+    found, others = set(), set()
     for top, dirs, files in os.walk(_shmdir.SHM_ROOT):
         for name in dirs + files:
             path = os.path.join(top, name)
-            if "tfmapreduce" in path:
-                found.add(path)
-    return found
+            if "tfmapreduce" not in path:
+                continue
+            found.add(path)
+            pid = name.split("-", 1)[0]
+            if top.endswith(f"tfmapreduce-{os.getuid()}") and pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+                others.add(path)
+    root = os.path.join(_shmdir.SHM_ROOT, f"tfmapreduce-{os.getuid()}")
+    return {p for p in found if not any(p.startswith(o) for o in others)} - ({root} if others else set())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _no_memfds_soon() -> None:
