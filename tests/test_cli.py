@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -44,3 +45,29 @@ def test_import_and_first_use_print_nothing_to_stderr() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
+
+
+TENSORFLOW_FIRST = """
+import numpy as np, tensorflow as tf
+import tfmapreduce as tmr
+
+def wait(v):  # runs on a worker for 2.5 s of its clock, so the client watches the run (probes its tasks) meanwhile
+    start = tf.timestamp()
+    (steps,) = tf.while_loop(lambda i: tf.timestamp() - start < 2.5, lambda i: (i + 1,), (tf.constant(0),))
+    return tf.reduce_sum(v) + tf.cast(tf.minimum(steps, 0), tf.float32)
+
+with tmr.LocalCluster(2) as cluster:
+    print("sum", float(tmr.MapReduce(wait, tf.add).run(np.ones(10, np.float32), cluster=cluster)))
+"""
+
+
+def test_tensorflow_imported_first_logs_no_warning_for_the_sessions_of_a_run() -> None:
+    """The README's order (TensorFlow, then tfmapreduce), TF_CPP_MIN_LOG_LEVEL unset: a run watched for seconds writes
+    none of TensorFlow's ``GrpcSession::ListDevices will initialize the session`` warnings (two a second, before)."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-c", TENSORFLOW_FIRST], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["sum", "10.0"]
+    assert "ListDevices will initialize" not in result.stderr, result.stderr

@@ -5,12 +5,17 @@ Nothing is faked: this machine's own interfaces decide what each test expects.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import secrets
 import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 
 import pytest
+from namespaces import free_octet, ip, require_netns
 
 import tfmapreduce as tmr
 from tfmapreduce._cluster.network import network_interfaces
@@ -113,3 +118,62 @@ def test_a_program_in_its_own_network_namespace_runs_with_allow_network_false_an
     assert "interfaces \n" in result.stdout  # nothing but loopback inside
     assert result.stdout.count("mean 4.5") == 2
     assert not [line for line in tfmapreduce_lines(result.stderr) if "WARNING" in line]
+
+
+@contextlib.contextmanager
+def unnumbered_namespace() -> Iterator[tuple[str, str]]:
+    """A network namespace of the test's own whose veth end is up with no address at all (no IPv6 link-local either),
+    linked to this host, and only 127.0.0.1 on its ``lo``: (namespace, that interface), removed at the end."""
+    require_netns("an unnumbered interface in a network namespace")
+    tag = secrets.token_hex(3)
+    netns, host_if, ns_if = f"tmr{tag}", f"tmrh{tag}", f"tmrn{tag}"
+    try:
+        for args in (
+            ["netns", "add", netns],
+            ["link", "add", host_if, "type", "veth", "peer", "name", ns_if, "netns", netns],
+            ["-n", netns, "link", "set", ns_if, "addrgenmode", "none"],
+            ["-n", netns, "link", "set", ns_if, "up"],
+            ["-n", netns, "link", "set", "lo", "up"],
+            ["link", "set", host_if, "up"],
+        ):
+            done = ip(*args)
+            if done.returncode != 0:
+                pytest.skip(f"cannot set up the namespace here: ip {' '.join(args)}: {done.stderr.strip()}")
+        yield netns, ns_if
+    finally:
+        ip("link", "del", host_if)
+        ip("netns", "del", netns)
+
+
+def _in_namespace(netns: str, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", netns, sys.executable, *argv], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+INTERFACES = "import json; from tfmapreduce._cluster.network import network_interfaces; print(json.dumps(network_interfaces()))"
+
+
+def test_a_worker_refuses_where_an_interface_without_address_delivers_to_an_address_on_loopback() -> None:
+    """Linux accepts a packet for any local address on any interface: an up interface with no address of its own
+    ("unnumbered", as on routers and anycast or VIP setups) reaches an address added to ``lo``."""
+    with unnumbered_namespace() as (netns, ns_if):
+        # only loopback addresses: nothing an outside packet may reach (127.0.0.0/8 is dropped when it comes from ns_if)
+        alone = _in_namespace(netns, "-c", INTERFACES)
+        assert alone.returncode == 0, alone.stderr
+        assert json.loads(alone.stdout) == []
+        address = f"10.233.{free_octet('10.233.{}.{}')}.1"
+        assert ip("-n", netns, "addr", "add", f"{address}/32", "dev", "lo").returncode == 0
+        spec = json.dumps({"local": ["localhost:2222"]})
+        # a worker that starts in spite of the guard is killed by the timeout, which fails the test
+        result = _in_namespace(netns, "-m", "tfmapreduce", "worker", "--cluster", spec, "--task", "0")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "ready" not in result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    line = lines[0]
+    assert line.startswith("tfmapreduce worker: error: this machine is on a network ("), line
+    assert f"{ns_if} (no address of its own, but it delivers to {address} on this machine)" in line
+    assert "port 2222 of ALL interfaces" in line
+    assert "pass --allow-network once a firewall admits only the client and the other tasks" in line
+    assert "a network namespace of its own" in line

@@ -23,7 +23,7 @@ import tensorflow as tf
 from ports import free_port, listening
 
 from tfmapreduce import Cluster
-from tfmapreduce._cluster.network import network_interfaces
+from tfmapreduce._cluster.network import exposure, network_interfaces, refusal
 
 WORKER = [sys.executable, "-m", "tfmapreduce", "worker"]
 START_TIMEOUT = 90.0
@@ -143,24 +143,24 @@ def test_a_worker_on_a_networked_machine_needs_allow_network(failed: dict[str, F
         return
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == [
-        f"tfmapreduce worker: error: this machine is on a network ({', '.join(exposed)}) and TensorFlow's server "
-        f"would listen on port {lines[0].split('port ')[1].split()[0]} of ALL interfaces with no authentication (anyone "
-        "reaching it runs code as this user); pass --allow-network once a firewall admits only the client and the other "
-        "tasks (see docs/security.md)"
-    ]
+    port = int(lines[0].split("port ")[1].split()[0])
+    assert lines == [f"tfmapreduce worker: error: {refusal(exposure(), port)}"]
+    assert lines[0].startswith(f"tfmapreduce worker: error: this machine is on a network ({exposed[0]}")
     assert "ready" not in result.stdout
 
 
 def test_network_interfaces_matches_the_kernel() -> None:
-    """Every interface with a non-loopback address in the kernel's tables is named (ip -o addr)."""
+    """Every up interface but loopback is named when an address of this machine other than loopback's and the
+    interfaces' own IPv6 link-local ones exists (an interface reaches them all); else those with a link-local one."""
     if shutil.which("ip") is None:
         pytest.skip("no ip command here to compare with")
-    addresses = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, check=True).stdout
     links = subprocess.run(["ip", "-o", "link", "show", "up"], capture_output=True, text=True, check=True).stdout
-    with_address = {line.split()[1] for line in addresses.splitlines() if " scope host " not in line}
-    up = {line.split(":")[1].strip().split("@")[0] for line in links.splitlines()}
-    assert set(network_interfaces()) == with_address & up
+    up = {line.split(":")[1].strip().split("@")[0] for line in links.splitlines() if "LOOPBACK" not in line.split()[2]}
+    addresses = subprocess.run(["ip", "-o", "addr", "show", "up"], capture_output=True, text=True, check=True).stdout
+    rows = [(line.split()[1], line.split()[2], line.split("scope ")[1].split()[0]) for line in addresses.splitlines()]
+    shared = [row for row in rows if row[2] != "host" and not (row[1] == "inet6" and row[2] == "link")]
+    linked = {name for name, family, scope in rows if family == "inet6" and scope == "link"}
+    assert set(network_interfaces()) == (up if shared else up & linked)
 
 
 def test_port_in_use_names_the_port(failed: dict[str, Finished], busy_port: int) -> None:

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import mmap
 import os
+import re
 import sys
 from collections.abc import Iterator
+
+LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
+"""TensorFlow's C++ log level: read once, as TensorFlow's libraries load; setting it later changes nothing."""
+
+_SET_MIN_LOG_LEVEL = re.compile(rb"_ZN4absl(?:\d+lts_\d+)?14SetMinLogLevelENS(?:0_|_)18LogSeverityAtLeastE(?=\0)")
+"""The mangled name of ``absl::SetMinLogLevel(absl::LogSeverityAtLeast)``, whatever absl's release namespace."""
+
+_ERROR = 2
+"""``absl::LogSeverityAtLeast::kError``: what ``TF_CPP_MIN_LOG_LEVEL=2`` selects (errors and fatal lines only)."""
+
+_quieted = False
 
 
 @contextlib.contextmanager
@@ -26,16 +40,46 @@ def _stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def import_tensorflow() -> None:
-    """Import TensorFlow once, with its absl/oneDNN/CUDA start-up lines silenced.
+def set_cpp_log_level(level: int) -> bool:
+    """Set the C++ log level of the TensorFlow this process loaded, as ``TF_CPP_MIN_LOG_LEVEL=level`` at its load would.
 
-    ``TF_CPP_MIN_LOG_LEVEL=2`` (unless the user set it) hides most of TensorFlow's
-    C++ log lines; a few are written before that setting is read, so the
-    import itself runs with stderr pointed at /dev/null.  An import error is
-    still raised (and printed by Python) as usual.
+    TensorFlow 2.21 logs through absl and reads the variable only as its libraries load; this calls
+    ``absl::SetMinLogLevel`` of its ``libtensorflow_framework`` instead (Linux).  Returns whether it could.
     """
+    import tensorflow as tf
+
+    path = os.path.join(tf.sysconfig.get_lib(), "libtensorflow_framework.so.2")
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as image:
+            found = _SET_MIN_LOG_LEVEL.search(image)
+            symbol = found.group().decode() if found else None
+        if symbol is None:
+            return False
+        library = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0))  # the copy already loaded, never a second
+        getattr(library, symbol)(ctypes.c_int(level))
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def import_tensorflow() -> None:
+    """Import TensorFlow once, with its absl/oneDNN/CUDA start-up lines silenced, and its C++ warnings hidden.
+
+    Unless the user set ``TF_CPP_MIN_LOG_LEVEL``, TensorFlow's C++ log lines below ERROR are hidden whatever
+    the import order: set to 2 before TensorFlow loads when tfmapreduce imports it, or with
+    :func:`set_cpp_log_level` when the user imported it first (the variable, read only at load, would do
+    nothing then).  Without this the sessions of every run watched for over a second log
+    ``GrpcSession::ListDevices will initialize the session with an empty graph`` about twice a second.
+    A few start-up lines are written whatever the level, so the import itself runs with stderr pointed at
+    /dev/null.  An import error is still raised (and printed by Python) as usual.
+    """
+    global _quieted
     if "tensorflow" in sys.modules:
+        if not _quieted and LEVEL_VARIABLE not in os.environ:
+            set_cpp_log_level(_ERROR)
+        _quieted = True
         return
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault(LEVEL_VARIABLE, str(_ERROR))
+    _quieted = True
     with _stderr_silenced():
         import tensorflow  # noqa: F401

@@ -23,10 +23,12 @@ then, from Python:
 
 SECURITY: TensorFlow's gRPC server has no authentication and listens on ALL
 network interfaces, whatever host the spec names.  Anyone who can reach the
-port can run any operation as this user (file writes included).  So on a
-machine with a network interface (anything but loopback) the worker refuses
-to start unless --allow-network is given: pass it once a firewall, a private
-network or a tunnel admits only the client and the other tasks (docs/security.md).
+port can run any operation as this user (file writes included).  So where an
+interface other than loopback is up and can deliver to an address of this
+machine (any but 127.0.0.0/8 and ::1, even one on lo: the interface needs no
+address of its own) the worker refuses to start unless --allow-network is
+given: pass it once a firewall, a private network or a tunnel admits only the
+client and the other tasks (docs/security.md).
 """
 
 
@@ -100,8 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--allow-network",
         action="store_true",
-        help="start even though this machine has network interfaces other than loopback, on which the port is then open "
-        "to anyone who can reach it (needed for workers on several machines; see SECURITY below)",
+        help="start even though an interface other than loopback can reach this machine, through which the port is then "
+        "open to anyone (needed for workers on several machines; see SECURITY below)",
     )
     worker.add_argument(
         "--log-level",

@@ -16,7 +16,7 @@ from typing import TextIO
 from .._base.errors import ClusterError
 from .._base.log import WORKER
 from .._base.task import Task
-from .network import network_interfaces, refusal
+from .network import exposure, refusal
 from .spec import CLIENT_JOB, split_address, task_address, validate_spec
 
 PARENT_ENV = "TFMAPREDUCE_PARENT_PID"
@@ -60,9 +60,9 @@ def serve(
 ) -> None:
     """Start the server for ``/job:JOB/task:TASK`` of ``spec`` and serve forever.
 
-    TensorFlow's server listens on every interface without authentication, so on a
-    machine with a network interface (see :func:`network_interfaces`) it starts only
-    when ``allow_network`` is true.  The worker publishes its TensorFlow version for
+    TensorFlow's server listens on every local address without authentication, so on a
+    machine with an interface that can deliver to one of them (see :func:`exposure`) it
+    starts only when ``allow_network`` is true.  The worker publishes its TensorFlow version for
     clients to check (see ``_versions``) and prints one ready line on ``out``.
 
     Raises:
@@ -83,7 +83,7 @@ def serve(
     if cpu_devices < 1:
         raise ClusterError(f"--cpu-devices must be at least 1, got {cpu_devices}")
     check_port_free(port, where=where)
-    exposed = network_interfaces()
+    exposed = exposure()
     if exposed and not allow_network:
         raise ClusterError(refusal(exposed, port))
     if exposed:
