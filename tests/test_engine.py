@@ -62,7 +62,7 @@ def test_a_keyed_run_like_the_last_goes_straight_to_its_program(cluster: tmr.Loc
         assert result.to_dict() == {int(k): int(n) for k, n in zip(*np.unique(keys, return_counts=True), strict=True)}
         first = first or len(traced)
     assert not stats.compiled
-    assert len(job.kind.ready) == 1
+    assert len(job._kind.ready) == 1
     assert len(traced) == first == len(stats.shards)  # traced once per shard, by the first run only
 
 

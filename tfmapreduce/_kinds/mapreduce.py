@@ -78,7 +78,7 @@ class MapReduce(Generic[R]):
             check_keyed_combiner(self.combiner, reduce_fn)
         self.name = name or f"{callable_name(map_fn)}/{self.combiner.name}"
         kind = Grouped if groups else Keyed if self.by_key else WholeInput
-        self.kind: WholeInput | Keyed | Grouped = kind(self.map_fn, self.combiner, self.name)
+        self._kind: WholeInput | Keyed | Grouped = kind(self.map_fn, self.combiner, self.name)
         """The job as the run driver sees it (see ``_engine.kind.Kind``)."""
         self._counts: Keyed | Literal[False] | None = False
         """The native word count this job is (see ``_fuse``), None where it is not; False: not asked yet."""
@@ -86,7 +86,7 @@ class MapReduce(Generic[R]):
     @property
     def identity(self) -> Hashable:
         """What the compiled graphs depend on: jobs with equal identities share them."""
-        return self.kind.identity
+        return self._kind.identity
 
     def __repr__(self) -> str:
         return f"MapReduce({self.name})"
@@ -110,7 +110,7 @@ class MapReduce(Generic[R]):
             TypeError: ``x`` is not numeric, or an option has the wrong type.
         """
         settings = RunOptions.of(**options)
-        kind: Kind[Any] = self.kind
+        kind: Kind[Any] = self._kind
         return _engine.plan(kind, x, settings)
 
     @overload
@@ -176,7 +176,7 @@ class MapReduce(Generic[R]):
             assert self._counts
             blocks = attrs.evolve(x, reader=TextBlocks(cr=""))  # whole-line blocks, each \r dropped as lines drop it
             return _engine.run(self._counts, blocks, settings, (), resident=resident)
-        return _engine.run(self.kind, x, settings, broadcast, resident=resident)
+        return _engine.run(self._kind, x, settings, broadcast, resident=resident)
 
     def _is_word_count(self, x: Any, settings: RunOptions, broadcast: Sequence[Any]) -> bool:
         """Whether this run is a whitespace word count of ``read_text`` files that the native kernel runs (``_fuse``)."""
