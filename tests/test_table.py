@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import examples, size_lists
@@ -234,3 +235,39 @@ def test_errors_name_the_argument_and_how_to_fix_it(cluster: tmr.LocalCluster) -
         tmr.table({"k": np.array(["a", 1], object)})
     with pytest.raises(ValueError, match="same length"):
         tmr.table({"a": np.arange(2), "b": np.arange(3)})
+
+
+@settings(max_examples=examples(3))
+@given(seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_filter_and_with_columns_equal_pandas(cluster: tmr.LocalCluster, seed: int, data: st.DataObject) -> None:
+    rows = data.draw(st.integers(0, 40))
+    t = generated(seed, rows)
+    sizes = data.draw(size_lists(rows)) if rows else None
+    frame = t.to_pandas()
+
+    def keep(r: Any) -> Any:  # text that is not null nor empty, and i > 0 where i is not null
+        return tf.logical_and(tf.strings.length(r["s"]) > 0, tf.logical_or(~r.valid["i"], r["i"] > 0))
+
+    kept = t.filter(keep, cluster=cluster, sizes=sizes)
+    want = frame[frame["s"].fillna("").str.len().gt(0) & (frame["i"].isna() | frame["i"].gt(0)).to_numpy(bool)]
+    assert_same(kept.to_pandas(), want.reset_index(drop=True))
+    assert kept.schema == t.schema or len(kept) < len(t)
+
+    def derive(r: Any) -> dict[str, Any]:
+        return {"loud": tf.strings.join([r["s"], "!"]), "f32": r["f32"] * 2, "day": r["d"] + 1}
+
+    more = t.with_columns(derive, cluster=cluster, sizes=sizes)
+    assert more.columns == (*t.columns, "loud", "day")
+    out = more.to_pandas()
+    assert cells(out["loud"]) == [f"{s}!" if s is not None else "!" for s in cells(frame["s"])]
+    assert out["f32"].tolist() == (frame["f32"] * 2).tolist()
+    days = t.column("d").values
+    assert more.column("day").values.tolist() == (days + 1).tolist()
+
+
+def test_map_errors_say_what_fn_must_return(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"x": np.array([1, 2])})
+    with pytest.raises(tmr.MapFunctionError, match="one bool a row"):
+        t.filter(lambda r: r["x"], cluster=cluster)
+    with pytest.raises(tmr.MapFunctionError, match="dict of new columns"):
+        t.with_columns(lambda r: r["x"], cluster=cluster)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from typing_extensions import Unpack
 
 from .._options import Options
 from .aggregate import Aggregate, aggregate
 from .column import Column
 from .convert import from_numpy, from_series
+from .maps import TableRows, computed, kept
 from .schema import Field, Schema, check_name
 
 
@@ -71,6 +73,39 @@ class Table:
         if isinstance(names, str):
             names = [names]
         return Table({n: self._columns[check_name(n, self.columns, "select")] for n in names})
+
+    def filter(self, fn: Callable[[TableRows], Any], /, **options: Unpack[Options]) -> Table:
+        """The rows for which ``fn`` is True, in order, from one map-only run on the workers (eager).
+
+        ``fn(rows)`` gets a batch of rows as ``{name: tensor}`` (strings ``tf.string``, dates int32 days since
+        1970-01-01, timestamps int64 counts of their unit; a null's slot holds 0, ``""`` or day 0, and
+        ``rows.valid[name]`` says which are not null) and returns one bool a row.
+
+        Example:
+            >>> t = tmr.table({"city": np.array(["Oslo", "Rome"]), "n": np.array([1, 2])})
+            >>> t.filter(lambda rows: rows["n"] > 1, cluster=cluster).to_dict()["city"]
+            array(['Rome'], dtype=object)
+        """
+        if not self._columns:
+            return self
+        mask = kept(self._columns, fn, options)
+        return Table({n: c.take(mask) for n, c in self._columns.items()})
+
+    def with_columns(self, fn: Callable[[TableRows], Any], /, **options: Unpack[Options]) -> Table:
+        """The table with the columns ``fn`` returns added (or replacing those of the same names), from one map-only
+        run on the workers (eager).
+
+        ``fn(rows)`` gets the rows as [`filter`][tfmapreduce.Table.filter]'s does and returns a dict
+        ``{name: 1-D tensor}``, one value a row: numbers, bool or ``tf.string`` (text, UTF-8). New columns hold no null.
+
+        Example:
+            >>> t = tmr.table({"n": np.array([1, 2])})
+            >>> t.with_columns(lambda rows: {"twice": rows["n"] * 2}, cluster=cluster).to_dict()["twice"]
+            array([2, 4])
+        """
+        if not self._columns:
+            raise ValueError("with_columns: the table has no columns to compute from; build it with tmr.table({...})")
+        return Table({**self._columns, **computed(self._columns, fn, options)})
 
     def group_by(self, keys: str | Sequence[str]) -> GroupBy:
         """The rows grouped by the key columns ``keys`` (any types; a null is a group of its own, as SQL's GROUP BY
