@@ -22,7 +22,7 @@ class ColumnType:
     Numbers and bool are stored as themselves; strings as an ``object`` array of ``str`` (``tf.string``, UTF-8);
     dates as int32 days since 1970-01-01; timestamps as int64 counts of their ``unit`` since the epoch.
 
-    Example:
+    Examples:
         >>> ColumnType.of(np.dtype("datetime64[D]"))
         ColumnType(name='date', storage=dtype('int32'))
     """
@@ -101,7 +101,7 @@ class Field:
 class Schema:
     """The ordered fields of a table (a frozen value: equal schemas compare equal).
 
-    Example:
+    Examples:
         >>> print(tmr.table({"city": np.array(["Oslo", "Rome"]), "n": np.array([1, 2])}).schema)
         city: string
         n: int64

@@ -19,7 +19,7 @@ from .schema import Field, Schema, check_name
 class Table:
     """Named, typed columns of equal length (see [`table`][tfmapreduce.table]); operations return new tables.
 
-    Example:
+    Examples:
         >>> t = tmr.table({"city": np.array(["Oslo", "Rome", "Oslo"]), "n": np.array([1, 2, 3])})
         >>> len(t), t.columns
         (3, ('city', 'n'))
@@ -66,7 +66,7 @@ class Table:
     def select(self, names: Sequence[str]) -> Table:
         """The columns ``names``, in that order.
 
-        Example:
+        Examples:
             >>> tmr.table({"a": np.array([1]), "b": np.array([2.0])}).select(["b"]).columns
             ('b',)
         """
@@ -81,7 +81,7 @@ class Table:
         1970-01-01, timestamps int64 counts of their unit; a null's slot holds 0, ``""`` or day 0, and
         ``rows.valid[name]`` says which are not null) and returns one bool a row.
 
-        Example:
+        Examples:
             >>> t = tmr.table({"city": np.array(["Oslo", "Rome"]), "n": np.array([1, 2])})
             >>> t.filter(lambda rows: rows["n"] > 1, cluster=cluster).to_dict()["city"]
             array(['Rome'], dtype=object)
@@ -98,7 +98,7 @@ class Table:
         ``fn(rows)`` gets the rows as [`filter`][tfmapreduce.Table.filter]'s does and returns a dict
         ``{name: 1-D tensor}``, one value a row: numbers, bool or ``tf.string`` (text, UTF-8). New columns hold no null.
 
-        Example:
+        Examples:
             >>> t = tmr.table({"n": np.array([1, 2])})
             >>> t.with_columns(lambda rows: {"twice": rows["n"] * 2}, cluster=cluster).to_dict()["twice"]
             array([2, 4])
@@ -164,7 +164,7 @@ class GroupBy:
         run's options (``cluster=``, ``sizes=``, ``reducers=``, ...). Groups come sorted by their keys, nulls last.
         Runs at once (eager) and returns a [`Table`][tfmapreduce.Table].
 
-        Example:
+        Examples:
             >>> t = tmr.table({"k": np.array(["a", "b", "a"]), "x": np.array([1.0, 2.0, 4.0])})
             >>> t.group_by("k").agg(avg=("x", "mean"), n=("*", "count"), cluster=cluster).to_dict()["avg"]
             array([2.5, 2. ])
@@ -190,7 +190,7 @@ def table(data: Any, /) -> Table:
     Nulls: None, NaT and ``np.ma`` masks in arrays; in a DataFrame also NaN (in float columns too) and ``pd.NA``, as
     ``pyarrow.Table.from_pandas`` reads them. A NaN in a numpy float array is a value, not a null.
 
-    Example:
+    Examples:
         >>> t = tmr.table({"d": np.array(["2024-01-02", "NaT"], "datetime64[D]"), "s": np.array(["é", None], object)})
         >>> print(t.schema)
         d: date (nullable)
