@@ -33,6 +33,8 @@ PUBLIC = {
     "sort", "sort_by_key", "quantile", "percentile", "median", "top_k", "unique",
     # joins
     "join", "plan_join", "JoinPlan", "JoinResult", "JoinSharded",
+    # tables
+    "table", "Table", "GroupBy", "Schema", "Field", "ColumnType",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError", "OutputError",

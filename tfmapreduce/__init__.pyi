@@ -63,6 +63,12 @@ from ._kinds.write import write_tfrecord as write_tfrecord
 from ._ops.combine import Combiner as Combiner
 from ._ops.per_group import per_group as per_group
 from ._options import RunOptions as RunOptions
+from ._table.schema import ColumnType as ColumnType
+from ._table.schema import Field as Field
+from ._table.schema import Schema as Schema
+from ._table.table import GroupBy as GroupBy
+from ._table.table import Table as Table
+from ._table.table import table as table
 from ._version import __version__ as __version__
 from .recipes._by_group import collect_by_key as collect_by_key
 from .recipes._by_group import count_distinct_by_key as count_distinct_by_key

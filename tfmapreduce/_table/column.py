@@ -1,0 +1,90 @@
+"""One column of a table on the host: its type, its values in their storage dtype, and its validity mask.
+
+A null's slot holds a canonical filler (0, ``""``, day 0), so equal keys are equal bytes and a null never leaks a value.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import attrs
+import numpy as np
+
+from .schema import STRING, ColumnType
+
+
+@attrs.frozen(eq=False)
+class Column:
+    """A column: ``values`` (1-D, ``type.storage``), and ``valid`` (bool, True where not null) or None (no nulls)."""
+
+    type: ColumnType
+    values: np.ndarray[Any, Any]
+    valid: np.ndarray[Any, Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def nullable(self) -> bool:
+        """Whether the column has a validity mask (holds a null)."""
+        return self.valid is not None
+
+    def take(self, rows: np.ndarray[Any, Any]) -> Column:
+        """The column's ``rows`` (indices or a bool mask), in that order."""
+        valid = None if self.valid is None else self.valid[rows]
+        return made(self.type, self.values[rows], valid)
+
+    def to_numpy(self) -> np.ndarray[Any, Any]:
+        """The values as the user sees them: strings an ``object`` array of ``str`` (None for a null), dates and
+        timestamps ``datetime64`` (NaT for a null), numbers their dtype (a ``np.ma.MaskedArray`` when nulls)."""
+        if self.type == STRING:
+            text: np.ndarray[Any, Any] = self.values.copy()
+            if self.valid is not None:
+                text[~self.valid] = None
+            return text
+        if self.type.host.kind == "M":
+            times: np.ndarray[Any, Any] = self.values.astype(np.int64).astype(self.type.host)
+            if self.valid is not None:
+                times[~self.valid] = np.datetime64("NaT")
+            return times
+        if self.valid is not None:
+            masked: np.ndarray[Any, Any] = np.ma.MaskedArray(self.values, mask=~self.valid)
+            return masked
+        return np.array(self.values, copy=True)
+
+    def to_pandas(self, name: str) -> Any:
+        """A ``pandas.Series``: nullable ints and bools as pandas' ``Int64``/``boolean``... dtypes, floats with NaN
+        for a null, strings ``object`` with None, dates ``object`` of ``datetime.date``, timestamps ``datetime64``."""
+        import pandas as pd  # type: ignore[import-untyped]  # optional; no stubs installed
+
+        if self.type.name == "date":
+            days = self.values.astype("datetime64[D]").astype(datetime.date)
+            data = [d if ok else None for d, ok in zip(days, self._mask(), strict=True)]
+            return pd.Series(data, name=name, dtype=object)
+        if self.type.host.kind == "M":
+            return pd.Series(self.to_numpy(), name=name)
+        if self.type == STRING:  # pandas' own default for text: "str" from pandas 3 on, object before
+            text = "str" if int(pd.__version__.split(".")[0]) >= 3 else object
+            return pd.Series(self.to_numpy(), name=name, dtype=text)
+        if self.valid is None:
+            return pd.Series(self.to_numpy(), name=name, dtype=self.type.storage)
+        if self.type.storage.kind == "f":
+            return pd.Series(np.where(self.valid, self.values, np.nan).astype(self.type.storage), name=name)
+        dtype = "boolean" if self.type.name == "bool" else self.type.name.capitalize().replace("Ui", "UI")
+        return pd.Series(pd.array(self.values, dtype=dtype), name=name).mask(~self.valid)
+
+    def _mask(self) -> np.ndarray[Any, Any]:
+        return np.ones(len(self), bool) if self.valid is None else self.valid
+
+
+def made(type_: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None) -> Column:
+    """A column of ``values`` with nulls where ``valid`` is False: the mask is dropped where nothing is null, and
+    each null's slot holds the canonical filler."""
+    values = np.asarray(values, dtype=type_.storage)
+    if valid is None or bool(np.all(valid)):
+        return Column(type_, values, None)
+    valid = np.asarray(valid, dtype=bool)
+    values = values.copy()
+    values[~valid] = "" if type_ == STRING else 0
+    return Column(type_, values, valid)

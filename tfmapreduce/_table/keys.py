@@ -1,0 +1,118 @@
+"""Keys of several columns as one exact key: encoded in the map's graph, decoded on the client.
+
+One key column of integers (or dates, timestamps, bool) with no nulls is the key itself (int64), and one string
+column with no nulls is the string itself. Any other key is one ``tf.string`` joining, column by column, a flag
+byte (1: a value, 0: null) and the value's bytes: a fixed-width value's storage bytes (native byte order), a
+string's byte length as 4 bytes then its UTF-8 bytes. The encoding is injective (each field's length is known from
+its type or its prefix), so no two groups can share a key, whatever their values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from .column import Column, made
+from .schema import STRING, ColumnType
+
+_RAW = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "date")
+"""Types a lone key column of which, without nulls, is the key itself as int64."""
+
+
+@attrs.frozen
+class KeyCodec:
+    """How the key columns of a group-by become one key in graphs, and back into columns on the client."""
+
+    types: tuple[ColumnType, ...]
+    nullable: tuple[bool, ...]
+
+    @property
+    def raw(self) -> bool:
+        """Whether the key is a lone column's values as they are (int64, or a string)."""
+        if len(self.types) != 1 or self.nullable[0]:
+            return False
+        name = self.types[0].name
+        return name in _RAW or name.startswith("timestamp[") or self.types[0] == STRING
+
+    def encode(self, columns: Sequence[tuple[tf.Tensor, tf.Tensor | None]]) -> tf.Tensor:
+        """The key of each row, from each key column's (values, valid or None) tensors."""
+        if self.raw:
+            values = columns[0][0]
+            return values if values.dtype == tf.string else tf.cast(values, tf.int64)
+        fields = []
+        for (values, valid), type_ in zip(columns, self.types, strict=True):
+            flag = tf.ones(tf.shape(values), tf.uint8) if valid is None else tf.cast(valid, tf.uint8)
+            fields.append(_bytes(flag))
+            if type_ == STRING:
+                fields.append(_bytes(tf.bitcast(tf.strings.length(values), tf.uint8)))
+                fields.append(values)
+            else:
+                fields.append(_bytes(_fixed(values)))
+        return tf.strings.join(fields)
+
+    def decode(self, keys: np.ndarray[Any, Any]) -> list[Column]:
+        """The key columns of the distinct ``keys`` a job returned, in their order."""
+        if self.raw:
+            if self.types[0] == STRING:
+                return [made(STRING, np.array([_text(k) for k in keys], dtype=object), None)]
+            return [made(self.types[0], keys.astype(self.types[0].storage), None)]
+        blobs = [k.encode("utf-8") if isinstance(k, str) else bytes(k) for k in keys]
+        starts = np.zeros(len(blobs), np.int64)
+        buffer = np.frombuffer(b"".join(blobs), np.uint8)
+        if len(blobs):
+            starts[1:] = np.cumsum([len(b) for b in blobs])[:-1]
+        out = []
+        for type_ in self.types:
+            valid = buffer[starts] == 1 if len(blobs) else np.zeros(0, bool)
+            starts = starts + 1
+            if type_ == STRING:
+                lengths = _take(buffer, starts, np.dtype(np.int32))
+                starts = starts + 4
+                texts = [bytes(buffer[s : s + n]).decode("utf-8") for s, n in zip(starts, lengths, strict=True)]
+                values: np.ndarray[Any, Any] = np.array(texts, dtype=object)
+                starts = starts + lengths
+            else:
+                storage = np.dtype(np.uint8) if type_.name == "bool" else type_.storage
+                values = _take(buffer, starts, storage).astype(type_.storage)
+                starts = starts + storage.itemsize
+            out.append(made(type_, values, valid))
+        return out
+
+
+_BYTES = [bytes([i]) for i in range(256)]
+
+
+def _bytes(octets: tf.Tensor) -> tf.Tensor:
+    """Each row of uint8 ``octets`` (shape [n] or [n, w]) as a string of those bytes."""
+    table = tf.constant(_BYTES)
+    chars = tf.gather(table, tf.cast(octets, tf.int32))
+    return chars if octets.shape.rank == 1 else tf.strings.reduce_join(chars, axis=-1)
+
+
+def _fixed(values: tf.Tensor) -> tf.Tensor:
+    """A fixed-width value's bytes ([n, width] uint8); floats with -0.0 as 0.0 and every NaN as one NaN, so that
+    values equal as numbers group together."""
+    if values.dtype == tf.bool:
+        return tf.cast(values, tf.uint8)
+    if values.dtype.is_floating:
+        values = values + tf.zeros([], values.dtype)  # -0.0 + 0.0 is +0.0
+        values = tf.where(tf.math.is_nan(values), tf.constant(np.nan, values.dtype), values)
+    if values.dtype in (tf.int8, tf.uint8):
+        return tf.reshape(tf.bitcast(values, tf.uint8), [-1, 1])
+    return tf.bitcast(values, tf.uint8)
+
+
+def _take(buffer: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], dtype: np.dtype) -> np.ndarray[Any, Any]:
+    """The ``dtype`` value at each of ``starts`` in ``buffer``."""
+    if not len(starts):
+        return np.zeros(0, dtype)
+    octets = buffer[starts[:, None] + np.arange(dtype.itemsize)]
+    return np.ascontiguousarray(octets).view(dtype).reshape(-1)
+
+
+def _text(key: Any) -> str:
+    return key if isinstance(key, str) else bytes(key).decode("utf-8")

@@ -1,0 +1,105 @@
+"""A table's rows through a map function on the workers: ``filter`` (which rows stay) and ``with_columns`` (new
+columns), each one map-only run over the table's columns shipped as co-partitioned inputs.
+
+The function receives a :class:`TableRows`, a dict ``{name: tensor}`` of a shard's batch: numbers and bool as their
+dtype, strings ``tf.string`` (UTF-8), dates int32 days since 1970-01-01, timestamps int64 counts of their unit. A
+null's slot holds 0, ``""`` or day 0; ``rows.valid[name]`` is each column's validity (a bool tensor, all True where
+the column holds no null).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .._io.resident import delete_all
+from .._kinds.map_api import map as map_rows
+from .column import Column, made
+from .schema import STRING, ColumnType
+
+
+class TableRows(dict[str, tf.Tensor]):
+    """A batch of a table's rows as ``{name: tensor}``; ``valid`` maps each name to its validity (a bool tensor)."""
+
+    def __init__(self, values: Mapping[str, tf.Tensor], valid: Mapping[str, tf.Tensor]) -> None:
+        super().__init__(values)
+        self.valid = dict(valid)
+
+
+def _run(
+    columns: Mapping[str, Column],
+    fn: Callable[[TableRows], Any],
+    check: Callable[[Any], tuple[tf.Tensor, ...]],
+    options: Mapping[str, Any],
+) -> list[np.ndarray[Any, Any]]:
+    """``check(fn(rows))``'s tensors of every row, in row order, from one map-only run (an eager call on no rows)."""
+    names = list(columns)
+    arrays: list[np.ndarray[Any, Any]] = []
+    for c in columns.values():
+        arrays.append(c.values)
+        if c.valid is not None:
+            arrays.append(c.valid)
+
+    def mapped(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        values, valid, i = {}, {}, 0
+        for name in names:
+            values[name] = tensors[i]
+            i += 1
+            if columns[name].valid is None:
+                valid[name] = tf.ones(tf.shape(values[name]), tf.bool)
+            else:
+                valid[name] = tensors[i]
+                i += 1
+        return check(fn(TableRows(values, valid)))
+
+    if not len(arrays[0]):
+        return [t.numpy() for t in mapped(*(tf.constant(a) for a in arrays))]
+    out = map_rows(mapped, tuple(arrays), **options)
+    parts = list(out) if isinstance(out, tuple) else [out]
+    try:
+        return [p.gather() for p in parts]
+    finally:
+        delete_all(parts)
+
+
+def kept(columns: Mapping[str, Column], fn: Callable[[TableRows], Any], options: Mapping[str, Any]) -> np.ndarray[Any, Any]:
+    """The rows ``fn`` keeps (a bool mask), ``fn`` returning one bool per row."""
+
+    def check(mask: Any) -> tuple[tf.Tensor, ...]:
+        if not isinstance(mask, tf.Tensor) or mask.dtype != tf.bool or mask.shape.rank != 1:
+            raise TypeError(
+                f"filter: fn must return one bool a row (a 1-D tf.bool tensor), e.g. lambda rows: rows['x'] > 0; got {mask!r}"
+            )
+        return (mask,)
+
+    return _run(columns, fn, check, options)[0]
+
+
+def computed(columns: Mapping[str, Column], fn: Callable[[TableRows], Any], options: Mapping[str, Any]) -> dict[str, Column]:
+    """The columns ``fn`` returns (a dict ``{name: 1-D tensor}``, one value a row), with no nulls."""
+    names: list[str] = []
+
+    def check(out: Any) -> tuple[tf.Tensor, ...]:
+        if not isinstance(out, Mapping) or not out:
+            raise TypeError(
+                f"with_columns: fn must return a dict of new columns, e.g. lambda rows: {{'y': rows['x'] * 2}}; got {type(out).__name__}"
+            )
+        names[:] = [str(n) for n in out]
+        tensors = tuple(tf.convert_to_tensor(t) for t in out.values())
+        for name, t in zip(names, tensors, strict=True):
+            if t.shape.rank != 1:
+                raise TypeError(f"with_columns: column {name!r} must be 1-D (one value a row), got shape {t.shape}")
+        return tensors
+
+    arrays = _run(columns, fn, check, options)
+    return {name: _column(a) for name, a in zip(names, arrays, strict=True)}
+
+
+def _column(array: np.ndarray[Any, Any]) -> Column:
+    if array.dtype.kind in "OS":
+        text = np.array([v.decode("utf-8") if isinstance(v, bytes) else v for v in array], dtype=object)
+        return made(STRING, text, None)
+    return made(ColumnType.of(array.dtype), array, None)

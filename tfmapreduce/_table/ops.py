@@ -1,0 +1,89 @@
+"""Each aggregate's types and per-key partial, with SQL's nulls: an aggregate skips nulls, ``count`` counts the
+values that are not null, ``size`` (``("*", "count")``) every row; merges are in ``aggregate._merge``.
+
+Partials are tuples whose last part (but a count's) is the number of values seen, so a group with none gives null.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from .._ops.combine import segment_count, segment_max, segment_min, segment_sum
+from .schema import ColumnType
+
+OPS = frozenset({"sum", "mean", "count", "size", "min", "max"})
+"""The aggregates ``agg`` takes by name."""
+
+INT64 = ColumnType("int64", np.dtype(np.int64))
+UINT64 = ColumnType("uint64", np.dtype(np.uint64))
+FLOAT64 = ColumnType("float64", np.dtype(np.float64))
+
+
+def type_of(op: str, source: ColumnType | None, output: str) -> ColumnType:
+    """The type of ``op`` over a column of type ``source`` (None: ``size``).
+
+    Raises:
+        TypeError: an op that does not apply to the column's type (a sum of strings, a min of strings for now).
+    """
+    if op in ("count", "size"):
+        return INT64
+    assert source is not None
+    if op in ("min", "max"):
+        if source.name == "string":
+            raise TypeError(
+                f"agg: {output}=(..., {op!r}): min and max of string columns are not supported yet; aggregate a number, date or timestamp column"
+            )
+        return source
+    if not source.is_numeric:
+        raise TypeError(
+            f"agg: {output}=(..., {op!r}): {op} needs a number or bool column, got a {source.name} column; use 'min', 'max' or 'count' on it"
+        )
+    if op == "mean" or source.storage.kind == "f":
+        return FLOAT64
+    return UINT64 if source.name == "uint64" else INT64
+
+
+def _summed(values: tf.Tensor) -> tf.Tensor:
+    """Values as summed: floats in float64, integers and bool in int64 (uint64 in uint64)."""
+    if values.dtype.is_floating:
+        return tf.cast(values, tf.float64)
+    return values if values.dtype == tf.uint64 else tf.cast(values, tf.int64)
+
+
+def _ordered(values: tf.Tensor) -> tf.Tensor:
+    """Values in a dtype TF's segment min and max take: narrow ints and bool as int32, uint32 as int64, float16 as float32."""
+    if values.dtype in (tf.bool, tf.int8, tf.int16, tf.uint8, tf.uint16):
+        return tf.cast(values, tf.int32)
+    if values.dtype == tf.uint32:
+        return tf.cast(values, tf.int64)
+    if values.dtype == tf.float16:
+        return tf.cast(values, tf.float32)
+    return values
+
+
+def _identity(dtype: tf.DType, op: str) -> tf.Tensor:
+    """The value that never wins ``op`` (what a null becomes before a min or max)."""
+    if dtype.is_floating:
+        return tf.constant(np.inf if op == "min" else -np.inf, dtype)
+    return tf.constant(dtype.max if op == "min" else dtype.min, dtype)
+
+
+def partial_of(
+    op: str, source: ColumnType | None, values: tf.Tensor, valid: tf.Tensor | None, ids: tf.Tensor, n: tf.Tensor
+) -> tuple[tf.Tensor, ...]:
+    """The per-key partial of ``op`` over one batch's rows (``valid`` None: no nulls)."""
+    if op == "size" or (op == "count" and valid is None):
+        return (segment_count(ids, n),)
+    count = segment_count(ids, n) if valid is None else segment_sum(tf.cast(valid, tf.int64), ids, n)
+    if op == "count":
+        return (count,)
+    if op in ("sum", "mean"):
+        summed = tf.cast(_summed(values), tf.float64) if op == "mean" else _summed(values)
+        if valid is not None:
+            summed = tf.where(valid, summed, tf.zeros([], summed.dtype))
+        return segment_sum(summed, ids, n), count
+    ordered = _ordered(values)
+    if valid is not None:
+        ordered = tf.where(valid, ordered, _identity(ordered.dtype, op))
+    return (segment_min if op == "min" else segment_max)(ordered, ids, n), count
