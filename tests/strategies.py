@@ -140,3 +140,18 @@ def draw_keys(draw: st.DrawFn, kind: str, rows: int, *, strings: int, ints: int,
     values = st.one_of(st.integers(-small, small), st.integers(-bound, bound))
     choices = draw(st.lists(values, min_size=1, max_size=ints, unique=True))
     return np.array([draw(st.sampled_from(choices)) for _ in range(rows)], dtype=np.dtype(kind))
+
+
+# The dtypes of the order tests (top_k, unique), and their values: few distinct (many ties), extremes, float specials.
+ORDER_DTYPES = tuple(np.dtype(d) for d in ("int8", "uint32", "int32", "int64", "float16", "float32", "float64"))
+
+
+def order_elements(dtype: np.dtype) -> st.SearchStrategy[Any]:
+    """Few distinct values (many ties), the extremes, and for floats NaN, ±inf and -0.0."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        small = st.integers(max(-3, int(info.min)), 3)
+        return st.one_of(small, st.sampled_from([int(info.min), int(info.max)]), st.integers(info.min, info.max))
+    width = dtype.itemsize * 8
+    special = st.sampled_from([np.nan, np.inf, -np.inf, -0.0, 0.0])
+    return st.one_of(st.floats(-3, 3, width=width).map(round), special, st.floats(width=width, allow_subnormal=False))

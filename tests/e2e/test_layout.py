@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent / "tfmapreduce"
+ROOT = Path(__file__).resolve().parents[2] / "tfmapreduce"
 PACKAGES = sorted(p.parent for p in ROOT.rglob("__init__.py") if p.parent != ROOT)
 MODULES = sorted(ROOT.rglob("*.py"))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -12,26 +11,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tfmapreduce as tmr
-from tests.strategies import examples, size_lists
-
-DTYPES = tuple(np.dtype(d) for d in ("int8", "uint32", "int32", "int64", "float16", "float32", "float64"))
-
-
-def elements(dtype: np.dtype) -> st.SearchStrategy[Any]:
-    """Few distinct values (many ties), the extremes, and for floats NaN, ±inf and -0.0."""
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        small = st.integers(max(-3, int(info.min)), 3)
-        return st.one_of(small, st.sampled_from([int(info.min), int(info.max)]), st.integers(info.min, info.max))
-    width = dtype.itemsize * 8
-    special = st.sampled_from([np.nan, np.inf, -np.inf, -0.0, 0.0])
-    return st.one_of(st.floats(-3, 3, width=width).map(round), special, st.floats(width=width, allow_subnormal=False))
+from tests.strategies import ORDER_DTYPES, examples, order_elements, size_lists
 
 
 @st.composite
 def inputs(draw: st.DrawFn) -> tuple[np.ndarray, list[int]]:
-    dtype = draw(st.sampled_from(DTYPES))
-    x = draw(hnp.arrays(dtype, draw(st.integers(0, 50)), elements=elements(dtype)))
+    dtype = draw(st.sampled_from(ORDER_DTYPES))
+    x = draw(hnp.arrays(dtype, draw(st.integers(0, 50)), elements=order_elements(dtype)))
     return x, draw(size_lists(len(x), max_shards=5))
 
 

@@ -18,6 +18,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,7 +33,7 @@ from tfmapreduce._io import shmdir as _shmdir
 
 pytestmark = pytest.mark.alone  # it watches all of /dev/shm: scripts/test runs it with no other test beside it
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _memfds(pid: int | None = None, name: str = "tfmapreduce") -> list[str]:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import hypothesis
 import numpy as np
@@ -126,7 +127,7 @@ def _no_home(cls: type) -> pathlib.Path:
 
 # -- trust: only a kernel this user built, whole, from a folder nobody else can write -------------
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(Path(__file__).resolve().parents[2])
 
 _CLIENT = """
 import logging, sys

@@ -14,7 +14,7 @@ import tensorflow as tf
 import tfmapreduce as tmr
 from tfmapreduce._engine import autosize as _autosize
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
     sys.path.insert(0, str(ROOT))
 
@@ -191,7 +191,7 @@ def test_auto_where_it_does_not_apply_is_a_type_error(cluster: tmr.LocalCluster)
         tmr.mean(resident, sizes="auto")
     with pytest.raises(TypeError, match=r"sizes='auto' .* not here"):
         tmr.scatter(x, cluster=cluster, sizes="auto")
-    # keyed jobs take sizes="auto" since they run through the one driver (tests/test_engine.py)
+    # keyed jobs take sizes="auto" since they run through the one driver (tests/_engine/test_driver.py)
 
 
 def test_benchmark_help_and_quick_run() -> None:

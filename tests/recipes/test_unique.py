@@ -12,14 +12,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tfmapreduce as tmr
-from tests.strategies import examples, size_lists
-from tests.test_top_k import DTYPES, elements
+from tests.strategies import ORDER_DTYPES, examples, order_elements, size_lists
 
 
 @st.composite
 def inputs(draw: st.DrawFn) -> tuple[np.ndarray, list[int]]:
-    dtype = draw(st.sampled_from(DTYPES))
-    x = draw(hnp.arrays(dtype, draw(st.integers(0, 50)), elements=elements(dtype)))
+    dtype = draw(st.sampled_from(ORDER_DTYPES))
+    x = draw(hnp.arrays(dtype, draw(st.integers(0, 50)), elements=order_elements(dtype)))
     return x, draw(size_lists(len(x), max_shards=5))
 
 
