@@ -55,11 +55,11 @@ from ._kinds.shuffle.sharded import RaggedSharded as RaggedSharded
 from ._kinds.sort import sort as sort
 from ._kinds.sort import sort_by_key as sort_by_key
 from ._kinds.top_k import top_k as top_k
-from ._kinds.write import Written as Written
-from ._kinds.write import write_csv as write_csv
-from ._kinds.write import write_npy as write_npy
-from ._kinds.write import write_text as write_text
-from ._kinds.write import write_tfrecord as write_tfrecord
+from ._kinds.writers import Written as Written
+from ._kinds.writers import write_csv as write_csv
+from ._kinds.writers import write_npy as write_npy
+from ._kinds.writers import write_text as write_text
+from ._kinds.writers import write_tfrecord as write_tfrecord
 from ._ops.combine import Combiner as Combiner
 from ._ops.per_group import per_group as per_group
 from ._options import RunOptions as RunOptions

@@ -15,6 +15,7 @@ import tensorflow as tf
 from ..._base.errors import InputError
 from ..._native.loader import kernels
 from ..._ops.mapfn import traced
+from .csv_records import record_batches, records
 from .readers import Layout, Text
 from .text import TEXT_BLOCK, byte_blocks, split_lines, text_lines, whole_texts
 
@@ -32,6 +33,9 @@ _DECODE = "DecodeCSV_batch"
 
 WHOLE_BYTES = 64 << 20
 """A file up to this size is read whole to find its bad line (one read, no block pipeline to trace); larger ones in blocks."""
+
+_LINES = 4096
+"""Lines of a file read line by line (``TextLineDataset``) looked at together for quoted line breaks."""
 
 DIAGNOSIS_SECONDS = 2.0
 """The deadline of the run that finds a bad line after a failed run: a call ends at most this long after its own."""
@@ -134,18 +138,21 @@ class Csv(Text):
 
     def records(self, path: Any) -> tf.data.Dataset:
         lines = tf.data.TextLineDataset(path, buffer_size=1 << 20)
-        if self.header:
-            return lines.skip(1)
-        return lines.enumerate().map(lambda i, line: tf.cond(tf.equal(i, 0), lambda: without_bom(line), lambda: line))
+
+        def first_without_bom(i: tf.Tensor, line: tf.Tensor) -> tf.Tensor:
+            return tf.cond(tf.equal(i, 0), lambda: without_bom(line), lambda: line)
+
+        lines = lines.skip(1) if self.header else lines.enumerate().map(first_without_bom)
+        return record_batches(lines.batch(_LINES)).unbatch()  # a quoted line break joined back into its record
 
     def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
         # The first block starts with the file's first line: its BOM dropped, and itself if it is the header.
         first = self._first_lines
-        blocks = text_lines(path, size).enumerate()
+        blocks = record_batches(text_lines(path, size)).enumerate()
         return blocks.map(lambda i, lines: tf.cond(tf.equal(i, 0), lambda: first(lines), lambda: lines)).rebatch(batch)
 
     def small_batches(self, paths: Sequence[str], sizes: Sequence[int], batch: int) -> tf.data.Dataset:
-        files = whole_texts(paths, sizes).map(split_lines)  # one element per file with text
+        files = whole_texts(paths, sizes).map(split_lines).map(records)  # one element per file with text
         return files.map(self._first_lines).rebatch(batch)
 
     def _first_lines(self, lines: tf.Tensor) -> tf.Tensor:
@@ -172,21 +179,32 @@ class Csv(Text):
         number, is an error."""
         dtypes = self.field_dtypes(layout)
         wanted = [dtypes[i] for i in layout.columns]
-        if self.native and all(d in NATIVE_DTYPES for d in wanted):
-            ops = kernels()
-            assert ops is not None  # native only where every task and the client have the kernels
+
+        def stock() -> list[tf.Tensor]:
+            every = tf.io.decode_csv(
+                records,
+                record_defaults=[tf.constant([""]) if d == tf.string else tf.constant([], d) for d in dtypes],
+                field_delim=self.delimiter,
+                name=f"{_DECODE}{batch}",
+            )
+            return [every[i] for i in layout.columns]
+
+        if not (self.native and all(d in NATIVE_DTYPES for d in wanted)):
+            return stock()
+        ops = kernels()
+        assert ops is not None  # native only where every task and the client have the kernels
+
+        def native() -> list[tf.Tensor]:
             decoded = ops.tmr_decode_csv(
                 records, out_types=wanted, columns=list(layout.columns), fields=layout.fields, delimiter=self.delimiter,
                 name=f"{_DECODE}{batch}",
             )  # fmt: skip
             return list(decoded)
-        every = tf.io.decode_csv(
-            records,
-            record_defaults=[tf.constant([""]) if d == tf.string else tf.constant([], d) for d in dtypes],
-            field_delim=self.delimiter,
-            name=f"{_DECODE}{batch}",
-        )
-        return [every[i] for i in layout.columns]
+
+        # TmrDecodeCsv splits a record at every line break, also inside quotes: such a batch is decoded by TensorFlow's op
+        one_line = tf.reduce_all(tf.strings.regex_full_match(records, "[^\n]*"))
+        decoded: list[tf.Tensor] = tf.cond(one_line, native, stock)
+        return decoded
 
     def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> Any:
         return self.assemble(self.fields(records, layout, batch), layout)

@@ -9,6 +9,7 @@ splits, and each task streams its own splits through the map in batches.
 
 from __future__ import annotations
 
+import glob
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,8 @@ from ..strings import text_encoding
 from .csv import Csv, CsvTable, first_row, is_integer, is_number
 from .encode import npy_header
 from .readers import Layout, Npy, Raw, Reader, Text, TfRecord, size_of, tfrecord_features
-from .source import FileEntry, FileSource, PathsLike, Written, count_rows, device_of, match, paths_of, short
+from .source import FileEntry, FileSource, count_rows, device_of, match, paths_of, short
+from .written import PathsLike, Written
 
 
 @attrs.frozen(eq=False)
@@ -65,6 +67,8 @@ class Files(Input):
     described: tuple[tuple[str, int, Layout], ...] = ()
     """Pinned files whose size and layout their writer told (``write_npy`` parts on the tasks' own disks): not looked
     at on the client."""
+    literal: bool = False
+    """The paths name files exactly (a writer's parts): a ``[``, ``*`` or ``?`` in them is no pattern."""
 
     def __repr__(self) -> str:
         where = ", ".join(f"{t}: {list(p)}" for t, p in self.pinned) if self.pinned else list(self.paths)
@@ -91,7 +95,7 @@ class Files(Input):
                     entries.append(FileEntry(pattern, size, 0, layout, first, task, units, pin))
                     first += units
                     continue
-                matched = match(pattern, reader)
+                matched = match(pattern, reader, self.literal)
                 if not matched:
                     if task is None:
                         raise InputError(
@@ -103,7 +107,8 @@ class Files(Input):
                             f"{reader.name}: {pattern!r} (pinned to {task}) matches no file on the client; {reader.name} needs each "
                             "file's size (and .npy header) on the client: make the files visible to it (a shared file system)"
                         )
-                    entries.append(FileEntry(os.path.abspath(pattern), 0, 0, None, first, task, 0, pin))
+                    seen = glob.escape(os.path.abspath(pattern)) if self.literal else os.path.abspath(pattern)
+                    entries.append(FileEntry(seen, 0, 0, None, first, task, 0, pin))  # matched on its task
                     continue
                 for path in matched:
                     try:
@@ -282,7 +287,7 @@ def read_npy(paths: PathsLike, /) -> Files:
         for path, rows in zip(paths.parts, paths.rows, strict=True):
             offset = len(npy_header(dtype, (rows, *row_shape)))
             described += ((path, offset + rows * row_bytes, Layout(rows, offset, dtype, row_shape)),)
-    return Files(Npy(), unpinned, pinned, described=described)
+    return Files(Npy(), unpinned, pinned, described=described, literal=isinstance(paths, Written))
 
 
 def read_raw(paths: PathsLike, /, *, dtype: Any, shape: Sequence[int] = ()) -> Files:
@@ -302,7 +307,7 @@ def read_raw(paths: PathsLike, /, *, dtype: Any, shape: Sequence[int] = ()) -> F
         raise InputError(
             f"read_raw: dtype={np_dtype} and shape={row_shape} describe empty rows; give a numeric dtype and a row shape of sizes ≥ 1"
         )
-    return Files(Raw(np_dtype.str, row_shape), unpinned, pinned)
+    return Files(Raw(np_dtype.str, row_shape), unpinned, pinned, literal=isinstance(paths, Written))
 
 
 def read_text(paths: PathsLike, /, *, encoding: str = "utf-8") -> Files:
@@ -324,7 +329,7 @@ def read_text(paths: PathsLike, /, *, encoding: str = "utf-8") -> Files:
         3
     """
     unpinned, pinned = paths_of(paths, "read_text")
-    return Files(Text(), unpinned, pinned, text_encoding(encoding, "read_text"))
+    return Files(Text(), unpinned, pinned, text_encoding(encoding, "read_text"), literal=isinstance(paths, Written))
 
 
 def read_csv(
@@ -381,7 +386,8 @@ def read_csv(
                 f"read_csv: dtypes must be numeric (float32, float64, int32, int64), or str for a column of text in a list "
                 f"with one dtype per field, got {kind}"
             )
-    return Files(Csv(chosen, kinds, bool(header), delimiter), unpinned, pinned, text_encoding(encoding, "read_csv"))
+    encoded = text_encoding(encoding, "read_csv")
+    return Files(Csv(chosen, kinds, bool(header), delimiter), unpinned, pinned, encoded, literal=isinstance(paths, Written))
 
 
 def csv_table(files: Files, keys: Any, values: Any, name: str) -> Files:
@@ -467,4 +473,4 @@ def read_tfrecord(paths: PathsLike, /, *, features: Mapping[str, Any]) -> Files:
         3.0
     """
     unpinned, pinned = paths_of(paths, "read_tfrecord")
-    return Files(TfRecord(tfrecord_features(features)), unpinned, pinned)
+    return Files(TfRecord(tfrecord_features(features)), unpinned, pinned, literal=isinstance(paths, Written))

@@ -63,10 +63,26 @@ class Layout:
     """CSV: the dtype of each field (numpy's ``dtype.str``), as ``dtypes=`` gives it for this file's header."""
 
 
+_TWINS = {tf.uint32: tf.int32, tf.uint64: tf.int64}
+"""Dtypes ``decode_raw`` does not decode, read as the signed integers of their width and bitcast back."""
+
+
+def _read_as(dtype: np.dtype[Any]) -> tf.DType:
+    """The dtype a file's rows of ``dtype`` are read as (``decode_raw``, ``TmrReadRows``): itself or its twin."""
+    tf_dtype = tf.as_dtype(dtype)
+    return _TWINS.get(tf_dtype, tf_dtype)
+
+
+def _as_stored(values: tf.Tensor, dtype: np.dtype[Any]) -> tf.Tensor:
+    """``values`` read as :func:`_read_as` says, as ``dtype`` again (the same bits)."""
+    tf_dtype = tf.as_dtype(dtype)
+    return values if values.dtype == tf_dtype else tf.bitcast(values, tf_dtype)
+
+
 def _decodable(dtype: np.dtype[Any], what: str) -> tf.DType:
     try:
         tf_dtype = tf.as_dtype(dtype)
-        tf.io.decode_raw(tf.constant(b""), tf_dtype)  # the dtypes decode_raw supports
+        tf.io.decode_raw(tf.constant(b""), _read_as(dtype))  # the dtypes decode_raw supports, and their twins
     except (TypeError, tf.errors.InvalidArgumentError) as e:
         raise InputError(
             f"{what} holds dtype {dtype}, which tfmapreduce cannot decode ({e}); store numbers, e.g. float32 or int64"
@@ -167,13 +183,17 @@ def _fixed_rows(
     row_shape: tuple[int, ...],
 ) -> tf.data.Dataset:
     """Rows ``start:stop`` of a file of fixed-size rows at ``offset``, in batches: byte ranges, one copy into each record."""
-    tf_dtype = tf.as_dtype(dtype)
+    read_as = _read_as(dtype)
     little = dtype.byteorder != ">"
     cut = _aligned(start, stop, batch)
     at = offset + cut * row_bytes
     dataset = byte_blocks(path, size, offset + start * row_bytes, at, max(1, at - offset - start * row_bytes))
     dataset = dataset.concatenate(byte_blocks(path, size, at, offset + stop * row_bytes, batch * row_bytes))
-    return dataset.map(lambda record: tf.reshape(tf.io.decode_raw(record, tf_dtype, little_endian=little), (-1, *row_shape)))
+
+    def decode(record: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(_as_stored(tf.io.decode_raw(record, read_as, little_endian=little), dtype), (-1, *row_shape))
+
+    return dataset.map(decode)
 
 
 def _native_rows(
@@ -210,12 +230,11 @@ def _mapped_reader(
     assert ops is not None  # native only where every task and the client have the kernels
     width = int(np.prod(row_shape, dtype=np.int64))
     row_bytes = dtype.itemsize * width
-    tf_dtype = tf.as_dtype(dtype)
     name = tf.constant(path)
 
     def read(first: Any, rows: Any) -> tf.Tensor:
-        values = ops.tmr_read_rows(name, size, offset + first * row_bytes, rows * width, T=tf_dtype, map=MAP)
-        return tf.reshape(values, (rows, *row_shape))
+        values = ops.tmr_read_rows(name, size, offset + first * row_bytes, rows * width, T=_read_as(dtype), map=MAP)
+        return tf.reshape(_as_stored(values, dtype), (rows, *row_shape))
 
     return read
 
