@@ -19,7 +19,8 @@ from ..._base.plan import Plan, Shard
 from ..._base.task import Task
 from ..mapped import note_mapped
 from ..source import Batches, ShardTensor
-from .csv import BAD_LINE, BadLine, Csv, bad_line_message, find_bad_line
+from .csv import BAD_LINE, Csv
+from .csv_diagnosis import BadLine, bad_line_message, find_bad_line
 from .encode import PARTS, SUCCESS
 from .readers import Layout, Reader
 from .text import RESIZED
