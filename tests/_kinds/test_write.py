@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -247,14 +248,17 @@ def read_only_disk(tmp_path: Path) -> Iterator[Path]:
 def test_a_directory_the_writing_task_cannot_write_is_named_with_the_task(
     cluster: tmr.LocalCluster, read_only_disk: Path
 ) -> None:
-    for shared in (True, False):
-        with pytest.raises(
-            tmr.OutputError,
-            match=r"write_npy: task /job:local/task:\d could not write part \d under .*readonly \(.*Read-only file system.*\); "
-            r"the attempt is discarded .*make the directory writable by that task's worker",
-        ):
-            tmr.write_npy(np.arange(10.0), read_only_disk, cluster=cluster, shared=shared)
-        assert os.listdir(read_only_disk) == []
+    with pytest.raises(
+        tmr.OutputError,
+        match=r"write_npy: task /job:local/task:\d could not write part \d under .*readonly \(.*Read-only file system.*\); "
+        r"the attempt is discarded .*make the directory writable by that task's worker",
+    ):
+        tmr.write_npy(np.arange(10.0), read_only_disk, cluster=cluster, shared=False)
+    with pytest.raises(  # shared: the client, which claims the directory first, cannot write it either
+        tmr.OutputError, match=r"write_npy: .*readonly cannot take a write .*\(Read-only file system\); choose a directory"
+    ):
+        tmr.write_npy(np.arange(10.0), read_only_disk, cluster=cluster)
+    assert os.listdir(read_only_disk) == []
 
 
 def test_a_full_disk_discards_the_attempt_and_names_the_task(cluster: tmr.LocalCluster, small_disk: Path) -> None:
@@ -343,3 +347,144 @@ def test_a_worker_killed_mid_write_without_retries_leaves_no_part(trio: tmr.Loca
     assert not folder.exists()  # made by the write, removed with its attempt: no part, no _SUCCESS
     with pytest.raises(TypeError, match="speculate=True does not apply to writers"):  # so no backup copy writes a part twice
         tmr.write_npy(x, tmp_path / "s", cluster=trio, speculate=True)
+
+
+def test_two_writes_into_one_new_directory_at_once_never_mix_their_parts(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+
+    def write(start: threading.Barrier, outcomes: list[object], i: int, overwrite: bool) -> None:
+        start.wait()
+        try:
+            outcomes[i] = tmr.write_npy(np.arange(12.0), folder, cluster=cluster, sizes=2 + i, overwrite=overwrite)
+        except tmr.OutputError as e:
+            outcomes[i] = e
+
+    for round in range(3):  # two threads of one client, started together: one commits, the other is refused
+        start, outcomes = threading.Barrier(2), [None, None]
+        threads = [threading.Thread(target=write, args=(start, outcomes, i, round > 0)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        parts = sorted(p for p in _visible(folder) if p.startswith("part-"))
+        assert len({p.rsplit("-of-", 1)[1] for p in parts}) == 1, parts  # one write's parts, never two writes'
+        assert "_SUCCESS" in _visible(folder)
+        assert "_temporary" not in _visible(folder)
+        np.testing.assert_array_equal(_read(tmr.read_npy(folder), cluster), np.arange(12.0))  # each row once
+        refused = [o for o in outcomes if isinstance(o, tmr.OutputError)]
+        assert len(refused) <= 1
+        for error in refused:
+            assert re.search(r"another write into .*out is in progress|is not empty", str(error))
+    (folder / "_temporary").mkdir()  # a write in progress (or one interrupted): the directory is taken
+    with pytest.raises(tmr.OutputError, match=r"another write into .*out is in progress \(its _temporary folder exists\)"):
+        tmr.write_npy(np.arange(3.0), folder, cluster=cluster, overwrite=True)
+    assert (folder / "_temporary").is_dir()  # the other write's claim is left alone
+    assert "_SUCCESS" in _visible(folder)
+
+
+def test_overwrite_never_follows_a_link_and_a_failed_one_keeps_the_old_output(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the output's")
+    folder = tmp_path / "out"
+    tmr.write_npy(np.arange(4.0), folder, cluster=cluster, sizes=2)
+    (folder / "link").symlink_to(outside, target_is_directory=True)
+    before = _visible(folder)
+    with pytest.raises(tmr.OutputError, match="holds a line break"):  # a failed overwrite: the old output as it was
+        tmr.write_text(np.array(["a", "b\nc"], dtype=object), folder, cluster=cluster, sizes=2, overwrite=True)
+    assert _visible(folder) == before
+    assert (folder / "link").is_symlink()
+    tmr.write_npy(np.arange(3.0), folder, cluster=cluster, sizes=1, overwrite=True)
+    assert _visible(folder) == ["_SUCCESS", "part-00000-of-00001.npy"]
+    assert (outside / "keep.txt").read_text() == "not the output's"  # the link went, never what it points to
+    np.testing.assert_array_equal(_read(tmr.read_npy(folder), cluster), np.arange(3.0))
+
+
+def test_a_written_directory_with_glob_characters_reads_its_own_parts(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    tmr.write_npy(np.full(4, 7.0), tmp_path / "out0", cluster=cluster, sizes=2)  # a sibling the pattern out[0] matches
+    written = tmr.write_npy(np.arange(4.0), tmp_path / "out[0]", cluster=cluster, sizes=2)
+    np.testing.assert_array_equal(_read(tmr.read_npy(written), cluster), np.arange(4.0))
+    text = tmr.write_text(np.array(["x", "y"], dtype=object), tmp_path / "t[*]", cluster=cluster, sizes=2)
+    assert _read(tmr.read_text(text), cluster).tolist() == [b"x", b"y"]
+    local = tmr.write_text(np.array(["p", "q"], dtype=object), tmp_path / "l[?]", cluster=cluster, sizes=2, shared=False)
+    assert _read(tmr.read_text(local), cluster).tolist() == [b"p", b"q"]  # matched on each task, literally
+
+
+def test_an_output_path_with_a_nul_byte_is_refused_naming_the_argument(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    for shared in (True, False):
+        with pytest.raises(tmr.OutputError, match=r"write_npy: directory .* holds a NUL byte"):
+            tmr.write_npy(np.arange(3.0), f"{tmp_path}/a\0b", cluster=cluster, shared=shared)
+    assert os.listdir(tmp_path) == []
+
+
+def test_what_a_writer_writes_its_reader_reads(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    keys = np.array(["plain", "new\nline", 'say "hi"', "a,b", "two\n\nbreaks"], dtype=object)
+    values = np.arange(5.0)
+    with tmr.sum_by_key(keys, values, cluster=cluster, resident=True) as sums:
+        written = tmr.write_csv(sums, tmp_path / "csv")
+    back = tmr.sum_by_key(tmr.read_csv(written), keys="key", values="value", cluster=cluster).to_dict()
+    assert back == dict(zip(keys.tolist(), values.tolist(), strict=True))
+    table = _read(tmr.read_csv(tmp_path / "csv", columns=["value"]), cluster)
+    assert sorted(table[:, 0].tolist()) == values.tolist()
+    for dtype in (np.uint32, np.uint64, np.uint16, np.int8, np.bool_, np.float16):
+        x = (np.arange(10) * 37 + (2**32 - 10 if dtype == np.uint32 else 0)).astype(dtype).reshape(5, 2)
+        folder = tmp_path / f"npy_{np.dtype(dtype).name}"
+        tmr.write_npy(x, folder, cluster=cluster, sizes=2)
+        got = _read(tmr.read_npy(folder), cluster)
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got, x)
+
+
+def test_a_failed_write_leaves_no_part_of_any_task_behind(cluster: tmr.LocalCluster, small_disk: Path) -> None:
+    x = np.arange(120_000, dtype=np.float64) / 7  # two text parts of about 1.1 MB each, written at once: the disk fills
+    devices = ["/job:local/task:0", "/job:local/task:1"]
+    for _ in range(12):  # the other task may still be writing when the run fails: a race, so several tries
+        with pytest.raises(tmr.OutputError, match=r"No space left on device"):
+            tmr.write_text(x, small_disk / "out", cluster=cluster, sizes=[60_000, 60_000], devices=devices)
+        time.sleep(0.3)  # a late write would show by now
+        assert os.listdir(small_disk) == []  # no half-written part: the disk is empty again
+
+
+def _idle(pid: int) -> None:
+    """Wait until process ``pid`` has used no CPU for a second (it finished what it was doing); 60 s at most."""
+
+    def ticks() -> int:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    deadline, last, quiet = time.monotonic() + 60, -1, 0
+    while time.monotonic() < deadline and quiet < 4:
+        now = ticks()
+        quiet = quiet + 1 if now == last else 0
+        last = now
+        time.sleep(0.25)
+
+
+@pytest.mark.slow
+def test_an_abandoned_attempt_that_resumes_after_the_commit_writes_nothing(tmp_path: Path) -> None:
+    x = np.arange(_BIG + 10, dtype=np.float64) / 7
+    devices = ["/job:local/task:0", "/job:local/task:1"]
+    folder = tmp_path / "out"
+    with tmr.LocalCluster(workers=3) as local:
+        local.devices  # noqa: B018 - ask for the devices while every worker answers
+        stopped = threading.Event()
+
+        def stop_mid_write() -> None:  # task 1 stopped while it encodes its big part, once part 0 is written
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not glob.glob(str(folder / "_temporary" / "*" / "part-00000-*")):
+                time.sleep(0.002)
+            os.kill(local.pids[1], signal.SIGSTOP)
+            stopped.set()
+
+        watcher = threading.Thread(target=stop_mid_write, daemon=True)
+        watcher.start()
+        try:
+            written = tmr.write_text(x, folder, cluster=local, sizes=[10, _BIG], devices=devices, retries=2, timeout=60)
+        finally:
+            watcher.join()
+            os.kill(local.pids[1], signal.SIGCONT)
+        assert stopped.is_set()
+        assert tmr.Task("local", 1) not in written.tasks  # retried elsewhere, and committed
+        _idle(local.pids[1])  # the resumed task finished its abandoned attempt
+        assert _visible(folder) == ["_SUCCESS", "part-00000-of-00002.txt", "part-00001-of-00002.txt"]

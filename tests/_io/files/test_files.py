@@ -26,7 +26,9 @@ from hypothesis import strategies as st
 import tfmapreduce as tmr
 from tests.oracle import RTOL
 from tfmapreduce._io.files import csv as _csv
+from tfmapreduce._io.files import csv_diagnosis as _csv_diagnosis
 from tfmapreduce._io.files import readers as _readers
+from tfmapreduce._io.files import rows as _rows
 from tfmapreduce._io.files import text as _text
 from tfmapreduce._io.source import Input, Source
 from tfmapreduce._native import loader as _native
@@ -322,7 +324,8 @@ def test_a_bad_line_deep_in_a_big_csv_is_named_by_the_calls_deadline(
     diagnosis_blocks: bool,
 ) -> None:
     if diagnosis_blocks:  # lines straddle the blocks
-        monkeypatch.setattr(_csv, "WHOLE_BYTES", 0)
+        monkeypatch.setattr(_csv_diagnosis, "WHOLE_BYTES", 0)
+        monkeypatch.setattr(_csv_diagnosis, "TEXT_BLOCK", 1 << 16)
         monkeypatch.setattr(_csv, "TEXT_BLOCK", 1 << 16)
         monkeypatch.setattr(_text, "TEXT_BLOCK", 1 << 16)
     path = tmp_path / "big.csv"
@@ -436,7 +439,7 @@ def test_a_corrupt_tfrecord_file(cluster: tmr.LocalCluster, tmp_path: Path) -> N
 
 
 @attrs.frozen
-class StockNpy(_readers.Npy):
+class StockNpy(_rows.Npy):
     """``.npy`` read with stock TensorFlow ops (``FixedLengthRecordDataset``) though the native kernels are there."""
 
     def with_kernels(self) -> _readers.Reader:
@@ -484,11 +487,11 @@ def test_native_and_stock_npy_reads_give_the_same_batches(
     path = tmp_path_factory.mktemp("npy") / "x.npy"
     x = (np.arange(rows * int(np.prod(row_shape, dtype=np.int64))) % 7 - 3).astype(dtype).reshape((rows, *row_shape))
     np.save(path, x)
-    layout = _readers.Npy().describe(str(path), path.stat().st_size)
+    layout = _rows.Npy().describe(str(path), path.stat().st_size)
     start, stop = sorted(min(c, rows) for c in cut)
     read = {
         reader.native: [b.numpy() for b in reader.rows_dataset(str(path), path.stat().st_size, layout, start, stop, batch)]
-        for reader in (_readers.Npy(), _readers.Npy().with_kernels())
+        for reader in (_rows.Npy(), _rows.Npy().with_kernels())
     }
     assert [b.shape[0] for b in read[True]] == [b.shape[0] for b in read[False]]
     assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(read[True], read[False], strict=True))
@@ -539,9 +542,9 @@ def test_jobs_over_npy_files_give_numpys_results_however_their_rows_are_read(
     if _native.kernels() is None:
         pytest.skip("no native kernels on this machine (no C++ compiler)")
     if path != "windows":
-        monkeypatch.setattr(_readers, "WINDOWS", 0)
+        monkeypatch.setattr(_rows, "WINDOWS", 0)
     if path == "read batches":
-        monkeypatch.setattr(_readers, "MAP", False)
+        monkeypatch.setattr(_rows, "MAP", False)
     rng = np.random.default_rng(11)
     parts = [(rng.standard_normal((n, 3)) * 100).astype(np.float32) for n in (0, 1, 1000, 70001, 5)]
     for i, part in enumerate(parts):

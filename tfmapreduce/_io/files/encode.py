@@ -110,7 +110,7 @@ class WholeFile:
 
 
 @attrs.frozen
-class Npy(WholeFile):
+class NpyWriter(WholeFile):
     """One ``.npy`` file per part: numpy's header, then the rows' bytes."""
 
     name: ClassVar[str] = "write_npy"
@@ -178,7 +178,7 @@ def _check_rank(name: str, shapes: Sequence[tuple[int, ...]]) -> None:
 
 
 @attrs.frozen
-class Text(WholeFile):
+class TextWriter(WholeFile):
     """One text file per part: a line per row, its fields separated by ``delimiter``."""
 
     delimiter: str = "\t"
@@ -205,7 +205,7 @@ def _each_field(tensors: Sequence[tf.Tensor]) -> list[tf.DType]:
 
 
 @attrs.frozen
-class Csv(WholeFile):
+class CsvWriter(WholeFile):
     """One CSV file per part: a header line of ``columns``, then a line per row (strings quoted where they must be)."""
 
     columns: tuple[str, ...] | None = None
@@ -261,7 +261,7 @@ def feature_kind(dtype: np.dtype[Any]) -> str | None:
 
 
 @attrs.frozen
-class TfRecord:
+class TfRecordWriter:
     """One TFRecord file per part: a ``tf.train.Example`` per row, one feature per input (its row's values, flattened).
 
     The Examples are serialized in the graph (``tf.io.encode_proto``, from the inside out: the value list, the

@@ -19,10 +19,12 @@ from ..._base.plan import Plan, Shard
 from ..._base.task import Task
 from ..mapped import note_mapped
 from ..source import Batches, ShardTensor
-from .csv import BAD_LINE, BadLine, Csv, bad_line_message, find_bad_line
+from .csv import BAD_LINE, Csv
+from .csv_diagnosis import BadLine, bad_line_message, find_bad_line
 from .encode import PARTS, SUCCESS
 from .readers import Layout, Reader
 from .text import RESIZED
+from .written import PathsLike, Written
 
 if TYPE_CHECKING:
     from ..._cluster.cluster import Cluster
@@ -55,45 +57,6 @@ class FileEntry:
     """Rows (row formats) or bytes (byte formats)."""
     pin: int | None = None
     """The pinned group the file belongs to (its shard in the pinned plan), or None."""
-
-
-@attrs.frozen
-class Written:
-    """What a writer committed: one part file per shard, in shard order, each written by the task that held the shard.
-
-    Read it back with the matching reader, given the directory (``tmr.read_npy(w.directory)``) or the ``Written``
-    itself (``tmr.read_npy(w)``), which pins each part to the task that holds it where the parts stay on the tasks'
-    own disks (``shared=False``).
-    """
-
-    directory: str
-    """The absolute path of the directory (it holds the parts and ``_SUCCESS``; on each writing task where not shared)."""
-    parts: tuple[str, ...]
-    """The part files' paths, in shard order."""
-    tasks: tuple[Task, ...]
-    """The task that wrote each part."""
-    rows: tuple[int, ...]
-    """The rows of each part."""
-    shared: bool = True
-    """Whether the directory is on a file system the client and every writing task share; False: each part is on the
-    disk of the task that wrote it (and that task's ``directory`` holds its parts and a ``_SUCCESS`` of its own)."""
-    reader: str = ""
-    """The reader that reads the parts back (``"read_npy"``)."""
-    row: tuple[str, tuple[int, ...]] | None = None
-    """``write_npy``: the parts' dtype (numpy's ``dtype.str``) and row shape, so ``read_npy`` knows each part's layout
-    without seeing its file."""
-
-    def by_task(self) -> dict[str, list[str]]:
-        """``{task: [paths]}``: which task wrote which parts (what the readers take to pin files to their tasks)."""
-        result: dict[str, list[str]] = {}
-        for task, path in zip(self.tasks, self.parts, strict=True):
-            result.setdefault(str(task), []).append(path)
-        return result
-
-
-PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Mapping[Any, Any] | Written
-"""A path, a glob, a list of them, ``{task: [paths]}`` pinning files to the task that can see them, or a writer's
-:class:`Written` (its parts, each pinned to its task where they are not on a shared file system)."""
 
 
 def device_of(task: Task) -> str:
@@ -348,14 +311,17 @@ def count_rows(src: FileSource, plan: Plan, cluster: Cluster, timeout: float | N
         cluster.forget(graph)
 
 
-def match(pattern: str, reader: Reader) -> list[str]:
-    """The files ``pattern`` (a path or a glob) names on the client, sorted."""
+def match(pattern: str, reader: Reader, literal: bool = False) -> list[str]:
+    """The files ``pattern`` (a path or a glob; ``literal``: a path, whatever characters it holds) names on the
+    client, sorted."""
     path = os.path.abspath(os.path.expanduser(pattern))
+    if literal:
+        return [path] if os.path.isfile(path) else []
     if any(c in path for c in "*?["):
         return sorted(p for p in glob.glob(path) if os.path.isfile(p))
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, SUCCESS)):  # a directory a writer committed: its parts, in order
-            return sorted(p for p in glob.glob(os.path.join(path, PARTS)) if os.path.isfile(p))
+            return sorted(p for p in glob.glob(os.path.join(glob.escape(path), PARTS)) if os.path.isfile(p))
         raise InputError(
             f"{reader.name}: {pattern} is a directory without a {SUCCESS} marker (not a committed write, or one that failed); "
             f"pass the files in it, e.g. '{os.path.join(pattern, '*')}'"
