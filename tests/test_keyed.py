@@ -236,6 +236,22 @@ def test_variance_by_key_with_ddof_and_2d_values(cluster: tmr.LocalCluster) -> N
     np.testing.assert_allclose(means[3], values[keys == 3].mean(axis=0), rtol=RTOL)
 
 
+def test_variance_by_key_of_finite_values_that_overflows_is_inf_not_nan(cluster: tmr.LocalCluster) -> None:
+    # Issue 38: per-key sums of finite values overflowed to ±inf, and the moments' merge then computed inf - inf.
+    keys = np.array([0, 1, 0, 1, 1, 1, 2, 2, 2], np.int64)
+    values = np.array([1e308, 1.5e308, -1e308, 1.5e308, -1.5e308, -1.5e308, 1.0, 2.0, 4.0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = {k: np.var(values[keys == k]) for k in range(3)}  # inf, inf, 14/9
+    assert np.isinf([expected[0], expected[1]]).all()
+    for layout in ({"sizes": [9]}, {"sizes": [2, 3, 4], "reducers": 2}, {"batch_rows": 1}, {"sizes": [1] * 9, "reducers": 3}):
+        var = tmr.variance_by_key(keys, values, cluster=cluster, **layout).to_dict()
+        std = tmr.std_by_key(keys, values, cluster=cluster, **layout).to_dict()
+        assert var.keys() == std.keys() == expected.keys()
+        for k, want in expected.items():
+            np.testing.assert_allclose(var[k], want, rtol=RTOL, err_msg=f"{k} {layout}")
+            np.testing.assert_allclose(std[k], np.sqrt(want), rtol=RTOL, err_msg=f"{k} {layout}")
+
+
 def test_std_and_var_by_key_equal_numpy_and_return_stats_still_works(cluster: tmr.LocalCluster) -> None:
     rng = np.random.default_rng(4)
     keys = rng.integers(0, 7, 300)

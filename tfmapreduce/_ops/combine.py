@@ -365,10 +365,14 @@ def _chan(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> tuple[Any, Any, A
 
 
 def _segment_moments(values: Any, ids: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Per key (count, mean, M2) of the rows, in two passes (the mean first): exact, no cancellation."""
+    """Per key (count, mean, M2) of the rows, in two passes (the mean first): exact, no cancellation.
+
+    The mean sums ``x / count`` (not ``Σx / count``), so finite values never overflow it: M2 is then a sum of squares,
+    inf where the variance overflows, never ``inf - inf`` (nan).
+    """
     x = _f64(values)
     count = segment_count(ids, n, tf.float64)
-    mean = segment_sum(x, ids, n) / _column(count, x)
+    mean = segment_sum(x / _column(tf.gather(count, ids), x), ids, n)
     d = x - tf.gather(mean, ids)
     return count, mean, segment_sum(d * d, ids, n)
 
@@ -376,10 +380,11 @@ def _segment_moments(values: Any, ids: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tens
 def _segment_chan(
     p: tuple[tf.Tensor, tf.Tensor, tf.Tensor], ids: tf.Tensor, n: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Merge per-key (count, mean, M2) partials of equal keys: Chan's formula over many partials at once."""
+    """Merge per-key (count, mean, M2) partials of equal keys: Chan's formula over many partials at once (each mean
+    weighted by its share of the key's count, so finite means never overflow the merged one)."""
     count_i, mean_i, m2_i = p
     count = segment_sum(count_i, ids, n)
-    mean = segment_sum(mean_i * _column(count_i, mean_i), ids, n) / _column(count, mean_i)
+    mean = segment_sum(mean_i * _column(count_i / tf.gather(count, ids), mean_i), ids, n)
     d = mean_i - tf.gather(mean, ids)
     return count, mean, segment_sum(m2_i + d * d * _column(count_i, d), ids, n)
 
