@@ -205,6 +205,20 @@ def test_min_and_max_by_key_propagate_nan_per_column_and_keep_infinities(cluster
     assert tmr.min_by_key(keys, ints, cluster=cluster, sizes=[3, 3], batch_rows=2).to_dict() == {3: -2, 9: 1}
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_min_and_max_by_key_of_infinities_alone_are_infinite(cluster: tmr.LocalCluster, dtype: type) -> None:
+    # Issue 38: TensorFlow's segment min starts from the largest finite value: a key of +inf alone gave 3.4e38 (float32).
+    keys = np.array([0, 1, 2, 0, 1, 2, 3, 3], np.int64)
+    values = np.array([np.inf, -np.inf, np.inf, np.inf, -np.inf, -np.inf, np.inf, 1.0], dtype)
+    pairs = tmr.MapReduce(lambda k, v: (k, v), tmr.combiners.min, by_key=True)
+    for layout in ({"sizes": [8]}, {"sizes": [3, 5], "reducers": 2}, {"batch_rows": 1}):
+        for name, numpy_reduce in (("min_by_key", np.min), ("max_by_key", np.max)):
+            got = RECIPES[name][0](keys, values, cluster=cluster, **layout).to_dict()
+            assert got == {k: numpy_reduce(values[keys == k]) for k in range(4)}, f"{name} {layout}"
+        got = pairs.run((keys, values), cluster=cluster, **layout).to_dict()
+        assert got == {k: np.min(values[keys == k]) for k in range(4)}, f"combiners.min {layout}"
+
+
 def test_variance_by_key_with_ddof_and_2d_values(cluster: tmr.LocalCluster) -> None:
     rng = np.random.default_rng(3)
     keys = rng.integers(0, 5, 200)
@@ -220,6 +234,22 @@ def test_variance_by_key_with_ddof_and_2d_values(cluster: tmr.LocalCluster) -> N
     means = tmr.mean_by_key(keys, values, cluster=cluster, reducers=2)
     assert means.values.shape == (6, 3)
     np.testing.assert_allclose(means[3], values[keys == 3].mean(axis=0), rtol=RTOL)
+
+
+def test_variance_by_key_of_finite_values_that_overflows_is_inf_not_nan(cluster: tmr.LocalCluster) -> None:
+    # Issue 38: per-key sums of finite values overflowed to ±inf, and the moments' merge then computed inf - inf.
+    keys = np.array([0, 1, 0, 1, 1, 1, 2, 2, 2], np.int64)
+    values = np.array([1e308, 1.5e308, -1e308, 1.5e308, -1.5e308, -1.5e308, 1.0, 2.0, 4.0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = {k: np.var(values[keys == k]) for k in range(3)}  # inf, inf, 14/9
+    assert np.isinf([expected[0], expected[1]]).all()
+    for layout in ({"sizes": [9]}, {"sizes": [2, 3, 4], "reducers": 2}, {"batch_rows": 1}, {"sizes": [1] * 9, "reducers": 3}):
+        var = tmr.variance_by_key(keys, values, cluster=cluster, **layout).to_dict()
+        std = tmr.std_by_key(keys, values, cluster=cluster, **layout).to_dict()
+        assert var.keys() == std.keys() == expected.keys()
+        for k, want in expected.items():
+            np.testing.assert_allclose(var[k], want, rtol=RTOL, err_msg=f"{k} {layout}")
+            np.testing.assert_allclose(std[k], np.sqrt(want), rtol=RTOL, err_msg=f"{k} {layout}")
 
 
 def test_std_and_var_by_key_equal_numpy_and_return_stats_still_works(cluster: tmr.LocalCluster) -> None:

@@ -99,6 +99,21 @@ def test_a_cluster_without_the_kernels_counts_words_with_stock_ops(
     assert counts == {"the": 2, "cat": 1, "hat": 1, "a": 1, "b": 1, "c": 1}  # text files' words come back as str
 
 
+@pytest.mark.parametrize("negative", [False, True])
+def test_float32_sums_with_stock_ops_equal_the_exact_float64_sum(
+    without_kernels: tmr.LocalCluster, tmp_path: pathlib.Path, negative: bool
+) -> None:
+    # Issue 38: the stock path summed sign-checked float32 shards in float32 blocks: 1e-10 off on values near 1e6.
+    x = np.random.default_rng(38).normal(1e6, 1.0, 400_000).astype(np.float32)
+    x[123] = -x[123] if negative else x[123]
+    exact = math.fsum(x.astype(np.float64))
+    np.save(tmp_path / "x.npy", x)
+    with tmr.scatter(x, cluster=without_kernels) as resident:
+        for data in (x, resident, tmr.read_npy(str(tmp_path / "x.npy"))):
+            assert float(tmr.sum(data, cluster=without_kernels)) == pytest.approx(exact, rel=1e-12, abs=0)
+            assert float(tmr.mean(data, cluster=without_kernels)) == pytest.approx(exact / len(x), rel=1e-12, abs=0)
+
+
 def test_a_failed_build_is_logged_and_leaves_the_stock_path(
     monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:

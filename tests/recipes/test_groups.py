@@ -192,6 +192,24 @@ def test_median_by_key_equals_numpy_with_nan(cluster: tmr.LocalCluster) -> None:
     np.testing.assert_array_equal(result.values, [2.0, np.nan, 4.25])  # a key with a NaN: NaN, as np.median
 
 
+@pytest.mark.parametrize("key_kind", ["int64", "str"])  # int keys: the native select; strings: the sorted groups
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_median_by_key_of_infinities_equals_numpy(cluster: tmr.LocalCluster, key_kind: str, dtype: type) -> None:
+    # Issue 38: the median interpolated a + (b - a) / 2, so [1, inf] gave inf - inf = nan; np.median gives inf.
+    groups = [[1.0, np.inf], [np.inf], [-np.inf, -np.inf, 3.0], [-np.inf, np.inf], [2.0, 5.0, np.inf, -1.0], [-np.inf, 7.0]]
+    keys = np.concatenate([np.full(len(g), k, np.int64) for k, g in enumerate(groups)])
+    values = np.concatenate(groups).astype(dtype)
+    if key_kind == "str":
+        keys = np.array([f"k{k}" for k in keys])
+    with np.errstate(invalid="ignore"):  # numpy warns on [-inf, inf]
+        expected = {key: np.median(values[keys == key].astype(np.float64)) for key in np.unique(keys).tolist()}
+    for layout in ({"sizes": [len(keys)]}, {"sizes": [4, 0, 10], "reducers": 3}):
+        got = tmr.median_by_key(keys, values, cluster=cluster, **layout).to_dict()
+        assert got.keys() == expected.keys()
+        for key, want in expected.items():
+            np.testing.assert_array_equal(got[key], want, err_msg=f"{key!r} {layout}")
+
+
 @settings(max_examples=examples(5))
 @given(data=st.data())
 def test_top_k_by_key_equals_sorted_values(cluster: tmr.LocalCluster, data: st.DataObject) -> None:
@@ -457,7 +475,7 @@ def test_a_partition_over_budget_is_refused_before_it_travels(cluster: tmr.Local
         (lambda c: tmr.quantile_by_key([1], [1.0], [0.5, -0.1], cluster=c), ValueError, r"q must be"),
         (lambda c: tmr.quantile_by_key([1], [1.0], 0.5, method="median", cluster=c), ValueError, r"method must be one of 'linear'.*got 'median'"),
         (lambda c: tmr.top_k_by_key([1], [1.0], 0, cluster=c), ValueError, r"k must be an int ≥ 1.*got 0"),
-        (lambda c: tmr.median_by_key([1], ["a"], cluster=c), tmr.InputError, r"values of quantile_by_key must be a 1-D array of integers or floats"),
+        (lambda c: tmr.median_by_key([1], ["a"], cluster=c), tmr.InputError, r"values of median_by_key must be a 1-D array of integers or floats"),
         (lambda c: tmr.median_by_key([1.5], [1.0], cluster=c), tmr.InputError, r"keys have dtype float64"),
         (lambda c: tmr.collect_by_key([1], [True], sort_values=True, cluster=c), tmr.MapFunctionError, r"bool.*cannot be sorted"),
         (lambda c: tmr.per_group(3), TypeError, r"fn must be a callable"),

@@ -19,7 +19,6 @@ from .._base.place import default_devices
 from .._base.plan import Plan, Shard, make_plan
 from .._base.task import Task
 from .._cluster.cluster import Cluster
-from .._ops.numerics import mark_nonnegative
 from .._options import PlaceOptions, RunOptions
 from .mapped import size_checks
 from .source import Input, ShardTensor, host_array
@@ -53,11 +52,10 @@ class _Resident:
         return self.sharded.shape
 
     def signature(self, plan: Plan) -> Hashable:
-        return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:], self.sharded.nonnegative)
+        return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:])
 
     def tensor(self, shard: Shard) -> ShardTensor:
-        value = self.sharded.read(shard)
-        return ShardTensor(mark_nonnegative(value) if shard.index in self.sharded.nonnegative else value)
+        return ShardTensor(self.sharded.read(shard))
 
     def feed(self, shard: Shard) -> None:
         return None
@@ -114,8 +112,6 @@ class Sharded(Input):
     """The resource container that holds the shards on the workers."""
     _builders: tuple[Callable[[Shard], Any], ...]
     _deleted: bool = False
-    nonnegative: frozenset[int] = frozenset()
-    """The float32 shards known to hold no negative number (learnt when stored): their sums take the fast path."""
 
     def __repr__(self) -> str:
         state = "deleted" if self._deleted else f"{len(self.plan.tasks)} tasks"
@@ -245,19 +241,15 @@ def _store_group(data: Sharded, shards: Sequence[Shard], timeout: float | None) 
     graph = tf.Graph()
     feed: dict[Any, Any] = {}
     with graph.as_default():
-        ops, signs = [], {}
+        ops = []
         for shard in shards:
             with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
                 value = data._builders[shard.index](shard)
                 if isinstance(value, tuple):  # (placeholder, host value) for shipped data
                     value, feed[value] = value[0], value[1]
                 ops.append(tf.raw_ops.AssignVariableOp(resource=data._handle(shard), value=value))
-                if value.dtype == tf.float32:  # lets sums over it skip their sign check on every run
-                    signs[shard.index] = tf.reduce_min(value) >= 0
         checks = size_checks(ops)
-    _, found, _ = data._run(graph, (ops, signs, checks), feed, timeout)
-    known = (data.nonnegative - found.keys()) | {i for i, v in found.items() if v}
-    data.nonnegative = frozenset(known)
+    data._run(graph, (ops, checks), feed, timeout)
 
 
 def build_sharded(

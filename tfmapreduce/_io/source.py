@@ -5,7 +5,6 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Callable, Hashable, Sequence
-from functools import partial
 from typing import Any, Protocol, cast, runtime_checkable
 
 import attrs
@@ -16,11 +15,7 @@ from .._base.errors import InputError, JobError, TfMapReduceError
 from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
-from .._ops.numerics import BLOCK, mark_nonnegative
-from .shm import STAGED, MappedBuffer, can_stage, in_parallel, read_tensor
-
-PARALLEL_BYTES = 1 << 24
-"""Host arrays at least this big have their shards' signs checked in parallel (small ones: threads cost more)."""
+from .shm import STAGED, MappedBuffer, can_stage, read_tensor
 
 
 @attrs.frozen
@@ -282,17 +277,7 @@ class Shipped:
         return None
 
     def signature(self, plan: Plan) -> Hashable:
-        if self.array.nbytes >= PARALLEL_BYTES:
-            nonnegative = tuple(in_parallel([partial(self._nonnegative, s) for s in plan.shards]))
-        else:
-            nonnegative = tuple(self._nonnegative(s) for s in plan.shards)
-        return ("shipped", self.array.dtype.str, self.array.shape[1:], nonnegative, tuple(s.path for s in plan.shards))
-
-    def _nonnegative(self, shard: Shard) -> bool:
-        """float32 shards without a negative (or NaN) element: their sums take the blocked path."""
-        if self.array.dtype != np.float32 or shard.rows * math.prod(self.array.shape[1:]) < 2 * BLOCK:
-            return False  # smaller shards never take the blocked path: their signs need no look
-        return bool(self.array[shard.start : shard.stop].min() >= 0)
+        return ("shipped", self.array.dtype.str, self.array.shape[1:], tuple(s.path for s in plan.shards))
 
     def stageable(self, shard: Shard, min_bytes: int) -> bool:
         """Whether ``shard`` may travel through a shared-memory file (a decodable type, at least ``min_bytes``)."""
@@ -310,8 +295,7 @@ class Shipped:
             value = read_tensor(placeholder, self.array.dtype, shape)
         else:
             placeholder = value = tf.compat.v1.placeholder(tf.as_dtype(self.array.dtype), shape, name="x")
-        marked = mark_nonnegative(value) if self._nonnegative(shard) else value
-        return ShardTensor(marked, placeholder, staged=staged, mapped=value if buffer is not None else None)
+        return ShardTensor(value, placeholder, staged=staged, mapped=value if buffer is not None else None)
 
     def feed(self, shard: Shard) -> np.ndarray[Any, Any]:
         return self.array[shard.start : shard.stop]

@@ -183,38 +183,45 @@ def segment_count(ids: tf.Tensor, n: tf.Tensor, dtype: tf.DType = tf.int64) -> t
     return segment_sum(tf.ones(tf.shape(ids), dtype), ids, n)
 
 
-def _nan_wins(values: tf.Tensor, ids: tf.Tensor, n: tf.Tensor, result: tf.Tensor) -> tf.Tensor:
-    """``result`` (a segment min/max of ``values``) with NaN in every segment that holds a NaN.
+def _ieee(values: tf.Tensor, ids: tf.Tensor, n: tf.Tensor, result: tf.Tensor, start: float) -> tf.Tensor:
+    """``result`` (a segment min/max of ``values``) with NaN in every segment that holds a NaN, and ``start`` (+inf for
+    a min, -inf for a max) in every segment whose values all equal it.
 
-    TF's CPU kernels fold a NaN that is not last as a reset (``[1, nan, 2, 3]`` gives 2.0), so the
-    result would depend on the partition; a per-segment "has a NaN" flag puts the NaN back.
+    TF's CPU kernels fold a NaN that is not last as a reset (``[1, nan, 2, 3]`` gives 2.0), so the result would depend
+    on the partition; and they start from the largest (lowest) finite value, so a segment of +inf alone (-inf alone)
+    would give 3.4e38 (-3.4e38) in float32.  One segment max of a code per value puts both right: 2 for a NaN, 1 for
+    a value other than ``start``, 0 for ``start``.
     """
     if not values.dtype.is_floating:
         return result
-    has_nan = tf.math.unsorted_segment_max(tf.cast(tf.math.is_nan(values), tf.int32), ids, n) > 0
-    return tf.where(has_nan, tf.constant(np.nan, values.dtype), result)
+    code = 2 * tf.cast(tf.math.is_nan(values), tf.int32) + tf.cast(tf.not_equal(values, start), tf.int32)
+    worst = tf.math.unsorted_segment_max(code, ids, n)  # an empty segment: the lowest int32, left as it is
+    fixed = tf.where(tf.equal(worst, 0), tf.constant(start, values.dtype), result)
+    return tf.where(worst >= 2, tf.constant(np.nan, values.dtype), fixed)
 
 
 def segment_min(values: tf.Tensor, ids: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
-    """``tf.math.unsorted_segment_min`` where a NaN makes its segment NaN, as ``np.min`` does, in any order.
+    """``tf.math.unsorted_segment_min`` where a NaN makes its segment NaN and a segment of +inf alone is +inf, as
+    ``np.min`` does, in any order.
 
     Example:
         >>> segment_min(tf.constant([1.0, float("nan"), 2.0, 3.0]), tf.constant([0, 0, 0, 1]), tf.constant(2)).numpy()
         array([nan,  3.], dtype=float32)
     """
     values = tf.convert_to_tensor(values)
-    return _nan_wins(values, ids, n, tf.math.unsorted_segment_min(values, ids, n))
+    return _ieee(values, ids, n, tf.math.unsorted_segment_min(values, ids, n), np.inf)
 
 
 def segment_max(values: tf.Tensor, ids: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
-    """``tf.math.unsorted_segment_max`` where a NaN makes its segment NaN, as ``np.max`` does, in any order.
+    """``tf.math.unsorted_segment_max`` where a NaN makes its segment NaN and a segment of -inf alone is -inf, as
+    ``np.max`` does, in any order.
 
     Example:
         >>> segment_max(tf.constant([1.0, float("nan"), 2.0, 3.0]), tf.constant([1, 0, 0, 1]), tf.constant(2)).numpy()
         array([nan,  3.], dtype=float32)
     """
     values = tf.convert_to_tensor(values)
-    return _nan_wins(values, ids, n, tf.math.unsorted_segment_max(values, ids, n))
+    return _ieee(values, ids, n, tf.math.unsorted_segment_max(values, ids, n), -np.inf)
 
 
 _SEGMENT_OPS: dict[Any, Callable[..., tf.Tensor]] = {
@@ -358,10 +365,14 @@ def _chan(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> tuple[Any, Any, A
 
 
 def _segment_moments(values: Any, ids: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Per key (count, mean, M2) of the rows, in two passes (the mean first): exact, no cancellation."""
+    """Per key (count, mean, M2) of the rows, in two passes (the mean first): exact, no cancellation.
+
+    The mean sums ``x / count`` (not ``Σx / count``), so finite values never overflow it: M2 is then a sum of squares,
+    inf where the variance overflows, never ``inf - inf`` (nan).
+    """
     x = _f64(values)
     count = segment_count(ids, n, tf.float64)
-    mean = segment_sum(x, ids, n) / _column(count, x)
+    mean = segment_sum(x / _column(tf.gather(count, ids), x), ids, n)
     d = x - tf.gather(mean, ids)
     return count, mean, segment_sum(d * d, ids, n)
 
@@ -369,10 +380,11 @@ def _segment_moments(values: Any, ids: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tens
 def _segment_chan(
     p: tuple[tf.Tensor, tf.Tensor, tf.Tensor], ids: tf.Tensor, n: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """Merge per-key (count, mean, M2) partials of equal keys: Chan's formula over many partials at once."""
+    """Merge per-key (count, mean, M2) partials of equal keys: Chan's formula over many partials at once (each mean
+    weighted by its share of the key's count, so finite means never overflow the merged one)."""
     count_i, mean_i, m2_i = p
     count = segment_sum(count_i, ids, n)
-    mean = segment_sum(mean_i * _column(count_i, mean_i), ids, n) / _column(count, mean_i)
+    mean = segment_sum(mean_i * _column(count_i / tf.gather(count, ids), mean_i), ids, n)
     d = mean_i - tf.gather(mean, ids)
     return count, mean, segment_sum(m2_i + d * d * _column(count_i, d), ids, n)
 

@@ -62,6 +62,9 @@ def _interpolated(h: tf.Tensor, a: tf.Tensor, b: tf.Tensor, method: str) -> tf.T
     below = tf.math.floor(h)
     if method == "lower":
         return a
+    if method == "median":  # np.median: the middle value, or the mean of the middle two ([1, inf] gives inf, not nan)
+        a, b = tf.cast(a, tf.float64), tf.cast(b, tf.float64)
+        return tf.where(tf.math.ceil(h) > below, (a + b) / 2, a)
     if method in ("higher", "nearest"):
         up = tf.math.ceil(h) if method == "higher" else tf.math.round(h)  # round: half to even, as numpy
         return tf.where(up > below, b, a)
@@ -172,22 +175,39 @@ def quantile_by_key(
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(repr(m) for m in METHODS)} (as np.quantile), got {method!r}")
     _check_values(values, "quantile_by_key")
+    return _quantile_run("quantile_by_key", keys, values, qs, scalar, method, resident, max_bytes, options)
+
+
+def _quantile_run(
+    name: str,
+    keys: Any,
+    values: Any,
+    qs: tuple[float, ...],
+    scalar: bool,
+    method: str,
+    resident: bool,
+    max_bytes: Any,
+    options: Options,
+) -> Any:
     fn = functools.partial(_quantiles, q=qs, method=method, scalar=scalar)
     select = functools.partial(_selected, q=qs, method=method, scalar=scalar)
     form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), select=select)
-    return _run(("quantile_by_key", qs, method, scalar), form, keys, values, resident, options)
+    return _run((name, qs, method, scalar), form, keys, values, resident, options)
 
 
 def median_by_key(
     keys: Any, values: Any, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
 ) -> Any:
-    """Each key's median, ``np.median(values_of_key)`` per key, in float64 ([`quantile_by_key`][tfmapreduce.quantile_by_key] at 0.5).
+    """Each key's median, ``np.median(values_of_key)`` per key, in float64: the middle value, or the mean of the middle
+    two (so ``[1.0, inf]`` gives inf, where ``np.quantile`` and [`quantile_by_key`][tfmapreduce.quantile_by_key] at 0.5
+    give nan).
 
     Examples:
         >>> tmr.median_by_key(np.array(["a", "b", "a"]), np.array([4, 7, 1]), cluster=cluster).to_dict()
         {'a': 2.5, 'b': 7.0}
     """
-    return quantile_by_key(keys, values, 0.5, resident=resident, max_bytes=max_bytes, **options)
+    _check_values(values, "median_by_key")
+    return _quantile_run("median_by_key", keys, values, (0.5,), True, "median", resident, max_bytes, options)
 
 
 # --------------------------------------------------------------------------- top k

@@ -38,8 +38,9 @@ def _sum_count_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, t
 def mean(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options: Unpack[Options]) -> Numeric:
     """The mean of ``x`` over the cluster, equal to ``np.mean(x, axis=axis)``.
 
-    Every shard sums in float64 (integers too, as numpy does: no int64
-    overflow); the sums add up and divide by the element count, so uneven and
+    Every shard sums in float64, every element widened (integers too, as numpy
+    does: no int64 overflow), so a float mean is within about 1e-13 of the exact
+    one, as ``np.mean(x, dtype=np.float64)``; the sums add up and divide by the element count, so uneven and
     empty shards weigh exactly what they hold.  Unlike numpy (nan and a
     warning), an input with 0 rows raises.  TensorFlow's CPU kernels flush
     subnormal float32/float64 values (below ~1.2e-38 / 2.2e-308) to zero.
@@ -76,7 +77,8 @@ def sum(x: Any, /, *, axis: int | None = None, keepdims: bool = False, **options
     """The sum of ``x``, equal to ``np.sum(x, axis=axis)``.
 
     Signed integers and booleans accumulate in int64 and unsigned ones in
-    uint64 (both wrap on overflow, like numpy), floats in float64: the sum of
+    uint64 (both wrap on overflow, like numpy), floats in float64, every element
+    widened (within about 1e-13 of the exact sum, as ``np.sum(x, dtype=np.float64)``): the sum of
     float16 or float32 data is a float64 (numpy keeps the input's type, and a
     float16 sum of 70,000 ones overflows to inf there).
 
