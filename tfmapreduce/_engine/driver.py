@@ -28,7 +28,7 @@ from .._cluster.cluster import Cluster
 from .._io.resident import destroy_shard, handle
 from .._io.shm import Staging
 from .._io.source import Shipped, Sources, as_array, streamed
-from .._native.loader import kernels
+from .._native.loader import has, kernels
 from .._ops.mapfn import traced
 from .._ops.numerics import native_sums
 from .._options import RunOptions
@@ -156,8 +156,8 @@ def _native_sums(cluster: Cluster, timeout: float) -> contextlib.AbstractContext
     graph first sums, as its program asks: a run that builds nothing asks nothing)."""
 
     def wide_sum(x: tf.Tensor) -> tf.Tensor | None:
-        ops = kernels() if available(cluster, timeout) else None
-        return None if ops is None else ops.tmr_wide_sum(x)
+        ops = kernels()
+        return ops.tmr_wide_sum(x) if has(ops, "tmr_wide_sum") and available(cluster, timeout) else None
 
     return native_sums(wide_sum)
 

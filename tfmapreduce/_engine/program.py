@@ -19,7 +19,7 @@ from .._io.mapped import size_checks
 from .._io.resident import assign_named, assign_shard, named_per_run
 from .._io.shm import DECODABLE, MIN_BYTES, Mapped, guard, read_returned, write_result
 from .._io.source import Batches, Sources, Streamed
-from .._native.loader import kernels
+from .._native.loader import has, kernels
 from .._ops.combine import Combiner
 from .._options import RunOptions
 from . import cancel as _cancel
@@ -276,7 +276,7 @@ class Builder:
         native = kernels() if call is not None and available(call.cluster, call.settings.seconds()) else None
         if (
             call is None
-            or native is None
+            or not has(native, "tmr_write_result")
             or call.settings.transfer == "feed"
             or len(values) < 2
             or not all(visible(call.cluster, Device.parse(d).task, timeout=call.settings.seconds()) for d in devices)
@@ -337,7 +337,7 @@ class Builder:
         whose batches were mapped is checked for its size (:func:`~tfmapreduce._io.mapped.size_checks`)."""
         with self.graph.as_default():
             self.guards += size_checks(fetch)
-        if self.call is not None and available(self.call.cluster, self.call.settings.seconds()):
+        if self.call is not None and available(self.call.cluster, self.call.settings.seconds(), "tmr_check_cancelled"):
             _cancel.guard(self.graph, kernels())
         self.graph.finalize()
         return Program(

@@ -41,7 +41,7 @@ from .._io.files.files import Files
 from .._io.keyed_input import keyed_sources
 from .._io.resident import Sharded, named_per_run
 from .._io.source import Sources, streamed
-from .._native.loader import kernels
+from .._native.loader import has, kernels
 from .._ops.budget import check_budget, over_budget
 from .._ops.grouping import argsort, nbytes, value_of
 from .._ops.per_group import check_max_bytes
@@ -218,7 +218,7 @@ class Sort:
         float32/64; other dtypes as their ``order_key`` images, mapped back), nothing to gather after; else the stable
         order of the first column gathered from each."""
         column = columns[0]
-        if len(columns) == 1 and native is not None and column.dtype != tf.string:
+        if len(columns) == 1 and has(native, "tmr_sort_values") and column.dtype != tf.string:
             if column.dtype in (tf.int32, tf.int64, tf.float32, tf.float64):
                 return [native.tmr_sort_values(column, descending=self.descending)]
             return [value_of(native.tmr_sort_values(order_key(column), descending=self.descending), column.dtype)]

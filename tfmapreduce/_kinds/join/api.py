@@ -382,7 +382,7 @@ class Join:
 
 def _native(call: Call) -> bool:
     """Whether the run joins with the native kernels (``TmrJoinMatch`` and ``TmrJoinTake``): every task has them."""
-    return kernels() is not None and available(call.cluster, call.settings.seconds())
+    return available(call.cluster, call.settings.seconds(), "tmr_join_match", "tmr_join_take")
 
 
 def _part_devices(plan: JoinPlan) -> list[str]:
