@@ -195,7 +195,7 @@ def test_strings_sort_in_byte_order_native_or_stock(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_splitters, "SAMPLES", 2)  # few splitters: many rows tie with them
         if not native:
-            patch.setattr(_engine, "available", lambda cluster, timeout: False)
+            patch.setattr(_engine, "available", lambda cluster, timeout, *ops: False)
         array = np.array(x, dtype=object)
         k, v = tmr.sort_by_key(array, np.arange(len(x)), cluster=cluster, sizes=sizes, reducers=reducers, descending=descending)
     with k, v:
@@ -259,7 +259,7 @@ def test_the_native_value_sort_orders_floats_as_numpy(dtype: type) -> None:
 def test_the_stock_sort_where_a_task_lacks_the_native_kernels(cluster: tmr.LocalCluster) -> None:
     x = np.random.default_rng(6).integers(-5, 5, 3000)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_engine, "available", lambda cluster, timeout: False)
+        patch.setattr(_engine, "available", lambda cluster, timeout, *ops: False)
         k, v = tmr.sort_by_key(x, np.arange(len(x)), cluster=cluster, descending=True)
     with k, v:
         order = stable_order(x, descending=True)

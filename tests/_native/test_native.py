@@ -120,7 +120,7 @@ def test_a_failed_build_is_logged_and_leaves_the_stock_path(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("CXX", "false")  # a compiler that always fails
     with caplog.at_level(logging.WARNING, logger="tfmapreduce.native"):
-        assert _native.build() is None
+        assert _native.build() == {}
     assert "building the native kernels in" in caplog.text
     assert "false exited 1" in caplog.text
     assert not list(_native.cache_dir().glob("native-*"))  # no half-built library left to load
@@ -129,10 +129,10 @@ def test_a_failed_build_is_logged_and_leaves_the_stock_path(
     (blocked / "tfmapreduce").write_text("a file where the cache folder should be")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     monkeypatch.delenv("CXX")
-    assert _native.build() is None  # an unusable cache folder: logged, stock ops
+    assert _native.build() == {}  # an unusable cache folder: logged, stock ops
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setattr(pathlib.Path, "home", classmethod(_no_home))
-    assert _native.build() is None  # no home at all: logged, stock ops
+    assert _native.build() == {}  # no home at all: logged, stock ops
     assert "set XDG_CACHE_HOME" in caplog.text
 
 
@@ -176,10 +176,13 @@ def _plant(folder: pathlib.Path, marker: pathlib.Path) -> list[pathlib.Path]:
     source.unlink()
     digest = _native.digest()
     sha = hashlib.sha256(evil.read_bytes()).hexdigest()
-    planted = [folder / f"native-{digest}.so", folder / _native.library_name(digest, sha), folder / _native.record_name(digest)]
+    planted = [folder / f"native-{digest}.so"]
     shutil.copy(evil, planted[0])
-    os.replace(evil, planted[1])
-    planted[2].write_text(sha)
+    for family in _native.FAMILIES:
+        planted += [folder / _native.library_name(digest, family, sha), folder / _native.record_name(digest, family)]
+        shutil.copy(evil, planted[-2])
+        planted[-1].write_text(sha)
+    evil.unlink()
     return planted
 
 
@@ -218,8 +221,7 @@ def test_a_library_of_another_user_in_a_private_folder_is_never_loaded(tmp_path:
 
 _BUILD = """
 from tfmapreduce._native import loader as _native
-path = _native.build()
-print(path, _native.kernels() is not None, flush=True)
+print(sorted(_native.build()) == sorted(_native.FAMILIES), _native.kernels() is not None, flush=True)
 """
 
 
@@ -236,20 +238,29 @@ def _build_at_once(cache: pathlib.Path, compiler: pathlib.Path, processes: int =
     for child in children:
         out, err = child.communicate(timeout=600)
         assert child.returncode == 0, err[-3000:]
-        assert out.split()[1:] == ["True"], err[-3000:]
+        assert out.split() == ["True", "True"], err[-3000:]
 
 
-def _slow_compiler(folder: pathlib.Path, library: pathlib.Path) -> pathlib.Path:
-    """A stand-in for the C++ compiler that writes ``library`` (the kernels this session built) where ``-o`` says, half
-    of it first and the rest a second later: two builds at once overlap while each output is incomplete, as two real
-    compiles (25 s each here) would, without paying for them (the session's own build ran the real compiler)."""
+def _built() -> dict[str, pathlib.Path]:
+    """The library of each family that this session built (the ``ops`` fixture), by family."""
+    digest = _native.digest()
+    records = {f: (_native.cache_dir() / _native.record_name(digest, f)).read_text().strip() for f in _native.FAMILIES}
+    return {f: _native.cache_dir() / _native.library_name(digest, f, sha) for f, sha in records.items()}
+
+
+def _slow_compiler(folder: pathlib.Path, libraries: dict[str, pathlib.Path]) -> pathlib.Path:
+    """A stand-in for the C++ compiler that writes the library of the family it is given (``<family>.cc``), as this
+    session built it, where ``-o`` says, half of it first and the rest a second later: two builds at once overlap while
+    each output is incomplete, as two real compiles (25 s each here) would, without paying for them (the session's own
+    build ran the real compiler)."""
     script = folder / "slow-cxx"
-    half = library.stat().st_size // 2
+    cases = "".join(f'  */{family}.cc) lib="{library}";;\n' for family, library in libraries.items())
     script.write_text(
         "#!/bin/sh\n"
-        'out=""; prev=""\n'
-        'for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done\n'
-        f'head -c {half} "{library}" > "$out" && sleep 1 && cat "{library}" > "$out"\n'
+        'out=""; prev=""; lib=""\n'
+        'for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"\n'
+        f'case "$a" in\n{cases}esac; done\n'
+        'head -c $(($(wc -c < "$lib") / 2)) "$lib" > "$out" && sleep 1 && cat "$lib" > "$out"\n'
     )
     script.chmod(0o700)
     return script
@@ -260,10 +271,10 @@ def test_a_truncated_kernel_is_never_loaded_and_two_processes_rebuild_it_whole(o
     cache = tmp_path / "cache"
     folder = cache / "tfmapreduce"
     folder.mkdir(parents=True, mode=0o700)
-    record = _native.record_name(_native.digest())  # the kernel this session built (the ops fixture), copied
-    built = _native.library_name(_native.digest(), (_native.cache_dir() / record).read_text().strip())
-    for name in (record, built):
-        shutil.copy2(_native.cache_dir() / name, folder / name)
+    built = _built()  # the kernels this session built (the ops fixture), copied
+    for family, library in built.items():
+        for path in (library, _native.cache_dir() / _native.record_name(_native.digest(), family)):
+            shutil.copy2(path, folder / path.name)
     for library in folder.glob("native-*.so"):
         with open(library, "r+b") as f:
             f.truncate(library.stat().st_size // 2)
@@ -272,7 +283,7 @@ def test_a_truncated_kernel_is_never_loaded_and_two_processes_rebuild_it_whole(o
     assert ast.literal_eval(done.stdout.strip()) == _COUNTS  # with stock ops
     assert "does not match the hash recorded when it was built" in done.stderr
     assert "jobs use stock TensorFlow ops" in done.stderr
-    compiler = _slow_compiler(tmp_path, _native.cache_dir() / built)
+    compiler = _slow_compiler(tmp_path, built)
     _build_at_once(cache, compiler)  # with a compiler, the damaged kernel is rebuilt in its place, by both at once
     assert stat.S_IMODE(folder.stat().st_mode) & 0o022 == 0
     libraries = sorted(folder.glob("native-*.so"))
@@ -280,8 +291,56 @@ def test_a_truncated_kernel_is_never_loaded_and_two_processes_rebuild_it_whole(o
     assert not [p for p in folder.iterdir() if not p.name.startswith("native-")]  # no partial file left
     for library in libraries:
         assert stat.S_IMODE(library.stat().st_mode) & 0o022 == 0
-    sha = (folder / _native.record_name(_native.digest())).read_text().strip()
-    assert hashlib.sha256((folder / _native.library_name(_native.digest(), sha)).read_bytes()).hexdigest() == sha
+    for family in _native.FAMILIES:
+        sha = (folder / _native.record_name(_native.digest(), family)).read_text().strip()
+        assert hashlib.sha256((folder / _native.library_name(_native.digest(), family, sha)).read_bytes()).hexdigest() == sha
+
+
+_PARTIAL = """
+import logging, sys
+import tensorflow as tf
+import tfmapreduce as tmr
+from tfmapreduce._engine import kernels as _kernels
+from tfmapreduce._native import loader as _native
+logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+ops = _native.kernels()
+print(sorted(op for op in _native.OPS if _native.has(ops, op)), flush=True)
+print(ops.tmr_stable_argsort(tf.constant([3, 1, 2])).numpy().tolist(), flush=True)
+with tmr.LocalCluster(1) as cluster:
+    print([_kernels.available(cluster, 60, *op) for op in [(), ("tmr_word_counts",), ("tmr_read_csv",)]], flush=True)
+    print(tmr.recipes.word_count(["to be or", "not to be"], cluster=cluster).to_dict(), flush=True)
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ to build the words family with")
+def test_a_family_that_fails_to_build_leaves_the_others_usable(ops: object, tmp_path: pathlib.Path) -> None:
+    # Before: one kernel that did not build turned all 17 off.
+    cache = tmp_path / "cache"
+    folder = cache / "tfmapreduce"
+    folder.mkdir(parents=True, mode=0o700)
+    for family, library in _built().items():  # the session's libraries, but for csv (fails) and words (built for real)
+        if family not in ("csv", "words"):
+            for path in (library, _native.cache_dir() / _native.record_name(_native.digest(), family)):
+                shutil.copy2(path, folder / path.name)
+    compiler = tmp_path / "cxx"  # a compiler that fails on csv.cc and is g++ otherwise
+    compiler.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in */csv.cc) echo "csv.cc:1:1: error: a planted failure" >&2; exit 1;; esac; done\n'
+        f'exec "{shutil.which("g++")}" "$@"\n'
+    )
+    compiler.chmod(0o700)
+    done = _python(_PARTIAL, cache, CXX=str(compiler))
+    assert done.returncode == 0, done.stderr[-3000:]
+    present, order, available, counts = done.stdout.strip().splitlines()
+    assert ast.literal_eval(present) == sorted(_native.OPS - {"tmr_decode_csv", "tmr_read_csv"})
+    assert ast.literal_eval(order) == [1, 2, 0]
+    assert ast.literal_eval(available) == [True, True, False]  # the tasks have the rest; csv jobs use stock ops
+    assert ast.literal_eval(counts) == _COUNTS
+    assert (folder / _native.record_name(_native.digest(), "words")).exists()  # compiled beside the failed one
+    assert not (folder / _native.record_name(_native.digest(), "csv")).exists()
+    assert "failed for the csv family (csv.cc: " in done.stderr
+    assert "csv.cc:1:1: error: a planted failure)" in done.stderr
+    assert "for tmr_decode_csv, tmr_read_csv jobs use stock TensorFlow ops" in done.stderr
 
 
 @pytest.mark.parametrize("kernels", ["native", "stock"])

@@ -4,7 +4,7 @@ TensorFlow's executor runs a step's kernels on once they are scheduled, even aft
 cancelled (its deadline passed, the client gave up, another task failed): only kernels that wait
 (receives, queues, datasets) see the cancellation.  A map of many compute kernels therefore ran on
 for seconds after its run was given up, slowing the runs after it.  Before each op with data inputs
-on a CPU device, :func:`guard` adds a ``TmrCheckCancelled`` (``_native.cc``) that runs once the op's
+on a CPU device, :func:`guard` adds a ``TmrCheckCancelled`` (``_native/runtime.cc``) that runs once the op's
 inputs are ready and fails once the step is cancelled; the op then never starts, nor what follows it
 (ops whose inputs are all small and of known shape are not checked: they end quickly).
 A kernel already running still runs to its end, and ops inside functions (``tf.function``, loop

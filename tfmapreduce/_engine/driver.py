@@ -28,7 +28,7 @@ from .._cluster.cluster import Cluster
 from .._io.shm import Staging
 from .._io.source import Shipped, as_array, streamed
 from .._io.variables import destroy_shard, handle
-from .._native.loader import kernels
+from .._native.loader import has, kernels
 from .._ops.mapfn import traced
 from .._ops.numerics import native_sums
 from .._options import RunOptions
@@ -119,7 +119,7 @@ def _native_sums(native: Any | None) -> contextlib.AbstractContextManager[None]:
     """Graphs built inside sum float32 with the native ``TmrWideSum`` where every task has the kernels."""
 
     def wide_sum(x: tf.Tensor) -> tf.Tensor | None:
-        return None if native is None else native.tmr_wide_sum(x)
+        return native.tmr_wide_sum(x) if has(native, "tmr_wide_sum") else None
 
     return native_sums(wide_sum)
 

@@ -1,6 +1,10 @@
-"""Whether the native kernels (see ``_native``) can be used on a cluster: the client and every task have them."""
+"""Whether the native kernels (see ``_native``) can be used on a cluster: the client and every task have them (each
+op of them: its family built on the client)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import tensorflow as tf
@@ -10,20 +14,36 @@ from .._base.state import ClusterVar, Memo
 from .._cluster.cluster import Cluster
 from .._io.files.source import FileSource
 from .._io.source import Sources
-from .._native.loader import kernels, log
+from .._native.loader import FAMILIES, has, kernels, log
 
 _EVERYWHERE = ClusterVar("whether every task has the native kernels", lambda cluster: Memo[None, bool]())
 
 
-def available(cluster: Cluster, timeout: float) -> bool:
-    """Whether this client and every live task of ``cluster`` have the native kernels (asked of the tasks once per
-    cluster, with a run of the kernel on an empty string)."""
-    if kernels() is None:
+def available(cluster: Cluster, timeout: float, *ops: str) -> bool:
+    """Whether this client and every live task of ``cluster`` have the native kernels, and the client each op of ``ops``
+    (``"tmr_wide_sum"``: its family built here; see ``_native``).  The tasks are asked once per cluster, with a run of
+    one op of each family the client has: a task that lacks any of them counts as having none."""
+    native = kernels()
+    if native is None or not all(has(native, op) for op in ops):
         return False
     try:
         return cluster.state(_EVERYWHERE).get(None, lambda: _probe(cluster, timeout))
     except ClusterError:
         return False  # a task did not answer: ask again next time
+
+
+_PROBES: dict[str, Callable[[Any], Any]] = {
+    "words": lambda ops: ops.tmr_word_counts(tf.constant([""]))[1],
+    "sorting": lambda ops: ops.tmr_stable_argsort(tf.zeros([0], tf.int64)),
+    "by_key": lambda ops: ops.tmr_sums_by_key(tf.zeros([0], tf.int64), [], out_types=[], dense_slack=0)[-1],
+    "csv": lambda ops: ops.tmr_decode_csv(tf.zeros([0], tf.string), out_types=[tf.int64], columns=[0], fields=1)[0],
+    "joins": lambda ops: ops.tmr_join_match(tf.zeros([0], tf.int64), tf.zeros([0], tf.int64), keep_probe=False, keep_build=False)[
+        4
+    ],
+    "files": lambda ops: ops.tmr_read_rows("/dev/null", 0, 0, 0, T=tf.uint8, map=False),
+    "runtime": lambda ops: ops.tmr_wide_sum(tf.zeros([0])),
+}
+"""A run of one op of each family of kernels that costs nothing (by family, as ``_native.FAMILIES`` names them)."""
 
 
 def _probe(cluster: Cluster, timeout: float) -> bool:
@@ -34,11 +54,11 @@ def _probe(cluster: Cluster, timeout: float) -> bool:
         fetch = []
         for task in cluster.live_tasks:
             with tf.device(f"{task}/device:CPU:0"):
-                fetch.append(ops.tmr_word_counts(tf.constant([""]))[1])
+                fetch += [probe(ops) for family, probe in _PROBES.items() if has(ops, FAMILIES[family][0])]
     try:
         cluster.run(graph, fetch, {}, tasks=cluster.live_tasks, timeout=timeout)
     except JobError as e:  # a task without them: "Op type not registered 'TmrWordCounts'"
-        log.info("a task of %r has no native kernels (%s): jobs use stock TensorFlow ops there", cluster, e)
+        log.info("a task of %r lacks native kernels this client has (%s): jobs use stock TensorFlow ops there", cluster, e)
         return False
     finally:
         cluster.forget(graph)

@@ -19,7 +19,7 @@ from .._io.results import read_returned, write_result
 from .._io.shm import DECODABLE, MIN_BYTES, MappedBuffer, guard
 from .._io.source import Batches, Sources, Streamed
 from .._io.variables import assign_named, assign_shard, named_per_run
-from .._native.loader import kernels
+from .._native.loader import has
 from . import cancel as _cancel
 from .cache import Kept
 from .call import Call
@@ -261,7 +261,7 @@ class Builder:
         native = call.native if call is not None else None
         if (
             call is None
-            or native is None
+            or not has(native, "tmr_write_result")
             or call.settings.transfer == "feed"
             or len(values) < 2
             or not all(visible(call.cluster, Device.parse(d).task, timeout=call.settings.seconds()) for d in devices)
@@ -322,8 +322,8 @@ class Builder:
         whose batches were mapped is checked for its size (:func:`~tfmapreduce._io.mapped.size_checks`)."""
         with self.graph.as_default():
             self.guards += size_checks(fetch)
-        if self.call is not None and self.call.native is not None:
-            _cancel.guard(self.graph, kernels())
+        if self.call is not None and has(self.call.native, "tmr_check_cancelled"):
+            _cancel.guard(self.graph, self.call.native)
         self.graph.finalize()
         return Program(
             self.graph,

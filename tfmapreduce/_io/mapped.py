@@ -28,7 +28,7 @@ def size_checks(after: Any) -> list[tf.Tensor]:
     """In the graph being built: once ``after`` (what a run fetches) is made, on the device that read it, the check of
     each file whose batches may have been mapped (:func:`note_mapped`) that it still has its size of the run's start.
 
-    A file truncated while mapped read zeros where its pages went (``_native.cc``'s ``mapped``); this check
+    A file truncated while mapped read zeros where its pages went (``_native/files.cc``'s ``mapped``); this check
     names it, as a read would have (the error :meth:`FileSource.input_error` knows).
     """
     graph = tf.compat.v1.get_default_graph()

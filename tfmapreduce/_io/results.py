@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from .._native.loader import has
+
 RESULT_MAGIC = b"TMRRES2\0"
 """The first bytes of a result written by the native ``TmrWriteResult``: its raw bytes follow a header."""
 
@@ -35,13 +37,13 @@ def write_result(
     result made in parts (this one part ``part``), all written into the one file in order, natively.
     """
     if rows:
-        assert native is not None, "a result in parts is written by the native kernel"
+        assert has(native, "tmr_write_result"), "a result in parts is written by the native kernel"
         with tf.name_scope("at"):
             offset = tf.add_n([tf.constant(0, tf.int64), *rows[:part]])
             total = tf.add_n(list(rows))
         written: tf.Operation = native.tmr_write_result(path, value, offset, total, part=part, parts=len(rows))
         return written
-    if native is not None and value.dtype != tf.string and value.shape.rank in range(1, RESULT_RANKS + 1):
+    if has(native, "tmr_write_result") and value.dtype != tf.string and value.shape.rank in range(1, RESULT_RANKS + 1):
         size = tf.shape(value, out_type=tf.int64)[0]
         written = native.tmr_write_result(path, value, tf.constant(0, tf.int64), size)
         return written

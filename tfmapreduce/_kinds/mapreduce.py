@@ -185,7 +185,8 @@ class MapReduce(Generic[R]):
         if self._counts is False:
             dtype = counts_words(self.map_fn)
             self._counts = None if dtype is None else Keyed(_COUNTERS.setdefault(dtype, count_words(dtype)), SUM, self.name)
-        return self._counts is not None and settings.cluster is not None and available(settings.cluster, settings.seconds())
+        cluster = settings.cluster
+        return self._counts is not None and cluster is not None and available(cluster, settings.seconds(), "tmr_word_counts")
 
 
 _COUNTERS: dict[Any, Callable[..., Any]] = {}

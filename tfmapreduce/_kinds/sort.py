@@ -43,6 +43,7 @@ from .._io.keyed_input import keyed_sources
 from .._io.resident import Sharded
 from .._io.source import Sources, streamed
 from .._io.variables import named_per_run
+from .._native.loader import has
 from .._ops.budget import check_budget, over_budget
 from .._ops.grouping import argsort, nbytes, value_of
 from .._ops.per_group import check_max_bytes
@@ -215,7 +216,7 @@ class Sort(KindBase[SortPlan]):
         float32/64; other dtypes as their ``order_key`` images, mapped back), nothing to gather after; else the stable
         order of the first column gathered from each."""
         column = columns[0]
-        if len(columns) == 1 and native is not None and column.dtype != tf.string:
+        if len(columns) == 1 and has(native, "tmr_sort_values") and column.dtype != tf.string:
             if column.dtype in (tf.int32, tf.int64, tf.float32, tf.float64):
                 return [native.tmr_sort_values(column, descending=self.descending)]
             return [value_of(native.tmr_sort_values(order_key(column), descending=self.descending), column.dtype)]

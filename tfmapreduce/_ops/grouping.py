@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from .._native.loader import has
 from .group import group
 
 SORTABLE = (
@@ -76,7 +77,7 @@ def string_ranks(strings: tf.Tensor, native: Any | None) -> tf.Tensor:
         >>> string_ranks(tf.constant([b"b", b"a\\x00", b"", b"a", b"b"]), None).numpy().tolist()
         [3, 2, 0, 1, 3]
     """
-    if native is not None:
+    if has(native, "tmr_string_ranks"):
         return native.tmr_string_ranks(strings)
     distinct, ids = tf.unique(tf.reshape(strings, [-1]))
     lengths = tf.strings.length(distinct)
@@ -113,14 +114,14 @@ def value_of(image: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
 
 
 def argsort(key: tf.Tensor, native: Any | None) -> tf.Tensor:
-    """The stable order of int32 or int64 keys: the native radix sort (``_native.cc``) when ``native`` is given, else
+    """The stable order of int32 or int64 keys: the native radix sort (``_native/sorting.cc``) when ``native`` is given, else
     ``tf.argsort`` (TensorFlow's sort is ``top_k`` over all the keys: a few times slower; see the ordering guide).
 
     Example:
         >>> argsort(tf.constant([3, 1, 3, 0]), None).numpy().tolist()
         [3, 1, 0, 2]
     """
-    return native.tmr_stable_argsort(key) if native is not None else tf.argsort(key, stable=True)
+    return native.tmr_stable_argsort(key) if has(native, "tmr_stable_argsort") else tf.argsort(key, stable=True)
 
 
 def _columns(leaf: tf.Tensor) -> list[tf.Tensor]:
@@ -163,7 +164,7 @@ def grouped(keys: tf.Tensor, values: Any, *, sort_values: bool = False, native: 
         {7: [0.5, 2.0, 4.0], 3: [1.0]}
     """
     leaves = tf.nest.flatten(values)
-    if native is not None and sort_values and keys.dtype in (tf.int32, tf.int64) and _one_column(leaves):
+    if has(native, "tmr_sort_pairs") and sort_values and keys.dtype in (tf.int32, tf.int64) and _one_column(leaves):
         return _sorted_pairs(keys, leaves[0], native, values)
     distinct, ids = group(keys)
     n = tf.size(distinct)

@@ -19,6 +19,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from .._native.loader import has
 from .combine import SUMS, SegmentForm, segment_count
 from .group import GOLDEN, group
 
@@ -89,7 +90,12 @@ _SUMMED_DTYPES = (tf.int32, tf.int64, tf.float32, tf.float64)
 def _native_sums(keys: tf.Tensor, rows: Any, combine: Callable[..., Any], native: Any | None) -> tuple[tf.Tensor, Any] | None:
     """:func:`by_key` by ``TmrSumsByKey``; None where it does not apply."""
     form = SUMS.get(combine)
-    if native is None or form is None or keys.dtype not in (tf.int32, tf.int64) or "GPU" in keys.device.upper():
+    if (
+        not has(native, "tmr_sums_by_key")
+        or form is None
+        or keys.dtype not in (tf.int32, tf.int64)
+        or "GPU" in keys.device.upper()
+    ):
         return None
     leaves = tf.nest.flatten(rows) if form.leaves else []
     if not all(t.shape.rank == 1 and t.dtype in _SUMMED_DTYPES for t in leaves):

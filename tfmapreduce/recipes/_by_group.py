@@ -19,6 +19,7 @@ from typing_extensions import Unpack
 
 from .._base.errors import InputError
 from .._io.source import Input
+from .._native.loader import has
 from .._ops.combine import GroupForm
 from .._ops.group import group
 from .._ops.grouping import grouped, row_ids, ungrouped
@@ -114,7 +115,7 @@ def _selected(
     """:func:`_quantiles` of a reducer's rows without sorting them: each key's ranks selected in place by the native
     kernel (``TmrSelectByKey``); None where it does not apply."""
     wide = _selectable(keys, values)
-    if wide is None:
+    if wide is None or not has(native, "tmr_select_by_key"):
         return None
     fractions = tf.constant(q, tf.float64)
     distinct, counts, low, high, top = native.tmr_select_by_key(keys, tf.cast(values, wide), fractions)
@@ -228,14 +229,14 @@ def _top_k_selected(keys: tf.Tensor, values: Any, native: Any, k: int, largest: 
     """:func:`_top_k` of the rows grouped by key, by the native ``TmrTopKByKey`` (a selection of each key's ``k``, then a
     sort of only them); None where it does not apply."""
     wide = _selectable(keys, values)
-    if wide is None:
+    if wide is None or not has(native, "tmr_top_k_by_key"):
         return None
     distinct, splits, top = native.tmr_top_k_by_key(keys, tf.cast(values, wide), k=k, largest=largest)
     return distinct, tf.RaggedTensor.from_row_splits(tf.cast(top, values.dtype), splits, validate=False)
 
 
 def _top_k_pre(keys: tf.Tensor, values: tf.Tensor, native: Any, k: int, largest: bool) -> tuple[tf.Tensor, tf.Tensor]:
-    selected = None if native is None else _top_k_selected(keys, values, native, k, largest)
+    selected = _top_k_selected(keys, values, native, k, largest)
     if selected is not None:
         return ungrouped(*selected)
     distinct, rows = grouped(keys, values, sort_values=True, native=native)

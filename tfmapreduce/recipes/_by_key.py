@@ -381,7 +381,7 @@ def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Optio
             )
         lines = array if array.size else np.array([], dtype="U1")
     settings = RunOptions.of(**options)
-    if settings.cluster is not None and available(settings.cluster, settings.seconds()):  # see _native
+    if settings.cluster is not None and available(settings.cluster, settings.seconds(), "tmr_word_counts"):  # see _native
         job = recipe(("word_count", "native"), lambda: (count_words(), SUM), by_key=True)
     else:
         job = recipe(("word_count",), lambda: (_split_words, COUNT), by_key=True)

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..._base.errors import InputError
-from ..._native.loader import kernels
+from ..._native.loader import has, kernels
 from .csv_records import record_batches, records
 from .readers import Layout, Text
 from .text import TEXT_BLOCK, split_lines, text_lines, whole_texts
@@ -59,7 +59,8 @@ class Csv(Text):
     and every task have the kernels (:meth:`with_kernels`)."""
 
     def with_kernels(self) -> Csv:
-        return attrs.evolve(self, native=True)
+        ops = kernels()
+        return attrs.evolve(self, native=True) if has(ops, "tmr_decode_csv") and has(ops, "tmr_read_csv") else self
 
     def describe(self, path: str, size: int) -> Layout:
         try:

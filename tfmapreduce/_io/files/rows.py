@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..._base.errors import InputError
-from ..._native.loader import kernels
+from ..._native.loader import has, kernels
 from .readers import BATCH_BYTES, Layout, Reader
 from .text import byte_blocks
 
@@ -147,7 +147,7 @@ class Npy(Reader):
     where the client and every task have the kernels (:meth:`with_kernels`)."""
 
     def with_kernels(self) -> Reader:
-        return attrs.evolve(self, native=True)
+        return attrs.evolve(self, native=True) if has(kernels(), "tmr_read_rows") else self
 
     def maps(self, layout: Layout) -> bool:
         return self.native and MAP and layout.dtype.byteorder != ">"

@@ -19,6 +19,7 @@ from ..._io.concat import concatenated
 from ..._io.resident import Sharded
 from ..._io.source import Sources
 from ..._io.variables import named_per_run
+from ..._native.loader import has
 from ..._ops.budget import over_budget, within_budget
 from ..shuffle.map_side import NO_SPECULATION, split
 from .plan import (
@@ -160,7 +161,7 @@ class Join(KindBase[JoinPlan]):
         keep_probe, keep_build = keep if small == 1 else keep[::-1]
         row_bytes = sum(_row_bytes(t) for t in [left[0], *left[1], *right[1]])
         masks = self._masks(call)
-        if native is not None:  # each probe row's matches, then every output column written at once
+        if _native(call):  # each probe row's matches, then every output column written at once
             entry, start, rows_of, build_matched, rows = native.tmr_join_match(
                 probe[0], build[0], keep_probe=keep_probe, keep_build=keep_build
             )
@@ -275,7 +276,7 @@ class Join(KindBase[JoinPlan]):
 
 def _native(call: Call) -> bool:
     """Whether the run joins with the native kernels (``TmrJoinMatch`` and ``TmrJoinTake``): every task has them."""
-    return call.native is not None
+    return has(call.native, "tmr_join_match") and has(call.native, "tmr_join_take")
 
 
 def _part_devices(plan: JoinPlan) -> list[str]:

@@ -24,6 +24,7 @@ from ..._engine.program import Builder
 from ..._io.keyed_input import keyed_sources
 from ..._io.source import DATA_OPTIONS, Batches, Sources, Streamed, streamed
 from ..._io.variables import named_per_run
+from ..._native.loader import has
 from ..._ops.mapfn import call_map, callable_name, check_same_outputs, describe, where
 from ..._ops.per_key import buckets
 from ..._ops.splitters import choose, key_order, ranges_of, sample
@@ -259,7 +260,7 @@ def split(keys: tf.Tensor, rows: Any, reducers: int, native: Any | None = None, 
         return [(keys, rows)]
     leaves = tf.nest.flatten(rows)
     one = len(leaves) == 1 and leaves[0].dtype in PARTITIONED and leaves[0].shape.rank == 1
-    if bucket is None and native is not None and one and keys.dtype in (tf.int32, tf.int64):
+    if bucket is None and has(native, "tmr_partition") and one and keys.dtype in (tf.int32, tf.int64):
         key_parts, value_parts = native.tmr_partition(keys, leaves[0], reducers=reducers)
         return [(k, tf.nest.pack_sequence_as(rows, [v])) for k, v in zip(key_parts, value_parts, strict=True)]
     if bucket is None:
