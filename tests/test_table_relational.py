@@ -150,6 +150,10 @@ def test_join_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster) ->
         t.join(t, on="city", left_on="city", cluster=cluster)
     with pytest.raises(TypeError, match="left key 'city' is string and right key 'n' is int64"):
         t.join(t, left_on="city", right_on="n", cluster=cluster)
+    with pytest.raises(TypeError, match="resident= does not apply"):
+        t.join(t, on="city", resident=True, cluster=cluster)
+    with pytest.raises(TypeError, match="return_stats= does not apply"):
+        t.sort("city", return_stats=True, cluster=cluster)
 
 
 def pandas_sort(frame: pd.DataFrame, by: list[str], descending: list[bool], nulls_last: bool) -> pd.DataFrame:

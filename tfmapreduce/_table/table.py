@@ -151,7 +151,8 @@ class Table:
         left's other columns, then the right's; a right column whose name the result already has takes ``suffix``.
         Rows come in the left's order (for each left row, its matches in the right's order), then the unmatched right
         rows in the right's order; ``how="right"`` orders by the right side first. The other keywords are the join's
-        run options (``cluster=``, ``strategy=``, ``reducers=``, ...; see [`join`][tfmapreduce.join]).
+        run options (``cluster=``, ``strategy=``, ``reducers=``, ...; see [`join`][tfmapreduce.join]); ``sizes=``
+        counts the rows that travel (those of a key without null: the left's, then the right's).
 
         Examples:
             >>> orders = tmr.table({"user": np.array([1, 2, 1]), "amount": np.array([5.0, 7.0, 9.0])})
@@ -163,6 +164,7 @@ class Table:
             raise TypeError(f"join: expected another Table to join with, got {type(other).__name__}; e.g. tmr.table(df)")
         if how not in HOWS:
             raise ValueError(f"join: how= must be one of {list(HOWS)}, got {how!r}")
+        _eager_only(options, "join")
         keys = key_names(on, left_on, right_on, self.columns, other.columns)
         return Table(joined(self._columns, other._columns, keys, how, suffix, dict(options)))
 
@@ -192,6 +194,7 @@ class Table:
             >>> t.sort("x", descending=True, limit=1, cluster=cluster).to_dict()["k"].tolist()
             ['b']
         """
+        _eager_only(options, "sort")
         names = [by] if isinstance(by, str) else list(by)
         if not names:
             raise ValueError("sort: expected at least one column to sort by, e.g. t.sort(['a', 'b']); got none")
@@ -245,6 +248,13 @@ def _show(value: Any) -> str:
     if isinstance(value, np.datetime64):
         return str(value)
     return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _eager_only(options: Mapping[str, Any], method: str) -> None:
+    """Refuse the run options that would not give a table back."""
+    for name in ("resident", "return_stats"):
+        if options.get(name):
+            raise TypeError(f"{method}: {name}= does not apply to a table, which comes back whole to the client; drop {name}=")
 
 
 def _per_column(flag: object, names: list[str], argument: str) -> list[bool]:
