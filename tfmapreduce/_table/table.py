@@ -12,7 +12,9 @@ from .._options import Options
 from .aggregate import Aggregate, aggregate
 from .column import Column
 from .convert import from_numpy, from_series
+from .join import HOWS, joined, key_names
 from .maps import TableRows, computed, kept
+from .order import sort_keys, sorted_rows
 from .schema import Field, Schema, check_name
 
 
@@ -125,6 +127,109 @@ class Table:
         """
         return GroupBy(self, ()).agg(**aggregates)
 
+    def join(
+        self,
+        other: Table,
+        /,
+        on: str | Sequence[str] | None = None,
+        *,
+        left_on: str | Sequence[str] | None = None,
+        right_on: str | Sequence[str] | None = None,
+        how: str = "inner",
+        suffix: str = "_right",
+        **options: Any,
+    ) -> Table:
+        """This table joined with ``other`` on equal keys of one or several columns, in one distributed run (eager).
+
+        ``on=`` names the key columns of both sides (``left_on=``/``right_on=`` where their names differ); keys of
+        any types, the same on both sides (integers of two types meet as int64, floats as float64). SQL's rules: a
+        row whose key holds a null matches no row, in every ``how``. ``how``: ``"inner"``, ``"left"``, ``"right"``,
+        ``"outer"`` (every matching pair of rows, and the unmatched rows of the side(s) kept, nulls for the other's
+        columns), ``"semi"`` (the left rows with a match, once each, the left's columns) or ``"anti"`` (the others).
+
+        The result has the key columns once, under the left's names (each row's key from the side it has), the
+        left's other columns, then the right's; a right column whose name the result already has takes ``suffix``.
+        Rows come in the left's order (for each left row, its matches in the right's order), then the unmatched right
+        rows in the right's order; ``how="right"`` orders by the right side first. The other keywords are the join's
+        run options (``cluster=``, ``strategy=``, ``reducers=``, ...; see [`join`][tfmapreduce.join]); ``sizes=``
+        counts the rows that travel (those of a key without null: the left's, then the right's).
+
+        Examples:
+            >>> orders = tmr.table({"user": np.array([1, 2, 1]), "amount": np.array([5.0, 7.0, 9.0])})
+            >>> users = tmr.table({"user": np.array([1, 3]), "name": np.array(["ann", "cy"])})
+            >>> orders.join(users, on="user", how="left", cluster=cluster).to_dict()["name"].tolist()
+            ['ann', None, 'ann']
+        """
+        if not isinstance(other, Table):
+            raise TypeError(f"join: expected another Table to join with, got {type(other).__name__}; e.g. tmr.table(df)")
+        if how not in HOWS:
+            raise ValueError(f"join: how= must be one of {list(HOWS)}, got {how!r}")
+        _eager_only(options, "join")
+        keys = key_names(on, left_on, right_on, self.columns, other.columns)
+        return Table(joined(self._columns, other._columns, keys, how, suffix, dict(options)))
+
+    def sort(
+        self,
+        by: str | Sequence[str],
+        /,
+        *,
+        descending: bool | Sequence[bool] = False,
+        nulls_last: bool | Sequence[bool] = True,
+        limit: int | None = None,
+        **options: Unpack[Options],
+    ) -> Table:
+        """The rows sorted by the columns ``by`` (the first first), stably: rows of equal keys keep their order.
+
+        Each column may be of any type: numbers as numbers (NaN, a value, the largest, as numpy sorts), strings by
+        their UTF-8 bytes (code point order), dates and timestamps in time. ``descending`` and ``nulls_last`` are one
+        bool or one for each column (nulls come last, or first, whatever the direction). One distributed sort of the
+        rows (range-partitioned; see [`sort_by_key`][tfmapreduce.sort_by_key]); with ``limit=n``, the first ``n``
+        rows from one map-only run in which each shard keeps only its ``n`` first, so nothing sorts every row.
+        Equal to pandas' ``sort_values(by, ascending=..., na_position=..., kind="stable")``.
+
+        Examples:
+            >>> t = tmr.table({"k": np.array(["b", "a", "b"]), "x": np.array([1, 2, 3])})
+            >>> t.sort(["k", "x"], descending=[False, True], cluster=cluster).to_dict()["x"].tolist()
+            [2, 3, 1]
+            >>> t.sort("x", descending=True, limit=1, cluster=cluster).to_dict()["k"].tolist()
+            ['b']
+        """
+        _eager_only(options, "sort")
+        names = [by] if isinstance(by, str) else list(by)
+        if not names:
+            raise ValueError("sort: expected at least one column to sort by, e.g. t.sort(['a', 'b']); got none")
+        columns = [self._columns[check_name(n, self.columns, "sort")] for n in names]
+        down, last = _per_column(descending, names, "descending"), _per_column(nulls_last, names, "nulls_last")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
+            raise ValueError(f"sort: limit= must be None or an int ≥ 0, got {limit!r}")
+        if len(self) == 0 or limit == 0:
+            return self.limit(0)
+        rows = sorted_rows(sort_keys(columns, down, last), None if limit is None else int(limit), options)
+        return Table({n: c.take(rows) for n, c in self._columns.items()})
+
+    def limit(self, n: int) -> Table:
+        """The first ``n`` rows (all of them where there are fewer); on the client, nothing runs. For the first ``n``
+        of a sort without sorting every row, use ``t.sort(by, limit=n)``."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"limit: expected an int ≥ 0, got {n!r}")
+        return Table({name: c.take(np.arange(min(int(n), len(self)))) for name, c in self._columns.items()})
+
+    def unique(self, columns: str | Sequence[str] | None = None, /, **options: Unpack[Options]) -> Table:
+        """The distinct rows of the ``columns`` (all by default), sorted by them (nulls last), in one keyed run: as
+        pandas' ``t[columns].drop_duplicates()`` sorted, and SQL's ``SELECT DISTINCT`` (a null equals a null here).
+
+        Examples:
+            >>> t = tmr.table({"a": np.array([2, 1, 2]), "b": np.array(["x", "y", "x"])})
+            >>> t.unique(["a", "b"], cluster=cluster).to_dict()["a"].tolist()
+            [1, 2]
+        """
+        names = list(self.columns) if columns is None else [columns] if isinstance(columns, str) else list(columns)
+        if not names:
+            raise ValueError("unique: expected at least one column, e.g. t.unique(['a', 'b']); got none")
+        keys = tuple(check_name(n, self.columns, "unique") for n in names)
+        out = aggregate({k: self._columns[k] for k in keys}, keys, [Aggregate("__rows", "*", "size")], dict(options))
+        return Table({k: out[k] for k in keys})
+
     def __repr__(self) -> str:
         head = Table({n: c.take(np.arange(min(len(self), 5))) for n, c in self._columns.items()})
         rows = [
@@ -143,6 +248,25 @@ def _show(value: Any) -> str:
     if isinstance(value, np.datetime64):
         return str(value)
     return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _eager_only(options: Mapping[str, Any], method: str) -> None:
+    """Refuse the run options that would not give a table back."""
+    for name in ("resident", "return_stats"):
+        if options.get(name):
+            raise TypeError(f"{method}: {name}= does not apply to a table, which comes back whole to the client; drop {name}=")
+
+
+def _per_column(flag: object, names: list[str], argument: str) -> list[bool]:
+    """One bool for each sort column from one bool or a list of them."""
+    flags = [flag] * len(names) if isinstance(flag, (bool, np.bool_)) else flag
+    if (
+        not isinstance(flags, (list, tuple))
+        or len(flags) != len(names)
+        or not all(isinstance(f, (bool, np.bool_)) for f in flags)
+    ):
+        raise TypeError(f"sort: {argument}= must be a bool or one bool for each of {names}, got {flag!r}")
+    return [bool(f) for f in flags]
 
 
 _OPTIONS = Options.__required_keys__ | Options.__optional_keys__

@@ -1,0 +1,227 @@
+"""Tables joined, sorted and deduplicated on real workers, against pandas.
+
+Joins equal ``pandas.merge`` with SQL's nulls (a null key matches nothing: pandas merges on the rows whose keys
+hold no null, and the unmatched rows of a kept side are added), semi and anti joins ``isin`` on the same rows;
+sorts equal ``sort_values(kind="stable")`` (exactly, row for row), with or without ``limit=``; ``unique`` equals
+``drop_duplicates`` sorted by the columns.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import examples, size_lists
+
+import tfmapreduce as tmr
+from tfmapreduce._table.order import sort_keys
+
+WORDS = np.array(["", "a", "a\0", "ab", "é", "日本", "\0"], dtype=object)
+"""Strings whose bytes are prefixes of each other's, hold a NUL, or are not ASCII."""
+
+
+def generated(seed: int, rows: int, value: str = "v") -> tmr.Table:
+    """A table of key columns of several types (few distinct values, nulls in some) and a value column."""
+    rng = np.random.default_rng(seed)
+
+    def nulls() -> np.ndarray:
+        return rng.random(rows) < 0.15
+
+    words = WORDS[rng.integers(0, len(WORDS), rows)]
+    words[nulls()] = None
+    days = (np.datetime64("2024-02-27") + rng.integers(0, 3, rows)).astype("datetime64[D]")
+    days[nulls()] = np.datetime64("NaT")
+    return tmr.table(
+        {
+            "s": words,
+            "i": np.ma.MaskedArray(rng.integers(-2, 2, rows).astype(np.int32), mask=nulls()),
+            "d": days,
+            "f": np.ma.MaskedArray(rng.choice([-1.5, 0.0, 2.0], rows), mask=nulls()),
+            "u": rng.choice(np.array([0, 2**53, 2**63], np.uint64), rows),
+            "b": rng.random(rows) < 0.5,
+            "t": np.datetime64("2024-01-01T00:00", "ms") + rng.integers(0, 3, rows).astype("timedelta64[h]"),
+            value: rng.normal(size=rows).round(3),
+        }
+    )
+
+
+def cell(v: Any) -> Any:
+    """A value as Python compares it, None for every spelling of a null."""
+    if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, pd.Timestamp | np.datetime64):
+        return pd.Timestamp(v).to_pydatetime()
+    v = v.item() if isinstance(v, np.generic) else v
+    return int(v) if isinstance(v, float) and v.is_integer() else v  # pandas makes uint64 with a null float
+
+
+def rows_of(frame: pd.DataFrame, columns: list[str]) -> list[tuple[Any, ...]]:
+    return [tuple(cell(v) for v in row) for row in frame[columns].itertuples(index=False)]
+
+
+def pandas_join(left: pd.DataFrame, right: pd.DataFrame, lkeys: list[str], rkeys: list[str], how: str) -> pd.DataFrame:
+    """pandas' merge with SQL's nulls: only rows whose keys hold no null match; the kept sides' others added."""
+    lnull, rnull = left[lkeys].isna().any(axis=1), right[rkeys].isna().any(axis=1)
+    left = left.assign(_row=np.arange(len(left)))  # for the order: pandas adds no row of a null key in place
+    if how in ("semi", "anti"):
+        found = set(rows_of(right[~rnull], rkeys))
+        hit = np.array([not n and r in found for n, r in zip(lnull, rows_of(left, lkeys), strict=True)], bool)
+        return left[hit if how == "semi" else ~hit].drop(columns="_row")
+    merged = left[~lnull].merge(right[~rnull], left_on=lkeys, right_on=rkeys, how=how, suffixes=("", "_right"))
+    merged = merged.drop(columns=[r for r, k in zip(rkeys, lkeys, strict=True) if r != k and r in merged])
+    extra = []
+    if how in ("left", "outer"):
+        extra.append(left[lnull])
+    if how in ("right", "outer"):
+        names = {c: c + "_right" for c in right.columns if c not in rkeys and c in left.columns}
+        extra.append(right[rnull].rename(columns={**names, **dict(zip(rkeys, lkeys, strict=True))}))
+    joined = pd.concat([merged, *extra], ignore_index=True) if extra else merged
+    if how in ("inner", "left"):
+        joined = joined.sort_values("_row", kind="stable")
+    return joined.drop(columns="_row")
+
+
+def by_repr(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return sorted(rows, key=repr)
+
+
+@pytest.fixture(scope="module")
+def sides() -> tuple[tmr.Table, tmr.Table]:
+    return generated(1, 40), generated(2, 30, value="w").select(["s", "i", "d", "f", "u", "b", "t", "w"])
+
+
+JOIN_KEYS = [["s"], ["i"], ["s", "i", "d"], ["f", "u", "b", "t"]]
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "right", "outer", "semi", "anti"])
+def test_join_equals_pandas_merge_with_sql_nulls(cluster: tmr.LocalCluster, sides: tuple[tmr.Table, tmr.Table], how: str) -> None:
+    left, right = sides
+    lf, rf = left.to_pandas(), right.to_pandas()
+    for j, keys in enumerate(JOIN_KEYS):
+        # the right side's other key columns are values there, which clash with the left's names
+        strategy = ("hash", "broadcast")[j % 2]
+        got = left.join(right, on=keys, how=how, cluster=cluster, strategy=strategy, reducers=1 + j % 3).to_pandas()
+        want = pandas_join(lf, rf, keys, keys, how)
+        assert set(got.columns) == set(want.columns), (keys, got.columns, want.columns)
+        columns = list(got.columns)
+        if how in ("semi", "anti"):
+            assert columns == list(lf.columns)
+            assert rows_of(got, columns) == rows_of(want, columns)  # the left's rows, in order
+        else:
+            assert columns[: len(keys)] == keys
+            assert by_repr(rows_of(got, columns)) == by_repr(rows_of(want, columns)), (how, keys)
+        if how in ("inner", "left"):  # in the left's order, as pandas gives it
+            assert rows_of(got, columns) == rows_of(want, columns)
+
+
+def test_join_left_on_right_on_widens_integers_and_keeps_left_names(cluster: tmr.LocalCluster) -> None:
+    left = tmr.table({"id": np.array([1, 2, 3], np.int64), "x": np.array(["a", "b", "c"])})
+    right = tmr.table({"key": np.array([3, 1, 1], np.int32), "x": np.array([30.0, 10.0, 11.0])})
+    got = left.join(right, left_on="id", right_on="key", how="outer", cluster=cluster).to_dict()
+    assert list(got) == ["id", "x", "x_right"]
+    assert got["id"].tolist() == [1, 1, 2, 3]
+    assert got["x_right"].tolist() == [10.0, 11.0, None, 30.0]
+
+
+def test_join_keys_are_exact_and_nulls_never_match(cluster: tmr.LocalCluster) -> None:
+    # ("ab", "c") and ("a", "bc") join to the same text; a null key meets no null key
+    left = tmr.table({"a": np.array(["ab", "a", None], object), "b": np.array(["c", "bc", "c"])})
+    right = tmr.table({"a": np.array(["a", None], object), "b": np.array(["bc", "c"]), "n": np.array([1, 2])})
+    got = left.join(right, on=["a", "b"], how="outer", cluster=cluster).to_dict()
+    assert got["a"].tolist() == ["ab", "a", None, None]
+    assert got["n"].tolist() == [None, 1, None, 2]
+    assert len(left.join(right, on=["a", "b"], how="anti", cluster=cluster)) == 2
+    empty = right.filter(lambda rows: rows["n"] > 5, cluster=cluster)
+    assert len(left.join(empty, on=["a", "b"], how="left", cluster=cluster)) == 3  # no run: nothing can match
+
+
+def test_join_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"city": np.array(["a"]), "n": np.array([1])})
+    with pytest.raises(KeyError, match="did you mean 'city'"):
+        t.join(t, on="cty", cluster=cluster)
+    with pytest.raises(ValueError, match="how= must be one of"):
+        t.join(t, on="city", how="full", cluster=cluster)
+    with pytest.raises(ValueError, match="either as on="):
+        t.join(t, on="city", left_on="city", cluster=cluster)
+    with pytest.raises(TypeError, match="left key 'city' is string and right key 'n' is int64"):
+        t.join(t, left_on="city", right_on="n", cluster=cluster)
+    with pytest.raises(TypeError, match="resident= does not apply"):
+        t.join(t, on="city", resident=True, cluster=cluster)
+    with pytest.raises(TypeError, match="return_stats= does not apply"):
+        t.sort("city", return_stats=True, cluster=cluster)
+
+
+def pandas_sort(frame: pd.DataFrame, by: list[str], descending: list[bool], nulls_last: bool) -> pd.DataFrame:
+    return frame.sort_values(
+        by, ascending=[not d for d in descending], na_position="last" if nulls_last else "first", kind="stable"
+    ).reset_index(drop=True)
+
+
+SORT_KEYS = ["s", "i", "d", "f", "u", "b", "t"]
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 50), data=st.data())
+def test_sort_keys_order_rows_as_pandas(seed: int, rows: int, data: st.DataObject) -> None:
+    # the encoding alone (no run): keys sorted as bytes give pandas' stable order
+    t = generated(seed, rows)
+    by = data.draw(st.lists(st.sampled_from(SORT_KEYS), min_size=1, max_size=4, unique=True))
+    down = data.draw(st.lists(st.booleans(), min_size=len(by), max_size=len(by)))
+    last = data.draw(st.booleans())
+    keys = sort_keys([t.column(c) for c in by], down, [last] * len(by))
+    order = sorted(range(rows), key=lambda r: (bytes(keys[r]), r))
+    want = pandas_sort(t.to_pandas(), by, down, last)
+    assert rows_of(t.to_pandas().iloc[order], list(t.columns)) == rows_of(want, list(t.columns))
+
+
+@settings(max_examples=examples(3), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_sort_and_limit_equal_pandas(cluster: tmr.LocalCluster, seed: int, data: st.DataObject) -> None:
+    rows = data.draw(st.integers(1, 60))
+    t = generated(seed, rows)
+    by = data.draw(st.lists(st.sampled_from(SORT_KEYS), min_size=1, max_size=3, unique=True))
+    down = data.draw(st.lists(st.booleans(), min_size=len(by), max_size=len(by)))
+    last = data.draw(st.booleans())
+    sizes = data.draw(size_lists(rows))
+    want = pandas_sort(t.to_pandas(), by, down, last)
+    columns = list(t.columns)
+    got = t.sort(by, descending=down, nulls_last=last, cluster=cluster, sizes=sizes, reducers=2)
+    assert rows_of(got.to_pandas(), columns) == rows_of(want, columns)
+    n = data.draw(st.integers(1, rows + 2))
+    top = t.sort(by, descending=down, nulls_last=last, limit=n, cluster=cluster, sizes=sizes)
+    assert rows_of(top.to_pandas(), columns) == rows_of(want.head(n), columns)
+
+
+def test_sort_orders_nan_as_numpy_and_strings_by_bytes(cluster: tmr.LocalCluster) -> None:
+    x = np.array([np.nan, 1.0, -0.0, 0.0, np.nan, -np.inf, np.inf, -2.0])
+    t = tmr.table({"x": x, "row": np.arange(len(x))})
+    assert t.sort("x", cluster=cluster).to_dict()["row"].tolist() == np.argsort(x, kind="stable").tolist()
+    down = pd.Series(x).sort_values(ascending=False, na_position="first", kind="stable").index.tolist()
+    assert t.sort("x", descending=True, cluster=cluster).to_dict()["row"].tolist() == down
+    assert t.sort("x", descending=True, limit=3, cluster=cluster).to_dict()["row"].tolist() == down[:3]
+    words = tmr.table({"w": WORDS[::-1].copy()})
+    assert words.sort("w", cluster=cluster).to_dict()["w"].tolist() == sorted(WORDS.tolist(), key=str.encode)
+    desc = words.sort("w", descending=True, limit=4, cluster=cluster, sizes=[3, 0, 4]).to_dict()["w"].tolist()
+    assert desc == sorted(WORDS.tolist(), key=str.encode, reverse=True)[:4]
+    assert t.limit(2).to_dict()["row"].tolist() == [0, 1]
+    assert len(t.sort("x", limit=0, cluster=cluster)) == 0
+    with pytest.raises(TypeError, match="descending= must be a bool or one bool for each"):
+        t.sort(["x", "row"], descending=[True], cluster=cluster)
+    with pytest.raises(KeyError, match="did you mean 'row'"):
+        t.sort("rows", cluster=cluster)
+
+
+@pytest.mark.parametrize("columns", [["s"], ["s", "i", "d"], ["f", "b", "t", "u"]], ids="-".join)
+def test_unique_equals_drop_duplicates(cluster: tmr.LocalCluster, columns: list[str]) -> None:
+    t = generated(7, 50)
+    distinct = t.unique(columns, cluster=cluster, reducers=2)
+    assert distinct.schema == t.select(columns).schema  # types kept (dates stay dates)
+    got = distinct.to_pandas()
+    want = pandas_sort(t.to_pandas()[columns].drop_duplicates(), columns, [False] * len(columns), True)
+    assert list(got.columns) == columns
+    assert rows_of(got, columns) == rows_of(want, columns)
