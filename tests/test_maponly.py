@@ -50,6 +50,22 @@ def test_map_returns_a_structure_of_sharded_and_takes_broadcast_values(cluster: 
         out["r"].delete()
 
 
+def test_a_tuple_result_frees_every_column_in_a_with_block(cluster: tmr.LocalCluster) -> None:
+    x = np.arange(8.0)
+    with tmr.filter(lambda a, b: a > 4, (x, -x), cluster=cluster) as kept:
+        a, b = kept  # still a tuple
+        assert isinstance(kept, tuple)
+        assert a.gather().tolist() == [5.0, 6.0, 7.0]
+        assert b.gather().tolist() == [-5.0, -6.0, -7.0]
+    with tmr.map(lambda v: (v, (v * 2, v + 1)), x, cluster=cluster) as out:
+        doubled = out[1][0]
+        assert doubled.gather().tolist() == (x * 2).tolist()
+    for array in (a, b, out[0], doubled, out[1][1]):
+        with pytest.raises(tmr.ClusterError, match="was deleted"):
+            array.gather()
+    out.delete()  # twice: nothing to do
+
+
 def test_empty_outputs_and_empty_inputs(cluster: tmr.LocalCluster) -> None:
     with tmr.filter(lambda v: v > 100, np.arange(10.0), cluster=cluster) as none:
         assert none.shape == (0,)

@@ -37,6 +37,7 @@ from ._io.files.pipeline import Pipeline as Pipeline
 from ._io.files.pipeline import read_dataset as read_dataset
 from ._io.generate import generate as generate
 from ._io.resident import Sharded as Sharded
+from ._io.resident import ShardedTuple as ShardedTuple
 from ._io.resident import scatter as scatter
 from ._io.shardfile import load_shards as load_shards
 from ._io.shardfile import save_shards as save_shards
