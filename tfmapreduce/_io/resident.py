@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
+from .._base.checks import flag
 from .._base.deadline import effective_timeout
 from .._base.device import Device
 from .._base.errors import ClusterError, JobError, ShardLostError
@@ -339,6 +340,7 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
         3.5
         >>> data.delete()
     """
+    keep_source = flag(keep_source, "keep_source", "keep a reference to x to rebuild lost shards")
     settings = RunOptions.placing("scatter", dict(options))
     cluster = check_cluster(settings.cluster)
     if isinstance(x, Input):
