@@ -24,6 +24,7 @@ from .._ops.numerics import mark_nonnegative
 from .._options import PlaceOptions, RunOptions
 from .mapped import size_checks
 from .source import Input, ShardTensor, host_array
+from .strings import as_bytes_array, decode_keys
 from .variables import destroy_shard
 
 
@@ -117,6 +118,9 @@ class Sharded(Input):
     _deleted: bool = False
     nonnegative: frozenset[int] = frozenset()
     """The float32 shards known to hold no negative number (learnt when stored): their sums take the fast path."""
+    encoding: str | None = None
+    """How its strings come back (``gather``, and the keys and strings of jobs over it): ``str`` decoded with this
+    codec where they were given as ``str`` (or read as text), ``bytes`` where None."""
 
     def __repr__(self) -> str:
         state = "deleted" if self._deleted else f"{len(self.plan.tasks)} tasks"
@@ -148,7 +152,8 @@ class Sharded(Input):
         )
 
     def gather(self, *, timeout: float | None = None) -> np.ndarray:
-        """The whole array, fetched from the workers to the client."""
+        """The whole array, fetched from the workers to the client: strings as ``str`` where given as ``str``
+        (see :attr:`encoding`), else ``bytes``."""
         self.as_source()  # ClusterError for deleted data or a closed cluster
         graph = tf.Graph()
         with graph.as_default():
@@ -157,7 +162,10 @@ class Sharded(Input):
                 with tf.device(shard.device):
                     parts.append(tf.identity(self.read(shard)))
         values = self._run(graph, parts, {}, timeout)
-        return np.concatenate(values, axis=0) if values else np.zeros(self.shape, self.dtype)
+        whole = np.concatenate(values, axis=0) if values else np.zeros(self.shape, self.dtype)
+        if self.dtype != object:
+            return whole
+        return decode_keys(whole.ravel().tolist(), self.encoding).reshape(whole.shape)  # str where given as str
 
     def survive(self, lost: frozenset[Task], *, timeout: float | None = None) -> tuple[int, ...]:
         """Move the shards that lived on ``lost`` tasks to surviving devices and rebuild them there.
@@ -302,8 +310,10 @@ def build_sharded(
     shape: tuple[int, ...],
     builders: Sequence[Callable[[Shard], Any]],
     timeout: float | None,
+    encoding: str | None = None,
 ) -> Sharded:
-    data = Sharded(cluster, plan, np.dtype(dtype), tuple(shape), f"tfmapreduce_{secrets.token_hex(8)}", tuple(builders))
+    name = f"tfmapreduce_{secrets.token_hex(8)}"
+    data = Sharded(cluster, plan, np.dtype(dtype), tuple(shape), name, tuple(builders), encoding=encoding)
     _store(data, plan.shards, timeout)
     return data
 
@@ -327,7 +337,7 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
     then raises ``ShardLostError``.
 
     Args:
-        x: the host array to send.
+        x: the host array to send: numbers, booleans or strings (``str`` come back as ``str``, ``bytes`` as ``bytes``).
         keep_source: keep a reference to ``x`` to rebuild lost shards.
         **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``);
             options of jobs (``reducers=``, ``retries=``, ...) raise TypeError.
@@ -345,7 +355,11 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
     cluster = check_cluster(settings.cluster)
     if isinstance(x, Input):
         raise TypeError(f"x is already on the workers ({type(x).__name__}); use it directly, or gather() it first")
-    array = host_array(x)
+    strings = None if isinstance(x, (tf.Tensor, tf.Variable)) else as_bytes_array(x)
+    if strings is not None and strings[0].ndim == 0:
+        raise TypeError(f"x is one string ({x!r}); pass an array of strings, e.g. np.array([x])")
+    array = host_array(x) if strings is None else strings[0]  # strings travel as bytes (str as UTF-8)
+    encoding = "utf-8" if strings is not None and strings[1] else None
     plan = make_plan(
         len(array), settings.sizes, settings.devices, [Device.parse(d) for d in cluster.devices], fallback=settings.fallback
     )
@@ -362,7 +376,7 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
         ph = tf.compat.v1.placeholder(tf.as_dtype(array.dtype), (shard.rows, *array.shape[1:]), name="x")
         return ph, source[0][shard.start : shard.stop]
 
-    data = build_sharded(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), settings.timeout)
+    data = build_sharded(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), settings.timeout, encoding)
     if not keep_source:
         source[0] = None
     return data

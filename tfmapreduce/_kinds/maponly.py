@@ -307,6 +307,7 @@ class MapOnly(KindBase[Plan]):
                 (kept.rows, *spec.shape),
                 f"{value.name}_o{j}",
                 (_not_rebuildable,) * len(counts),
+                encoding=call.note if spec.dtype == tf.string else None,  # str where the input's strings were
             )
             for j, spec in enumerate(tf.nest.flatten(built.specs))
         ]
