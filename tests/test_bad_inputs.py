@@ -441,3 +441,16 @@ def test_flags_that_are_not_bools(cluster: tmr.LocalCluster) -> None:
             with pytest.raises(TypeError) as error:
                 call()
             _says(error, f"{name} must be True (", "or False, got str 'no'", f"{name}=True")
+
+
+def test_a_model_made_outside_the_map_function(cluster: tmr.LocalCluster, tmp_path) -> None:
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    scale = tf.Variable(2.0)
+    np.save(tmp_path / "rows.npy", np.ones((4, 2), np.float32))
+    rows = np.ones((4, 2), np.float32)
+    for fn, what in ((lambda x: model(x), "model (a Sequential)"), (lambda x: x * scale, "scale (a ResourceVariable)")):
+        for x in (rows, tmr.read_npy(str(tmp_path / "rows.npy"))):
+            with pytest.raises(tmr.MapFunctionError) as error:
+                tmr.map(fn, x, cluster=cluster)
+            _says(error, f"uses {what} on shard 0", "cannot capture them", "broadcast=[w.numpy() for w in model.weights]")
