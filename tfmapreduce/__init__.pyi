@@ -37,6 +37,7 @@ from ._io.files.read import read_text as read_text
 from ._io.files.read import read_tfrecord as read_tfrecord
 from ._io.generate import generate as generate
 from ._io.resident import Sharded as Sharded
+from ._io.resident import ShardedTuple as ShardedTuple
 from ._io.resident import scatter as scatter
 from ._io.shardfile import load_shards as load_shards
 from ._io.shardfile import save_shards as save_shards

@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 import attrs
 import numpy as np
 
+from ._base.checks import flag
 from ._base.deadline import check_timeout, effective_timeout
 from ._base.partition import SizesLike
 from ._base.place import FALLBACKS
@@ -268,7 +269,7 @@ class RunOptions:
             trace=None if trace is None else os.fspath(trace),
             speculate=bool(speculate),
             progress=None if progress is None else bool(progress),
-            return_stats=bool(options.get("return_stats", False)),
+            return_stats=flag(options.get("return_stats", False), "return_stats", "also return the run's RunStats"),
         )
 
     def seconds(self) -> float:

@@ -58,3 +58,37 @@ def test_keys_read_from_text_files_are_str_and_either_spelling_finds_them(cluste
     assert raw["the"] == raw[b"the"] == 3
     with pytest.raises(TypeError, match="encoding must be the name of a text codec"):
         tmr.read_text(str(tmp_path / "a.txt"), encoding="no-such-codec")
+
+
+def test_scattered_strings_stay_strings_and_join_with_a_resident_side(cluster: tmr.LocalCluster) -> None:
+    with (
+        tmr.scatter(np.array(["a", "bé"]), cluster=cluster) as text,
+        tmr.scatter(np.array([b"a", b"\xff"]), cluster=cluster) as raw,
+    ):
+        assert text.gather().tolist() == ["a", "bé"]  # str given, str back
+        assert raw.gather().tolist() == [b"a", b"\xff"]  # bytes given, bytes back
+    with tmr.scatter(np.array([1, 2, 1]), cluster=cluster) as ids, tmr.scatter(np.array([1.0, 2.0, 3.0]), cluster=cluster) as x:
+        r = tmr.join((ids, x), (np.array([1, 2]), np.array(["x", "yé"])), cluster=cluster)  # the host side is scattered
+    assert sorted(zip(r.keys.tolist(), r.left.tolist(), r.right.tolist(), strict=True)) == [
+        (1, 1.0, "x"),
+        (1, 3.0, "x"),
+        (2, 2.0, "yé"),
+    ]
+
+
+def test_str_in_str_out_through_resident_results(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    words = np.array(["b", "é", "b"])
+    left, right = (words, np.array([1.0, 2.0, 3.0])), (np.array(["é", "b"]), np.array([10, 20]))
+    with tmr.join(left, right, cluster=cluster, resident=True) as joined:
+        assert sorted(joined.keys.gather().tolist()) == ["b", "b", "é"]
+        assert tmr.count_by_key(joined.keys).to_dict() == {"b": 2, "é": 1}
+    (tmp_path / "lines.txt").write_text("b\né\nb\n", encoding="utf-8")
+    with tmr.map(lambda s: s, tmr.read_text(str(tmp_path / "lines.txt")), cluster=cluster) as lines:
+        assert lines.gather().tolist() == ["b", "é", "b"]
+    with tmr.scatter(words, cluster=cluster) as data:
+        assert tmr.unique(data).tolist() == ["b", "é"]
+        with tmr.sort(data) as ordered:
+            assert ordered.gather().tolist() == ["b", "b", "é"]
+    with tmr.count_by_key(words, cluster=cluster, resident=True) as counted:
+        assert sorted(counted.keys.gather().tolist()) == ["b", "é"]
+        assert counted.gather().to_dict() == {"b": 2, "é": 1}

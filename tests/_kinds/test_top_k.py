@@ -128,3 +128,15 @@ def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster, tmp_pat
     raw = tmp_path / "x.i64"
     np.arange(4).tofile(raw)
     check(tmr.top_k(tmr.read_raw(str(raw), dtype=np.int64), 2, cluster=cluster), np.arange(4), 2)
+
+
+def test_one_row_batches_of_npy_files(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    """A run whose fetched structure has as many leaves as items (values and rows, no clocks, one file check) is
+    fetched in its structure (it came back flattened: a raw TensorFlow ValueError)."""
+    np.save(tmp_path / "one.npy", np.array([5.0]))
+    check(tmr.top_k(tmr.read_npy(str(tmp_path / "one.npy")), 1, cluster=cluster), np.array([5.0]), 1)
+    x = np.arange(50.0)
+    np.save(tmp_path / "fifty.npy", x)
+    np.save(tmp_path / "none.npy", np.zeros(0))
+    files = tmr.read_npy([str(tmp_path / "fifty.npy"), str(tmp_path / "none.npy")])
+    check(tmr.top_k(files, 3, cluster=cluster, batch_rows=1, sizes=1), x, 3)

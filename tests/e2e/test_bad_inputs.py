@@ -409,3 +409,48 @@ def test_errors_that_teach_what_to_write_instead(cluster: tmr.LocalCluster) -> N
         tmr.sum(x, cluster=cluster, sise=2)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"is a tf\.data\.Dataset, .*\(tmr\.read_npy, tmr\.read_text, tmr\.read_csv"):
         tmr.sum(tf.data.Dataset.from_tensor_slices(x), cluster=cluster)
+
+
+# -- flags and keyed values -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("recipe", [tmr.sum_by_key, tmr.mean_by_key, tmr.min_by_key, tmr.variance_by_key])
+def test_string_values_for_a_keyed_recipe_of_numbers(cluster: tmr.LocalCluster, recipe) -> None:
+    with pytest.raises(TypeError) as error:
+        recipe(np.array([1, 2]), np.array(["a", "b"]), cluster=cluster)
+    _says(error, "the values hold strings", "cannot combine (it takes numbers)", "values.astype(np.float64)", "count_by_key")
+
+
+def test_flags_that_are_not_bools(cluster: tmr.LocalCluster) -> None:
+    keys, values = np.array([1, 2]), np.array([1.0, 2.0])
+    calls = {
+        "resident": [
+            lambda: tmr.sum_by_key(keys, values, cluster=cluster, resident="no"),
+            lambda: tmr.median_by_key(keys, values, cluster=cluster, resident="no"),
+            lambda: tmr.join((keys, values), (keys, values), cluster=cluster, resident="no"),
+        ],
+        "keep_source": [lambda: tmr.scatter(X, cluster=cluster, keep_source="no")],
+        "return_stats": [
+            lambda: tmr.sum(X, cluster=cluster, return_stats="no"),
+            lambda: tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum).run(X, cluster=cluster, return_stats="no"),
+        ],
+        "intercept": [lambda: tmr.recipes.linear_regression(X.reshape(-1, 1), X, cluster=cluster, intercept="no")],
+    }
+    for name, made in calls.items():
+        for call in made:
+            with pytest.raises(TypeError) as error:
+                call()
+            _says(error, f"{name} must be True (", "or False, got str 'no'", f"{name}=True")
+
+
+def test_a_model_made_outside_the_map_function(cluster: tmr.LocalCluster, tmp_path) -> None:
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    scale = tf.Variable(2.0)
+    np.save(tmp_path / "rows.npy", np.ones((4, 2), np.float32))
+    rows = np.ones((4, 2), np.float32)
+    for fn, what in ((lambda x: model(x), "model (a Sequential)"), (lambda x: x * scale, "scale (a ResourceVariable)")):
+        for x in (rows, tmr.read_npy(str(tmp_path / "rows.npy"))):
+            with pytest.raises(tmr.MapFunctionError) as error:
+                tmr.map(fn, x, cluster=cluster)
+            _says(error, f"uses {what} on shard 0", "cannot capture them", "broadcast=[w.numpy() for w in model.weights]")

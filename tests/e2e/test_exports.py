@@ -17,7 +17,7 @@ PUBLIC = {
     # jobs
     "MapReduce", "Combiner", "combiners", "Plan", "Shard", "RunStats", "ShardStats", "stats", "weights",
     # resident data
-    "Sharded", "scatter", "generate", "save_shards", "load_shards",
+    "Sharded", "ShardedTuple", "scatter", "generate", "save_shards", "load_shards",
     # data in files, read on the workers
     "Files", "read_npy", "read_text", "read_csv", "read_tfrecord", "read_raw", "read_dataset", "Pipeline",
     # map-only jobs and their outputs

@@ -104,3 +104,13 @@ def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster) -> None
         tmr.unique(np.arange(3), return_counts=1, cluster=cluster)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"unknown run option sise=2"):
         tmr.unique(np.arange(3), cluster=cluster, sise=2)  # type: ignore[call-arg]
+
+
+def test_one_row_batches_of_npy_files(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    np.save(tmp_path / "one.npy", np.array([5.0]))
+    check(tmr.unique(tmr.read_npy(str(tmp_path / "one.npy")), sizes=1, batch_rows=7, cluster=cluster), np.array([5.0]))
+    x = np.arange(50.0)
+    np.save(tmp_path / "fifty.npy", x)
+    np.save(tmp_path / "none.npy", np.zeros(0))
+    files = tmr.read_npy([str(tmp_path / "fifty.npy"), str(tmp_path / "none.npy")])
+    check(tmr.unique(files, batch_rows=1, sizes=1, cluster=cluster), x)

@@ -294,7 +294,7 @@ def runner(session: tf.compat.v1.Session, fetches: Any, feeds: tuple[Any, ...]) 
     pack: Callable[[list[Any]], Any]  # the fetched values in the structure of ``fetches`` (``tf.nest`` for a nested one)
     if fetches is flat[0]:
         pack = operator.itemgetter(0)
-    elif type(fetches) in (tuple, list) and len(fetches) == len(flat):
+    elif type(fetches) in (tuple, list) and list(map(id, fetches)) == list(map(id, flat)):  # flat: ((a, b), (), (c,)) is not
         pack = type(fetches)
     else:
         pack = functools.partial(tf.nest.pack_sequence_as, fetches)

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import tensorflow as tf
 
+from .._base.checks import flag
 from .._base.deadline import bounded, time_left
 from .._base.device import Device
 from .._base.errors import JobError, TfMapReduceError
@@ -110,7 +111,11 @@ def run(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] 
     """Run a job of ``kind`` over ``x``: its result (and a :class:`RunStats` with ``settings.return_stats``).
 
     The run's deadline starts now and bounds every step: planning and compiling use up the time its step then has.
+
+    Raises:
+        TypeError: ``resident`` is not a bool.
     """
+    resident = flag(resident, "resident", "keep the result on the workers")
     with bounded(settings.seconds()):
         return _run(kind, x, settings, broadcast, resident)
 

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from .files.files import Files
+from .resident import Sharded
 from .source import Input, Shipped, Source, Sources, co_partitioned, sources
 from .strings import as_bytes_array
 
@@ -16,15 +17,15 @@ def keyed_sources(x: Any) -> tuple[Sources, str | None]:
     """The job's sources, where arrays of strings are allowed too (as bytes); and how its strings decode.
 
     The encoding is UTF-8 where an array of strings was unicode, a text file source's ``encoding``
-    (``read_text``, ``read_csv``), or None where strings stay ``bytes``.  Numeric and resident
+    (``read_text``, ``read_csv``) or a resident array's, or None where strings stay ``bytes``.  Numeric and resident
     inputs canonicalize as for every job (:func:`sources`).
     """
     items = x if isinstance(x, tuple) else (x,)
     unicode: str | None = None
     converted = []
     for item in items:
-        if isinstance(item, Files) and item.encoding is not None:
-            unicode = unicode or item.encoding  # text files: their strings decode with their codec
+        if isinstance(item, (Files, Sharded)) and item.encoding is not None:
+            unicode = unicode or item.encoding  # text files, resident strings given as str: decode with their codec
         strings = _as_strings(item)
         if strings is None:
             converted.append(item)

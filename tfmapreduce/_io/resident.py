@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
+from .._base.checks import flag
 from .._base.deadline import effective_timeout
 from .._base.device import Device
 from .._base.errors import ClusterError, JobError, ShardLostError
@@ -22,6 +23,7 @@ from .._cluster.cluster import Cluster
 from .._options import PlaceOptions, RunOptions
 from .mapped import size_checks
 from .source import Input, ShardTensor, host_array
+from .strings import as_bytes_array, decode_keys
 from .variables import destroy_shard
 
 
@@ -112,6 +114,9 @@ class Sharded(Input):
     """The resource container that holds the shards on the workers."""
     _builders: tuple[Callable[[Shard], Any], ...]
     _deleted: bool = False
+    encoding: str | None = None
+    """How its strings come back (``gather``, and the keys and strings of jobs over it): ``str`` decoded with this
+    codec where they were given as ``str`` (or read as text), ``bytes`` where None."""
 
     def __repr__(self) -> str:
         state = "deleted" if self._deleted else f"{len(self.plan.tasks)} tasks"
@@ -143,7 +148,8 @@ class Sharded(Input):
         )
 
     def gather(self, *, timeout: float | None = None) -> np.ndarray:
-        """The whole array, fetched from the workers to the client."""
+        """The whole array, fetched from the workers to the client: strings as ``str`` where given as ``str``
+        (see :attr:`encoding`), else ``bytes``."""
         self.as_source()  # ClusterError for deleted data or a closed cluster
         graph = tf.Graph()
         with graph.as_default():
@@ -152,7 +158,10 @@ class Sharded(Input):
                 with tf.device(shard.device):
                     parts.append(tf.identity(self.read(shard)))
         values = self._run(graph, parts, {}, timeout)
-        return np.concatenate(values, axis=0) if values else np.zeros(self.shape, self.dtype)
+        whole = np.concatenate(values, axis=0) if values else np.zeros(self.shape, self.dtype)
+        if self.dtype != object:
+            return whole
+        return decode_keys(whole.ravel().tolist(), self.encoding).reshape(whole.shape)  # str where given as str
 
     def survive(self, lost: frozenset[Task], *, timeout: float | None = None) -> tuple[int, ...]:
         """Move the shards that lived on ``lost`` tasks to surviving devices and rebuild them there.
@@ -220,6 +229,40 @@ def delete_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> No
     live[0]._run(graph, ops, {}, timeout, [task for a in live for task in a.plan.tasks])
 
 
+class ShardedTuple(tuple):  # type: ignore[type-arg]
+    """A tuple of ``Sharded`` arrays (a map returning a tuple, a filter of a tuple of inputs) that frees them all.
+
+    It unpacks as any tuple; [`delete`][tfmapreduce.ShardedTuple.delete] or a ``with`` block frees every array in it
+    (nested ones too) in one run.
+
+    Examples:
+        >>> x = np.arange(6.0)
+        >>> with tmr.filter(lambda a, b: a > 2, (x, -x), cluster=cluster) as (a, b):
+        ...     a.gather().tolist(), b.gather().tolist()
+        ([3.0, 4.0, 5.0], [-3.0, -4.0, -5.0])
+    """
+
+    __slots__ = ()
+
+    def delete(self, *, timeout: float | None = None) -> None:
+        """Free the memory of every array in it on the workers.  Safe to call twice."""
+        delete_all(list({id(a): a for a in _arrays(self)}.values()), timeout=timeout)
+
+    def __enter__(self) -> ShardedTuple:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
+
+def _arrays(value: Any) -> list[Sharded]:
+    """The ``Sharded`` arrays in ``value``, nested in tuples, lists and dicts (``tf.nest`` would open a Sharded too)."""
+    if isinstance(value, Sharded):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
+    return [a for item in items for a in _arrays(item)]
+
+
 STORE_BYTES = 2**30
 """Host bytes one storing run ships at most: larger data is stored in several runs (gRPC requests stay under 2 GiB)."""
 
@@ -259,8 +302,10 @@ def build_sharded(
     shape: tuple[int, ...],
     builders: Sequence[Callable[[Shard], Any]],
     timeout: float | None,
+    encoding: str | None = None,
 ) -> Sharded:
-    data = Sharded(cluster, plan, np.dtype(dtype), tuple(shape), f"tfmapreduce_{secrets.token_hex(8)}", tuple(builders))
+    name = f"tfmapreduce_{secrets.token_hex(8)}"
+    data = Sharded(cluster, plan, np.dtype(dtype), tuple(shape), name, tuple(builders), encoding=encoding)
     _store(data, plan.shards, timeout)
     return data
 
@@ -284,7 +329,7 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
     then raises ``ShardLostError``.
 
     Args:
-        x: the host array to send.
+        x: the host array to send: numbers, booleans or strings (``str`` come back as ``str``, ``bytes`` as ``bytes``).
         keep_source: keep a reference to ``x`` to rebuild lost shards.
         **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``);
             options of jobs (``reducers=``, ``retries=``, ...) raise TypeError.
@@ -297,11 +342,16 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
         3.5
         >>> data.delete()
     """
+    keep_source = flag(keep_source, "keep_source", "keep a reference to x to rebuild lost shards")
     settings = RunOptions.placing("scatter", dict(options))
     cluster = check_cluster(settings.cluster)
     if isinstance(x, Input):
         raise TypeError(f"x is already on the workers ({type(x).__name__}); use it directly, or gather() it first")
-    array = host_array(x)
+    strings = None if isinstance(x, (tf.Tensor, tf.Variable)) else as_bytes_array(x)
+    if strings is not None and strings[0].ndim == 0:
+        raise TypeError(f"x is one string ({x!r}); pass an array of strings, e.g. np.array([x])")
+    array = host_array(x) if strings is None else strings[0]  # strings travel as bytes (str as UTF-8)
+    encoding = "utf-8" if strings is not None and strings[1] else None
     plan = make_plan(
         len(array), settings.sizes, settings.devices, [Device.parse(d) for d in cluster.devices], fallback=settings.fallback
     )
@@ -318,7 +368,7 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
         ph = tf.compat.v1.placeholder(tf.as_dtype(array.dtype), (shard.rows, *array.shape[1:]), name="x")
         return ph, source[0][shard.start : shard.stop]
 
-    data = build_sharded(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), settings.timeout)
+    data = build_sharded(cluster, plan, array.dtype, array.shape, [shipped] * len(plan.shards), settings.timeout, encoding)
     if not keep_source:
         source[0] = None
     return data

@@ -69,6 +69,7 @@ def decode_keys(keys: Sequence[bytes], unicode: Encoding) -> np.ndarray[Any, Any
     ``unicode`` is the input's encoding (True: UTF-8; None or False: the input was bytes).  A key
     that does not decode can only have come from a ``bytes`` input (or a file not in its encoding);
     rather than fail on it (or alter it), all keys then stay ``bytes``, so every key of a result has one type.
+    Keys that are all ``str`` already (decoded as a resident array was gathered) stay as they are.
 
     Example:
         >>> decode_keys([b"a", b"b"], True).tolist()
@@ -78,6 +79,8 @@ def decode_keys(keys: Sequence[bytes], unicode: Encoding) -> np.ndarray[Any, Any
         >>> decode_keys([b"\\xe9"], "latin-1").tolist()
         ['é']
     """
+    if all(isinstance(k, str) for k in keys) and keys:
+        return np.array(list(keys), dtype=object)  # decoded already (a resident array's gather)
     raw = [bytes(k) for k in keys]
     if unicode:
         codec = "utf-8" if unicode is True else str(unicode)

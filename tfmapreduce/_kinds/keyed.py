@@ -26,7 +26,7 @@ from .._base.device import Device
 from .._base.errors import JobError, MapFunctionError
 from .._engine.call import Call
 from .._engine.program import Builder, Program
-from .._ops.combine import Combiner, SegmentForm
+from .._ops.combine import MAX, MIN, MOMENTS, SUM, WEIGHTED_MEAN, Combiner, SegmentForm
 from .._ops.mapfn import describe, first_line
 from .._ops.per_key import by_key, merge
 from .shuffle.map_side import ByKey, MappedShards, MapSide, Part, in_key_order, map_shards, mismatch, split_all
@@ -51,7 +51,7 @@ class Keyed(ByKey):
         # partition's sorts (where every device is a CPU).
         native = call.native
         side = MapSide(
-            combine=lambda keys, values: by_key(keys, values, form.partial, native),
+            combine=lambda keys, values: self._combined(keys, values, form, native),
             merge=lambda parts: merge(parts, form, native),
             refold=lambda keys, partials: by_key(keys, partials, form.merge, native),
         )
@@ -75,6 +75,17 @@ class Keyed(ByKey):
             return builder.program(fetched, plan.tasks, built)
         return builder.program(keep_fetch(builder, plan.reducers, outputs), plan.tasks, built)
 
+    def _combined(self, keys: tf.Tensor, values: Any, form: SegmentForm, native: Any | None) -> Part:
+        """A batch's per-key partial; TypeError naming the values where a combiner of numbers is given strings (its ops
+        would fail: as they are built, or in the run)."""
+        if form.partial in _NUMBERS and any(v.dtype == tf.string for v in tf.nest.flatten(values)):
+            raise TypeError(
+                f"{self!r}: the values hold strings, which the combiner {self.combiner.name} cannot combine (it takes "
+                "numbers); pass numeric values, e.g. values.astype(np.float64), or count each key's rows with "
+                "tmr.count_by_key(keys)"
+            )
+        return by_key(keys, values, form.partial, native)
+
     def finish(self, value: Any, program: Program | None, plan: KeyedPlan, call: Call) -> Any:
         """A :class:`KeyedResult`, or a ``KeyedSharded`` for a resident run."""
         assert program is not None
@@ -87,6 +98,10 @@ class Keyed(ByKey):
 
     def failure(self, error: JobError) -> Exception | None:
         return mismatch(self.map_fn, error)
+
+
+_NUMBERS = frozenset(c.per_key.partial for c in (SUM, WEIGHTED_MEAN, MIN, MAX, MOMENTS) if c.per_key is not None)
+"""The per-key partials of the built-in combiners of numbers (kept by the recipes made of them, e.g. variance)."""
 
 
 def _shuffle(mapped: MappedShards, plan: KeyedPlan, form: SegmentForm, native: Any | None, sorts: Any | None) -> list[Part]:

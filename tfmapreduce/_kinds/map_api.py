@@ -70,8 +70,9 @@ def map(
             [`RunOptions`][tfmapreduce.RunOptions].
 
     Returns:
-        A ``Sharded`` (or ``fn``'s structure of them, co-partitioned on one plan); with ``by_key=True`` a
-        ``KeyedSharded``.  Free it with ``delete()`` or ``with``.
+        A ``Sharded`` (or ``fn``'s structure of them, co-partitioned on one plan: a tuple as a
+        [`ShardedTuple`][tfmapreduce.ShardedTuple]); with ``by_key=True`` a ``KeyedSharded``.  Free it with ``delete()``
+        or ``with``.
 
     Raises:
         MapFunctionError: ``fn`` raised while traced, or its outputs are not dense tensors of one row count, or
@@ -115,8 +116,9 @@ def filter(pred: Callable[..., Any], x: Any, /, *, broadcast: Sequence[Any] = ()
     """The rows of ``x`` where ``pred`` is true, kept on their shards' devices as resident ``Sharded`` data.
 
     ``pred(*rows, *broadcast)`` returns one boolean per row.  A tuple of co-partitioned inputs is filtered
-    together (a tuple of ``Sharded`` comes back).  Otherwise as [`map`][tfmapreduce.map]: the result stays where it
-    was computed and ``.gather()`` returns the kept rows in order.
+    together (a [`ShardedTuple`][tfmapreduce.ShardedTuple] of ``Sharded`` comes back: ``with`` frees them all).
+    Otherwise as [`map`][tfmapreduce.map]: the result stays where it was computed and ``.gather()`` returns the
+    kept rows in order.
 
     Examples:
         >>> x = np.arange(10.0)

@@ -38,7 +38,7 @@ from .._engine.call import Call
 from .._engine.kind import KindBase
 from .._engine.program import Builder, Program
 from .._io.keyed_input import keyed_sources
-from .._io.resident import Sharded
+from .._io.resident import Sharded, ShardedTuple
 from .._io.source import Batches, Sources, streamed
 from .._io.variables import named_per_run
 from .._ops.mapfn import call_map, callable_name, describe, where
@@ -307,10 +307,14 @@ class MapOnly(KindBase[Plan]):
                 (kept.rows, *spec.shape),
                 f"{value.name}_o{j}",
                 (_not_rebuildable,) * len(counts),
+                encoding=call.note if spec.dtype == tf.string else None,  # str where the input's strings were
             )
             for j, spec in enumerate(tf.nest.flatten(built.specs))
         ]
-        return tf.nest.pack_sequence_as(built.specs, leaves) if tf.nest.is_nested(built.specs) else leaves[0]
+        if not tf.nest.is_nested(built.specs):
+            return leaves[0]
+        packed = tf.nest.pack_sequence_as(built.specs, leaves)
+        return ShardedTuple(packed) if type(packed) is tuple else packed  # a tuple frees its arrays in a with block
 
     def failure(self, error: JobError) -> Exception | None:
         if self.by_key:

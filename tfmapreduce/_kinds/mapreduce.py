@@ -8,6 +8,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 import attrs
 from typing_extensions import Unpack
 
+from .._base.checks import flag
 from .._engine import driver as _engine
 from .._engine.kernels import available
 from .._engine.kind import Kind
@@ -170,7 +171,7 @@ class MapReduce(Generic[R]):
 
     def execute(self, x: Any, settings: RunOptions, *, broadcast: Sequence[Any] = (), resident: bool = False) -> Any:
         """[`run`][tfmapreduce.MapReduce.run] with options already validated (what recipes call)."""
-        if resident and not self.by_key:
+        if flag(resident, "resident", "keep the per-key results on the reducers") and not self.by_key:
             raise TypeError("resident= applies to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)")
         if self._is_word_count(x, settings, broadcast):
             assert self._counts

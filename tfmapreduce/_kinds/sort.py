@@ -129,7 +129,7 @@ class Sort(KindBase[SortPlan]):
         return ("sort", self.descending, self.max_bytes)
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
-        srcs, _ = keyed_sources(x)  # values may be strings (they travel as bytes); files come persisted (see sort)
+        srcs, encoding = keyed_sources(x)  # values may be strings (they travel as bytes); files come persisted (see sort)
         assert streamed(srcs) is None
         if self.argument == "x" and len(srcs) > 1:
             raise TypeError(
@@ -147,7 +147,7 @@ class Sort(KindBase[SortPlan]):
                 f"{self.argument} must hold integers (int8 to int64, uint8 to uint32), floats (float16 to float64) or "
                 f"strings (str or bytes), got dtype {key.dtype}; convert it, e.g. {self.argument}.astype(np.int64)"
             )
-        return srcs, None
+        return srcs, encoding  # how its strings come back
 
     def plan(self, shards: Plan, call: Call) -> SortPlan:
         if call.settings.reducers is None:  # a range per device of the shards
@@ -236,7 +236,15 @@ class Sort(KindBase[SortPlan]):
         available = [Device.parse(d) for d in call.cluster.devices]
         result = make_plan(sum(counts), counts, list(plan.reducers), available)
         outputs = tuple(
-            Sharded(call.cluster, result, src.dtype, (result.rows, *src.shape[1:]), f"{value.name}_s{j}", (_lost,) * len(counts))
+            Sharded(
+                call.cluster,
+                result,
+                src.dtype,
+                (result.rows, *src.shape[1:]),
+                f"{value.name}_s{j}",
+                (_lost,) * len(counts),
+                encoding=call.note if src.dtype == object else None,
+            )
             for j, src in enumerate(call.srcs)
         )
         return outputs[0] if len(outputs) == 1 else outputs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import re
 import sys
@@ -98,16 +99,55 @@ def traced_hint(e: BaseException) -> tuple[str, str]:
     return text, TRACED
 
 
+_EAGER = "Attempting to capture an EagerTensor"
+"""TensorFlow's words where a graph function uses a tensor made eagerly, outside it."""
+
+
+def _eager(value: object) -> bool:
+    """Whether ``value`` holds TensorFlow state made eagerly: a tensor with a value, a variable, a module, a Keras
+    model or layer."""
+    if isinstance(value, tf.Tensor):
+        return not tf.is_symbolic_tensor(value)
+    return isinstance(value, (tf.Variable, tf.Module)) or (callable(value) and hasattr(value, "weights"))
+
+
+def captured(map_fn: Any, at: str, argument: str) -> MapFunctionError:
+    """The error of a map function that uses eager tensors made outside it: what it uses (its names that hold
+    them, where they can be read) and how to pass their values instead."""
+    try:
+        found = inspect.getclosurevars(map_fn)
+        names = {**found.globals, **found.nonlocals}
+    except (TypeError, ValueError):
+        names = {}
+    held = [f"{name} (a {type(v).__name__})" for name, v in names.items() if _eager(v)]
+    what = ", ".join(held) if held else "a tensor, variable or Keras model made outside it"
+    return MapFunctionError(
+        f"{argument} {callable_name(map_fn)} uses {what} on {at}: its tensors were made eagerly, on the client, and a "
+        f"map function runs as a graph on the workers, which cannot capture them (Keras models are not supported in "
+        f"map functions yet). Pass the values with broadcast=, e.g. broadcast=[w.numpy() for w in model.weights], and "
+        f"compute with them in {argument} (x @ kernel + bias); or make constants inside {argument}"
+    )
+
+
 def call_map(map_fn: Any, tensors: Any, broadcast: tuple[Any, ...], at: str, *, argument: str = "map_fn") -> Any:
-    """``map_fn(*tensors, *broadcast)`` as the graph is built; MapFunctionError naming ``argument`` and ``at`` if it raises.
+    """``map_fn(*tensors, *broadcast)`` as the graph is built; MapFunctionError naming ``argument`` and ``at`` if it raises,
+    or if it uses tensors made eagerly outside it (a Keras model's weights: see :func:`captured`).
 
     What it prints goes on to stdout; a tensor printed (no value while the graph is built) warns once with the fix.
     """
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
-            return map_fn(*tensors, *broadcast)
+            output = map_fn(*tensors, *broadcast)
+        graph = tf.compat.v1.get_default_graph()  # a tf.data function's graph captures them; its dataset would fail
+        if any(not tf.is_symbolic_tensor(t) for t, _ in getattr(graph, "captures", ())):
+            raise captured(map_fn, at, argument)
+        return output
+    except MapFunctionError:
+        raise
     except Exception as e:
+        if _EAGER in str(e):
+            raise captured(map_fn, at, argument) from None
         cause, hint = traced_hint(e)
         raise MapFunctionError(
             f"{argument} {callable_name(map_fn)} raised {type(e).__name__} on {at}: {cause}; {hint}; {GUIDE}"

@@ -279,7 +279,7 @@ def top_k_by_key(
     if not isinstance(largest, (bool, np.bool_)):
         raise TypeError(f"largest must be True or False, got {type(largest).__name__} {largest!r}")
     _check_values(values, "top_k_by_key")
-    k, largest, resident = int(k), bool(largest), bool(resident)
+    k, largest = int(k), bool(largest)
     fn = functools.partial(_top_k, k=k, largest=largest)
     pre = functools.partial(_top_k_pre, k=k, largest=largest)
     select = functools.partial(_top_k_selected, k=k, largest=largest)

@@ -18,6 +18,7 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
+from .._base.checks import flag
 from .._base.errors import InputError, TfMapReduceError
 from .._engine.planner import plan_of, resolve_cluster
 from .._engine.stats import RunStats, stats
@@ -72,7 +73,7 @@ def returns_stats(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not kwargs.pop("return_stats", False):
+        if not flag(kwargs.pop("return_stats", False), "return_stats", "also return the stats of its last run"):
             return fn(*args, **kwargs)
         with stats() as collected:
             result = fn(*args, **kwargs)

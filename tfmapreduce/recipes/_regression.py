@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
+from .._base.checks import flag
 from .._base.errors import InputError
 from .._engine.stats import RunStats
 from .._io.source import as_array, sources
@@ -189,7 +190,7 @@ def linear_regression(X: Any, y: Any, /, *, intercept: bool = True, **options: U
     rows, _, y_shape = _xy_info(data)
     if rows == 0:
         raise InputError("linear regression of 0 rows is undefined; pass at least one row")
-    intercept = bool(intercept)
+    intercept = flag(intercept, "intercept", "also fit a constant term")
     mapreduce = recipe(("linear_regression", intercept), lambda: (_normal_map(intercept), SUM))
     ata, aty = run(mapreduce, data, settings)
     if not (np.all(np.isfinite(ata)) and np.all(np.isfinite(aty))):
@@ -272,7 +273,7 @@ def logistic_regression(
         raise InputError("logistic regression of 0 rows is undefined; pass at least one row")
     if len(y_shape) != 1:
         raise InputError(f"y must be 1-d, one label in [0, 1] per row, got shape {y_shape}")
-    intercept = bool(intercept)
+    intercept = flag(intercept, "intercept", "also fit a constant term")
     coef, const = np.zeros(features), np.float64(0.0)
     mapreduce = recipe(("logistic_regression",), lambda: (_logistic_map, WEIGHTED_MEAN))
     bar = progress_bar("logistic_regression", steps, progress)

@@ -252,7 +252,8 @@ class Files(Input):
                 whole = tf.concat(parts, 0) if parts else tf.zeros((0, *row_shape), tf.as_dtype(dtype))
                 return tf.ensure_shape(whole, (shard.rows, *row_shape))
 
-            return build_sharded(cluster, rows_plan, dtype, (rows_plan.rows, *row_shape), [build] * len(plan.shards), timeout)
+            shape = (rows_plan.rows, *row_shape)
+            return build_sharded(cluster, rows_plan, dtype, shape, [build] * len(plan.shards), timeout, self.encoding)
         except JobError as e:
             bad = src.input_error(e, plan, cluster)
             if bad is None:

@@ -227,7 +227,7 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
         [(1, 1.5, 'ann'), (1, 9.5, 'ann'), (2, 3.0, 'bob')]
     """
     given = dict(options)
-    resident = bool(given.pop("resident", False))
+    resident = given.pop("resident", False)  # a bool: checked as the run starts
     kind, srcs, settings, scattered = _prepare(left, right, how, strategy, given)
     try:
         return _engine.run(kind, srcs, settings, resident=resident)

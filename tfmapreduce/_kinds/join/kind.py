@@ -208,6 +208,7 @@ class Join(KindBase[JoinPlan]):
             counts = [int(n) for n in value.value]
             available = [Device.parse(d) for d in call.cluster.devices]
             where = make_plan(sum(counts), counts, devices, available)
+            sides = self._column_sides(len(dtypes))
             columns = [
                 Sharded(
                     call.cluster,
@@ -216,8 +217,9 @@ class Join(KindBase[JoinPlan]):
                     (where.rows, *shape),
                     f"{value.name}_c{j}",
                     (_lost,) * len(counts),
+                    encoding=self._encoding(side) if t == tf.string else None,
                 )
-                for j, (t, shape) in enumerate(dtypes)
+                for j, ((t, shape), side) in enumerate(zip(dtypes, sides, strict=True))
             ]
             return JoinSharded(*self._sides(columns, self._masks(call)), plan.strategy, self.layout.unicode)
         parts = [tuple(np.asarray(x) for x in tf.nest.flatten(p)) for p in value]
@@ -248,6 +250,19 @@ class Join(KindBase[JoinPlan]):
         """Whether the run makes the left and the right ``*_matched`` masks: where that side's rows may be missing
         (a right, left or outer join), or the result stays resident; other masks are all True, made by the client."""
         return (call.resident or self.how in ("right", "outer"), call.resident or self.how in ("left", "outer"))
+
+    def _column_sides(self, n: int) -> list[int | None]:
+        """Whose each of ``n`` output columns is (in :meth:`_sides`' order): the keys None (both), then 0 per left
+        column, 1 per right column, and None for the masks."""
+        left, right = self.layout.columns
+        sides: list[int | None] = [None, *[0] * left, *[1] * right]
+        return sides + [None] * (n - len(sides))
+
+    def _encoding(self, side: int | None) -> str | None:
+        """How the strings of a side's columns come back (the keys: either side's, as a fetched result's)."""
+        unicode = self.layout.unicode
+        found = unicode[0] or unicode[1] if side is None else unicode[side]
+        return "utf-8" if found is True else found or None
 
     def _sides(self, columns: Sequence[Any], masks: tuple[bool, bool]) -> tuple[Any, Any, Any, Any, Any]:
         """The flat output columns as (keys, left values, right values, left matched, right matched), each side's

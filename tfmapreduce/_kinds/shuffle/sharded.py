@@ -104,7 +104,8 @@ def keep(cluster: Cluster, kplan: KeyedPlan, stored: Stored, built: KeyedBuilt, 
 
     plan = plan_of(0)
     key_dtype = np.dtype(object) if built.key_dtype == tf.string else np.dtype(built.key_dtype.as_numpy_dtype)
-    keys = Sharded(cluster, plan, key_dtype, (plan.rows,), f"{name}_keys", builders)
+    text = "utf-8" if decode is True else decode or None  # how its strings come back, gathered alone too
+    keys = Sharded(cluster, plan, key_dtype, (plan.rows,), f"{name}_keys", builders, encoding=text)
     leaves: list[Sharded | RaggedSharded] = []
     column = 0
     for j, spec in enumerate(tf.nest.flatten(built.value_specs)):
@@ -112,11 +113,11 @@ def keep(cluster: Cluster, kplan: KeyedPlan, stored: Stored, built: KeyedBuilt, 
         if built.ragged and built.ragged[j]:
             column += 1
             flat = plan_of(column)
-            values = Sharded(cluster, flat, dtype, (flat.rows, *spec.shape), f"{name}_v{j}", builders)
+            values = Sharded(cluster, flat, dtype, (flat.rows, *spec.shape), f"{name}_v{j}", builders, encoding=text)
             lengths = Sharded(cluster, plan, np.dtype(np.int64), (plan.rows,), f"{name}_l{j}", builders)
             leaves.append(RaggedSharded(values, lengths))
         else:
-            leaves.append(Sharded(cluster, plan, dtype, (plan.rows, *spec.shape), f"{name}_v{j}", builders))
+            leaves.append(Sharded(cluster, plan, dtype, (plan.rows, *spec.shape), f"{name}_v{j}", builders, encoding=text))
     return KeyedSharded(keys, tuple(leaves), built.value_specs, decode, name, kplan.partitioner)
 
 
