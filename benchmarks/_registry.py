@@ -3,7 +3,7 @@
 Example::
 
     @benchmark("selection", sizes={"rows": Size(1e4, 5e7, "rows")})
-    def selection(args: argparse.Namespace) -> None:
+    def run(args: argparse.Namespace) -> None:
         ...  # args.rows: 1e4 with --quick, 5e7 without, or what --rows says; args.quick; args.peers
 
 ``python -m benchmarks NAME`` (``_runner``) makes the flags from these declarations and calls the function.  The
@@ -91,6 +91,8 @@ class Benchmark:
     flags: tuple[Flag, ...]
     epilog: str
     """More ``--help`` text, after the flags."""
+    alone: bool
+    """Runs only by itself: it leaves the process in a state later benchmarks would not run in."""
 
     @property
     def description(self) -> str:
@@ -106,7 +108,13 @@ REGISTRY: dict[str, Benchmark] = {}
 
 
 def benchmark(
-    name: str, *, sizes: Mapping[str, Size], peers: Sequence[str] = (), flags: Sequence[Flag] = (), epilog: str = ""
+    name: str,
+    *,
+    sizes: Mapping[str, Size],
+    peers: Sequence[str] = (),
+    flags: Sequence[Flag] = (),
+    epilog: str = "",
+    alone: bool = False,
 ) -> Callable[[Run], Run]:
     """Register the decorated function as benchmark ``name``.
 
@@ -115,6 +123,7 @@ def benchmark(
         peers: the peers it compares with when asked (names of ``_peers.MODULES``); ``args.peers`` holds those asked.
         flags: flags of its own (``flag(...)``), apart from the sizes.
         epilog: more ``--help`` text.
+        alone: the runner runs it only by itself (it leaves the process unfit for the next benchmark).
     """
     unknown = set(peers) - set(MODULES)
     if unknown:
@@ -125,7 +134,7 @@ def benchmark(
             return run
         if name in REGISTRY:
             raise ValueError(f"two benchmarks named {name!r}")
-        REGISTRY[name] = Benchmark(name, run, dict(sizes), tuple(peers), tuple(flags), epilog)
+        REGISTRY[name] = Benchmark(name, run, dict(sizes), tuple(peers), tuple(flags), epilog, alone)
         return run
 
     return register

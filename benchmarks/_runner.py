@@ -152,6 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = parser(chosen, benchmarks, named=bool(names) and not unknown)
     if unknown:
         p.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(benchmarks)}")
+    loners = [b.name for b in chosen if b.alone]
+    if loners and len(chosen) > 1:
+        p.error(f"{loners[0]} runs only by itself (see python -m benchmarks {loners[0]} --help)")
     args = p.parse_args(argv[len(names) :])
     if args.peers not in (None, "all", "none"):
         bad = sorted(set(args.peers.split(",")) - set(_declared(chosen)))

@@ -8,7 +8,8 @@ fetches its shard from the client).  ``tmr.mean`` of ``--rows`` float32 shipped 
 interleaved round by round, after one checked warm-up run each.  Prints each side's median
 [min-max] seconds and GB/s, and the per-round ratio.
 
-The client's server cannot be stopped (TensorFlow): its port stays bound until this process exits.
+The client's server cannot be stopped (TensorFlow): its port stays bound until this process exits, and a
+``LocalCluster`` started after it in the same process does not answer; so this benchmark runs only by itself.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ._timing import interleaved
 @benchmark(
     "client_master",
     sizes={"rows": Size(1e5, 5e7, "float32 numbers shipped per run"), "rounds": Size(1, 5, "interleaved rounds")},
+    alone=True,
 )
 def run(args: argparse.Namespace) -> None:
     """Measure and print each side's figures and the ratio per round."""
