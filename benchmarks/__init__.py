@@ -1,7 +1,7 @@
-"""Benchmarks for tfmapreduce: device layouts side by side with hand-written TensorFlow and peers.
+"""Benchmarks for tfmapreduce, side by side with hand-written TensorFlow, one process and peers.
 
-Run ``python -m benchmarks --help`` for the layouts, jobs and sizes; ``python -m
-benchmarks --quick`` is the smoke run the test suite executes.
+``python -m benchmarks --help`` lists them; ``python -m benchmarks NAME --help`` shows one's sizes and flags;
+``python -m benchmarks NAME --quick`` is its smoke run (no NAME: the layouts suite).
 """
 
 import os as _os

@@ -7,6 +7,8 @@ from typing import Any
 
 import tfmapreduce as tmr  # lazy: TensorFlow loads on first use, so --help stays fast
 
+from ._peers import PEERS
+
 JOBS = ("mean", "variance", "kmeans")
 """Every job, in report order."""
 
@@ -85,8 +87,8 @@ class Config:
     """Untimed calls per implementation before timing (the first one compiles and is checked)."""
     startup_repeats: int = 5
     """Extra LocalCluster(2) starts timed for the start-up figure (0: use the run's own start)."""
-    peers: bool = True
-    """Run Dask and Ray when installed."""
+    peers: tuple[str, ...] = PEERS
+    """The peers to run, each when installed (``_peers.PEERS``)."""
     engine_job: bool = True
     """Also time ``tmr-job``: the MapReduce engine doing the hand-written arithmetic (a diagnostic of overhead)."""
     timeout: float = 300.0
@@ -123,7 +125,7 @@ QUICK = Config(
     small_repeats=5,
     warmup=1,
     startup_repeats=0,
-    peers=False,
+    peers=(),
     engine_job=False,
     timeout=120.0,
 )

@@ -89,7 +89,7 @@ class Holders(contextlib.ExitStack):
 def local(bench: Bench, layout: Layout) -> None:
     """One process, no cluster: tf.function on a tensor (resident) or on the numpy array (shipped), numpy, Dask threads."""
     config, c = bench.config, bench.centroids
-    dask = _peers.DaskThreads() if config.peers and available(bench, "dask-threads") else None
+    dask = _peers.DaskThreads() if "dask-threads" in config.peers and available(bench, "dask-threads") else None
     functions = {job: tf.function(f) for job, f in (("mean", tf.reduce_mean), ("variance", tf.math.reduce_variance))}
     functions["kmeans"] = tf.function(tf_kmeans_partial)
     for size, input_, job in itertools.product(config.sizes, config.inputs, config.jobs):
@@ -193,7 +193,7 @@ def distributed_peers(bench: Bench) -> Iterator[dict[str, Any]]:
     with contextlib.ExitStack() as stack:
         running: dict[str, Any] = {}
         for name, start in starters.items():
-            if not available(bench, name):
+            if name not in bench.config.peers or not available(bench, name):
                 continue
             started = time.perf_counter()
             try:

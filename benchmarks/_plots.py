@@ -227,7 +227,7 @@ def bar_chart(panels: list[tuple[str, list[tuple[str, list[float]]]]], path: str
     ``(title, rows)`` (on a log scale where the medians span more than 10×); tfmapreduce's rows (labels
     with "tmr") in blue.  Needs matplotlib.
 
-    Example (``python -m benchmarks.shipping --plot docs/img/shipping.png``)::
+    Example (``python -m benchmarks shipping --plot docs/img/shipping.png``)::
 
         bar_chart([("tiny job", [("tmr", [2.1, 2.3]), ("hand", [1.9, 2.0])])], "out.png", unit="ms")
     """

@@ -49,7 +49,7 @@ def run(config: Config, log: Callable[[str], None]) -> dict[str, Any]:
             for layout in layouts:
                 family = _families.sweep if layout.name == "sweep" else _families.layout
                 family(bench, layout, cluster)
-                if layout.name == "2w-even" and config.peers:
+                if layout.name == "2w-even" and {"dask-distributed", "ray"} & set(config.peers):
                     _families.layout_peers(bench, layout, cluster)
     _startup(bench)
     bench.results["meta"].update(load_after=_load(), seconds=time.perf_counter() - started)

@@ -1,9 +1,9 @@
-"""``python -m benchmarks.autosize``: ``sizes="auto"`` vs even shards, with one worker slowed and with equal workers.
+"""sizes="auto" vs even shards, with one worker slowed and with equal workers.
 
-On one 2-worker ``LocalCluster`` (one CPU device per worker; task i pinned to core i with
+``python -m benchmarks autosize``: on one 2-worker ``LocalCluster`` (one CPU device per worker; task i pinned to core i with
 ``os.sched_setaffinity`` unless ``--no-pin``, so the workers behave like two machines), a compute-bound job over
 shipped float32 rows (``sum(sin(x) * cos(x))`` per column) runs with even shards and with
-``sizes="auto"``, interleaved round by round.  Two scenarios, each with its own job (so
+``sizes="auto"``, interleaved round by round.  Three scenarios, each with its own job (so
 each starts with no recorded speeds):
 
 - **slowed**: task 1's worker process is throttled by :class:`Throttle`, a thread that
@@ -33,6 +33,8 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
+
+from ._registry import PLOT, Size, benchmark, flag
 
 
 class Throttle:
@@ -93,26 +95,17 @@ def pin(pid: int, cores: set[int]) -> None:
             os.sched_setaffinity(int(tid), cores)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.autosize",
-        description='sizes="auto" vs even shards on a 2-worker LocalCluster, with task 1 throttled by SIGSTOP/SIGCONT '
-        "duty cycling and with equal workers, interleaved round by round.",
-    )
-    p.add_argument("--quick", action="store_true", help="4e5 rows, 3 warm-up runs, 3 rounds (a smoke run, seconds)")
-    p.add_argument("--rows", type=float, default=4e6, help="rows of 4 float32 (default 4e6 = 64 MB)")
-    p.add_argument("--warmup", type=int, default=8, help='sizes="auto" runs before timing (default 8)')
-    p.add_argument("--repeats", type=int, default=15, help="timed rounds per scenario (default 15)")
-    p.add_argument("--stopped", type=float, default=0.03, help="seconds task 1 is stopped per period (default 0.03)")
-    p.add_argument("--period", type=float, default=0.04, help="seconds of one throttle cycle (default 0.04)")
-    p.add_argument(
+FLAGS = (
+    flag("--stopped", type=float, default=0.03, help="seconds task 1 is stopped per period (default 0.03)"),
+    flag("--period", type=float, default=0.04, help="seconds of one throttle cycle (default 0.04)"),
+    flag(
         "--no-pin",
         action="store_true",
         help="leave the workers on every core (default: task i pinned to core i, so the throttled worker does not "
         "hand its core to the other one, as separate machines would not)",
-    )
-    p.add_argument("--plot", metavar="PNG", help="also draw the makespans as bar charts into this file (needs matplotlib)")
-    return p
+    ),
+    PLOT,
+)
 
 
 def _job() -> Any:
@@ -165,9 +158,19 @@ def _recovery(cluster: Any, x: np.ndarray[Any, Any], slow: int, stopped: float, 
     return shares
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    rows, warmup, repeats = (int(4e5), 3, 3) if args.quick else (int(args.rows), args.warmup, args.repeats)
+@benchmark(
+    "autosize",
+    sizes={
+        "rows": Size(4e5, 4e6, "rows of 4 float32 (4e6: 64 MB)"),
+        "warmup": Size(3, 8, "sizes='auto' runs before timing"),
+        "repeats": Size(3, 15, "timed rounds per scenario"),
+    },
+    flags=FLAGS,
+)
+def run(args: argparse.Namespace) -> int:
+    """Measure and print the table, the ratios and the recovery; 1 where a result was wrong."""
+    started = time.perf_counter()
+    rows, warmup, repeats = int(args.rows), args.warmup, args.repeats
     import tfmapreduce as tmr
 
     x = np.random.default_rng(0).random((rows, 4), dtype=np.float32)
@@ -220,11 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         bar_chart(panels, args.plot, unit="ms")
     for line in wrong:
         print(f"WRONG: {line}")
+    print(f"\n({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     return 1 if wrong else 0
 
 
 if __name__ == "__main__":
-    started = time.perf_counter()
-    code = main()
-    print(f"\n({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-    sys.exit(code)
+    from ._runner import main
+
+    sys.exit(main(["autosize", *sys.argv[1:]]))

@@ -1,10 +1,7 @@
 """The fault table: each fault injected into a fresh 2-worker LocalCluster, its outcome and how long it took.
 
-    python -m benchmarks.faults           # every case, one fresh cluster each
-    python -m benchmarks.faults --help
-
-Each case kills (SIGKILL) or stops (SIGSTOP) one worker at a given moment and runs
-``tmr.mean`` of 1e6 shipped float64 numbers (or of resident data).  The outcome is the
+``python -m benchmarks faults``: each case kills (SIGKILL) or stops (SIGSTOP) one worker at a given moment and runs
+``tmr.mean`` of ``--rows`` shipped float64 numbers (or of resident data).  The outcome is the
 right answer (checked against numpy), or the named error; the time is from the call to
 its return.  Loopback only; every worker is stopped at the end of its case.
 """
@@ -15,6 +12,7 @@ import argparse
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 
@@ -22,14 +20,14 @@ import numpy as np
 
 import tfmapreduce as tmr
 
-X = np.random.default_rng(0).random(1_000_000)
+from ._registry import Size, benchmark
 
 
-def _outcome(call: Callable[[], object]) -> tuple[str, float]:
+def _outcome(call: Callable[[], object], x: np.ndarray) -> tuple[str, float]:
     started = time.monotonic()
     try:
         value = call()
-        ok = np.isclose(float(value[0] if isinstance(value, tuple) else value), X.mean(), rtol=1e-12)  # type: ignore[arg-type, index]
+        ok = np.isclose(float(value[0] if isinstance(value, tuple) else value), x.mean(), rtol=1e-12)  # type: ignore[arg-type, index]
         text = "right answer" if ok else f"WRONG ANSWER {value}"
         if isinstance(value, tuple):
             stats = value[1]
@@ -41,17 +39,18 @@ def _outcome(call: Callable[[], object]) -> tuple[str, float]:
 
 
 def _case(
+    x: np.ndarray,
     name: str,
     fault: Callable[[tmr.LocalCluster], None],
     call: Callable[[tmr.LocalCluster, object], object],
     resident: bool = False,
 ) -> str:
     with tmr.LocalCluster(workers=2) as cluster:
-        data: object = tmr.scatter(X, cluster=cluster) if resident else X
+        data: object = tmr.scatter(x, cluster=cluster) if resident else x
         tmr.mean(data, cluster=None if resident else cluster)  # sessions and graphs exist: the fault hits a warm cluster
         fault(cluster)
         try:
-            text, seconds = _outcome(lambda: call(cluster, data))
+            text, seconds = _outcome(lambda: call(cluster, data), x)
         finally:
             for pid in cluster.pids:
                 with contextlib.suppress(ProcessLookupError):
@@ -79,25 +78,27 @@ def _mean(**options: object) -> Callable[[tmr.LocalCluster, object], object]:
     return call
 
 
-def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(
-        prog="python -m benchmarks.faults", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    ).parse_args(argv)
+@benchmark("faults", sizes={"rows": Size(1e5, 1e6, "float64 numbers of each case's tmr.mean")})
+def run(args: argparse.Namespace) -> int:
+    """Run every case, one fresh cluster each, and print the table."""
+    x = np.random.default_rng(0).random(int(args.rows))
     rows = [
         "| fault (2-worker LocalCluster, warm) | outcome | time |",
         "|---|---|---|",
-        _case("task 1 killed, retries=0", _kill(1), _mean(retries=0, timeout=10)),
-        _case("task 0 (the master) killed, retries=0", _kill(0), _mean(retries=0, timeout=10)),
-        _case("task 1 killed, retries=2 (default)", _kill(1), _mean(timeout=10)),
-        _case("task 0 (the master) killed, retries=2", _kill(0), _mean(timeout=10)),
-        _case("task 1 stopped, timeout=5, retries=0", _stop(1), _mean(retries=0, timeout=5)),
-        _case("task 1 stopped, timeout=10, retries=2", _stop(1), _mean(timeout=10)),
-        _case("task 0 stopped, timeout=5, retries=0", _stop(0), _mean(retries=0, timeout=5)),
-        _case("resident data, task 1 killed, retries=2", _kill(1), _mean(timeout=10), resident=True),
+        _case(x, "task 1 killed, retries=0", _kill(1), _mean(retries=0, timeout=10)),
+        _case(x, "task 0 (the master) killed, retries=0", _kill(0), _mean(retries=0, timeout=10)),
+        _case(x, "task 1 killed, retries=2 (default)", _kill(1), _mean(timeout=10)),
+        _case(x, "task 0 (the master) killed, retries=2", _kill(0), _mean(timeout=10)),
+        _case(x, "task 1 stopped, timeout=5, retries=0", _stop(1), _mean(retries=0, timeout=5)),
+        _case(x, "task 1 stopped, timeout=10, retries=2", _stop(1), _mean(timeout=10)),
+        _case(x, "task 0 stopped, timeout=5, retries=0", _stop(0), _mean(retries=0, timeout=5)),
+        _case(x, "resident data, task 1 killed, retries=2", _kill(1), _mean(timeout=10), resident=True),
     ]
     print("\n".join(rows))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ._runner import main
+
+    sys.exit(main(["faults", *sys.argv[1:]]))

@@ -1,27 +1,33 @@
-"""``python -m benchmarks.files``: data read on the workers from files, side by side with shipping it and with peers.
+"""Data read on the workers from files, side by side with shipping it, with one process and with peers.
 
-Three tables, one run, a 2-worker LocalCluster (page cache warm: every file is
+``python -m benchmarks files``: three tables, one run, a 2-worker LocalCluster (page cache warm: every file is
 written, then read once before timing):
 
 - the mean of N float32 in 4 ``.npy`` files: ``tmr.read_npy`` vs shipping the same
   array from the client vs ``np.load(mmap_mode="r").mean()`` in one process vs
   Dask (``da.from_array`` over the memmaps, threaded scheduler);
 - a line count and byte sum over text files with ``tmr.read_text`` vs one Python
-  process reading the same files (word count: ``python -m benchmarks.keyed``);
-- CSV column means with ``tmr.read_csv`` vs ``pandas.read_csv(...).mean()`` and, where installed,
+  process reading the same files (word count: ``python -m benchmarks keyed``);
+- CSV column means with ``tmr.read_csv`` vs ``pandas.read_csv(...).mean()`` and
   ``polars.read_csv(...).mean()`` (its own threads), in rows/s.
+
+Every result is checked against numpy first.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from . import _peers
+from ._registry import PLOT, Size, benchmark
 from ._timing import repeat
 
 
@@ -53,7 +59,8 @@ def write_text(folder: str, nbytes: int, files: int) -> list[str]:
     return paths
 
 
-def write_csv(folder: str, nbytes: int) -> str:
+def write_csv(folder: str, nbytes: int) -> tuple[str, np.ndarray]:
+    """About ``nbytes`` of CSV, one block of 20000 rows × 8 columns written over and over; its path and column means."""
     rng = np.random.default_rng(2)
     block = "\n".join(",".join(f"{v:.6f}" for v in row) for row in rng.normal(size=(20000, 8))) + "\n"
     path = os.path.join(folder, "table.csv")
@@ -61,27 +68,25 @@ def write_csv(folder: str, nbytes: int) -> str:
         f.write(",".join(f"c{i}" for i in range(8)) + "\n")
         for _ in range(max(1, nbytes // len(block))):
             f.write(block)
-    return path
+    return path, np.loadtxt(io.StringIO(block), delimiter=",").mean(axis=0)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.files", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="small inputs and few repeats (a smoke test, seconds)")
-    parser.add_argument("--elements", type=float, default=5e7, help="float32 elements in the .npy files (default 5e7 = 200 MB)")
-    parser.add_argument("--text-mb", type=float, default=200, help="MB of text (default 200)")
-    parser.add_argument("--csv-mb", type=float, default=200, help="MB of CSV, 8 numeric columns (default 200)")
-    parser.add_argument("--plot", metavar="PNG", help="also draw the .npy table as a bar chart into this file")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.elements, args.text_mb, args.csv_mb = 2e6, 5, 5
-    repeats = 2 if args.quick else 5
-
-    import dask.array as da
-    import pandas as pd
-
+@benchmark(
+    "files",
+    sizes={
+        "elements": Size(2e6, 5e7, "float32 elements in the .npy files (5e7: 200 MB)"),
+        "text_mb": Size(5.0, 200.0, "MB of text"),
+        "csv_mb": Size(5.0, 200.0, "MB of CSV, 8 numeric columns"),
+        "repeats": Size(2, 5, "timed calls per row after one warm-up (median reported; text and CSV: half)"),
+    },
+    peers=("dask-threads", "pandas", "polars"),
+    flags=(PLOT,),
+)
+def run(args: argparse.Namespace) -> None:
+    """Measure and print the three tables (and draw the .npy one with ``--plot``)."""
     import tfmapreduce as tmr
+
+    repeats = args.repeats
 
     rows: list[tuple[str, str, float, str]] = []
     with tempfile.TemporaryDirectory() as folder, tmr.LocalCluster(2) as cluster:
@@ -96,19 +101,22 @@ def main(argv: list[str] | None = None) -> None:
         maps = [np.load(p, mmap_mode="r") for p in paths]
         t_numpy, v = timed(lambda: float(np.concatenate(list(maps)).mean()) if len(maps) > 1 else float(maps[0].mean()), repeats)
         t_numpy1, _ = timed(lambda: sum(float(m.sum(dtype=np.float64)) for m in maps) / n, repeats)
-        darr = da.concatenate([da.from_array(m, chunks=1 << 22) for m in maps])
-        t_dask, v = timed(lambda: float(darr.mean().compute(scheduler="threads")), repeats)
         mb = n * 4 / 1e6
         title = f"mean of {n:.0e} float32 ({mb:.0f} MB) in 4 .npy files"
-        for name, t in [
+        npy = [
             ("tmr.read_npy, 2 workers", t_files),
             ("shipped from the client, 2 workers", t_ship),
             ("numpy np.load(mmap).mean(), one process", t_numpy),
             ("numpy memmap sum(float64) per file, one process", t_numpy1),
-            ("dask from_array(memmap).mean(), threads", t_dask),
-        ]:
+        ]
+        npy_times = {"tmr.read_npy": t_files, "tmr, shipped": t_ship, "numpy mmap": t_numpy}
+        if _peers.on(args.peers, "dask-threads"):
+            t_dask, v = timed(_peers.dask_mean(maps), repeats)
+            assert abs(v - expected) <= 1e-6 * abs(expected), (v, expected)
+            npy.append(("dask from_array(memmap).mean(), threads", t_dask))
+            npy_times["dask"] = t_dask
+        for name, t in npy:
             rows.append((title, name, t, f"{mb / 1e3 / t:.2f} GB/s, {t_ship / t:.1f}× shipping, {t_numpy / t:.2f}× numpy"))
-        npy_times = {"tmr.read_npy": t_files, "tmr, shipped": t_ship, "numpy mmap": t_numpy, "dask": t_dask}
 
         texts = write_text(folder, int(args.text_mb * 1e6), 8)
         total = sum(os.path.getsize(p) for p in texts)
@@ -137,26 +145,21 @@ def main(argv: list[str] | None = None) -> None:
         )
         rows.append((title, "Python for-line loop, one process", t_py, f"{lines_py / t_py / 1e6:.1f} M lines/s"))
 
-        csv = write_csv(folder, int(args.csv_mb * 1e6))
+        csv, ref = write_csv(folder, int(args.csv_mb * 1e6))
         size = os.path.getsize(csv) / 1e6
         t_csv, means = timed(lambda: tmr.mean(tmr.read_csv(csv, dtypes="float64"), axis=0, cluster=cluster), max(1, repeats // 2))
-        t_pd, ref = timed(lambda: pd.read_csv(csv).mean().to_numpy(), max(1, repeats // 2))
         assert np.allclose(means, ref, rtol=1e-9), (means, ref)
-        try:
-            import polars as pl
-        except ImportError:
-            t_pl = None
-        else:
-            t_pl, ref_pl = timed(lambda: pl.read_csv(csv).mean().to_numpy()[0], max(1, repeats // 2))
-            assert np.allclose(means, ref_pl, rtol=1e-9), (means, ref_pl)
         n_rows = int(tmr.count(tmr.read_csv(csv), cluster=cluster))
         title = f"CSV column means, {size:.0f} MB, 8 columns, {n_rows} rows, 1 file (split over both tasks)"
         rows.append((title, "tmr.read_csv, 2 workers", t_csv, f"{n_rows / t_csv / 1e6:.2f} M rows/s"))
-        rows.append((title, "pandas.read_csv().mean(), one process", t_pd, f"{n_rows / t_pd / 1e6:.2f} M rows/s"))
-        if t_pl is not None:
-            rows.append(
-                (title, f"polars.read_csv().mean(), {os.cpu_count()} threads", t_pl, f"{n_rows / t_pl / 1e6:.2f} M rows/s")
-            )
+        for peer, name in (
+            ("pandas", "pandas.read_csv().mean(), one process"),
+            ("polars", f"polars.read_csv().mean(), {os.cpu_count()} threads"),
+        ):
+            if _peers.on(args.peers, peer):
+                t, theirs = timed(_peers.csv_means(peer, csv), max(1, repeats // 2))
+                assert np.allclose(theirs, ref, rtol=1e-9), (peer, theirs, ref)
+                rows.append((title, name, t, f"{n_rows / t / 1e6:.2f} M rows/s"))
 
     last = None
     for title, name, t, note in rows:
@@ -184,4 +187,6 @@ def tf_bytes(s: Any) -> Any:
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["files", *sys.argv[1:]]))

@@ -1,6 +1,6 @@
-"""Group jobs side by side in one run: median and top-3 per key, tfmapreduce vs pandas, polars and Spark.
+"""Group jobs side by side: median and top-3 per key, tfmapreduce vs pandas, polars and Spark; a hot key.
 
-``python -m benchmarks.groups`` (see ``--help``):
+``python -m benchmarks groups``:
 
 - ``tmr.median_by_key`` and ``tmr.top_k_by_key(k=3)`` over ``--rows`` rows (default 1e7), int64 keys
   with 1e3 and 1e5 distinct values and float32 values, resident on a 2-worker LocalCluster, vs pandas
@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from typing import Any
 
 import numpy as np
 
 import tfmapreduce as tmr
 
-from .keyed import Rows, _importable, spark_session
+from . import _peers
+from ._registry import PLOT, Size, benchmark, flag
+from ._table import Rows
 
 
 def reference(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -48,7 +51,7 @@ def _check(keys: np.ndarray, values: np.ndarray, kd: Any, vd: Any) -> None:
         np.testing.assert_array_equal(largest.value_at(int(i)), want.astype(np.float32))
 
 
-def groups(table: Rows, cluster: tmr.LocalCluster, n: int, distinct: int, peers: bool, spark: Any) -> None:
+def groups(table: Rows, cluster: tmr.LocalCluster, n: int, distinct: int, peers: frozenset[str], spark: Any) -> None:
     """Median and top-3 per key of ``n`` float32 values over ``distinct`` int64 keys: tfmapreduce (resident) and peers."""
     rng = np.random.default_rng(distinct)
     keys = rng.integers(0, distinct, n, dtype=np.int64)
@@ -59,34 +62,7 @@ def groups(table: Rows, cluster: tmr.LocalCluster, n: int, distinct: int, peers:
         _check(keys, values, kd, vd)
         table.add(f"tmr.median_by_key, resident, 2-worker LocalCluster, {k}", lambda: tmr.median_by_key(kd, vd), n)
         table.add(f"tmr.top_k_by_key(k=3), resident, 2-worker LocalCluster, {k}", lambda: tmr.top_k_by_key(kd, vd, 3), n)
-    if peers and _importable("pandas"):
-        import pandas as pd
-
-        frame = pd.DataFrame({"k": keys, "v": values})
-        table.add(f"pandas groupby().median(), {k}", lambda: frame.groupby("k")["v"].median(), n)
-        table.add(f"pandas groupby().nlargest(3), {k}", lambda: frame.groupby("k")["v"].nlargest(3), n)
-        del frame
-    if peers and _importable("polars"):
-        import polars as pl
-
-        frame = pl.DataFrame({"k": keys, "v": values})
-        table.add(f"polars group_by().agg(median), {k}", lambda: frame.group_by("k").agg(pl.col("v").median()), n)
-        table.add(f"polars group_by().agg(top_k(3)), {k}", lambda: frame.group_by("k").agg(pl.col("v").top_k(3)), n)
-        del frame
-    if peers and spark is not None:
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        cached = spark.range(n).select((F.xxhash64("id") % distinct).alias("k"), F.rand(seed=0).cast("float").alias("v")).cache()
-        cached.count()
-        few = max(1, table.repeats // 2)
-        table.add(
-            f"Spark local[2] DataFrame F.median, cached, {k}", lambda: cached.groupBy("k").agg(F.median("v")).collect(), n, few
-        )
-        ranked = F.row_number().over(Window.partitionBy("k").orderBy(F.desc("v")))
-        top3 = lambda: cached.withColumn("r", ranked).where("r <= 3").collect()  # noqa: E731
-        table.add(f"Spark local[2] DataFrame top 3 by row_number(), cached, {k}", top3, n, few)
-        cached.unpersist()
+    _peers.median_and_top3(table, keys, values, distinct, peers, spark)
 
 
 def _peak(pids: tuple[int, ...]) -> int:
@@ -131,32 +107,22 @@ def plot(table: Rows, path: str) -> None:
     bar_chart(list(panels.items()), path, unit="seconds")
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the arguments, measure, and print one table."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.groups", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="1e4 rows, 1 repeat, no peers, one cluster for every run: a smoke run"
-    )
-    parser.add_argument("--rows", type=float, default=1e7, help="rows (default 1e7)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per row after one warm-up (median reported)")
-    parser.add_argument("--no-peers", dest="peers", action="store_false", help="skip pandas, polars and Spark")
-    parser.add_argument("--no-hot-key", dest="hot", action="store_false", help="skip the hot-key run")
-    parser.add_argument("--plot", metavar="PNG", help="also draw the medians as bar charts into this file (needs matplotlib)")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.rows, args.repeats, args.peers = 1e4, 1, False
-    spark = spark_session() if args.peers else None
+@benchmark(
+    "groups",
+    sizes={
+        "rows": Size(1e4, 1e7, "rows"),
+        "repeats": Size(1, 3, "timed calls per row after one warm-up (median reported)"),
+    },
+    peers=("pandas", "polars", "spark"),
+    flags=(flag("--no-hot-key", dest="hot", action="store_false", help="skip the hot-key run"), PLOT),
+)
+def run(args: argparse.Namespace) -> None:
+    """Measure and print the table and the hot-key run's peak memory; with --quick, every run on one cluster."""
     table = Rows(args.repeats)
-    try:
-        with tmr.LocalCluster(workers=2) as cluster:
-            for distinct in (10**3, 10**5):
-                groups(table, cluster, int(args.rows), distinct, args.peers, spark)
-            peaks = hot_key(table, int(args.rows), cluster) if args.hot and args.quick else []
-    finally:
-        if spark is not None:
-            spark.stop()
+    with _peers.spark(args.peers) as spark, tmr.LocalCluster(workers=2) as cluster:
+        for distinct in (10**3, 10**5):
+            groups(table, cluster, int(args.rows), distinct, args.peers, spark)
+        peaks = hot_key(table, int(args.rows), cluster) if args.hot and args.quick else []
     if args.hot and not args.quick:
         peaks = hot_key(table, int(args.rows))
     table.print("rows")
@@ -169,4 +135,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["groups", *sys.argv[1:]]))

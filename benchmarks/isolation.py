@@ -1,6 +1,6 @@
-"""``python -m benchmarks.isolation``: what isolating a LocalCluster's workers in a network namespace costs.
+"""What isolating a LocalCluster's workers in a network namespace costs.
 
-Two 2-worker ``LocalCluster`` s run side by side in this process: one with ``isolate=False``
+``python -m benchmarks isolation``: two 2-worker ``LocalCluster`` s run side by side in this process: one with ``isolate=False``
 (the workers on this machine's network, as before) and one isolated (the default: the workers in
 a network namespace of their own, reached through relays on this process's loopback).  On each,
 interleaved round by round after checked warm-up runs:
@@ -17,13 +17,15 @@ Prints each side's medians and the isolated/exposed ratio.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
-import tensorflow as tf
 
 import tfmapreduce as tmr
+
+from ._registry import Size, benchmark
 
 
 def _time(fn: Callable[[], object]) -> float:
@@ -32,13 +34,19 @@ def _time(fn: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=40_000_000, help="float32 numbers shipped per run (default 4e7)")
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds of the shipped runs (default 7)")
-    parser.add_argument("--tiny", type=int, default=300, help="tiny runs per side (default 300)")
-    args = parser.parse_args()
-    x = np.random.default_rng(0).random(args.rows, dtype=np.float32)
+@benchmark(
+    "isolation",
+    sizes={
+        "rows": Size(1e5, 4e7, "float32 numbers shipped per run"),
+        "rounds": Size(1, 7, "interleaved rounds of the shipped runs"),
+        "tiny": Size(50, 300, "tiny runs per side"),
+    },
+)
+def run(args: argparse.Namespace) -> None:
+    """Measure and print each side's medians and the ratios."""
+    import tensorflow as tf
+
+    x = np.random.default_rng(0).random(int(args.rows), dtype=np.float32)
     expected = float(np.mean(x, dtype=np.float64))
     ones = np.ones(100, np.float32)
     tiny = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
@@ -89,4 +97,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["isolation", *sys.argv[1:]]))

@@ -1,6 +1,6 @@
 """Scaling across "machines": word count, group-by mean, sort and join on 2, 4 and 8 workers, each a machine of its own.
 
-``python -m benchmarks.machines`` (see ``--help``) starts one rack (``tests/machines.py``) of as many machines as the
+``python -m benchmarks machines`` starts one rack (``tests/machines.py``) of as many machines as the
 largest count asked: each worker in its own network, mount and pid namespaces, on a Linux bridge of veth pairs, every
 link shaped (``tc``) to each ``--rates`` in turn.  For each rate and machine count it scatters the inputs onto the
 first machines (resident: only the job's own shuffle crosses the links), checks each job once against numpy or
@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ._registry import PLOT, Size, benchmark, flag
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ("word_count", "mean_by_key", "sort", "join")
@@ -165,7 +167,7 @@ def _measure(
     try:
         rack = Rack(counts[-1])
     except Skipped as e:
-        raise SystemExit(f"benchmarks.machines: {e.msg}") from None
+        raise SystemExit(f"benchmarks machines: {e.msg}") from None
     with rack, rack.cluster() as cluster:
         print(f"{rack}: {counts[-1]} workers ready in {time.monotonic() - started:.0f} s", flush=True)
         for rate in args.rates:
@@ -353,43 +355,41 @@ def plot(results: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-def _floats(text: str) -> list[float]:
-    return [float(v) for v in text.split(",")]
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Parse the arguments, measure (or read ``--from``), print the table and the model, save and plot."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.machines", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="2 machines, one 1 Gbit/s rate, tiny inputs, 1 repeat: a smoke run")
-    parser.add_argument("--machines", type=lambda s: [int(v) for v in s.split(",")], default=[2, 4, 8], help="default 2,4,8")
-    parser.add_argument("--rates", type=_floats, default=[1e9, 1e10], help="link rates in bit/s (default 1e9,1e10)")
-    parser.add_argument("--delay-ms", type=float, default=0.2, help="added latency per link direction (needs netem)")
-    parser.add_argument("--jobs", type=lambda s: s.split(","), default=list(JOBS), help=f"default {','.join(JOBS)}")
-    parser.add_argument("--tokens", type=float, default=2e6, help="word count tokens (issue: 16e6; default 2e6)")
-    parser.add_argument("--rows", type=float, default=2e6, help="group-by rows (issue: 2e7; default 2e6)")
-    parser.add_argument("--keys", type=float, default=1e5, help="group-by keys (issue: 1e6; default 1e5)")
-    parser.add_argument("--sort-rows", type=float, default=2e6, help="int64 to sort (issue: 2e7; default 2e6)")
-    parser.add_argument("--join-left", type=float, default=1e6, help="join's left rows (issue: 1e7; default 1e6)")
-    parser.add_argument("--join-right", type=float, default=1e5, help="join's right rows, unique keys (issue: 1e6; default 1e5)")
-    parser.add_argument("--repeats", type=int, default=2, help="timed runs per point after one checked warm-up (median)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="each run's deadline, seconds")
-    parser.add_argument("--json", metavar="PATH", help="save every number here")
-    parser.add_argument(
-        "--from", dest="source", nargs="+", metavar="PATH", help="run nothing: report and plot saved --json files"
-    )
-    parser.add_argument("--plot", metavar="PNG", help="draw wall time and bytes per machine into this file")
-    args = parser.parse_args(argv)
-    unknown = set(args.jobs) - set(JOBS)
+def _jobs(text: str) -> list[str]:
+    jobs = text.split(",")
+    unknown = set(jobs) - set(JOBS)
     if unknown:
-        parser.error(f"unknown job(s) {sorted(unknown)}; choose from {','.join(JOBS)}")
-    if args.quick:
-        args.machines, args.rates, args.repeats = [2], [1e9], 1
-        args.tokens, args.rows, args.keys, args.sort_rows, args.join_left, args.join_right = 2e4, 2e4, 1e3, 2e4, 2e4, 2e3
+        raise argparse.ArgumentTypeError(f"unknown job(s) {sorted(unknown)}; choose from {','.join(JOBS)}")
+    return jobs
+
+
+@benchmark(
+    "machines",
+    sizes={
+        "machines": Size((2,), (2, 4, 8), "machine counts"),
+        "rates": Size((1e9,), (1e9, 1e10), "link rates in bit/s"),
+        "tokens": Size(2e4, 2e6, "word count tokens (the issue's: 16e6)"),
+        "rows": Size(2e4, 2e6, "group-by rows (the issue's: 2e7)"),
+        "keys": Size(1e3, 1e5, "group-by keys (the issue's: 1e6)"),
+        "sort_rows": Size(2e4, 2e6, "int64 to sort (the issue's: 2e7)"),
+        "join_left": Size(2e4, 1e6, "the join's left rows (the issue's: 1e7)"),
+        "join_right": Size(2e3, 1e5, "the join's right rows, unique keys (the issue's: 1e6)"),
+        "repeats": Size(1, 2, "timed runs per point after one checked warm-up (median)"),
+    },
+    flags=(
+        flag("--delay-ms", type=float, default=0.2, help="added latency per link direction (needs netem; default 0.2)"),
+        flag("--jobs", type=_jobs, default=list(JOBS), help=f"default {','.join(JOBS)}"),
+        flag("--timeout", type=float, default=300.0, help="each run's deadline, seconds (default 300)"),
+        flag("--json", metavar="PATH", help="save every number here"),
+        flag("--from", dest="source", nargs="+", metavar="PATH", help="run nothing: report and plot saved --json files"),
+        PLOT,
+    ),
+)
+def run(args: argparse.Namespace) -> None:
+    """Measure (or read ``--from``), print the table and the model, save and plot."""
     if args.source:
         saved = [json.loads(Path(path).read_text()) for path in args.source]
-        results = {"meta": saved[0]["meta"], "runs": [run for one in saved for run in one["runs"]]}
+        results = {"meta": saved[0]["meta"], "runs": [r for one in saved for r in one["runs"]]}
     else:
         results = measure(args)
         if args.json:  # saved before the report: a report that fails loses no measurement
@@ -400,4 +400,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["machines", *sys.argv[1:]]))

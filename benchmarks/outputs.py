@@ -1,6 +1,6 @@
-"""Map-only jobs that write their rows, side by side in one run: tfmapreduce vs pandas, polars, Spark, numpy and tf.io.
+"""Map-only jobs that write their rows, side by side: tfmapreduce vs pandas, polars, Spark, numpy and tf.io.
 
-``python -m benchmarks.outputs`` (see ``--help``):
+``python -m benchmarks outputs``:
 
 - Scan (HiBench's projection): ``--rows`` rows (default 1e7) of an 8-column CSV of floats in 4 files; keep columns
   c1 and c2 of the rows where c0 > 0.5 and write them. ``tmr.map`` over ``tmr.read_csv`` (2-worker LocalCluster,
@@ -20,15 +20,17 @@ import argparse
 import glob
 import os
 import shutil
+import sys
 import tempfile
-import time
 from typing import Any
 
 import numpy as np
 
 import tfmapreduce as tmr
 
-from .keyed import Rows, _importable, spark_session
+from . import _peers
+from ._registry import Size, benchmark
+from ._table import Rows
 
 COLUMNS = [f"c{i}" for i in range(8)]
 FILES = 4
@@ -43,7 +45,7 @@ def write_csv_files(directory: str, rows: int, seed: int = 0) -> list[str]:
     for i, n in enumerate(np.diff(np.linspace(0, rows, FILES + 1).astype(np.int64))):
         values = rng.integers(0, 10_000, (int(n), len(COLUMNS))) / 10_000
         path = os.path.join(directory, f"part-{i}.csv")
-        if _importable("polars"):
+        if _peers.installed("polars"):
             import polars as pl
 
             pl.DataFrame(values, schema=COLUMNS).write_csv(path)
@@ -57,7 +59,7 @@ def _parts(directory: str) -> np.ndarray:
     return np.concatenate([np.load(p) for p in sorted(glob.glob(os.path.join(directory, "part-*.npy")))])
 
 
-def scan(table: Rows, cluster: tmr.LocalCluster, directory: str, rows: int, peers: bool, spark: Any) -> None:
+def scan(table: Rows, cluster: tmr.LocalCluster, directory: str, rows: int, peers: frozenset[str], spark: Any) -> None:
     """The Scan: read, filter, project, write; every implementation over the same files."""
     import tensorflow as tf
 
@@ -73,38 +75,14 @@ def scan(table: Rows, cluster: tmr.LocalCluster, directory: str, rows: int, peer
         with tmr.map(lambda t: tf.boolean_mask(t[:, 1:], t[:, 0] > 0.5), source, cluster=cluster) as kept:
             return tmr.write_npy(kept, out, overwrite=True)
 
-    def pandas_scan() -> None:
-        import pandas as pd
-
-        frame = pd.concat([pd.read_csv(p, usecols=["c0", "c1", "c2"], dtype=np.float32) for p in paths])
-        np.save(os.path.join(directory, "pandas.npy"), frame.loc[frame.c0 > 0.5, ["c1", "c2"]].to_numpy())
-
-    pandas_scan()
+    _peers.pandas_scan(paths, os.path.join(directory, "pandas.npy"))  # the reference
     tmr_scan()
     np.testing.assert_allclose(_parts(out), np.load(os.path.join(directory, "pandas.npy")), rtol=1e-7)  # parsed once each
     table.add("tmr.map(read_csv) → tmr.write_npy, 2-worker LocalCluster", tmr_scan, rows)
-    if not peers:
-        return
-    table.add("pandas.read_csv (usecols) → filter → np.save", pandas_scan, rows)
-    if _importable("polars"):
-        import polars as pl
-
-        def polars_scan() -> None:
-            frame = pl.scan_csv(paths, schema=dict.fromkeys(COLUMNS, pl.Float32)).filter(pl.col("c0") > 0.5)
-            np.save(os.path.join(directory, "polars.npy"), frame.select("c1", "c2").collect().to_numpy())
-
-        table.add("polars scan_csv → filter → select → np.save", polars_scan, rows)
-    if spark is not None:
-        schema = ", ".join(f"{c} FLOAT" for c in COLUMNS)
-
-        def spark_scan() -> None:
-            frame = spark.read.csv(paths, header=True, schema=schema)
-            frame.filter(frame.c0 > 0.5).select("c1", "c2").write.mode("overwrite").parquet(os.path.join(directory, "spark"))
-
-        table.add("Spark local[2] read.csv → filter → select → write.parquet", spark_scan, rows, max(1, table.repeats // 2))
+    _peers.scan(table, paths, COLUMNS, rows, directory, peers, spark)
 
 
-def writes(table: Rows, cluster: tmr.LocalCluster, directory: str, gigabytes: float, peers: bool) -> None:
+def writes(table: Rows, cluster: tmr.LocalCluster, directory: str, gigabytes: float, peers: frozenset[str]) -> None:
     """Write throughput of resident float32 rows: the writers vs one process."""
     import tensorflow as tf
 
@@ -125,53 +103,33 @@ def writes(table: Rows, cluster: tmr.LocalCluster, directory: str, gigabytes: fl
             lambda: tmr.write_tfrecord(data, records, features=["x"], overwrite=True),
             x.nbytes,
         )
-    if not peers:
-        return
-    table.add("np.save, one process", lambda: np.save(os.path.join(directory, "one.npy"), x), x.nbytes)
-
-    def tfrecord_loop() -> None:
-        with tf.io.TFRecordWriter(os.path.join(directory, "one.tfrecord")) as w:
-            for row in x:
-                feature = tf.train.Feature(float_list=tf.train.FloatList(value=row))
-                w.write(tf.train.Example(features=tf.train.Features(feature={"x": feature})).SerializeToString())
-
-    start = time.perf_counter()  # timed once, without a warm-up: minutes per call at 1 GB
-    tfrecord_loop()
-    seconds = time.perf_counter() - start
-    table.rows.append(("tf.io.TFRecordWriter loop of tf.train.Example, one process (one call)", seconds, x.nbytes))
-    print(f"  tf.io.TFRecordWriter loop: {seconds:.2f} s (one call)", flush=True)
+    _peers.one_process_writes(table, x, directory, peers)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the arguments, measure, and print the two tables."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.outputs", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="1e4 rows, 1 MB, 1 repeat, no peers: a smoke run")
-    parser.add_argument("--rows", type=float, default=1e7, help="rows of the Scan's CSV (default 1e7)")
-    parser.add_argument("--gigabytes", type=float, default=1.0, help="resident float32 data the writers write (default 1)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per row after one warm-up (median reported)")
-    parser.add_argument(
-        "--no-peers", dest="peers", action="store_false", help="skip pandas, polars, Spark and the one-process writers"
-    )
-    parser.add_argument("--no-spark", dest="spark", action="store_false", help="skip Spark (its start takes ~10 s)")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.rows, args.gigabytes, args.repeats, args.peers = 1e4, 1e-3, 1, False
-    spark = spark_session() if args.peers and args.spark else None
+@benchmark(
+    "outputs",
+    sizes={
+        "rows": Size(1e4, 1e7, "rows of the Scan's CSV"),
+        "gigabytes": Size(1e-3, 1.0, "resident float32 data the writers write"),
+        "repeats": Size(1, 3, "timed calls per row after one warm-up (median reported)"),
+    },
+    peers=("pandas", "polars", "spark", "one-process"),
+)
+def run(args: argparse.Namespace) -> None:
+    """Measure and print the two tables."""
     directory = tempfile.mkdtemp(prefix="tmr-outputs-bench-")
     scans, throughput = Rows(args.repeats), Rows(args.repeats)
     try:
-        with tmr.LocalCluster(workers=2) as cluster:
+        with _peers.spark(args.peers) as spark, tmr.LocalCluster(workers=2) as cluster:
             scan(scans, cluster, directory, int(args.rows), args.peers, spark)
             writes(throughput, cluster, directory, args.gigabytes, args.peers)
     finally:
-        if spark is not None:
-            spark.stop()
         shutil.rmtree(directory, ignore_errors=True)
     scans.print("input rows")
     throughput.print("bytes")
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["outputs", *sys.argv[1:]]))

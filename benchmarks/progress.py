@@ -1,6 +1,6 @@
-"""``python -m benchmarks.progress``: what a run's progress counting and its bar cost.
+"""What a run's progress counting and its bar cost.
 
-One 2-worker ``LocalCluster``; each job runs three ways, interleaved round by round after checked
+``python -m benchmarks progress``: one 2-worker ``LocalCluster``; each job runs three ways, interleaved round by round after checked
 warm-up runs:
 
 - ``off``: ``progress=False``, a program that counts nothing;
@@ -25,28 +25,35 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 import tfmapreduce as tmr
+
+from ._registry import Size, benchmark
 
 WAYS = {"off": False, "counted": None, "bar": True}
 
 
-def _heavy(batch: tf.Tensor) -> tf.Tensor:
+def _heavy(batch: Any) -> Any:
+    import tensorflow as tf
+
     x = tf.cast(batch, tf.float64)
     return tf.reduce_sum(tf.sin(x) * tf.cos(x) + tf.exp(-x))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=float, default=4e7, help="float32 numbers in the .npy files (default 4e7)")
-    parser.add_argument("--words", type=float, default=8e6, help="words in the text files (default 8e6)")
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
-    parser.add_argument("--quick", action="store_true", help="small inputs, 1 round: a smoke run")
-    args = parser.parse_args(argv)
-    rows, words, rounds = (int(2e5), int(2e5), 1) if args.quick else (int(args.rows), int(args.words), args.rounds)
+@benchmark(
+    "progress",
+    sizes={
+        "rows": Size(2e5, 4e7, "float32 numbers in the .npy files"),
+        "words": Size(2e5, 8e6, "words in the text files"),
+        "rounds": Size(1, 7, "interleaved rounds"),
+    },
+)
+def run(args: argparse.Namespace) -> None:
+    """Measure and print each way's median and its ratio to ``off``."""
+    rows, words, rounds = int(args.rows), int(args.words), args.rounds
     rng = np.random.default_rng(0)
     with contextlib.ExitStack() as stack:
         folder = stack.enter_context(tempfile.TemporaryDirectory())
@@ -93,4 +100,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["progress", *sys.argv[1:]]))

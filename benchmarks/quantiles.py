@@ -1,6 +1,6 @@
-"""Quantiles side by side in one run: exact and approximate median and quantiles, tfmapreduce vs numpy.
+"""Quantiles side by side: exact and approximate median and quantiles, tfmapreduce vs numpy.
 
-``python -m benchmarks.quantiles`` (see ``--help``):
+``python -m benchmarks quantiles``:
 
 - ``tmr.median`` and ``tmr.quantile(q=[0.01, 0.5, 0.99])`` of ``--values`` float32 values (default 5e7, normal),
   resident on a 2-worker LocalCluster: exact (a radix select of the ranks, one run) and approximate
@@ -14,12 +14,14 @@ is timed.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 
 import tfmapreduce as tmr
 
-from .keyed import Rows
+from ._registry import Size, benchmark
+from ._table import Rows
 
 Q = [0.01, 0.5, 0.99]
 EPSILON = 1e-3
@@ -62,17 +64,15 @@ def quantiles(table: Rows, cluster: tmr.LocalCluster, n: int) -> None:
     table.add("np.quantile(q=0.01, 0.5, 0.99), one process", lambda: np.quantile(x, Q), n)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the arguments, measure, and print one table."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.quantiles", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="1e5 values, 1 repeat: a smoke run")
-    parser.add_argument("--values", type=float, default=5e7, help="float32 values (default 5e7)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per row after one warm-up (median reported)")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.values, args.repeats = 1e5, 1
+@benchmark(
+    "quantiles",
+    sizes={
+        "values": Size(1e5, 5e7, "float32 values"),
+        "repeats": Size(1, 5, "timed calls per row after one warm-up (median reported)"),
+    },
+)
+def run(args: argparse.Namespace) -> None:
+    """Measure and print one table."""
     table = Rows(args.repeats)
     with tmr.LocalCluster(workers=2) as cluster:
         quantiles(table, cluster, int(args.values))
@@ -80,4 +80,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["quantiles", *sys.argv[1:]]))

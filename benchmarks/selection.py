@@ -1,6 +1,6 @@
-"""Top k and unique of a whole input in one run: tfmapreduce vs numpy in one process.
+"""Top k and unique of a whole input: tfmapreduce vs numpy in one process.
 
-``python -m benchmarks.selection`` (see ``--help``):
+``python -m benchmarks selection``:
 
 - ``tmr.top_k(x, 100)`` over ``--rows`` int64 values (default 5e7) with ``--distinct`` distinct values
   (default 1e6), resident on a 2-worker LocalCluster, vs numpy's top k in one process
@@ -14,12 +14,14 @@ equal values lower row first, which ``np.argpartition`` does not promise).
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 
 import tfmapreduce as tmr
 
-from .keyed import Rows
+from ._registry import Size, benchmark, flag
+from ._table import Rows
 
 
 def numpy_top_k(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,19 +59,17 @@ def selection(table: Rows, cluster: tmr.LocalCluster, n: int, distinct: int, k: 
     table.add(f"np.unique(x), one process, {label}", lambda: np.unique(x), n)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the arguments, measure, and print one table."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.selection", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="1e4 rows, 1e3 distinct, 1 repeat: a smoke run")
-    parser.add_argument("--rows", type=float, default=5e7, help="rows (default 5e7)")
-    parser.add_argument("--distinct", type=float, default=1e6, help="distinct values (default 1e6)")
-    parser.add_argument("-k", type=int, default=100, help="how many values top_k returns (default 100)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per row after one warm-up (median reported)")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.rows, args.distinct, args.repeats = 1e4, 1e3, 1
+@benchmark(
+    "selection",
+    sizes={
+        "rows": Size(1e4, 5e7, "rows"),
+        "distinct": Size(1e3, 1e6, "distinct values"),
+        "repeats": Size(1, 3, "timed calls per row after one warm-up (median reported)"),
+    },
+    flags=(flag("-k", type=int, default=100, help="how many values top_k returns (default 100)"),),
+)
+def run(args: argparse.Namespace) -> None:
+    """Measure and print one table."""
     table = Rows(args.repeats)
     with tmr.LocalCluster(workers=2) as cluster:
         selection(table, cluster, int(args.rows), int(args.distinct), args.k)
@@ -77,4 +77,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["selection", *sys.argv[1:]]))

@@ -1,6 +1,6 @@
-"""``python -m benchmarks.shipping``: shipped host data through shared memory vs gRPC feeds (vs Ray), side by side.
+"""Shipped host data through shared memory vs gRPC feeds (vs Ray), side by side; a tiny job vs hand-written TF.
 
-On one 2-worker ``LocalCluster``, in one run and interleaved round by round (so the
+``python -m benchmarks shipping``: on one 2-worker ``LocalCluster``, in one run and interleaved round by round (so the
 machine's load hits every implementation alike):
 
 - ``tmr.mean`` of N float32 shipped from the client with ``transfer="shm"`` (same-host
@@ -17,26 +17,13 @@ Every result is checked against numpy (float64) first.  Prints a Markdown table 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from typing import Any
 
 import numpy as np
 
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.shipping",
-        description="Shipped tmr.mean through shared memory vs gRPC feeds (and Ray when installed) on a 2-worker "
-        "LocalCluster, and a tiny shipped job vs hand-written TensorFlow, interleaved in one run.",
-    )
-    p.add_argument("--quick", action="store_true", help="5e6 elements, 3 rounds, tiny job 20 rounds (a smoke run, seconds)")
-    p.add_argument("--size", type=float, default=5e7, help="float32 elements of the shipped mean (default 5e7 = 200 MB)")
-    p.add_argument("--repeats", type=int, default=7, help="timed rounds of the shipped mean (default 7)")
-    p.add_argument("--tiny-repeats", type=int, default=200, help="timed rounds of the tiny job (default 200)")
-    p.add_argument("--no-peers", action="store_true", help="skip Ray even when installed")
-    p.add_argument("--plot", metavar="PNG", help="also draw the times as bar charts into this file (needs matplotlib)")
-    return p
+from . import _peers
+from ._registry import PLOT, Size, benchmark
 
 
 def _row(name: str, samples: list[float], nbytes: int | None) -> str:
@@ -50,9 +37,19 @@ def _ratio(raw: dict[str, list[float]], a: str, b: str) -> str:
     return f"{a} / {b}: median {np.median(r):.3f} [{min(r):.3f}–{max(r):.3f}] over {len(r)} rounds"
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    size, repeats, tiny_repeats = (int(5e6), 3, 20) if args.quick else (int(args.size), args.repeats, args.tiny_repeats)
+@benchmark(
+    "shipping",
+    sizes={
+        "size": Size(5e6, 5e7, "float32 elements of the shipped mean (5e7: 200 MB)"),
+        "repeats": Size(3, 7, "timed rounds of the shipped mean"),
+        "tiny_repeats": Size(20, 200, "timed rounds of the tiny job"),
+    },
+    peers=("ray",),
+    flags=(PLOT,),
+)
+def run(args: argparse.Namespace) -> int:
+    """Measure and print the table and the ratios; 1 where a result was wrong."""
+    size, repeats, tiny_repeats = int(args.size), args.repeats, args.tiny_repeats
     import tensorflow as tf
 
     import tfmapreduce as tmr
@@ -63,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     x = np.random.default_rng(0).random(size, dtype=np.float32)
     expected = float(np.mean(x, dtype=np.float64))
     tiny = np.random.default_rng(1).random(100, dtype=np.float32)
-    ray_ok = not args.no_peers and importlib.util.find_spec("ray") is not None
+    ray_ok = _peers.on(args.peers, "ray")
     wrong: list[str] = []
     with tmr.LocalCluster(2) as cluster, tmr.scatter(x, cluster=cluster) as resident:
         impls: dict[str, Any] = {
@@ -74,9 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print(tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean).plan(x, cluster=cluster), file=sys.stderr)
         ray_cm = None
         if ray_ok:
-            from ._peers import Ray
-
-            ray_cm = Ray.start(2)
+            ray_cm = _peers.Ray.start(2)
             ray = ray_cm.__enter__()
             impls["ray shipped (put + 2 tasks)"] = ray.job("mean", x, None, np.zeros((1, 1)))
         try:
@@ -118,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if ray_ok:
         print(_ratio(raw, "tmr.mean shipped, shared memory", "ray shipped (put + 2 tasks)"))
     else:
-        print("ray: not installed (pip install -e '.[bench]'), not compared")
+        print("ray: not run (not asked for, or not installed: pip install -e '.[bench]'), not compared")
     print(_ratio(tiny_raw, "tiny tmr job (100 float32)", "tiny hand-written TF"))
     if args.plot:
         from ._plots import bar_chart
@@ -131,4 +126,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ._runner import main
+
+    sys.exit(main(["shipping", *sys.argv[1:]]))

@@ -1,8 +1,7 @@
 """Soak: many runs on one 2-worker LocalCluster, a worker killed and replaced every so often.
 
-    python -m benchmarks.soak                       # 10,000 runs, a worker killed every 1,000
-    python -m benchmarks.soak --runs 2000 --every 500
-    python -m benchmarks.soak --help
+    python -m benchmarks soak                       # 10,000 runs, a worker killed every 1,000
+    python -m benchmarks soak --runs 2000 --every 500
 
 The runs cycle through shipped and resident data of several shapes and dtypes and
 through mean, sum, variance and count, each checked against numpy.  Every
@@ -19,11 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 import time
 
 import numpy as np
 
 import tfmapreduce as tmr
+
+from ._registry import Size, benchmark
 
 
 def _proc(pid: int) -> dict[str, int]:
@@ -52,13 +54,12 @@ def _snapshot(cluster: tmr.LocalCluster, label: str) -> str:
     return f"{label}: " + "; ".join(parts) + f"; listening ports {_listening(ports)} of {len(ports)}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.soak", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--runs", type=int, default=10_000, help="runs in all (default 10000)")
-    parser.add_argument("--every", type=int, default=1_000, help="kill and replace a worker every N runs (default 1000)")
-    args = parser.parse_args(argv)
+@benchmark(
+    "soak",
+    sizes={"runs": Size(200, 10_000, "runs in all"), "every": Size(100, 1_000, "kill and replace a worker every N runs")},
+)
+def run(args: argparse.Namespace) -> int:
+    """Run, kill and replace, print the snapshots and the count of wrong results; 1 where one was wrong."""
     rng = np.random.default_rng(0)
     inputs = [rng.random(n).astype(dtype) for n, dtype in ((100, np.float64), (10_000, np.float32), (100_000, np.float64))]
     inputs += [rng.integers(-1000, 1000, size=(5000, 3)).astype(np.int64)]
@@ -109,4 +110,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ._runner import main
+
+    sys.exit(main(["soak", *sys.argv[1:]]))

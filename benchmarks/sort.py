@@ -1,6 +1,6 @@
-"""Sorting side by side in one run: tmr.sort vs np.sort, polars and Spark; TeraSort vs Spark.
+"""Sorting side by side: tmr.sort vs np.sort, polars and Spark; TeraSort vs Spark.
 
-``python -m benchmarks.sort`` (see ``--help``):
+``python -m benchmarks sort``:
 
 - ``tmr.sort`` of ``--rows`` (default 5e7) int64 and float32, resident on a 2-worker LocalCluster (the sorted
   result kept resident, then freed), vs ``np.sort`` in one process, polars ``Series.sort`` (2 threads) and Spark
@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import tempfile
+import sys
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 import tfmapreduce as tmr
 
-from .keyed import Rows, _importable, spark_session
+from . import _peers
+from ._registry import PLOT, Size, benchmark, flag
+from ._table import Rows
 
 KEY, PAYLOAD = 10, 90
 """TeraGen's record: a 10-byte key and a 90-byte payload."""
@@ -38,7 +38,7 @@ copies); the default budget, a quarter of ``MemAvailable`` as the run starts, wa
 24 GiB development machine, and refused it."""
 
 
-def sorts(table: Rows, cluster: tmr.LocalCluster, n: int, peers: bool, spark: Any) -> None:
+def sorts(table: Rows, cluster: tmr.LocalCluster, n: int, peers: frozenset[str], spark: Any) -> None:
     """Sort ``n`` random int64 and float32 values: tfmapreduce (resident in, resident out) and peers."""
     rng = np.random.default_rng(0)
     for name, x in (
@@ -55,30 +55,13 @@ def sorts(table: Rows, cluster: tmr.LocalCluster, n: int, peers: bool, spark: An
 
             table.add(f"tmr.sort, resident, 2-worker LocalCluster, {name}", sort, n)
         table.add(f"np.sort, one process, {name}", lambda x=x: np.sort(x), n)
-        if peers and _importable("polars"):
-            import polars as pl
-
-            series = pl.Series(x)
-            table.add(f"polars Series.sort, {name}", series.sort, n)
-            del series
-        if peers and spark is not None:
-            from pyspark.sql import functions as F
-
-            column = F.randn(seed=0).cast("float") if name == "float32" else F.xxhash64("id")
-            cached = spark.range(n).select(column.alias("v")).cache()
-            cached.count()
-            few = max(1, table.repeats // 2)
-            table.add(
-                f"Spark local[2] DataFrame orderBy, cached, {name}",
-                lambda cached=cached: cached.orderBy("v").write.format("noop").mode("overwrite").save(),
-                n,
-                few,
-            )
-            cached.unpersist()
+        _peers.sort(table, x, name, peers, spark)
 
 
-def teragen(start: int, stop: int) -> tuple[tf.Tensor, tf.Tensor]:
+def teragen(start: int, stop: int) -> tuple[Any, Any]:
     """Records ``start:stop``: 10-byte random keys (strings) and 90-byte random payloads (uint8 rows)."""
+    import tensorflow as tf
+
     n = stop - start
     packed = tf.io.serialize_tensor(_random_bytes([n * KEY], [start, 1]))  # the bytes, after a short header:
     at = tf.strings.length(packed) - n * KEY + tf.range(n) * KEY  # every key is cut out of them
@@ -86,17 +69,21 @@ def teragen(start: int, stop: int) -> tuple[tf.Tensor, tf.Tensor]:
     return keys, _random_bytes([n, PAYLOAD], [start, 2])
 
 
-def _random_bytes(shape: list[int], seed: list[int]) -> tf.Tensor:
+def _random_bytes(shape: list[int], seed: list[int]) -> Any:
     """Random uint8 of ``shape``, four to each random int32 drawn (a quarter of the memory of one int32 per byte)."""
+    import tensorflow as tf
+
     words = -(-shape[-1] // 4)
     ints = tf.random.stateless_uniform([*shape[:-1], words], seed, minval=None, maxval=None, dtype=tf.int32)
     return tf.reshape(tf.bitcast(ints, tf.uint8), [*shape[:-1], words * 4])[..., : shape[-1]]
 
 
-def summary(keys: tf.Tensor, payload: tf.Tensor) -> tf.Tensor:
+def summary(keys: Any, payload: Any) -> Any:
     """A range's TeraValidate row (int64): [records, checksum, rows out of order, first key (2 ints), last key (2 ints)].
 
     A key is two integers in its byte order: its first 8 bytes big-endian (sign bit flipped) and its last 2."""
+    import tensorflow as tf
+
     n = tf.size(keys, tf.int64)
     checksum = tf.reduce_sum(tf.strings.to_hash_bucket_fast(keys, 2**40)) + tf.reduce_sum(
         tf.cast(payload, tf.int64) * tf.range(1, PAYLOAD + 1, dtype=tf.int64)
@@ -127,7 +114,7 @@ def validate(keys: Any, payload: Any, *, ordered: bool = True) -> tuple[int, int
     return int(found[:, 0].sum()), int(found[:, 1].sum())
 
 
-def terasort(table: Rows, cluster: tmr.LocalCluster, records: int, peers: bool, spark: Any) -> None:
+def terasort(table: Rows, cluster: tmr.LocalCluster, records: int, spark: Any) -> None:
     """TeraSort of ``records`` 100-byte records made on the workers; Spark over the same records."""
     print(f"terasort: {records:.3g} records ({records * 100 / 1e9:.3g} GB)", flush=True)
     keys = tmr.generate(lambda a, b: teragen(a, b)[0], rows=records, cluster=cluster)
@@ -144,23 +131,8 @@ def terasort(table: Rows, cluster: tmr.LocalCluster, records: int, peers: bool, 
             v.delete()
 
         table.add("TeraSort: tmr.sort_by_key, generated on the workers, 2-worker LocalCluster", sort, records)
-        if peers and spark is not None and _importable("polars"):
-            import polars as pl
-
-            with tempfile.TemporaryDirectory() as folder:
-                path = os.path.join(folder, "records.parquet")
-                frame = pl.DataFrame({"key": keys.gather(), "payload": [r.tobytes() for r in payload.gather()]})
-                frame.write_parquet(path)
-                del frame
-                cached = spark.read.parquet(path).cache()
-                cached.count()
-                table.add(
-                    "TeraSort: Spark local[2] DataFrame orderBy(key), cached",
-                    lambda: cached.orderBy("key").write.format("noop").mode("overwrite").save(),
-                    records,
-                    max(1, table.repeats // 2),
-                )
-                cached.unpersist()
+        if spark is not None:
+            _peers.terasort(table, keys, payload, spark)
 
 
 def plot(table: Rows, path: str) -> None:
@@ -175,31 +147,23 @@ def plot(table: Rows, path: str) -> None:
     bar_chart(list(panels.items()), path, unit="seconds")
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the arguments, measure, and print one table."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.sort", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="1e4 values and records, 1 repeat, no peers: a smoke run")
-    parser.add_argument("--rows", type=float, default=5e7, help="values per sort (default 5e7)")
-    parser.add_argument("--records", type=float, default=1e7, help="TeraSort records of 100 bytes (default 1e7: 1 GB)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per row after one warm-up (median reported)")
-    parser.add_argument("--no-peers", dest="peers", action="store_false", help="skip polars and Spark")
-    parser.add_argument("--no-terasort", dest="terasort", action="store_false", help="skip TeraSort")
-    parser.add_argument("--plot", metavar="PNG", help="also draw the medians as bar charts into this file (needs matplotlib)")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.rows, args.records, args.repeats, args.peers = 1e4, 1e4, 1, False
-    spark = spark_session() if args.peers else None
+@benchmark(
+    "sort",
+    sizes={
+        "rows": Size(1e4, 5e7, "values per sort"),
+        "records": Size(1e4, 1e7, "TeraSort records of 100 bytes (1e7: 1 GB)"),
+        "repeats": Size(1, 3, "timed calls per row after one warm-up (median reported)"),
+    },
+    peers=("polars", "spark"),
+    flags=(flag("--no-terasort", dest="terasort", action="store_false", help="skip TeraSort"), PLOT),
+)
+def run(args: argparse.Namespace) -> None:
+    """Measure and print one table, and TeraSort's GB/s."""
     table = Rows(args.repeats)
-    try:
-        with tmr.LocalCluster(workers=2) as cluster:
-            if args.terasort:
-                terasort(table, cluster, int(args.records), args.peers, spark)
-            sorts(table, cluster, int(args.rows), args.peers, spark)
-    finally:
-        if spark is not None:
-            spark.stop()
+    with _peers.spark(args.peers) as spark, tmr.LocalCluster(workers=2) as cluster:
+        if args.terasort:
+            terasort(table, cluster, int(args.records), spark)
+        sorts(table, cluster, int(args.rows), args.peers, spark)
     table.print("rows")
     if args.plot:
         plot(table, args.plot)
@@ -209,4 +173,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["sort", *sys.argv[1:]]))

@@ -1,6 +1,6 @@
-"""Where one group job spends its time: the trace of a ``median_by_key`` run, summed per phase and drawn.
+"""Where one group job spends its time: the trace of a median_by_key run, summed per phase and drawn.
 
-``python -m benchmarks.trace`` runs ``tmr.median_by_key`` over ``--rows`` resident rows (int64 keys over
+``python -m benchmarks trace`` runs ``tmr.median_by_key`` over ``--rows`` resident rows (int64 keys over
 ``--keys`` distinct values, float32 values) on a 2-worker LocalCluster with ``trace=``, prints each task's
 busiest ops and the share of each phase (map, shuffle, reduce), and with ``--plot PATH`` draws the timeline.
 """
@@ -11,6 +11,7 @@ import argparse
 import collections
 import json
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -18,14 +19,16 @@ import numpy as np
 import tfmapreduce as tmr
 
 from ._plots import phase, trace_timeline
+from ._registry import PLOT, Size, benchmark
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.trace", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=float, default=1e7, help="rows (default 1e7)")
-    parser.add_argument("--keys", type=float, default=1e3, help="distinct keys (default 1e3)")
-    parser.add_argument("--plot", help="draw the timeline into this PNG")
-    args = parser.parse_args(argv)
+@benchmark(
+    "trace",
+    sizes={"rows": Size(1e4, 1e7, "rows"), "keys": Size(1e2, 1e3, "distinct keys")},
+    flags=(PLOT,),
+)
+def run(args: argparse.Namespace) -> None:
+    """Trace one run, print the busiest ops and the phases' shares (and draw the timeline with ``--plot``)."""
     rng = np.random.default_rng(0)
     n = int(args.rows)
     keys, values = rng.integers(0, int(args.keys), n, dtype=np.int64), rng.random(n, dtype=np.float32)
@@ -53,4 +56,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ._runner import main
+
+    sys.exit(main(["trace", *sys.argv[1:]]))

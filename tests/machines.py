@@ -16,7 +16,7 @@ closed) ends its processes by process group and removes the veths, namespaces, b
 happened; a rack whose process was SIGKILLed is swept by the next one made (:func:`sweep`).  Making one skips the
 test, with the reason, where the OS refuses namespaces.
 
-Used by ``tests/_cluster/test_machines.py`` and ``python -m benchmarks.machines``.
+Used by ``tests/_cluster/test_machines.py`` and ``python -m benchmarks machines``.
 """
 
 from __future__ import annotations

@@ -197,7 +197,7 @@ def test_auto_where_it_does_not_apply_is_a_type_error(cluster: tmr.LocalCluster)
 def test_benchmark_help_and_quick_run() -> None:
     def bench(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "benchmarks.autosize", *args],
+            [sys.executable, "-m", "benchmarks", "autosize", *args],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -208,7 +208,7 @@ def test_benchmark_help_and_quick_run() -> None:
 
     shown = bench("--help")
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.startswith("usage: python -m benchmarks.autosize")
+    assert shown.stdout.startswith("usage: python -m benchmarks autosize")
     assert "SIGSTOP" in shown.stdout
     assert "oneDNN" not in shown.stderr  # --help answers before TensorFlow loads
     quick = bench("--quick")

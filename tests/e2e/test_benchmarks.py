@@ -1,4 +1,4 @@
-"""The benchmark suite (``python -m benchmarks``): its quick mode runs end to end, so the scripts never rot."""
+"""The benchmarks (``python -m benchmarks NAME ...``): their quick modes run end to end, so the scripts never rot."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
 from benchmarks import _targets, _timing  # noqa: E402 - importable only once the repository root is on the path
 
 
-def _bench(*args: str, timeout: float = 600, module: str = "benchmarks") -> subprocess.CompletedProcess[str]:
+def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, "-m", "benchmarks", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -45,16 +45,14 @@ QUICK = ("groups", "selection", "keyed", "quantiles", "joins", "outputs", "sort"
 """The benchmarks whose ``--quick`` smoke runs are checked below, run one after the other in one process."""
 
 _QUICK_RUNS = """
-import contextlib, importlib, io, json, sys, traceback
+import contextlib, io, json, sys
+from benchmarks._runner import main
 runs = {}
 for name in sys.argv[2:]:
-    out, error = io.StringIO(), ""
-    try:
-        with contextlib.redirect_stdout(out):
-            importlib.import_module("benchmarks." + name).main(["--quick"])
-    except BaseException:
-        error = traceback.format_exc()
-    runs[name] = {"stdout": out.getvalue(), "error": error}
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main([name, "--quick"])
+    runs[name] = {"stdout": out.getvalue(), "error": err.getvalue() if status else ""}
 with open(sys.argv[1], "w") as f:
     json.dump(runs, f)
 """
@@ -62,9 +60,9 @@ with open(sys.argv[1], "w") as f:
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
-    """Each of :data:`QUICK`'s ``main(["--quick"])`` (what ``python -m benchmarks.NAME --quick`` runs) in one child
+    """Each of :data:`QUICK` run by the runner as ``python -m benchmarks NAME --quick`` runs it, all in one child
     process, TensorFlow imported once for all (30 s less of the suite than a process each): its stdout and, where it
-    raised, its traceback (``error``)."""
+    failed, its stderr with the traceback (``error``)."""
     path = tmp_path_factory.mktemp("quick") / "runs.json"
     proc = subprocess.run(
         [sys.executable, "-c", _QUICK_RUNS, str(path), *QUICK],
@@ -80,8 +78,8 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]
 
 
 def _stdout(quick: dict[str, dict[str, str]], name: str) -> str:
-    """What ``benchmarks.NAME --quick`` printed; the test fails with its traceback where it raised."""
-    assert not quick[name]["error"], f"benchmarks.{name} --quick raised:\n{quick[name]['error']}"
+    """What ``python -m benchmarks NAME --quick`` printed; the test fails with its traceback where it raised."""
+    assert not quick[name]["error"], f"benchmarks {name} --quick failed:\n{quick[name]['error']}"
     return quick[name]["stdout"]
 
 
@@ -90,11 +88,22 @@ def test_help_explains_layouts_jobs_and_sizes_without_importing_tensorflow() -> 
     assert proc.returncode == 0, proc.stderr
     for word in ("2w-uneven", "2w-2cpu", "sweep", "resident", "shipped", "kmeans", "5e7", "hand-written", "--quick", "--out"):
         assert word in proc.stdout
+    for name in (*QUICK, "layouts", "resident", "shipping", "autosize", "machines", "trace"):
+        assert f"\n  {name} " in proc.stdout  # every benchmark listed
     assert "oneDNN" not in proc.stderr  # --help answers before TensorFlow loads
 
 
 @pytest.mark.parametrize(
-    ("args", "message"), [(("--layouts", "4w"), "unknown layout 4w"), (("--sizes", "lots"), "sizes must be numbers")]
+    ("args", "message"),
+    [
+        (("--layouts", "4w"), "unknown layout 4w"),
+        (("--sizes", "lots"), "sizes must be numbers"),
+        (("nosuch", "--quick"), "unknown benchmark nosuch"),
+        (("keyed", "--peers", "ray"), "unknown peer ray; choose from dask-bag, duckdb, pandas, polars, spark"),
+        (("keyed", "--layouts", "1w"), "unrecognized arguments: --layouts 1w"),
+        (("layouts", "machines"), "layouts and machines both take --jobs, differently"),
+        (("resident", "client_master"), "client_master runs only by itself"),
+    ],
 )
 def test_bad_arguments_name_what_is_accepted(args: tuple[str, ...], message: str) -> None:
     proc = _bench(*args, timeout=60)
@@ -301,12 +310,11 @@ def test_the_report_reads_its_targets_from_the_targets_file(tmp_path: Path) -> N
 
 
 def test_resident_benchmark_help_prints_help_instead_of_running() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.resident", "--help"], capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = _bench("resident", "--help", timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("usage: python -m benchmarks.resident")
+    assert proc.stdout.startswith("usage: python -m benchmarks resident [flags]")
     assert "Resident vs shipped" in proc.stdout
+    assert "--elements ELEMENTS float32 elements of the mean; default 5e7, --quick 1e5" in " ".join(proc.stdout.split())
     assert "centroid difference" not in proc.stdout  # nothing was measured
     assert "oneDNN" not in proc.stderr  # no TensorFlow, no cluster
 
@@ -383,7 +391,7 @@ def test_machines_benchmark_reports_fits_and_plots_a_saved_run_without_starting_
             runs.append(run)
     saved, png = tmp_path / "machines.json", tmp_path / "machines.png"
     saved.write_text(json.dumps({"meta": {"cores": 8}, "runs": runs}))  # a core per machine: rows per machine = rows / k
-    proc = _bench("--from", str(saved), "--plot", str(png), module="benchmarks.machines", timeout=120)
+    proc = _bench("machines", "--from", str(saved), "--plot", str(png), timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| sort | 1e+06 | 8 | 1 Gbit/s | 0.36 [0.36–0.36] | 2.6 | 1.3 | 3% |" in proc.stdout, proc.stdout
     model = next(line for line in proc.stdout.splitlines() if line.startswith("| sort | 2 |"))
