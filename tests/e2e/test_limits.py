@@ -1,0 +1,85 @@
+"""docs/limits.md stays honest: every row that says a call is refused is checked to be refused still, and every row of
+the page is accounted for here (a row added, changed or dropped changes this file too)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfmapreduce as tmr
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "limits.md"
+
+
+def _csv_with_an_empty_number(tmp_path: Path) -> object:
+    path = tmp_path / "a.csv"
+    path.write_text("a,b\n1,\n2,3\n")
+    return tmr.read_csv(str(path), columns=["a", "b"])
+
+
+def _eager_capture(cluster: tmr.LocalCluster) -> object:
+    weight = tf.constant(2.0, tf.float64)  # made on the client, eagerly: what a Keras model's weights are
+    return tmr.MapReduce(lambda x: x * weight, tmr.combiners.sum).run(np.arange(4.0), cluster=cluster)
+
+
+REFUSED: dict[str, tuple[type[Exception], Callable[[tmr.LocalCluster, Path], object]]] = {
+    "Group by float, bool or complex keys": (
+        tmr.InputError,
+        lambda c, _: tmr.sum_by_key(np.array([1.5, 2.5]), np.ones(2), cluster=c),
+    ),
+    "Join on several columns of arrays": (
+        tmr.InputError,
+        lambda c, _: tmr.join((np.array([[1, 2], [3, 4]]), np.ones(2)), (np.array([1, 2]), np.ones(2)), cluster=c),
+    ),
+    "More of tables": (
+        TypeError,
+        lambda c, _: tmr.table({"s": np.array(["a", "b"], dtype=object)}).agg(lo=("s", "min"), cluster=c),
+    ),
+    "Arbitrary Python in a map function": (
+        tmr.MapFunctionError,
+        lambda c, _: tmr.MapReduce(lambda x: x.numpy().sum(), tmr.combiners.sum).run(np.arange(4.0), cluster=c),
+    ),
+    "A Keras model (or any tensor made on the client) inside a map function": (
+        tmr.MapFunctionError,
+        lambda c, _: _eager_capture(c),
+    ),
+    "Parquet, JSON, Avro, or CSV with missing numbers": (
+        tmr.InputError,
+        lambda c, tmp: tmr.mean(_csv_with_an_empty_number(tmp), cluster=c),
+    ),
+    "A `tf.data.Dataset` as input": (TypeError, lambda c, _: tmr.mean(tf.data.Dataset.range(4), cluster=c)),
+}
+"""Each row that documents a refusal: the error, and a call that must still raise it."""
+
+ABSENT = {
+    "Streaming or unbounded input": "every input has a size before the run: no call to refuse",
+    "SQL": "there is no query call",
+    "Window functions, running totals, lags": "no window call exists",
+    "Joins on anything but equal keys": "tmr.join and Table.join take no condition",
+    "A keyed result too large for the client": "a limit of the client's memory, not a refusal",
+    "Workers that check who calls them": "a property of TensorFlow's servers (tests/_cluster/test_worker.py, tests/e2e/test_isolation.py)",
+    "Machines with different TensorFlow releases": "refused by the version check (tests/_cluster/test_versions.py)",
+    "Windows or macOS": "the platform the tests run on",
+}
+"""Rows that describe something absent rather than a call refused, and where it is checked instead."""
+
+
+def test_every_row_of_the_page_is_accounted_for() -> None:
+    rows = re.findall(r"^\| \*\*(.+?)\*\*", PAGE.read_text(), flags=re.M)
+    assert sorted(rows) == sorted([*REFUSED, *ABSENT])
+
+
+def test_no_reader_of_parquet_json_or_avro_exists_yet() -> None:
+    assert not [name for name in dir(tmr) if re.search("parquet|json|avro", name, flags=re.I)]
+
+
+@pytest.mark.parametrize("row", sorted(REFUSED))
+def test_each_documented_refusal_is_still_refused(cluster: tmr.LocalCluster, tmp_path: Path, row: str) -> None:
+    error, call = REFUSED[row]
+    with pytest.raises(error):
+        call(cluster, tmp_path)
