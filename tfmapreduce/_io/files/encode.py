@@ -51,8 +51,10 @@ def as_text(values: tf.Tensor) -> tf.Tensor:
     """``values`` as strings: strings as they are, booleans as 1 and 0, numbers losslessly.
 
     Example:
-        >>> as_text(tf.constant([0.1, 1.0, 1e-30], tf.float32)).numpy().tolist()
-        [b'0.100000001', b'1', b'1e-30']
+        >>> as_text(tf.constant([0.1, 1.0, 1e-30, 1 / 3], tf.float32)).numpy().tolist()
+        [b'0.1', b'1', b'1e-30', b'0.33333334']
+        >>> as_text(tf.constant([0.39, 2 / 3, float("nan")], tf.float64)).numpy().tolist()
+        [b'0.39', b'0.6666666666666666', b'nan']
         >>> as_text(tf.constant([True, False])).numpy().tolist()
         [b'1', b'0']
     """
@@ -61,9 +63,15 @@ def as_text(values: tf.Tensor) -> tf.Tensor:
         return values
     if dtype == tf.bool:
         return tf.strings.as_string(tf.cast(values, tf.int8))
+    if dtype in (tf.float32, tf.float64):  # the fewest digits that read back as the same value (0.39, not 0.39000000000000001)
+        text = tf.strings.as_string(values, precision=_DIGITS[dtype], shortest=True)
+        for digits in range(_DIGITS[dtype] - 1, _DIGITS[dtype] - 4, -1):
+            shorter = tf.strings.as_string(values, precision=digits, shortest=True)
+            same = tf.strings.to_number(shorter, dtype) == values
+            text = tf.where(same, shorter, text)
+        return text
     if dtype in _DIGITS:
-        wide = values if dtype in (tf.float32, tf.float64) else tf.cast(values, tf.float32)
-        return tf.strings.as_string(wide, precision=_DIGITS[dtype], shortest=True)
+        return tf.strings.as_string(tf.cast(values, tf.float32), precision=_DIGITS[dtype], shortest=True)
     if dtype in (tf.uint16, tf.uint32):
         return tf.strings.as_string(tf.cast(values, tf.int64))
     return tf.strings.as_string(values)
