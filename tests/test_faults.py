@@ -138,6 +138,36 @@ def test_a_stopped_master_receiving_a_large_feed_ends_by_the_deadline(pair: tmr.
     assert tmr.mean(x[:1000], cluster=pair, timeout=30) == 1.0  # the client is still usable
 
 
+KEPT = {  # jobs that keep their result on the workers (a few seconds each on this input), and the values they keep
+    "sort": (lambda x, **kw: tmr.sort(x, **kw), lambda x: x),
+    "sort_by_key": (lambda x, **kw: tmr.sort_by_key(x, -x, **kw)[1], lambda x: -x),
+    "map": (lambda x, **kw: tmr.map(lambda v: tf.sort(v) * 2, x, **kw), lambda x: x * 2),
+    "resident=True": (
+        lambda x, **kw: tmr.sum_by_key((x > 0).astype(np.int64), x, resident=True, **kw).values,
+        lambda x: [x[x <= 0].sum(), x[x > 0].sum()],
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", KEPT)
+def test_a_job_keeping_its_result_survives_a_master_stopped_in_the_run(pair: tmr.LocalCluster, kind: str) -> None:
+    """The failed run's stored result is freed through a task it used, not through the stopped master: that waited
+    out the rest of the deadline, and the retry had none left (WorkerTimeoutError instead of the result)."""
+    job, kept = KEPT[kind]
+    x = np.random.default_rng(7).normal(size=3_000_000)
+    job(x[:1000], cluster=pair)  # compiled and warm: the stop lands in the run itself
+    stopper = threading.Timer(0.3, os.kill, (pair.pids[0], signal.SIGSTOP))
+    stopper.start()
+    try:
+        with tmr.stats() as seen:
+            result = job(x, cluster=pair, timeout=30, retries=2)
+    finally:
+        stopper.join()
+        os.kill(pair.pids[0], signal.SIGCONT)
+    assert seen.last.lost == (tmr.Task("local", 0),)
+    np.testing.assert_allclose(np.sort(result.gather()), np.sort(kept(x)))
+
+
 def test_a_hung_worker_is_left_out_and_the_run_finishes_on_the_others(pair: tmr.LocalCluster) -> None:
     x = np.arange(1000.0)
     assert tmr.mean(x, cluster=pair) == 499.5

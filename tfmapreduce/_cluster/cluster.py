@@ -306,6 +306,7 @@ class Cluster:
         hang_check: bool = False,
         fold_constants: bool = True,
         trace: tf.compat.v1.RunMetadata | None = None,
+        master: Task | None = None,
     ) -> Any:
         """Run ``fetches`` of ``graph`` as one distributed execution over ``tasks``, with a deadline.
 
@@ -314,10 +315,13 @@ class Cluster:
         the deadline (for runs a retry can repeat elsewhere; see ``_backend.run``).
         ``fold_constants=False`` for a graph that maps shared memory (see ``_backend.session_config``).
         ``trace``: a ``RunMetadata`` the run fills with its step stats (on every task).
+        ``master``: the task the run goes through instead of the cluster's :attr:`master` (a run that must not wait
+        for a master that just failed).
         """
         self.check_open()
         fed = check_feed_size(feed_dict)
-        master = self.master
+        target = self.target if master is None else f"grpc://{self.address(master)}"
+        master = self.master if master is None else master
         key = (id(graph), master)
         feeds = tuple(feed_dict)
         values = list(feed_dict.values())
@@ -329,7 +333,7 @@ class Cluster:
                 # A new session would wait out its deadline for a dead task; a cut link (no answer) must not stall it.
                 _backend.check_listening(addresses, _backend.WATCH_CONNECT)
                 config = _backend.session_config(used, timeout, fold_constants=fold_constants)
-                session = tf.compat.v1.Session(self.target, graph=graph, config=config)
+                session = tf.compat.v1.Session(target, graph=graph, config=config)
                 entry = _Session(session, addresses, repeatable=_backend.repeatable(graph))
                 self._sessions[key] = entry
         addresses = entry.addresses
