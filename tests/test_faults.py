@@ -361,6 +361,22 @@ def test_the_first_device_listing_is_bounded_by_the_runs_timeout(pair: tmr.Local
         fresh.close()
 
 
+def test_a_worker_stopped_before_the_first_device_listing_is_left_out_by_the_retry(pair: tmr.LocalCluster) -> None:
+    """The retry lists only the live tasks, and remembers those that answered: it re-asked every task (the stopped one
+    too, 10 s more) and failed naming it, where a cluster that had listed its devices finished on the survivor."""
+    fresh = tmr.Cluster.from_spec(pair.spec)  # has not listed its devices yet
+    x = np.arange(1000.0)
+    os.kill(pair.pids[1], signal.SIGSTOP)
+    try:
+        value, stats = tmr.mean(x, cluster=fresh, timeout=40, retries=2, return_stats=True)
+    finally:
+        os.kill(pair.pids[1], signal.SIGCONT)
+        fresh.close()
+    assert value == 499.5
+    assert stats.lost == (tmr.Task("local", 1),)
+    assert stats.attempts == 2
+
+
 def test_a_worker_killed_during_scatter_is_named(pair: tmr.LocalCluster) -> None:
     x = np.ones(40_000_000, np.uint8)  # 40 MB through feeds: the kill lands while it is sent
     killer = threading.Timer(0.05, _kill, (pair, 1))

@@ -12,7 +12,6 @@ import numpy as np
 import tensorflow as tf
 
 from .._base.deadline import effective_timeout
-from .._base.device import Device
 from .._base.errors import ClusterError, InputError
 from .._base.state import ClusterVar, State
 from .._base.task import Task
@@ -98,7 +97,8 @@ class Cluster:
     """
 
     _spec: dict[str, list[str]]
-    _devices: tuple[str, ...] | None = None
+    _devices: dict[Task, tuple[str, ...]] = attrs.field(factory=dict)  # each task's devices, once it answered
+    _listed: tuple[tuple[Task, ...], tuple[str, ...]] | None = None  # the live tasks last listed, and their devices
     _sessions: dict[tuple[int, Task], _Session] = attrs.field(factory=dict)
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
@@ -262,9 +262,9 @@ class Cluster:
 
     @property
     def devices(self) -> tuple[str, ...]:
-        """The full names of the devices of every live task, asked of the tasks (once, with a bounded wait).
+        """The full names of the devices of every live task, asked of the tasks (each once, with a bounded wait).
 
-        The first call also checks that every task runs this client's TensorFlow release.
+        The first time a task is asked also checks that it runs this client's TensorFlow release.
 
         Raises:
             ClusterError: a task does not answer (the message names its address), or runs another TensorFlow.
@@ -272,23 +272,35 @@ class Cluster:
         return self.list_devices(min(DEVICES_TIMEOUT, effective_timeout(None)))
 
     def list_devices(self, timeout: float) -> tuple[str, ...]:
-        """[`devices`][tfmapreduce.Cluster.devices], each task given ``timeout`` seconds to answer the first time they are asked."""
-        if self._lost:
-            return tuple(d for d in self._all_devices(timeout) if Device.parse(d).task not in self._lost)
-        return self._all_devices(timeout)
+        """[`devices`][tfmapreduce.Cluster.devices], each live task not asked before given ``timeout`` seconds to answer.
 
-    def _all_devices(self, timeout: float) -> tuple[str, ...]:
-        if self._devices is None:
-            self.check_open()
-            answers = _backend.probe({t: self.address(t) for t in self.tasks}, timeout=timeout, first=True)
-            errors = [a for a in answers.values() if isinstance(a, ClusterError)]
-            if len(errors) == 1:
-                raise errors[0]  # keeps its class (timeout or unavailable) and its .task
-            if errors:
-                raise ClusterError("cannot list the cluster's devices:\n  " + "\n  ".join(map(str, errors)))
-            _versions.check({t: self.address(t) for t in self.tasks}, timeout=timeout)
-            self._devices = tuple(name for names in answers.values() if isinstance(names, list) for name in names)
-        return self._devices
+        A [`lost`][tfmapreduce.Cluster.lost] task is not asked: a retry after a task stopped during the cluster's
+        first listing does not wait for it again.  The tasks that answered are remembered even when another did not.
+        """
+        live = self.live_tasks
+        listed = self._listed
+        if listed is not None and listed[0] == live:
+            return listed[1]
+        self._ask_devices([t for t in live if t not in self._devices], timeout)
+        devices = tuple(name for task in live for name in self._devices[task])
+        self._listed = (live, devices)
+        return devices
+
+    def _ask_devices(self, tasks: list[Task], timeout: float) -> None:
+        """Ask ``tasks`` for their devices and TensorFlow release at once; remember those that answered, then raise for
+        those that did not (a single failure keeps its class and its ``.task``)."""
+        if not tasks:
+            return
+        self.check_open()
+        answers = _backend.probe({t: self.address(t) for t in tasks}, timeout=timeout, first=True)
+        listed = {task: names for task, names in answers.items() if isinstance(names, list)}
+        _versions.check({t: self.address(t) for t in listed}, timeout=timeout)
+        self._devices.update((task, tuple(names)) for task, names in listed.items())
+        errors = [a for a in answers.values() if isinstance(a, ClusterError)]
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ClusterError("cannot list the cluster's devices:\n  " + "\n  ".join(map(str, errors)))
 
     def check_open(self) -> None:
         """Raise ClusterError if the cluster was closed."""

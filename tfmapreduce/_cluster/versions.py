@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import tensorflow as tf
 
-from .._base.errors import ClusterError
+from .._base.errors import ClusterError, WorkerTimeoutError, WorkerUnavailableError
 from .._base.log import CLUSTER
 from .._base.task import Task
 from .._version import __version__
@@ -51,7 +51,7 @@ def read(address: str, task: Task, timeout: float) -> str | None:
     """The TensorFlow version ``task`` published, or None when it published none (not a ``tfmapreduce worker``).
 
     Raises:
-        ClusterError: the task does not answer.
+        WorkerTimeoutError / WorkerUnavailableError: the task does not answer (a retry may leave it out).
     """
     graph = tf.Graph()
     with graph.as_default():
@@ -66,7 +66,9 @@ def read(address: str, task: Task, timeout: float) -> str | None:
     except (tf.errors.NotFoundError, tf.errors.FailedPreconditionError):
         return None
     except tf.errors.OpError as e:
-        raise ClusterError(f"task {task} at {address} did not say which TensorFlow it runs: {type(e).__name__}") from None
+        named = WorkerTimeoutError if isinstance(e, tf.errors.DeadlineExceededError) else WorkerUnavailableError
+        why = f"task {task} at {address} did not say which TensorFlow it runs: {type(e).__name__}"
+        raise named(why, task=task, address=address) from None
     finally:
         _backend.close_in_background(session)
 
