@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,6 +18,9 @@ from .._base.state import ClusterVar, State
 from .._base.task import Task
 from . import backend as _backend
 from . import client as _client
+from . import closing as _closing
+from . import probe as _probe
+from . import sessions as _sessions
 from . import versions as _versions
 from .runners import Runners
 from .spec import CLIENT_JOB, load_tf_config, validate_spec
@@ -69,14 +73,14 @@ def check_feed_size(feed_dict: dict[Any, Any]) -> int:
 
 @attrs.define(eq=False)
 class _Session:
-    """A session kept for one graph, with a runner per (fetches, feeds) it has run (``_backend.runner``), and the
+    """A session kept for one graph, with a runner per (fetches, feeds) it has run (``_sessions.runner``), and the
     addresses of its tasks."""
 
     session: tf.compat.v1.Session
     addresses: dict[Task, str]
     callables: dict[Any, Callable[..., Any]] = attrs.field(factory=dict)
     quick: int = 0  # runs in a row that took under _backend.QUICK_RUN
-    repeatable: bool = False  # whether a run may be cancelled and made again (_backend.repeatable)
+    repeatable: bool = False  # whether a run may be cancelled and made again (_sessions.repeatable)
 
 
 @attrs.define(eq=False)
@@ -245,7 +249,7 @@ class Cluster:
             stale = [key for key in self._sessions if key[1] == task]
             entries = [self._sessions.pop(key) for key in stale]
         for entry in entries:  # its master is dead or hung (or was only set aside): closed only if it answers
-            _backend.close_in_background(entry.session, check=entry.addresses, keep=entry)
+            _closing.close_in_background(entry.session, check=functools.partial(_probe.answering, entry.addresses), keep=entry)
 
     def mark_live(self, task: Task | str | None = None) -> None:
         """Use ``task`` (every task when None) again, e.g. after its worker was restarted."""
@@ -292,7 +296,7 @@ class Cluster:
         if not tasks:
             return
         self.check_open()
-        answers = _backend.probe({t: self.address(t) for t in tasks}, timeout=timeout, first=True)
+        answers = _probe.probe({t: self.address(t) for t in tasks}, timeout=timeout, first=True)
         listed = {task: names for task, names in answers.items() if isinstance(names, list)}
         _versions.check({t: self.address(t) for t in listed}, timeout=timeout)
         self._devices.update((task, tuple(names)) for task, names in listed.items())
@@ -325,7 +329,7 @@ class Cluster:
         The session for ``graph`` is opened once and kept until the cluster
         closes or a run on it fails.  ``hang_check`` names a hung task before
         the deadline (for runs a retry can repeat elsewhere; see ``_backend.run``).
-        ``fold_constants=False`` for a graph that maps shared memory (see ``_backend.session_config``).
+        ``fold_constants=False`` for a graph that maps shared memory (see ``_sessions.session_config``).
         ``trace``: a ``RunMetadata`` the run fills with its step stats (on every task).
         ``master``: the task the run goes through instead of the cluster's :attr:`master` (a run that must not wait
         for a master that just failed).
@@ -343,19 +347,19 @@ class Cluster:
                 used = [master, *map(Task.of, tasks)]  # the master takes part in every run
                 addresses = {t: self.address(t) for t in used}
                 # A new session would wait out its deadline for a dead task; a cut link (no answer) must not stall it.
-                _backend.check_listening(addresses, _backend.WATCH_CONNECT)
-                config = _backend.session_config(used, timeout, fold_constants=fold_constants)
+                _probe.check_listening(addresses, _backend.WATCH_CONNECT)
+                config = _sessions.session_config(used, timeout, fold_constants=fold_constants)
                 session = tf.compat.v1.Session(target, graph=graph, config=config)
-                entry = _Session(session, addresses, repeatable=_backend.repeatable(graph))
+                entry = _Session(session, addresses, repeatable=_sessions.repeatable(graph))
                 self._sessions[key] = entry
         addresses = entry.addresses
 
         def call(options: tf.compat.v1.RunOptions) -> Any:  # on a runner thread: the session's first contact may block too
             if trace is not None:  # a traced run (rare): TensorFlow's own callable fills its RunMetadata
-                return _backend.session_callable(entry.session, fetches, feeds)(values, options, trace)
+                return _sessions.session_callable(entry.session, fetches, feeds)(values, options, trace)
             runnable = entry.callables.get((id(fetches), feeds))
             if runnable is None:
-                runnable = entry.callables[(id(fetches), feeds)] = _backend.runner(entry.session, fetches, feeds)
+                runnable = entry.callables[(id(fetches), feeds)] = _sessions.runner(entry.session, fetches, feeds)
             began = time.monotonic()
             try:
                 result = runnable(values, options)
@@ -370,9 +374,9 @@ class Cluster:
                 if self._sessions.get(key) is entry:
                     del self._sessions[key]
             if getattr(error, "task", None) is not None:  # a dead or hung task: closing would wait out the deadline
-                _backend.abandon(entry.session)
+                _closing.abandon(entry.session)
             else:  # every task answers (a job slower than its deadline): the master cancels the step and closes
-                _backend.close_in_background(entry.session, keep=entry)
+                _closing.close_in_background(entry.session, keep=entry)
 
         return _backend.run(
             call,
@@ -391,13 +395,13 @@ class Cluster:
             stale = [key for key in self._sessions if key[0] == id(graph)]
             entries = [self._sessions.pop(key) for key in stale]
         for entry in entries:
-            _backend.close_in_background(entry.session)
+            _closing.close_in_background(entry.session)
 
     def drop_sessions(self) -> list[threading.Thread]:
         """Close every kept session in the background (later runs open new ones), e.g. after a worker restarted."""
         with self._lock:
             entries, self._sessions = list(self._sessions.values()), {}
-        return [_backend.close_in_background(entry.session) for entry in entries]
+        return [_closing.close_in_background(entry.session) for entry in entries]
 
     def close(self) -> None:
         """Close every session this cluster opened, and its state (the programs compiled for it).  Safe to call twice."""

@@ -21,7 +21,8 @@ from .._base.errors import ClusterError, WorkerTimeoutError, WorkerUnavailableEr
 from .._base.log import CLUSTER
 from .._base.task import Task
 from .._version import __version__
-from . import backend as _backend
+from .closing import close_in_background
+from .sessions import session_config
 
 CONTAINER = "tfmapreduce"
 NAME = "versions"
@@ -43,7 +44,7 @@ def publish(target: str, task: Task, timeout: float = 30.0) -> None:
         handle = _variable(device)
         with tf.device(device):
             assign = tf.raw_ops.AssignVariableOp(resource=handle, value=tf.constant([tf.__version__, __version__]))
-    with tf.compat.v1.Session(target, graph=graph, config=_backend.session_config([task], timeout)) as session:
+    with tf.compat.v1.Session(target, graph=graph, config=session_config([task], timeout)) as session:
         session.run(assign)
 
 
@@ -59,7 +60,7 @@ def read(address: str, task: Task, timeout: float) -> str | None:
         handle = _variable(device)
         with tf.device(device):
             value = tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.string)
-    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph, config=_backend.session_config([task], timeout))
+    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph, config=session_config([task], timeout))
     try:
         tf_version, _ = (str(v.decode()) for v in session.run(value))
         return tf_version
@@ -70,7 +71,7 @@ def read(address: str, task: Task, timeout: float) -> str | None:
         why = f"task {task} at {address} did not say which TensorFlow it runs: {type(e).__name__}"
         raise named(why, task=task, address=address) from None
     finally:
-        _backend.close_in_background(session)
+        close_in_background(session)
 
 
 def compare(client: str, reported: Mapping[Task, str | None]) -> tuple[Task, ...]:
