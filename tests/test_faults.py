@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from namespaces import unshare_works
+from stopping import stop
 
 import tfmapreduce as tmr
 from tfmapreduce._native.loader import kernels
@@ -126,7 +127,7 @@ def test_a_join_killed_in_the_middle_gives_every_row_once(pair: tmr.LocalCluster
 def test_a_stopped_master_receiving_a_large_feed_ends_by_the_deadline(pair: tmr.LocalCluster) -> None:
     x = np.ones(20_000_000, np.float32)  # 80 MB: TensorFlow's own deadline does not bound this call
     assert tmr.mean(x[:10], cluster=pair) == 1.0
-    os.kill(pair.pids[0], signal.SIGSTOP)
+    stop(pair.pids[0])
     try:
         started = time.monotonic()
         with pytest.raises(tmr.WorkerTimeoutError) as info:
@@ -156,7 +157,7 @@ def test_a_job_keeping_its_result_survives_a_master_stopped_in_the_run(pair: tmr
     job, kept = KEPT[kind]
     x = np.random.default_rng(7).normal(size=3_000_000)
     job(x[:1000], cluster=pair)  # compiled and warm: the stop lands in the run itself
-    stopper = threading.Timer(0.3, os.kill, (pair.pids[0], signal.SIGSTOP))
+    stopper = threading.Timer(0.3, stop, (pair.pids[0],))
     stopper.start()
     try:
         with tmr.stats() as seen:
@@ -171,7 +172,7 @@ def test_a_job_keeping_its_result_survives_a_master_stopped_in_the_run(pair: tmr
 def test_a_hung_worker_is_left_out_and_the_run_finishes_on_the_others(pair: tmr.LocalCluster) -> None:
     x = np.arange(1000.0)
     assert tmr.mean(x, cluster=pair) == 499.5
-    os.kill(pair.pids[1], signal.SIGSTOP)
+    stop(pair.pids[1])
     try:
         started = time.monotonic()
         value, stats = tmr.mean(x, cluster=pair, timeout=8, return_stats=True)
@@ -349,7 +350,7 @@ def test_the_client_exits_cleanly_after_a_worker_failure() -> None:
 
 def test_the_first_device_listing_is_bounded_by_the_runs_timeout(pair: tmr.LocalCluster) -> None:
     fresh = tmr.Cluster.from_spec(pair.spec)  # has not listed its devices yet
-    os.kill(pair.pids[1], signal.SIGSTOP)
+    stop(pair.pids[1])
     try:
         started = time.monotonic()
         with pytest.raises(tmr.WorkerTimeoutError) as info:
@@ -366,7 +367,7 @@ def test_a_worker_stopped_before_the_first_device_listing_is_left_out_by_the_ret
     too, 10 s more) and failed naming it, where a cluster that had listed its devices finished on the survivor."""
     fresh = tmr.Cluster.from_spec(pair.spec)  # has not listed its devices yet
     x = np.arange(1000.0)
-    os.kill(pair.pids[1], signal.SIGSTOP)
+    stop(pair.pids[1])
     try:
         value, stats = tmr.mean(x, cluster=fresh, timeout=40, retries=2, return_stats=True)
     finally:
