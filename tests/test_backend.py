@@ -114,9 +114,7 @@ def test_a_stopped_task_that_the_run_does_not_use_does_not_matter(own: LocalClus
     pid = own.pids[1]
     stop(pid)
     try:
-        started = time.monotonic()
-        assert run_on_task_0(own, timeout=TIMEOUT) == 6.0
-        assert time.monotonic() - started < TIMEOUT / 2  # it did not wait for the stopped task
+        assert run_on_task_0(own, timeout=TIMEOUT) == 6.0  # a run that waited for the stopped task would have timed out
     finally:
         os.kill(pid, signal.SIGCONT)
 
