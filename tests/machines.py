@@ -4,7 +4,8 @@ A :class:`Rack` makes a Linux bridge with an address of a private test range (``
 in this host's namespace, and per machine a network namespace joined to the bridge by a veth pair, with its own
 address (``10.233.X.(10 + i)``).  Each machine's ``tfmapreduce worker --allow-network`` runs there as pid 1 of its
 own pid namespace, with an empty private ``/tmp`` and ``/dev/shm`` (see ``namespaces.machine_argv``): the
-client's files and processes are invisible to it, as another machine's are.  The client stays in this host's
+client's files and processes are invisible to it, as another machine's are (but for the interpreter and the package,
+bound back at their paths where they lie under ``/tmp``).  The client stays in this host's
 namespace and reaches the machines over the bridge; ``beside=`` adds workers in this host's namespace too (on the
 bridge's address), which do share the client's files.
 
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from namespaces import free_octet, ip, machine_argv, require_netns, shape, unshare_works
+from namespaces import free_octet, ip, machine_argv, private_paths, require_netns, shape, unshare_works
 from ports import free_port
 
 import tfmapreduce as tmr
@@ -143,11 +144,10 @@ class Rack:
         require_netns("a rack of machines in network namespaces")
         if not unshare_works("--mount", "--pid", "--fork", "--mount-proc"):
             pytest.skip("a rack's machines need pid and mount namespaces (unshare --mount --pid --fork): refused here")
-        for needed in (sys.executable, os.path.realpath(sys.executable), tmr.__file__):
-            if Path(needed).is_relative_to("/tmp") or Path(needed).is_relative_to("/dev/shm"):
-                pytest.skip(
-                    f"a rack's machines get a private /tmp and /dev/shm, so they cannot run {needed}: use a checkout elsewhere"
-                )
+        # what a worker runs (the interpreter, its libraries, the package) stays visible where it lies under /tmp
+        package = Path(tmr.__file__).parents[1]
+        needed = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), str(package)]
+        self._keep = private_paths([*needed, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
         self._steps: list[Callable[[], object]] = []
         self._finalizer = weakref.finalize(self, _undo, self._steps)
         sweep()
@@ -202,7 +202,7 @@ class Rack:
         self._ip("-n", netns, "addr", "add", f"{address.rpartition(':')[0]}/24", "dev", inner)
         self._ip("-n", netns, "link", "set", inner, "up")
         self._ip("-n", netns, "link", "set", "lo", "up")
-        return Machine(task, address, netns, link, inner, log, machine_argv(netns, worker))
+        return Machine(task, address, netns, link, inner, log, machine_argv(netns, worker, self._keep))
 
     def _start(self, machine: Machine) -> None:
         with open(machine.log, "ab") as log:

@@ -6,10 +6,12 @@ import contextlib
 import functools
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import attrs
 import pytest
@@ -84,16 +86,37 @@ def shape(dev: str, *, rate_bps: float | None = None, delay_ms: float | None = N
     return said
 
 
-def machine_argv(netns: str, argv: list[str]) -> list[str]:
+PRIVATE = ("/tmp", "/dev/shm")
+"""The folders a machine gets empty, of its own."""
+
+
+def machine_argv(netns: str, argv: list[str], keep: Sequence[str] = ()) -> list[str]:
     """``argv`` run as a machine of its own inside ``netns``: its own pid namespace (it is pid 1 there, and sees only
     its own processes in ``/proc``) and mount namespace, with an empty private tmpfs on ``/tmp`` and ``/dev/shm``.
+
+    ``keep``: folders under those two that the machine must still see at their paths (a checkout or an interpreter
+    that lies there): each is opened before the private folders are mounted and bound back onto its path after.
 
     ``unshare --kill-child`` kills the namespace's processes when ``unshare`` dies; killing the process group of the
     returned command ends them all.
     """
-    mounts = 'mount -t tmpfs -o mode=1777 tmpfs /tmp && mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$@"'
+    kept = [p for p in keep if not any(Path(p).is_relative_to(q) and p != q for q in keep)]  # a folder inside another is in it
+    opened = " ".join(f"exec {3 + i}< {shlex.quote(p)};" for i, p in enumerate(kept))
+    mounts = " && ".join(f"mount -t tmpfs -o mode=1777 tmpfs {d}" for d in PRIVATE)
+    # mount -c: the fd's path, not its name (canonicalized, the name would find the new empty folder)
+    bound = "".join(
+        f" && mkdir -p {shlex.quote(p)} && mount -c --bind /proc/self/fd/{3 + i} {shlex.quote(p)} && exec {3 + i}<&-"
+        for i, p in enumerate(kept)
+    )
+    script = f'{opened} {mounts}{bound} && exec "$@"'
     unshare = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private"]
-    return ["ip", "netns", "exec", netns, *unshare, "sh", "-c", mounts, "sh", *argv]
+    return ["ip", "netns", "exec", netns, *unshare, "sh", "-c", script, "sh", *argv]
+
+
+def private_paths(paths: Sequence[str]) -> list[str]:
+    """The folders of ``paths`` (those that exist) that lie under a machine's private folders (:data:`PRIVATE`), each once."""
+    folders = [p for p in map(os.path.realpath, paths) if os.path.isdir(p)]
+    return sorted({p for p in folders if any(Path(p).is_relative_to(d) for d in PRIVATE)})
 
 
 @attrs.frozen

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorflow as tf
+from stopping import stop
 
 import tfmapreduce as tmr
 from tfmapreduce import JobError, LocalCluster, WorkerTimeoutError, WorkerUnavailableError
@@ -76,7 +77,7 @@ def test_a_stopped_worker_ends_the_run_at_its_deadline_naming_the_task(own: Loca
     assert run_both(own, graph=graph) == 238  # a session exists: the stop hits a run, not a session creation
     if runs == "quick runs":
         quick(own, graph)
-    os.kill(pid, signal.SIGSTOP)
+    stop(pid)
     try:
         started = time.monotonic()
         with pytest.raises(WorkerTimeoutError) as info:
@@ -96,7 +97,7 @@ def test_a_stopped_worker_ends_the_run_at_its_deadline_naming_the_task(own: Loca
 
 def test_a_stopped_worker_ends_a_new_session_at_its_deadline(own: LocalCluster) -> None:
     pid = own.pids[1]
-    os.kill(pid, signal.SIGSTOP)
+    stop(pid)
     try:
         started = time.monotonic()
         with pytest.raises(WorkerTimeoutError) as info:
@@ -111,11 +112,9 @@ def test_a_stopped_worker_ends_a_new_session_at_its_deadline(own: LocalCluster) 
 
 def test_a_stopped_task_that_the_run_does_not_use_does_not_matter(own: LocalCluster) -> None:
     pid = own.pids[1]
-    os.kill(pid, signal.SIGSTOP)
+    stop(pid)
     try:
-        started = time.monotonic()
-        assert run_on_task_0(own, timeout=TIMEOUT) == 6.0
-        assert time.monotonic() - started < TIMEOUT / 2  # it did not wait for the stopped task
+        assert run_on_task_0(own, timeout=TIMEOUT) == 6.0  # a run that waited for the stopped task would have timed out
     finally:
         os.kill(pid, signal.SIGCONT)
 

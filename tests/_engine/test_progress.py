@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import tfmapreduce as tmr
 from tfmapreduce._base.plan import Shard
-from tfmapreduce._cluster import backend as _backend
+from tfmapreduce._cluster import sessions as _sessions
 from tfmapreduce._engine import progress as _progress
 from tfmapreduce._io.source import Batches
 
@@ -89,8 +89,8 @@ def test_counting_leaves_a_run_repeatable_and_other_assignments_do_not() -> None
     assert counters.total is None  # a piece whose rows only reading tells
     assert isinstance(counted, tf.Operation)
     assert isinstance(total, tf.Tensor)
-    assert _backend.repeatable(graph)
+    assert _sessions.repeatable(graph)
     with graph.as_default():
         variable = tf.raw_ops.VarHandleOp(dtype=tf.int64, shape=[], shared_name="someone_elses")
         tf.raw_ops.AssignAddVariableOp(resource=variable, value=tf.constant(1, tf.int64))
-    assert not _backend.repeatable(graph)
+    assert not _sessions.repeatable(graph)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import stopping
 import tensorflow as tf
 
 import tfmapreduce as tmr
@@ -113,7 +114,7 @@ def test_a_stopped_task_s_shard_is_backed_up_and_counted_once() -> None:
         worker = local.pids[1]
 
         def stopped_run(runs: int = 1, **options: Any) -> tuple[Any, float]:
-            os.kill(worker, signal.SIGSTOP)
+            stopping.stop(worker)
             resume = threading.Timer(stop, os.kill, (worker, signal.SIGCONT))
             resume.start()
             try:
@@ -144,7 +145,7 @@ def test_a_task_stopped_before_the_first_speculative_run_is_named_and_retried_ar
     job = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum)
     with tmr.LocalCluster(2) as local:
         assert float(tmr.sum(x, cluster=local)) == x.sum()  # connected while every task answers
-        os.kill(local.pids[1], signal.SIGSTOP)
+        stopping.stop(local.pids[1])
         try:
             started = time.monotonic()
             total, stats = job.run(x, cluster=local, speculate=True, timeout=30, return_stats=True)

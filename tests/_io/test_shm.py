@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from namespaces import unshare_works
+from stopping import stop
 
 import tfmapreduce as tmr
 from tfmapreduce._engine import cache as _cache
@@ -250,7 +251,7 @@ def test_files_are_closed_when_the_run_times_out_and_buffers_when_the_cluster_cl
         job = tmr.MapReduce(tf.reduce_sum, tf.add)
         x = np.ones(100_000, np.float32)
         assert job.run(x, cluster=local, transfer="shm") == 100_000  # compiled, session open
-        os.kill(local.pids[1], signal.SIGSTOP)
+        stop(local.pids[1])
         try:
             started = time.monotonic()
             with pytest.raises(tmr.WorkerTimeoutError):

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from namespaces import unshare_works
+from stopping import stop
 
 import tfmapreduce as tmr
 from tfmapreduce._native.loader import kernels
@@ -126,7 +127,7 @@ def test_a_join_killed_in_the_middle_gives_every_row_once(pair: tmr.LocalCluster
 def test_a_stopped_master_receiving_a_large_feed_ends_by_the_deadline(pair: tmr.LocalCluster) -> None:
     x = np.ones(20_000_000, np.float32)  # 80 MB: TensorFlow's own deadline does not bound this call
     assert tmr.mean(x[:10], cluster=pair) == 1.0
-    os.kill(pair.pids[0], signal.SIGSTOP)
+    stop(pair.pids[0])
     try:
         started = time.monotonic()
         with pytest.raises(tmr.WorkerTimeoutError) as info:
@@ -138,10 +139,40 @@ def test_a_stopped_master_receiving_a_large_feed_ends_by_the_deadline(pair: tmr.
     assert tmr.mean(x[:1000], cluster=pair, timeout=30) == 1.0  # the client is still usable
 
 
+KEPT = {  # jobs that keep their result on the workers (a few seconds each on this input), and the values they keep
+    "sort": (lambda x, **kw: tmr.sort(x, **kw), lambda x: x),
+    "sort_by_key": (lambda x, **kw: tmr.sort_by_key(x, -x, **kw)[1], lambda x: -x),
+    "map": (lambda x, **kw: tmr.map(lambda v: tf.sort(v) * 2, x, **kw), lambda x: x * 2),
+    "resident=True": (
+        lambda x, **kw: tmr.sum_by_key((x > 0).astype(np.int64), x, resident=True, **kw).values,
+        lambda x: [x[x <= 0].sum(), x[x > 0].sum()],
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", KEPT)
+def test_a_job_keeping_its_result_survives_a_master_stopped_in_the_run(pair: tmr.LocalCluster, kind: str) -> None:
+    """The failed run's stored result is freed through a task it used, not through the stopped master: that waited
+    out the rest of the deadline, and the retry had none left (WorkerTimeoutError instead of the result)."""
+    job, kept = KEPT[kind]
+    x = np.random.default_rng(7).normal(size=3_000_000)
+    job(x[:1000], cluster=pair)  # compiled and warm: the stop lands in the run itself
+    stopper = threading.Timer(0.3, stop, (pair.pids[0],))
+    stopper.start()
+    try:
+        with tmr.stats() as seen:
+            result = job(x, cluster=pair, timeout=30, retries=2)
+    finally:
+        stopper.join()
+        os.kill(pair.pids[0], signal.SIGCONT)
+    assert seen.last.lost == (tmr.Task("local", 0),)
+    np.testing.assert_allclose(np.sort(result.gather()), np.sort(kept(x)))
+
+
 def test_a_hung_worker_is_left_out_and_the_run_finishes_on_the_others(pair: tmr.LocalCluster) -> None:
     x = np.arange(1000.0)
     assert tmr.mean(x, cluster=pair) == 499.5
-    os.kill(pair.pids[1], signal.SIGSTOP)
+    stop(pair.pids[1])
     try:
         started = time.monotonic()
         value, stats = tmr.mean(x, cluster=pair, timeout=8, return_stats=True)
@@ -319,7 +350,7 @@ def test_the_client_exits_cleanly_after_a_worker_failure() -> None:
 
 def test_the_first_device_listing_is_bounded_by_the_runs_timeout(pair: tmr.LocalCluster) -> None:
     fresh = tmr.Cluster.from_spec(pair.spec)  # has not listed its devices yet
-    os.kill(pair.pids[1], signal.SIGSTOP)
+    stop(pair.pids[1])
     try:
         started = time.monotonic()
         with pytest.raises(tmr.WorkerTimeoutError) as info:
@@ -329,6 +360,22 @@ def test_the_first_device_listing_is_bounded_by_the_runs_timeout(pair: tmr.Local
     finally:
         os.kill(pair.pids[1], signal.SIGCONT)
         fresh.close()
+
+
+def test_a_worker_stopped_before_the_first_device_listing_is_left_out_by_the_retry(pair: tmr.LocalCluster) -> None:
+    """The retry lists only the live tasks, and remembers those that answered: it re-asked every task (the stopped one
+    too, 10 s more) and failed naming it, where a cluster that had listed its devices finished on the survivor."""
+    fresh = tmr.Cluster.from_spec(pair.spec)  # has not listed its devices yet
+    x = np.arange(1000.0)
+    stop(pair.pids[1])
+    try:
+        value, stats = tmr.mean(x, cluster=fresh, timeout=40, retries=2, return_stats=True)
+    finally:
+        os.kill(pair.pids[1], signal.SIGCONT)
+        fresh.close()
+    assert value == 499.5
+    assert stats.lost == (tmr.Task("local", 1),)
+    assert stats.attempts == 2
 
 
 def test_a_worker_killed_during_scatter_is_named(pair: tmr.LocalCluster) -> None:

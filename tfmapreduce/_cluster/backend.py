@@ -1,244 +1,28 @@
-"""How a graph runs on the cluster: distributed Sessions with a deadline on everything.
+"""How a graph runs on the cluster: one distributed Session call with a deadline on everything, watched.
 
 TF2's remote eager blocks forever on a stopped worker; a ``tf.compat.v1.Session``
 honours ``operation_timeout_in_ms`` on creation, every run and close.  So every
-session here gets that deadline, a device filter naming just the tasks it needs,
-and hard placement (no silent soft fallback).  TensorFlow's errors for a hung or
-dead task become WorkerTimeoutError / WorkerUnavailableError naming the task.
+session gets that deadline, a device filter naming just the tasks it needs, and
+hard placement (``sessions``).  A run is handed to a runner thread and watched:
+a dead task is named within a poll, a hung one by probes (``probe``), and the
+caller stops waiting half a second past the deadline whatever TensorFlow does.
+TensorFlow's errors for a hung or dead task become WorkerTimeoutError /
+WorkerUnavailableError naming the task.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import functools
-import operator
-import re
-import socket
-import threading
 import time
-import weakref
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
-from tensorflow.python.client import pywrap_tf_session
-from tensorflow.python.framework import op_def_registry
 
 from .._base.errors import ClusterError, JobError, TfMapReduceError, WorkerTimeoutError, WorkerUnavailableError
 from .._base.task import Task
-from .runners import Runners, wait_for_runners
-
-PROBE_TIMEOUT = 1.0
-"""Seconds each task gets to answer when a run timed out and the culprit is sought."""
-
-
-def session_config(tasks: Iterable[Task], timeout: float, *, fold_constants: bool = True) -> tf.compat.v1.ConfigProto:
-    """A ConfigProto that bounds every call by ``timeout`` and talks only to ``tasks``.
-
-    ``fold_constants=False`` turns off the classic graph optimizer (opt level L0) for graphs that map
-    shared memory: it would read an ``ImmutableConst`` once and fold its first contents into the graph.
-
-    Grappler is off: besides the graph, it optimized every ``tf.data`` function again each time a run made its
-    dataset, about 3 ms a function (7.4 → 2.5 ms a run for ``range.map.reduce`` in one process); a file job over 4
-    files read 42 → 18 ms a run, a 200 MB ``.npy`` mean 91 → 67 ms, with no slower job in the benchmarks.
-    """
-    config = tf.compat.v1.ConfigProto(
-        operation_timeout_in_ms=max(1, int(timeout * 1000)),
-        device_filters=sorted({str(t) for t in tasks}),
-        allow_soft_placement=False,
-    )
-    if not fold_constants:
-        config.graph_options.optimizer_options.opt_level = tf.compat.v1.OptimizerOptions.L0
-    config.graph_options.rewrite_options.disable_meta_optimizer = True
-    return config
-
-
-REPEATABLE = frozenset(
-    {"Assert", "If", "While", "StatefulPartitionedCall", "Timestamp", "ReadVariableOp", "VarHandleOp", "VarIsInitializedOp"}
-    | {"TmrCheckCancelled"}
-    | {"RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal", "Multinomial", "RandomShuffle"}
-)
-"""Stateful ops a run may repeat with no effect beyond its own result: checks, control flow (whose bodies are looked at
-too), clocks, variable reads and random draws; datasets (reads) besides.  A graph with any other stateful op (a print,
-an assignment, a file write, a py_function) is never cancelled and made again (see :func:`run`)."""
-
-
-COUNTING = "tmr_progress"
-"""The name of every op that counts a run's progress (``_progress``): a run sets its counters to 0 first, so a run made
-again counts right too."""
-
-
-def repeatable(graph: tf.Graph) -> bool:
-    """Whether a run of ``graph`` may be cancelled and made again without doing anything twice (see :data:`REPEATABLE`)."""
-    types = {op.type for op in graph.get_operations() if not op.name.split("/")[-1].startswith(COUNTING)}
-    types |= {
-        node.op
-        for function in graph.as_graph_def().library.function
-        for node in function.node_def
-        if not node.name.startswith(COUNTING)
-    }
-    for name in types:
-        if name in REPEATABLE or re.search(r"Dataset(V\d+)?$", name):
-            continue
-        op_def = op_def_registry.get(name)
-        if op_def is None or op_def.is_stateful:
-            return False
-    return True
-
-
-EXIT_WAIT = 5.0
-"""Seconds the interpreter's exit waits for sessions still closing in the background."""
-
-_closing: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
-
-
-def close_in_background(
-    session: tf.compat.v1.Session, *, check: dict[Task, str] | None = None, keep: object = None
-) -> threading.Thread:
-    """Close a session without waiting for its master's answer.
-
-    The thread is not a daemon: the interpreter waits for it before it finalizes, because a daemon
-    thread that returns from TensorFlow's C++ close while Python is finalizing is unwound by force
-    and the C++ runtime aborts the process ("FATAL: exception not rethrown", exit 134).  So a close
-    that cannot finish must not be started: it waits out the session's whole deadline (the run's
-    timeout, 60 s by default), and so does the interpreter's exit.  A dead or stopped master never
-    answers (gRPC redials it until the deadline), and a live master's ``MasterSession::Close`` first
-    waits for the cleanup of a failed step on each of its tasks, which never ends on a dead one.
-    Such sessions are abandoned (:func:`abandon`) instead: a run that fails naming a task abandons
-    its session at once, and ``check`` (a session's tasks and their addresses, for one whose task is
-    suspect) probes them first, abandoning the session unless every one answers.  The deadline is
-    not shortened for closes instead: a session's ``operation_timeout_in_ms`` also bounds its
-    creation and callables, which ship and register the whole graph.
-
-    ``keep`` (the session's callables) stays referenced until the session is closed or abandoned:
-    a callable freed before then releases itself with a call to the master, which blocks the same way.
-    """
-
-    def close(keep: object) -> None:
-        if check is not None and any(isinstance(answer, ClusterError) for answer in probe(check).values()):
-            abandon(session)
-            return
-        with contextlib.suppress(tf.errors.OpError):  # a dead or hung master: nothing to close, nobody to tell
-            session.close()
-
-    thread = threading.Thread(target=close, args=(keep,), name="tfmapreduce-close", daemon=False)
-    _closing.add(thread)
-    thread.start()
-    return thread
-
-
-def abandon(session: tf.compat.v1.Session) -> None:
-    """Let go of a session without a call to its master, now or when it and its callables are freed.
-
-    Its state stays on a master that survives until that worker process exits: a close could not
-    free it while a task of its failed step is dead, and a stopped task's is given up on.
-    """
-    session._closed = True  # private: BaseSession.close() and _Callable.__del__ then send nothing
-
-
-@atexit.register
-def _wait_for_closes() -> None:
-    """Let background closes and runner calls finish before the interpreter finalizes.
-
-    Closes started by other exit hooks (a LocalCluster nobody closed) come after the
-    interpreter has joined its threads, so they are joined here: each is quick (a session
-    that cannot be closed is abandoned, see :func:`close_in_background`), and bounded by its
-    session's deadline in any case.  A runner call still in TensorFlow after :data:`EXIT_WAIT`
-    seconds (a call given up on, to a stopped master) is left: it returns only when
-    that task resumes.
-    """
-    for thread in list(_closing):
-        thread.join()
-    wait_for_runners(EXIT_WAIT)
-
-
-def check_listening(addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT) -> None:
-    """Raise WorkerUnavailableError naming the first task whose address refuses a TCP connection.
-
-    A new session waits until its deadline for a task that is dead (gRPC keeps reconnecting),
-    while a refused connection says at once that nothing listens there.  A task that does not
-    answer at all (a stopped process still accepts; a host that drops packets times out) passes:
-    the session's deadline decides about it.
-    """
-    for task, address in addresses.items():
-        host, _, port = address.rpartition(":")
-        try:
-            socket.create_connection((host.strip("[]"), int(port)), timeout=min(timeout, PROBE_TIMEOUT)).close()
-        except TimeoutError:
-            continue
-        except OSError as e:
-            raise WorkerUnavailableError(
-                f"task {task} at {address} is unreachable (cannot connect: {e.strerror or e}): start its worker "
-                f"(tfmapreduce worker --cluster SPEC --job {task.job} --task {task.index}) or fix the address in the spec",
-                task=task,
-                address=address,
-            ) from None
-
-
-def list_task_devices(address: str, task: Task, timeout: float, *, first: bool = False) -> list[str]:
-    """The full device names of ``task``, asked of that task itself.
-
-    ``first``: the cluster's first listing, when another task may already be stopped.  A session asked for its devices
-    before its first run is made without its config, so its master would wait for every task of the cluster, the
-    stopped one too: a first run of a no-op on the task makes it with its device filter.  (The hang checks of a run
-    leave it out: a second round trip would be one more chance for a slow but live task to miss the probe's deadline.)
-
-    Raises:
-        WorkerTimeoutError / WorkerUnavailableError: the task does not answer in time.
-    """
-    prefix = f"/job:{task.job}/replica:0/task:{task.index}/"
-    end = time.monotonic() + timeout
-    check_listening({task: address}, timeout)
-    # A host that drops packets (a cut link) used the whole connect timeout: the session gets what is left of it, so a
-    # probe of such a task still ends within ``timeout`` (not twice that).
-    left = max(0.001, end - time.monotonic())
-    graph = tf.Graph() if first else None
-    if graph is not None:
-        with graph.as_default(), tf.device(f"/job:{task.job}/task:{task.index}"):
-            noop = tf.no_op()
-    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph, config=session_config([task], left))
-    try:
-        if graph is not None:
-            session.run(noop)
-        return [d.name for d in session.list_devices() if d.name.startswith(prefix)]
-    except tf.errors.DeadlineExceededError:
-        raise WorkerTimeoutError(
-            f"task {task} at {address} did not answer within {timeout:g} s: the worker is stopped, hung or "
-            "overloaded (check that its process is running and not suspended)",
-            task=task,
-            address=address,
-        ) from None
-    except tf.errors.OpError as e:
-        raise WorkerUnavailableError(
-            f"task {task} at {address} is unreachable ({_first_line(e)}): start its worker "
-            f"(tfmapreduce worker --cluster SPEC --job {task.job} --task {task.index}) or fix the address in the spec",
-            task=task,
-            address=address,
-        ) from None
-    finally:
-        close_in_background(session)
-
-
-def probe(
-    addresses: dict[Task, str], timeout: float = PROBE_TIMEOUT, *, first: bool = False
-) -> dict[Task, list[str] | ClusterError]:
-    """Ask every task for its devices at once; each answer is a device list or the error it gave (``first``: see
-    :func:`list_task_devices`)."""
-
-    def one(task: Task) -> list[str] | ClusterError:
-        try:
-            return list_task_devices(addresses[task], task, timeout, first=first)
-        except ClusterError as e:
-            return e
-
-    if not addresses:
-        return {}
-    with ThreadPoolExecutor(max_workers=min(32, len(addresses))) as pool:
-        return dict(zip(addresses, pool.map(one, addresses), strict=True))
-
+from .probe import PROBE_TIMEOUT, check_listening, first_line, probe
+from .runners import Runners
 
 POLL = 1.0
 """Seconds between the watchdog's checks that every task of a running call still listens."""
@@ -266,57 +50,6 @@ QUICK_LIMIT = 0.25
 
 QUICK_FEED = 1 << 20
 """Bytes fed at most to a run made on the caller's thread (a large feed to a stopped master ignores deadlines)."""
-
-
-def session_callable(session: tf.compat.v1.Session, fetches: Any, feeds: tuple[Any, ...]) -> Callable[..., Any]:
-    """As :func:`runner`, through ``Session.make_callable``: ``(values, options, run_metadata=None)``, the run's step
-    stats written into ``run_metadata`` when one is given."""
-    made = session.make_callable(fetches, feed_list=list(feeds) or None, accept_options=True)
-    return lambda values, options, run_metadata=None: made(*values, options=options, run_metadata=run_metadata)
-
-
-def runner(session: tf.compat.v1.Session, fetches: Any, feeds: tuple[Any, ...]) -> Callable[[list[Any], Any], Any]:
-    """A run of ``fetches`` of ``session``'s graph: ``runner(...)(values, options)`` with the values of ``feeds`` in
-    order and the run's ``RunOptions``.
-
-    Made straight through TensorFlow's C API (``TF_SessionRun``), its errors read as ``Session.run`` reads them: that
-    skips ``Session.run``'s per-call Python (its fetch handler, feed checks and conversions), measured at 0.25 ms of a
-    2.5 ms run of a 100-element mean on two workers here (the tiny shipped job of ``python -m benchmarks``).  Where a
-    fetch is not a tensor (an op) or a feed not an array (a resource), ``Session.make_callable`` serves instead.
-    """
-    flat = tf.nest.flatten(fetches)
-    if not flat or not all(isinstance(t, tf.Tensor) for t in flat) or any(f.dtype in (tf.resource, tf.variant) for f in feeds):
-        return session_callable(session, fetches, feeds)
-    # Private: the session's C handle, and how Session._do_run calls TensorFlow and names an op's error.
-    outputs = [t._as_tf_output() for t in flat]
-    inputs = [f._as_tf_output() for f in feeds]
-    dtypes = [f.dtype.as_numpy_dtype for f in feeds]
-    pack: Callable[[list[Any]], Any]  # the fetched values in the structure of ``fetches`` (``tf.nest`` for a nested one)
-    if fetches is flat[0]:
-        pack = operator.itemgetter(0)
-    elif type(fetches) in (tuple, list) and list(map(id, fetches)) == list(map(id, flat)):  # flat: ((a, b), (), (c,)) is not
-        pack = type(fetches)
-    else:
-        pack = functools.partial(tf.nest.pack_sequence_as, fetches)
-
-    extended = [-1]  # the graph's version the session last saw: ops added since are sent to it first, as run() does
-
-    def run_once(feed: dict[Any, Any], options: Any) -> Any:
-        if session.graph.version != extended[0]:
-            version = session.graph.version
-            session._extend_graph()
-            extended[0] = version
-        return pywrap_tf_session.TF_SessionRun_wrapper(session._session, options, feed, outputs, [], None)
-
-    def run(values: list[Any], options: tf.compat.v1.RunOptions) -> Any:
-        feed = {i: np.asarray(v, dtype=d) for i, v, d in zip(inputs, values, dtypes, strict=True)}
-        buffer = pywrap_tf_session.TF_NewBufferFromString(options.SerializeToString())
-        try:
-            return pack(session._do_call(run_once, feed, buffer))
-        finally:
-            pywrap_tf_session.TF_DeleteBuffer(buffer)
-
-    return run
 
 
 def run(
@@ -411,13 +144,13 @@ def _named(e: tf.errors.OpError, addresses: dict[Task, str], timeout: float) -> 
         task = Task.find(e.message or "")
         if task is not None and task in addresses:
             return WorkerUnavailableError(
-                f"task {task} at {addresses[task]} is gone ({_first_line(e)}); its worker process died or "
+                f"task {task} at {addresses[task]} is gone ({first_line(e)}); its worker process died or "
                 "cannot be reached: restart it, or run on the tasks that remain",
                 task=task,
                 address=addresses[task],
             )
-        return _culprit(addresses, f"the run failed ({_first_line(e)})")
-    error = JobError(f"the job failed on the cluster: {_first_line(e)}")
+        return _culprit(addresses, f"the run failed ({first_line(e)})")
+    error = JobError(f"the job failed on the cluster: {first_line(e)}")
     error.details = e.message or ""
     return error
 
@@ -449,26 +182,3 @@ def _culprit(addresses: dict[Task, str], what: str) -> ClusterError:
         f"{what}, yet every task answers a probe: the job itself is slower than the deadline; pass a larger "
         "timeout= (or set_timeout()) or give it more shards"
     )
-
-
-def _first_line(error: tf.errors.OpError) -> str:
-    """The line of TensorFlow's message that says what went wrong, with the node and task that failed.
-
-    Session errors start with "Graph execution error:" and a Python trace of where
-    the node was defined; the cause is the first line after those.
-    """
-    text = error.message or type(error).__name__
-    node = re.search(r"^Node: '([^']+)'", text, re.M)
-    task = re.search(r"^From (/job:[^:]+:\d+|/job:\S+):?$", text, re.M)
-    skip = ("Graph execution error", "Detected at node", "File ", "Node: ", "From /job:", "[[", "=", "Additional GRPC error")
-    noise = ("root error(s) found", "successful operations", "derived errors ignored")
-    lines = []
-    for line in text.splitlines():
-        line = re.sub(r"^(\(\d+\)\s*)?([A-Z_]+:\s+)?", "", line.strip())  # "(0) INVALID_ARGUMENT: " prefixes
-        if line and not line.startswith(skip) and not any(n in line for n in noise):
-            lines.append(line)
-    cause = lines[0] if lines else type(error).__name__
-    if node:
-        where = f" on {task.group(1).rstrip(':')}" if task else ""
-        return f"op {node.group(1)}{where}: {cause}"
-    return cause

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -11,12 +12,14 @@ import attrs
 import tensorflow as tf
 
 from .._base.deadline import effective_timeout
-from .._base.device import Device
 from .._base.errors import ClusterError
 from .._base.state import ClusterVar, State
 from .._base.task import Task
 from . import backend as _backend
 from . import client as _client
+from . import closing as _closing
+from . import probe as _probe
+from . import sessions as _sessions
 from . import versions as _versions
 from .feeds import check_feed_size
 from .runners import Runners
@@ -30,14 +33,14 @@ DEVICES_TIMEOUT = 10.0
 
 @attrs.define(eq=False)
 class _Session:
-    """A session kept for one graph, with a runner per (fetches, feeds) it has run (``_backend.runner``), and the
+    """A session kept for one graph, with a runner per (fetches, feeds) it has run (``_sessions.runner``), and the
     addresses of its tasks."""
 
     session: tf.compat.v1.Session
     addresses: dict[Task, str]
     callables: dict[Any, Callable[..., Any]] = attrs.field(factory=dict)
     quick: int = 0  # runs in a row that took under _backend.QUICK_RUN
-    repeatable: bool = False  # whether a run may be cancelled and made again (_backend.repeatable)
+    repeatable: bool = False  # whether a run may be cancelled and made again (_sessions.repeatable)
 
 
 @attrs.define(eq=False)
@@ -58,7 +61,8 @@ class Cluster:
     """
 
     _spec: dict[str, list[str]]
-    _devices: tuple[str, ...] | None = None
+    _devices: dict[Task, tuple[str, ...]] = attrs.field(factory=dict)  # each task's devices, once it answered
+    _listed: tuple[tuple[Task, ...], tuple[str, ...]] | None = None  # the live tasks last listed, and their devices
     _sessions: dict[tuple[int, Task], _Session] = attrs.field(factory=dict)
     _closed: bool = False
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
@@ -205,7 +209,7 @@ class Cluster:
             stale = [key for key in self._sessions if key[1] == task]
             entries = [self._sessions.pop(key) for key in stale]
         for entry in entries:  # its master is dead or hung (or was only set aside): closed only if it answers
-            _backend.close_in_background(entry.session, check=entry.addresses, keep=entry)
+            _closing.close_in_background(entry.session, check=functools.partial(_probe.answering, entry.addresses), keep=entry)
 
     def mark_live(self, task: Task | str | None = None) -> None:
         """Use ``task`` (every task when None) again, e.g. after its worker was restarted."""
@@ -222,9 +226,9 @@ class Cluster:
 
     @property
     def devices(self) -> tuple[str, ...]:
-        """The full names of the devices of every live task, asked of the tasks (once, with a bounded wait).
+        """The full names of the devices of every live task, asked of the tasks (each once, with a bounded wait).
 
-        The first call also checks that every task runs this client's TensorFlow release.
+        The first time a task is asked also checks that it runs this client's TensorFlow release.
 
         Raises:
             ClusterError: a task does not answer (the message names its address), or runs another TensorFlow.
@@ -232,23 +236,35 @@ class Cluster:
         return self.list_devices(min(DEVICES_TIMEOUT, effective_timeout(None)))
 
     def list_devices(self, timeout: float) -> tuple[str, ...]:
-        """[`devices`][tfmapreduce.Cluster.devices], each task given ``timeout`` seconds to answer the first time they are asked."""
-        if self._lost:
-            return tuple(d for d in self._all_devices(timeout) if Device.parse(d).task not in self._lost)
-        return self._all_devices(timeout)
+        """[`devices`][tfmapreduce.Cluster.devices], each live task not asked before given ``timeout`` seconds to answer.
 
-    def _all_devices(self, timeout: float) -> tuple[str, ...]:
-        if self._devices is None:
-            self.check_open()
-            answers = _backend.probe({t: self.address(t) for t in self.tasks}, timeout=timeout, first=True)
-            errors = [a for a in answers.values() if isinstance(a, ClusterError)]
-            if len(errors) == 1:
-                raise errors[0]  # keeps its class (timeout or unavailable) and its .task
-            if errors:
-                raise ClusterError("cannot list the cluster's devices:\n  " + "\n  ".join(map(str, errors)))
-            _versions.check({t: self.address(t) for t in self.tasks}, timeout=timeout)
-            self._devices = tuple(name for names in answers.values() if isinstance(names, list) for name in names)
-        return self._devices
+        A [`lost`][tfmapreduce.Cluster.lost] task is not asked: a retry after a task stopped during the cluster's
+        first listing does not wait for it again.  The tasks that answered are remembered even when another did not.
+        """
+        live = self.live_tasks
+        listed = self._listed
+        if listed is not None and listed[0] == live:
+            return listed[1]
+        self._ask_devices([t for t in live if t not in self._devices], timeout)
+        devices = tuple(name for task in live for name in self._devices[task])
+        self._listed = (live, devices)
+        return devices
+
+    def _ask_devices(self, tasks: list[Task], timeout: float) -> None:
+        """Ask ``tasks`` for their devices and TensorFlow release at once; remember those that answered, then raise for
+        those that did not (a single failure keeps its class and its ``.task``)."""
+        if not tasks:
+            return
+        self.check_open()
+        answers = _probe.probe({t: self.address(t) for t in tasks}, timeout=timeout, first=True)
+        listed = {task: names for task, names in answers.items() if isinstance(names, list)}
+        _versions.check({t: self.address(t) for t in listed}, timeout=timeout)
+        self._devices.update((task, tuple(names)) for task, names in listed.items())
+        errors = [a for a in answers.values() if isinstance(a, ClusterError)]
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ClusterError("cannot list the cluster's devices:\n  " + "\n  ".join(map(str, errors)))
 
     def check_open(self) -> None:
         """Raise ClusterError if the cluster was closed."""
@@ -266,18 +282,22 @@ class Cluster:
         hang_check: bool = False,
         fold_constants: bool = True,
         trace: tf.compat.v1.RunMetadata | None = None,
+        master: Task | None = None,
     ) -> Any:
         """Run ``fetches`` of ``graph`` as one distributed execution over ``tasks``, with a deadline.
 
         The session for ``graph`` is opened once and kept until the cluster
         closes or a run on it fails.  ``hang_check`` names a hung task before
         the deadline (for runs a retry can repeat elsewhere; see ``_backend.run``).
-        ``fold_constants=False`` for a graph that maps shared memory (see ``_backend.session_config``).
+        ``fold_constants=False`` for a graph that maps shared memory (see ``_sessions.session_config``).
         ``trace``: a ``RunMetadata`` the run fills with its step stats (on every task).
+        ``master``: the task the run goes through instead of the cluster's :attr:`master` (a run that must not wait
+        for a master that just failed).
         """
         self.check_open()
         fed = check_feed_size(feed_dict)
-        master = self.master
+        target = self.target if master is None else f"grpc://{self.address(master)}"
+        master = self.master if master is None else master
         key = (id(graph), master)
         feeds = tuple(feed_dict)
         values = list(feed_dict.values())
@@ -287,19 +307,19 @@ class Cluster:
                 used = [master, *map(Task.of, tasks)]  # the master takes part in every run
                 addresses = {t: self.address(t) for t in used}
                 # A new session would wait out its deadline for a dead task; a cut link (no answer) must not stall it.
-                _backend.check_listening(addresses, _backend.WATCH_CONNECT)
-                config = _backend.session_config(used, timeout, fold_constants=fold_constants)
-                session = tf.compat.v1.Session(self.target, graph=graph, config=config)
-                entry = _Session(session, addresses, repeatable=_backend.repeatable(graph))
+                _probe.check_listening(addresses, _backend.WATCH_CONNECT)
+                config = _sessions.session_config(used, timeout, fold_constants=fold_constants)
+                session = tf.compat.v1.Session(target, graph=graph, config=config)
+                entry = _Session(session, addresses, repeatable=_sessions.repeatable(graph))
                 self._sessions[key] = entry
         addresses = entry.addresses
 
         def call(options: tf.compat.v1.RunOptions) -> Any:  # on a runner thread: the session's first contact may block too
             if trace is not None:  # a traced run (rare): TensorFlow's own callable fills its RunMetadata
-                return _backend.session_callable(entry.session, fetches, feeds)(values, options, trace)
+                return _sessions.session_callable(entry.session, fetches, feeds)(values, options, trace)
             runnable = entry.callables.get((id(fetches), feeds))
             if runnable is None:
-                runnable = entry.callables[(id(fetches), feeds)] = _backend.runner(entry.session, fetches, feeds)
+                runnable = entry.callables[(id(fetches), feeds)] = _sessions.runner(entry.session, fetches, feeds)
             began = time.monotonic()
             try:
                 result = runnable(values, options)
@@ -314,9 +334,9 @@ class Cluster:
                 if self._sessions.get(key) is entry:
                     del self._sessions[key]
             if getattr(error, "task", None) is not None:  # a dead or hung task: closing would wait out the deadline
-                _backend.abandon(entry.session)
+                _closing.abandon(entry.session)
             else:  # every task answers (a job slower than its deadline): the master cancels the step and closes
-                _backend.close_in_background(entry.session, keep=entry)
+                _closing.close_in_background(entry.session, keep=entry)
 
         return _backend.run(
             call,
@@ -335,13 +355,13 @@ class Cluster:
             stale = [key for key in self._sessions if key[0] == id(graph)]
             entries = [self._sessions.pop(key) for key in stale]
         for entry in entries:
-            _backend.close_in_background(entry.session)
+            _closing.close_in_background(entry.session)
 
     def drop_sessions(self) -> list[threading.Thread]:
         """Close every kept session in the background (later runs open new ones), e.g. after a worker restarted."""
         with self._lock:
             entries, self._sessions = list(self._sessions.values()), {}
-        return [_backend.close_in_background(entry.session) for entry in entries]
+        return [_closing.close_in_background(entry.session) for entry in entries]
 
     def close(self) -> None:
         """Close every session this cluster opened, and its state (the programs compiled for it).  Safe to call twice."""

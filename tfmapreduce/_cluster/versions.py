@@ -17,11 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import tensorflow as tf
 
-from .._base.errors import ClusterError
+from .._base.errors import ClusterError, WorkerTimeoutError, WorkerUnavailableError
 from .._base.log import CLUSTER
 from .._base.task import Task
 from .._version import __version__
-from . import backend as _backend
+from .closing import close_in_background
+from .sessions import session_config
 
 CONTAINER = "tfmapreduce"
 NAME = "versions"
@@ -43,7 +44,7 @@ def publish(target: str, task: Task, timeout: float = 30.0) -> None:
         handle = _variable(device)
         with tf.device(device):
             assign = tf.raw_ops.AssignVariableOp(resource=handle, value=tf.constant([tf.__version__, __version__]))
-    with tf.compat.v1.Session(target, graph=graph, config=_backend.session_config([task], timeout)) as session:
+    with tf.compat.v1.Session(target, graph=graph, config=session_config([task], timeout)) as session:
         session.run(assign)
 
 
@@ -51,7 +52,7 @@ def read(address: str, task: Task, timeout: float) -> str | None:
     """The TensorFlow version ``task`` published, or None when it published none (not a ``tfmapreduce worker``).
 
     Raises:
-        ClusterError: the task does not answer.
+        WorkerTimeoutError / WorkerUnavailableError: the task does not answer (a retry may leave it out).
     """
     graph = tf.Graph()
     with graph.as_default():
@@ -59,16 +60,18 @@ def read(address: str, task: Task, timeout: float) -> str | None:
         handle = _variable(device)
         with tf.device(device):
             value = tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.string)
-    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph, config=_backend.session_config([task], timeout))
+    session = tf.compat.v1.Session(f"grpc://{address}", graph=graph, config=session_config([task], timeout))
     try:
         tf_version, _ = (str(v.decode()) for v in session.run(value))
         return tf_version
     except (tf.errors.NotFoundError, tf.errors.FailedPreconditionError):
         return None
     except tf.errors.OpError as e:
-        raise ClusterError(f"task {task} at {address} did not say which TensorFlow it runs: {type(e).__name__}") from None
+        named = WorkerTimeoutError if isinstance(e, tf.errors.DeadlineExceededError) else WorkerUnavailableError
+        why = f"task {task} at {address} did not say which TensorFlow it runs: {type(e).__name__}"
+        raise named(why, task=task, address=address) from None
     finally:
-        _backend.close_in_background(session)
+        close_in_background(session)
 
 
 def compare(client: str, reported: Mapping[Task, str | None]) -> tuple[Task, ...]:

@@ -258,8 +258,9 @@ def _execute(kind: Kind[Any], program: Program, shards: Plan, call: Call, settin
 
 def _discard(program: Program, name: str, cluster: Cluster, failed: Task | None, timeout: float | None) -> None:
     """Free what a failed run of ``program`` may have stored under ``name``, on the tasks still live (best effort: a lost
-    task's memory went with it).  ``failed``, the task the run's error named, is not waited for again.  It takes what is
-    left of the run's deadline, :data:`DISCARD_TIME` at least."""
+    task's memory went with it).  ``failed``, the task the run's error named, is not waited for again: when it is the
+    cluster's master, the discard goes through a task it frees instead.  It takes what is left of the run's deadline,
+    :data:`DISCARD_TIME` at least."""
     live = [s for s in program.slots if Device.parse(s.device).task not in (*cluster.lost, failed)]
     if not live or cluster.closed:
         return
@@ -271,7 +272,8 @@ def _discard(program: Program, name: str, cluster: Cluster, failed: Task | None,
                 ops.append(destroy_shard(name + slot.suffix, slot.index, slot.dtype))
     try:
         tasks = sorted({Device.parse(s.device).task for s in live})
-        cluster.run(graph, ops, {}, tasks=tasks, timeout=max(DISCARD_TIME, time_left(timeout)))
+        master = tasks[0] if failed is not None and failed == cluster.master else None
+        cluster.run(graph, ops, {}, tasks=tasks, timeout=max(DISCARD_TIME, time_left(timeout)), master=master)
     except TfMapReduceError:
         pass  # a task lost since: its memory is gone with it
     finally:

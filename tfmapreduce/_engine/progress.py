@@ -28,8 +28,8 @@ import tensorflow as tf
 
 from .._base.errors import TfMapReduceError
 from .._base.plan import Shard
-from .._cluster.backend import COUNTING as SCOPE
 from .._cluster.cluster import Cluster
+from .._cluster.sessions import COUNTING as SCOPE
 from .._io.source import Batches
 
 COUNTED = 1 << 16

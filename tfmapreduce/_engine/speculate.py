@@ -246,7 +246,7 @@ def run(job: Backed, program: CopiesProgram, plan: Plan, call: Call, settings: R
 def _in_thread(fn: Callable[[], Any]) -> Future[Any]:
     """``fn()`` on a new thread; its future.
 
-    Not a daemon, like the background session closes of ``_backend``: a thread unwound by force
+    Not a daemon, like the background session closes of ``_cluster.closing``: a thread unwound by force
     while it is inside TensorFlow's C++ at interpreter exit aborts the process, so the interpreter
     waits for a loser still running, at most until its deadline.
     """
