@@ -291,7 +291,7 @@ class Cluster:
         the deadline (for runs a retry can repeat elsewhere; see ``_backend.run``).
         ``fold_constants=False`` for a graph that maps shared memory (see ``_sessions.session_config``).
         ``trace``: a ``RunMetadata`` the run fills with its step stats (on every task).
-        ``master``: the task the run goes through instead of the cluster's :attr:`master` (a run that must not wait
+        ``master``: the task the run goes through instead of the cluster's ``master`` (a run that must not wait
         for a master that just failed).
         """
         self.check_open()

@@ -149,7 +149,7 @@ class Sharded(Input):
 
     def gather(self, *, timeout: float | None = None) -> np.ndarray:
         """The whole array, fetched from the workers to the client: strings as ``str`` where given as ``str``
-        (see :attr:`encoding`), else ``bytes``."""
+        (see ``encoding``), else ``bytes``."""
         self.as_source()  # ClusterError for deleted data or a closed cluster
         graph = tf.Graph()
         with graph.as_default():
