@@ -69,7 +69,7 @@ def _ms_axis(ax: Any) -> None:
 def _save(fig: Any, plt: Any, out: str, name: str, title: str) -> str:
     fig.axes[0].set_title(title, loc="left")
     fig.tight_layout()
-    fig.savefig(os.path.join(out, name), dpi=DPI)
+    fig.savefig(os.path.join(out, name), dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return name
 
@@ -252,7 +252,7 @@ def bar_chart(panels: list[tuple[str, list[tuple[str, list[float]]]]], path: str
         ax.grid(True, axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel(f"median {unit}, bars min–max (lower is better)")
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")  # nothing cut off: long axis labels, the legend
 
 
 PHASES = [("map", "tab:blue"), ("shuffle", "tab:orange"), ("reduce", "tab:green"), ("other", "0.6")]
@@ -291,5 +291,5 @@ def trace_timeline(trace: dict[str, Any], path: str, title: str) -> None:
     fig.legend(loc="lower center", ncols=len(PHASES), frameon=False)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)

@@ -100,12 +100,25 @@ class Plan:
         """The distinct tasks the shards run on, in order of first use."""
         return tuple(dict.fromkeys(s.task for s in self.shards))
 
-    def explain(self) -> str:
-        """The plan as a table: each shard's rows, size and device (and any fallback)."""
+    def explain(self, units: Sequence[str] | None = None) -> str:
+        """The plan as a table: each shard's rows, size and device (and any fallback).
+
+        ``units``: what each shard's span and size count, ``"rows"`` (the default) or ``"bytes"``
+        (a CSV file's shard, whose rows are known only once read); a join's stacked plan mixes them.
+        """
+        unit = list(units) if units is not None else ["rows"] * len(self.shards)
         spans = [f"{s.start}:{s.stop}" for s in self.shards]
-        w_span = max(4, *(len(t) for t in spans))
+        mixed = len(set(unit)) > 1
+        span_head = "span" if mixed else (unit[0] if unit else "rows")
+        w_span = max(len(span_head), *(len(t) for t in spans))
         w_size = max(4, *(len(str(s.rows)) for s in self.shards))
-        lines = [f"Plan: {self.rows} rows in {len(self.shards)} shards on {len(self.tasks)} tasks"]
+        w_unit = max(len(u) for u in unit) if mixed else 0
+        if mixed:
+            totals = {u: sum(s.rows for s, v in zip(self.shards, unit, strict=True) if v == u) for u in dict.fromkeys(unit)}
+            amount = " and ".join(f"{n} {u}" for u, n in totals.items())
+        else:
+            amount = f"{self.rows} {span_head}"
+        lines = [f"Plan: {amount} in {len(self.shards)} shards on {len(self.tasks)} tasks"]
         if self.speculation:
             lines.append(f"  speculate=True: {self.speculation}")
         auto = self.measured
@@ -121,13 +134,15 @@ class Plan:
             w_rate = max(6, *(len(r) for r in rates))
         via = any(s.path for s in self.shards)  # host data: each shard's path (shared memory or feed)
         rate_head = f"{'rows/s':>{w_rate}}  " if auto is not None else ""
-        lines.append(f"  shard  {'rows':<{w_span}}  {'size':>{w_size}}  {rate_head}{'via   ' if via else ''}device")
-        for s, span in zip(self.shards, spans, strict=True):
+        unit_head = f"{'unit':<{w_unit}}  " if mixed else ""
+        lines.append(f"  shard  {span_head:<{w_span}}  {'size':>{w_size}}  {unit_head}{rate_head}{'via   ' if via else ''}device")
+        for s, span, u in zip(self.shards, spans, unit, strict=True):
             note = f"  (asked for {s.requested}: absent, fell back to CPU)" if s.requested else ""
             note += "  (empty: skipped)" if s.rows == 0 else ""
             path = f"{s.path or '':<4}  " if via else ""
             rate = f"{rates[s.index]:>{w_rate}}  " if auto is not None else ""
-            lines.append(f"  {s.index:>5}  {span:<{w_span}}  {s.rows:>{w_size}}  {rate}{path}{s.device}{note}")
+            shown = f"{u:<{w_unit}}  " if mixed else ""
+            lines.append(f"  {s.index:>5}  {span:<{w_span}}  {s.rows:>{w_size}}  {shown}{rate}{path}{s.device}{note}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -34,10 +34,6 @@ Keyed = KeyedResult | KeyedSharded
 """A keyed recipe's result: a :class:`KeyedResult`, or a :class:`KeyedSharded` when ``resident=True``."""
 
 
-_MISSING: Any = object()
-"""The ``values`` of a recipe given a CSV table (``keys=`` and ``values=`` name its columns instead)."""
-
-
 def is_table(data: Any) -> bool:
     """Whether ``data`` is a ``read_csv`` table (whose columns a by-key recipe takes by name)."""
     return isinstance(data, Files) and isinstance(data.reader, Csv)
@@ -56,7 +52,7 @@ def keyed_input(name: str, keys: Any, values: Any, options: Any, *, with_values:
     column_keys, column_values = named.pop("keys", None), named.pop("values", None)
     call = f"tmr.{name}(tmr.read_csv(paths), keys='k'" + (", values='v')" if with_values else ")")
     if is_table(keys):
-        if values is not _MISSING:
+        if values is not None:
             raise TypeError(
                 f"{name}: the first argument is a CSV table ({keys!r}): pass it alone and name its columns, e.g. {call}"
             )
@@ -72,7 +68,7 @@ def keyed_input(name: str, keys: Any, values: Any, options: Any, *, with_values:
             f"{name}: keys= and values= name the columns of a CSV table ({call}); "
             f"pass arrays positionally: tmr.{name}(keys" + (", values)" if with_values else ")")
         )
-    if with_values and values is _MISSING:
+    if with_values and values is None:
         raise TypeError(f"{name}: values are missing: pass tmr.{name}(keys, values), or a CSV table as {call}")
     _check_keys(keys)
     return (keys, values) if with_values else keys
@@ -182,18 +178,19 @@ def count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Opti
         >>> tmr.count_by_key(np.array([3, 1, 3]), cluster=cluster).to_dict()
         {1: 1, 3: 2}
     """
-    x = keyed_input("count_by_key", keys, _MISSING, options, with_values=False)
+    x = keyed_input("count_by_key", keys, None, options, with_values=False)
     return _run(("count_by_key",), lambda: (_keys_only, COUNT), x, resident, options)
 
 
 @_values_recipe
-def sum_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def sum_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The sum of each key's values (integers in int64, floats in float64), as a [`KeyedResult`][tfmapreduce.KeyedResult].
 
     Args:
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
         values: an array (or resident ``Sharded``) with the same rows as ``keys``; 2-D values give
-            one result per column.
+            one result per column.  Left out (``None``) when ``keys`` is a ``read_csv`` table: then
+            the keywords ``keys=`` and ``values=`` name its columns.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows``, ``partitioner`` (see ``RunOptions``).
@@ -210,7 +207,7 @@ def sum_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, 
 
 
 @_values_recipe
-def mean_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def mean_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The mean of each key's values, in float64: every row weighs 1, whatever the partition.
 
     Args:
@@ -228,7 +225,7 @@ def mean_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False,
 
 
 @_values_recipe
-def min_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def min_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The minimum of each key's values, in the values' dtype.
 
     Args:
@@ -246,7 +243,7 @@ def min_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, 
 
 
 @_values_recipe
-def max_by_key(keys: Any, values: Any = _MISSING, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def max_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The maximum of each key's values, in the values' dtype.
 
     Args:
@@ -294,7 +291,7 @@ def variance_by_key(
     keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
 ) -> KeyedSharded: ...
 def variance_by_key(
-    keys: Any, values: Any = _MISSING, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]
+    keys: Any, values: Any = None, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]
 ) -> Any:
     """The variance of each key's values, ``np.var(v, ddof=ddof)`` per key, in float64 (NaN where a key has ≤ ddof rows).
 
@@ -324,7 +321,7 @@ def std_by_key(
 def std_by_key(
     keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
 ) -> KeyedSharded: ...
-def std_by_key(keys: Any, values: Any = _MISSING, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
+def std_by_key(keys: Any, values: Any = None, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
     """The standard deviation of each key's values, ``np.std(v, ddof=ddof)`` per key (the root of [`variance_by_key`][tfmapreduce.variance_by_key]).
 
     Examples:

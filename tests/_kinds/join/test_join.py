@@ -274,6 +274,29 @@ def test_csv_tables_join_as_sides_read_on_the_workers(cluster: tmr.LocalCluster,
         assert tmr.plan_join(left, right, cluster=cluster).units == ("bytes", "bytes")
 
 
+def test_plan_of_a_csv_side_counts_bytes_not_rows(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    """A CSV side is sized in bytes: its shards' spans and sizes say bytes in the printed plan, a host side's say rows."""
+    write_csv(tmp_path / "l.csv", {"k": np.arange(50) % 7, "v": np.arange(50)})
+    table = tmr.read_csv(str(tmp_path / "l.csv"))
+    plan = tmr.plan_join(table, (np.arange(5), np.ones(5)), cluster=cluster, strategy="hash")
+    text = plan.explain()
+    nbytes = (tmp_path / "l.csv").stat().st_size
+    assert plan.units == ("bytes", "rows")
+    assert plan.sizes[0] == nbytes
+    assert f"Plan: {nbytes} bytes and 5 rows in" in text
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("shard"))
+    assert lines[head].split()[:4] == ["shard", "span", "size", "unit"]
+    units = [line.split()[3] for line in lines[head + 1 :] if line.split()[0].isdigit()]
+    stops = [int(line.split()[1].split(":")[1]) for line in lines[head + 1 :] if line.split()[0].isdigit()]
+    assert all(u == ("bytes" if stop <= nbytes else "rows") for u, stop in zip(units, stops, strict=True))
+    assert "bytes" in units
+    assert "rows" in units
+    array_only = tmr.plan_join((np.arange(6), np.ones(6)), (np.arange(5), np.ones(5)), cluster=cluster).explain()
+    assert "Plan: 11 rows in" in array_only
+    assert "bytes" not in array_only
+
+
 def test_csv_string_keys_and_npy_pairs_join_as_pandas_merges(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
     """String keys (given str, or not integers in the first line) come back as str; .npy files of keys and of values
     pair as a side, read by row range."""

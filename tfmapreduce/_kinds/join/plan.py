@@ -90,7 +90,7 @@ class JoinPlan:
             f"join how={self.how!r}, {self.strategy}: {moves}",
             f"left {self.units[0]} 0:{self.sizes[0]}, right {self.units[1]} {self.sizes[0]}:{self.plan.rows}",
         ]
-        lines.append(self.plan.explain())
+        lines.append(self.plan.explain([self.units[s.start >= self.sizes[0]] for s in self.plan.shards]))
         lines += [f"  joins on {d}" for d in self.reducers]
         return "\n".join(lines)
 
