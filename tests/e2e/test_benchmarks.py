@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import _targets, _timing  # noqa: E402 - importable only once the repository root is on the path
+from benchmarks import _runner, _targets, _timing  # noqa: E402 - importable only once the repository root is on the path
 
 
 def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -94,21 +94,41 @@ def test_help_explains_layouts_jobs_and_sizes_without_importing_tensorflow() -> 
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (("--layouts", "4w"), "unknown layout 4w"),
-        (("--sizes", "lots"), "sizes must be numbers"),
-        (("nosuch", "--quick"), "unknown benchmark nosuch"),
-        (("keyed", "--peers", "ray"), "unknown peer ray; choose from dask-bag, duckdb, pandas, polars, spark"),
-        (("keyed", "--layouts", "1w"), "unrecognized arguments: --layouts 1w"),
-        (("layouts", "machines"), "layouts and machines both take --jobs, differently"),
-        (("resident", "client_master"), "client_master runs only by itself"),
-    ],
+    ("args", "message"), [(("--layouts", "4w"), "unknown layout 4w"), (("--sizes", "lots"), "sizes must be numbers")]
 )
 def test_bad_arguments_name_what_is_accepted(args: tuple[str, ...], message: str) -> None:
     proc = _bench(*args, timeout=60)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nosuch", "--quick"], "unknown benchmark nosuch"),
+        (["keyed", "--peers", "ray"], "unknown peer ray; choose from dask-bag, duckdb, pandas, polars, spark"),
+        (["keyed", "--layouts", "1w"], "unrecognized arguments: --layouts 1w"),
+        (["layouts", "machines"], "layouts and machines both take --jobs, differently"),
+        (["resident", "client_master"], "client_master runs only by itself"),
+    ],
+)
+def test_the_runner_refuses_what_it_cannot_run(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        _runner.main(args)
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_runner_gives_each_benchmark_its_sizes_peers_and_flags() -> None:
+    benchmarks = _runner.registered()
+    keyed, groups = benchmarks["keyed"], benchmarks["groups"]
+    args = _runner.parser([keyed, groups], benchmarks).parse_args(["--quick", "--rows", "3e4", "--peers", "polars,spark"])
+    mine = _runner.arguments(keyed, args)
+    assert (mine.quick, mine.rows, mine.tokens, mine.repeats, mine.only) == (True, 3e4, 2e5, 1, None)
+    assert mine.peers == {"polars", "spark"}
+    assert _runner.arguments(groups, args).hot is True
+    full = _runner.arguments(keyed, _runner.parser([keyed], benchmarks).parse_args([]))
+    assert (full.tokens, full.repeats, full.peers) == (16e6, 3, set(keyed.peers))
 
 
 def test_replot_draws_the_layouts_figures_from_a_saved_run_at_the_page_width(tmp_path: Path) -> None:
