@@ -135,12 +135,14 @@ def read_csv(
 
     def dtype(d: Any) -> np.dtype[Any]:
         try:
-            return np.dtype(d)
+            result: np.dtype[Any] = np.dtype(d)
         except TypeError:
             raise TypeError(
                 f"read_csv: dtypes= must hold dtypes (float32, float64, int32, int64, or str for text), got {d!r}; "
                 "e.g. dtypes='int64', dtypes=['int64', str] or dtypes={'price': 'float64'}"
             ) from None
+        return result
+
     if isinstance(kinds, Mapping):
         if not kinds or not all(isinstance(n, str) for n in kinds):
             raise TypeError(f"read_csv: dtypes as a dict must map column names to dtypes, e.g. {{'url': str}}, got {kinds!r}")
