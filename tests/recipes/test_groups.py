@@ -432,6 +432,30 @@ def test_many_keys_of_one_value_each(cluster: tmr.LocalCluster) -> None:
     assert tmr.count_distinct_by_key(keys, values, cluster=cluster).values.sum() == rows
 
 
+def test_group_recipes_read_a_csv_table_by_column_name(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    """Every group recipe takes a read_csv table with keys= and values=, as mean_by_key does (issue 38)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(38)
+    frame = pd.DataFrame({"city": rng.choice(["oslo", "rome", "lima"], 300), "price": rng.integers(0, 500, 300) / 4})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    table, by = tmr.read_csv(str(tmp_path / "t.csv")), frame.groupby("city").price
+    median = tmr.median_by_key(table, keys="city", values="price", cluster=cluster, sizes=2)
+    assert median.to_dict() == pytest.approx(by.median().to_dict())
+    quartiles = tmr.quantile_by_key(table, keys="city", values="price", q=[0.25, 0.75], cluster=cluster).to_dict()
+    for city, values in by:
+        np.testing.assert_allclose(quartiles[city], np.quantile(values, [0.25, 0.75]), rtol=QRTOL)
+    top = tmr.top_k_by_key(table, keys="city", values="price", k=2, cluster=cluster, sizes=3)
+    assert {c: v.tolist() for c, v in top.to_dict().items()} == {c: sorted(v)[::-1][:2] for c, v in by}
+    assert tmr.count_distinct_by_key(table, keys="city", values="price", cluster=cluster).to_dict() == by.nunique().to_dict()
+    collected = tmr.collect_by_key(table, keys="city", values="price", sort_values=True, cluster=cluster).to_dict()
+    assert {c: v.tolist() for c, v in collected.items()} == {c: sorted(v) for c, v in by}
+    with pytest.raises(TypeError, match=r"top_k_by_key: k is missing.*k=3"):
+        tmr.top_k_by_key(table, keys="city", values="price", cluster=cluster)
+    with pytest.raises(tmr.InputError, match=r"median_by_key: values= must name one column"):
+        tmr.median_by_key(table, keys="city", values=["price", "price"], cluster=cluster)
+
+
 # --------------------------------------------------------------------------- bad inputs
 
 

@@ -18,6 +18,7 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from .._base.errors import InputError
+from .._io.files.csv import CsvTable
 from .._io.source import Input
 from .._native.loader import has
 from .._ops.combine import GroupForm
@@ -25,7 +26,7 @@ from .._ops.group import group
 from .._ops.grouping import grouped, row_ids, ungrouped
 from .._ops.per_group import check_max_bytes, group_reducer
 from .._options import Options, RunOptions
-from ._by_key import _check_keys, _pair
+from ._by_key import _MISSING, _pair, is_table, keyed_input
 from ._recipe import recipe
 
 METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
@@ -48,10 +49,20 @@ def _check_values(values: Any, what: str, *, kinds: str = "iuf") -> None:
         )
 
 
-def _run(key: tuple[Hashable, ...], form: GroupForm, keys: Any, values: Any, resident: bool, options: Options) -> Any:
-    _check_keys(keys)
+def _input(name: str, keys: Any, values: Any, options: Any, *, kinds: str = "iuf") -> Any:
+    """What a group recipe runs over, as for the keyed recipes (:func:`keyed_input`): ``(keys, values)``, the values
+    checked (``kinds``; "" for any), or a CSV table's columns named by ``keys=`` and ``values=``."""
+    x = keyed_input(name, keys, values, options)
+    if is_table(x) and kinds and not (isinstance(x.reader, CsvTable) and x.reader.flat):
+        raise InputError(f"{name}: values= must name one column of the CSV table (one value per key), got several")
+    if not is_table(x) and kinds:
+        _check_values(x[1], name, kinds=kinds)
+    return x
+
+
+def _run(key: tuple[Hashable, ...], form: GroupForm, x: Any, resident: bool, options: Options) -> Any:
     job = recipe((*key, form.max_bytes), lambda: (_pair, group_reducer(form, str(key[0]))), by_key=True)
-    return job.execute((keys, values), RunOptions.of(**options), resident=resident)
+    return job.execute(x, RunOptions.of(**options), resident=resident)
 
 
 # --------------------------------------------------------------------------- quantiles
@@ -137,9 +148,9 @@ def _check_q(q: object) -> tuple[tuple[float, ...], bool]:
 
 def quantile_by_key(
     keys: Any,
-    values: Any,
+    values: Any = _MISSING,
     /,
-    q: Any,
+    q: Any = _MISSING,
     *,
     method: str = "linear",
     resident: bool = False,
@@ -153,7 +164,8 @@ def quantile_by_key(
     values of the input (in its dtype).  A scalar ``q`` gives one value per key, a 1-D ``q`` a row.
 
     Args:
-        keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
+        keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys; or a CSV table
+            (``tmr.read_csv(paths)``, its columns named by ``keys=`` and ``values=``, as for the keyed recipes).
         values: a 1-D array of integers or floats (or resident ``Sharded``) with the same rows as ``keys``.
         q: a number in [0, 1], or a 1-D sequence of them.
         method: ``"linear"`` (numpy's default), ``"lower"``, ``"higher"``, ``"nearest"`` or ``"midpoint"``.
@@ -172,17 +184,18 @@ def quantile_by_key(
         >>> tmr.quantile_by_key(keys, values, [0.0, 0.5], cluster=cluster).to_dict()
         {1: array([1., 2.]), 2: array([5., 5.])}
     """
+    if q is _MISSING:
+        raise TypeError("quantile_by_key: q is missing: pass it after the values, or as q= with a CSV table (q=0.9)")
     qs, scalar = _check_q(q)
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(repr(m) for m in METHODS)} (as np.quantile), got {method!r}")
-    _check_values(values, "quantile_by_key")
-    return _quantile_run("quantile_by_key", keys, values, qs, scalar, method, resident, max_bytes, options)
+    x = _input("quantile_by_key", keys, values, options)
+    return _quantile_run("quantile_by_key", x, qs, scalar, method, resident, max_bytes, options)
 
 
 def _quantile_run(
     name: str,
-    keys: Any,
-    values: Any,
+    x: Any,
     qs: tuple[float, ...],
     scalar: bool,
     method: str,
@@ -193,11 +206,11 @@ def _quantile_run(
     fn = functools.partial(_quantiles, q=qs, method=method, scalar=scalar)
     select = functools.partial(_selected, q=qs, method=method, scalar=scalar)
     form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), select=select)
-    return _run((name, qs, method, scalar), form, keys, values, resident, options)
+    return _run((name, qs, method, scalar), form, x, resident, options)
 
 
 def median_by_key(
-    keys: Any, values: Any, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+    keys: Any, values: Any = _MISSING, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
 ) -> Any:
     """Each key's median, ``np.median(values_of_key)`` per key, in float64: the middle value, or the mean of the middle
     two (so ``[1.0, inf]`` gives inf, where ``np.quantile`` and [`quantile_by_key`][tfmapreduce.quantile_by_key] at 0.5
@@ -207,8 +220,8 @@ def median_by_key(
         >>> tmr.median_by_key(np.array(["a", "b", "a"]), np.array([4, 7, 1]), cluster=cluster).to_dict()
         {'a': 2.5, 'b': 7.0}
     """
-    _check_values(values, "median_by_key")
-    return _quantile_run("median_by_key", keys, values, (0.5,), True, "median", resident, max_bytes, options)
+    x = _input("median_by_key", keys, values, options)
+    return _quantile_run("median_by_key", x, (0.5,), True, "median", resident, max_bytes, options)
 
 
 # --------------------------------------------------------------------------- top k
@@ -245,9 +258,9 @@ def _top_k_pre(keys: tf.Tensor, values: tf.Tensor, native: Any, k: int, largest:
 
 def top_k_by_key(
     keys: Any,
-    values: Any,
+    values: Any = _MISSING,
     /,
-    k: int,
+    k: int = _MISSING,
     *,
     largest: bool = True,
     resident: bool = False,
@@ -274,17 +287,19 @@ def top_k_by_key(
         >>> r[1], r[2]
         (array([9, 5]), array([4]))
     """
+    if k is _MISSING:
+        raise TypeError("top_k_by_key: k is missing: pass it after the values, or as k= with a CSV table (k=3)")
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an int ≥ 1 (how many values to keep per key), got {k!r}")
     if not isinstance(largest, (bool, np.bool_)):
         raise TypeError(f"largest must be True or False, got {type(largest).__name__} {largest!r}")
-    _check_values(values, "top_k_by_key")
+    x = _input("top_k_by_key", keys, values, options)
     k, largest = int(k), bool(largest)
     fn = functools.partial(_top_k, k=k, largest=largest)
     pre = functools.partial(_top_k_pre, k=k, largest=largest)
     select = functools.partial(_top_k_selected, k=k, largest=largest)
     form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), precombine=pre, select=select)
-    return _run(("top_k_by_key", k, largest), form, keys, values, resident, options)
+    return _run(("top_k_by_key", k, largest), form, x, resident, options)
 
 
 # --------------------------------------------------------------------------- distinct values and collections
@@ -326,7 +341,7 @@ def _count_distinct(keys: tf.Tensor, values: tf.RaggedTensor) -> tf.Tensor:
 
 
 def count_distinct_by_key(
-    keys: Any, values: Any, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+    keys: Any, values: Any = _MISSING, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
 ) -> Any:
     """How many distinct values each key has, exactly (``len(np.unique(values_of_key))`` per key), as int64 counts.
 
@@ -341,9 +356,9 @@ def count_distinct_by_key(
         >>> tmr.count_distinct_by_key(np.array([1, 1, 1, 2]), np.array(["x", "y", "x", "x"]), cluster=cluster).to_dict()
         {1: 2, 2: 1}
     """
-    _check_values(values, "count_distinct_by_key", kinds="iufUSO")
+    x = _input("count_distinct_by_key", keys, values, options, kinds="iufUSO")
     form = GroupForm(_count_distinct, max_bytes=check_max_bytes(max_bytes), precombine=_distinct_pre)
-    return _run(("count_distinct_by_key",), form, keys, values, resident, options)
+    return _run(("count_distinct_by_key",), form, x, resident, options)
 
 
 def _collect(keys: tf.Tensor, values: Any) -> Any:
@@ -352,7 +367,7 @@ def _collect(keys: tf.Tensor, values: Any) -> Any:
 
 def collect_by_key(
     keys: Any,
-    values: Any,
+    values: Any = _MISSING,
     /,
     *,
     sort_values: bool = False,
@@ -380,5 +395,6 @@ def collect_by_key(
     """
     if not isinstance(sort_values, (bool, np.bool_)):
         raise TypeError(f"sort_values must be True or False, got {type(sort_values).__name__} {sort_values!r}")
+    x = _input("collect_by_key", keys, values, options, kinds="")
     form = GroupForm(_collect, sort_values=bool(sort_values), max_bytes=check_max_bytes(max_bytes))
-    return _run(("collect_by_key", bool(sort_values)), form, keys, values, resident, options)
+    return _run(("collect_by_key", bool(sort_values)), form, x, resident, options)

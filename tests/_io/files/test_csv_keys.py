@@ -43,7 +43,7 @@ def test_string_and_int64_columns_named_in_dtypes_key_keyed_jobs_and_joins(clust
     assert all(np.isclose(revenue[k], expected[k]) for k in expected.index)
     reference = expected.reset_index().merge(rankings, on="url")
     got = joined.sort_values("key").reset_index(drop=True)
-    assert [k.decode() for k in got.key] == sorted(reference.url)  # a join of resident results keeps keys as bytes
+    assert list(got.key) == sorted(reference.url)  # a join of resident results gives str keys, as given
     np.testing.assert_allclose(got.iloc[:, 1], reference.sort_values("url").revenue)
     np.testing.assert_array_equal(got.iloc[:, 2], reference.sort_values("url")["rank"])
 
@@ -53,3 +53,22 @@ def test_string_and_int64_columns_named_in_dtypes_key_keyed_jobs_and_joins(clust
         tmr.sum(tmr.read_csv(tmp_path / "uv0.csv", dtypes={"price": float}), cluster=cluster)
     with pytest.raises(TypeError, match="dtypes as a dict must map column names to dtypes"):
         tmr.read_csv(tmp_path / "uv0.csv", dtypes={0: float})
+
+
+def test_a_partial_dtypes_dict_leaves_the_key_column_inferred(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    """dtypes= naming only a value column: the key column is inferred as without dtypes= (int64 or str), not made a
+    float32 column and refused (issue 38)."""
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"k": [1, 1, 2], "v": [2, 3, 5], "c": ["x", "y", "x"]}).to_csv(path, index=False)
+    ints = tmr.sum_by_key(tmr.read_csv(str(path), dtypes={"v": "int64"}), keys="k", values="v", cluster=cluster)
+    assert ints.to_dict() == {1: 5, 2: 5}
+    texts = tmr.sum_by_key(tmr.read_csv(str(path), dtypes={"v": "int64"}), keys="c", values="v", cluster=cluster)
+    assert texts.to_dict() == {"x": 7, "y": 3}
+    with pytest.raises(tmr.InputError, match=r"keys='k' is a float32 column"):  # named a float: still refused
+        tmr.sum_by_key(tmr.read_csv(str(path), dtypes={"k": "float32"}), keys="k", values="v", cluster=cluster)
+
+
+@pytest.mark.parametrize("dtypes", ["foo", {"v": "foo"}, ["int64", "foo", "str"]])
+def test_read_csv_names_dtypes_for_a_dtype_numpy_does_not_know(dtypes: object) -> None:
+    with pytest.raises(TypeError, match=r"read_csv: dtypes= must hold dtypes .*got 'foo'; e\.g\."):
+        tmr.read_csv("t.csv", dtypes=dtypes)

@@ -297,6 +297,32 @@ def test_plan_of_a_csv_side_counts_bytes_not_rows(cluster: tmr.LocalCluster, tmp
     assert "bytes" not in array_only
 
 
+@pytest.mark.parametrize("strategy", ["hash", "broadcast"])
+def test_big_csv_tables_read_natively_in_byte_ranges_join_as_pandas_merges(
+    cluster: tmr.LocalCluster, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, strategy: str
+) -> None:
+    """A CSV over the split size is read by the native reader in byte ranges: its columns come back 1-D, as from a
+    small file (issue 38: a (None, 1) value column failed the join with "Inconsistent shapes")."""
+    from tfmapreduce._io.files import csv as _csv
+    from tfmapreduce._io.files import text as _text
+    from tfmapreduce._native.loader import kernels
+
+    if kernels() is None:
+        pytest.skip("no native kernels on this machine (no compiler, or TFMAPREDUCE_NATIVE=0)")
+    monkeypatch.setattr(_text, "TEXT_BLOCK", 4)  # every file here counts as big: split, read natively
+    monkeypatch.setattr(_csv, "TEXT_BLOCK", 64)
+    rng = np.random.default_rng(38)
+    lk, lv, lw = rng.integers(0, 60, 300), rng.integers(0, 1000, 300) / 8, rng.integers(0, 9, 300)
+    rk, rv = rng.integers(30, 90, 200), rng.integers(0, 1000, 200) / 4
+    write_csv(tmp_path / "l.csv", {"key": lk, "value": lv, "w": lw})
+    write_csv(tmp_path / "r.csv", {"key": rk, "value": rv})
+    left = tmr.read_csv(str(tmp_path / "l.csv"), columns=["key", "value", "w"], dtypes={"w": "int64"})
+    right = tmr.read_csv(str(tmp_path / "r.csv"), columns=["key", "value"])
+    assert tmr.plan_join(left, right, cluster=cluster).units == ("bytes", "bytes")
+    for how in HOWS:
+        check(tmr.join(left, right, how=how, strategy=strategy, cluster=cluster, sizes=3), (lk, (lv, lw)), (rk, rv), how)
+
+
 def test_csv_string_keys_and_npy_pairs_join_as_pandas_merges(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
     """String keys (given str, or not integers in the first line) come back as str; .npy files of keys and of values
     pair as a side, read by row range."""

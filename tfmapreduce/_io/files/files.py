@@ -298,6 +298,10 @@ def csv_table(files: Files, keys: Any, values: Any, name: str) -> Files:
         assert layout is not None
         index = layout.columns[0]
         given = None if isinstance(reader.dtypes, str) else reader.kinds(layout)[index]
+        if isinstance(reader.dtypes, tuple) and reader.dtypes and not isinstance(reader.dtypes[0], str):  # by name
+            names = first_row(entries[0].path, reader.delimiter, False) or []
+            if index >= len(names) or names[index].strip() not in dict(reader.dtypes):
+                given = None  # a key column dtypes= leaves out is inferred, as without dtypes=
         row = first_row(entries[0].path, reader.delimiter, reader.header)
         fields = row if row is not None and len(row) == layout.fields else None
         for i, value in zip(layout.columns[1:], chosen[1:], strict=True):

@@ -108,7 +108,8 @@ def read_csv(
             on the tasks' own disks, ``shared=False``, each is read by the task that wrote it).
         columns: the columns to read, by header name or index (None: all), in that order.
         dtypes: one dtype for every field (None: float32), a list with one per field of the file, or a dict by
-            header name (``{"url": str, "revenue": float}``; the columns it leaves out are float32); ``str`` for a
+            header name (``{"url": str, "revenue": float}``; the columns it leaves out are float32, a by-key
+            recipe's key column inferred as without ``dtypes=``); ``str`` for a
             column of text (a by-key recipe's key column, or one left out with ``columns=``).
         header: whether each file's first line names the columns (it is skipped).
         delimiter: the field separator.
@@ -131,13 +132,24 @@ def read_csv(
         raise TypeError(f"read_csv: delimiter must be one character, got {delimiter!r}")
     chosen = None if columns is None else tuple(c if isinstance(c, str) else int(c) for c in columns)
     kinds: Any = "float32" if dtypes is None else dtypes
+
+    def dtype(d: Any) -> np.dtype[Any]:
+        try:
+            result: np.dtype[Any] = np.dtype(d)
+        except TypeError:
+            raise TypeError(
+                f"read_csv: dtypes= must hold dtypes (float32, float64, int32, int64, or str for text), got {d!r}; "
+                "e.g. dtypes='int64', dtypes=['int64', str] or dtypes={'price': 'float64'}"
+            ) from None
+        return result
+
     if isinstance(kinds, Mapping):
         if not kinds or not all(isinstance(n, str) for n in kinds):
             raise TypeError(f"read_csv: dtypes as a dict must map column names to dtypes, e.g. {{'url': str}}, got {kinds!r}")
-        kinds = tuple((n, np.dtype(d).name) for n, d in kinds.items())
+        kinds = tuple((n, dtype(d).name) for n, d in kinds.items())
         listed = [d for _, d in kinds]
     else:
-        kinds = np.dtype(kinds).name if isinstance(kinds, (str, type, np.dtype)) else tuple(np.dtype(d).name for d in kinds)
+        kinds = dtype(kinds).name if isinstance(kinds, (str, type, np.dtype)) else tuple(dtype(d).name for d in kinds)
         listed = [kinds] if isinstance(kinds, str) else list(kinds)
     for kind in listed:
         if np.dtype(kind).kind not in "iufU" or (isinstance(kinds, str) and np.dtype(kind).kind == "U"):

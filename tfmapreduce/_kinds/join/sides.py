@@ -169,7 +169,11 @@ class JoinTable(CsvTable):
         return result
 
     def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> Any:
-        return tuple(self.fields(records, layout, batch))
+        return self.assemble(self.fields(records, layout, batch), layout)
+
+    def assemble(self, columns: list[tf.Tensor], layout: Layout) -> Any:
+        """A batch as its columns, each 1-D in its own dtype (as the stock and the native split reader both give it)."""
+        return tuple(columns)
 
     def empty(self, layout: Layout) -> tuple[tf.Tensor, ...]:
         dtypes = self.field_dtypes(layout)
