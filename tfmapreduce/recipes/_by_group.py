@@ -26,7 +26,7 @@ from .._ops.group import group
 from .._ops.grouping import grouped, row_ids, ungrouped
 from .._ops.per_group import check_max_bytes, group_reducer
 from .._options import Options, RunOptions
-from ._by_key import _MISSING, _pair, is_table, keyed_input
+from ._by_key import _pair, is_table, keyed_input
 from ._recipe import recipe
 
 METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
@@ -148,9 +148,9 @@ def _check_q(q: object) -> tuple[tuple[float, ...], bool]:
 
 def quantile_by_key(
     keys: Any,
-    values: Any = _MISSING,
+    values: Any = None,
     /,
-    q: Any = _MISSING,
+    q: Any = None,
     *,
     method: str = "linear",
     resident: bool = False,
@@ -184,7 +184,7 @@ def quantile_by_key(
         >>> tmr.quantile_by_key(keys, values, [0.0, 0.5], cluster=cluster).to_dict()
         {1: array([1., 2.]), 2: array([5., 5.])}
     """
-    if q is _MISSING:
+    if q is None:
         raise TypeError("quantile_by_key: q is missing: pass it after the values, or as q= with a CSV table (q=0.9)")
     qs, scalar = _check_q(q)
     if method not in METHODS:
@@ -210,7 +210,7 @@ def _quantile_run(
 
 
 def median_by_key(
-    keys: Any, values: Any = _MISSING, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+    keys: Any, values: Any = None, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
 ) -> Any:
     """Each key's median, ``np.median(values_of_key)`` per key, in float64: the middle value, or the mean of the middle
     two (so ``[1.0, inf]`` gives inf, where ``np.quantile`` and [`quantile_by_key`][tfmapreduce.quantile_by_key] at 0.5
@@ -258,9 +258,9 @@ def _top_k_pre(keys: tf.Tensor, values: tf.Tensor, native: Any, k: int, largest:
 
 def top_k_by_key(
     keys: Any,
-    values: Any = _MISSING,
+    values: Any = None,
     /,
-    k: int = _MISSING,
+    k: int | None = None,
     *,
     largest: bool = True,
     resident: bool = False,
@@ -287,7 +287,7 @@ def top_k_by_key(
         >>> r[1], r[2]
         (array([9, 5]), array([4]))
     """
-    if k is _MISSING:
+    if k is None:
         raise TypeError("top_k_by_key: k is missing: pass it after the values, or as k= with a CSV table (k=3)")
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be an int ≥ 1 (how many values to keep per key), got {k!r}")
@@ -341,7 +341,7 @@ def _count_distinct(keys: tf.Tensor, values: tf.RaggedTensor) -> tf.Tensor:
 
 
 def count_distinct_by_key(
-    keys: Any, values: Any = _MISSING, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+    keys: Any, values: Any = None, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
 ) -> Any:
     """How many distinct values each key has, exactly (``len(np.unique(values_of_key))`` per key), as int64 counts.
 
@@ -367,7 +367,7 @@ def _collect(keys: tf.Tensor, values: Any) -> Any:
 
 def collect_by_key(
     keys: Any,
-    values: Any = _MISSING,
+    values: Any = None,
     /,
     *,
     sort_values: bool = False,
