@@ -394,7 +394,7 @@ def test_a_resident_word_count_keeps_string_keys_by_farmhash(cluster: tmr.LocalC
             words = stored[shard.start : shard.stop]
             if len(words):  # FarmHash Fingerprint64, computed here in the client process
                 assert set(tf.strings.to_hash_bucket_fast(list(words), 4).numpy().tolist()) == {shard.index}
-        assert tmr.count_by_key(kept.keys).to_dict() == dict.fromkeys(" ".join(lines).encode().split(), 1)
+        assert tmr.count_by_key(kept.keys).to_dict() == dict.fromkeys(" ".join(lines).split(), 1)  # str in, str out
 
 
 # --------------------------------------------------------------------------- bad input

@@ -283,7 +283,7 @@ def combine(job: Backed, partials: Sequence[Any]) -> Any:
     """The job's result from one partial per shard (numpy, in shard order): merged on the client, then finalized.
 
     Example:
-        >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean).kind
+        >>> job = tmr.MapReduce(tf.reduce_mean, tmr.combiners.weighted_mean)._kind
         >>> float(combine(job, [(np.float64(30.0), np.float64(10.0)), (np.float64(10.0), np.float64(10.0))]))
         2.0
     """

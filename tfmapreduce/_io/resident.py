@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -243,6 +243,10 @@ class ShardedTuple(tuple):  # type: ignore[type-arg]
     """
 
     __slots__ = ()
+
+    def __init__(self, arrays: Iterable[Any] = (), /) -> None:
+        """The arrays, in order (the tuple itself is made by ``tuple.__new__``)."""
+        super().__init__()
 
     def delete(self, *, timeout: float | None = None) -> None:
         """Free the memory of every array in it on the workers.  Safe to call twice."""

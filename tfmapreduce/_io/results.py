@@ -57,6 +57,7 @@ def read_returned(path: str, dtype: np.dtype[Any], row: Sequence[int]) -> list[n
     without a copy); none where nothing was written.
 
     Example:
+        >>> from tfmapreduce._io.shm import Staging
         >>> with Staging(mechanism="file") as staging:
         ...     path = staging.returned()
         ...     _ = tf.io.write_file(path, tf.io.serialize_tensor(tf.constant([[1, 2], [3, 4]], tf.int32)))

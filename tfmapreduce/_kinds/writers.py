@@ -125,7 +125,7 @@ def write_text(
         ...     _ = tmr.write_text(words, folder)
         >>> with tmr.read_text(folder).persist(cluster=cluster) as lines:
         ...     lines.gather().tolist()
-        [b'to', b'be', b'or', b'not']
+        ['to', 'be', 'or', 'not']
     """
     if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in "\r\n":
         raise TypeError(f"write_text: delimiter must be one character other than a line break, got {delimiter!r}")

@@ -44,6 +44,10 @@ def without_bom(lines: tf.Tensor) -> tf.Tensor:
     return tf.strings.substr(lines, start, tf.fill(tf.shape(start), -1))
 
 
+QUOTED_BREAK = '(?s)([^"]*"[^"]*")*[^"]*"[^"]*\n.*'
+"""A record with a line break inside a quoted field: one after an odd number of quotes (a doubled quote keeps the count even)."""
+
+
 @attrs.frozen
 class Csv(Text):
     """CSV files of numbers: the columns (names or indices) parsed into one (rows, columns) matrix."""
@@ -194,9 +198,10 @@ class Csv(Text):
             )  # fmt: skip
             return list(decoded)
 
-        # TmrDecodeCsv splits a record at every line break, also inside quotes: such a batch is decoded by TensorFlow's op
-        one_line = tf.reduce_all(tf.strings.regex_full_match(records, "[^\n]*"))
-        decoded: list[tf.Tensor] = tf.cond(one_line, native, stock)
+        # TmrDecodeCsv splits a record at every line break, also inside quotes: a batch with a line break after an odd
+        # number of quotes (inside a quoted field) is decoded by TensorFlow's op; blocks of whole lines stay native
+        quoted_break = tf.reduce_any(tf.strings.regex_full_match(records, QUOTED_BREAK))
+        decoded: list[tf.Tensor] = tf.cond(quoted_break, stock, native)
         return decoded
 
     def decode(self, records: tf.Tensor, layout: Layout, batch: int = 0) -> Any:
