@@ -13,6 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import tfmapreduce as tmr
 from tests.strategies import examples, size_lists
+from tfmapreduce._engine import call as _call
 from tfmapreduce._engine import driver as _engine
 from tfmapreduce._native.loader import kernels
 from tfmapreduce._ops import splitters as _splitters
@@ -195,7 +196,7 @@ def test_strings_sort_in_byte_order_native_or_stock(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_splitters, "SAMPLES", 2)  # few splitters: many rows tie with them
         if not native:
-            patch.setattr(_engine, "available", lambda cluster, timeout, *ops: False)
+            patch.setattr(_call, "available", lambda cluster, timeout, *ops: False)
         array = np.array(x, dtype=object)
         k, v = tmr.sort_by_key(array, np.arange(len(x)), cluster=cluster, sizes=sizes, reducers=reducers, descending=descending)
     with k, v:
@@ -259,7 +260,7 @@ def test_the_native_value_sort_orders_floats_as_numpy(dtype: type) -> None:
 def test_the_stock_sort_where_a_task_lacks_the_native_kernels(cluster: tmr.LocalCluster) -> None:
     x = np.random.default_rng(6).integers(-5, 5, 3000)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_engine, "available", lambda cluster, timeout, *ops: False)
+        patch.setattr(_call, "available", lambda cluster, timeout, *ops: False)
         k, v = tmr.sort_by_key(x, np.arange(len(x)), cluster=cluster, descending=True)
     with k, v:
         order = stable_order(x, descending=True)
@@ -268,7 +269,6 @@ def test_the_stock_sort_where_a_task_lacks_the_native_kernels(cluster: tmr.Local
 
 
 def test_the_plan_explains_the_ranges(cluster: tmr.LocalCluster) -> None:
-    from tfmapreduce._engine import driver as _engine
     from tfmapreduce._kinds.sort import Sort
     from tfmapreduce._ops.splitters import SAMPLES
     from tfmapreduce._options import RunOptions

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import attrs
@@ -9,7 +10,9 @@ import numpy as np
 
 from .._cluster.cluster import Cluster
 from .._io.source import Sources
+from .._native.loader import kernels
 from .._options import RunOptions
+from .kernels import available
 
 
 @attrs.frozen(eq=False)
@@ -23,5 +26,9 @@ class Call:
     cluster: Cluster
     settings: RunOptions
     resident: bool = False
-    native: Any | None = None
-    """The native kernels where every task has them, else None: resolved once as the run starts (``driver.start``)."""
+
+    @functools.cached_property
+    def native(self) -> Any | None:
+        """The native kernels where every task has them, else None: resolved once per run, when its graph first asks
+        (a run that builds nothing asks nothing; a cluster asks its tasks once, see ``kernels.available``)."""
+        return kernels() if available(self.cluster, self.settings.seconds()) else None

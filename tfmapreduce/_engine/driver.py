@@ -29,7 +29,7 @@ from .._cluster.cluster import Cluster
 from .._io.shm import Staging
 from .._io.source import Shipped, as_array, streamed
 from .._io.variables import destroy_shard, handle
-from .._native.loader import has, kernels
+from .._native.loader import has
 from .._ops.mapfn import traced
 from .._ops.numerics import native_sums
 from .._options import RunOptions
@@ -39,7 +39,7 @@ from . import speculate as _speculate
 from . import trace as _trace
 from .cache import programs
 from .call import Call
-from .kernels import available, with_kernels
+from .kernels import with_kernels
 from .kind import Kind, P, refuse
 from .planner import plan_of, resolve_cluster
 from .program import Builder, Fed, Program, Ready, Stored
@@ -97,8 +97,7 @@ def start(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any
     cluster = resolve_cluster(settings.cluster, srcs)
     srcs = with_kernels(srcs, cluster, settings.seconds())
     values = tuple(as_array(b, argument=f"broadcast[{i}]") for i, b in enumerate(broadcast))
-    native = kernels() if available(cluster, settings.seconds()) else None
-    return Call(srcs, note, values, cluster, settings, resident, native)
+    return Call(srcs, note, values, cluster, settings, resident)
 
 
 def plan(kind: Kind[P], x: Any, settings: RunOptions) -> P:
@@ -120,11 +119,11 @@ def run(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] 
         return _run(kind, x, settings, broadcast, resident)
 
 
-def _native_sums(native: Any | None) -> contextlib.AbstractContextManager[None]:
+def _native_sums(call: Call) -> contextlib.AbstractContextManager[None]:
     """Graphs built inside sum float32 with the native ``TmrWideSum`` where every task has the kernels."""
 
     def wide_sum(x: tf.Tensor) -> tf.Tensor | None:
-        return native.tmr_wide_sum(x) if has(native, "tmr_wide_sum") else None
+        return call.native.tmr_wide_sum(x) if has(call.native, "tmr_wide_sum") else None
 
     return native_sums(wide_sum)
 
@@ -132,7 +131,7 @@ def _native_sums(native: Any | None) -> contextlib.AbstractContextManager[None]:
 def _run(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any], resident: bool) -> Any:
     started = time.perf_counter()
     call = start(kind, x, settings, broadcast, resident=resident)
-    with _native_sums(call.native):
+    with _native_sums(call):
         return _run_call(kind, call, settings, started)
 
 

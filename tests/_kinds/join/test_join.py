@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import tfmapreduce as tmr
 from tests.strategies import examples, size_lists
-from tfmapreduce._engine import driver as _engine
+from tfmapreduce._engine import call as _call
 
 HOWS = ("inner", "left", "right", "outer")
 
@@ -85,7 +85,7 @@ def test_the_stock_join_where_a_task_lacks_the_native_kernels(cluster: tmr.Local
     left = (rng.integers(0, 30, 400), rng.random(400))
     right = (rng.integers(10, 40, 300), rng.integers(0, 9, 300))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_engine, "available", lambda cluster, timeout, *ops: False)
+        patch.setattr(_call, "available", lambda cluster, timeout, *ops: False)
         for strategy in ("hash", "broadcast"):
             check(tmr.join(left, right, how=how, strategy=strategy, cluster=cluster, reducers=3), left, right, how)
 
