@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import numpy as np
 import tensorflow as tf
+from typing_extensions import Unpack
 
 from ..._base.errors import InputError
 from ..._engine import driver as _engine
@@ -34,7 +35,7 @@ from ..._io.keyed_input import keyed_sources
 from ..._io.resident import Sharded, scatter
 from ..._io.source import Input, Sources
 from ..._io.strings import Encoding
-from ..._options import RunOptions
+from ..._options import Options, RunOptions
 from ..shuffle.map_side import SHUFFLE_KEY_DTYPES
 from ..shuffle.sharded import KeyedSharded
 from .kind import Join
@@ -124,14 +125,13 @@ def _key_name(srcs: Sources) -> str:
 
 
 def _prepare(
-    left: Any, right: Any, how: str, strategy: str, options: dict[str, Any]
+    left: Any, right: Any, how: str, strategy: str, max_bytes: int | None, options: dict[str, Any]
 ) -> tuple[Join, Sources, RunOptions, list[Sharded]]:
     """The join's kind, its stacked inputs, run options, and what it scattered for the run (freed after it)."""
     if how not in HOWS:
         raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))} (SQL join semantics), got {how!r}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}")
-    max_bytes = options.pop("max_bytes", None)
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)) or max_bytes <= 0):
         raise ValueError(f"max_bytes must be a positive number of bytes or None, got {max_bytes!r}")
     settings = RunOptions.of(**options)
@@ -180,7 +180,17 @@ def _prepare(
     )
 
 
-def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto", **options: Any) -> Any:
+def join(
+    left: Any,
+    right: Any,
+    /,
+    *,
+    how: str = "inner",
+    strategy: str = "auto",
+    resident: bool = False,
+    max_bytes: int | None = None,
+    **options: Unpack[Options],
+) -> Any:
     """Join two keyed datasets on equal keys, with SQL semantics, in one distributed run.
 
     One row per (left row, right row) pair of equal keys (one-to-many and many-to-many multiply); ``how="left"``
@@ -226,9 +236,7 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
         >>> sorted(zip(r.keys.tolist(), r.left.tolist(), r.right.tolist()))
         [(1, 1.5, 'ann'), (1, 9.5, 'ann'), (2, 3.0, 'bob')]
     """
-    given = dict(options)
-    resident = given.pop("resident", False)  # a bool: checked as the run starts
-    kind, srcs, settings, scattered = _prepare(left, right, how, strategy, given)
+    kind, srcs, settings, scattered = _prepare(left, right, how, strategy, max_bytes, dict(options))
     try:
         return _engine.run(kind, srcs, settings, resident=resident)
     finally:
@@ -236,10 +244,19 @@ def join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto"
             array.delete()
 
 
-def plan_join(left: Any, right: Any, /, *, how: str = "inner", strategy: str = "auto", **options: Any) -> JoinPlan:
+def plan_join(
+    left: Any,
+    right: Any,
+    /,
+    *,
+    how: str = "inner",
+    strategy: str = "auto",
+    max_bytes: int | None = None,
+    **options: Unpack[Options],
+) -> JoinPlan:
     """The [`JoinPlan`][tfmapreduce.JoinPlan] [`join`][tfmapreduce.join] would follow with these arguments: the strategy, the shards of the stacked
     rows and where rows are joined (nothing runs; ``print`` it)."""
-    kind, srcs, settings, scattered = _prepare(left, right, how, strategy, dict(options))
+    kind, srcs, settings, scattered = _prepare(left, right, how, strategy, max_bytes, dict(options))
     try:
         planned: JoinPlan = _engine.plan(kind, srcs, settings)
         return planned
