@@ -160,20 +160,17 @@ def _prepare(
         scattered += moved
         srcs = Sources([m.as_source() for m in moved])
         lsrcs, rsrcs = (srcs, rsrcs) if host == 0 else (lsrcs, srcs)
-    chosen = strategy
-    if (
+    copartitioned = (
         lkeyed is not None
         and rkeyed is not None
-        and strategy == "auto"
         and lkeyed.partitioner == rkeyed.partitioner == "hash"  # range-partitioned results each have their own ranges
         and [s.device for s in lkeyed.plan.shards] == [s.device for s in rkeyed.plan.shards]
-    ):
-        chosen = "co-partitioned"
+    )
     if settings.sizes is None and settings.devices is None and lsrcs[0].home_plan is None and settings.cluster is not None:
         settings = attrs.evolve(settings, sizes=_spread(lsrcs[0].rows, rsrcs[0].rows, settings))
-    layout = JoinLayout((lcols, rcols), (ltuple, rtuple), (luni, runi))
+    layout = JoinLayout((lcols, rcols), (ltuple, rtuple), (luni, runi), copartitioned)
     return (
-        Join(how, chosen, layout, int(max_bytes) if max_bytes is not None else None),
+        Join(how, strategy, layout, int(max_bytes) if max_bytes is not None else None),
         stacked(lsrcs, rsrcs),
         settings,
         scattered,

@@ -45,8 +45,7 @@ class Join(KindBase[JoinPlan]):
 
     how: str
     strategy: str
-    """As asked: ``"auto"``, ``"hash"`` or ``"broadcast"``; or ``"co-partitioned"`` (two keyed results on the same
-    reducers, asked as ``"auto"``).  The plan decides (:func:`~tfmapreduce._kinds.join.plan.choose`)."""
+    """As asked: ``"auto"``, ``"hash"`` or ``"broadcast"``; the plan decides (:func:`~tfmapreduce._kinds.join.plan.choose`)."""
     layout: JoinLayout
     max_bytes: int | None = None
     phase: ClassVar[str] = "join"

@@ -41,6 +41,9 @@ class JoinLayout:
     tuples: tuple[bool, bool]
     unicode: tuple[Encoding, Encoding]
     """Per side: how its string keys and values decode (see ``decode_keys``): ``str`` where they were given as ``str``."""
+    copartitioned: bool = False
+    """Both sides are keyed results partitioned by key hash over the same reducers (a fact of the inputs; the plan
+    decides what to do with it)."""
 
     def of(self, side: int, cols: Sequence[Any]) -> tuple[Any, list[Any]]:
         """Side ``side``'s (keys, value columns) among the stacked columns ``cols``."""
@@ -152,7 +155,7 @@ def _spread(left: int, right: int, settings: RunOptions) -> list[int]:
 def choose(how: str, strategy: str, layout: JoinLayout, shards: Plan, call: Call) -> JoinPlan:
     """The join's plan: where its rows are joined, by the one strategy chosen here.
 
-    ``"co-partitioned"`` (asked as ``"auto"`` of two keyed results on the same reducers) stays so; ``"broadcast"`` and
+    ``"auto"`` joins two keyed results on the same reducers where they are (co-partitioned); ``"broadcast"`` and
     ``"hash"`` are taken as asked; ``"auto"`` broadcasts the smaller side where it has at most
     :data:`BROADCAST_BYTES` and fewer rows (or a side is a CSV table, sized in bytes), and else hashes.
     """
@@ -163,7 +166,8 @@ def choose(how: str, strategy: str, layout: JoinLayout, shards: Plan, call: Call
     weight = [_bytes(call.srcs, layout, side) for side in (0, 1)]
     small = 0 if weight[0] < weight[1] else 1
     in_bytes = [_in_bytes(call.srcs, layout, side) for side in (0, 1)]
-    if strategy == "co-partitioned":
+    if strategy == "auto" and layout.copartitioned:
+        strategy = "co-partitioned"
         assert left.stack.plans is not None
         reducers = tuple(s.device for s in left.stack.plans[0].shards)
     elif strategy == "broadcast" or (
