@@ -80,6 +80,20 @@ def test_auto_plans_one_shard_per_device_and_shows_the_speeds(cluster: tmr.Local
 
 
 def test_sizes_move_toward_the_faster_device() -> None:
+    """Task 1 throttled to a tenth of the time: its measured speed is the lower and its share shrinks, wherever its
+    shard is in the plan.  The scenario times real runs, so it gets three tries on fresh clusters: a regression fails
+    all, a machine loaded by other work (two CPU hogs beside the suite once timed task 1 the faster) fails one."""
+    failures = []
+    for _ in range(3):
+        failure = _faster_device_once()
+        if not failure:
+            return
+        failures.append(failure)
+    pytest.fail(f"every try: {failures}")
+
+
+def _faster_device_once() -> str:
+    """The scenario once: what went wrong, or "" where the sizes moved toward task 0."""
     x = np.random.default_rng(3).random((1_000_000, 4), dtype=np.float32)
     expected = _expected(x)
     with tmr.LocalCluster(2, cpu_devices=1) as local:
@@ -95,9 +109,10 @@ def test_sizes_move_toward_the_faster_device() -> None:
             assert plan.measured is not None
             rows = {s.device: s.rows for s in plan.shards}
             speed = dict(zip((s.device for s in plan.shards), plan.measured.speeds, strict=True))
-            assert speed[T1] < speed[T0], plan  # type: ignore[operator]  # both measured
-            assert rows[T1] < 0.4 * len(x) < 0.6 * len(x) < rows[T0], plan
+            if not (speed[T1] < speed[T0] and rows[T1] < 0.4 * len(x) < 0.6 * len(x) < rows[T0]):  # type: ignore[operator]
+                return f"order {order}: {plan}"
         assert local.lost == frozenset()
+    return ""
 
 
 def test_a_device_slowed_for_its_first_run_gets_even_sizes_back_within_5_runs() -> None:

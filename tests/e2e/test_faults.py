@@ -156,14 +156,12 @@ def test_a_job_keeping_its_result_survives_a_master_stopped_in_the_run(pair: tmr
     out the rest of the deadline, and the retry had none left (WorkerTimeoutError instead of the result)."""
     job, kept = KEPT[kind]
     x = np.random.default_rng(7).normal(size=3_000_000)
-    job(x[:1000], cluster=pair)  # compiled and warm: the stop lands in the run itself
-    stopper = threading.Timer(0.3, stop, (pair.pids[0],))
-    stopper.start()
+    job(x[:1000], cluster=pair)  # compiled and warm: the run itself meets the stopped master
+    stop(pair.pids[0])  # before the run, not a moment into it: a quick run under load could finish first
     try:
         with tmr.stats() as seen:
             result = job(x, cluster=pair, timeout=30, retries=2)
     finally:
-        stopper.join()
         os.kill(pair.pids[0], signal.SIGCONT)
     assert seen.last.lost == (tmr.Task("local", 0),)
     np.testing.assert_allclose(np.sort(result.gather()), np.sort(kept(x)))
