@@ -26,19 +26,19 @@ T0 = "/job:local/replica:0/task:0/device:CPU:0"
 T1 = "/job:local/replica:0/task:1/device:CPU:0"
 
 
-def _sin_cos_job() -> tmr.MapReduce[Any]:
-    """A fresh job (its own identity: no speeds recorded yet), compute-bound."""
+def _sin_cos_job(rounds: int = 1) -> tmr.MapReduce[Any]:
+    """A fresh job (its own identity: no speeds recorded yet), compute-bound: ``rounds`` times the work per row."""
 
     def sin_cos(t: Any) -> Any:
         t = tf.cast(t, tf.float64)
-        return tf.reduce_sum(tf.sin(t) * tf.cos(t), axis=0)
+        return tf.add_n([tf.reduce_sum(tf.sin(t * k) * tf.cos(t), axis=0) for k in range(1, rounds + 1)])
 
     return tmr.MapReduce(sin_cos, tmr.combiners.sum)
 
 
-def _expected(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def _expected(x: np.ndarray[Any, Any], rounds: int = 1) -> np.ndarray[Any, Any]:
     x64 = x.astype(np.float64)
-    return np.sum(np.sin(x64) * np.cos(x64), axis=0)
+    return sum(np.sum(np.sin(x64 * k) * np.cos(x64), axis=0) for k in range(1, rounds + 1))
 
 
 def test_auto_gives_the_result_of_its_sizes_fixed_and_of_numpy(cluster: tmr.LocalCluster) -> None:
@@ -82,7 +82,9 @@ def test_auto_plans_one_shard_per_device_and_shows_the_speeds(cluster: tmr.Local
 def test_sizes_move_toward_the_faster_device() -> None:
     """Task 1 throttled to a tenth of the time: its measured speed is the lower and its share shrinks, wherever its
     shard is in the plan.  The scenario times real runs, so it gets three tries on fresh clusters: a regression fails
-    all, a machine loaded by other work (two CPU hogs beside the suite once timed task 1 the faster) fails one."""
+    all, a machine loaded by other work fails one.  Task 1's shard is many throttle periods of work (four rounds of
+    sin·cos per row, 2 ms running windows): a shard shorter than one window ran at full speed between two stops, timed
+    task 1 the faster, and failed all three tries beside two CPU hogs."""
     failures = []
     for _ in range(3):
         failure = _faster_device_once()
@@ -95,13 +97,13 @@ def test_sizes_move_toward_the_faster_device() -> None:
 def _faster_device_once() -> str:
     """The scenario once: what went wrong, or "" where the sizes moved toward task 0."""
     x = np.random.default_rng(3).random((1_000_000, 4), dtype=np.float32)
-    expected = _expected(x)
+    expected = _expected(x, rounds=4)
     with tmr.LocalCluster(2, cpu_devices=1) as local:
         tmr.sum(x[:10], cluster=local)  # connect before throttling: a first contact with a stopped process backs off
         slow = local.pids[1]
         for order in ([T0, T1], [T1, T0]):  # task 1 slowed, wherever its shard is in the plan
-            job = _sin_cos_job()
-            with Throttle(slow, stopped=0.045, period=0.05):  # task 1 runs at most 1/10 of the time, whatever the load
+            job = _sin_cos_job(rounds=4)
+            with Throttle(slow, stopped=0.018, period=0.02):  # task 1 runs at most 1/10 of the time, whatever the load
                 for _ in range(6):
                     result = job.run(x, cluster=local, sizes="auto", devices=order, retries=0)  # slow, not hung: no hang check
                     np.testing.assert_allclose(result, expected, rtol=1e-5)
