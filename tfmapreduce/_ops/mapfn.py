@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from .._base.errors import MapFunctionError
 from .._base.plan import Shard
+from .models import call_with_variables, holds_state
 
 T = TypeVar("T")
 
@@ -138,7 +139,10 @@ def call_map(map_fn: Any, tensors: Any, broadcast: tuple[Any, ...], at: str, *, 
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
-            output = map_fn(*tensors, *broadcast)
+            if holds_state(map_fn):  # a model, a tf.Module, variables: read from their copies on this device
+                output = call_with_variables(map_fn, tensors, broadcast, at, argument)
+            else:
+                output = map_fn(*tensors, *broadcast)
         graph = tf.compat.v1.get_default_graph()  # a tf.data function's graph captures them; its dataset would fail
         if any(not tf.is_symbolic_tensor(t) for t, _ in getattr(graph, "captures", ())):
             raise captured(map_fn, at, argument)
