@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import functools
 import itertools
+import re
 import secrets
 import threading
 import weakref
@@ -111,8 +112,9 @@ def holds_state(fn: Any) -> bool:
 
         found = inspect.getclosurevars(target)
         values += [*found.globals.values(), *found.nonlocals.values()]
-    except (TypeError, ValueError):
-        values += list(getattr(fn, "__dict__", {}).values())  # a callable object: its attributes
+    except (TypeError, ValueError):  # a callable object: its attributes
+        values += list(getattr(fn, "__dict__", {}).values())
+        values += [getattr(fn, name, None) for name in getattr(type(fn), "__slots__", ())]
     for value in values:
         inner = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, list | tuple) else []
         if _stateful(value) or any(_stateful(v) for v in inner):
@@ -192,7 +194,7 @@ def _assigned(concrete: Any, inner: tf.Tensor) -> bool:
     graph = concrete.graph
 
     def library(name: str) -> function_pb2.FunctionDef | None:
-        found = graph._functions.get(name)  # noqa: SLF001 - the functions a trace calls (a SavedModel's restored ones)
+        found = graph._functions.get(name)  # the functions a trace calls (a SavedModel's)
         return found.cached_definition if found is not None else None
 
     for op in inner.consumers():
@@ -206,6 +208,18 @@ def _assigned(concrete: Any, inner: tf.Tensor) -> bool:
     return False
 
 
+def _name(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
+
+
+def _cause(e: BaseException) -> str:
+    """The line of a tracing error that says what was expected (Keras's first line only names the call)."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in str(e).splitlines()]
+    lines = [line for line in lines if line]
+    said = [line for line in lines if "expected" in line] or lines[:1] or [type(e).__name__]
+    return said[0]
+
+
 def call_with_variables(fn: Any, tensors: Any, broadcast: tuple[Any, ...], at: str, argument: str) -> Any:
     """``fn(*tensors, *broadcast)`` in the current graph, its variables read from their copies on the current device.
 
@@ -214,8 +228,18 @@ def call_with_variables(fn: Any, tensors: Any, broadcast: tuple[Any, ...], at: s
     """
     args = (*tensors, *broadcast)
     specs = (*tf.nest.map_structure(lambda t: _spec(t, True), tuple(tensors)), *(_spec(b, False) for b in broadcast))
-    with tf.init_scope():  # traced out of the run's graph: its variables are the trace's captured inputs
-        concrete = _function(fn).get_concrete_function(*specs)
+    try:
+        with tf.init_scope():  # traced out of the run's graph: its variables are the trace's captured inputs
+            concrete = _function(fn).get_concrete_function(*specs)
+    except (ValueError, TypeError) as e:
+        if "shape" not in str(e).lower():
+            raise  # the map function's own error (named by call_map)
+        rows = ", ".join(f"{s.dtype.name}{[None, *s.shape[1:]]}" for s in tf.nest.flatten(specs[: len(tuple(tensors))]))
+        raise MapFunctionError(
+            f"{argument} {_name(fn)} does not take the rows of {at}: they come as {rows} (a batch of rows: any number on "
+            f"axis 0, then the row shape); {_cause(e)}; make the model's input match the rows (reshape or cast them in a "
+            f"map function, or build the model for their shape)"
+        ) from e
     variables = {id(v.handle): v for v in concrete.graph.variables}
     captured = []
     for outer, inner in concrete.graph.captures:
@@ -235,4 +259,4 @@ def call_with_variables(fn: Any, tensors: Any, broadcast: tuple[Any, ...], at: s
         else:  # a tensor made eagerly: its value travels in the graph
             captured.append(tf.constant(outer.numpy()))
     flat = tf.nest.flatten(args, expand_composites=True)
-    return concrete._call_flat([tf.convert_to_tensor(t) for t in flat], captured)  # noqa: SLF001 - captures replaced
+    return concrete._call_flat([tf.convert_to_tensor(t) for t in flat], captured)  # its captures replaced

@@ -1,0 +1,113 @@
+"""``tmr.predict``: a model's outputs for every row, made on the devices that hold the rows, in input row order.
+
+A map-only run (:class:`~tfmapreduce._kinds.maponly.MapOnly`) of ``model`` itself: its variables are copied once to
+each device that maps a shard and kept there for later runs (``_io/models.py``), files are read batch by batch on
+their workers, and the predictions stay where they were made (``resident=True``) or are gathered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import tensorflow as tf
+from typing_extensions import Unpack
+
+from .._engine import driver as _engine
+from .._io.resident import Sharded, _arrays, delete_all
+from .._options import Options, RunOptions
+from .maponly import MapOnly
+
+
+@attrs.frozen
+class Forward:
+    """A model called on a batch of rows (one input: the tensor; several: their list, as Keras takes them), in
+    ``batch_rows`` batches where given (a shard in memory is otherwise one batch).  Equal for one model and batch size:
+    the run driver keeps its program for the next call."""
+
+    model: Any
+    batch_rows: int | None
+
+    def __repr__(self) -> str:  # how messages name it (equal for one model: later runs find its program)
+        name = getattr(self.model, "name", None)
+        return f"predict({type(self.model).__name__}{f' {name!r}' if isinstance(name, str) else ''})"
+
+    def __call__(self, *rows: tf.Tensor) -> Any:
+        if self.batch_rows is None or len(rows) != 1:
+            return self.model(rows[0] if len(rows) == 1 else list(rows))
+        x = rows[0]
+        batches = tf.data.Dataset.from_tensor_slices(x).batch(self.batch_rows).map(self.model)
+        first = self.model(x[:0])
+        arrays = tf.nest.map_structure(
+            lambda t: tf.TensorArray(
+                t.dtype, size=0, dynamic_size=True, infer_shape=False, element_shape=tf.TensorShape([None, *t.shape[1:]])
+            ),
+            first,
+        )
+
+        def step(state: Any, out: Any) -> Any:
+            i, acc = state
+            return i + 1, tf.nest.map_structure(lambda a, t: a.write(i, t), acc, out)
+
+        _, acc = batches.reduce((tf.constant(0), arrays), step)
+        return tf.nest.map_structure(lambda a, t: tf.ensure_shape(a.concat(), [None, *t.shape[1:]]), acc, first)
+
+
+def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+    """The outputs of ``model`` for every row of ``x``, in row order, computed where the rows are.
+
+    ``model`` is a Keras model, a ``tf.Module`` or any callable of a batch of rows that reads variables (a SavedModel
+    loaded with ``tf.saved_model.load``).  Its variables are copied once to each device that maps a shard and kept
+    there: a later run with the same model sends none, and a run after its weights changed sends the changed ones
+    (``RunStats.weight_bytes`` counts them; the models guide says how changes are found).  One input array gives
+    the model a tensor; a tuple of co-partitioned arrays, their list (a Keras model with several inputs).
+
+    Args:
+        model: the model to call on each batch of rows.
+        x: an array, a tuple of co-partitioned arrays, resident ``Sharded`` data or files (``tmr.read_npy`` ...).
+        resident: keep the predictions on the devices that made them (a ``Sharded``, or the model's structure of
+            them) for a later job or a writer; False: gather them to the client as numpy arrays.
+        **options: as every job (``cluster``, ``sizes``, ``devices``, ``timeout`` ...); ``batch_rows``: the rows the
+            model gets at once (files are read in such batches; a shard in memory is otherwise one batch).
+
+    Returns:
+        The predictions as a numpy array (or the model's structure of them), one row per input row; with
+        ``resident=True`` as ``Sharded`` data (free it with ``delete()`` or ``with``).
+
+    Raises:
+        TypeError: ``model`` is not callable.
+        MapFunctionError: the model does not take the rows (its message names the shapes), or it assigns a variable.
+
+    Example:
+        >>> import keras
+        >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, kernel_initializer="ones")])
+        >>> tmr.predict(model, np.ones((4, 3), np.float32), cluster=cluster).ravel().tolist()
+        [3.0, 3.0, 3.0, 3.0]
+    """
+    if not callable(model):
+        raise TypeError(
+            f"model must be a callable of a batch of rows: a Keras model, a tf.Module with __call__, or a function; "
+            f"got {type(model).__name__} {model!r}"
+        )
+    if not isinstance(resident, bool):
+        raise TypeError(
+            f"resident must be True (keep the predictions on the devices) or False (gather them), "
+            f"got {type(resident).__name__} {resident!r}"
+        )
+    settings = RunOptions.of(**options)
+    kept = _engine.run(MapOnly(Forward(model, settings.batch_rows), "fn"), x, settings, resident=True)
+    if resident:
+        return kept
+    try:
+        return _gathered(kept)
+    finally:
+        delete_all(_arrays(kept))
+
+
+def _gathered(value: Any) -> Any:
+    """The numpy arrays of a structure of ``Sharded`` (a model's outputs: one, a tuple, a list or a dict)."""
+    if isinstance(value, Sharded):
+        return value.gather()
+    if isinstance(value, dict):
+        return {k: _gathered(v) for k, v in value.items()}
+    return type(value)(_gathered(v) for v in value) if isinstance(value, list) else tuple(_gathered(v) for v in value)
