@@ -91,17 +91,17 @@ def recording() -> Iterator[list[Use]]:
 
 
 def _stateful(value: Any) -> bool:
-    if isinstance(value, tf.Variable | tf.Module):
-        return True
+    if isinstance(value, tf.Variable | tf.Module | tf.__internal__.tracking.AutoTrackable):
+        return True  # (AutoTrackable: a Keras model or layer, a SavedModel loaded with tf.saved_model.load)
     if isinstance(value, tf.Tensor):
         return not tf.is_symbolic_tensor(value)
-    return callable(value) and hasattr(value, "weights") and hasattr(value, "variables")  # a Keras layer or model
+    return False
 
 
 def holds_state(fn: Any) -> bool:
     """Whether ``fn`` uses TensorFlow state made eagerly on the client: it is, or closes over (through its globals,
-    closure, bound object, partial arguments or attributes), a variable, a ``tf.Module``, a Keras layer or model, or a
-    tensor with a value; containers of them one level deep."""
+    closure, bound object, partial arguments or attributes), a variable, a ``tf.Module``, a Keras layer or model, a loaded
+    SavedModel, or a tensor with a value; containers of them one level deep."""
     values: list[Any] = [fn]
     if isinstance(fn, functools.partial):
         values += [fn.func, *fn.args, *fn.keywords.values()]
