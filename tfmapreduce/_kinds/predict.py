@@ -14,6 +14,7 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from .._engine import driver as _engine
+from .._io.files.files import Files
 from .._io.resident import Sharded, _arrays, delete_all
 from .._options import Options, RunOptions
 from .maponly import MapOnly
@@ -36,7 +37,8 @@ class Forward:
         if self.batch_rows is None or len(rows) != 1:
             return self.model(rows[0] if len(rows) == 1 else list(rows))
         x = rows[0]
-        batches = tf.data.Dataset.from_tensor_slices(x).batch(self.batch_rows).map(self.model)
+        n, size = tf.shape(x, out_type=tf.int64)[0], tf.constant(self.batch_rows, tf.int64)
+        batches = tf.data.Dataset.range(0, n, size).map(lambda start: self.model(x[start : start + size]))  # slices
         first = self.model(x[:0])
         arrays = tf.nest.map_structure(
             lambda t: tf.TensorArray(
@@ -95,7 +97,8 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
             f"got {type(resident).__name__} {resident!r}"
         )
     settings = RunOptions.of(**options)
-    kept = _engine.run(MapOnly(Forward(model, settings.batch_rows), "fn"), x, settings, resident=True)
+    inner = None if isinstance(x, Files) else settings.batch_rows  # files come in batches of batch_rows already
+    kept = _engine.run(MapOnly(Forward(model, inner), "fn"), x, settings, resident=True)
     if resident:
         return kept
     try:
