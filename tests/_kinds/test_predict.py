@@ -166,3 +166,11 @@ def test_on_a_gpu_one_copy_per_gpu_and_the_same_predictions() -> None:
         assert {s.device for s in stats.shards} <= set(gpus)
         assert stats.weight_bytes == sum(w.numpy().nbytes for w in model.weights) * len({s.device for s in stats.shards})
     np.testing.assert_allclose(got, model.predict(x, verbose=0), rtol=1e-4, atol=1e-5)
+
+
+def test_a_model_in_a_map_reduce_job_with_and_without_speculation(cluster: tmr.LocalCluster) -> None:
+    model, x = _dense(), _rows(800)
+    job = tmr.MapReduce(lambda v: tf.reduce_sum(model(v)), tmr.combiners.sum)
+    want = float(model.predict(x, verbose=0).sum())
+    assert float(job.run(x, cluster=cluster, sizes=[100, 700])) == pytest.approx(want, rel=1e-4)
+    assert float(job.run(x, cluster=cluster, sizes=[100, 700], speculate=True)) == pytest.approx(want, rel=1e-4)
