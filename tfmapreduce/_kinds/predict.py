@@ -61,7 +61,7 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
     ``model`` is a Keras model, a ``tf.Module`` or any callable of a batch of rows that reads variables (a SavedModel
     loaded with ``tf.saved_model.load``).  Its variables are copied once to each device that maps a shard and kept
     there: a later run with the same model sends none, and a run after its weights changed sends the changed ones
-    (``RunStats.weight_bytes`` counts them; the models guide says how changes are found).  One input array gives
+    ([`RunStats.weight_bytes`][tfmapreduce.RunStats.weight_bytes] counts them; the models guide says how changes are found).  One input array gives
     the model a tensor; a tuple of co-partitioned arrays, their list (a Keras model with several inputs).
 
     Args:
@@ -80,7 +80,7 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
         TypeError: ``model`` is not callable.
         MapFunctionError: the model does not take the rows (its message names the shapes), or it assigns a variable.
 
-    Example:
+    Examples:
         >>> import keras
         >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, kernel_initializer="ones")])
         >>> tmr.predict(model, np.ones((4, 3), np.float32), cluster=cluster).ravel().tolist()
