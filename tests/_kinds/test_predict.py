@@ -174,3 +174,19 @@ def test_a_model_in_a_map_reduce_job_with_and_without_speculation(cluster: tmr.L
     want = float(model.predict(x, verbose=0).sum())
     assert float(job.run(x, cluster=cluster, sizes=[100, 700])) == pytest.approx(want, rel=1e-4)
     assert float(job.run(x, cluster=cluster, sizes=[100, 700], speculate=True)) == pytest.approx(want, rel=1e-4)
+
+
+def test_copies_gone_from_a_worker_are_placed_again(cluster: tmr.LocalCluster) -> None:
+    """As after a worker restart: the devices lost the copies the client thinks they hold."""
+    from tfmapreduce._io.models import PLACED, _destroy
+
+    model, x = _dense(), _rows(300)
+    tmr.predict(model, x, cluster=cluster)
+    graph = tf.Graph()
+    with graph.as_default():
+        ops = _destroy(list(cluster.state(PLACED).digests))  # freed behind the client's back
+    cluster.run(graph, ops, {}, tasks=cluster.tasks, timeout=10)
+    cluster.forget(graph)
+    got, stats = _run(lambda v, **o: tmr.predict(model, v, **o), x, cluster)
+    np.testing.assert_allclose(got, model.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
+    assert stats.weight_bytes == sum(w.numpy().nbytes for w in model.weights) * len({s.device for s in stats.shards})

@@ -27,7 +27,7 @@ from .._base.errors import JobError, TfMapReduceError
 from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
-from .._io.models import place
+from .._io.models import lost, place
 from .._io.shm import Staging
 from .._io.source import Shipped, as_array, streamed
 from .._io.variables import destroy_shard, handle
@@ -207,12 +207,24 @@ def _execute(
     kind: Kind[Any], program: Program, shards: Plan, call: Call, settings: RunOptions, weights: list[int] | None = None
 ) -> Any:
     """Run a compiled program once on this run's data: what its kind fetches.  The variables its map functions read
-    are placed on their devices first where they are not there yet (their bytes appended to ``weights``)."""
+    are placed on their devices first where they are not there yet (their bytes appended to ``weights``); a run that
+    finds a copy gone (its worker restarted) places them all again and runs once more."""
+    for again in (False, True):
+        if program.models:
+            sent = place(call.cluster, program.models, settings.seconds())
+            if weights is not None:
+                weights.append(sent)
+        try:
+            return _execute_once(kind, program, shards, call, settings)
+        except JobError as e:
+            if again or not program.models or not lost(call.cluster, e):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _execute_once(kind: Kind[Any], program: Program, shards: Plan, call: Call, settings: RunOptions) -> Any:
+    """Run a compiled program once on this run's data: what its kind fetches."""
     srcs, cluster = call.srcs, call.cluster
-    if program.models:
-        sent = place(cluster, program.models, settings.seconds())
-        if weights is not None:
-            weights.append(sent)
     # Feed THIS run's data: the compiled program is shared by every run of the same signature.
     # Staged shards travel as shared-memory files, closed or unlinked when the run ends, however it ends.
     with Staging() if program.staged else contextlib.nullcontext() as staging:

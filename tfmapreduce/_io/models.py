@@ -106,6 +106,18 @@ def place(cluster: Cluster, uses: Sequence[Use], timeout: float) -> int:
         return sent
 
 
+def lost(cluster: Cluster, error: BaseException) -> bool:
+    """Whether a run failed because a device no longer holds a model's copies (its worker restarted): if so, the
+    cluster forgets every copy it placed, so that the next :func:`place` sends them all again."""
+    details = f"{error} {getattr(error, 'details', '')}"
+    if CONTAINER not in details or not ("not found" in details.lower() or "does not exist" in details):
+        return False
+    state = cluster.state(PLACED)
+    with state.lock:
+        state.digests.clear()
+    return True
+
+
 def _handle(name: str, dtype: tf.DType) -> tf.Tensor:
     return tf.raw_ops.VarHandleOp(dtype=dtype, shape=tf.TensorShape(None), container=CONTAINER, shared_name=name)
 
