@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import inspect
 import itertools
 import re
 import secrets
@@ -108,8 +109,6 @@ def holds_state(fn: Any) -> bool:
     target = getattr(fn, "__func__", fn)
     values.append(getattr(fn, "__self__", None))
     try:
-        import inspect
-
         found = inspect.getclosurevars(target)
         values += [*found.globals.values(), *found.nonlocals.values()]
     except (TypeError, ValueError):  # a callable object: its attributes
