@@ -7,7 +7,8 @@ memory speed); a (variable, device) pair whose digest differs from the one last 
 was never placed) is sent, in one run that assigns every such copy.  The copies live in resource variables in the
 client's container (``_ops.models.CONTAINER``) on each device, like resident data; they are freed with a
 ``LocalCluster`` (its workers stop), by :func:`release` (one model's, or all), and a variable's copies once the
-variable itself is gone (at the cluster's next placement).
+variable itself is gone (at the cluster's next placement; the programs a cluster keeps hold their map functions,
+and so the models they call, until they leave its cache).
 """
 
 from __future__ import annotations
