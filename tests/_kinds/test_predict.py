@@ -190,3 +190,16 @@ def test_copies_gone_from_a_worker_are_placed_again(cluster: tmr.LocalCluster) -
     got, stats = _run(lambda v, **o: tmr.predict(model, v, **o), x, cluster)
     np.testing.assert_allclose(got, model.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
     assert stats.weight_bytes == sum(w.numpy().nbytes for w in model.weights) * len({s.device for s in stats.shards})
+
+
+def test_predictions_over_a_table_take_the_models_named_inputs_from_its_columns(cluster: tmr.LocalCluster) -> None:
+    a, b = keras.Input((1,), name="a"), keras.Input((1,), name="b")
+    model = keras.Model([a, b], keras.layers.Dense(1)(keras.layers.Concatenate()([a, b])))
+    ta, tb = np.arange(20.0), np.arange(20.0) ** 2
+    table = tmr.table({"b": tb, "other": np.zeros(20), "a": ta})
+    want = model.predict([ta.reshape(-1, 1).astype(np.float32), tb.reshape(-1, 1).astype(np.float32)], verbose=0)
+    np.testing.assert_allclose(tmr.predict(model, table, cluster=cluster), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match="'b' has no column"):
+        tmr.predict(model, tmr.table({"a": ta}), cluster=cluster)
+    with pytest.raises(TypeError, match="'a' has nulls"):
+        tmr.predict(model, tmr.table({"a": np.ma.MaskedArray(ta, mask=ta > 5), "b": tb}), cluster=cluster)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
@@ -66,7 +67,8 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
 
     Args:
         model: the model to call on each batch of rows.
-        x: an array, a tuple of co-partitioned arrays, resident ``Sharded`` data or files (``tmr.read_npy`` ...).
+        x: an array, a tuple of co-partitioned arrays, resident ``Sharded`` data, files (``tmr.read_npy`` ...), or a
+            ``tmr.Table`` whose columns are the Keras model's named inputs (``keras.Input(shape, name=column)``).
         resident: keep the predictions on the devices that made them (a ``Sharded``, or the model's structure of
             them) for a later job or a writer; False: gather them to the client as numpy arrays.
         **options: as every job (``cluster``, ``sizes``, ``devices``, ``timeout`` ...); ``batch_rows``: the rows the
@@ -77,7 +79,7 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
         ``resident=True`` as ``Sharded`` data (free it with ``delete()`` or ``with``).
 
     Raises:
-        TypeError: ``model`` is not callable.
+        TypeError: ``model`` is not callable; over a table, a named input has no column or its column has nulls.
         MapFunctionError: the model does not take the rows (its message names the shapes), or it assigns a variable.
 
     Examples:
@@ -97,6 +99,8 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
             f"got {type(resident).__name__} {resident!r}"
         )
     settings = RunOptions.of(**options)
+    if all(hasattr(x, a) for a in ("columns", "column", "schema")):  # a tmr.Table (a layer above this one)
+        x = _named_inputs(model, x)
     inner = None if isinstance(x, Files) else settings.batch_rows  # files come in batches of batch_rows already
     kept = _engine.run(MapOnly(Forward(model, inner), "fn"), x, settings, resident=True)
     if resident:
@@ -105,6 +109,39 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
         return _gathered(kept)
     finally:
         delete_all(_arrays(kept))
+
+
+def _named_inputs(model: Any, table: Any) -> Any:
+    """The columns of ``table`` a Keras model's named inputs take, in its inputs' order, each cast to its input's dtype
+    and shaped as its rows (a column for an input of shape ``(1,)`` becomes one value a row).
+
+    Raises:
+        TypeError: the model's inputs are not named Keras inputs, a column is missing, or it has nulls.
+    """
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        raise TypeError(
+            f"predict over a table takes the model's inputs from the columns of their names, and {type(model).__name__} "
+            "has no named inputs: build it with keras.Input(shape, name=column) for each column it takes, or pass the "
+            "columns as a tuple of arrays, tmr.predict(model, (t.column('a').to_numpy(), ...))"
+        )
+    arrays = []
+    for spec in inputs:
+        name = str(spec.name)
+        if name not in table.columns:
+            raise TypeError(
+                f"the model's input {name!r} has no column of that name in the table (its columns: {list(table.columns)}); "
+                "name the model's inputs after the columns (keras.Input(shape, name=column)), or select and rename them"
+            )
+        column = table.column(name)
+        if column.nullable:
+            raise TypeError(
+                f"column {name!r} has nulls, which a model cannot take: filter them out first "
+                f"(t.filter(lambda rows: rows.valid[{name!r}], cluster=...)) or fill them in a new column"
+            )
+        rows = tuple(d for d in spec.shape[1:])
+        arrays.append(np.asarray(column.values, dtype=str(spec.dtype)).reshape((-1, *rows)))
+    return arrays[0] if len(arrays) == 1 else tuple(arrays)
 
 
 def _gathered(value: Any) -> Any:
