@@ -443,14 +443,24 @@ def test_flags_that_are_not_bools(cluster: tmr.LocalCluster) -> None:
             _says(error, f"{name} must be True (", "or False, got str 'no'", f"{name}=True")
 
 
-def test_a_model_made_outside_the_map_function(cluster: tmr.LocalCluster, tmp_path) -> None:
+def test_a_model_reached_through_another_object(cluster: tmr.LocalCluster, tmp_path) -> None:
+    """A model a map function closes over itself is read from its copies on the devices (tests/_kinds/test_predict.py);
+    one reached through an attribute of another object is not found: the error says how to reach it."""
     keras = pytest.importorskip("keras")
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    scale = tf.Variable(2.0)
+
+    class Holder:
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+
+    holder = Holder()
     np.save(tmp_path / "rows.npy", np.ones((4, 2), np.float32))
     rows = np.ones((4, 2), np.float32)
-    for fn, what in ((lambda x: model(x), "model (a Sequential)"), (lambda x: x * scale, "scale (a ResourceVariable)")):
-        for x in (rows, tmr.read_npy(str(tmp_path / "rows.npy"))):
-            with pytest.raises(tmr.MapFunctionError) as error:
-                tmr.map(fn, x, cluster=cluster)
-            _says(error, f"uses {what} on shard 0", "cannot capture them", "broadcast=[w.numpy() for w in model.weights]")
+    for x in (rows, tmr.read_npy(str(tmp_path / "rows.npy"))):
+        with pytest.raises(tmr.MapFunctionError) as error:
+            tmr.map(lambda v: holder.model(v), x, cluster=cluster)
+        _says(
+            error,
+            "uses a tensor, variable or Keras model made outside it on shard 0",
+            "reached through an object it holds",
+            "cannot capture them",
+            "model = holder.model",
+        )

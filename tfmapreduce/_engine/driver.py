@@ -17,6 +17,7 @@ import time
 from collections.abc import Hashable, Sequence
 from typing import Any, cast
 
+import attrs
 import tensorflow as tf
 
 from .._base.checks import flag
@@ -26,11 +27,13 @@ from .._base.errors import JobError, TfMapReduceError
 from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
+from .._io.models import lost, place
 from .._io.shm import Staging
 from .._io.source import Shipped, as_array, streamed
 from .._io.variables import destroy_shard, handle
 from .._native.loader import has
 from .._ops.mapfn import traced
+from .._ops.models import recording
 from .._ops.numerics import native_sums
 from .._options import RunOptions
 from . import autosize as _autosize
@@ -138,13 +141,14 @@ def _run(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any]
 def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float) -> Any:
     again = _ready_key(call, kind)
     tried: list[Plan] = []
+    weights: list[int] = []  # bytes of model variables each attempt placed on the devices
 
     def attempt(current: RunOptions) -> tuple[Any, Program | None, Any, bool, tuple[_speculate.Outcome, ...]]:
         ready = kind.ready.get(again) if again is not None and not tried else None
         if ready is not None and ready.fits(call.srcs):  # the same run again: planned, routed and compiled before
             tried.append(ready.shards)
             program = ready.kept.program
-            return _execute(kind, program, ready.shards, call, current), program, ready.plan, False, ()
+            return _execute(kind, program, ready.shards, call, current, weights), program, ready.plan, False, ()
         shards = shards_of(call, kind, current)
         tried.append(shards)
         if current.speculate and _speculate.why_not(shards, call.srcs) is None:
@@ -161,13 +165,14 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
         def build() -> Program:
             counters = _progress.Counters(kind.phase) if counted else None
             builder = Builder.of(call, timed=timed, counters=counters)
-            with builder.graph.as_default():
-                return traced(lambda: kind.build(builder, planned, call))
+            with builder.graph.as_default(), recording() as uses:
+                program = traced(lambda: kind.build(builder, planned, call))
+            return attrs.evolve(program, models=tuple(uses)) if uses else program
 
         if variant is None:  # a program for this run alone
             program, compiled = build(), True
             try:
-                return _execute(kind, program, shards, call, current), program, planned, True, ()
+                return _execute(kind, program, shards, call, current, weights), program, planned, True, ()
             finally:
                 call.cluster.forget(program.graph)
         feeds_only = call.settings.transfer == "feed"  # no result written into a file (Builder.fetched)
@@ -177,7 +182,7 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
             if len(kind.ready) >= READY:
                 kind.ready.clear()
             kind.ready[again] = Ready(shards, planned, _signature(call, shards)[0], kept)
-        return _execute(kind, kept.program, shards, call, current), kept.program, planned, compiled, ()
+        return _execute(kind, kept.program, shards, call, current, weights), kept.program, planned, compiled, ()
 
     (value, program, planned, compiled, outcomes), recovery = with_retries(settings, call.srcs, call.cluster, attempt)
     result = kind.finish(value, program, planned, call)
@@ -188,6 +193,7 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
     if counters is not None and counters.unit == "rows" and streamed(call.srcs) is not None:
         read = counters.read(call.cluster, settings.seconds())
     stats = _stats(call, tried, outcomes, compiled, recovery, time.perf_counter() - started, read)
+    stats = attrs.evolve(stats, weight_bytes=sum(weights)) if weights else stats
     record(stats)
     return (result, stats) if settings.return_stats else result
 
@@ -197,7 +203,26 @@ def _signature(call: Call, shards: Plan) -> tuple[tuple[Hashable, ...], tuple[An
     return tuple(s.signature(shards) for s in call.srcs), tuple((v.dtype.str, v.shape) for v in call.values)
 
 
-def _execute(kind: Kind[Any], program: Program, shards: Plan, call: Call, settings: RunOptions) -> Any:
+def _execute(
+    kind: Kind[Any], program: Program, shards: Plan, call: Call, settings: RunOptions, weights: list[int] | None = None
+) -> Any:
+    """Run a compiled program once on this run's data: what its kind fetches.  The variables its map functions read
+    are placed on their devices first where they are not there yet (their bytes appended to ``weights``); a run that
+    finds a copy gone (its worker restarted) places them all again and runs once more."""
+    for again in (False, True):
+        if program.models:
+            sent = place(call.cluster, program.models, settings.seconds())
+            if weights is not None:
+                weights.append(sent)
+        try:
+            return _execute_once(kind, program, shards, call, settings)
+        except JobError as e:
+            if again or not program.models or not lost(call.cluster, e):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _execute_once(kind: Kind[Any], program: Program, shards: Plan, call: Call, settings: RunOptions) -> Any:
     """Run a compiled program once on this run's data: what its kind fetches."""
     srcs, cluster = call.srcs, call.cluster
     # Feed THIS run's data: the compiled program is shared by every run of the same signature.

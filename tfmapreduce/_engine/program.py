@@ -20,6 +20,7 @@ from .._io.shm import DECODABLE, MIN_BYTES, MappedBuffer, guard
 from .._io.source import Batches, Sources, Streamed
 from .._io.variables import assign_named, assign_shard, named_per_run
 from .._native.loader import has
+from .._ops.models import Use
 from . import cancel as _cancel
 from .cache import Kept
 from .call import Call
@@ -105,6 +106,8 @@ class Program:
     """The name of what it stores where the name is in the graph (a program for one run alone; a run gives a Stored)."""
     fed: tuple[tuple[str, Any], ...] = ()
     """The placeholders its kind fills for each run, by name (see :meth:`Builder.per_run` and :class:`Fed`)."""
+    models: tuple[Use, ...] = ()
+    """The variables its map functions read, by device: placed there before each run (``_io/models.place``)."""
 
     @property
     def staged(self) -> bool:

@@ -28,11 +28,13 @@ import tensorflow as tf
 from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
+from .._io.models import place
 from .._io.shm import STAGED, Staging
 from .._io.source import Shipped, Source
 from .._ops.combine import Combiner
 from .._ops.mapfn import check_same_outputs, map_shard
 from .._ops.merge import merge_tree
+from .._ops.models import Use, recording
 from .._options import RunOptions
 from . import autosize as _autosize
 from .call import Call
@@ -105,6 +107,8 @@ class CopiesProgram:
     """(shard index, task) → the shard's copy on that task."""
     broadcast: tuple[Any, ...]
     tasks: tuple[Task, ...]
+    models: tuple[Use, ...] = ()
+    """The variables its map functions read, by device: placed there before each run (``_io/models.place``)."""
 
     def close(self) -> None:
         """Nothing to free: speculative copies stage their shared memory per copy."""
@@ -138,7 +142,7 @@ def compile_copies(job: Backed, plan: Plan, call: Call) -> CopiesProgram:
     copies: dict[tuple[int, Task], _Copy] = {}
     partials: dict[Task, list[Any]] = {}
     first_output: tuple[Shard, Any] | None = None
-    with graph.as_default():
+    with graph.as_default(), recording() as uses:
         bcast = tuple(
             tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(broadcast)
         )
@@ -165,7 +169,7 @@ def compile_copies(job: Backed, plan: Plan, call: Call) -> CopiesProgram:
                     partials.setdefault(task, []).append(partial)
         job.combine_partials(partials, homes, f"{cluster.master}/device:CPU:0", first_output)  # the check only
     graph.finalize()
-    return CopiesProgram(graph, copies, bcast, tuple(homes))
+    return CopiesProgram(graph, copies, bcast, tuple(homes), tuple(uses))
 
 
 def _moved(shard: Shard, device: str, task: Task, cluster: Cluster) -> Shard:
@@ -190,6 +194,7 @@ def run(job: Backed, program: CopiesProgram, plan: Plan, call: Call, settings: R
         ClusterError, JobError: every copy of a shard failed (the first failure of its last copy).
     """
     srcs, values, cluster = call.srcs, call.values, call.cluster
+    place(cluster, program.models, settings.seconds())  # a model's variables on every task a copy may run on
     hang_check = can_retry(settings, cluster)
     end = time.monotonic() + settings.seconds()
     mapped = [s for s in plan.shards if s.rows]

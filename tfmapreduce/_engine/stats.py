@@ -52,6 +52,9 @@ class RunStats:
     """Tasks lost during this run (left out of the cluster's later runs)."""
     moved: tuple[int, ...] = ()
     """Shards that ran on another device than first planned, because their task was lost."""
+    weight_bytes: int = 0
+    """Bytes of model variables (those its map function reads) sent to the devices in this run: 0 where every device
+    already held their current values (see the models guide)."""
 
     @property
     def bytes_sent(self) -> int:

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from .._base.errors import MapFunctionError
 from .._base.plan import Shard
+from .models import call_with_variables, holds_state
 
 T = TypeVar("T")
 
@@ -122,10 +123,11 @@ def captured(map_fn: Any, at: str, argument: str) -> MapFunctionError:
     held = [f"{name} (a {type(v).__name__})" for name, v in names.items() if _eager(v)]
     what = ", ".join(held) if held else "a tensor, variable or Keras model made outside it"
     return MapFunctionError(
-        f"{argument} {callable_name(map_fn)} uses {what} on {at}: its tensors were made eagerly, on the client, and a "
-        f"map function runs as a graph on the workers, which cannot capture them (Keras models are not supported in "
-        f"map functions yet). Pass the values with broadcast=, e.g. broadcast=[w.numpy() for w in model.weights], and "
-        f"compute with them in {argument} (x @ kernel + bias); or make constants inside {argument}"
+        f"{argument} {callable_name(map_fn)} uses {what} on {at}, reached through an object it holds: its tensors were "
+        f"made eagerly, on the client, and a map function runs as a graph on the workers, which cannot capture them. "
+        f"A map function may read a Keras model, a tf.Module or variables it closes over (or that it is) directly: "
+        f"take them out of the object first, e.g. model = holder.model; {argument} = lambda x: model(x) (see the models "
+        f"guide, docs/models.md); or make constants inside {argument}"
     )
 
 
@@ -138,7 +140,8 @@ def call_map(map_fn: Any, tensors: Any, broadcast: tuple[Any, ...], at: str, *, 
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
-            output = map_fn(*tensors, *broadcast)
+            stateful = holds_state(map_fn)  # a model, a tf.Module, variables: read from their copies on this device
+            output = call_with_variables(map_fn, tensors, broadcast, at, argument) if stateful else map_fn(*tensors, *broadcast)
         graph = tf.compat.v1.get_default_graph()  # a tf.data function's graph captures them; its dataset would fail
         if any(not tf.is_symbolic_tensor(t) for t, _ in getattr(graph, "captures", ())):
             raise captured(map_fn, at, argument)

@@ -1,0 +1,172 @@
+"""Model variables on the workers: each variable a map function reads copied once to each device that maps a shard,
+kept there for later runs, and sent again only when its value changed.
+
+A program records the variables its map functions read and on which devices (``_ops.models.Use``).  Before each
+of its runs, :func:`place` reads every such variable on the client and takes a digest of its bytes (BLAKE2b, at
+memory speed); a (variable, device) pair whose digest differs from the one last placed there on this cluster (or
+was never placed) is sent, in one run that assigns every such copy.  The copies live in resource variables in the
+client's container (``_ops.models.CONTAINER``) on each device, like resident data; they are freed with a
+``LocalCluster`` (its workers stop), by :func:`release` (one model's, or all), and a variable's copies once the
+variable itself is gone (at the cluster's next placement; the programs a cluster keeps hold their map functions,
+and so the models they call, until they leave its cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from .._base.device import Device
+from .._base.errors import TfMapReduceError
+from .._base.state import ClusterVar
+from .._cluster.cluster import Cluster
+from .._ops.models import CONTAINER, Use, name_of
+
+
+@attrs.define(eq=False)
+class Placed:
+    """What a cluster's devices hold: each copy's digest by (variable name, device), and copies left to free."""
+
+    digests: dict[tuple[str, str], bytes] = attrs.field(factory=dict)
+    variables: dict[str, weakref.ref[Any]] = attrs.field(factory=dict)
+    """The variable each name copies (a dead reference: its copies are freed at the next placement)."""
+    sent: int = 0
+    """Bytes of variables sent to this cluster's devices so far."""
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+
+PLACED: ClusterVar[Placed] = ClusterVar("model variables", lambda cluster: Placed())
+
+
+def digest(value: np.ndarray[Any, Any]) -> bytes:
+    """A digest of a variable's value (its dtype, shape and bytes).
+
+    Example:
+        >>> digest(np.zeros(3, np.float32)) == digest(np.zeros(3, np.float32)) != digest(np.ones(3, np.float32))
+        True
+    """
+    h = hashlib.blake2b(f"{value.dtype.str}{value.shape}".encode(), digest_size=16)
+    data: Any = repr(value.tolist()).encode() if value.dtype == object else np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+    h.update(data)  # the array's own bytes, not copied
+    return h.digest()
+
+
+def _read(variable: tf.Variable) -> np.ndarray[Any, Any]:
+    with tf.init_scope():
+        return np.asarray(variable.numpy())
+
+
+def place(cluster: Cluster, uses: Sequence[Use], timeout: float) -> int:
+    """Copy each used variable to its device where the device does not hold its current value: the bytes sent (0 when
+    every device holds them all)."""
+    if not uses:
+        return 0
+    state = cluster.state(PLACED)
+    with state.lock:
+        values: dict[str, np.ndarray[Any, Any]] = {}
+        digests: dict[str, bytes] = {}
+        send: list[Use] = []
+        for use in uses:
+            if use.name not in values:
+                values[use.name] = _read(use.variable)
+                digests[use.name] = digest(values[use.name])
+                state.variables[use.name] = weakref.ref(use.variable)
+            if state.digests.get((use.name, use.device)) != digests[use.name]:
+                send.append(use)
+        gone = [(name, device) for name, device in state.digests if state.variables[name]() is None]
+        if not send and not gone:
+            return 0
+        graph = tf.Graph()
+        feed: dict[Any, Any] = {}
+        ops = []
+        with graph.as_default():
+            for use in send:
+                with tf.device(use.device):
+                    value = tf.compat.v1.placeholder(use.variable.dtype, use.variable.shape)
+                    ops.append(tf.raw_ops.AssignVariableOp(resource=_handle(use.name, use.variable.dtype), value=value))
+                feed[value] = values[use.name]
+            ops += _destroy(gone)
+        tasks = sorted({Device.parse(d).task for d in [*(u.device for u in send), *(d for _, d in gone)]})
+        try:
+            cluster.run(graph, ops, feed, tasks=tasks, timeout=timeout)
+        finally:
+            cluster.forget(graph)
+        for name, device in gone:
+            del state.digests[(name, device)]
+        for use in send:
+            state.digests[(use.name, use.device)] = digests[use.name]
+        sent = sum(values[u.name].nbytes for u in send)
+        state.sent += sent
+        return sent
+
+
+def lost(cluster: Cluster, error: BaseException) -> bool:
+    """Whether a run failed because a device no longer holds a model's copies (its worker restarted): if so, the
+    cluster forgets every copy it placed, so that the next :func:`place` sends them all again."""
+    details = f"{error} {getattr(error, 'details', '')}"
+    if CONTAINER not in details or not ("not found" in details.lower() or "does not exist" in details):
+        return False
+    state = cluster.state(PLACED)
+    with state.lock:
+        state.digests.clear()
+    return True
+
+
+def _handle(name: str, dtype: tf.DType) -> tf.Tensor:
+    return tf.raw_ops.VarHandleOp(dtype=dtype, shape=tf.TensorShape(None), container=CONTAINER, shared_name=name)
+
+
+def _destroy(copies: Iterable[tuple[str, str]]) -> list[tf.Operation]:
+    ops = []
+    for name, device in copies:
+        with tf.device(device):
+            ops.append(tf.raw_ops.DestroyResourceOp(resource=_handle(name, tf.float32), ignore_lookup_error=True))
+    return ops
+
+
+def variables_of(model: Any) -> list[tf.Variable]:
+    """The variables of a Keras model or layer, a ``tf.Module`` or a variable (what :func:`release` frees).
+
+    Raises:
+        TypeError: ``model`` holds no variables.
+    """
+    if isinstance(model, tf.Variable):
+        return [model]
+    found = getattr(model, "variables", None)
+    if found is None:
+        raise TypeError(
+            f"model must be a Keras model or layer, a tf.Module or a tf.Variable; got {type(model).__name__} {model!r}"
+        )
+    return [getattr(v, "value", v) if not isinstance(v, tf.Variable) else v for v in found]
+
+
+def release(cluster: Cluster, model: Any = None, *, timeout: float = 10.0) -> int:
+    """Free the copies of ``model``'s variables (None: of every model) on ``cluster``'s devices: how many were freed.
+    A later run places them again."""
+    state = cluster.state(PLACED)
+    with state.lock:
+        names = None if model is None else {name_of(v) for v in variables_of(model)}
+        copies = [(n, d) for n, d in state.digests if names is None or n in names]
+        if not copies or cluster.closed:
+            return 0
+        graph = tf.Graph()
+        with graph.as_default():
+            ops = _destroy(copies)
+        tasks = sorted({Device.parse(d).task for _, d in copies} - set(cluster.lost))
+        try:
+            if tasks:
+                cluster.run(graph, ops, {}, tasks=tasks, timeout=timeout)
+        except TfMapReduceError:
+            pass  # a task lost since: its memory went with it
+        finally:
+            cluster.forget(graph)
+        for copy in copies:
+            del state.digests[copy]
+        return len(copies)
