@@ -90,11 +90,13 @@ def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str
     inputs = {n: table.column(n) for n in reads}
     signature = tuple((n, c.type.name, c.nullable) for n, c in inputs.items())
     key = (signature, None if plan.where is None else shape(plan.where), tuple((n, shape(e)) for n, e in plan.computed))
-    traced = _TRACED.get(key)
-    if traced is None:
-        traced = _TRACED[key] = _trace(inputs, plan.where, [e for _, e in plan.computed])
     arrays = [a for c in inputs.values() for a in ((c.values,) if c.valid is None else (c.values, c.valid))]
     literals = [v for e in exprs for v in lifted(e)]
+    traced = _TRACED.get(key)
+    if traced is None:  # traced once eagerly over no rows first: a type error is raised here, not inside a run
+        traced = _trace(inputs, plan.where, [e for _, e in plan.computed])
+        _run(traced.fn, [a[:0] for a in arrays], literals, options)
+        _TRACED[key] = traced
     fetched = _run(traced.fn, arrays, literals, options)
     mask: Any = fetched.pop(0) if plan.where is not None else slice(None)
     made_columns: dict[str, Column] = {}

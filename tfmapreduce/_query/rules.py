@@ -38,15 +38,31 @@ from .plan import (
 Rule = Callable[[Node], Node]
 
 
+def rebuilt(plan: Node, step: Callable[[Node], Node]) -> Node:
+    """``step`` applied to each node over its rebuilt inputs, from the sources up, once per node (a node read twice
+    stays one node)."""
+    done: dict[int, Node] = {}
+
+    def visit(node: Node) -> Node:
+        if id(node) not in done:
+            done[id(node)] = step(with_inputs(node, tuple(visit(i) for i in inputs(node))))
+        return done[id(node)]
+
+    return visit(plan)
+
+
 def push_predicates(plan: Node) -> Node:
     """Filters of expressions moved as far down the plan as they keep their meaning."""
-    below = with_inputs(plan, tuple(push_predicates(i) for i in inputs(plan)))
-    if not isinstance(below, Where):
-        return below
-    node = below.input
-    for part in conjuncts(below.predicate):
-        node = _sink(node, part)
-    return node
+    return rebuilt(plan, _pushed)
+
+
+def _pushed(node: Node) -> Node:
+    if not isinstance(node, Where):
+        return node
+    below = node.input
+    for part in conjuncts(node.predicate):
+        below = _sink(below, part)
+    return below
 
 
 def _sink(node: Node, predicate: Expr) -> Node:
@@ -76,53 +92,84 @@ def _sink(node: Node, predicate: Expr) -> Node:
 
 
 def prune(plan: Node) -> Node:
-    """Projection pushdown: every step gets from its input only the columns used above it, down to the source."""
-    return _prune(plan, None)
+    """Projection pushdown: every step gets from its input only the columns used above it, down to the source (a
+    node read by several steps gives what all of them use)."""
+    order: list[Node] = []  # every node after each node that reads it
+    seen: set[int] = set()
+
+    def visit(node: Node) -> None:
+        if id(node) not in seen:
+            seen.add(id(node))
+            for i in inputs(node):
+                visit(i)
+            order.append(node)
+
+    visit(plan)
+    order.reverse()
+    need: dict[int, frozenset[str] | None] = {id(plan): None}
+    for node in order:
+        for child, more in zip(inputs(node), _needs(node, need[id(node)]), strict=True):
+            had = need.get(id(child), frozenset())
+            need[id(child)] = None if had is None or more is None else had | more
+    done: dict[int, Node] = {}
+    for node in reversed(order):  # the sources first
+        done[id(node)] = _pruned(with_inputs(node, tuple(done[id(i)] for i in inputs(node))), need[id(node)])
+    return done[id(plan)]
 
 
-def _prune(node: Node, need: frozenset[str] | None) -> Node:
-    """``node`` giving at least the columns ``need`` (None: all of its own)."""
-    if isinstance(node, Scan):
-        if need is None:
-            return node
-        kept = tuple(n for n in node.table.columns if n in need) or node.table.columns[:1]
-        return attrs.evolve(node, columns=kept) if kept != node.table.columns else node
+def _needs(node: Node, need: frozenset[str] | None) -> list[frozenset[str] | None]:
+    """The columns each input of ``node`` must give for ``node`` to give ``need`` (None: all)."""
     if isinstance(node, Where):
-        return with_inputs(node, (_prune(node.input, _plus(need, used(node.predicate))),))
+        return [_plus(need, used(node.predicate))]
     if isinstance(node, Assign):
-        columns = tuple((n, e) for n, e in node.columns if need is None or n in need)
-        if not columns:
-            return _prune(node.input, need)
+        columns = [(n, e) for n, e in node.columns if need is None or n in need]
         rest = None if need is None else need - {n for n, _ in columns}
-        below = _plus(rest, frozenset().union(*(used(e) for _, e in columns)))
-        return Assign(_prune(node.input, below), columns)
+        return [_plus(rest, frozenset().union(*(used(e) for _, e in columns)))]
     if isinstance(node, Keep):
-        kept = tuple(n for n in node.names if need is None or n in need) or node.names[:1]
-        return Keep(_prune(node.input, frozenset(kept)), kept)
-    if isinstance(node, (Apply, Fused, Limited)):
-        return with_inputs(node, (_prune(node.input, None if isinstance(node, (Apply, Fused)) else need),))
+        return [frozenset(_kept(node, need))]
+    if isinstance(node, (Apply, Fused)):
+        return [None]
+    if isinstance(node, Limited):
+        return [need]
     if isinstance(node, Sorted):
-        return with_inputs(node, (_prune(node.input, _plus(need, frozenset(node.by))),))
+        return [_plus(need, frozenset(node.by))]
     if isinstance(node, Distinct):
-        return with_inputs(node, (_prune(node.input, frozenset(node.columns)),))
+        return [frozenset(node.columns)]
     if isinstance(node, Aggregated):
         cols = frozenset([*node.keys, *(c for _, c, _ in node.aggs if c != "*")])
         first = names(node.input)
-        if not cols and first:
-            cols = frozenset(first[:1])
-        return with_inputs(node, (_prune(node.input, cols or None),))
-    return _prune_join(node, need)
+        return [cols or (frozenset(first[:1]) if first else None)]
+    if isinstance(node, Joined):
+        return _join_needs(node, need)
+    return []
 
 
-def _prune_join(node: Joined, need: frozenset[str] | None) -> Node:
+def _kept(node: Keep, need: frozenset[str] | None) -> tuple[str, ...]:
+    return tuple(n for n in node.names if need is None or n in need) or node.names[:1]
+
+
+def _pruned(node: Node, need: frozenset[str] | None) -> Node:
+    """``node`` (over its pruned inputs) giving only what ``need`` asks of it, where it chooses its columns."""
+    if isinstance(node, Scan) and need is not None:
+        kept = tuple(n for n in node.table.columns if n in need) or node.table.columns[:1]
+        return attrs.evolve(node, columns=kept) if kept != node.table.columns else node
+    if isinstance(node, Assign) and need is not None:
+        columns = tuple((n, e) for n, e in node.columns if n in need)
+        return Assign(node.input, columns) if columns else node.input
+    if isinstance(node, Keep):
+        return Keep(node.input, _kept(node, need))
+    return node
+
+
+def _join_needs(node: Joined, need: frozenset[str] | None) -> list[frozenset[str] | None]:
     columns = join_names(node)
     if not columns:  # a side's columns are a traced function's: it gets all it has
-        return with_inputs(node, (_prune(node.left, None), _prune(node.right, None)))
+        return [None, None]
     wanted = [(side, src, out != src) for out, side, src in columns if need is None or out in need]
     left = {src for side, src, _ in wanted if side in ("left", "key")} | set(node.left_on)
     right = {src for side, src, _ in wanted if side == "right"} | set(node.right_on)
     left |= {src for side, src, renamed in wanted if side == "right" and renamed}  # keeps the suffix it names
-    return with_inputs(node, (_prune(node.left, frozenset(left)), _prune(node.right, frozenset(right))))
+    return [frozenset(left), frozenset(right)]
 
 
 def _plus(need: frozenset[str] | None, more: frozenset[str]) -> frozenset[str] | None:
@@ -131,11 +178,14 @@ def _plus(need: frozenset[str] | None, more: frozenset[str]) -> frozenset[str] |
 
 def fuse(plan: Node) -> Node:
     """Consecutive filters, ``with_columns`` and selects of expressions as one ``Fused`` step: one map run."""
-    below = with_inputs(plan, tuple(fuse(i) for i in inputs(plan)))
-    step = row_step(below)
+    return rebuilt(plan, _fused)
+
+
+def _fused(node: Node) -> Node:
+    step = row_step(node)
     if step is None:
-        return below
-    source = below.input  # type: ignore[union-attr]
+        return node
+    source = node.input  # type: ignore[union-attr]
     if isinstance(source, Fused):
         return Fused(source.input, (*source.steps, step))
     return Fused(source, (step,))
@@ -155,16 +205,12 @@ def row_step(node: Node) -> tuple[str, object] | None:
 def share(plan: Node) -> Node:
     """Subplans of equal structure as one node, which the executor computes once."""
     seen: dict[tuple[object, ...], Node] = {}
-
-    def visit(node: Node) -> Node:
-        node = with_inputs(node, tuple(visit(i) for i in inputs(node)))
-        return seen.setdefault(key(node), node)
-
-    return visit(plan)
+    return rebuilt(plan, lambda node: seen.setdefault(key(node), node))
 
 
-RULES: tuple[Rule, ...] = (push_predicates, prune, fuse, share)
-"""The rules ``optimize`` applies, in order."""
+RULES: tuple[Rule, ...] = (share, push_predicates, prune, fuse)
+"""The rules ``optimize`` applies, in order: ``share`` first, so the others, which rewrite each node once, keep a
+shared subplan one node (``prune`` asks of it what all its readers use)."""
 
 
 def optimize(plan: Node, rules: Sequence[Rule] = RULES) -> Node:
