@@ -64,7 +64,6 @@ from ._kinds.writers import write_tfrecord as write_tfrecord
 from ._ops.combine import Combiner as Combiner
 from ._ops.per_group import per_group as per_group
 from ._options import RunOptions as RunOptions
-from ._query.expr import Expr as Expr
 from ._query.expr import col as col
 from ._query.lazy import LazyGroupBy as LazyGroupBy
 from ._query.lazy import LazyTable as LazyTable

@@ -14,6 +14,7 @@ import pytest
 
 import tfmapreduce as tmr
 from tfmapreduce import col
+from tfmapreduce._query.expr import Expr
 
 FRAME = pd.DataFrame(
     {
@@ -50,7 +51,7 @@ def duckdb_ids(where: str) -> list[int]:
 
 
 @pytest.mark.parametrize(("expr", "sql"), FILTERS, ids=[s for _, s in FILTERS])
-def test_a_filter_keeps_the_rows_duckdb_keeps(cluster: tmr.LocalCluster, expr: tmr.Expr, sql: str) -> None:
+def test_a_filter_keeps_the_rows_duckdb_keeps(cluster: tmr.LocalCluster, expr: Expr, sql: str) -> None:
     kept = tmr.lazy(FRAME).filter(expr).select("id").collect(cluster=cluster)
     assert kept.to_dict()["id"].tolist() == duckdb_ids(sql)
 

@@ -36,7 +36,7 @@ PUBLIC = {
     # tables
     "table", "Table", "GroupBy", "Schema", "Field", "ColumnType",
     # queries
-    "lazy", "LazyTable", "LazyGroupBy", "col", "Expr",
+    "lazy", "LazyTable", "LazyGroupBy", "col",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError", "OutputError",

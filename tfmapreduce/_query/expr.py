@@ -24,7 +24,7 @@ class Expr:
 
     Examples:
         >>> print((tmr.col("price") * 2 > 10) & tmr.col("city").isin(["Oslo", "Rome"]))
-        (((col("price") * 2) > 10) & col("city").isin(['Oslo', 'Rome']))
+        (((col('price') * 2) > 10) & col('city').isin(['Oslo', 'Rome']))
     """
 
     def _op(self, op: str, other: object, swap: bool = False) -> Op:
