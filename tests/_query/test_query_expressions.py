@@ -36,6 +36,8 @@ FILTERS = [
     (~((col("i") <= 0) & (col("f") >= 1.0)), "NOT (i <= 0 AND f >= 1.0)"),
     (~((col("i") <= 0) | col("s").isin(["b", "c"])), "NOT (i <= 0 OR s IN ('b', 'c'))"),
     (col("s").isin(["a", "é"]), "s IN ('a', 'é')"),
+    (col("j").isin([1, 5]) | col("d").isin([datetime.date(2024, 1, 7)]), "j IN (1, 5) OR d IN (DATE '2024-01-07')"),
+    (-col("i") >= 1, "-i >= 1"),
     (col("s") != "a", "s <> 'a'"),
     (col("d") >= datetime.date(2024, 1, 3), "d >= DATE '2024-01-03'"),
     (col("i").is_null() | (col("f") != 0.0), "i IS NULL OR f <> 0.0"),

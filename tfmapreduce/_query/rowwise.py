@@ -77,7 +77,10 @@ class _Traced:
 
 
 _TRACED: dict[tuple[Any, ...], _Traced] = {}
-"""Traced steps by shape (the same function object, so the cluster's program cache finds its compiled program)."""
+"""Traced steps by shape (the same function object, so the cluster's program cache finds its compiled program); the
+oldest is dropped past ``_KEPT``."""
+
+_KEPT = 256
 
 
 def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str, Any]) -> Table:
@@ -97,6 +100,8 @@ def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str
         traced = _trace(inputs, plan.where, [e for _, e in plan.computed])
         _run(traced.fn, [a[:0] for a in arrays], literals, options)
         _TRACED[key] = traced
+        if len(_TRACED) > _KEPT:
+            del _TRACED[next(iter(_TRACED))]
     fetched = _run(traced.fn, arrays, literals, options)
     mask: Any = fetched.pop(0) if plan.where is not None else slice(None)
     made_columns: dict[str, Column] = {}
