@@ -14,7 +14,7 @@ import tfmapreduce as tmr
 from tfmapreduce import col
 from tfmapreduce._query.execute import execute
 from tfmapreduce._query.plan import show
-from tfmapreduce._query.rules import RULES, Rule, fuse, optimize, prune, push_predicates, share
+from tfmapreduce._query.rules import RULES, Rule, fuse, optimize, prune, push_predicates, share, top_k
 
 ORDERS = pd.DataFrame(
     {
@@ -142,6 +142,16 @@ def test_fusion_makes_filters_new_columns_and_selects_one_map_run(cluster: tmr.L
     kept = ORDERS[ORDERS.qty >= 2].assign(total=lambda f: f.price * f.qty)
     expected = kept.groupby("note", as_index=False).agg(total=("total", lambda s: s.sum(min_count=1)))
     same_with_and_without(q, fuse, cluster, expected)
+
+
+def test_top_k_makes_a_limit_of_a_sort_the_sort_s_limit(cluster: tmr.LocalCluster) -> None:
+    q = tmr.lazy(ORDERS).sort(["price", "qty"], descending=[True, False]).limit(5).limit(3)
+    assert show(top_k(q.plan)) == ["sort price desc, qty limit 3", "  scan table of 7 rows [*]"]
+    with tmr.stats() as seen:
+        answer(q, RULES, cluster)
+    assert len(seen.runs) == 1  # one map-only run: each shard's first 3
+    expected = ORDERS.sort_values(["price", "qty"], ascending=[False, True], na_position="last", kind="stable").head(3)
+    same_with_and_without(q, top_k, cluster, expected)
 
 
 def test_a_subplan_of_equal_structure_is_computed_once(cluster: tmr.LocalCluster) -> None:

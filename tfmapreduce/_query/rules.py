@@ -5,6 +5,7 @@
   keys it reads, and a join, into the side that owns its columns (both sides for an inner join's keys).
 - ``prune``: projection pushdown — each step asks its input for the columns it uses alone, down to the source.
 - ``fuse``: consecutive filters, ``with_columns`` and selects of expressions become one map run.
+- ``top_k``: a limit of a sort becomes the sort's ``limit=`` (each shard keeps its first rows; nothing sorts all).
 - ``share``: subplans of equal structure become one node, computed once.
 """
 
@@ -202,13 +203,30 @@ def row_step(node: Node) -> tuple[str, object] | None:
     return None
 
 
+def top_k(plan: Node) -> Node:
+    """A ``limit(n)`` of a sort without a limit as the sort's ``limit=n``: one map-only run in which each shard keeps
+    its first ``n``, instead of a sort of every row (a limit of a limit keeps the smaller)."""
+    return rebuilt(plan, _top)
+
+
+def _top(node: Node) -> Node:
+    if not isinstance(node, Limited):
+        return node
+    below = node.input
+    if isinstance(below, Sorted):
+        return attrs.evolve(below, limit=node.n if below.limit is None else min(node.n, below.limit))
+    if isinstance(below, Limited):
+        return Limited(below.input, min(node.n, below.n))
+    return node
+
+
 def share(plan: Node) -> Node:
     """Subplans of equal structure as one node, which the executor computes once."""
     seen: dict[tuple[object, ...], Node] = {}
     return rebuilt(plan, lambda node: seen.setdefault(key(node), node))
 
 
-RULES: tuple[Rule, ...] = (share, push_predicates, prune, fuse)
+RULES: tuple[Rule, ...] = (share, push_predicates, top_k, prune, fuse)
 """The rules ``optimize`` applies, in order: ``share`` first, so the others, which rewrite each node once, keep a
 shared subplan one node (``prune`` asks of it what all its readers use)."""
 
