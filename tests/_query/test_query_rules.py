@@ -106,6 +106,18 @@ def test_predicate_pushdown_moves_filters_below_a_sort(cluster: tmr.LocalCluster
     same_with_and_without(q, push_predicates, cluster, expected)
 
 
+def test_predicate_pushdown_moves_a_filter_on_group_keys_below_the_group_by(cluster: tmr.LocalCluster) -> None:
+    q = tmr.lazy(ORDERS).group_by("note").agg(spent=("price", "sum")).filter((col("note") != "y") & (col("spent") > 10.0))
+    assert show(push_predicates(q.plan)) == [
+        "filter (col('spent') > 10.0)",  # an aggregate's value: it stays above
+        "  group_by [note] agg spent=sum(price)",
+        "    filter (col('note') != 'y')",
+        "      scan table of 7 rows [*]",
+    ]
+    sums = ORDERS.groupby("note", as_index=False).agg(spent=("price", lambda s: s.sum(min_count=1)))
+    same_with_and_without(q, push_predicates, cluster, sums[(sums.note != "y") & (sums.spent > 10.0)])
+
+
 def test_projection_pushdown_reads_only_the_columns_used_down_to_the_source(cluster: tmr.LocalCluster) -> None:
     q = (
         tmr.lazy(ORDERS)
