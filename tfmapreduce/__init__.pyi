@@ -65,6 +65,10 @@ from ._kinds.writers import write_tfrecord as write_tfrecord
 from ._ops.combine import Combiner as Combiner
 from ._ops.per_group import per_group as per_group
 from ._options import RunOptions as RunOptions
+from ._query.expr import col as col
+from ._query.lazy import LazyGroupBy as LazyGroupBy
+from ._query.lazy import LazyTable as LazyTable
+from ._query.lazy import lazy as lazy
 from ._table.schema import ColumnType as ColumnType
 from ._table.schema import Field as Field
 from ._table.schema import Schema as Schema

@@ -41,7 +41,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
-QUICK = ("groups", "selection", "keyed", "quantiles", "joins", "outputs", "sort")
+QUICK = ("groups", "selection", "keyed", "quantiles", "joins", "outputs", "sort", "queries")
 """The benchmarks whose ``--quick`` smoke runs are checked below, run one after the other in one process."""
 
 _QUICK_RUNS = """
@@ -427,6 +427,14 @@ def test_outputs_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str
         "tmr.write_npy, resident, 2-worker LocalCluster",
         "tmr.write_tfrecord, resident, 2-worker LocalCluster",
     ):
+        assert f"| {row} |" in stdout
+
+
+def test_queries_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str, dict[str, str]]) -> None:
+    stdout = _stdout(quick, "queries")
+    assert "eager table, one run a step: 3 runs" in stdout
+    assert "lazy plan, fused: 2 runs, compiled [False" in stdout  # a new literal: the fused map run compiles nothing
+    for row in ("eager table, one run a step, 2-worker LocalCluster", "lazy plan, fused, 2-worker LocalCluster"):
         assert f"| {row} |" in stdout
 
 

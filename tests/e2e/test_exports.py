@@ -35,6 +35,8 @@ PUBLIC = {
     "join", "plan_join", "JoinPlan", "JoinResult", "JoinSharded",
     # tables
     "table", "Table", "GroupBy", "Schema", "Field", "ColumnType",
+    # queries
+    "lazy", "LazyTable", "LazyGroupBy", "col",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError", "OutputError",

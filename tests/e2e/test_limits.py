@@ -72,6 +72,7 @@ ABSENT = {
     "Streaming or unbounded input": "every input has a size before the run: no call to refuse",
     "SQL": "there is no query call",
     "Window functions, running totals, lags": "no window call exists",
+    "A whole query in one run": "a lazy table runs each step that is not fused as the eager table's (tests/_query)",
     "Joins on anything but equal keys": "tmr.join and Table.join take no condition",
     "A keyed result too large for the client": "a limit of the client's memory, not a refusal",
     "Workers that check who calls them": "a property of TensorFlow's servers (tests/_cluster/test_worker.py, tests/e2e/test_isolation.py)",

@@ -1,0 +1,171 @@
+"""Expressions compiled into TensorFlow ops over a batch of rows ``{name: tensor}`` with their validity, with SQL's
+nulls: arithmetic and comparisons with a null are null, ``&`` and ``|`` follow three-valued logic (``False & null``
+is False, ``True | null`` is True), ``is_null()`` is never null.
+
+Literal numbers, bools and dates are *lifted*: they enter the graph as run inputs (the map's broadcast values, in the
+order ``lifted`` lists them), so a step traced once serves every value; ``shape`` is an expression's structure
+without those values, the key under which its traced step is kept. Strings stay graph constants (a run's broadcast
+values hold numbers only), so their values are part of the shape.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .._table.schema import DATE, STRING, ColumnType
+from .expr import ARITHMETIC, COMPARISONS, Alias, Col, Expr, Lit, Op
+
+BOOL = ColumnType("bool", np.dtype(np.bool_))
+_EPOCH = datetime.date(1970, 1, 1)
+
+Compiled = tuple[tf.Tensor, "tf.Tensor | None", ColumnType]
+"""An expression's values, validity (None: never null) and type."""
+
+
+def _liftable(value: Any) -> bool:
+    items = value if isinstance(value, tuple) else (value,)
+    return not any(isinstance(v, str) for v in items)
+
+
+def _array(value: Any) -> np.ndarray[Any, Any]:
+    """A literal as the run input that feeds it: int64, float64, bool, or int32 days for a date."""
+    items = list(value) if isinstance(value, tuple) else value
+    if isinstance(value, datetime.date) or (isinstance(value, tuple) and isinstance(value[0], datetime.date)):
+        days = [(d - _EPOCH).days for d in (items if isinstance(items, list) else [items])]
+        return np.array(days if isinstance(items, list) else days[0], np.int32)
+    array = np.asarray(items)
+    if array.dtype.kind in "iu":
+        return array.astype(np.int64)
+    return array.astype(np.float64) if array.dtype.kind == "f" else array
+
+
+def shape(expr: Expr) -> tuple[Any, ...]:
+    """``expr``'s structure with its lifted literals' values left out (their types and lengths kept)."""
+    if isinstance(expr, Lit):
+        if _liftable(expr.value):
+            array = _array(expr.value)
+            return ("slot", array.dtype.str, array.shape)
+        return expr.key
+    if isinstance(expr, Op):
+        return (expr.op, *(shape(a) for a in expr.args))
+    if isinstance(expr, Alias):
+        return ("alias", expr.name, shape(expr.arg))
+    return expr.key
+
+
+def lifted(expr: Expr) -> list[np.ndarray[Any, Any]]:
+    """The values of ``expr``'s lifted literals, in the order its compiled ops read them."""
+    if isinstance(expr, Lit):
+        return [_array(expr.value)] if _liftable(expr.value) else []
+    if isinstance(expr, Op):
+        return [v for a in expr.args for v in lifted(a)]
+    if isinstance(expr, Alias):
+        return lifted(expr.arg)
+    return []
+
+
+def _type_of_literal(value: Any) -> ColumnType:
+    first = value[0] if isinstance(value, tuple) else value
+    if isinstance(first, str):
+        return STRING
+    if isinstance(first, datetime.date):
+        return DATE
+    return ColumnType.of(_array(value).dtype)
+
+
+def _both(a: tf.Tensor | None, b: tf.Tensor | None) -> tf.Tensor | None:
+    if a is None:
+        return b
+    return a if b is None else tf.logical_and(a, b)
+
+
+def _common(a: ColumnType, b: ColumnType, op: str) -> ColumnType:
+    """The type two operands meet as (numbers by numpy's promotion; other types only with their own type)."""
+    if a.is_numeric and b.is_numeric:
+        return ColumnType.of(np.result_type(a.storage, b.storage))
+    if a == b and (a != STRING or op in ("eq", "ne", "isin")):
+        return a
+    if a == STRING and b == STRING:
+        raise TypeError(f"{op}: strings compare with == and != (and isin) only; order them with sort(), not {op}")
+    raise TypeError(
+        f"{op}: cannot combine a {a.name} with a {b.name}; compare a date column with datetime.date(...), "
+        "numbers with numbers, strings with strings"
+    )
+
+
+def _cast(t: tf.Tensor, to: ColumnType) -> tf.Tensor:
+    return t if to == STRING or t.dtype == tf.as_dtype(to.storage) else tf.cast(t, tf.as_dtype(to.storage))
+
+
+class Compiler:
+    """Compiles expressions over one batch: ``values`` and ``valid`` of each column, their ``types``, and the lifted
+    literals' tensors in order (``slots``)."""
+
+    def __init__(
+        self,
+        values: Mapping[str, tf.Tensor],
+        valid: Mapping[str, tf.Tensor | None],
+        types: Mapping[str, ColumnType],
+        slots: Iterator[tf.Tensor],
+    ) -> None:
+        self.values, self.valid, self.types, self.slots = values, valid, types, slots
+
+    def __call__(self, expr: Expr) -> Compiled:
+        if isinstance(expr, Col):
+            return self.values[expr.name], self.valid[expr.name], self.types[expr.name]
+        if isinstance(expr, Alias):
+            return self(expr.arg)
+        if isinstance(expr, Lit):
+            kind = _type_of_literal(expr.value)
+            value = next(self.slots) if _liftable(expr.value) else tf.constant(expr.value, tf.string)
+            return value, None, kind
+        assert isinstance(expr, Op)
+        return self._op(expr)
+
+    def _op(self, expr: Op) -> Compiled:
+        op = expr.op
+        parts = [self(a) for a in expr.args]
+        if op == "is_null":
+            ok = parts[0][1]
+            return (tf.zeros_like(parts[0][0], tf.bool) if ok is None else tf.logical_not(ok)), None, BOOL
+        if op in ("and", "or", "not"):
+            return self._logic(op, parts)
+        (a, a_ok, a_type), (b, b_ok, b_type) = parts[0], parts[-1]
+        common = _common(a_type, b_type, op)
+        a, b = _cast(a, common), _cast(b, common)
+        if op == "isin":
+            hits = tf.equal(tf.expand_dims(a, -1), tf.expand_dims(b, 0))
+            return tf.reduce_any(hits, axis=-1), a_ok, BOOL
+        if op in COMPARISONS:
+            fn = {"eq": tf.equal, "ne": tf.not_equal, "lt": tf.less, "le": tf.less_equal, "gt": tf.greater}
+            return fn.get(op, tf.greater_equal)(a, b), _both(a_ok, b_ok), BOOL
+        if op not in ARITHMETIC or not common.is_numeric or common == BOOL:
+            raise TypeError(f"{op}: arithmetic needs number columns, got {a_type.name} and {b_type.name}; cast them first")
+        if op == "div":
+            return tf.math.truediv(tf.cast(a, tf.float64), tf.cast(b, tf.float64)), _both(a_ok, b_ok), _type_of_literal(0.0)
+        fn = {"add": tf.add, "sub": tf.subtract}.get(op, tf.multiply)
+        return fn(a, b), _both(a_ok, b_ok), common
+
+    def _logic(self, op: str, parts: list[Compiled]) -> Compiled:
+        for _, _, kind in parts:
+            if kind != BOOL:
+                raise TypeError(f"{op}: & | ~ combine conditions (bool), got a {kind.name}; compare it first, e.g. col('x') > 0")
+        (a, a_ok, _), (b, b_ok, _) = parts[0], parts[-1]
+        if op == "not":
+            return tf.logical_not(a), a_ok, BOOL
+        if a_ok is None and b_ok is None:
+            return (tf.logical_and if op == "and" else tf.logical_or)(a, b), None, BOOL
+        a_ok = tf.ones_like(a) if a_ok is None else a_ok
+        b_ok = tf.ones_like(b) if b_ok is None else b_ok
+        if op == "and":  # a null counts as True unless the other side is False
+            value = tf.logical_and(tf.logical_or(a, ~a_ok), tf.logical_or(b, ~b_ok))
+            known = (a_ok & b_ok) | (a_ok & ~a) | (b_ok & ~b)
+        else:  # a null counts as False unless the other side is True
+            value = tf.logical_or(a & a_ok, b & b_ok)
+            known = (a_ok & b_ok) | (a_ok & a) | (b_ok & b)
+        return value, known, BOOL

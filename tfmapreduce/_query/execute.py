@@ -1,0 +1,93 @@
+"""A plan run through the eager table operations, one node after the other (each node once, however many nodes read
+it), and ``physical``: the steps that will run, one line each with its kind, before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._table.table import Table
+from .expr import Col
+from .plan import Aggregated, Apply, Distinct, Fused, Joined, Limited, Node, Scan, Sorted, inputs, label
+from .rowwise import rowwise
+from .rules import row_step
+
+
+def execute(plan: Node, options: Mapping[str, Any]) -> Table:
+    """The table ``plan`` computes, each node computed once; ``options`` are every run's options (``cluster=``...)."""
+    done: dict[int, Table] = {}
+
+    def run(node: Node) -> Table:
+        if id(node) not in done:
+            done[id(node)] = _step(node, [run(i) for i in inputs(node)], dict(options))
+        return done[id(node)]
+
+    return run(plan)
+
+
+def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
+    if isinstance(node, Scan):
+        return node.table if node.columns is None else node.table.select(node.columns)
+    (table, *other) = tables
+    step = row_step(node)
+    if step is not None or isinstance(node, Fused):
+        return rowwise(table, node.steps if isinstance(node, Fused) else [step], options)  # type: ignore[list-item]
+    if isinstance(node, Apply):
+        return table.filter(node.fn, **options) if node.verb == "filter" else table.with_columns(node.fn, **options)
+    if isinstance(node, Joined):
+        on = {"left_on": list(node.left_on), "right_on": list(node.right_on)}
+        return table.join(other[0], **on, how=node.how, suffix=node.suffix, **options)
+    if isinstance(node, Aggregated):
+        aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}
+        return table.group_by(list(node.keys)).agg(**aggs, **options) if node.keys else table.agg(**aggs, **options)
+    if isinstance(node, Sorted):
+        down, last = list(node.descending), list(node.nulls_last)
+        return table.sort(list(node.by), descending=down, nulls_last=last, limit=node.limit, **options)
+    if isinstance(node, Limited):
+        return table.limit(node.n)
+    assert isinstance(node, Distinct)
+    return table.unique(list(node.columns), **options)
+
+
+def kind(node: Node) -> str:
+    """What computing ``node`` takes: ``"map run"``, ``"keyed run"``, ``"join run"``, ``"sort run"``, or
+    ``"client"`` (nothing runs on the workers)."""
+    if isinstance(node, (Scan, Limited)):
+        return "client"
+    step = row_step(node)
+    if step is not None or isinstance(node, Fused):
+        steps: tuple[tuple[str, Any], ...] = node.steps if isinstance(node, Fused) else (step,)  # type: ignore[assignment]
+        computes = [e for verb, arg in steps if verb == "assign" for _, e in arg if not isinstance(e, Col)]
+        return "map run" if computes or any(verb == "where" for verb, _ in steps) else "client"
+    if isinstance(node, Apply):
+        return "map run"
+    if isinstance(node, Joined):
+        return "join run"
+    if isinstance(node, Sorted):
+        return "sort run" if node.limit is None else "map run"
+    return "keyed run"
+
+
+def physical(plan: Node) -> list[str]:
+    """The steps that run, inputs first, each once: ``"<kind>: <step>"``, numbered where it is a distributed run."""
+    lines: list[str] = []
+    seen: set[int] = set()
+    runs = 0
+
+    def visit(node: Node) -> None:
+        nonlocal runs
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        for i in inputs(node):
+            visit(i)
+        what = kind(node)
+        if what == "client":
+            lines.append(f"client: {label(node)}")
+        else:
+            runs += 1
+            lines.append(f"run {runs} ({what}): {label(node)}")
+
+    visit(plan)
+    return [*lines, f"{runs} distributed run{'s' if runs != 1 else ''}"]

@@ -1,0 +1,205 @@
+"""``tmr.lazy`` and ``tmr.LazyTable``: table steps that build a logical plan; nothing runs until ``collect()``
+(optimized by the rules of ``rules.py``, then run by ``execute.py``), and ``explain()`` runs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._engine.stats import RunStats, stats
+from .._table.join import HOWS
+from .._table.table import Table, table
+from .execute import execute, physical
+from .expr import Col, Expr, named, wrap
+from .plan import Aggregated, Apply, Assign, Distinct, Joined, Keep, Limited, Node, Scan, Sorted, Where, names, show
+from .rules import optimize
+
+
+def lazy(data: Any, /) -> LazyTable:
+    """A [`LazyTable`][tfmapreduce.LazyTable] over a [`Table`][tfmapreduce.Table] (or what
+    [`table`][tfmapreduce.table] takes: a dict of arrays, a pandas ``DataFrame``).
+
+    Examples:
+        >>> sales = tmr.lazy({"city": np.array(["Oslo", "Rome", "Oslo"]), "price": np.array([10.0, 20.0, 30.0])})
+        >>> q = sales.filter(tmr.col("price") > 15).group_by("city").agg(total=("price", "sum"))
+        >>> q.collect(cluster=cluster).to_dict()["total"].tolist()
+        [30.0, 20.0]
+    """
+    return LazyTable(Scan(data if isinstance(data, Table) else table(data)))
+
+
+def _names(value: str | Sequence[str], argument: str) -> tuple[str, ...]:
+    items = (value,) if isinstance(value, str) else tuple(value)
+    if not items or not all(isinstance(n, str) for n in items):
+        raise TypeError(f"{argument}: expected a column name or a list of them, e.g. ['a', 'b']; got {value!r}")
+    return items
+
+
+class LazyTable:
+    """A query: table steps recorded as a logical plan, optimized and run by [`collect`][tfmapreduce.LazyTable.collect].
+
+    Filters and new columns take expressions ([`col`][tfmapreduce.col]) that the planner reads, moves and fuses, or a
+    traced function of the rows (as [`Table.filter`][tfmapreduce.Table.filter]'s), which stays where it is, one run.
+
+    Examples:
+        >>> t = tmr.lazy({"k": np.array(["a", "b", "a"]), "x": np.array([1, 2, 3])})
+        >>> q = t.with_columns((tmr.col("x") * 10).alias("y")).filter(tmr.col("k") == "a").select("y")
+        >>> q.collect(cluster=cluster).to_dict()["y"].tolist()
+        [10, 30]
+        >>> print(q.explain().splitlines()[-2].strip())
+        run 1 (map run): fused [filter (col('k') == 'a'); with_columns y=(col('x') * 10); select y]
+    """
+
+    def __init__(self, plan: Node) -> None:
+        self.plan = plan
+
+    def filter(self, predicate: Expr | Callable[..., Any], /) -> LazyTable:
+        """The rows where ``predicate`` is true: an expression (a null is not true), or a traced function of the rows
+        returning one bool a row."""
+        if isinstance(predicate, Expr):
+            return LazyTable(Where(self.plan, predicate))
+        if not callable(predicate):
+            raise TypeError(f"filter: expected an expression (tmr.col('x') > 0) or a function of the rows, got {predicate!r}")
+        return LazyTable(Apply(self.plan, "filter", predicate))
+
+    def with_columns(self, *exprs: Expr | Callable[..., Any], **named_exprs: Any) -> LazyTable:
+        """New columns (or replacing those of the same names): ``with_columns((col("x") * 2).alias("y"), z=col("x") + 1)``,
+        or one traced function returning ``{name: tensor}``; a literal is a constant column."""
+        if len(exprs) == 1 and not isinstance(exprs[0], Expr) and callable(exprs[0]) and not named_exprs:
+            return LazyTable(Apply(self.plan, "with_columns", exprs[0]))
+        columns = [named(wrap(e, "with_columns"), "with_columns") for e in exprs]
+        columns += [(n, wrap(e, "with_columns")) for n, e in named_exprs.items()]
+        if not columns:
+            raise ValueError("with_columns: expected at least one column, e.g. with_columns(y=tmr.col('x') * 2); got none")
+        return LazyTable(Assign(self.plan, tuple(columns)))
+
+    def select(self, *columns: str | Expr | Sequence[str]) -> LazyTable:
+        """The columns named (or computed: ``select("a", (col("b") * 2).alias("b2"))``), in that order."""
+        flat: list[str | Expr] = []
+        for c in columns:
+            flat.extend([c] if isinstance(c, (str, Expr)) else c)
+        if not flat:
+            raise ValueError("select: expected at least one column, e.g. select('a', 'b'); got none")
+        pairs = [(c, Col(c)) if isinstance(c, str) else named(c, "select") for c in flat]
+        computed = tuple((n, e) for n, e in pairs if not (isinstance(e, Col) and e.name == n))
+        plan = Assign(self.plan, computed) if computed else self.plan
+        return LazyTable(Keep(plan, tuple(n for n, _ in pairs)))
+
+    def join(
+        self,
+        other: LazyTable | Table,
+        /,
+        on: str | Sequence[str] | None = None,
+        *,
+        left_on: str | Sequence[str] | None = None,
+        right_on: str | Sequence[str] | None = None,
+        how: str = "inner",
+        suffix: str = "_right",
+    ) -> LazyTable:
+        """This query joined with ``other`` as [`Table.join`][tfmapreduce.Table.join] joins (its keys, ``how``, nulls,
+        names and row order)."""
+        right = other if isinstance(other, LazyTable) else lazy(other)
+        if how not in HOWS:
+            raise ValueError(f"join: how= must be one of {list(HOWS)}, got {how!r}")
+        if on is not None and (left_on is not None or right_on is not None):
+            raise TypeError("join: give on= (the same names on both sides) or left_on= and right_on=, not both")
+        left_keys = _names(on if on is not None else left_on or (), "join")
+        right_keys = _names(on if on is not None else right_on or (), "join")
+        if len(left_keys) != len(right_keys):
+            raise ValueError(f"join: left_on= and right_on= must name as many columns, got {left_keys} and {right_keys}")
+        return LazyTable(Joined(self.plan, right.plan, left_keys, right_keys, how, suffix))
+
+    def group_by(self, keys: str | Sequence[str]) -> LazyGroupBy:
+        """The rows grouped by ``keys``: call [`agg`][tfmapreduce.LazyGroupBy.agg] on it."""
+        return LazyGroupBy(self, _names(keys, "group_by"))
+
+    def agg(self, **aggregates: tuple[str, str]) -> LazyTable:
+        """Aggregates of the whole query, one row: ``agg(total=("x", "sum"), rows=("*", "count"))``."""
+        return LazyGroupBy(self, ()).agg(**aggregates)
+
+    def sort(
+        self,
+        by: str | Sequence[str],
+        /,
+        *,
+        descending: bool | Sequence[bool] = False,
+        nulls_last: bool | Sequence[bool] = True,
+        limit: int | None = None,
+    ) -> LazyTable:
+        """The rows ordered as [`Table.sort`][tfmapreduce.Table.sort] orders them (the first ``limit`` of them)."""
+        cols = _names(by, "sort")
+        down = (descending,) * len(cols) if isinstance(descending, (bool, np.bool_)) else tuple(descending)
+        last = (nulls_last,) * len(cols) if isinstance(nulls_last, (bool, np.bool_)) else tuple(nulls_last)
+        if len(down) != len(cols) or len(last) != len(cols):
+            raise TypeError(f"sort: descending= and nulls_last= must be a bool or one for each of {list(cols)}")
+        return LazyTable(Sorted(self.plan, cols, tuple(map(bool, down)), tuple(map(bool, last)), limit))
+
+    def limit(self, n: int) -> LazyTable:
+        """The first ``n`` rows."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"limit: expected an int ≥ 0, got {n!r}")
+        return LazyTable(Limited(self.plan, int(n)))
+
+    def unique(self, columns: str | Sequence[str] | None = None, /) -> LazyTable:
+        """The distinct rows of ``columns`` (all by default), sorted by them, as [`Table.unique`][tfmapreduce.Table.unique]."""
+        cols = names(self.plan) if columns is None else _names(columns, "unique")
+        if cols is None:
+            raise ValueError("unique: the columns come from a traced function here; name them, e.g. unique(['a', 'b'])")
+        return LazyTable(Distinct(self.plan, cols))
+
+    def collect(self, *, stats: bool = False, **options: Any) -> Any:
+        """The optimized plan run on the workers: a [`Table`][tfmapreduce.Table]; with ``stats=True`` the pair
+        ``(table, runs)``, ``runs`` a list of each distributed run's [`RunStats`][tfmapreduce.RunStats] (its
+        ``compiled`` says whether it compiled). ``options`` are the runs' options (``cluster=``, ...)."""
+        table, runs = _collect(self.plan, options)
+        return (table, runs) if stats else table
+
+    def to_pandas(self, **options: Any) -> Any:
+        """``collect(**options).to_pandas()``."""
+        return self.collect(**options).to_pandas()
+
+    def explain(self) -> str:
+        """What ``collect()`` will do, running nothing: the logical plan, the optimized plan, and the physical steps
+        (one line per distributed run, with its kind, and the steps done on the client), then the number of runs."""
+        optimized = optimize(self.plan)
+        return "\n".join(
+            [
+                "logical plan:",
+                *("  " + line for line in show(self.plan)),
+                "optimized plan:",
+                *("  " + line for line in show(optimized)),
+                "physical steps:",
+                *("  " + line for line in physical(optimized)),
+            ]
+        )
+
+    def __repr__(self) -> str:
+        return "LazyTable\n" + "\n".join("  " + line for line in show(self.plan))
+
+
+def _collect(plan: Node, options: dict[str, Any]) -> tuple[Table, list[RunStats]]:
+    with stats() as seen:
+        out = execute(optimize(plan), options)
+    return out, list(seen.runs)
+
+
+class LazyGroupBy:
+    """A query's rows grouped by key columns; [`agg`][tfmapreduce.LazyGroupBy.agg] adds the step."""
+
+    def __init__(self, query: LazyTable, keys: tuple[str, ...]) -> None:
+        self.query, self.keys = query, keys
+
+    def agg(self, **aggregates: tuple[str, str]) -> LazyTable:
+        """One row per group: the keys, then ``output=(column, op)`` as [`GroupBy.agg`][tfmapreduce.GroupBy.agg]
+        computes them (``"sum"``, ``"mean"``, ``"min"``, ``"max"``, ``"count"``; ``("*", "count")`` counts rows)."""
+        if not aggregates:
+            raise ValueError("agg: expected at least one aggregate, e.g. agg(total=('x', 'sum')); got none")
+        specs = []
+        for out, spec in aggregates.items():
+            if not (isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(s, str) for s in spec)):
+                raise TypeError(f"agg: {out}= must be a pair (column, op), e.g. ('price', 'sum'); got {spec!r}")
+            specs.append((out, spec[0], spec[1]))
+        return LazyTable(Aggregated(self.query.plan, self.keys, tuple(specs)))
