@@ -77,8 +77,8 @@ def test_the_fused_count_equals_the_job_as_written(cluster: tmr.LocalCluster, tm
     files = tmr.read_text(str(tmp_path / "t*.txt"))
     expected = collections.Counter(w for text in texts for w in text.split())
     settings = RunOptions.of(cluster=cluster)
-    assert fused(counts_words(words_int64), files, settings)[0] is not None
-    assert fused(counts_words(as_written), files, settings)[0] is None
+    assert fused(lambda: counts_words(words_int64), files, settings)[0] is not None
+    assert fused(lambda: counts_words(as_written), files, settings)[0] is None
     fused_job = tmr.MapReduce(words_int64, tmr.combiners.sum, by_key=True)
     written = tmr.MapReduce(as_written, tmr.combiners.sum, by_key=True)
     got = fused_job.run(files, cluster=cluster, sizes=tmr.weights(1, 3))
@@ -128,7 +128,7 @@ def test_files_and_arrays_count_the_words_bytes_split_makes(
     user = tmr.MapReduce(words_int64, tmr.combiners.sum, by_key=True)
     for on, native in ((cluster, kernels() is not None), (stock, False)):
         files = tmr.read_text(str(tmp_path / "t*.txt"))
-        assert (fused(tf.int64, files, RunOptions.of(cluster=on))[0] is not None) == native
+        assert (fused(lambda: tf.int64, files, RunOptions.of(cluster=on))[0] is not None) == native
         counts = {
             "recipe over files": tmr.recipes.word_count(files, cluster=on, reducers=2),
             "recipe over lines": tmr.recipes.word_count(lines, cluster=on, sizes=[3, 5, 4]),

@@ -111,22 +111,26 @@ def _text(x: Any) -> bool:
     return False
 
 
-def fused(dtype: tf.DType | None, x: Any, settings: RunOptions) -> tuple[Callable[..., Any] | None, Any]:
+def fused(ones: Callable[[], tf.DType | None], x: Any, settings: RunOptions) -> tuple[Callable[..., Any] | None, Any]:
     """How a job runs over ``x``: the native map function that counts each batch's words, or None where the job's own
     map function runs; and the input as it is read.  The one place fusion is decided, for every keyed ``MapReduce``
     (the ``word_count`` recipe is one).
 
-    ``dtype`` is the dtype of the ones of a job that sums ones over the whitespace-separated words of its input
-    (:func:`counts_words`), None for any other job, which runs as written over ``x``.  A word count over text
+    ``ones()`` gives the dtype of the ones of a job that sums ones over the whitespace-separated words of its input
+    (:func:`counts_words`), None for any other job, which runs as written over ``x``; it is asked only where ``x`` is
+    text (it traces the job's map function).  A word count over text
     (``read_text`` files, a 1-D array of strings) reads files as blocks of whole lines with each ``\\r`` a space
     (``TextBlocks``: see the module's notes on what a word is), and counts natively where this client and every task
     of the cluster have ``TmrWordCounts``; else its map function splits each batch as written: the same words.
 
     Example:
-        >>> fused(None, np.array(["a b"]), RunOptions.of(cluster=cluster))[0] is None  # not a word count: as written
+        >>> fused(lambda: None, np.array(["a b"]), RunOptions.of(cluster=cluster))[0] is None  # not a word count
         True
     """
-    if dtype is None or not _text(x):
+    if not _text(x):
+        return None, x
+    dtype = ones()
+    if dtype is None:
         return None, x
     if isinstance(x, Files) and type(x.reader) is Text:
         x = attrs.evolve(x, reader=TextBlocks())

@@ -174,7 +174,7 @@ class MapReduce(Generic[R]):
         if flag(resident, "resident", "keep the per-key results on the reducers") and not self.by_key:
             raise TypeError("resident= applies to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)")
         kind: Kind[Any] = self._kind
-        counter, x = fused(self._word_ones(broadcast), x, settings)  # the one place fusion is decided
+        counter, x = fused(lambda: self._word_ones(broadcast), x, settings)  # the one place fusion is decided
         if counter is not None:
             kind = self._counted.setdefault(counter, Keyed(counter, SUM, self.name))
         return _engine.run(kind, x, settings, broadcast, resident=resident)
