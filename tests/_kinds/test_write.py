@@ -488,3 +488,35 @@ def test_an_abandoned_attempt_that_resumes_after_the_commit_writes_nothing(tmp_p
         assert tmr.Task("local", 1) not in written.tasks  # retried elsewhere, and committed
         _idle(local.pids[1])  # the resumed task finished its abandoned attempt
         assert _visible(folder) == ["_SUCCESS", "part-00000-of-00002.txt", "part-00001-of-00002.txt"]
+
+
+def test_a_write_carries_its_attempt_in_its_plan_so_one_kind_serves_two_runs(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    """Issue 37: the attempt folder is a value of the plan (``WritePlan``), fed from it; the kind keeps nothing of a run."""
+    import attrs
+
+    from tfmapreduce._engine import driver
+    from tfmapreduce._io.files.encode import NpyWriter
+    from tfmapreduce._kinds.commit import claim
+    from tfmapreduce._kinds.write import Write, WritePlan
+    from tfmapreduce._options import RunOptions
+
+    x = np.arange(10.0)
+    path, _ = claim("write_npy", tmp_path / "out", True)
+    kind = Write(NpyWriter(), path, overwrite=True)
+    assert {f.name for f in attrs.fields(Write)} == {"format", "directory", "overwrite", "shared", "ready"}
+    settings = RunOptions.of(cluster=cluster, sizes=[4, 6])
+    first, second = driver.plan(kind, x, settings), driver.plan(kind, x, settings)  # two runs planned at once
+    assert isinstance(first, WritePlan)
+    assert first == second  # one layout: one program (the folder is fed, not part of the plan's identity)
+    assert first.folder != second.folder
+    assert (kind.fed(first, "attempt"), kind.fed(second, "attempt")) == (first.folder, second.folder)
+    assert sorted(os.listdir(tmp_path / "out" / "_temporary")) == sorted(os.path.basename(p.folder) for p in (first, second))
+    with tmr.stats() as runs:
+        for k in (1, 2):  # the same kind, two runs one after the other: each plans (and is fed) its own attempt
+            if k == 2:
+                claim("write_npy", path, True)
+            written = driver.run(kind, x + k, settings)
+            np.testing.assert_array_equal(_read(tmr.read_npy(written.directory), cluster), x + k)
+            assert "_temporary" not in _visible(tmp_path / "out")
+    assert [run.compiled for run in runs.runs] == [True, False]
+    assert not kind.ready  # a fed program is not kept ready: a run like the last one still plans its own attempt

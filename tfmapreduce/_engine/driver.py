@@ -148,7 +148,7 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
         if ready is not None and ready.fits(call.srcs):  # the same run again: planned, routed and compiled before
             tried.append(ready.shards)
             program = ready.kept.program
-            return _execute(kind, program, ready.shards, call, current, weights), program, ready.plan, False, ()
+            return _execute(kind, program, ready.shards, ready.plan, call, current, weights), program, ready.plan, False, ()
         shards = shards_of(call, kind, current)
         tried.append(shards)
         if current.speculate and _speculate.why_not(shards, call.srcs) is None:
@@ -172,17 +172,17 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
         if variant is None:  # a program for this run alone
             program, compiled = build(), True
             try:
-                return _execute(kind, program, shards, call, current, weights), program, planned, True, ()
+                return _execute(kind, program, shards, planned, call, current, weights), program, planned, True, ()
             finally:
                 call.cluster.forget(program.graph)
         feeds_only = call.settings.transfer == "feed"  # no result written into a file (Builder.fetched)
         key = (kind.identity, planned, *_signature(call, shards), timed, counted, variant, feeds_only)
         kept, compiled = programs(call.cluster).get(key, build)
-        if again is not None and len(tried) == 1 and not timed:
+        if again is not None and len(tried) == 1 and not timed and not kept.program.fed:  # (a fed plan is this run's)
             if len(kind.ready) >= READY:
                 kind.ready.clear()
             kind.ready[again] = Ready(shards, planned, _signature(call, shards)[0], kept)
-        return _execute(kind, kept.program, shards, call, current, weights), kept.program, planned, compiled, ()
+        return _execute(kind, kept.program, shards, planned, call, current, weights), kept.program, planned, compiled, ()
 
     (value, program, planned, compiled, outcomes), recovery = with_retries(settings, call.srcs, call.cluster, attempt)
     result = kind.finish(value, program, planned, call)
@@ -204,9 +204,9 @@ def _signature(call: Call, shards: Plan) -> tuple[tuple[Hashable, ...], tuple[An
 
 
 def _execute(
-    kind: Kind[Any], program: Program, shards: Plan, call: Call, settings: RunOptions, weights: list[int] | None = None
+    kind: Kind[P], program: Program, shards: Plan, plan: P, call: Call, settings: RunOptions, weights: list[int] | None = None
 ) -> Any:
-    """Run a compiled program once on this run's data: what its kind fetches.  The variables its map functions read
+    """Run a compiled program once on this run's data and the kind's ``plan`` of it: what its kind fetches.  The variables its map functions read
     are placed on their devices first where they are not there yet (their bytes appended to ``weights``); a run that
     finds a copy gone (its worker restarted) places them all again and runs once more."""
     for again in (False, True):
@@ -215,15 +215,15 @@ def _execute(
             if weights is not None:
                 weights.append(sent)
         try:
-            return _execute_once(kind, program, shards, call, settings)
+            return _execute_once(kind, program, shards, plan, call, settings)
         except JobError as e:
             if again or not program.models or not lost(call.cluster, e):
                 raise
     raise AssertionError("unreachable")
 
 
-def _execute_once(kind: Kind[Any], program: Program, shards: Plan, call: Call, settings: RunOptions) -> Any:
-    """Run a compiled program once on this run's data: what its kind fetches."""
+def _execute_once(kind: Kind[P], program: Program, shards: Plan, plan: P, call: Call, settings: RunOptions) -> Any:
+    """Run a compiled program once on this run's data and the kind's ``plan`` of it: what its kind fetches."""
     srcs, cluster = call.srcs, call.cluster
     # Feed THIS run's data: the compiled program is shared by every run of the same signature.
     # Staged shards travel as shared-memory files, closed or unlinked when the run ends, however it ends.
@@ -234,8 +234,8 @@ def _execute_once(kind: Kind[Any], program: Program, shards: Plan, call: Call, s
         else:
             feed = staging.feed_dict((f.placeholder, srcs[f.source].feed(f.shard), f.staged) for f in program.feeds)
         feed.update(zip(program.broadcast, call.values, strict=True))
-        if program.fed:  # what the kind gives each run (a write's attempt folder): the kinds with such programs implement it
-            feed.update({placeholder: cast(Fed, kind).fed(name) for name, placeholder in program.fed})
+        if program.fed:  # what the plan gives each run (a write's attempt folder): the kinds with such programs implement it
+            feed.update({placeholder: cast(Fed[P], kind).fed(plan, name) for name, placeholder in program.fed})
         name = None  # where a resident run keeps its result: a new name each run, or the one of a program built for it
         if call.resident:
             name = program.named or f"tfmapreduce_{secrets.token_hex(8)}"
@@ -266,7 +266,7 @@ def _execute_once(kind: Kind[Any], program: Program, shards: Plan, call: Call, s
             if name is not None:  # what the run stored before it failed is freed (the retry stores under a new name)
                 _discard(program, name, cluster, getattr(e, "task", None), settings.timeout)
             if isinstance(e, JobError):
-                raise failure(kind, e, call, shards) from None
+                raise failure(kind, e, call, shards, plan) from None
             raise
         if trace is not None:
             _trace.write(cast(str, settings.trace), trace.step_stats)
@@ -304,13 +304,14 @@ def _discard(program: Program, name: str, cluster: Cluster, failed: Task | None,
         cluster.forget(graph)
 
 
-def failure(kind: Kind[Any], error: JobError, call: Call, shards: Plan) -> Exception:
-    """The error a failed run raises: the input's (a bad file, lost resident shards), the kind's, or the job's (named)."""
+def failure(kind: Kind[P], error: JobError, call: Call, shards: Plan, plan: P) -> Exception:
+    """The error a failed run of the kind's ``plan`` raises: the input's (a bad file, lost resident shards), the kind's,
+    or the job's (named)."""
     for src in call.srcs:
         bad = src.input_error(error, shards, call.cluster)
         if bad is not None:
             return bad
-    mine = kind.failure(error)
+    mine = kind.failure(error, plan)
     if mine is not None:
         return mine
     error.args = (f"{kind!r}: {error}",)

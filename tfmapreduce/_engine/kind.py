@@ -57,8 +57,8 @@ class Kind(Protocol[P]):
     def finish(self, value: Any, program: Program | None, plan: P, call: Call) -> Any:
         """The run's result from what it fetched (``program`` is None after a speculative run)."""
 
-    def failure(self, error: JobError) -> Exception | None:
-        """The kind's own reading of a failed run (a named map-function error), or None."""
+    def failure(self, error: JobError, plan: P) -> Exception | None:
+        """The kind's own reading of a failed run of ``plan`` (a named map-function error), or None."""
 
 
 @attrs.define(eq=False, repr=False)
@@ -73,7 +73,7 @@ class KindBase(Generic[P]):
     """Where the driver keeps this kind's plain runs ready to go again."""
     refused: ClassVar[Mapping[str, str]] = {}
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: P) -> Exception | None:
         return None
 
 

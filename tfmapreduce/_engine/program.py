@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import secrets
 from collections.abc import Hashable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 import numpy as np
@@ -219,7 +219,7 @@ class Builder:
         return pieces if counters is None else [counters.streamed(shard, p) for p in pieces]
 
     def per_run(self, name: str) -> tf.Tensor:
-        """A string scalar the kind gives each run (its :meth:`Fed.fed`), so what differs between runs of one layout
+        """A string scalar the kind gives each run from its plan (its :meth:`Fed.fed`), so what differs between runs of one layout
         (a write's directory and attempt folder) is not in the graph and the program is built once."""
         if name not in self.fed:
             self.fed[name] = tf.compat.v1.placeholder(tf.string, (), name=name)
@@ -347,11 +347,17 @@ class Builder:
         )
 
 
-class Fed(Protocol):
-    """A kind whose programs have placeholders it fills for each run (made with :meth:`Builder.per_run`)."""
+P_contra = TypeVar("P_contra", contravariant=True)
 
-    def fed(self, name: str) -> Any:
-        """The value of the placeholder ``name`` for the run about to go."""
+
+class Fed(Protocol[P_contra]):
+    """A kind whose programs have placeholders it fills for each run (made with :meth:`Builder.per_run`), from the
+    run's plan: what differs between runs of one program is a value of the plan, never state of the kind, so one
+    kind object serves any number of runs at once.  A program with such placeholders is not kept ready for the next
+    run (the driver plans each run of it)."""
+
+    def fed(self, plan: P_contra, name: str) -> Any:
+        """The value of the placeholder ``name`` for a run of ``plan``."""
 
 
 @attrs.frozen(eq=False)

@@ -131,6 +131,14 @@ def claim(name: str, directory: Any, overwrite: bool) -> tuple[str, bool]:
     return path, made
 
 
+def abandon(temporary: str, prefix: str) -> None:
+    """Remove the attempt folders in ``temporary`` whose names begin with ``prefix`` (a run's earlier attempts)."""
+    if _exists(temporary):
+        for entry in _entries(temporary):
+            if entry.startswith(prefix):
+                remove(os.path.join(temporary, entry))
+
+
 def open_attempt(folder: str) -> None:
     """Make an attempt's folder and its marker (the graph writes a part only while the marker is there)."""
     tf.io.gfile.makedirs(folder)

@@ -234,7 +234,7 @@ class Grouped(ByKey):
         ordered = plan.partitioner == "range"
         return sorted_result(keys, tf.nest.pack_sequence_as(info.structure, leaves), decode=decode, ordered=ordered)
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: KeyedPlan) -> Exception | None:
         found = mismatch(self.map_fn, error)
         if found is not None:
             return found

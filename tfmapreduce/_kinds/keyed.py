@@ -96,7 +96,7 @@ class Keyed(ByKey):
         keys, per_key = concatenated(value)
         return sorted_result(keys, per_key, decode=decode, ordered=plan.partitioner == "range")
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: KeyedPlan) -> Exception | None:
         return mismatch(self.map_fn, error)
 
 

@@ -101,7 +101,7 @@ class MapByKey(KindBase[KeyedPlan]):
         built: KeyedBuilt = program.info
         return keep(call.cluster, plan, value, built, call.note if built.key_dtype == tf.string else None)
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: KeyedPlan) -> Exception | None:
         big = over_budget(error, _TOO_BIG, self.max_bytes)
         if big is not None:
             return ReducerMemoryError(
@@ -110,4 +110,4 @@ class MapByKey(KindBase[KeyedPlan]):
                 "more reducers (reducers=N, up to the cluster's devices), or, if its host has the memory, raise max_bytes=; "
                 "the rows of one key always go to one reducer"
             )
-        return self.mapper.failure(error)
+        return self.mapper.failure(error, plan.plan)

@@ -316,7 +316,7 @@ class MapOnly(KindBase[Plan]):
         packed = tf.nest.pack_sequence_as(built.specs, leaves)
         return ShardedTuple(packed) if type(packed) is tuple else packed  # a tuple frees its arrays in a with block
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: Plan) -> Exception | None:
         if self.by_key:
             found = mismatch(self.fn, error, argument="fn")
             if found is not None:

@@ -5,20 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, Literal, TypeVar, overload
 
-import attrs
+import tensorflow as tf
 from typing_extensions import Unpack
 
 from .._base.checks import flag
 from .._engine import driver as _engine
-from .._engine.kernels import available
 from .._engine.kind import Kind
 from .._engine.stats import RunStats
-from .._io.files.files import Files
-from .._io.files.readers import Text, TextBlocks
 from .._ops.combine import SUM, Combiner
 from .._ops.mapfn import callable_name
 from .._options import Options, RunOptions
-from .fuse import count_words, counts_words
+from .fuse import counts_words, fused
 from .grouped import Grouped
 from .keyed import Keyed, check_keyed_combiner
 from .whole import WholeInput
@@ -81,8 +78,11 @@ class MapReduce(Generic[R]):
         kind = Grouped if groups else Keyed if self.by_key else WholeInput
         self._kind: WholeInput | Keyed | Grouped = kind(self.map_fn, self.combiner, self.name)
         """The job as the run driver sees it (see ``_engine.kind.Kind``)."""
-        self._counts: Keyed | Literal[False] | None = False
-        """The native word count this job is (see ``_fuse``), None where it is not; False: not asked yet."""
+        self._ones: tf.DType | Literal[False] | None = False
+        """The dtype of the ones this job sums over words, a word count (see ``_kinds.fuse``); None where it is not one;
+        False: not asked yet."""
+        self._counted: dict[Callable[..., Any], Keyed] = {}
+        """The job run as the native word count, by its map function (see ``fuse.fused``)."""
 
     @property
     def identity(self) -> Hashable:
@@ -173,22 +173,16 @@ class MapReduce(Generic[R]):
         """[`run`][tfmapreduce.MapReduce.run] with options already validated (what recipes call)."""
         if flag(resident, "resident", "keep the per-key results on the reducers") and not self.by_key:
             raise TypeError("resident= applies to keyed jobs only; create the job with MapReduce(map_fn, reduce_fn, by_key=True)")
-        if self._is_word_count(x, settings, broadcast):
-            assert self._counts
-            blocks = attrs.evolve(x, reader=TextBlocks(cr=""))  # whole-line blocks, each \r dropped as lines drop it
-            return _engine.run(self._counts, blocks, settings, (), resident=resident)
-        return _engine.run(self._kind, x, settings, broadcast, resident=resident)
+        kind: Kind[Any] = self._kind
+        counter, x = fused(lambda: self._word_ones(broadcast), x, settings)  # the one place fusion is decided
+        if counter is not None:
+            kind = self._counted.setdefault(counter, Keyed(counter, SUM, self.name))
+        return _engine.run(kind, x, settings, broadcast, resident=resident)
 
-    def _is_word_count(self, x: Any, settings: RunOptions, broadcast: Sequence[Any]) -> bool:
-        """Whether this run is a whitespace word count of ``read_text`` files that the native kernel runs (``_fuse``)."""
-        if not (self.by_key and self.combiner is SUM and not broadcast and isinstance(x, Files) and type(x.reader) is Text):
-            return False
-        if self._counts is False:
-            dtype = counts_words(self.map_fn)
-            self._counts = None if dtype is None else Keyed(_COUNTERS.setdefault(dtype, count_words(dtype)), SUM, self.name)
-        cluster = settings.cluster
-        return self._counts is not None and cluster is not None and available(cluster, settings.seconds(), "tmr_word_counts")
-
-
-_COUNTERS: dict[Any, Callable[..., Any]] = {}
-"""The fused word count's map function per dtype of the ones, one each so that fused jobs share their graphs."""
+    def _word_ones(self, broadcast: Sequence[Any]) -> tf.DType | None:
+        """The dtype of the ones this job sums over the words of its lines, where it is a word count (``fuse``)."""
+        if not (self.by_key and self.combiner is SUM and not broadcast):
+            return None
+        if self._ones is False:
+            self._ones = counts_words(self.map_fn)
+        return self._ones

@@ -253,7 +253,7 @@ class Select(KindBase[SelectPlan]):
     def finish(self, value: Any, program: Program | None, plan: SelectPlan, call: Call) -> Any:
         return value
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: SelectPlan) -> Exception | None:
         return None
 
 

@@ -249,7 +249,7 @@ class Sort(KindBase[SortPlan]):
         )
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: SortPlan) -> Exception | None:
         big = over_budget(error, _TOO_BIG, self.max_bytes)
         if big is None:
             return None

@@ -164,7 +164,7 @@ class TopK(KindBase[Plan]):
         values, rows = value
         return np.asarray(values, call.srcs[0].dtype), np.asarray(rows, np.int64)
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: Plan) -> Exception | None:
         return None
 
 

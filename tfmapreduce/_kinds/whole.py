@@ -106,5 +106,5 @@ class WholeInput(MapJob[Plan]):
     def finish(self, value: Any, program: Program | None, plan: Plan, call: Call) -> Any:
         return value
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: Plan) -> Exception | None:
         return None

@@ -36,7 +36,7 @@ from .._io.files.encode import LINE_BREAK, SUCCESS, Format, NpyWriter, part_name
 from .._io.files.written import Written
 from .._io.keyed_input import keyed_sources
 from .._io.source import Sources, streamed
-from .commit import MARKER, TEMPORARY, commit, open_attempt, remove
+from .commit import MARKER, TEMPORARY, abandon, commit, open_attempt
 
 NO_SPECULATION = (
     "speculate=True does not apply to writers: backups re-run a shard on another task and keep the first partial to "
@@ -54,15 +54,30 @@ _WRITERS = ("WriteFile", "write_file", "DatasetToTFRecord")
 
 
 @attrs.frozen
-class Attempt:
-    """One attempt's parts: its temporary folder and the plan it wrote."""
+class WritePlan:
+    """A write's plan: its shards, and the folder this attempt writes its parts under (each attempt plans its own).
 
-    folder: str
-    plan: Plan
+    The folder is fed to the program (``Builder.per_run``), so it is not part of the plan's identity: every attempt of
+    one layout runs one program.  The kind itself keeps nothing of a run or an attempt, so one :class:`Write` serves
+    any number of runs, even at once (into one directory only one at a time: ``commit.claim``).
+
+    Examples:
+        >>> shards = tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum).plan(np.arange(4.0), cluster=cluster)
+        >>> WritePlan(shards, "out/_temporary/a") == WritePlan(shards, "out/_temporary/b")
+        True
+    """
+
+    shards: Plan
+    folder: str = attrs.field(eq=False)
+    """``<directory>/_temporary/<attempt>``: where this attempt's parts are written, committed only if it succeeds."""
+
+    @property
+    def tasks(self) -> tuple[Any, ...]:
+        return self.shards.tasks
 
 
 @attrs.define(eq=False, repr=False)
-class Write(KindBase[Plan]):
+class Write(KindBase[WritePlan]):
     """A write as the run driver sees it (see ``_engine.kind.Kind``): each shard encoded and written on its own task."""
 
     format: Format
@@ -79,7 +94,6 @@ class Write(KindBase[Plan]):
         "partitioner": "partitioner={value!r} does not apply to a write (each shard is written where it lives); drop it, "
         "and pass partitioner='range' to the keyed job whose result you write",
     }
-    attempts: list[Attempt] = attrs.field(factory=list)
 
     def __repr__(self) -> str:
         return f"{self.format.name}({self.directory})"
@@ -96,33 +110,34 @@ class Write(KindBase[Plan]):
                 f"map them first: tmr.{self.format.name}(tmr.map(fn, files), directory)"
             )
         self.format.check([s.dtype for s in srcs], [s.shape for s in srcs])
-        return srcs, None
+        return srcs, secrets.token_hex(4)  # the run's name: its attempts' folders begin with it (see plan)
 
-    def plan(self, shards: Plan, call: Call) -> Plan:
-        """The shards as they are; and a new attempt, with its own folder (the driver plans each attempt of a write).
+    def plan(self, shards: Plan, call: Call) -> WritePlan:
+        """The shards as they are, and a new attempt with its own folder, named for the run (``call.note``, see
+        :meth:`sources`): the driver plans each attempt of a run.
 
-        On a shared file system the client makes the folder and its marker, and removes the previous attempt's: a part
-        of an abandoned attempt that is still to be written then finds no marker and is not written."""
-        folder = os.path.join(self.directory, TEMPORARY, f"{len(self.attempts)}-{secrets.token_hex(4)}")
+        On a shared file system the client makes the folder and its marker, and removes the run's earlier attempts'
+        folders (never another run's): a part of an abandoned attempt that is still to be written then finds no marker
+        and is not written."""
+        run = call.note
+        folder = os.path.join(self.directory, TEMPORARY, f"{run}-{secrets.token_hex(4)}")
         if self.shared:
-            if self.attempts:
-                remove(self.attempts[-1].folder)
+            abandon(os.path.join(self.directory, TEMPORARY), f"{run}-")
             open_attempt(folder)
-        self.attempts.append(Attempt(folder, shards))
-        return shards
+        return WritePlan(shards, folder)
 
-    def variant(self, plan: Plan, call: Call) -> Hashable | None:
+    def variant(self, plan: WritePlan, call: Call) -> Hashable | None:
         return ()  # the directory and attempt folder are fed: one program per layout
 
-    def fed(self, name: str) -> str:
-        """The run's directory, or its attempt's folder (the program's placeholders of those names)."""
-        return self.directory if name == "directory" else self.attempts[-1].folder
+    def fed(self, plan: WritePlan, name: str) -> str:
+        """The run's directory, or its plan's attempt folder (the program's placeholders of those names)."""
+        return self.directory if name == "directory" else plan.folder
 
-    def build(self, builder: Builder, plan: Plan, call: Call) -> Program:
-        n = len(plan.shards)
+    def build(self, builder: Builder, plan: WritePlan, call: Call) -> Program:
+        n = len(plan.shards.shards)
         written = []
         folder = builder.per_run("attempt")
-        for shard in plan.shards:
+        for shard in plan.shards.shards:
             with tf.device(shard.device), tf.name_scope(f"part{shard.index}"):
                 tensors = builder.inputs(shard)
                 with tf.device(f"{shard.task}/device:CPU:0"):  # encoding and file ops have CPU kernels only
@@ -150,12 +165,13 @@ class Write(KindBase[Plan]):
         others = tf.boolean_mask(entries, tf.logical_not(tf.strings.regex_full_match(entries, f".*/{TEMPORARY}")))
         return tf.debugging.assert_equal(tf.size(others), 0, message=NOT_EMPTY, summarize=3)
 
-    def finish(self, value: Any, program: Program | None, plan: Plan, call: Call) -> Written:
-        """Commit the attempt that succeeded: its parts moved into the directory, the rest removed, ``_SUCCESS`` written."""
+    def finish(self, value: Any, program: Program | None, plan: WritePlan, call: Call) -> Written:
+        """Commit the attempt that succeeded (``plan``'s): its parts moved into the directory, the rest removed,
+        ``_SUCCESS`` written."""
         assert program is not None  # never speculative
-        attempt = self.attempts[-1]  # the one that ran last: it succeeded
-        n = len(plan.shards)
-        names = [part_name(s.index, n, self.format.ext) for s in plan.shards]
+        shards = plan.shards.shards
+        n = len(shards)
+        names = [part_name(s.index, n, self.format.ext) for s in shards]
         row = None
         if isinstance(self.format, NpyWriter):
             (src,) = call.srcs
@@ -163,25 +179,25 @@ class Write(KindBase[Plan]):
         written = Written(
             self.directory,
             tuple(os.path.join(self.directory, name) for name in names),
-            tuple(s.task for s in plan.shards),
-            tuple(s.rows for s in plan.shards),
+            tuple(s.task for s in shards),
+            tuple(s.rows for s in shards),
             self.shared,
             self.format.reader,
             row,
         )
         if not self.shared:
-            self._commit_on_tasks(attempt, written, call)
+            self._commit_on_tasks(plan.folder, written, call)
             return written
-        missing = [name for name in names if not tf.io.gfile.exists(os.path.join(attempt.folder, name))]
+        missing = [name for name in names if not tf.io.gfile.exists(os.path.join(plan.folder, name))]
         if missing:
             raise OutputError(
                 f"{self!r}: the tasks wrote their parts but the client does not see {missing[0]} (of {len(missing)} missing) "
-                f"under {attempt.folder}: the directory must be on a file system the client and every writing task share"
+                f"under {plan.folder}: the directory must be on a file system the client and every writing task share"
             )
-        commit(self.format.name, self.directory, attempt.folder, names, self.overwrite)
+        commit(self.format.name, self.directory, plan.folder, names, self.overwrite)
         return written
 
-    def _commit_on_tasks(self, attempt: Attempt, written: Written, call: Call) -> None:
+    def _commit_on_tasks(self, folder: str, written: Written, call: Call) -> None:
         """``shared=False``: each task commits its own parts, as the client does on a shared file system, with the file
         ops a graph has: each part of the attempt copied into ``directory``, then that task's ``_SUCCESS`` written, then
         the attempt's copies emptied (a graph can neither rename nor remove a file)."""
@@ -191,7 +207,7 @@ class Write(KindBase[Plan]):
             for i, task in enumerate(sorted(set(written.tasks))):
                 with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"commit{i}"):
                     mine = [p for p, t in zip(written.parts, written.tasks, strict=True) if t == task]
-                    temporary = [os.path.join(attempt.folder, os.path.basename(p)) for p in mine]
+                    temporary = [os.path.join(folder, os.path.basename(p)) for p in mine]
                     copies = [tf.io.write_file(p, tf.io.read_file(t)) for p, t in zip(mine, temporary, strict=True)]
                     with tf.control_dependencies(copies):
                         marker = tf.io.write_file(os.path.join(self.directory, SUCCESS), "")
@@ -203,23 +219,23 @@ class Write(KindBase[Plan]):
             failed = getattr(e, "task", None)
             raise OutputError(
                 f"{self!r}: the parts were written, but committing them on {failed or 'a task'} failed ({e}); that task's "
-                f"parts stay under {attempt.folder} on its disk and its {SUCCESS} may be missing: write again "
+                f"parts stay under {folder} on its disk and its {SUCCESS} may be missing: write again "
                 "to a new directory"
             ) from None
         finally:
             call.cluster.forget(graph)
 
-    def failure(self, error: JobError) -> Exception | None:
-        """A part that could not be written (a full disk, no permission) or encoded, named with its task."""
+    def failure(self, error: JobError, plan: WritePlan) -> Exception | None:
+        """A part of ``plan`` that could not be written (a full disk, no permission) or encoded, named with its task."""
         details = f"{error} {error.details}"
         found = _PART.search(error.details or str(error))
-        if found is None or not self.attempts:
+        if found is None:
             return None
-        plan = self.attempts[-1].plan
+        shards = plan.shards.shards
         index = int(found.group(1))
-        if index >= len(plan.shards):
+        if index >= len(shards):
             return None
-        task, name = plan.shards[index].task, self.format.name
+        task, name = shards[index].task, self.format.name
         if NOT_EMPTY in details:
             return OutputError(
                 f"{name}: {self.directory} on task {task} is not empty (shared=False: each task's own disk is checked); "

@@ -18,12 +18,9 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from .._base.errors import InputError
-from .._engine.kernels import available
 from .._io.files.csv import Csv
 from .._io.files.files import Files, csv_table
-from .._io.files.readers import Text, TextBlocks
 from .._io.source import Input
-from .._kinds.fuse import count_words
 from .._kinds.shuffle.result import KeyedResult
 from .._kinds.shuffle.sharded import KeyedSharded
 from .._ops.combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
@@ -339,9 +336,10 @@ def _spread(name: str, keys: Any, values: Any, ddof: object, resident: bool, opt
     return _run((name, ddof), lambda: (_pair, _variance_combiner(ddof, root=root)), x, resident, options)
 
 
-def _split_words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def _words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each word of ``lines`` and a one: a word count as a user writes it, fused as theirs is (``_kinds.fuse``)."""
     words = tf.strings.split(lines).flat_values
-    return words, words
+    return words, tf.ones_like(words, dtype=tf.int64)
 
 
 @_keys_recipe
@@ -349,8 +347,9 @@ def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Optio
     """How many times each word occurs in ``lines``: a [`KeyedResult`][tfmapreduce.KeyedResult] of int64 counts.
 
     Words are split on ASCII whitespace (space, ``\\t``, ``\\n``, ``\\v``, ``\\f``, ``\\r``), as
-    ``bytes.split()`` does: the result equals ``collections.Counter(w for line in lines for w in
-    line.encode().split())`` with the words decoded.  Words are ``str`` when ``lines`` are ``str``,
+    ``bytes.split()`` and Spark's ``\\s+`` do: the result equals ``collections.Counter(w for line in lines for w in
+    line.encode().split())`` with the words decoded, for lines and for ``read_text`` files alike (where ``\\r\\n``
+    ends a line and a lone ``\\r`` separates words); a Unicode space such as U+00A0 belongs to its word.  Words are ``str`` when ``lines`` are ``str``,
     ``bytes`` when they are bytes.  Each shard is tokenized and counted on its worker, batch by
     batch (``batch_rows`` lines), then the counts shuffle to the reducers by word hash.
 
@@ -365,8 +364,6 @@ def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Optio
         >>> tmr.recipes.word_count(["the cat", "the hat"], cluster=cluster).to_dict()
         {'cat': 1, 'hat': 1, 'the': 2}
     """
-    if isinstance(lines, Files) and type(lines.reader) is Text:
-        lines = attrs.evolve(lines, reader=TextBlocks())  # whole-line blocks split into words directly: no string per line
     if not isinstance(lines, Input):
         array = np.asarray(lines, dtype=object) if isinstance(lines, list) else np.asarray(lines)
         if array.ndim != 1 or not (
@@ -377,9 +374,5 @@ def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Optio
                 "pass e.g. np.array(text.splitlines())"
             )
         lines = array if array.size else np.array([], dtype="U1")
-    settings = RunOptions.of(**options)
-    if settings.cluster is not None and available(settings.cluster, settings.seconds(), "tmr_word_counts"):  # see _native
-        job = recipe(("word_count", "native"), lambda: (count_words(), SUM), by_key=True)
-    else:
-        job = recipe(("word_count",), lambda: (_split_words, COUNT), by_key=True)
-    return job.execute(lines, settings, resident=resident)
+    job = recipe(("word_count",), lambda: (_words, SUM), by_key=True)  # natively counted where it can be (_kinds.fuse)
+    return job.execute(lines, RunOptions.of(**options), resident=resident)

@@ -147,23 +147,21 @@ class Text(Reader):
 
 @attrs.frozen
 class TextBlocks(Text):
-    """Text files read for a job that splits on whitespace anyway (``word_count``): each batch is one block of whole lines.
+    """Text files read for a word count (``_kinds.fuse``): each batch is one block of whole lines, each ``\\r`` a space.
 
     A batch is one or two strings holding about :data:`~tfmapreduce._io.files.text.TEXT_BLOCK` bytes of whole lines joined by
     ``\\n``; ``batch`` is not used.  Splitting it on whitespace gives the words of those lines without
-    making a string per line.
+    making a string per line; a ``\\r`` separates words there as in an array of lines (the lines of :class:`Text`
+    drop it).
     """
 
     counts: ClassVar[str] = "bytes"
-    cr: str = " "
-    """What each ``\\r`` becomes: a space splits words there, as a lone ``\\r`` does in shipped lines
-    (``word_count``); ``""`` drops it, as the lines of :class:`Text` do (a user's word count, see ``_fuse``)."""
 
     def record_batches(self, path: str, size: int, batch: int) -> tf.data.Dataset:
-        return text_blocks(path, size, cr=self.cr)
+        return text_blocks(path, size, cr=" ")
 
     def small_batches(self, paths: Sequence[str], sizes: Sequence[int], batch: int) -> tf.data.Dataset:
-        return whole_texts(paths, sizes, cr=self.cr)
+        return whole_texts(paths, sizes, cr=" ")
 
 
 @attrs.frozen

@@ -32,13 +32,14 @@ from ..._engine.kind import refuse
 from ..._io.files.csv import Csv
 from ..._io.files.files import Files
 from ..._io.keyed_input import keyed_sources
-from ..._io.resident import Sharded, scatter
-from ..._io.source import Input, Sources
+from ..._io.resident import Sharded
+from ..._io.source import Input, Source, Sources
 from ..._io.strings import Encoding
 from ..._options import Options, RunOptions
 from ..shuffle.map_side import SHUFFLE_KEY_DTYPES
 from ..shuffle.sharded import KeyedSharded
 from .kind import Join
+from .placed import Placed, placement
 from .plan import (
     HOWS,
     STRATEGIES,
@@ -126,8 +127,9 @@ def _key_name(srcs: Sources) -> str:
 
 def _prepare(
     left: Any, right: Any, how: str, strategy: str, max_bytes: int | None, options: dict[str, Any]
-) -> tuple[Join, Sources, RunOptions, list[Sharded]]:
-    """The join's kind, its stacked inputs, run options, and what it scattered for the run (freed after it)."""
+) -> tuple[Join, tuple[Sources, Sources], RunOptions]:
+    """The join's kind, its two sides' columns and run options; nothing runs and nothing moves (a host side beside a
+    resident one is :class:`Placed` where the run will scatter it)."""
     if how not in HOWS:
         raise ValueError(f"how must be one of {', '.join(map(repr, HOWS))} (SQL join semantics), got {how!r}")
     if strategy not in STRATEGIES:
@@ -135,7 +137,7 @@ def _prepare(
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)) or max_bytes <= 0):
         raise ValueError(f"max_bytes must be a positive number of bytes or None, got {max_bytes!r}")
     settings = RunOptions.of(**options)
-    refuse(Join.refused, settings)  # before a host side is scattered
+    refuse(Join.refused, settings)  # before anything else is asked
     native = settings.cluster is not None and available(settings.cluster, settings.seconds())
     sides = [_side(left, "left", native), _side(right, "right", native)]
     (lsrcs, lcols, ltuple, luni, lkeyed), (rsrcs, rcols, rtuple, runi, rkeyed) = sides
@@ -144,9 +146,8 @@ def _prepare(
             f"the keys of left are {_key_name(lsrcs)} and those of right are {_key_name(rsrcs)}; join keys of one dtype: "
             "cast one side, e.g. keys.astype(np.int64) (or str(...) both sides for strings)"
         )
-    scattered: list[Sharded] = []
     resident = [s[0].home_plan is not None for s in (lsrcs, rsrcs)]
-    if resident[0] != resident[1]:  # one side on the workers: the other goes there too, for this join alone
+    if resident[0] != resident[1]:  # one side on the workers: the run sends the other there too, for this join alone
         host = 0 if not resident[0] else 1
         if any(isinstance(s, FileColumn) for s in (lsrcs, rsrcs)[host]):
             raise TypeError(
@@ -155,10 +156,10 @@ def _prepare(
                 "the files (.npy: tmr.read_npy(path).persist(cluster=c))"
             )
         cluster = settings.cluster or (lsrcs if resident[0] else rsrcs)[0].home
+        assert cluster is not None
         data = (lsrcs, rsrcs)[host]
-        moved = [scatter(src.array, cluster=cluster) for src in data]  # type: ignore[attr-defined]
-        scattered += moved
-        srcs = Sources([m.as_source() for m in moved])
+        where = placement(data[0].rows, cluster)
+        srcs = Sources([Placed(src, where, cluster) for src in data])
         lsrcs, rsrcs = (srcs, rsrcs) if host == 0 else (lsrcs, srcs)
     copartitioned = (
         lkeyed is not None
@@ -169,12 +170,7 @@ def _prepare(
     if settings.sizes is None and settings.devices is None and lsrcs[0].home_plan is None and settings.cluster is not None:
         settings = attrs.evolve(settings, sizes=_spread(lsrcs[0].rows, rsrcs[0].rows, settings))
     layout = JoinLayout((lcols, rcols), (ltuple, rtuple), (luni, runi), copartitioned)
-    return (
-        Join(how, strategy, layout, int(max_bytes) if max_bytes is not None else None),
-        stacked(lsrcs, rsrcs),
-        settings,
-        scattered,
-    )
+    return Join(how, strategy, layout, int(max_bytes) if max_bytes is not None else None), (lsrcs, rsrcs), settings
 
 
 def join(
@@ -233,9 +229,18 @@ def join(
         >>> sorted(zip(r.keys.tolist(), r.left.tolist(), r.right.tolist()))
         [(1, 1.5, 'ann'), (1, 9.5, 'ann'), (2, 3.0, 'bob')]
     """
-    kind, srcs, settings, scattered = _prepare(left, right, how, strategy, max_bytes, dict(options))
+    kind, sides, settings = _prepare(left, right, how, strategy, max_bytes, dict(options))
+    scattered: list[Sharded] = []  # a host side beside a resident one, sent where its plan placed it, for this run
+
+    def moved(src: Source) -> Source:
+        if not isinstance(src, Placed):
+            return src
+        scattered.append(src.scatter())
+        return scattered[-1].as_source()
+
     try:
-        return _engine.run(kind, srcs, settings, resident=resident)
+        left_srcs, right_srcs = (Sources([moved(src) for src in side]) for side in sides)
+        return _engine.run(kind, stacked(left_srcs, right_srcs), settings, resident=resident)
     finally:
         for array in scattered:
             array.delete()
@@ -252,11 +257,8 @@ def plan_join(
     **options: Unpack[Options],
 ) -> JoinPlan:
     """The [`JoinPlan`][tfmapreduce.JoinPlan] [`join`][tfmapreduce.join] would follow with these arguments: the strategy, the shards of the stacked
-    rows and where rows are joined (nothing runs; ``print`` it)."""
-    kind, srcs, settings, scattered = _prepare(left, right, how, strategy, max_bytes, dict(options))
-    try:
-        planned: JoinPlan = _engine.plan(kind, srcs, settings)
-        return planned
-    finally:
-        for array in scattered:
-            array.delete()
+    rows and where rows are joined (``print`` it).  Nothing runs and nothing moves: a host side beside a resident one
+    is planned where ``join`` will send it (see ``placed``)."""
+    kind, (left_srcs, right_srcs), settings = _prepare(left, right, how, strategy, max_bytes, dict(options))
+    planned: JoinPlan = _engine.plan(kind, stacked(left_srcs, right_srcs), settings)
+    return planned

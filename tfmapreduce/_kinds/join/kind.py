@@ -276,7 +276,7 @@ class Join(KindBase[JoinPlan]):
         left, right = (next(made) if m else np.broadcast_to(np.True_, (len(columns[0]),)) for m in masks)
         return columns[0], sides[0], sides[1], left, right
 
-    def failure(self, error: JobError) -> Exception | None:
+    def failure(self, error: JobError, plan: JoinPlan) -> Exception | None:
         big = over_budget(error, _TOO_BIG, self.max_bytes)
         if big is None:
             return None
