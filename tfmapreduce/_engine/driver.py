@@ -23,7 +23,7 @@ import tensorflow as tf
 from .._base.checks import flag
 from .._base.deadline import bounded, time_left
 from .._base.device import Device
-from .._base.errors import JobError, TfMapReduceError
+from .._base.errors import ClusterError, JobError, TfMapReduceError
 from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
@@ -216,8 +216,8 @@ def _execute(
                 weights.append(sent)
         try:
             return _execute_once(kind, program, shards, plan, call, settings)
-        except JobError as e:
-            if again or not program.models or not lost(call.cluster, e):
+        except (JobError, ClusterError):  # a missing copy may come back as another task's cancellation
+            if again or not program.models or not lost(call.cluster, program.models, min(10.0, settings.seconds())):
                 raise
     raise AssertionError("unreachable")
 

@@ -107,11 +107,26 @@ def place(cluster: Cluster, uses: Sequence[Use], timeout: float) -> int:
         return sent
 
 
-def lost(cluster: Cluster, error: BaseException) -> bool:
-    """Whether a run failed because a device no longer holds a model's copies (its worker restarted): if so, the
-    cluster forgets every copy it placed, so that the next :func:`place` sends them all again."""
-    details = f"{error} {getattr(error, 'details', '')}"
-    if CONTAINER not in details or not ("not found" in details.lower() or "does not exist" in details):
+def lost(cluster: Cluster, uses: Sequence[Use], timeout: float) -> bool:
+    """Whether a device no longer holds a copy in ``uses`` (its worker restarted) — asked of the devices themselves,
+    since a failed run may report another task's cancellation rather than the missing copy.  If so, the cluster
+    forgets every copy it placed, so that the next :func:`place` sends them all again.  A device that cannot answer
+    (its worker is gone) counts as not lost here: the run's own error stands."""
+    graph = tf.Graph()
+    with graph.as_default():
+        held = []
+        for use in uses:
+            with tf.device(use.device):
+                held.append(tf.raw_ops.VarIsInitializedOp(resource=_handle(use.name, use.variable.dtype)))
+        everywhere = tf.reduce_all(tf.stack(held))
+    tasks = sorted({Device.parse(u.device).task for u in uses})
+    try:
+        found = bool(cluster.run(graph, everywhere, {}, tasks=tasks, timeout=timeout))
+    except TfMapReduceError:
+        return False
+    finally:
+        cluster.forget(graph)
+    if found:
         return False
     state = cluster.state(PLACED)
     with state.lock:
