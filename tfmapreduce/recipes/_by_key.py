@@ -26,7 +26,8 @@ from .._io.source import Input
 from .._kinds.fuse import count_words
 from .._kinds.shuffle.result import KeyedResult
 from .._kinds.shuffle.sharded import KeyedSharded
-from .._ops.combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
+from .._ops.combine import COUNT, MAX, MEAN, MIN, SUM, Combiner, SegmentForm
+from .._ops.moments import MOMENTS
 from .._options import Options, RunOptions
 from ._recipe import recipe
 
