@@ -21,12 +21,15 @@ Moments = tuple[tf.Tensor, tf.Tensor, tf.Tensor]
 """``(count, mean, M2)`` in float64."""
 
 
-def _segment_moments(values: Any, ids: tf.Tensor, n: tf.Tensor) -> Moments:
-    """Per key (count, mean, M2) of the rows, in two passes (the mean first): exact, no cancellation.
+def _segment_moments(values: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
+    """Per key (count, mean, M2) of the rows, in two passes (the mean first): exact, no cancellation.  A tuple of
+    value columns gives a tuple of such triples, one per column.
 
     The mean sums ``x / count`` (not ``Σx / count``), so finite values never overflow it: M2 is then a sum of squares,
     inf where the variance overflows, never ``inf - inf`` (nan).
     """
+    if isinstance(values, tuple):
+        return tuple(_segment_moments(column, ids, n) for column in values)
     x = _f64(values)
     count = segment_count(ids, n, tf.float64)
     mean = segment_sum(x / _column(tf.gather(count, ids), x), ids, n)
@@ -34,9 +37,12 @@ def _segment_moments(values: Any, ids: tf.Tensor, n: tf.Tensor) -> Moments:
     return count, mean, segment_sum(d * d, ids, n)
 
 
-def _segment_chan(p: Moments, ids: tf.Tensor, n: tf.Tensor) -> Moments:
+def _segment_chan(p: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
     """Merge per-key (count, mean, M2) partials of equal keys: Chan's formula over many partials at once (each mean
-    weighted by its share of the key's count, so finite means never overflow the merged one)."""
+    weighted by its share of the key's count, so finite means never overflow the merged one); a tuple of triples
+    column by column."""
+    if isinstance(p[0], tuple):
+        return tuple(_segment_chan(column, ids, n) for column in p)
     count_i, mean_i, m2_i = p
     count = segment_sum(count_i, ids, n)
     mean = segment_sum(mean_i * _column(count_i / tf.gather(count, ids), mean_i), ids, n)
@@ -71,4 +77,4 @@ MOMENTS: Combiner = Combiner(
 """(count, mean, M2) from per-shard ``(count, mean, M2)`` map outputs, merged with Chan's formula;
 variance is ``M2 / (count - ddof)``.  Stable where ``E[x²] − E[x]²`` is not, and ``inf`` (never nan) where
 the variance of finite values overflows.  Per key (keyed jobs), the map emits the values themselves (one
-tensor) and each key gets its (count, mean, M2)."""
+tensor, or a tuple of columns) and each key gets its (count, mean, M2) (a tuple of them, one per column)."""
