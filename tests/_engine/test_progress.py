@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -43,6 +47,72 @@ def test_a_keyed_bar_shows_the_reduce_once_every_row_is_mapped(
     final = capsys.readouterr().err.split("\r")[-1]
     assert "MapReduce(mean_by_key): reduce" in final, final
     assert "200k/200k" in final, final
+
+
+def test_a_batch_is_counted_once_mapped_not_once_read(
+    cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 38: the bar started at 50%: a file batch was counted when read, before its map ran.  Each batch's map here
+    # writes "arrived_<first row>", then takes a token from a queue on its device, which the test fills one token at a
+    # time: the test reads the run's counters while a batch is read but not mapped, and they must count only the
+    # batches that got a token.
+    rows, files = 20_000, 4  # over the rows a run needs to count (progress.COUNTED); one batch a file
+    for i in range(files):
+        np.save(tmp_path / f"x{i}.npy", np.arange(i * rows, (i + 1) * rows, dtype=np.int64))
+    device, queue = f"{cluster.tasks[0]}/device:CPU:0", f"tmr_test_gate_{secrets.token_hex(4)}"
+    counters: list[_progress.Counters] = []
+    shown = _progress.shown
+
+    def watched(found: _progress.Counters | None, *args: Any) -> Any:
+        counters.extend([found] if found is not None else [])
+        return shown(found, *args)
+
+    monkeypatch.setattr(_progress, "shown", watched)
+    folder = str(tmp_path)
+
+    def gated(batch: tf.Tensor) -> tf.Tensor:
+        first = tf.strings.reduce_join(tf.strings.as_string(batch[:1]))  # (traced on an empty batch too)
+        arrived = tf.io.write_file(tf.strings.join([folder, "/arrived_", first]), tf.strings.as_string(tf.size(batch)))
+        with tf.control_dependencies([arrived]):
+            token = tf.queue.FIFOQueue(2 * files, [tf.int64], [[]], shared_name=queue).dequeue()
+        return tf.reduce_sum(batch) + 0 * token
+
+    gates = tf.Graph()
+    with gates.as_default(), tf.device(device):
+        enqueue = tf.queue.FIFOQueue(2 * files, [tf.int64], [[]], shared_name=queue).enqueue(tf.constant(1, tf.int64))
+        with tf.control_dependencies([enqueue]):
+            given = tf.constant(0)
+
+    def release() -> None:
+        cluster.run(gates, given, {}, tasks=[cluster.tasks[0]], timeout=30)
+
+    result: list[Any] = []
+    data = tmr.read_npy(tmp_path / "x*.npy")
+    job = threading.Thread(
+        target=lambda: result.append(
+            tmr.MapReduce(gated, tmr.combiners.sum).run(data, cluster=cluster, devices=[device], batch_rows=rows, timeout=300)
+        )
+    )
+    job.start()
+    released: dict[str, int] = {}
+    try:
+        while len(released) < files and job.is_alive():
+            arrived = {p.name.removeprefix("arrived_"): p.read_text() for p in tmp_path.glob("arrived_*")}
+            waiting = sorted(set(arrived) - set(released), key=int)
+            if not waiting or not counters or not all(arrived.values()):
+                time.sleep(0.01)
+                continue
+            counted = sum(counters[0].read(cluster, timeout=30).values())
+            assert counted <= sum(released.values()), (counted, released, waiting)  # read, not mapped: not counted
+            released[waiting[0]] = int(arrived[waiting[0]])
+            release()
+    finally:
+        for _ in range(files - len(released)):
+            release()
+        job.join()
+    assert sorted(released, key=int) == [str(i * rows) for i in range(files)]
+    assert int(result[0]) == sum(range(files * rows))
+    assert sum(counters[0].read(cluster, timeout=30).values()) == files * rows
 
 
 def test_no_bar_unless_asked_or_on_a_terminal_past_the_delay(

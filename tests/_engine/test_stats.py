@@ -103,6 +103,27 @@ def test_a_naive_variance_would_fail_that_bound() -> None:
     assert abs(naive - reference(x).var()) > 1e-4 * reference(x).var()
 
 
+@pytest.mark.parametrize(("dtype", "big"), [(np.float32, 3e38), (np.float64, 1e308)])
+@pytest.mark.parametrize("axis", [None, 0])
+def test_variance_of_finite_values_that_overflows_is_inf_not_nan(
+    cluster: tmr.LocalCluster, tmp_path: Path, dtype: type, big: float, axis: int | None
+) -> None:
+    # Issue 38: a shard's shifted sums and Chan's merge of shard means computed inf - inf (nan).  Column 0 overflows
+    # (the float64 variance of float32 values ±3e38 is about 7e76, of float64 values ±1e308 inf), column 1 does not.
+    signs = np.array([1, -1, 1, -1, 1, -1, -1, 1, 1, -1, -1, -1])
+    x = np.stack([signs * big, np.arange(12)], axis=1).astype(dtype)
+    np.save(tmp_path / "x.npy", x)
+    with np.errstate(over="ignore"):  # numpy's own mean of x can overflow (inf - inf): scaled by 16, exactly, it cannot
+        var, std = 256 * reference(x / 16).var(axis=axis), 16 * reference(x / 16).std(axis=axis)
+    assert np.isinf(var).any() == (dtype == np.float64)
+    assert not np.isnan(var).any()
+    runs = [(x, {"sizes": [12]}), (x, {"sizes": [2, 3, 7]}), (x, {"sizes": [1] * 12})]
+    runs += [(tmr.read_npy(str(tmp_path / "x.npy")), {}), (tmr.read_npy(str(tmp_path / "x.npy")), {"batch_rows": 5})]
+    for data, layout in runs:
+        assert_eq(tmr.variance(data, axis=axis, cluster=cluster, **layout), var, rtol=1e-12)
+        assert_eq(tmr.std(data, axis=axis, cluster=cluster, **layout), std, rtol=1e-12)
+
+
 def test_float32_sums_that_cancel_keep_float64_accuracy(cluster: tmr.LocalCluster) -> None:
     x = np.tile(np.array([1e3, 1e-3, -1e3], np.float32), 400)  # each shard holds hundreds of rows
     expected = reference(x).sum()  # 400 · float32(1e-3) ≈ 0.4

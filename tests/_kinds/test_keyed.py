@@ -252,6 +252,44 @@ def test_variance_by_key_of_finite_values_that_overflows_is_inf_not_nan(cluster:
             np.testing.assert_allclose(std[k], np.sqrt(want), rtol=RTOL, err_msg=f"{k} {layout}")
 
 
+def test_by_key_recipes_take_a_tuple_of_value_columns_in_one_run_as_pandas(cluster: tmr.LocalCluster) -> None:
+    # Issue 38: sum_by_key(keys, (a, b)) was refused with "x[1] must hold numbers… got dtype object".
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(38)
+    keys = rng.choice(np.array(["x", "y", "zz", ""]), 200)
+    a, b = rng.normal(3.0, 2.0, 200), rng.integers(-50, 50, 200)
+    frame = pd.DataFrame({"k": keys, "a": a, "b": b}).groupby("k")[["a", "b"]]
+    recipes = {
+        "sum": tmr.sum_by_key,
+        "mean": tmr.mean_by_key,
+        "min": tmr.min_by_key,
+        "max": tmr.max_by_key,
+        "var": tmr.variance_by_key,
+        "std": tmr.std_by_key,
+    }
+    for layout in ({}, {"sizes": [50, 0, 150], "reducers": 3, "batch_rows": 7}):
+        for name, recipe in recipes.items():
+            expected = frame.agg(name, ddof=0) if name in ("var", "std") else frame.agg(name)
+            with tmr.stats() as runs:
+                result = recipe(keys, (a, b), cluster=cluster, **layout)
+            assert len(runs.runs) == 1, name
+            assert result.keys.tolist() == expected.index.tolist()
+            assert isinstance(result.values, tuple), name
+            for column, got in zip(("a", "b"), result.values, strict=True):
+                np.testing.assert_allclose(got, expected[column].to_numpy(), rtol=RTOL, err_msg=f"{name} {column} {layout}")
+                assert (got.dtype.kind == "i") == (name in ("sum", "min", "max") and column == "b"), (name, column)
+    single = tmr.sum_by_key(keys, (a,), cluster=cluster)  # a tuple of one column: a tuple of one result
+    np.testing.assert_allclose(single.values[0], frame.sum()["a"].to_numpy(), rtol=RTOL)
+    with tmr.sum_by_key(keys, (a, b), cluster=cluster, resident=True) as kept:
+        gathered = kept.gather()
+    np.testing.assert_array_equal(gathered.values[1], frame.sum()["b"].to_numpy())
+    for refused in (tmr.median_by_key, tmr.top_k_by_key):
+        with pytest.raises(
+            tmr.InputError, match=r"values of (median|top_k)_by_key must be one array .* got a tuple of 2 arrays.*once per column"
+        ):
+            refused(keys, (a, b), cluster=cluster, **({"k": 1} if refused is tmr.top_k_by_key else {}))
+
+
 def test_std_and_var_by_key_equal_numpy_and_return_stats_still_works(cluster: tmr.LocalCluster) -> None:
     rng = np.random.default_rng(4)
     keys = rng.integers(0, 7, 300)

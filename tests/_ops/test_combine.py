@@ -14,7 +14,7 @@ from oracle import assert_eq, reference, scale
 from strategies import arrays, examples, size_lists
 
 import tfmapreduce as tmr
-from tfmapreduce._ops.combine import _chan
+from tfmapreduce._ops.moments import _chan
 
 X = np.arange(100, dtype=np.float32) ** 1.5  # slice means differ, so a wrong weight shows
 UNEVEN = [0, 30, 0, 55, 15, 0]

@@ -1,7 +1,7 @@
 """Progress of one run: the rows mapped so far on each task, counted by the run itself and read while it is in flight.
 
 A program counts each shard's mapped rows in a variable on the shard's task (:class:`Counters`, built with the
-program): a streamed shard (files) adds each batch's rows as the batch is read, an in-memory shard adds its rows
+program): a streamed shard (files) adds each batch's rows once the batch is mapped, an in-memory shard adds its rows
 once its map is done, and every run first sets its counters to 0.  While a run goes, :func:`shown` reads them
 through a second session every :data:`POLL` seconds and draws one tqdm bar on stderr: rows mapped (out of the
 run's rows where they are known before reading), each task's rows as its postfix, and the phase after the map

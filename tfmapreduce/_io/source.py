@@ -149,8 +149,11 @@ class Batches:
     ``dataset`` and skip its pipeline, whose functions cost milliseconds each run (``_stream``)."""
 
     def counted(self, batch: Any, value: Any) -> Any:
-        """``value``, made from ``batch`` inside a job's per-batch function, once ``batch`` is counted."""
-        ops = self.count(batch)
+        """``value``, made from ``batch`` inside a job's per-batch function, once ``batch`` is counted: the count waits
+        for ``value`` (the batch mapped), so progress never runs ahead of the map."""
+        made = [t for t in tf.nest.flatten(value, expand_composites=True) if isinstance(t, tf.Tensor | tf.Operation)]
+        with tf.control_dependencies(made):
+            ops = self.count(batch)
         if not ops:
             return value
         with tf.control_dependencies(ops):

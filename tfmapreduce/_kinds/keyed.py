@@ -26,8 +26,9 @@ from .._base.device import Device
 from .._base.errors import JobError, MapFunctionError
 from .._engine.call import Call
 from .._engine.program import Builder, Program
-from .._ops.combine import MAX, MIN, MOMENTS, SUM, WEIGHTED_MEAN, Combiner, SegmentForm
+from .._ops.combine import MAX, MIN, SUM, WEIGHTED_MEAN, Combiner, SegmentForm
 from .._ops.mapfn import describe, first_line
+from .._ops.moments import MOMENTS
 from .._ops.per_key import by_key, merge
 from .shuffle.map_side import ByKey, MappedShards, MapSide, Part, in_key_order, map_shards, mismatch, split_all
 from .shuffle.plan import KeyedPlan

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 
 import tensorflow as tf
 
+from .moments import moments_of
+
 BLOCK = 256
 """float32 elements the moments' shifted sums add in float32 before the partial sums widen to float64."""
 
@@ -133,6 +135,15 @@ def moments_map(axis: int | None) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.T
         c = tf.cast(tf.reduce_mean(tf.cast(sample, tf.float64), axis=axis), x.dtype)
         y = x - c
         s1 = approx(y, axis)
-        return n, tf.cast(c, tf.float64) + s1 / n, approx(tf.square(y), axis) - s1 * s1 / n
+        mean, m2 = tf.cast(c, tf.float64) + s1 / n, approx(tf.square(y), axis) - s1 * s1 / n
+        # Where y, y² or their sums overflow x's float type, the shifted sums give inf - inf: the two-pass
+        # moments in float64 then give numpy's answer (inf where the variance overflows float64, never nan).
+        shifted = tf.math.is_finite(mean) & tf.math.is_finite(m2)
+        result: tuple[tf.Tensor, tf.Tensor, tf.Tensor] = tf.cond(
+            tf.reduce_all(shifted),
+            lambda: (n, mean, m2),
+            lambda: (n, *(tf.where(shifted, a, b) for a, b in zip((mean, m2), moments_of(x, axis)[1:], strict=True))),
+        )
+        return result
 
     return shard_moments

@@ -26,7 +26,7 @@ from .._ops.group import group
 from .._ops.grouping import grouped, row_ids, ungrouped
 from .._ops.per_group import check_max_bytes, group_reducer
 from .._options import Options, RunOptions
-from ._by_key import _pair, is_table, keyed_input
+from ._keyed_input import is_table, keyed_input, pair
 from ._recipe import recipe
 
 METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
@@ -52,7 +52,7 @@ def _check_values(values: Any, what: str, *, kinds: str = "iuf") -> None:
 def _input(name: str, keys: Any, values: Any, options: Any, *, kinds: str = "iuf") -> Any:
     """What a group recipe runs over, as for the keyed recipes (:func:`keyed_input`): ``(keys, values)``, the values
     checked (``kinds``; "" for any), or a CSV table's columns named by ``keys=`` and ``values=``."""
-    x = keyed_input(name, keys, values, options)
+    x = keyed_input(name, keys, values, options, columns=False)
     if is_table(x) and kinds and not (isinstance(x.reader, CsvTable) and x.reader.flat):
         raise InputError(f"{name}: values= must name one column of the CSV table (one value per key), got several")
     if not is_table(x) and kinds:
@@ -61,7 +61,7 @@ def _input(name: str, keys: Any, values: Any, options: Any, *, kinds: str = "iuf
 
 
 def _run(key: tuple[Hashable, ...], form: GroupForm, x: Any, resident: bool, options: Options) -> Any:
-    job = recipe((*key, form.max_bytes), lambda: (_pair, group_reducer(form, str(key[0]))), by_key=True)
+    job = recipe((*key, form.max_bytes), lambda: (pair, group_reducer(form, str(key[0]))), by_key=True)
     return job.execute(x, RunOptions.of(**options), resident=resident)
 
 

@@ -18,98 +18,34 @@ import tensorflow as tf
 from typing_extensions import Unpack
 
 from .._base.errors import InputError
-from .._io.files.csv import Csv
-from .._io.files.files import Files, csv_table
+from .._io.files.files import Files
 from .._io.source import Input
 from .._kinds.shuffle.result import KeyedResult
 from .._kinds.shuffle.sharded import KeyedSharded
-from .._ops.combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, SegmentForm
+from .._ops.combine import COUNT, MAX, MEAN, MIN, SUM, Combiner, SegmentForm
+from .._ops.moments import MOMENTS
 from .._options import Options, RunOptions
+from ._keyed_input import is_columns, keyed_input, pair
 from ._recipe import recipe
 
 Keyed = KeyedResult | KeyedSharded
 """A keyed recipe's result: a :class:`KeyedResult`, or a :class:`KeyedSharded` when ``resident=True``."""
 
 
-def is_table(data: Any) -> bool:
-    """Whether ``data`` is a ``read_csv`` table (whose columns a by-key recipe takes by name)."""
-    return isinstance(data, Files) and isinstance(data.reader, Csv)
-
-
-def keyed_input(name: str, keys: Any, values: Any, options: Any, *, with_values: bool = True) -> Any:
-    """What a by-key recipe runs over: ``(keys, values)`` (or ``keys`` alone), or a CSV table's columns read as a pair.
-
-    ``options`` (the recipe's keywords) loses its ``keys=`` and ``values=``, which name a table's columns.
-
-    Raises:
-        TypeError: a table without ``keys=`` (and ``values=``), or those with arrays, or values missing.
-        InputError: keys not a 1-D array of a key dtype.
-    """
-    named: dict[str, Any] = options
-    column_keys, column_values = named.pop("keys", None), named.pop("values", None)
-    call = f"tmr.{name}(tmr.read_csv(paths), keys='k'" + (", values='v')" if with_values else ")")
-    if is_table(keys):
-        if values is not None:
-            raise TypeError(
-                f"{name}: the first argument is a CSV table ({keys!r}): pass it alone and name its columns, e.g. {call}"
-            )
-        if column_keys is None or (with_values and column_values is None):
-            raise TypeError(
-                f"{name}: {keys!r} is a CSV table: name its key column with keys="
-                + (" and its value column(s) with values=" if with_values else "")
-                + f", e.g. {call}"
-            )
-        return csv_table(keys, column_keys, column_values if with_values else None, name)
-    if column_keys is not None or column_values is not None:
-        raise TypeError(
-            f"{name}: keys= and values= name the columns of a CSV table ({call}); "
-            f"pass arrays positionally: tmr.{name}(keys" + (", values)" if with_values else ")")
-        )
-    if with_values and values is None:
-        raise TypeError(f"{name}: values are missing: pass tmr.{name}(keys, values), or a CSV table as {call}")
-    _check_keys(keys)
-    return (keys, values) if with_values else keys
-
-
-def _check_keys(keys: Any) -> None:
-    """InputError for keys that are not a 1-D array of int32/int64 or strings."""
-    if isinstance(keys, Input):
-        source = keys.as_source()
-        dtype, shape = source.dtype, tuple[int | None, ...](source.shape)
-        if isinstance(keys, Files) and keys.reader.unit == "bytes":
-            shape = (None, *shape[1:])  # rows known only once read: not the bytes the plan counts
-    else:
-        try:
-            array = keys.numpy() if isinstance(keys, (tf.Tensor, tf.Variable)) else np.asarray(keys)
-        except ValueError as e:
-            raise InputError(f"keys must be a rectangular 1-D array, got a ragged {type(keys).__name__} ({e})") from None
-        dtype, shape = array.dtype, array.shape
-    if len(shape) != 1:
-        raise InputError(
-            f"keys must be 1-D (one key per row), got rows of shape {shape[1:]} (shape {shape}); flatten them, "
-            "e.g. keys.ravel(), and the values to match"
-            + (
-                "; a file source cannot be flattened: read a 1-D column (read_csv(..., columns=['k']))"
-                if isinstance(keys, Input)
-                else ""
-            )
-        )
-    if not (dtype.kind in "USO" or dtype in (np.dtype(np.int32), np.dtype(np.int64))):
-        raise InputError(
-            f"keys have dtype {dtype}; keys must be int32, int64 or strings (str or bytes): float, bool and complex keys "
-            "have no exact equality to group by; convert them, e.g. keys.astype(np.int64)"
-        )
-
-
-def _pair(keys: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    return keys, values
-
-
 def _keys_only(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return keys, keys
 
 
+def _columns(keys: tf.Tensor, *values: tf.Tensor) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+    return keys, values
+
+
 def _run(name: tuple[Any, ...], make: Any, x: Any, resident: bool, options: Options) -> Any:
+    """Run the recipe over ``x``; values that are a tuple of columns (:func:`is_columns`) in the same run, each a
+    result, as a ``MapReduce`` whose map function returns ``(keys, (a, b, ...))``."""
+    if isinstance(x, tuple) and is_columns(x[1]):
+        job = recipe((*name, len(x[1])), lambda: (_columns, make()[1]), by_key=True)
+        return job.execute((x[0], *x[1]), RunOptions.of(**options), resident=resident)
     return recipe(name, make, by_key=True).execute(x, RunOptions.of(**options), resident=resident)
 
 
@@ -186,8 +122,10 @@ def sum_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
     Args:
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
         values: an array (or resident ``Sharded``) with the same rows as ``keys``; 2-D values give
-            one result per column.  Left out (``None``) when ``keys`` is a ``read_csv`` table: then
-            the keywords ``keys=`` and ``values=`` name its columns.
+            one result per column.  A tuple of such arrays ``(a, b)`` gives a result whose values are
+            a tuple in that order, all in one run (as pandas' ``df.groupby(k)[["a", "b"]]``).  Left
+            out (``None``) when ``keys`` is a ``read_csv`` table: then the keywords ``keys=`` and
+            ``values=`` name its columns.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows``, ``partitioner`` (see ``RunOptions``).
@@ -198,9 +136,11 @@ def sum_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
     Examples:
         >>> tmr.sum_by_key(np.array(["a", "b", "a"]), np.array([1, 2, 3]), cluster=cluster).to_dict()
         {'a': 4, 'b': 2}
+        >>> tmr.sum_by_key(np.array([7, 7]), (np.array([1, 2]), np.array([0.5, 0.25])), cluster=cluster).to_dict()
+        {7: (np.int64(3), np.float64(0.75))}
     """
     x = keyed_input("sum_by_key", keys, values, options)
-    return _run(("sum_by_key",), lambda: (_pair, SUM), x, resident, options)
+    return _run(("sum_by_key",), lambda: (pair, SUM), x, resident, options)
 
 
 @_values_recipe
@@ -218,7 +158,7 @@ def mean_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **o
         {1: 2.0, 2: 5.0}
     """
     x = keyed_input("mean_by_key", keys, values, options)
-    return _run(("mean_by_key",), lambda: (_pair, MEAN), x, resident, options)
+    return _run(("mean_by_key",), lambda: (pair, MEAN), x, resident, options)
 
 
 @_values_recipe
@@ -236,7 +176,7 @@ def min_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
         {1: 3, 2: 5}
     """
     x = keyed_input("min_by_key", keys, values, options)
-    return _run(("min_by_key",), lambda: (_pair, MIN), x, resident, options)
+    return _run(("min_by_key",), lambda: (pair, MIN), x, resident, options)
 
 
 @_values_recipe
@@ -254,7 +194,7 @@ def max_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
         {1: 4, 2: 5}
     """
     x = keyed_input("max_by_key", keys, values, options)
-    return _run(("max_by_key",), lambda: (_pair, MAX), x, resident, options)
+    return _run(("max_by_key",), lambda: (pair, MAX), x, resident, options)
 
 
 def _variance_combiner(ddof: int, *, root: bool = False) -> Combiner:
@@ -263,7 +203,9 @@ def _variance_combiner(ddof: int, *, root: bool = False) -> Combiner:
     form = MOMENTS.per_key
     assert form is not None
 
-    def finalize(p: tuple[tf.Tensor, tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    def finalize(p: Any) -> Any:
+        if isinstance(p[0], tuple):  # one (count, mean, M2) per value column
+            return tuple(finalize(column) for column in p)
         count, _, m2 = p
         denominator = count - float(ddof)
         shape = tf.concat([tf.shape(count), tf.ones([tf.rank(m2) - 1], tf.int32)], 0)
@@ -333,7 +275,7 @@ def _spread(name: str, keys: Any, values: Any, ddof: object, resident: bool, opt
         raise ValueError(f"ddof must be an int ≥ 0 (0: population variance, 1: sample variance), got {ddof!r}")
     x = keyed_input(name, keys, values, options)
     ddof, root = int(ddof), name == "std_by_key"
-    return _run((name, ddof), lambda: (_pair, _variance_combiner(ddof, root=root)), x, resident, options)
+    return _run((name, ddof), lambda: (pair, _variance_combiner(ddof, root=root)), x, resident, options)
 
 
 def _words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -11,7 +11,8 @@ from typing_extensions import Unpack
 
 from .._base.errors import InputError
 from .._io.source import sources
-from .._ops.combine import COUNT, MAX, MIN, MOMENTS, SUM, Combiner
+from .._ops.combine import COUNT, MAX, MIN, SUM, Combiner
+from .._ops.moments import MOMENTS
 from .._ops.numerics import exact_sum, float_sum, moments_map
 from .._options import Options, RunOptions
 from ._recipe import check_axis, finish, info, keep_dims, recipe, require_rows, returns_stats, run
