@@ -15,6 +15,9 @@ ops, beside ``tmr.h`` (what the families share):
 - ``files``: ``TmrReadRows`` reads rows of a file (its own pages, mapped, where it can); ``TmrWriteResult`` writes a
   returned result's raw bytes into the client's shared-memory file.
 - ``runtime``: ``TmrCheckCancelled`` stops a given-up run between ops; ``TmrWideSum`` sums float32 values in float64.
+- ``parquet``: ``TmrReadParquet`` decodes row groups of a Parquet file; ``TmrEncodeParquet`` encodes columns as one
+  Parquet file.  Built against the Arrow and Parquet C++ libraries of the installed pyarrow wheel (its headers and
+  libraries, found without importing it): where pyarrow is not installed this family alone is not built.
 
 The C++ source ships with the package.  The first process that needs the kernels compiles each family, at the same
 time, with the machine's C++ compiler (``$CXX``, else ``g++`` or ``c++``) against the installed TensorFlow's headers
@@ -41,6 +44,7 @@ import contextlib
 import functools
 import hashlib
 import importlib.resources
+import importlib.util
 import os
 import re
 import secrets
@@ -73,6 +77,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "joins": ("tmr_join_match", "tmr_join_take"),
     "files": ("tmr_read_rows", "tmr_write_result"),
     "runtime": ("tmr_check_cancelled", "tmr_wide_sum"),
+    "parquet": ("tmr_read_parquet", "tmr_encode_parquet"),
 }
 """Each family of kernels (built from ``<family>.cc``) and its ops, as :func:`kernels` names them."""
 
@@ -100,13 +105,39 @@ def _flags() -> list[str]:
 
 
 @functools.cache
+def _pyarrow() -> Path | None:
+    """The folder of the installed pyarrow package (its ``include/`` and libraries), found without importing it; None
+    where it is not installed."""
+    spec = importlib.util.find_spec("pyarrow")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    return folder if (folder / "include" / "parquet").is_dir() else None
+
+
+def _extra(family: str) -> list[str] | None:
+    """The flags ``family`` needs beyond TensorFlow's (after them: the last ``-std`` wins); None where it cannot be
+    built here (the parquet family without pyarrow)."""
+    if family != "parquet":
+        return []
+    folder = _pyarrow()
+    if folder is None:
+        return None
+    libraries = [f"-l:{lib.name}" for name in ("arrow", "parquet") for lib in sorted(folder.glob(f"lib{name}.so.*"))[:1]]
+    if len(libraries) != 2:
+        return None
+    return ["-std=c++20", f"-I{folder / 'include'}", f"-L{folder}", *libraries, f"-Wl,-rpath,{folder}"]
+
+
+@functools.cache
 def digest() -> str:
     """16 hex digits naming the kernels' source (every ``.cc`` and ``.h`` file of this folder, by name and bytes),
     TensorFlow's version and the compiler flags: what the libraries are built from."""
     folder = importlib.resources.files(__package__)
     sources = sorted((f.name, f.read_bytes()) for f in folder.iterdir() if f.name.endswith((".cc", ".h")))
     parts = [part for name, text in sources for part in (name.encode(), text)]
-    return hashlib.sha256(b"\0".join([*parts, tf.__version__.encode(), *(f.encode() for f in _flags())])).hexdigest()[:16]
+    flags = [*_flags(), *(f for family in FAMILIES for f in _extra(family) or [])]
+    return hashlib.sha256(b"\0".join([*parts, tf.__version__.encode(), *(f.encode() for f in flags)])).hexdigest()[:16]
 
 
 def record_name(digest: str, family: str) -> str:
@@ -241,6 +272,9 @@ def _find_or_build(folder: Path, dir_fd: int) -> dict[str, tuple[int, str]]:
     found: dict[str, tuple[int, str]] = {}
     missing = []
     for family in FAMILIES:
+        if _extra(family) is None:
+            log.info("the %s family needs pyarrow (pip install tfmapreduce[parquet]): not built", family)
+            continue
         try:
             hit = _verified(folder, dir_fd, digest(), family)
         except _Damaged as e:
@@ -295,7 +329,7 @@ def _build_one(compiler: str, source: Path, folder: Path, dir_fd: int, family: s
     partial = f".partial-{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
     try:
         command = [compiler, "-O2", "-shared", "-fPIC", str(source / f"{family}.cc"), "-o", str(folder / f"{partial}.so")]
-        done = subprocess.run([*command, *_flags()], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
+        done = subprocess.run([*command, *_flags(), *(_extra(family) or [])], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             first = next((line for line in lines if re.search(r"\berror\b", line)), lines[0] if lines else "")
