@@ -329,7 +329,9 @@ def _build_one(compiler: str, source: Path, folder: Path, dir_fd: int, family: s
     partial = f".partial-{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
     try:
         command = [compiler, "-O2", "-shared", "-fPIC", str(source / f"{family}.cc"), "-o", str(folder / f"{partial}.so")]
-        done = subprocess.run([*command, *_flags(), *(_extra(family) or [])], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
+        done = subprocess.run(
+            [*command, *_flags(), *(_extra(family) or [])], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+        )
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             first = next((line for line in lines if re.search(r"\berror\b", line)), lines[0] if lines else "")
