@@ -9,7 +9,8 @@
 //   The columns `columns` (indices of the file's top-level fields) of the row groups `row_groups` of the Parquet
 //   file `path`, in that order, decoded by parquet::arrow::FileReader: numbers and bools as their own type (half
 //   for float16), strings and binaries (dictionary-encoded or not) as tf.string, date32 as int32 days, timestamps
-//   as int64 counts of their unit.  valid[i] is each row's validity in column i; a null's slot holds 0 or "".  A
+//   as int64 counts of their unit, decimals (128 and 256 bits) as double (the unscaled integer / 10^scale, rounded to
+//   the nearest double).  valid[i] is each row's validity in column i; a null's slot holds 0 or "".  A
 //   column whose type is not `out_types`' one fails naming the file and the column.
 //
 // TmrEncodeParquet(values: in_types, valid: n * bool) -> contents: string
@@ -85,6 +86,16 @@ void CopyBinary(const arrow::Array& array, tstring* out) {
   }
 }
 
+// Decimals as doubles (0 where null).
+template <typename A, typename D>
+void CopyDecimal(const arrow::Array& array, double* out) {
+  const auto& typed = static_cast<const A&>(array);
+  const int32_t scale = static_cast<const arrow::DecimalType&>(*array.type()).scale();
+  for (int64_t i = 0; i < array.length(); ++i) {
+    out[i] = typed.IsValid(i) ? D(typed.GetValue(i)).ToDouble(scale) : 0.0;
+  }
+}
+
 // The values of one chunk into out (rows from `offset`), as the TF type `dtype`.
 absl::Status CopyChunk(const arrow::Array& array, Tensor* out, int64_t offset) {
   using arrow::Type;
@@ -125,6 +136,19 @@ absl::Status CopyChunk(const arrow::Array& array, Tensor* out, int64_t offset) {
     case Type::BINARY:
       if (dtype != tensorflow::DT_STRING) return wrong();
       CopyBinary<arrow::BinaryArray>(array, out->flat<tstring>().data() + offset);
+      return absl::OkStatus();
+    case Type::STRING_VIEW:
+    case Type::BINARY_VIEW:
+      if (dtype != tensorflow::DT_STRING) return wrong();
+      CopyBinary<arrow::BinaryViewArray>(array, out->flat<tstring>().data() + offset);
+      return absl::OkStatus();
+    case Type::DECIMAL128:
+      if (dtype != tensorflow::DT_DOUBLE) return wrong();
+      CopyDecimal<arrow::Decimal128Array, arrow::Decimal128>(array, out->flat<double>().data() + offset);
+      return absl::OkStatus();
+    case Type::DECIMAL256:
+      if (dtype != tensorflow::DT_DOUBLE) return wrong();
+      CopyDecimal<arrow::Decimal256Array, arrow::Decimal256>(array, out->flat<double>().data() + offset);
       return absl::OkStatus();
     case Type::LARGE_STRING:
     case Type::LARGE_BINARY:

@@ -5,13 +5,14 @@ client-held :class:`Table`; ``tmr.write_parquet`` writes a table's shards as Par
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from typing_extensions import Unpack
 
-from .._io.files.parquet import ParquetPlan, plan, read_split
+from .._cluster.cluster import Cluster
+from .._io.files.parquet import ParquetPlan, plan, read_split, split_ranges
 from .._io.files.parquet_writer import ParquetWriter
 from .._io.files.pipeline import read_dataset
 from .._io.files.written import Written
@@ -81,8 +82,8 @@ def scan_parquet(
     scan = plan(paths, columns, filters)
     if not scan.row_groups:
         return Table({c: _empty(k) for c, k in zip(scan.columns, scan.kinds, strict=True)})
-    splits = len(scan.row_groups)
-    source = read_dataset(lambda split, _: read_split(scan, split), splits=splits, batched=True)
+    ranges = split_ranges(scan, _splits(options))
+    source = read_dataset(lambda split, _: read_split(scan, ranges[split]), splits=len(ranges), batched=True)
     out = map_rows(lambda *columns: columns, source, **options)
     parts = list(out) if isinstance(out, tuple) else [out]
     try:
@@ -96,6 +97,13 @@ def scan_parquet(
             for i, (name, kind) in enumerate(zip(scan.columns, scan.kinds, strict=True))
         }
     )
+
+
+def _splits(options: Mapping[str, Any]) -> int:
+    """How many splits the row groups make: two a task of the run's cluster (each split's pipeline is traced into
+    the run's graph, so one a row group would make large graphs), 8 where the cluster is not known here."""
+    cluster = options.get("cluster")
+    return 2 * len(cluster.tasks) if isinstance(cluster, Cluster) else 8
 
 
 def _empty(kind: str) -> Column:

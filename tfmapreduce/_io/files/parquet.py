@@ -128,18 +128,20 @@ def kind_of(name: str, arrow_type: Any) -> str:
         TypeError: a type no table column holds (nested lists, structs, maps, decimals, binary, times), naming it.
     """
     text = str(arrow_type)
-    if text.startswith("dictionary<values=string") or text in ("string", "large_string"):
+    if text.startswith("dictionary<values=string") or text in ("string", "large_string", "string_view"):
         return "string"
+    if text.startswith(("decimal128(", "decimal256(")):
+        return "float64"  # the stated rule: the nearest double to the decimal's value
     if text in _NUMBERS:
         return text
     if text in _ARROW_NAMES:
         return _ARROW_NAMES[text]
     if text.startswith("timestamp[") and getattr(arrow_type, "tz", None) is None:
         return f"timestamp[{arrow_type.unit}]"
-    hint = "cast it to float64 when you write the file" if text.startswith("decimal") else "leave it out with columns="
+    hint = "leave it out with columns="
     raise TypeError(
         f"scan_parquet: column {name!r} is {text}, which a table column cannot hold (it holds bool, ints, floats, "
-        f"strings, date32 and timestamps without a time zone); {hint}"
+        f"strings, decimals as float64, date32 and timestamps without a time zone); {hint}"
     )
 
 
@@ -267,6 +269,8 @@ def _stat(value: Any, arrow_type: Any) -> Any:
         return _count(value, "D")
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if type(value).__name__ == "Decimal":
+        return float(value)
     return value
 
 
@@ -322,20 +326,38 @@ def native_reader() -> Any:
     return native
 
 
-def read_split(scan: ParquetPlan, split: int) -> tf.data.Dataset:
-    """In the graph being built, on the split's task: row group ``split`` of ``scan`` as one batch, a tuple of each
-    column's values then each column's validity, with the rows that fail the filters dropped."""
+def split_ranges(scan: ParquetPlan, splits: int) -> list[tuple[int, int]]:
+    """``splits`` contiguous ranges of the scan's row groups (``[start, stop)``), of about equal rows, none empty.
+
+    Example:
+        >>> groups = tuple(RowGroup("f", i, n) for i, n in enumerate([10, 10, 10, 30]))
+        >>> split_ranges(ParquetPlan(("f",), (), (), (), groups, 0), 2)
+        [(0, 3), (3, 4)]
+    """
+    count = len(scan.row_groups)
+    splits = max(1, min(splits, count))
+    ends = np.cumsum([g.rows for g in scan.row_groups])
+    cuts = np.searchsorted(ends, ends[-1] * np.arange(1, splits) / splits, side="left") + 1
+    bounds = sorted({0, count, *(int(min(max(c, 1), count - 1)) for c in cuts)})
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
+    """In the graph being built, on the split's task: the scan's row groups ``groups`` (a ``[start, stop)`` range), a
+    batch each, as a tuple of each column's values then each column's validity, the rows that fail the filters
+    dropped there."""
     native = native_reader()
-    group = scan.row_groups[split]
+    chosen = scan.row_groups[groups[0] : groups[1]]
     field = dict(zip(scan.columns, zip(scan.indices, scan.kinds, strict=True), strict=True))
     for c in scan.filters:
         field.setdefault(c.column, (c.index, c.kind))
     names = list(field)
 
-    def decode(_: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    @tf.autograph.experimental.do_not_convert  # plain graph ops: nothing for autograph to convert
+    def decode(path: tf.Tensor, index: tf.Tensor) -> tuple[tf.Tensor, ...]:
         out = native.tmr_read_parquet(
-            tf.constant(group.path),
-            tf.constant([group.index], tf.int64),
+            path,
+            tf.reshape(index, [1]),
             out_types=[dtype_of(field[c][1]) for c in names],
             columns=[field[c][0] for c in names],
             n=len(names),
@@ -347,4 +369,6 @@ def read_split(scan: ParquetPlan, split: int) -> tf.data.Dataset:
             valid = {c: tf.boolean_mask(t, keep) for c, t in valid.items()}
         return (*(values[c] for c in scan.columns), *(valid[c] for c in scan.columns))
 
-    return tf.data.Dataset.from_tensors(tf.constant(0)).map(decode)
+    paths = tf.constant([g.path for g in chosen])
+    indices = tf.constant([g.index for g in chosen], tf.int64)
+    return tf.data.Dataset.from_tensor_slices((paths, indices)).map(decode)
