@@ -96,8 +96,10 @@ def test_scan_equals_pyarrow(
     folder = write_files(tmp_path_factory.mktemp("scan"), seed, sizes, group)
     ours = tmr.scan_parquet(folder, cluster=cluster)
     assert len(ours) == sum(sizes)
-    assert ours.schema["cat"].type.name == "string" and ours.schema["day"].type.name == "date"
-    assert ours.schema["ms"].type.name == "timestamp[ms]" and ours.schema["f16"].type.name == "float16"
+    assert ours.schema["cat"].type.name == "string"
+    assert ours.schema["day"].type.name == "date"
+    assert ours.schema["ms"].type.name == "timestamp[ms]"
+    assert ours.schema["f16"].type.name == "float16"
     assert_equal(ours.to_pandas(), pq.read_table(folder))
 
 
@@ -140,13 +142,16 @@ def test_group_by_over_a_scan(cluster: tmr.LocalCluster, tmp_path: Path) -> None
         .reset_index()
     )
     rows = lambda frame: sorted(zip(*(plain(frame[c]) for c in frame.columns), strict=True), key=repr)  # noqa: E731
-    assert list(got.columns) == list(want.columns) and rows(got.to_pandas()) == rows(want)
+    assert list(got.columns) == list(want.columns)
+    assert rows(got.to_pandas()) == rows(want)
 
 
 def test_empty_scan(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
     folder = write_files(tmp_path, 1, [20], 5)
     got = tmr.scan_parquet(folder, columns=["s", "day"], filters=[("int8", ">", 200)], cluster=cluster)
-    assert len(got) == 0 and got.columns == ("s", "day") and got.schema["day"].type.name == "date"
+    assert len(got) == 0
+    assert got.columns == ("s", "day")
+    assert got.schema["day"].type.name == "date"
 
 
 @pytest.mark.parametrize("sizes", [None, [0, 30, 20]])
@@ -154,10 +159,13 @@ def test_write_parquet_read_by_pyarrow(cluster: tmr.LocalCluster, tmp_path: Path
     folder = write_files(tmp_path / "in", 11, [50], 50) if (tmp_path / "in").mkdir() is None else None
     table = tmr.scan_parquet(folder, cluster=cluster)
     written = tmr.write_parquet(table, tmp_path / "out", cluster=cluster, sizes=sizes)
-    assert all(p.endswith(".parquet") for p in written.parts) and sum(written.rows) == 50
+    assert all(p.endswith(".parquet") for p in written.parts)
+    assert sum(written.rows) == 50
     back = pq.read_table(tmp_path / "out")
-    assert back.schema.field("day").type == pa.date32() and back.schema.field("ms").type == pa.timestamp("ms")
-    assert back.schema.field("int64").nullable and not back.schema.field("us").nullable
+    assert back.schema.field("day").type == pa.date32()
+    assert back.schema.field("ms").type == pa.timestamp("ms")
+    assert back.schema.field("int64").nullable
+    assert not back.schema.field("us").nullable
     theirs = pq.read_table(folder)
     assert_equal(table.to_pandas(), back)
     assert_equal(tmr.scan_parquet(tmp_path / "out", cluster=cluster).to_pandas(), theirs)
@@ -168,5 +176,5 @@ def test_write_parquet_refuses_a_used_directory(cluster: tmr.LocalCluster, tmp_p
     (tmp_path / "out" / "x").write_text("x")
     with pytest.raises(tmr.OutputError):
         tmr.write_parquet(tmr.table({"a": np.arange(3)}), tmp_path / "out", cluster=cluster)
-    with pytest.raises(TypeError, match="expected a tmr.Table"):
+    with pytest.raises(TypeError, match=r"expected a tmr\.Table"):
         tmr.write_parquet({"a": np.arange(3)}, tmp_path / "other", cluster=cluster)  # type: ignore[arg-type]

@@ -44,7 +44,6 @@ import contextlib
 import functools
 import hashlib
 import importlib.resources
-import importlib.util
 import os
 import re
 import secrets
@@ -60,6 +59,7 @@ from typing import Any, TypeGuard
 import tensorflow as tf
 
 from .._base.log import ROOT
+from .arrow import extra
 
 ENV = "TFMAPREDUCE_NATIVE"
 """Set to ``0`` to build and load no native kernel (every job uses stock TensorFlow ops)."""
@@ -105,38 +105,13 @@ def _flags() -> list[str]:
 
 
 @functools.cache
-def _pyarrow() -> Path | None:
-    """The folder of the installed pyarrow package (its ``include/`` and libraries), found without importing it; None
-    where it is not installed."""
-    spec = importlib.util.find_spec("pyarrow")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    return folder if (folder / "include" / "parquet").is_dir() else None
-
-
-def _extra(family: str) -> list[str] | None:
-    """The flags ``family`` needs beyond TensorFlow's (after them: the last ``-std`` wins); None where it cannot be
-    built here (the parquet family without pyarrow)."""
-    if family != "parquet":
-        return []
-    folder = _pyarrow()
-    if folder is None:
-        return None
-    libraries = [f"-l:{lib.name}" for name in ("arrow", "parquet") for lib in sorted(folder.glob(f"lib{name}.so.*"))[:1]]
-    if len(libraries) != 2:
-        return None
-    return ["-std=c++20", f"-I{folder / 'include'}", f"-L{folder}", *libraries, f"-Wl,-rpath,{folder}"]
-
-
-@functools.cache
 def digest() -> str:
     """16 hex digits naming the kernels' source (every ``.cc`` and ``.h`` file of this folder, by name and bytes),
     TensorFlow's version and the compiler flags: what the libraries are built from."""
     folder = importlib.resources.files(__package__)
     sources = sorted((f.name, f.read_bytes()) for f in folder.iterdir() if f.name.endswith((".cc", ".h")))
     parts = [part for name, text in sources for part in (name.encode(), text)]
-    flags = [*_flags(), *(f for family in FAMILIES for f in _extra(family) or [])]
+    flags = [*_flags(), *(f for family in FAMILIES for f in extra(family) or [])]
     return hashlib.sha256(b"\0".join([*parts, tf.__version__.encode(), *(f.encode() for f in flags)])).hexdigest()[:16]
 
 
@@ -272,7 +247,7 @@ def _find_or_build(folder: Path, dir_fd: int) -> dict[str, tuple[int, str]]:
     found: dict[str, tuple[int, str]] = {}
     missing = []
     for family in FAMILIES:
-        if _extra(family) is None:
+        if extra(family) is None:
             log.info("the %s family needs pyarrow (pip install tfmapreduce[parquet]): not built", family)
             continue
         try:
@@ -330,7 +305,7 @@ def _build_one(compiler: str, source: Path, folder: Path, dir_fd: int, family: s
     try:
         command = [compiler, "-O2", "-shared", "-fPIC", str(source / f"{family}.cc"), "-o", str(folder / f"{partial}.so")]
         done = subprocess.run(
-            [*command, *_flags(), *(_extra(family) or [])], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+            [*command, *_flags(), *(extra(family) or [])], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
         )
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]

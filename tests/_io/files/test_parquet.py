@@ -52,8 +52,11 @@ def _numbers(folder: Path) -> Path:
 )
 def test_statistics_skip_row_groups(tmp_path: Path, filters: list | None, read: int) -> None:
     plan = tmr.plan_parquet(_numbers(tmp_path), filters=filters)
-    assert plan.read == read and plan.skipped == 8 - read
-    assert len(plan.files) == 3 and plan.columns == ("x", "day", "word") and plan.kinds == ("int64", "date", "string")
+    assert plan.read == read
+    assert plan.skipped == 8 - read
+    assert len(plan.files) == 3
+    assert plan.columns == ("x", "day", "word")
+    assert plan.kinds == ("int64", "date", "string")
     assert "row groups read" in str(plan)
 
 
@@ -90,7 +93,7 @@ def test_unsupported_types_name_the_column(tmp_path: Path) -> None:
 def test_missing_files(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no file"):
         tmr.plan_parquet(tmp_path / "nothing.parquet")
-    with pytest.raises(FileNotFoundError, match="holds no .parquet file"):
+    with pytest.raises(FileNotFoundError, match=r"holds no \.parquet file"):
         tmr.plan_parquet(tmp_path)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import difflib
 import glob
+import itertools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -339,7 +340,7 @@ def split_ranges(scan: ParquetPlan, splits: int) -> list[tuple[int, int]]:
     ends = np.cumsum([g.rows for g in scan.row_groups])
     cuts = np.searchsorted(ends, ends[-1] * np.arange(1, splits) / splits, side="left") + 1
     bounds = sorted({0, count, *(int(min(max(c, 1), count - 1)) for c in cuts)})
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
+    return list(itertools.pairwise(bounds))
 
 
 def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
@@ -353,7 +354,6 @@ def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
         field.setdefault(c.column, (c.index, c.kind))
     names = list(field)
 
-    @tf.autograph.experimental.do_not_convert  # plain graph ops: nothing for autograph to convert
     def decode(path: tf.Tensor, index: tf.Tensor) -> tuple[tf.Tensor, ...]:
         out = native.tmr_read_parquet(
             path,
@@ -371,4 +371,6 @@ def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
 
     paths = tf.constant([g.path for g in chosen])
     indices = tf.constant([g.index for g in chosen], tf.int64)
-    return tf.data.Dataset.from_tensor_slices((paths, indices)).map(decode)
+    return tf.data.Dataset.from_tensor_slices((paths, indices)).map(
+        tf.autograph.experimental.do_not_convert(decode)
+    )  # plain ops: nothing to convert
