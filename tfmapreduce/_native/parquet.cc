@@ -86,13 +86,28 @@ void CopyBinary(const arrow::Array& array, tstring* out) {
   }
 }
 
+// The exact powers of ten a double holds (10^22 is the last).
+constexpr double kExactTens[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+// A decimal as the nearest double: where its unscaled integer and 10^scale are exact doubles (|unscaled| < 2^53, scale
+// <= 22: every TPC-H amount), one IEEE division, correctly rounded as Python's float(Decimal) is; else Arrow's ToDouble.
+inline double DecimalToDouble(const arrow::Decimal128& d, int32_t scale) {
+  const int64_t low = static_cast<int64_t>(d.low_bits());
+  if (scale >= 0 && scale <= 22 && d.high_bits() == (low >> 63) && low > -(int64_t{1} << 53) && low < (int64_t{1} << 53)) {
+    return static_cast<double>(low) / kExactTens[scale];
+  }
+  return d.ToDouble(scale);
+}
+inline double DecimalToDouble(const arrow::Decimal256& d, int32_t scale) { return d.ToDouble(scale); }
+
 // Decimals as doubles (0 where null).
 template <typename A, typename D>
 void CopyDecimal(const arrow::Array& array, double* out) {
   const auto& typed = static_cast<const A&>(array);
   const int32_t scale = static_cast<const arrow::DecimalType&>(*array.type()).scale();
   for (int64_t i = 0; i < array.length(); ++i) {
-    out[i] = typed.IsValid(i) ? D(typed.GetValue(i)).ToDouble(scale) : 0.0;
+    out[i] = typed.IsValid(i) ? DecimalToDouble(D(typed.GetValue(i)), scale) : 0.0;
   }
 }
 
