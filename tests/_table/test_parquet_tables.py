@@ -178,3 +178,15 @@ def test_write_parquet_refuses_a_used_directory(cluster: tmr.LocalCluster, tmp_p
         tmr.write_parquet(tmr.table({"a": np.arange(3)}), tmp_path / "out", cluster=cluster)
     with pytest.raises(TypeError, match=r"expected a tmr\.Table"):
         tmr.write_parquet({"a": np.arange(3)}, tmp_path / "other", cluster=cluster)  # type: ignore[arg-type]
+
+
+def test_decimals_as_float64_and_string_views(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    import decimal
+
+    money = [decimal.Decimal("12345.67"), None, decimal.Decimal("-0.01"), decimal.Decimal("104949.50")]
+    words = pa.array(["N", "é", None, ""], pa.string_view())
+    pq.write_table(pa.table({"money": pa.array(money, pa.decimal128(15, 2)), "flag": words}), tmp_path / "a.parquet")
+    got = tmr.scan_parquet(tmp_path, filters=[("money", ">", 0)], cluster=cluster)
+    assert got.schema["money"].type.name == "float64"
+    assert got.to_dict()["money"].tolist() == [12345.67, 104949.5]  # each the nearest double, as float(Decimal)
+    assert got.to_dict()["flag"].tolist() == ["N", ""]

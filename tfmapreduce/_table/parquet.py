@@ -4,6 +4,7 @@ client-held :class:`Table`; ``tmr.write_parquet`` writes a table's shards as Par
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,9 +15,9 @@ from typing_extensions import Unpack
 from .._cluster.cluster import Cluster
 from .._io.files.parquet import ParquetPlan, plan, read_split, split_ranges
 from .._io.files.parquet_writer import ParquetWriter
-from .._io.files.pipeline import read_dataset
+from .._io.files.pipeline import Pipeline, read_dataset
 from .._io.files.written import Written
-from .._io.resident import delete_all
+from .._io.resident import delete_all, gather_all
 from .._kinds.map_api import map as map_rows
 from .._kinds.writers import _write
 from .._options import Options
@@ -82,21 +83,31 @@ def scan_parquet(
     scan = plan(paths, columns, filters)
     if not scan.row_groups:
         return Table({c: _empty(k) for c, k in zip(scan.columns, scan.kinds, strict=True)})
-    ranges = split_ranges(scan, _splits(options))
-    source = read_dataset(lambda split, _: read_split(scan, ranges[split]), splits=len(ranges), batched=True)
-    out = map_rows(lambda *columns: columns, source, **options)
+    out = map_rows(_columns, _pipeline(scan, tuple(split_ranges(scan, _splits(options)))), **options)
     parts = list(out) if isinstance(out, tuple) else [out]
     try:
-        arrays = [p.gather() for p in parts]
+        arrays = gather_all(parts)
     finally:
         delete_all(parts)
-    n = len(scan.columns)
+    values, valid = iter(arrays[: len(scan.columns)]), iter(arrays[len(scan.columns) :])
     return Table(
         {
-            name: _column(kind, arrays[i], arrays[n + i])
-            for i, (name, kind) in enumerate(zip(scan.columns, scan.kinds, strict=True))
+            name: _column(kind, next(values), next(valid) if nullable else None)
+            for name, kind, nullable in zip(scan.columns, scan.kinds, scan.nullable, strict=True)
         }
     )
+
+
+def _columns(*columns: Any) -> tuple[Any, ...]:
+    """The map of a scan: the decoded columns as they are (one function, so a scan like the last reuses its program)."""
+    return columns
+
+
+@functools.lru_cache(maxsize=16)
+def _pipeline(scan: ParquetPlan, ranges: tuple[tuple[int, int], ...]) -> Pipeline:
+    """The splits of ``scan``, one a range of row groups; the same object for the same scan, so the run's program
+    (keyed by its input) is built once."""
+    return read_dataset(lambda split, _: read_split(scan, ranges[split]), splits=len(ranges), batched=True)
 
 
 def _splits(options: Mapping[str, Any]) -> int:
@@ -110,7 +121,7 @@ def _empty(kind: str) -> Column:
     return Column(column_type(kind), np.zeros(0, column_type(kind).storage))
 
 
-def _column(kind: str, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]) -> Column:
+def _column(kind: str, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None) -> Column:
     type_ = column_type(kind)
     if type_ == STRING:
         values = np.array([v.decode("utf-8") for v in values.tolist()], dtype=object)

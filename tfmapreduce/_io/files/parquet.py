@@ -85,6 +85,8 @@ class ParquetPlan:
     skipped: int
     """The row groups left unread because their statistics exclude ``filters``."""
     filters: tuple[Filter, ...] = ()
+    nullable: tuple[bool, ...] = ()
+    """Whether each column may hold nulls (in any file's schema): only those have a validity to read."""
 
     @property
     def read(self) -> int:
@@ -211,7 +213,9 @@ def plan(
                 continue
             groups.append(RowGroup(f, g, group.num_rows))
     indices = tuple(names.index(c) for c in chosen)
-    return ParquetPlan(tuple(files), chosen, kinds, indices, tuple(groups), skipped, conditions)
+    schemas = [m.schema.to_arrow_schema() for m in metas]
+    nullable = tuple(any(s.field(c).nullable for s in schemas) for c in chosen)
+    return ParquetPlan(tuple(files), chosen, kinds, indices, tuple(groups), skipped, conditions, nullable)
 
 
 def _listed(columns: Any) -> list[Any]:
@@ -345,8 +349,8 @@ def split_ranges(scan: ParquetPlan, splits: int) -> list[tuple[int, int]]:
 
 def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
     """In the graph being built, on the split's task: the scan's row groups ``groups`` (a ``[start, stop)`` range), a
-    batch each, as a tuple of each column's values then each column's validity, the rows that fail the filters
-    dropped there."""
+    batch each, as a tuple of each column's values then the validity of each nullable column, the rows that fail the
+    filters dropped there."""
     native = native_reader()
     chosen = scan.row_groups[groups[0] : groups[1]]
     field = dict(zip(scan.columns, zip(scan.indices, scan.kinds, strict=True), strict=True))
@@ -367,7 +371,8 @@ def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
             keep = tf.reduce_all(tf.stack([_passes(c, values[c.column], valid[c.column]) for c in scan.filters]), axis=0)
             values = {c: tf.boolean_mask(t, keep) for c, t in values.items()}
             valid = {c: tf.boolean_mask(t, keep) for c, t in valid.items()}
-        return (*(values[c] for c in scan.columns), *(valid[c] for c in scan.columns))
+        nullable = [c for c, n in zip(scan.columns, scan.nullable, strict=True) if n]
+        return (*(values[c] for c in scan.columns), *(valid[c] for c in nullable))
 
     paths = tf.constant([g.path for g in chosen])
     indices = tf.constant([g.index for g in chosen], tf.int64)
