@@ -13,7 +13,7 @@ import numpy as np
 from typing_extensions import Unpack
 
 from .._cluster.cluster import Cluster
-from .._io.files.parquet import ParquetPlan, plan, read_split, split_ranges
+from .._io.files.parquet import ParquetPlan, native_reader, plan, read_split, split_ranges
 from .._io.files.parquet_writer import ParquetWriter
 from .._io.files.pipeline import Pipeline, read_dataset
 from .._io.files.written import Written
@@ -79,10 +79,12 @@ def scan_parquet(
         ImportError: pyarrow is not installed (``pip install tfmapreduce[parquet]``). KeyError: an unknown column
             (with "did you mean"). TypeError: a column of a type tables do not hold (nested, decimal, binary: named).
         ValueError: a file whose schema differs from the first's (the file and the column named); a malformed filter.
+        RuntimeError: the native Parquet kernels did not build here (no C++ compiler, ``TFMAPREDUCE_NATIVE=0``).
     """
     scan = plan(paths, columns, filters)
     if not scan.row_groups:
         return Table({c: _empty(k) for c, k in zip(scan.columns, scan.kinds, strict=True)})
+    native_reader()  # RuntimeError here, before a run, where the kernels did not build
     out = map_rows(_columns, _pipeline(scan, tuple(split_ranges(scan, _splits(options)))), **options)
     parts = list(out) if isinstance(out, tuple) else [out]
     try:

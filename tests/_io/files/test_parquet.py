@@ -101,3 +101,12 @@ def test_without_pyarrow_says_how_to_install(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(ImportError, match=r"pip install tfmapreduce\[parquet\]"):
         tmr.plan_parquet(tmp_path)
+
+
+def test_without_the_native_kernels_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tfmapreduce._io.files.parquet as parquet
+
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "a.parquet")
+    monkeypatch.setattr(parquet, "kernels", lambda: None)
+    with pytest.raises(RuntimeError, match="native Parquet kernels are not available"):
+        tmr.scan_parquet(tmp_path)
