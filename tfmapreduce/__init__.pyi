@@ -28,6 +28,7 @@ from ._engine.stats import RunStats as RunStats
 from ._engine.stats import ShardStats as ShardStats
 from ._engine.stats import stats as stats
 from ._io.files.files import Files as Files
+from ._io.files.parquet import ParquetPlan as ParquetPlan
 from ._io.files.pipeline import Pipeline as Pipeline
 from ._io.files.pipeline import read_dataset as read_dataset
 from ._io.files.read import read_csv as read_csv
@@ -69,6 +70,9 @@ from ._query.expr import col as col
 from ._query.lazy import LazyGroupBy as LazyGroupBy
 from ._query.lazy import LazyTable as LazyTable
 from ._query.lazy import lazy as lazy
+from ._table.parquet import plan_parquet as plan_parquet
+from ._table.parquet import scan_parquet as scan_parquet
+from ._table.parquet import write_parquet as write_parquet
 from ._table.schema import ColumnType as ColumnType
 from ._table.schema import Field as Field
 from ._table.schema import Schema as Schema

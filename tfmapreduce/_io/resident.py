@@ -215,6 +215,20 @@ class Sharded(Input):
         self.delete()
 
 
+def gather_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> list[np.ndarray]:
+    """Each of ``arrays`` (of one cluster and plan: a map's outputs) whole, fetched in one run; strings as bytes."""
+    graph = tf.Graph()
+    with graph.as_default():
+        parts: list[list[tf.Tensor]] = []
+        for a in arrays:
+            parts.append([])
+            for s in a.plan.shards:
+                with tf.device(s.device):
+                    parts[-1].append(tf.identity(a.read(s)))
+    values = arrays[0]._run(graph, parts, {}, timeout) if arrays else []
+    return [np.concatenate(v) if v else np.zeros(a.shape, a.dtype) for a, v in zip(arrays, values, strict=True)]
+
+
 def delete_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> None:
     """Free the shards of ``arrays`` (of one cluster: a keyed result's keys and values) in one run, empty shards too
     (a keyed result keeps those).  Safe to call twice; the data is unusable after."""

@@ -15,6 +15,9 @@ ops, beside ``tmr.h`` (what the families share):
 - ``files``: ``TmrReadRows`` reads rows of a file (its own pages, mapped, where it can); ``TmrWriteResult`` writes a
   returned result's raw bytes into the client's shared-memory file.
 - ``runtime``: ``TmrCheckCancelled`` stops a given-up run between ops; ``TmrWideSum`` sums float32 values in float64.
+- ``parquet``: ``TmrReadParquet`` decodes row groups of a Parquet file; ``TmrEncodeParquet`` encodes columns as one
+  Parquet file.  Built against the Arrow and Parquet C++ libraries of the installed pyarrow wheel (its headers and
+  libraries, found without importing it): where pyarrow is not installed this family alone is not built.
 
 The C++ source ships with the package.  The first process that needs the kernels compiles each family, at the same
 time, with the machine's C++ compiler (``$CXX``, else ``g++`` or ``c++``) against the installed TensorFlow's headers
@@ -56,6 +59,7 @@ from typing import Any, TypeGuard
 import tensorflow as tf
 
 from .._base.log import ROOT
+from .arrow import extra
 
 ENV = "TFMAPREDUCE_NATIVE"
 """Set to ``0`` to build and load no native kernel (every job uses stock TensorFlow ops)."""
@@ -73,6 +77,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "joins": ("tmr_join_match", "tmr_join_take"),
     "files": ("tmr_read_rows", "tmr_write_result"),
     "runtime": ("tmr_check_cancelled", "tmr_wide_sum"),
+    "parquet": ("tmr_read_parquet", "tmr_encode_parquet"),
 }
 """Each family of kernels (built from ``<family>.cc``) and its ops, as :func:`kernels` names them."""
 
@@ -106,7 +111,8 @@ def digest() -> str:
     folder = importlib.resources.files(__package__)
     sources = sorted((f.name, f.read_bytes()) for f in folder.iterdir() if f.name.endswith((".cc", ".h")))
     parts = [part for name, text in sources for part in (name.encode(), text)]
-    return hashlib.sha256(b"\0".join([*parts, tf.__version__.encode(), *(f.encode() for f in _flags())])).hexdigest()[:16]
+    flags = [*_flags(), *(f for family in FAMILIES for f in extra(family) or [])]
+    return hashlib.sha256(b"\0".join([*parts, tf.__version__.encode(), *(f.encode() for f in flags)])).hexdigest()[:16]
 
 
 def record_name(digest: str, family: str) -> str:
@@ -241,6 +247,9 @@ def _find_or_build(folder: Path, dir_fd: int) -> dict[str, tuple[int, str]]:
     found: dict[str, tuple[int, str]] = {}
     missing = []
     for family in FAMILIES:
+        if extra(family) is None:
+            log.info("the %s family needs pyarrow (pip install tfmapreduce[parquet]): not built", family)
+            continue
         try:
             hit = _verified(folder, dir_fd, digest(), family)
         except _Damaged as e:
@@ -295,7 +304,9 @@ def _build_one(compiler: str, source: Path, folder: Path, dir_fd: int, family: s
     partial = f".partial-{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}"
     try:
         command = [compiler, "-O2", "-shared", "-fPIC", str(source / f"{family}.cc"), "-o", str(folder / f"{partial}.so")]
-        done = subprocess.run([*command, *_flags()], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
+        done = subprocess.run(
+            [*command, *_flags(), *(extra(family) or [])], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+        )
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             first = next((line for line in lines if re.search(r"\berror\b", line)), lines[0] if lines else "")

@@ -1,0 +1,381 @@
+"""Parquet files as a job reads them: their footers read on the client (schema, row groups, statistics), the row
+groups that ``filters`` cannot exclude as the input splits, each split decoded on its task by the native
+``TmrReadParquet`` inside the run, and the rows that fail ``filters`` dropped there.
+
+The client reads only footers (with pyarrow, an optional dependency: ``pip install tfmapreduce[parquet]``); no row
+passes through it while a split is read.  A column's *kind* is its logical type's name, as a table's schema names it
+(``"int64"``, ``"float16"``, ``"string"``, ``"date"``, ``"timestamp[ms]"``...).
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import glob
+import itertools
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from ..._native.loader import has, kernels
+
+INSTALL = "pip install tfmapreduce[parquet]"
+
+OPS = ("==", "!=", "<", "<=", ">", ">=", "in")
+"""The comparisons a filter may make (pyarrow's ``filters=`` spelling)."""
+
+_NUMBERS = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")
+_ARROW_NAMES = {"halffloat": "float16", "float": "float32", "double": "float64", "date32[day]": "date"}
+
+
+def pyarrow_parquet() -> Any:
+    """``pyarrow.parquet``, or ImportError saying how to install it."""
+    try:
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]  # optional; no stubs installed
+    except ImportError:
+        raise ImportError(f"Parquet needs pyarrow, which is not installed: {INSTALL}") from None
+    return pq
+
+
+@attrs.frozen
+class RowGroup:
+    """One row group of one file: an input split."""
+
+    path: str
+    index: int
+    rows: int
+
+
+@attrs.frozen
+class Filter:
+    """One condition of ``filters``: ``column op value`` (``value`` a tuple for ``in``), in the column's storage."""
+
+    column: str
+    op: str
+    value: Any
+    index: int
+    """The column's index among the file's fields."""
+    kind: str
+
+
+@attrs.frozen
+class ParquetPlan:
+    """What a scan of Parquet files reads (see [`plan_parquet`][tfmapreduce.plan_parquet]): a frozen value.
+
+    Examples:
+        >>> plan = tmr.plan_parquet(folder, columns=["x"], filters=[("x", ">", 10)])  # doctest: +SKIP
+        >>> plan.read, plan.skipped  # doctest: +SKIP
+        (1, 2)
+    """
+
+    files: tuple[str, ...]
+    """Every file, in the order their rows come."""
+    columns: tuple[str, ...]
+    """The columns read, in order."""
+    kinds: tuple[str, ...]
+    """Each column's logical type (``"int64"``, ``"string"``, ``"date"``, ``"timestamp[us]"``, ...)."""
+    indices: tuple[int, ...]
+    """Each column's index among the file's fields."""
+    row_groups: tuple[RowGroup, ...]
+    """The row groups read (the input splits), in file and row group order."""
+    skipped: int
+    """The row groups left unread because their statistics exclude ``filters``."""
+    filters: tuple[Filter, ...] = ()
+    nullable: tuple[bool, ...] = ()
+    """Whether each column may hold nulls (in any file's schema): only those have a validity to read."""
+
+    @property
+    def read(self) -> int:
+        """How many row groups are read."""
+        return len(self.row_groups)
+
+    def __str__(self) -> str:
+        return (
+            f"parquet scan: {len(self.files)} files, columns {list(self.columns)}, {self.read} row groups read "
+            f"({sum(g.rows for g in self.row_groups)} rows), {self.skipped} skipped by their statistics"
+        )
+
+
+def files_of(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
+    """The files named by ``paths``: a file, a folder (its ``*.parquet`` files, sorted), a glob pattern, or a list of
+    them.
+
+    Raises:
+        FileNotFoundError: a path that names no file.
+    """
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    found: list[str] = []
+    for item in items:
+        path = os.fspath(item)
+        if os.path.isdir(path):
+            found += sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
+        elif os.path.isfile(path):
+            found.append(path)
+        elif matches := sorted(glob.glob(path)):
+            found += matches
+        else:
+            raise FileNotFoundError(f"scan_parquet: no file {path!r}; pass a Parquet file, a folder of them or a glob pattern")
+    if not found:
+        raise FileNotFoundError(f"scan_parquet: {paths!r} holds no .parquet file")
+    return [os.path.abspath(f) for f in found]
+
+
+def kind_of(name: str, arrow_type: Any) -> str:
+    """The logical type a column of ``arrow_type`` is read as.
+
+    Raises:
+        TypeError: a type no table column holds (nested lists, structs, maps, decimals, binary, times), naming it.
+    """
+    text = str(arrow_type)
+    if text.startswith("dictionary<values=string") or text in ("string", "large_string", "string_view"):
+        return "string"
+    if text.startswith(("decimal128(", "decimal256(")):
+        return "float64"  # the stated rule: the nearest double to the decimal's value
+    if text in _NUMBERS:
+        return text
+    if text in _ARROW_NAMES:
+        return _ARROW_NAMES[text]
+    if text.startswith("timestamp[") and getattr(arrow_type, "tz", None) is None:
+        return f"timestamp[{arrow_type.unit}]"
+    hint = "leave it out with columns="
+    raise TypeError(
+        f"scan_parquet: column {name!r} is {text}, which a table column cannot hold (it holds bool, ints, floats, "
+        f"strings, decimals as float64, date32 and timestamps without a time zone); {hint}"
+    )
+
+
+def dtype_of(kind: str) -> tf.DType:
+    """The TensorFlow dtype a column of ``kind`` is held in, in graphs."""
+    if kind == "string":
+        return tf.string
+    if kind == "date":
+        return tf.int32
+    if kind.startswith("timestamp["):
+        return tf.int64
+    return tf.as_dtype(kind)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two Arrow types read as one (a dictionary of strings and strings do)."""
+    return str(a) == str(b) or {kind_of_or_none(a), kind_of_or_none(b)} == {"string"}
+
+
+def kind_of_or_none(arrow_type: Any) -> str | None:
+    try:
+        return kind_of("", arrow_type)
+    except TypeError:
+        return None
+
+
+def plan(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    columns: Sequence[str] | None = None,
+    filters: Sequence[tuple[str, str, Any]] | None = None,
+) -> ParquetPlan:
+    """What a scan reads: every file's footer read here, checked against the first file's schema, and the row groups
+    whose statistics do not exclude ``filters``.
+
+    Raises:
+        ImportError: no pyarrow.  FileNotFoundError: a path with no file.  KeyError: an unknown column (did you mean).
+        TypeError: a column of a type tables do not hold.  ValueError: a file whose schema differs from the first's
+        (naming the file and the column), a malformed filter.
+    """
+    pq = pyarrow_parquet()
+    files = files_of(paths)
+    metas = [pq.ParquetFile(f).metadata for f in files]
+    schema = metas[0].schema.to_arrow_schema()
+    names = tuple(schema.names)
+    for f, meta in zip(files[1:], metas[1:], strict=True):
+        other = meta.schema.to_arrow_schema()
+        for name in dict.fromkeys([*names, *other.names]):
+            if name not in names or name not in other.names or not _same(schema.field(name).type, other.field(name).type):
+                first = schema.field(name).type if name in names else "no such column"
+                theirs = other.field(name).type if name in other.names else "no such column"
+                raise ValueError(
+                    f"scan_parquet: {f} differs from {files[0]} in column {name!r} ({theirs} there, {first} in the first "
+                    "file); every file of a scan must have the first one's columns and types"
+                )
+    chosen = names if columns is None else tuple(_check(c, names, "columns") for c in _listed(columns))
+    kinds = tuple(kind_of(c, schema.field(c).type) for c in chosen)
+    conditions = tuple(_condition(f, names, schema) for f in filters or ())
+    groups, skipped = [], 0
+    for f, meta in zip(files, metas, strict=True):
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            if group.num_rows == 0:
+                continue
+            if any(_excludes(c, group, names.index(c.column), schema.field(c.column).type) for c in conditions):
+                skipped += 1
+                continue
+            groups.append(RowGroup(f, g, group.num_rows))
+    indices = tuple(names.index(c) for c in chosen)
+    schemas = [m.schema.to_arrow_schema() for m in metas]
+    nullable = tuple(any(s.field(c).nullable for s in schemas) for c in chosen)
+    return ParquetPlan(tuple(files), chosen, kinds, indices, tuple(groups), skipped, conditions, nullable)
+
+
+def _listed(columns: Any) -> list[Any]:
+    return [columns] if isinstance(columns, str) else list(columns)
+
+
+def _check(name: object, names: tuple[str, ...], argument: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"scan_parquet: {argument} must name columns (str), got {type(name).__name__} {name!r}")
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise KeyError(f"scan_parquet: {argument}: no column {name!r} in the files; {hint}their columns are {list(names)}")
+    return name
+
+
+def _storage(value: Any, kind: str) -> Any:
+    """A filter's value as the column's storage holds it (a date as int32 days, a timestamp as int64 of its unit)."""
+    if kind == "date":
+        return _count(value, "D")
+    if kind.startswith("timestamp["):
+        return _count(value, kind[len("timestamp[") : -1])
+    if kind == "string":
+        if not isinstance(value, str):
+            raise TypeError(f"scan_parquet: filters compare a string column with a str, got {type(value).__name__} {value!r}")
+        return value
+    return value
+
+
+def _condition(item: Any, names: tuple[str, ...], schema: Any) -> Filter:
+    if not isinstance(item, (tuple, list)) or len(item) != 3:
+        raise ValueError(f"scan_parquet: each filter is a (column, op, value) tuple, e.g. ('x', '>', 3); got {item!r}")
+    column, op, value = item
+    column = _check(column, names, "filters")
+    if op not in OPS:
+        raise ValueError(f"scan_parquet: a filter's op is one of {list(OPS)}, got {op!r} (in {item!r})")
+    kind = kind_of(column, schema.field(column).type)
+    if op == "in":
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise ValueError(f"scan_parquet: 'in' takes a list of values, e.g. ('x', 'in', [1, 2]); got {value!r}")
+        return Filter(column, op, tuple(_storage(v, kind) for v in value), names.index(column), kind)
+    return Filter(column, op, _storage(value, kind), names.index(column), kind)
+
+
+def _count(value: Any, unit: str) -> int:
+    """A date or time as a count of ``unit`` (``"D"``, ``"ms"``...) since 1970-01-01."""
+    return int(np.array([value], dtype=f"datetime64[{unit}]").astype(np.int64)[0])
+
+
+def _stat(value: Any, arrow_type: Any) -> Any:
+    """A statistic as the column's storage holds it."""
+    text = str(arrow_type)
+    if text.startswith("timestamp[") and not isinstance(value, int):
+        return _count(value, str(arrow_type.unit))
+    if isinstance(value, datetime.date):
+        return _count(value, "D")
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if type(value).__name__ == "Decimal":
+        return float(value)
+    return value
+
+
+def _excludes(condition: Filter, group: Any, index: int, arrow_type: Any) -> bool:
+    """Whether a row group's statistics prove that no row of it passes ``condition`` (a null passes none)."""
+    stats = group.column(index).statistics
+    if stats is None:
+        return False
+    if stats.has_null_count and stats.null_count == group.num_rows:
+        return True  # every value is null
+    if not stats.has_min_max:
+        return False
+    low, high = _stat(stats.min, arrow_type), _stat(stats.max, arrow_type)
+    v, op = condition.value, condition.op
+    try:
+        if op == "==":
+            return bool(v < low or v > high)
+        if op == "!=":
+            return bool(low == high == v)
+        if op == "<":
+            return bool(low >= v)
+        if op == "<=":
+            return bool(low > v)
+        if op == ">":
+            return bool(high <= v)
+        if op == ">=":
+            return bool(high < v)
+        return all(x < low or x > high for x in v)
+    except TypeError:  # a value that does not compare with the column's: the rows decide
+        return False
+
+
+def _passes(condition: Filter, values: tf.Tensor, valid: tf.Tensor) -> tf.Tensor:
+    """In the graph: which rows pass ``condition`` (a null passes no condition, as pyarrow's filters)."""
+    op = condition.op
+    if op == "in":
+        hits = [tf.equal(values, tf.constant(v, values.dtype)) for v in condition.value]
+        found = tf.reduce_any(tf.stack(hits), axis=0) if hits else tf.zeros_like(valid)
+        return valid & found
+    v = tf.constant(condition.value, values.dtype)
+    compare = {"==": tf.equal, "!=": tf.not_equal, "<": tf.less, "<=": tf.less_equal, ">": tf.greater, ">=": tf.greater_equal}
+    return valid & compare[op](values, v)
+
+
+def native_reader() -> Any:
+    """The native ops, or RuntimeError saying why Parquet cannot be read (the parquet family did not build here)."""
+    native = kernels()
+    if not has(native, "tmr_read_parquet"):
+        raise RuntimeError(
+            "scan_parquet: the native Parquet kernels are not available here (they need pyarrow and a C++ compiler, "
+            f"and TFMAPREDUCE_NATIVE must not be 0; {INSTALL}, and see the warning that named why they did not build)"
+        )
+    return native
+
+
+def split_ranges(scan: ParquetPlan, splits: int) -> list[tuple[int, int]]:
+    """``splits`` contiguous ranges of the scan's row groups (``[start, stop)``), of about equal rows, none empty.
+
+    Example:
+        >>> groups = tuple(RowGroup("f", i, n) for i, n in enumerate([10, 10, 10, 30]))
+        >>> split_ranges(ParquetPlan(("f",), (), (), (), groups, 0), 2)
+        [(0, 3), (3, 4)]
+    """
+    count = len(scan.row_groups)
+    splits = max(1, min(splits, count))
+    ends = np.cumsum([g.rows for g in scan.row_groups])
+    cuts = np.searchsorted(ends, ends[-1] * np.arange(1, splits) / splits, side="left") + 1
+    bounds = sorted({0, count, *(int(min(max(c, 1), count - 1)) for c in cuts)})
+    return list(itertools.pairwise(bounds))
+
+
+def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
+    """In the graph being built, on the split's task: the scan's row groups ``groups`` (a ``[start, stop)`` range), a
+    batch each, as a tuple of each column's values then the validity of each nullable column, the rows that fail the
+    filters dropped there."""
+    native = native_reader()
+    chosen = scan.row_groups[groups[0] : groups[1]]
+    field = dict(zip(scan.columns, zip(scan.indices, scan.kinds, strict=True), strict=True))
+    for c in scan.filters:
+        field.setdefault(c.column, (c.index, c.kind))
+    names = list(field)
+
+    def decode(path: tf.Tensor, index: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        out = native.tmr_read_parquet(
+            path,
+            tf.reshape(index, [1]),
+            out_types=[dtype_of(field[c][1]) for c in names],
+            columns=[field[c][0] for c in names],
+            n=len(names),
+        )
+        values, valid = dict(zip(names, out[0], strict=True)), dict(zip(names, out[1], strict=True))
+        if scan.filters:
+            keep = tf.reduce_all(tf.stack([_passes(c, values[c.column], valid[c.column]) for c in scan.filters]), axis=0)
+            values = {c: tf.boolean_mask(t, keep) for c, t in values.items()}
+            valid = {c: tf.boolean_mask(t, keep) for c, t in valid.items()}
+        nullable = [c for c, n in zip(scan.columns, scan.nullable, strict=True) if n]
+        return (*(values[c] for c in scan.columns), *(valid[c] for c in nullable))
+
+    paths = tf.constant([g.path for g in chosen])
+    indices = tf.constant([g.index for g in chosen], tf.int64)
+    return tf.data.Dataset.from_tensor_slices((paths, indices)).map(
+        tf.autograph.experimental.do_not_convert(decode)
+    )  # plain ops: nothing to convert
