@@ -178,13 +178,13 @@ def test_a_model_in_a_map_reduce_job_with_and_without_speculation(cluster: tmr.L
 
 def test_copies_gone_from_a_worker_are_placed_again(cluster: tmr.LocalCluster) -> None:
     """As after a worker restart: the devices lost the copies the client thinks they hold."""
-    from tfmapreduce._io.models import PLACED, _destroy
+    from tfmapreduce._io.models import COPIES, _destroy
 
     model, x = _dense(), _rows(300)
     tmr.predict(model, x, cluster=cluster)
     graph = tf.Graph()
     with graph.as_default():
-        ops = _destroy(list(cluster.state(PLACED).digests))  # freed behind the client's back
+        ops = _destroy(list(cluster.state(COPIES).digests))  # freed behind the client's back
     cluster.run(graph, ops, {}, tasks=cluster.tasks, timeout=10)
     cluster.forget(graph)
     got, stats = _run(lambda v, **o: tmr.predict(model, v, **o), x, cluster)

@@ -31,7 +31,7 @@ from .._ops.models import CONTAINER, Use, name_of
 
 
 @attrs.define(eq=False)
-class Placed:
+class Copies:
     """What a cluster's devices hold: each copy's digest by (variable name, device), and copies left to free."""
 
     digests: dict[tuple[str, str], bytes] = attrs.field(factory=dict)
@@ -42,7 +42,7 @@ class Placed:
     lock: threading.Lock = attrs.field(factory=threading.Lock)
 
 
-PLACED: ClusterVar[Placed] = ClusterVar("model variables", lambda cluster: Placed())
+COPIES: ClusterVar[Copies] = ClusterVar("model variables", lambda cluster: Copies())
 
 
 def digest(value: np.ndarray[Any, Any]) -> bytes:
@@ -68,7 +68,7 @@ def place(cluster: Cluster, uses: Sequence[Use], timeout: float) -> int:
     every device holds them all)."""
     if not uses:
         return 0
-    state = cluster.state(PLACED)
+    state = cluster.state(COPIES)
     with state.lock:
         values: dict[str, np.ndarray[Any, Any]] = {}
         digests: dict[str, bytes] = {}
@@ -128,7 +128,7 @@ def lost(cluster: Cluster, uses: Sequence[Use], timeout: float) -> bool:
         cluster.forget(graph)
     if found:
         return False
-    state = cluster.state(PLACED)
+    state = cluster.state(COPIES)
     with state.lock:
         state.digests.clear()
     return True
@@ -165,7 +165,7 @@ def variables_of(model: Any) -> list[tf.Variable]:
 def release(cluster: Cluster, model: Any = None, *, timeout: float = 10.0) -> int:
     """Free the copies of ``model``'s variables (None: of every model) on ``cluster``'s devices: how many were freed.
     A later run places them again."""
-    state = cluster.state(PLACED)
+    state = cluster.state(COPIES)
     with state.lock:
         names = None if model is None else {name_of(v) for v in variables_of(model)}
         copies = [(n, d) for n, d in state.digests if names is None or n in names]
