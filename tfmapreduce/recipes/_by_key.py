@@ -30,14 +30,14 @@ from .._ops.combine import COUNT, MAX, MEAN, MIN, MOMENTS, SUM, Combiner, Segmen
 from .._options import Options, RunOptions
 from .._table.table import Table
 from ._recipe import recipe
+from ._tables import call_of, table_columns
 
 Keyed = KeyedResult | KeyedSharded
 """A keyed recipe's result: a :class:`KeyedResult`, or a :class:`KeyedSharded` when ``resident=True``."""
 
 
 def is_table(data: Any) -> bool:
-    """Whether ``data`` is a ``read_csv`` table (whose columns a by-key recipe takes by name); a ``Table`` becomes
-    arrays at the entry (:func:`table_columns`)."""
+    """Whether ``data`` is a ``read_csv`` table (whose columns a by-key recipe takes by name)."""
     return isinstance(data, Files) and isinstance(data.reader, Csv)
 
 
@@ -56,9 +56,11 @@ def keyed_input(name: str, keys: Any, values: Any, options: Any, *, with_values:
     if isinstance(keys, Table):
         if values is not None:
             raise TypeError(
-                f"{name}: the first argument is a Table: pass it alone and name its columns, e.g. {_call(name, with_values)}"
+                f"{name}: the first argument is a Table: pass it alone and name its columns, e.g. {call_of(name, with_values)}"
             )
-        return table_columns(name, keys, column_keys, column_values if with_values else None, with_values)
+        x = table_columns(name, keys, column_keys, column_values if with_values else None, with_values)
+        _check_keys(x[0] if with_values else x)
+        return x
     call = f"tmr.{name}(tmr.read_csv(paths), keys='k'" + (", values='v')" if with_values else ")")
     if is_table(keys):
         if values is not None:
@@ -81,62 +83,6 @@ def keyed_input(name: str, keys: Any, values: Any, options: Any, *, with_values:
         raise TypeError(f"{name}: values are missing: pass tmr.{name}(keys, values), or a CSV table as {call}")
     _check_keys(keys)
     return (keys, values) if with_values else keys
-
-
-def _call(name: str, with_values: bool) -> str:
-    return f"tmr.{name}(table, keys='k'" + (", values='v')" if with_values else ")")
-
-
-def table_columns(name: str, table: Table, keys: Any, values: Any, with_values: bool) -> Any:
-    """A ``Table``'s columns as a by-key recipe takes them: ``(keys, values)`` arrays (``keys`` alone without values).
-
-    The key column (integers, strings, or dates and timestamps as their int days and counts) must hold no null; a
-    row whose value is null is left out (aggregates skip nulls, as SQL's do); several value columns (a list of
-    names) become one 2-D array, as a CSV table's do, and may hold no null.
-
-    Raises:
-        TypeError: ``keys=`` (or ``values=``) missing, not column names, or a null in the key column or in one of
-        several value columns; KeyError: an unknown column (with the closest name).
-    """
-    if not isinstance(keys, str) or (with_values and not (isinstance(values, str) or _names(values))):
-        raise TypeError(
-            f"{name}: name the Table's key column with keys="
-            + (" and its value column(s) with values=" if with_values else "")
-            + f", e.g. {_call(name, with_values)}; got keys={keys!r}"
-            + (f", values={values!r}" if with_values else "")
-        )
-    key = table.column(keys)
-    if key.valid is not None:
-        raise TypeError(
-            f"{name}: the key column {keys!r} holds nulls, which no by-key result can hold; filter them out first "
-            f"(t.filter(lambda rows: rows.valid[{keys!r}])), or use t.group_by({keys!r}).agg(...), where a null key is a group"
-        )
-    narrow = key.values.dtype.kind in "iu" and key.values.dtype not in (
-        np.dtype(np.int32),
-        np.dtype(np.int64),
-        np.dtype(np.uint64),
-    )
-    key_values = key.values.astype(np.int64) if narrow else key.values
-    _check_keys(key_values)
-    if not with_values:
-        return key_values
-    if isinstance(values, str):
-        column = table.column(values)
-        if column.valid is None:
-            return key_values, column.values
-        return key_values[column.valid], column.values[column.valid]
-    columns = [table.column(v) for v in values]
-    nulls = [v for v, c in zip(values, columns, strict=True) if c.valid is not None]
-    if nulls:
-        raise TypeError(
-            f"{name}: the value column {nulls[0]!r} holds nulls; several value columns must hold none (which row "
-            f"would a null leave out?): pass one column at a time, or use t.group_by({keys!r}).agg(...), which skips them"
-        )
-    return key_values, np.column_stack([c.values for c in columns])
-
-
-def _names(values: Any) -> bool:
-    return isinstance(values, (list, tuple)) and bool(values) and all(isinstance(v, str) for v in values)
 
 
 def _check_keys(keys: Any) -> None:
