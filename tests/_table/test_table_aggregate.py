@@ -218,6 +218,11 @@ def test_a_second_equal_aggregation_reuses_its_graphs(cluster: tmr.LocalCluster)
     traced = _aggregate.TRACES[0]
     again = t.group_by(["s", "k"]).agg(**aggregates, cluster=cluster, sizes=[20, 30]).to_dict()
     assert _aggregate.TRACES[0] == traced  # no new trace, no new graph
+    renamed = t.group_by(["s", "k"]).agg(
+        mid=("f64", "median"), sum=("i64", "sum"), n=("s", "count_distinct"), cluster=cluster, sizes=[20, 30]
+    )
+    assert _aggregate.TRACES[0] == traced  # the output names change no graph
+    assert python(renamed.to_dict()["mid"]) == python(first["med"])
     for name in first:
         assert python(first[name]) == python(again[name])
     t.group_by(["s"]).agg(**aggregates, cluster=cluster, sizes=[20, 30])  # another spec: its own graphs

@@ -87,6 +87,7 @@ class Spec:
     inputs: tuple[tuple[str, ColumnType, bool], ...]
     """Each aggregated column once: its name, type and whether it holds nulls."""
     aggregates: tuple[Aggregate, ...]
+    """The aggregates, their output names left out (they change no graph)."""
 
     @property
     def ops(self) -> tuple[Op, ...]:
@@ -155,7 +156,7 @@ def aggregate(
         (name, columns[name].type, columns[name].nullable)
         for name in dict.fromkeys(a.column for a in aggregates if a.column != "*")
     )
-    spec = Spec(codec, tuple(keys), inputs, tuple(aggregates))
+    spec = Spec(codec, tuple(keys), inputs, tuple(attrs.evolve(a, output="") for a in aggregates))  # (names: no graph)
     arrays: list[np.ndarray[Any, Any]] = []
     for name, _ in spec.layout:
         c = columns[name]
