@@ -53,7 +53,7 @@ def frame_of(rows: int, groups: int) -> Any:
 
 def ours(t: tmr.Table, cluster: tmr.LocalCluster) -> Any:
     result = t.group_by(["a", "b"]).agg(
-        total=("x", "sum"), avg=("x", "mean"), lo=("n", "min"), hi=("n", "max"), rows=("*", "count"), cluster=cluster
+        total=("x", "sum"), avg=("x", "mean"), lo=("n", "min"), hi=("n", "max"), rows=("*", "count"), cluster=cluster, timeout=900
     )
     return result.to_pandas()
 

@@ -100,13 +100,13 @@ def ours(t: tmr.Table, cluster: tmr.LocalCluster) -> Any:
 
     unit = t.schema["l_shipdate"].type.unit  # a timestamp column (pandas' datetime64): int64 counts of its unit
     cutoff = int(np.datetime64(CUTOFF, unit).astype(np.int64))
-    shipped = t.filter(lambda rows: rows["l_shipdate"] <= tf.constant(cutoff, tf.int64), cluster=cluster)
+    shipped = t.filter(lambda rows: rows["l_shipdate"] <= tf.constant(cutoff, tf.int64), cluster=cluster, timeout=900)
 
     def products(rows: Any) -> dict[str, tf.Tensor]:
         disc_price = rows["l_extendedprice"] * (1 - rows["l_discount"])
         return {"disc_price": disc_price, "charge": disc_price * (1 + rows["l_tax"])}
 
-    priced = shipped.with_columns(products, cluster=cluster)
+    priced = shipped.with_columns(products, cluster=cluster, timeout=900)
     result = priced.group_by(["l_returnflag", "l_linestatus"]).agg(
         sum_qty=("l_quantity", "sum"),
         sum_base_price=("l_extendedprice", "sum"),
@@ -117,6 +117,7 @@ def ours(t: tmr.Table, cluster: tmr.LocalCluster) -> Any:
         avg_disc=("l_discount", "mean"),
         count_order=("*", "count"),
         cluster=cluster,
+        timeout=900,
     )
     return result.to_pandas()
 
