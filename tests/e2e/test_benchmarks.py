@@ -448,3 +448,20 @@ def test_sort_benchmark_quick_mode_checks_and_times_every_row(quick: dict[str, d
     ):
         assert f"| {row} |" in stdout
     assert "GB/s per core" in stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "row"),
+    [
+        ("tables", "tfmapreduce group_by.agg, one keyed run, 2-worker LocalCluster"),
+        ("tpch", "tfmapreduce tables: filter, with_columns, group_by.agg; 2-worker LocalCluster"),
+    ],
+)
+def test_table_benchmarks_quick_mode_check_and_time_our_row(name: str, row: str) -> None:
+    proc = _bench(name, "--quick")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert f"| {row} |" in proc.stdout
+    if name == "tables":  # a second identical group-by traces nothing
+        assert "an identical second" in proc.stdout
+        assert proc.stdout.split("an identical second", 1)[1].split("\n", 1)[0].endswith("(0)")

@@ -58,7 +58,7 @@ REFUSED: dict[str, tuple[type[Exception], Callable[[tmr.LocalCluster, Path], obj
     ),
     "More of tables": (
         TypeError,
-        lambda c, _: tmr.table({"s": np.array(["a", "b"], dtype=object)}).agg(lo=("s", "min"), cluster=c),
+        lambda c, _: tmr.table({"d": np.array(["2024-01-02"], "datetime64[D]")}).agg(mid=("d", "median"), cluster=c),
     ),
     "Arbitrary Python in a map function": (
         tmr.MapFunctionError,

@@ -1,8 +1,11 @@
-"""Aggregates by key in one keyed job: every aggregate's input travels as one column of the job's values (a tuple),
-and each key's partials merge with each aggregate's own merge (a per-column combiner)."""
+"""Aggregates by key in one keyed job: each aggregated column travels once as a column of the job's values (a
+tuple). Where every aggregate has a partial, each key's partials merge with each aggregate's own merge (a
+per-column combiner); where one has none (a median, a top-k, ...), every aggregate runs in one group reducer
+(``groups``). Equal specs (column types, keys, aggregates) share one job, so its graphs are traced once."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,41 +14,130 @@ import numpy as np
 import tensorflow as tf
 
 from .._kinds.mapreduce import MapReduce
-from .._ops.combine import Combiner, SegmentForm, segment_max, segment_min, segment_sum
+from .._ops.combine import Combiner, GroupForm, SegmentForm, segment_max, segment_min, segment_sum
+from .._ops.per_group import group_reducer
 from .column import Column, made
+from .groups import Op, finished, per_group
 from .keys import KeyCodec
-from .ops import OPS, partial_of, type_of
+from .ops import OPS, PARAMETRIC, holistic, partial_of, type_of
 from .schema import ColumnType, check_name
 
 
 @attrs.frozen
 class Aggregate:
-    """One output column of an aggregation: ``output = op(column)`` (``column`` is ``"*"`` for a row count)."""
+    """One output column of an aggregation: ``output = op(column)`` (``column`` is ``"*"`` for a row count);
+    ``param`` is a quantile's ``q`` or a top-k's ``k`` (None for the other ops)."""
 
     output: str
     column: str
     op: str
+    param: float | int | None = None
 
     @classmethod
     def parse(cls, output: str, spec: Any, names: tuple[str, ...]) -> Aggregate:
-        """``output=(column, op)`` as ``agg`` takes it.
+        """``output=(column, op)`` as ``agg`` takes it; ``op`` is a name, or ``("quantile", q)`` / ``("top_k", k)``.
 
         Raises:
-            TypeError: not a pair of a column name and an op name; ValueError: an unknown op, or ``"*"`` with another
-            op than ``"count"``; KeyError: an unknown column.
+            TypeError: not a pair of a column name and an op; ValueError: an unknown op, a bad ``q`` or ``k``, or
+            ``"*"`` with another op than ``"count"``; KeyError: an unknown column.
         """
-        if not (isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(s, str) for s in spec)):
+        if not (isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str)):
             raise TypeError(
                 f"agg: {output}= expected a pair (column, op), e.g. {output}=('price', 'sum'), got {type(spec).__name__} {spec!r}"
             )
         column, op = spec
-        if op not in OPS:
-            raise ValueError(f"agg: {output}=({column!r}, {op!r}): unknown op {op!r}; expected one of {sorted(OPS)}")
+        param = None
+        if isinstance(op, tuple) and len(op) == 2 and op[0] in PARAMETRIC:
+            op, param = op[0], _param(output, column, op[0], op[1])
+        elif isinstance(op, str) and op in PARAMETRIC:
+            example = "('quantile', 0.9)" if op == "quantile" else "('top_k', 3)"
+            raise ValueError(f"agg: {output}=({column!r}, {op!r}): {op} takes a parameter; pass ({column!r}, {example})")
+        op = "count_distinct" if op == "n_unique" else op
+        if not isinstance(op, str) or op not in OPS | PARAMETRIC:
+            raise ValueError(
+                f"agg: {output}=({column!r}, {op!r}): unknown op {op!r}; expected one of {sorted(OPS)}, "
+                "('quantile', q) or ('top_k', k)"
+            )
         if column == "*":
             if op not in ("count", "size"):
                 raise ValueError(f"agg: {output}=('*', {op!r}): '*' (every row) takes only 'count'; did you mean ('*', 'count')?")
             return cls(output, column, "size")
-        return cls(output, check_name(column, names, f"agg: {output}="), op)
+        return cls(output, check_name(column, names, f"agg: {output}="), op, param)
+
+
+def _param(output: str, column: str, op: str, value: object) -> float | int:
+    """A quantile's ``q`` (a number in [0, 1]) or a top-k's ``k`` (an int ≥ 1)."""
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if op == "quantile":
+        if not number or not 0 <= float(value) <= 1:  # type: ignore[arg-type]
+            raise ValueError(f"agg: {output}=({column!r}, ('quantile', q)): q must be a number in [0, 1], got {value!r}")
+        return float(value)  # type: ignore[arg-type]
+    if not number or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"agg: {output}=({column!r}, ('top_k', k)): k must be an int ≥ 1, got {value!r}")
+    return int(value)
+
+
+@attrs.frozen
+class Spec:
+    """What an aggregation's graphs depend on — the key and input columns' types and nulls, and the aggregates —
+    so that equal specs share one job (and its traced, compiled graphs)."""
+
+    keys: KeyCodec
+    key_names: tuple[str, ...]
+    inputs: tuple[tuple[str, ColumnType, bool], ...]
+    """Each aggregated column once: its name, type and whether it holds nulls."""
+    aggregates: tuple[Aggregate, ...]
+    """The aggregates, their output names left out (they change no graph)."""
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        """Each aggregate's op, input type (None: a row count), input position among ``inputs`` and parameter."""
+        at = {name: i for i, (name, _, _) in enumerate(self.inputs)}
+        return tuple(
+            Op(a.op, None, None, None) if a.column == "*" else Op(a.op, self.inputs[at[a.column]][1], at[a.column], a.param)
+            for a in self.aggregates
+        )
+
+    @property
+    def layout(self) -> tuple[tuple[str, bool], ...]:
+        """The columns the map receives, in order, each once (the keys', then the aggregated ones), and whether each
+        holds nulls (then its validity follows its values)."""
+        named = dict(zip(self.key_names, self.keys.nullable, strict=True))
+        for name, _, nullable in self.inputs:
+            named.setdefault(name, nullable)
+        return tuple(named.items())
+
+    @property
+    def grouped(self) -> bool:
+        """Whether an aggregate needs every value of a group (a group reducer runs them all), or only partials."""
+        return any(holistic(o.op, o.source) for o in self.ops)
+
+
+TRACES = [0]
+"""How many times an aggregation's map function was traced (how many graphs were built), for the benchmarks."""
+
+_jobs: dict[Spec, MapReduce[Any]] = {}
+
+
+def job_of(spec: Spec) -> MapReduce[Any]:
+    """The keyed job of ``spec``, made once: a second aggregation of the same spec reuses its compiled graphs."""
+    if spec not in _jobs:
+        reducer = group_reducer(GroupForm(functools.partial(per_group, spec.ops)), "table_aggregates")
+        _jobs[spec] = MapReduce(functools.partial(_map, spec), reducer if spec.grouped else _combiner(spec), by_key=True)
+    return _jobs[spec]
+
+
+def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
+    """A batch's keys (the key columns encoded as one) and, as values, each aggregated column's (values, [valid])."""
+    TRACES[0] += 1
+    columns, at = {}, 0
+    for name, nullable in spec.layout:
+        columns[name] = (tensors[at], tensors[at + 1] if nullable else None)
+        at += 2 if nullable else 1
+    rows = tf.shape(tensors[0])[:1]
+    key = spec.keys.encode([columns[k] for k in spec.key_names]) if spec.key_names else tf.zeros(rows, tf.int64)
+    values = tuple((columns[name][0],) if not nullable else columns[name] for name, _, nullable in spec.inputs)
+    return key, values or ((tf.zeros(rows, tf.int8),),)
 
 
 def aggregate(
@@ -60,47 +152,39 @@ def aggregate(
     if rows == 0:
         return _empty(columns, keys, aggregates)
     codec = KeyCodec(tuple(columns[k].type for k in keys), tuple(columns[k].nullable for k in keys))
-    needed = list(dict.fromkeys([*keys, *(a.column for a in aggregates if a.column != "*")]))
+    inputs = tuple(
+        (name, columns[name].type, columns[name].nullable)
+        for name in dict.fromkeys(a.column for a in aggregates if a.column != "*")
+    )
+    spec = Spec(codec, tuple(keys), inputs, tuple(attrs.evolve(a, output="") for a in aggregates))  # (names: no graph)
     arrays: list[np.ndarray[Any, Any]] = []
-    slots: dict[str, tuple[int, int | None]] = {}
-    for name in needed:
+    for name, _ in spec.layout:
         c = columns[name]
-        arrays.append(c.values)
-        slots[name] = (len(arrays) - 1, None if c.valid is None else len(arrays))
-        if c.valid is not None:
-            arrays.append(c.valid)
-    ops = tuple((a.op, None if a.column == "*" else columns[a.column].type) for a in aggregates)
-
-    def map_fn(*tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
-        def column(name: str) -> tuple[tf.Tensor, tf.Tensor | None]:
-            values, valid = slots[name]
-            return tensors[values], None if valid is None else tensors[valid]
-
-        key = codec.encode([column(k) for k in keys]) if keys else tf.zeros(tf.shape(tensors[0])[:1], tf.int64)
-        inputs = tuple(column(a.column) if a.column != "*" else (tf.zeros(tf.shape(key), tf.int8), None) for a in aggregates)
-        return key, tuple((v,) if valid is None else (v, valid) for v, valid in inputs)
-
-    result = MapReduce(map_fn, _combiner(ops), by_key=True).run(tuple(arrays), **options)
+        arrays.extend([c.values] if c.valid is None else [c.values, c.valid])
+    result = job_of(spec).run(tuple(arrays), **options)
     out = dict(zip(keys, codec.decode(result.keys), strict=True)) if keys else {}
-    for a, (op, type_), partial in zip(aggregates, ops, result.values, strict=True):
-        out[a.output] = _finish(op, type_, [np.asarray(p) for p in partial], a.output)
+    for a, op, partial in zip(aggregates, spec.ops, result.values, strict=True):
+        done = finished if holistic(op.op, op.source) else _finish
+        out[a.output] = done(op.op, op.source, [np.asarray(p) for p in partial], a.output)
     if keys:
         order = sort_order([out[k] for k in keys])
         out = {name: c.take(order) for name, c in out.items()}
     return out
 
 
-def _combiner(ops: tuple[tuple[str, ColumnType | None], ...]) -> Combiner:
-    """A keyed combiner over a tuple of (values, [valid]) inputs, one per aggregate, each merged its own way."""
+def _combiner(spec: Spec) -> Combiner:
+    """A keyed combiner of the map's (values, [valid]) columns: each aggregate's partial, each merged its own way."""
+    ops = spec.ops
 
     def partial(inputs: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
-        return tuple(
-            partial_of(op, type_, column[0], column[1] if len(column) > 1 else None, ids, n)
-            for (op, type_), column in zip(ops, inputs, strict=True)
-        )
+        parts = []
+        for op in ops:
+            column = inputs[0 if op.at is None else op.at]
+            parts.append(partial_of(op.op, op.source, column[0], column[1] if len(column) > 1 else None, ids, n))
+        return tuple(parts)
 
     def merge(partials: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
-        return tuple(_merge(op, p, ids, n) for (op, _), p in zip(ops, partials, strict=True))
+        return tuple(_merge(op.op, p, ids, n) for op, p in zip(ops, partials, strict=True))
 
     def whole(value: Any, rows: tf.Tensor) -> Any:
         raise NotImplementedError("a table's aggregates run only as a keyed job")
@@ -132,8 +216,12 @@ def _empty(columns: Mapping[str, Column], keys: Sequence[str], aggregates: Seque
     out = {k: made(columns[k].type, np.zeros(0, columns[k].type.storage), None) for k in keys}
     for a in aggregates:
         result = type_of(a.op, None if a.column == "*" else columns[a.column].type, a.output)
-        nulls = None if a.op in ("count", "size") else np.zeros(rows, bool)
-        out[a.output] = made(result, np.zeros(rows, result.storage), nulls)
+        nulls = None if a.op in ("count", "size", "count_distinct", "top_k") else np.zeros(rows, bool)
+        values = np.zeros(rows, result.storage)
+        if result.inner is not None:  # a top-k of no values: an empty list
+            values = np.empty(rows, object)
+            values[:] = [np.zeros(0, result.inner.storage) for _ in range(rows)]
+        out[a.output] = made(result, values, nulls)
     return out
 
 

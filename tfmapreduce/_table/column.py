@@ -37,7 +37,14 @@ class Column:
 
     def to_numpy(self) -> np.ndarray[Any, Any]:
         """The values as the user sees them: strings an ``object`` array of ``str`` (None for a null), dates and
-        timestamps ``datetime64`` (NaT for a null), numbers their dtype (a ``np.ma.MaskedArray`` when nulls)."""
+        timestamps ``datetime64`` (NaT for a null), numbers their dtype (a ``np.ma.MaskedArray`` when nulls); a list
+        column an ``object`` array of one such array a row."""
+        inner = self.type.inner
+        if inner is not None:
+            lists: np.ndarray[Any, Any] = np.empty(len(self), dtype=object)
+            for i, value in enumerate(self.values):
+                lists[i] = Column(inner, np.asarray(value, inner.storage)).to_numpy()
+            return lists
         if self.type == STRING:
             text: np.ndarray[Any, Any] = self.values.copy()
             if self.valid is not None:
@@ -64,6 +71,8 @@ class Column:
             return pd.Series(data, name=name, dtype=object)
         if self.type.host.kind == "M":
             return pd.Series(self.to_numpy(), name=name)
+        if self.type.inner is not None:  # one numpy array a row, as pyarrow's to_pandas gives a list column
+            return pd.Series(self.to_numpy(), name=name, dtype=object)
         if self.type == STRING:  # pandas' own default for text: "str" from pandas 3 on, object before
             text = "str" if int(pd.__version__.split(".")[0]) >= 3 else object
             return pd.Series(self.to_numpy(), name=name, dtype=text)

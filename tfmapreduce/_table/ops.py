@@ -1,5 +1,7 @@
 """Each aggregate's types and per-key partial, with SQL's nulls: an aggregate skips nulls, ``count`` counts the
-values that are not null, ``size`` (``("*", "count")``) every row; merges are in ``aggregate._merge``.
+values that are not null, ``size`` (``("*", "count")``) every row; merges are in ``aggregate._merge``. The
+aggregates that no partial merges (``median``, ``quantile``, ``count_distinct``, ``top_k``, a string's ``min`` and
+``max``) see every value of a group, in ``groups``.
 
 Partials are tuples whose last part (but a count's) is the number of values seen, so a group with none gives null.
 """
@@ -10,10 +12,22 @@ import numpy as np
 import tensorflow as tf
 
 from .._ops.combine import segment_count, segment_max, segment_min, segment_sum
-from .schema import ColumnType
+from .schema import ColumnType, list_of
 
-OPS = frozenset({"sum", "mean", "count", "size", "min", "max"})
+OPS = frozenset({"sum", "mean", "count", "size", "min", "max", "median", "count_distinct"})
 """The aggregates ``agg`` takes by name."""
+
+PARAMETRIC = frozenset({"quantile", "top_k"})
+"""The aggregates ``agg`` takes as ``(name, parameter)``: ``("quantile", q)``, ``("top_k", k)``."""
+
+HOLISTIC = frozenset({"median", "quantile", "count_distinct", "top_k"})
+"""The aggregates no partial merges: each group's values all meet on its reducer."""
+
+
+def holistic(op: str, source: ColumnType | None) -> bool:
+    """Whether ``op`` over a column of type ``source`` needs every value of a group (no combiner computes it)."""
+    return op in HOLISTIC or (op in ("min", "max") and source is not None and source.name == "string")
+
 
 INT64 = ColumnType("int64", np.dtype(np.int64))
 UINT64 = ColumnType("uint64", np.dtype(np.uint64))
@@ -24,22 +38,20 @@ def type_of(op: str, source: ColumnType | None, output: str) -> ColumnType:
     """The type of ``op`` over a column of type ``source`` (None: ``size``).
 
     Raises:
-        TypeError: an op that does not apply to the column's type (a sum of strings, a min of strings for now).
+        TypeError: an op that does not apply to the column's type (a sum, mean, median or quantile of strings or dates).
     """
-    if op in ("count", "size"):
+    if op in ("count", "size", "count_distinct"):
         return INT64
     assert source is not None
     if op in ("min", "max"):
-        if source.name == "string":
-            raise TypeError(
-                f"agg: {output}=(..., {op!r}): min and max of string columns are not supported yet; aggregate a number, date or timestamp column"
-            )
         return source
+    if op == "top_k":
+        return list_of(source)
     if not source.is_numeric:
         raise TypeError(
             f"agg: {output}=(..., {op!r}): {op} needs a number or bool column, got a {source.name} column; use 'min', 'max' or 'count' on it"
         )
-    if op == "mean" or source.storage.kind == "f":
+    if op in ("mean", "median", "quantile") or source.storage.kind == "f":
         return FLOAT64
     return UINT64 if source.name == "uint64" else INT64
 

@@ -59,6 +59,18 @@ class ColumnType:
         return self.name[len("timestamp[") : -1] if self.name.startswith("timestamp[") else None
 
     @property
+    def inner(self) -> ColumnType | None:
+        """A list column's type of values (``list<date>``: the date type); None for the other types."""
+        if not self.name.startswith("list<"):
+            return None
+        name = self.name[len("list<") : -1]
+        if name == "string":
+            return STRING
+        if name == "date":
+            return DATE
+        return timestamp(name[len("timestamp[") : -1]) if name.startswith("timestamp[") else ColumnType(name, np.dtype(name))
+
+    @property
     def host(self) -> np.dtype:
         """The numpy dtype of the column's values as the user sees them (``datetime64[D]`` for a date)."""
         if self.name == "date":
@@ -78,6 +90,12 @@ class ColumnType:
 
 STRING = ColumnType("string", np.dtype(object))
 DATE = ColumnType("date", np.dtype(np.int32))
+
+
+def list_of(inner: ColumnType) -> ColumnType:
+    """The type of a column whose every value is a list of ``inner`` values (``top_k``'s result), stored as an
+    ``object`` array of 1-D numpy arrays of ``inner.storage``."""
+    return ColumnType(f"list<{inner.name}>", np.dtype(object))
 
 
 def timestamp(unit: str) -> ColumnType:

@@ -284,13 +284,18 @@ class GroupBy:
         """One row per group: its key columns, then ``output=(column, op)`` for each aggregate, in one keyed run.
 
         ``op`` is ``"sum"``, ``"mean"``, ``"min"``, ``"max"`` or ``"count"`` (non-null values); ``("*", "count")``
-        counts rows. Nulls are skipped; a group with no value gives null (SQL's rule). The other keywords are the
+        counts rows; ``"median"``, ``("quantile", q)`` (numpy's "linear"), ``"count_distinct"`` (nulls excluded, as
+        SQL's ``COUNT(DISTINCT)``) and ``("top_k", k)`` (a list column, largest first) see every value of a group:
+        with one of them, every aggregate of the call runs in one group-reducer run. Nulls are skipped; a group with
+        no value gives null (SQL's rule; 0 distinct values, an empty top-k). The other keywords are the
         run's options (``cluster=``, ``sizes=``, ``reducers=``, ...). Groups come sorted by their keys, nulls last.
         Runs at once (eager) and returns a [`Table`][tfmapreduce.Table].
 
         Examples:
             >>> t = tmr.table({"k": np.array(["a", "b", "a"]), "x": np.array([1.0, 2.0, 4.0])})
             >>> t.group_by("k").agg(avg=("x", "mean"), n=("*", "count"), cluster=cluster).to_dict()["avg"]
+            array([2.5, 2. ])
+            >>> t.group_by("k").agg(top=("x", ("top_k", 1)), mid=("x", "median"), cluster=cluster).to_dict()["mid"]
             array([2.5, 2. ])
         """
         options = {k: aggregates.pop(k) for k in list(aggregates) if k in _OPTIONS}

@@ -164,8 +164,8 @@ def quantile_by_key(
     values of the input (in its dtype).  A scalar ``q`` gives one value per key, a 1-D ``q`` a row.
 
     Args:
-        keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys; or a CSV table
-            (``tmr.read_csv(paths)``, its columns named by ``keys=`` and ``values=``, as for the keyed recipes).
+        keys: 1-D int32, int64 or string keys (or resident ``Sharded``); or a CSV table (``tmr.read_csv(paths)``)
+            or a [`Table`][tfmapreduce.Table], its columns named by ``keys=`` and ``values=``, as for the keyed recipes.
         values: a 1-D array of integers or floats (or resident ``Sharded``) with the same rows as ``keys``.
         q: a number in [0, 1], or a 1-D sequence of them.
         method: ``"linear"`` (numpy's default), ``"lower"``, ``"higher"``, ``"nearest"`` or ``"midpoint"``.

@@ -25,6 +25,7 @@ from .._kinds.shuffle.sharded import KeyedSharded
 from .._ops.combine import COUNT, MAX, MEAN, MIN, SUM, Combiner, SegmentForm
 from .._ops.moments import MOMENTS
 from .._options import Options, RunOptions
+from .._table.table import Table
 from ._keyed_input import is_columns, keyed_input, pair
 from ._recipe import recipe
 
@@ -58,7 +59,7 @@ class KeysRecipe(Protocol):
     def __call__(self, keys: Any, /, *, resident: Literal[True], **options: Unpack[Options]) -> KeyedSharded: ...
     @overload
     def __call__(
-        self, table: Files, /, *, keys: str | int, resident: Literal[False] = False, **options: Unpack[Options]
+        self, table: Files | Table, /, *, keys: str | int, resident: Literal[False] = False, **options: Unpack[Options]
     ) -> KeyedResult: ...
 
 
@@ -74,7 +75,7 @@ class ValuesRecipe(Protocol):
     @overload
     def __call__(
         self,
-        table: Files,
+        table: Files | Table,
         /,
         *,
         keys: str | int,
@@ -124,8 +125,9 @@ def sum_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
         values: an array (or resident ``Sharded``) with the same rows as ``keys``; 2-D values give
             one result per column.  A tuple of such arrays ``(a, b)`` gives a result whose values are
             a tuple in that order, all in one run (as pandas' ``df.groupby(k)[["a", "b"]]``).  Left
-            out (``None``) when ``keys`` is a ``read_csv`` table: then the keywords ``keys=`` and
-            ``values=`` name its columns.
+            out (``None``) when ``keys`` is a ``read_csv`` table or a [`Table`][tfmapreduce.Table]: then the
+            keywords ``keys=`` and ``values=`` name its columns (a Table's rows whose value is null are left out;
+            its key column may hold no null).
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows``, ``partitioner`` (see ``RunOptions``).
@@ -138,6 +140,9 @@ def sum_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
         {'a': 4, 'b': 2}
         >>> tmr.sum_by_key(np.array([7, 7]), (np.array([1, 2]), np.array([0.5, 0.25])), cluster=cluster).to_dict()
         {7: (np.int64(3), np.float64(0.75))}
+        >>> t = tmr.table({"k": np.array(["a", "b", "a"]), "v": np.ma.MaskedArray([1, 2, 3], mask=[0, 0, 1])})
+        >>> tmr.sum_by_key(t, keys="k", values="v", cluster=cluster).to_dict()
+        {'a': 1, 'b': 2}
     """
     x = keyed_input("sum_by_key", keys, values, options)
     return _run(("sum_by_key",), lambda: (pair, SUM), x, resident, options)

@@ -18,6 +18,8 @@ from .._base.errors import InputError
 from .._io.files.csv import Csv
 from .._io.files.files import Files, csv_table
 from .._io.source import Input
+from .._table.table import Table
+from ._tables import call_of, table_columns
 
 
 def is_table(data: Any) -> bool:
@@ -31,7 +33,8 @@ def is_columns(values: Any) -> bool:
 
 
 def keyed_input(name: str, keys: Any, values: Any, options: Any, *, with_values: bool = True, columns: bool = True) -> Any:
-    """What a by-key recipe runs over: ``(keys, values)`` (or ``keys`` alone), or a CSV table's columns read as a pair.
+    """What a by-key recipe runs over: ``(keys, values)`` (or ``keys`` alone), a CSV table's columns read as a pair,
+    or a ``Table``'s columns named by ``keys=`` and ``values=`` (:func:`table_columns`).
 
     ``options`` (the recipe's keywords) loses its ``keys=`` and ``values=``, which name a table's columns.  With
     ``columns``, ``values`` may be a tuple of arrays (:func:`is_columns`); without, such a tuple is refused.
@@ -47,6 +50,14 @@ def keyed_input(name: str, keys: Any, values: Any, options: Any, *, with_values:
         )
     named: dict[str, Any] = options
     column_keys, column_values = named.pop("keys", None), named.pop("values", None)
+    if isinstance(keys, Table):
+        if values is not None:
+            raise TypeError(
+                f"{name}: the first argument is a Table: pass it alone and name its columns, e.g. {call_of(name, with_values)}"
+            )
+        x = table_columns(name, keys, column_keys, column_values if with_values else None, with_values)
+        _check_keys(x[0] if with_values else x)
+        return x
     call = f"tmr.{name}(tmr.read_csv(paths), keys='k'" + (", values='v')" if with_values else ")")
     if is_table(keys):
         if values is not None:

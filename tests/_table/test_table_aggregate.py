@@ -1,0 +1,243 @@
+"""Group-by aggregates that need every value of a group — median, quantile, count_distinct, top_k, min and max of
+strings — mixed with the combiner aggregates in one run, on real workers, against pandas and numpy.
+
+The reference skips nulls (pandas' and SQL's rule): ``np.median`` and ``np.quantile`` (numpy's and pandas' default
+"linear" method) of each group's values that are not null, ``nunique()`` (SQL's ``COUNT(DISTINCT)``: nulls
+excluded), the ``k`` largest in descending order (polars' ``top_k`` as a list), Python's ``min``/``max`` of ``str``
+(code point order, which is UTF-8 byte order).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import examples, size_lists
+
+import tfmapreduce as tmr
+from tfmapreduce._table import aggregate as _aggregate
+
+WORDS = np.array(["", "a", "é", "日本", "a b", "ü", "ab"], dtype=object)
+"""Unicode, the empty string, a space, a prefix of another."""
+
+MIXED: dict[str, Any] = {
+    "med": ("f64", "median"),
+    "medi": ("i", "median"),
+    "p90": ("f32", ("quantile", 0.9)),
+    "p0": ("i64", ("quantile", 0.0)),
+    "p1": ("u16", ("quantile", 1.0)),
+    "ds": ("s", "count_distinct"),
+    "di": ("i", "n_unique"),
+    "df": ("f64", "count_distinct"),
+    "top": ("i64", ("top_k", 2)),
+    "tops": ("s", ("top_k", 3)),
+    "topd": ("d", ("top_k", 1)),
+    "los": ("s", "min"),
+    "his": ("s", "max"),
+    "total": ("f64", "sum"),
+    "avg": ("i", "mean"),
+    "lo": ("d", "min"),
+    "n": ("s", "count"),
+    "rows": ("*", "count"),
+}
+
+
+def generated(seed: int, rows: int) -> tmr.Table:
+    """A table with nulls in each nullable column (about one row in five), unicode and empty strings."""
+    rng = np.random.default_rng(seed)
+
+    def nulls() -> np.ndarray:
+        return rng.random(rows) < 0.2
+
+    words = WORDS[rng.integers(0, len(WORDS), rows)]
+    words[nulls()] = None
+    days = (np.datetime64("2024-02-27") + rng.integers(0, 4, rows)).astype("datetime64[D]")
+    days[nulls()] = np.datetime64("NaT")
+    masked = lambda values: np.ma.MaskedArray(values, mask=nulls())  # noqa: E731
+    return tmr.table(
+        {
+            "s": words,
+            "k": rng.integers(0, 3, rows).astype(np.int32),
+            "i": masked(rng.integers(-2, 3, rows).astype(np.int32)),
+            "d": days,
+            "u16": rng.integers(0, 65536, rows).astype(np.uint16),
+            "i64": masked(rng.integers(-(2**40), 2**40, rows)),
+            "f32": rng.normal(size=rows).astype(np.float32),
+            "f64": masked(np.round(rng.normal(size=rows), 1) * (rng.random(rows) < 0.5)),  # repeats, -0.0 and 0.0
+        }
+    )
+
+
+def _present(series: pd.Series) -> list[Any]:
+    return [v for v in series.tolist() if not _null(v)]
+
+
+def _null(v: Any) -> bool:
+    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v))
+
+
+def _one(values: list[Any], column: str, op: Any) -> Any:
+    """The reference aggregate of one group's values that are not null."""
+    name, param = op if isinstance(op, tuple) else (op, None)
+    if name in ("count_distinct", "n_unique"):
+        return len({0.0 if v == 0 else v for v in values})
+    if name == "count":
+        return len(values)
+    if name == "top_k":
+        return sorted(values, reverse=True)[:param]
+    if not values:
+        return None
+    if name == "median":
+        return float(np.median(np.asarray(values, np.float64)))
+    if name == "quantile":
+        return float(np.quantile(np.asarray(values, np.float64), param))
+    if name == "sum":
+        return sum(values)
+    if name == "mean":
+        return float(np.mean(values))
+    return min(values) if name == "min" else max(values)
+
+
+def reference(t: tmr.Table, keys: list[str], aggregates: dict[str, Any]) -> dict[str, list[Any]]:
+    """Each output column as Python values, groups sorted by the keys (nulls last), from pandas' groups."""
+    frame = t.to_pandas()
+    groups = [((), frame)] if not keys else list(frame.groupby(keys, dropna=False, sort=True))
+    out: dict[str, list[Any]] = {name: [] for name in [*keys, *aggregates]}
+    for key, rows in groups:
+        for name, value in zip(keys, key if isinstance(key, tuple) else (key,), strict=True):
+            out[name].append(None if _null(value) else value)
+        for name, (column, op) in aggregates.items():
+            out[name].append(len(rows) if column == "*" else _one(_present(rows[column]), column, op))
+    return out
+
+
+def python(column: np.ndarray) -> list[Any]:
+    """A result column as Python values (None for a null; a list per row for a list column)."""
+    out: list[Any] = []
+    for v in column.tolist(fill_value=None) if isinstance(column, np.ma.MaskedArray) else list(column):
+        if isinstance(v, np.ndarray):
+            out.append(v.tolist())
+        elif isinstance(v, np.datetime64):
+            out.append(None if np.isnat(v) else v.astype("datetime64[D]").astype(object))
+        else:
+            out.append(v.item() if isinstance(v, np.generic) else v)
+    return out
+
+
+def assert_equal(got: tmr.Table, want: dict[str, list[Any]]) -> None:
+    assert got.columns == tuple(want)
+    columns = got.to_dict()
+    for name, expected in want.items():
+        values = python(columns[name])
+        assert len(values) == len(expected), (name, values, expected)
+        for g, w in zip(values, expected, strict=True):
+            if isinstance(w, float) and g is not None:
+                assert g == pytest.approx(w, rel=1e-12, abs=1e-12), (name, values, expected)
+            else:
+                assert g == w, (name, values, expected)
+
+
+@pytest.mark.parametrize("keys", [["s"], ["k"], ["s", "d"], ["k", "i", "s"]], ids="-".join)
+@settings(max_examples=examples(3))
+@given(seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_mixed_aggregates_equal_pandas(cluster: tmr.LocalCluster, keys: list[str], seed: int, data: st.DataObject) -> None:
+    rows = data.draw(st.integers(1, 60))
+    t = generated(seed, rows)
+    sizes = data.draw(size_lists(rows))
+    reducers = data.draw(st.integers(1, 3))
+    with tmr.stats() as runs:
+        got = t.group_by(keys).agg(**MIXED, cluster=cluster, sizes=sizes, reducers=reducers)
+    assert len(runs.runs) == 1  # every aggregate in one distributed run
+    assert_equal(got, reference(t, keys, MIXED))
+
+
+@settings(max_examples=examples(2))
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 40))
+def test_whole_table_takes_the_same_aggregates(cluster: tmr.LocalCluster, seed: int, rows: int) -> None:
+    t = generated(seed, rows)
+    got = t.agg(**MIXED, cluster=cluster, sizes=[rows // 3, 0, rows - rows // 3])
+    assert len(got) == 1
+    assert_equal(got, reference(t, [], MIXED))
+
+
+def test_groups_of_nulls_one_row_groups_and_the_empty_table(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table(
+        {
+            "k": np.array(["a", "a", "b", None], object),
+            "x": np.ma.MaskedArray([1.0, 2.0, 3.0, 4.0], mask=[1, 1, 0, 0]),
+            "s": np.array([None, None, "", "日本"], object),
+        }
+    )
+    aggregates: dict[str, Any] = {
+        "med": ("x", "median"),
+        "q": ("x", ("quantile", 0.5)),
+        "d": ("s", "count_distinct"),
+        "top": ("x", ("top_k", 2)),
+        "lo": ("s", "min"),
+        "total": ("x", "sum"),
+    }
+    got = t.group_by("k").agg(**aggregates, cluster=cluster).to_dict()
+    assert got["k"].tolist() == ["a", "b", None]
+    assert got["med"].tolist() == [None, 3.0, 4.0]  # a group of nulls: null; a group of one row: its value
+    assert got["q"].tolist() == [None, 3.0, 4.0]
+    assert got["d"].tolist() == [0, 1, 1]  # COUNT(DISTINCT) of no value is 0
+    assert [list(v) for v in got["top"]] == [[], [3.0], [4.0]]
+    assert got["lo"].tolist() == [None, "", "日本"]
+    assert got["total"].tolist() == [None, 3.0, 4.0]
+    empty = t.limit(0)
+    assert len(empty.group_by("k").agg(**aggregates, cluster=cluster)) == 0
+    whole = empty.agg(**aggregates, cluster=cluster).to_dict()
+    assert whole["med"].tolist() == [None]
+    assert whole["d"].tolist() == [0]
+    assert [list(v) for v in whole["top"]] == [[]]
+    assert empty.agg(**aggregates, cluster=cluster).schema["top"].type.name == "list<float64>"
+
+
+def test_list_columns_convert_to_pandas_and_keep_their_type(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"k": np.array([1, 1, 2]), "d": np.array(["2024-01-02", "2024-01-05", "NaT"], "datetime64[D]")})
+    got = t.group_by("k").agg(last=("d", ("top_k", 2)), cluster=cluster)
+    assert got.schema["last"].type.name == "list<date>"
+    assert [v.tolist() for v in got.to_dict()["last"]] == [
+        [np.datetime64("2024-01-05").astype(object), np.datetime64("2024-01-02").astype(object)],
+        [],
+    ]
+    frame = got.to_pandas()
+    assert frame["last"].dtype == object
+    assert frame["last"][0].dtype == np.dtype("datetime64[D]")
+
+
+def test_a_second_equal_aggregation_reuses_its_graphs(cluster: tmr.LocalCluster) -> None:
+    t = generated(7, 50)
+    aggregates: dict[str, Any] = {"med": ("f64", "median"), "total": ("i64", "sum"), "d": ("s", "count_distinct")}
+    first = t.group_by(["s", "k"]).agg(**aggregates, cluster=cluster, sizes=[20, 30]).to_dict()
+    traced = _aggregate.TRACES[0]
+    again = t.group_by(["s", "k"]).agg(**aggregates, cluster=cluster, sizes=[20, 30]).to_dict()
+    assert _aggregate.TRACES[0] == traced  # no new trace, no new graph
+    renamed = t.group_by(["s", "k"]).agg(
+        mid=("f64", "median"), sum=("i64", "sum"), n=("s", "count_distinct"), cluster=cluster, sizes=[20, 30]
+    )
+    assert _aggregate.TRACES[0] == traced  # the output names change no graph
+    assert python(renamed.to_dict()["mid"]) == python(first["med"])
+    for name in first:
+        assert python(first[name]) == python(again[name])
+    t.group_by(["s"]).agg(**aggregates, cluster=cluster, sizes=[20, 30])  # another spec: its own graphs
+    assert _aggregate.TRACES[0] > traced
+
+
+def test_bad_aggregates_say_how_to_call_them() -> None:
+    t = tmr.table({"k": np.array([1, 2]), "s": np.array(["a", "b"]), "x": np.array([1.0, 2.0])})
+    with pytest.raises(ValueError, match=r"q must be a number in \[0, 1\], got 1.5"):
+        t.group_by("k").agg(p=("x", ("quantile", 1.5)))
+    with pytest.raises(ValueError, match="k must be an int ≥ 1, got 0"):
+        t.group_by("k").agg(p=("x", ("top_k", 0)))
+    with pytest.raises(ValueError, match=r"quantile takes a parameter; pass \('x', \('quantile', 0.9\)\)"):
+        t.group_by("k").agg(p=("x", "quantile"))
+    with pytest.raises(TypeError, match="median needs a number or bool column, got a string column"):
+        t.group_by("k").agg(p=("s", "median"))
+    with pytest.raises(ValueError, match="unknown op 'mode'"):
+        t.group_by("k").agg(p=("x", "mode"))
