@@ -17,7 +17,7 @@ from .._kinds.mapreduce import MapReduce
 from .._ops.combine import Combiner, GroupForm, SegmentForm, segment_max, segment_min, segment_sum
 from .._ops.per_group import group_reducer
 from .column import Column, made
-from .groups import Op, finished, per_group
+from .groups import GroupOp, finished, per_group
 from .keys import KeyCodec
 from .ops import OPS, PARAMETRIC, holistic, partial_of, type_of
 from .schema import ColumnType, check_name
@@ -90,11 +90,13 @@ class Spec:
     """The aggregates, their output names left out (they change no graph)."""
 
     @property
-    def ops(self) -> tuple[Op, ...]:
+    def ops(self) -> tuple[GroupOp, ...]:
         """Each aggregate's op, input type (None: a row count), input position among ``inputs`` and parameter."""
         at = {name: i for i, (name, _, _) in enumerate(self.inputs)}
         return tuple(
-            Op(a.op, None, None, None) if a.column == "*" else Op(a.op, self.inputs[at[a.column]][1], at[a.column], a.param)
+            GroupOp(a.op, None, None, None)
+            if a.column == "*"
+            else GroupOp(a.op, self.inputs[at[a.column]][1], at[a.column], a.param)
             for a in self.aggregates
         )
 

@@ -25,7 +25,7 @@ from .schema import STRING, ColumnType
 
 
 @attrs.frozen
-class Op:
+class GroupOp:
     """One aggregate as the graphs see it: its op, its input column's type (None: a row count), the input's
     position among the job's value columns (None: a row count) and its parameter (``q``, ``k`` or None)."""
 
@@ -36,7 +36,7 @@ class Op:
 
 
 @attrs.frozen
-class Sorted:
+class Runs:
     """One column's values that are not null, sorted within their key (keys in order), with their sort keys and
     keys; ``counts`` and ``starts`` say where each key's run is."""
 
@@ -47,12 +47,12 @@ class Sorted:
     starts: tf.Tensor
 
 
-def per_group(ops: tuple[Op, ...], keys: tf.Tensor, values: Any) -> Any:
+def per_group(ops: tuple[GroupOp, ...], keys: tf.Tensor, values: Any) -> Any:
     """The group reducer's ``fn``: for each aggregate its per-key result (a partial, or a value and a count, or a
     ragged row of the top ``k``), from ``values`` (one ``(values, [valid])`` pair of ragged tensors a column)."""
     ids = tf.cast(row_ids(values[0][0].row_splits), tf.int32)  # (segment sums take int32 ids)
     n = tf.size(keys)
-    runs: dict[int, Sorted] = {}
+    runs: dict[int, Runs] = {}
     out: list[Any] = []
     for op in ops:
         column = values[0 if op.at is None else op.at]
@@ -68,7 +68,7 @@ def per_group(ops: tuple[Op, ...], keys: tf.Tensor, values: Any) -> Any:
     return tuple(out)
 
 
-def _sorted(flat: tf.Tensor, valid: tf.Tensor | None, ids: tf.Tensor, n: tf.Tensor) -> Sorted:
+def _sorted(flat: tf.Tensor, valid: tf.Tensor | None, ids: tf.Tensor, n: tf.Tensor) -> Runs:
     """The values that are not null, sorted within their key: numbers as numpy sorts them (-0.0 equal to 0.0, every
     NaN last), strings in byte order."""
     if valid is not None:
@@ -83,10 +83,10 @@ def _sorted(flat: tf.Tensor, valid: tf.Tensor | None, ids: tf.Tensor, n: tf.Tens
     at = tf.gather(at, tf.argsort(tf.gather(ids, at), stable=True))
     ids = tf.gather(ids, at)
     counts = segment_count(ids, n)
-    return Sorted(tf.gather(flat, at), tf.gather(order, at), ids, counts, tf.cumsum(counts, exclusive=True))
+    return Runs(tf.gather(flat, at), tf.gather(order, at), ids, counts, tf.cumsum(counts, exclusive=True))
 
 
-def _holistic(op: Op, run: Sorted) -> Any:
+def _holistic(op: GroupOp, run: Runs) -> Any:
     """One aggregate's per-key result from a column's sorted runs."""
     counts, starts = run.counts, run.starts
     total = tf.size(run.ids, tf.int64)
