@@ -15,6 +15,7 @@ import pytest
 
 import tfmapreduce as tmr
 from tfmapreduce._engine import driver as _engine
+from tfmapreduce._kinds import spilled_sort
 from tfmapreduce._kinds.sort import Sort
 from tfmapreduce._kinds.spill import COPIES, Spill
 from tfmapreduce._native.loader import has, kernels
@@ -84,6 +85,18 @@ def test_the_plan_says_what_spills_where(cluster: tmr.LocalCluster) -> None:
     assert plan.buckets == 16  # 1.6 MB a range, held 5 times, in buckets of half the budget
     assert "spills 3,200,000 bytes to /scratch/tfmapreduce-spill-" in plan.explain()
     assert "2 range(s) × 16 bucket(s) of about 100,000 bytes" in plan.explain()
+
+
+def test_a_failure_after_the_spill_leaves_no_spill_file_and_no_output(
+    cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spilled_sort, "COPIES", 10**6)  # every bucket now counts over the budget once it is spilled
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    with pytest.raises(tmr.ReducerMemoryError, match=r"bucket 0 of the spilled sort \(/job:local/.*\) holds [\d,]+ rows"):
+        tmr.sort(np.arange(10_000.0), cluster=cluster, max_bytes=BUDGET, directory=tmp_path / "out", spill_dir=spill)
+    assert os.listdir(spill) == []
+    assert not (tmp_path / "out").exists()
 
 
 def test_strings_and_bad_spill_dirs_are_refused_before_anything_runs(cluster: tmr.LocalCluster, tmp_path: Path) -> None:

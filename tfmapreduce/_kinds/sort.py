@@ -215,7 +215,8 @@ class Sort(KindBase[SortPlan]):
             f"sorts (its rows {SORT_COPIES} times: received, their order, the sorted copy), more than its budget of "
             f"{big.budget:,} bytes ({big.limit}); no row was sent. Sort over more devices (reducers=N, up to the "
             "cluster's devices), add workers, "
-            "or, if the host has the memory, raise max_bytes="
+            "or, if the host has the memory, raise max_bytes=; or sort into files with directory= (numbers: each reducer "
+            "then sorts its range a bucket at a time within the budget, through its worker's disk)"
         )
 
 
@@ -304,7 +305,7 @@ def sort(
         ...     ordered.gather().tolist()
         [b'pear', b'apple', b'']
     """
-    kind = Sort(_descending(descending), check_max_bytes(max_bytes))
+    kind = Sort(descending_of(descending), check_max_bytes(max_bytes))
     with persisted(x, dict(options)) as (x, given):
         if directory is not None:
             return sort_spilled(kind, x, [directory], spill_dir, given)[0]
@@ -355,7 +356,7 @@ def sort_by_key(
         >>> k.delete(); v.delete()
     """
     many = isinstance(values, tuple)
-    kind = Sort(_descending(descending), check_max_bytes(max_bytes), "keys")
+    kind = Sort(descending_of(descending), check_max_bytes(max_bytes), "keys")
     with persisted((keys, *values) if many else (keys, values), dict(options)) as (inputs, given):
         if directory is not None:
             names = ["keys", *([f"values{i}" for i in range(len(values))] if many else ["values"])]
@@ -367,7 +368,7 @@ def sort_by_key(
     return out[0], out[1:] if many else out[1]
 
 
-def _descending(descending: object) -> bool:
+def descending_of(descending: object) -> bool:
     if not isinstance(descending, (bool, np.bool_)):
         raise TypeError(f"descending must be True or False, got {type(descending).__name__} {descending!r}")
     return bool(descending)

@@ -98,8 +98,7 @@ def sort_spilled(
         ReducerMemoryError: one bucket would exceed the budget (nothing was written).
     """
     settings = RunOptions.of(**options)
-    root = _spill_root(spill_dir)
-    kind = Spill(sort, root, budget_of(sort.max_bytes))
+    kind = spill_kind(sort, spill_dir)
     claimed: list[tuple[str, bool]] = []
     try:
         for directory in directories:
@@ -131,6 +130,11 @@ def sort_spilled(
             discard(path, made)
         raise
     return tuple(written_of(path, plan, spilled, src) for (path, _), src in zip(claimed, kind.srcs, strict=True))
+
+
+def spill_kind(sort: RangeSorter, spill_dir: Any) -> Spill:
+    """The spill run of ``sort`` under ``spill_dir`` (checked: an absolute path, or None: ``/tmp``)."""
+    return Spill(sort, _spill_root(spill_dir), budget_of(sort.max_bytes))
 
 
 def _spill_root(spill_dir: Any) -> str:

@@ -4,7 +4,7 @@
 //
 // TmrRemoveSpill(path: string) -> removed: int64
 //   Removes the spill folder `path` on the task it runs on, with everything under it, and returns how many entries
-//   it removed (0 where it is absent).  TensorFlow's stock ops can write and read a file but remove none, so a
+//   it removed (0 where it is absent, or another task of the same disk removed it first).  TensorFlow's stock ops can write and read a file but remove none, so a
 //   spilled job (_kinds/spill.py) frees its worker's disk with this op, after it succeeded or failed.  Refuses a
 //   path whose last component does not start with "tfmapreduce-spill-": only a job's own spill folder is removed.
 
@@ -33,7 +33,8 @@ class RemoveSpillOp : public OpKernel {
                                                       "(tfmapreduce-spill-...), not ", path));
     std::error_code error;
     const std::uintmax_t removed = std::filesystem::remove_all(folder, error);
-    OP_REQUIRES(context, !error,
+    // Tasks that share a disk remove the same folder at once: one that finds it gone (or going) is done too.
+    OP_REQUIRES(context, !error || error == std::errc::no_such_file_or_directory,
                 ::tensorflow::errors::Internal("could not remove the spill folder ", path, ": ", error.message()));
     ::tensorflow::Tensor* out = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, ::tensorflow::TensorShape({}), &out));
