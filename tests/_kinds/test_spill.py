@@ -42,7 +42,7 @@ def test_a_sort_three_times_its_budget_equals_numpy_and_leaves_no_spill(
     x[1000:3000] = 1.5  # many equal values
     spill = tmp_path / "spill"
     spill.mkdir()
-    with pytest.raises(tmr.ReducerMemoryError):  # in memory, a range does not fit
+    with pytest.raises(tmr.ReducerMemoryError, match=r"or sort into files with directory="):  # in memory, it does not fit
         tmr.sort(x, cluster=cluster, max_bytes=BUDGET, reducers=2, descending=descending)
     written = tmr.sort(
         x, cluster=cluster, max_bytes=BUDGET, reducers=2, descending=descending, directory=tmp_path / "out", spill_dir=spill
