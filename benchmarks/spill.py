@@ -14,6 +14,8 @@
 - Spark local[2] ``rdd.sortByKey(numPartitions=4).count()`` over the same records as cached (key, payload) byte
   pairs, when pyspark and Java are present (the JVM's own heap, not B: a JVM does not start within B at this size).
 
+The largest worker's resident memory once the input is resident (``VmRSS``), and its peak during the spilled sort
+(``VmHWM``, reset through ``/proc/PID/clear_refs`` just before) are printed.
 Each is run once after a warm-up of the tfmapreduce path on a small input; seconds and MB/s are printed as one table.
 """
 
@@ -51,9 +53,13 @@ def spilled(cluster: tmr.LocalCluster, keys: np.ndarray, payload: np.ndarray, bu
     out, spill = work / "out", work / "spill"
     spill.mkdir(exist_ok=True)
     with tmr.scatter(keys, cluster=cluster) as k, tmr.scatter(payload, cluster=cluster) as v:
+        reset, held = _reset_peaks(cluster.pids), _memory(cluster.pids, "VmRSS")
         start = time.perf_counter()
         wk, wv = tmr.sort_by_key(k, v, max_bytes=budget, directory=out, spill_dir=spill, cluster=cluster)
         seconds = time.perf_counter() - start
+    peak = _memory(cluster.pids, "VmHWM")
+    since = "during the sort" if reset else "since the worker started (its peak could not be reset)"
+    print(f"  worker resident memory: {held / 1e6:.0f} MB holding the input, peak {peak / 1e6:.0f} MB {since}", flush=True)
     order = np.argsort(keys, kind="stable")
     assert np.array_equal(np.concatenate([np.load(p) for p in wk.parts]), keys[order]), "keys out of order"
     assert np.array_equal(np.concatenate([np.load(p) for p in wv.parts]), payload[order]), "payloads differ"
@@ -61,6 +67,29 @@ def spilled(cluster: tmr.LocalCluster, keys: np.ndarray, payload: np.ndarray, bu
     print(f"  {len(wk.parts)} parts of at most {max(wk.rows):,} records", flush=True)
     shutil.rmtree(out)
     return seconds
+
+
+def _memory(pids: tuple[int, ...], field: str) -> int:
+    """The workers' largest ``field`` of ``/proc/PID/status`` (``VmRSS``, ``VmHWM``), bytes; 0 where /proc does not tell."""
+    most = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                most = max(most, *(int(line.split()[1]) * 1024 for line in f if line.startswith(f"{field}:")))
+        except (OSError, ValueError, TypeError):
+            continue
+    return most
+
+
+def _reset_peaks(pids: tuple[int, ...]) -> bool:
+    """Each worker's peak resident memory reset to its current (``clear_refs``: the process's owner or root)."""
+    try:
+        for pid in pids:
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")
+    except OSError:
+        return False
+    return True
 
 
 def gnu_sort(raw: np.ndarray, budget: int, work: Path) -> float:

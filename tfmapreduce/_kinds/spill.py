@@ -269,20 +269,19 @@ class Spill(KindBase[SpillPlan]):
         )
 
 
-def remove_spill(kind: Spill, call_cluster: Any, timeout: float) -> None:
-    """The job's spill folder removed on every task it used; a task that does not answer is logged, not raised."""
+def remove_spill(kind: Spill, cluster: Any, timeout: float) -> None:
+    """The job's spill folder removed on every task it used, one task at a time (a lost task does not keep the
+    others' files); a task that does not answer is logged, not raised."""
     plan = kind.used
     if plan is None or kind.native is None:
-        return
-    graph = tf.Graph()
-    with graph.as_default():
-        removed = []
-        for i, task in enumerate(plan.tasks):
-            with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"unspill{i}"):
-                removed.append(kind.native.tmr_remove_spill(plan.folder))
-    try:
-        call_cluster.run(graph, removed, {}, tasks=list(plan.tasks), timeout=timeout)
-    except Exception as e:  # the job's own error (or result) matters more; the folder is named for the operator
-        log.warning("could not remove the spill folder %s on every task (%s): remove it by hand", plan.folder, e)
-    finally:
-        call_cluster.forget(graph)
+        return  # nothing was built, so nothing was written
+    for task in plan.tasks:
+        graph = tf.Graph()
+        with graph.as_default(), tf.device(f"{task}/device:CPU:0"):
+            removed = kind.native.tmr_remove_spill(plan.folder)
+        try:
+            cluster.run(graph, removed, {}, tasks=[task], timeout=timeout)
+        except Exception as e:  # the job's own error (or result) matters more; the folder is named for the operator
+            log.warning("could not remove the spill folder %s on %s (%s): remove it by hand", plan.folder, task, e)
+        finally:
+            cluster.forget(graph)
