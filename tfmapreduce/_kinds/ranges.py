@@ -32,12 +32,11 @@ def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Te
     return tf.tensor_scatter_nd_add(left, tied, tf.reduce_sum(tf.cast(below, tf.int32), axis=1))
 
 
-def partition_ranges(
+def range_ids(
     builder: Builder, plan: Plan, ranges: int, chooser: str, descending: bool, native: Any | None
-) -> dict[int, list[list[tf.Tensor]]]:
-    """Each non-empty shard's columns split into ``ranges`` ranges (shard index → per column → its ranges), the
-    splitters chosen on ``chooser`` from a sample of about ``SAMPLES`` rows per range; each shard's ``mapped`` is
-    called on its ranges."""
+) -> tuple[dict[int, list[tf.Tensor]], dict[int, tf.Tensor | None]]:
+    """Each non-empty shard's columns (``builder.inputs``), and each of its rows' range (int32; None where
+    ``ranges`` is 1), the splitters chosen on ``chooser`` from a sample of about ``SAMPLES`` rows per range."""
     full = [s for s in plan.shards if s.rows > 0]
     tensors: dict[int, list[tf.Tensor]] = {}
     samples = []
@@ -62,14 +61,31 @@ def partition_ranges(
             at = tf.constant([min(total - 1, total * (r + 1) // ranges) for r in range(ranges - 1)], tf.int64)
             split_keys = tf.gather(tf.gather(sample_keys, by_key), at)
             split_rows = tf.gather(tf.gather(sample_rows, by_key), at)
-    pieces: dict[int, list[list[tf.Tensor]]] = {}
+    which: dict[int, tf.Tensor | None] = {}
     for shard in full:
+        with tf.device(shard.device), tf.name_scope(f"ranges{shard.index}"):
+            key = tensors[shard.index][0]
+            which[shard.index] = (
+                None if ranges == 1 else _ranges(*ranked_with(key, split_keys, descending, native), shard.start, split_rows)
+            )
+    return tensors, which
+
+
+def partition_ranges(
+    builder: Builder, plan: Plan, ranges: int, chooser: str, descending: bool, native: Any | None
+) -> dict[int, list[list[tf.Tensor]]]:
+    """Each non-empty shard's columns split into ``ranges`` ranges (shard index → per column → its ranges)
+    (:func:`range_ids`); each shard's ``mapped`` is called on its ranges."""
+    tensors, which = range_ids(builder, plan, ranges, chooser, descending, native)
+    pieces: dict[int, list[list[tf.Tensor]]] = {}
+    for shard in (s for s in plan.shards if s.rows > 0):
         with tf.device(shard.device), tf.name_scope(f"partition{shard.index}"):
-            if ranges == 1:
-                parts = [[t] for t in tensors[shard.index]]
-            else:
-                which = _ranges(*ranked_with(tensors[shard.index][0], split_keys, descending, native), shard.start, split_rows)
-                parts = [tf.dynamic_partition(t, which, ranges) for t in tensors[shard.index]]
+            ids = which[shard.index]
+            parts = (
+                [[t] for t in tensors[shard.index]]
+                if ids is None
+                else [tf.dynamic_partition(t, ids, ranges) for t in tensors[shard.index]]
+            )
             builder.mapped(shard, parts)
             pieces[shard.index] = parts
     return pieces

@@ -293,7 +293,10 @@ def sort(
         TypeError: ``x`` holds neither numbers nor strings, ``descending`` is not a bool, or
             ``speculate=True`` was given.
         ValueError: ``max_bytes`` is not None or an int ≥ 1.
-        ReducerMemoryError: a range would not fit its budget (nothing was sent).
+        ReducerMemoryError: a range would not fit its budget (nothing was sent; with ``directory``: a bucket, after the
+            spill, nothing written).
+        OutputError: with ``directory``: it is not empty, or a spill folder could not be written (named with its task
+            and the bytes it needs; the spill files are removed).
         PlacementError: a bad ``reducers=``.
 
     Examples:

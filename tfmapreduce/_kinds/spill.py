@@ -49,7 +49,7 @@ from .._engine.program import Builder, Program
 from .._io.source import Sources
 from .._native.loader import has
 from .._ops.budget import MEMORY_SHARE
-from .ranges import partition_ranges
+from .ranges import range_ids
 from .shuffle.plan import resolve_reducers
 
 
@@ -81,7 +81,7 @@ PREFIX = "tfmapreduce-spill-"
 REMOVE_SECONDS = 10.0
 """How long the removal of a job's spill folders may take (a task that does not answer is logged)."""
 
-_SPILL = re.compile(r"\bspill(\d+)/")
+_SPILL = re.compile(r"\bspill(\d+)_chunk\d+/")
 _FULL = ("No space left", "Disk quota", "RESOURCE_EXHAUSTED", "ResourceExhausted")
 
 log = ROOT.getChild("spill")
@@ -93,7 +93,7 @@ class SpillPlan:
 
     Example:
         >>> shards = tmr.MapReduce(tf.reduce_sum, tf.add).plan(np.arange(6.0), cluster=cluster, sizes=2)
-        >>> plan = SpillPlan(shards, ("/job:local/task:0/device:CPU:0",) * 2, 3, 1000, 8, "/tmp/tfmapreduce-spill-0")
+        >>> plan = SpillPlan(shards, ("/job:local/task:0/device:CPU:0",) * 2, 3, 1000, 8, 25, "/tmp/tfmapreduce-spill-0")
         >>> plan.ranges, sum(plan.spilled().values())  # 2 reducers, 3 buckets each; 6 rows of 8 bytes
         (6, 48)
     """
@@ -107,6 +107,8 @@ class SpillPlan:
     """The bytes one reducer may hold (``max_bytes``, else a quarter of the client host's available memory)."""
     row_bytes: int
     """The bytes of one row, every column."""
+    chunk: int
+    """The rows a shard partitions and writes at a time (its chunk held ``COPIES`` times fits the budget)."""
     folder: str
     """The job's spill folder, the same path on each task's own disk."""
 
@@ -145,14 +147,13 @@ class SpillPlan:
 
 @attrs.frozen
 class Spilled:
-    """What the spill run left: its attempt folder, and the rows of each non-empty shard's piece of each bucket."""
+    """What the spill run left: its attempt folder, and the rows of each piece of each bucket."""
 
     folder: str
-    shards: tuple[Task, ...]
-    """Each non-empty shard's task, in shard order (the row order of ``rows``)."""
-    indices: tuple[int, ...]
+    pieces: tuple[tuple[Task, str], ...]
+    """Each piece's task and name (``s<shard>-k<chunk>``), in row order: shard by shard, each shard's chunks in order."""
     rows: np.ndarray[Any, np.dtype[np.int64]]
-    """``rows[i, b]``: the rows of bucket ``b`` that shard ``indices[i]`` spilled."""
+    """``rows[i, b]``: the rows of bucket ``b`` in piece ``i``."""
 
 
 def budget_of(max_bytes: int | None) -> int:
@@ -210,9 +211,11 @@ class Spill(KindBase[SpillPlan]):
         row_bytes = sum(src.dtype.itemsize * math.prod(src.shape[1:]) for src in call.srcs)
         per_range = shards.rows * row_bytes / len(reducers)
         buckets = max(1, math.ceil(per_range * COPIES * MARGIN / self.budget))
+        chunk = max(1, self.budget // (max(1, row_bytes) * COPIES))
         self.attempts += 1
         self.cluster, self.srcs = call.cluster, call.srcs
-        self.used = SpillPlan(shards, reducers, buckets, self.budget, row_bytes, os.path.join(self.root, self.job))
+        folder = os.path.join(self.root, self.job)
+        self.used = SpillPlan(shards, reducers, buckets, self.budget, row_bytes, chunk, folder)
         return self.used
 
     def variant(self, plan: SpillPlan, call: Call) -> Hashable | None:
@@ -232,26 +235,36 @@ class Spill(KindBase[SpillPlan]):
                 "client and every task (TensorFlow's stock ops cannot remove the spill files); see docs/deploy.md"
             )
         folder = builder.per_run("spill")
-        pieces = partition_ranges(builder, plan.plan, plan.ranges, plan.reducers[0], self.sort.descending, native)
+        tensors, which = range_ids(builder, plan.plan, plan.ranges, plan.reducers[0], self.sort.descending, native)
         counts = []
         for shard in (s for s in plan.plan.shards if s.rows > 0):
-            with tf.device(f"{shard.task}/device:CPU:0"), tf.name_scope(f"spill{shard.index}"):
-                written = [
-                    tf.io.write_file(
-                        tf.strings.join([folder, f"b{b:05d}-s{shard.index:05d}-c{j}"], separator="/"),
-                        tf.io.serialize_tensor(column[b]),
-                    )
-                    for j, column in enumerate(pieces[shard.index])
-                    for b in range(plan.ranges)
-                ]
-                with tf.control_dependencies(written):
-                    counts.append(tf.stack([tf.shape(part, out_type=tf.int64)[0] for part in pieces[shard.index][0]]))
+            done: list[tf.Operation] = []  # each chunk starts once the one before is written: one chunk held at a time
+            for k, start in enumerate(range(0, shard.rows, plan.chunk)):
+                with tf.device(f"{shard.task}/device:CPU:0"), tf.name_scope(f"spill{shard.index}_chunk{k}"):
+                    with tf.control_dependencies(done):
+                        rows = slice(start, min(shard.rows, start + plan.chunk))
+                        ids = which[shard.index]
+                        ids = tf.zeros([rows.stop - rows.start], tf.int32) if ids is None else ids[rows]
+                        parts = [tf.dynamic_partition(t[rows], ids, plan.ranges) for t in tensors[shard.index]]
+                    done = [
+                        tf.io.write_file(
+                            tf.strings.join([folder, f"b{b:05d}-s{shard.index:05d}-k{k:05d}-c{j}"], separator="/"),
+                            tf.io.serialize_tensor(column[b]),
+                        )
+                        for j, column in enumerate(parts)
+                        for b in range(plan.ranges)
+                    ]
+                    with tf.control_dependencies(done):
+                        counts.append(tf.stack([tf.shape(part, out_type=tf.int64)[0] for part in parts[0]]))
+            builder.mapped(shard, counts[-1])
         return builder.program(counts, plan.tasks)
 
     def finish(self, value: Any, program: Program | None, plan: SpillPlan, call: Call) -> Spilled:
-        full = [s for s in plan.plan.shards if s.rows > 0]
-        rows = np.array([np.asarray(c) for c in value], np.int64).reshape(len(full), plan.ranges)
-        return Spilled(self.fed("spill"), tuple(s.task for s in full), tuple(s.index for s in full), rows)
+        pieces = tuple(
+            (s.task, f"s{s.index:05d}-k{k:05d}") for s in plan.plan.shards if s.rows > 0 for k in range(-(-s.rows // plan.chunk))
+        )
+        rows = np.array([np.asarray(c) for c in value], np.int64).reshape(len(pieces), plan.ranges)
+        return Spilled(self.fed("spill"), pieces, rows)
 
     def failure(self, error: JobError) -> Exception | None:
         """A spill folder that could not be written (full, not writable), named with its task and the bytes it needs."""

@@ -43,11 +43,11 @@ def reduce_round(
         for c, src in enumerate(srcs):
             dtype, row = tf.as_dtype(src.dtype), tuple(src.shape[1:])
             pieces = []
-            for i, task in enumerate(spilled.shards):
+            for i, (task, piece) in enumerate(spilled.pieces):
                 n = int(spilled.rows[i, b])
                 if n:
                     with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"read{b}_{i}"):
-                        path = f"{spilled.folder}/b{b:05d}-s{spilled.indices[i]:05d}-c{c}"
+                        path = f"{spilled.folder}/b{b:05d}-{piece}-c{c}"
                         pieces.append(tf.ensure_shape(tf.io.parse_tensor(tf.io.read_file(path), dtype), (n, *row)))
             with tf.device(device):
                 columns.append(tf.concat(pieces, 0) if pieces else tf.zeros((0, *row), dtype))
