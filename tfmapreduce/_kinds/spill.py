@@ -5,10 +5,11 @@
 
     run 1, the spill          as ``tmr.sort`` samples and partitions (``ranges.partition_ranges``), but into R × B
                               buckets: B per reducer, enough that one bucket held ``COPIES`` times fits the budget
-                              (``MARGIN`` times over, for the sample's error).  Each shard writes each bucket's piece of
-                              each column (``serialize_tensor``) to the spill folder on its own task's disk:
-                              SPILL/tfmapreduce-spill-<job>/<attempt>/b<bucket>-s<shard>-c<column>; the client
-                              fetches the rows of every piece, so it knows each bucket's exact size
+                              (``MARGIN`` times over, for the sample's error).  Each shard, a chunk of rows at a time
+                              (one chunk held ``COPIES`` times fits the budget; the next starts once it is written),
+                              writes each bucket's piece of each column (``serialize_tensor``) to the spill folder on
+                              its own task's disk: SPILL/tfmapreduce-spill-<job>/<attempt>/b<bucket>-s<shard>-k<chunk>-c<column>;
+                              the client fetches the rows of every piece, so it knows each bucket's exact size
     client                    each bucket's bytes × COPIES checked against the budget (ReducerMemoryError, naming it)
     run 2 + j, j < B          reducer r reads bucket r·B + j: each shard's piece read on that shard's task (its disk)
                               and sent to the reducer, concatenated in shard order, stably sorted as ``tmr.sort`` sorts
@@ -17,8 +18,11 @@
     every task, always        the job's spill folder removed (``TmrRemoveSpill``: stock ops remove no file), after
                               success, failure or a run given up at its deadline
 
-A reducer thus holds one bucket at a time, never its range: within ``max_bytes`` whatever the data's size, as long
-as the input itself is held by the workers (resident or shipped shards) and the spill folders can hold it.  The
+A reducer thus holds one bucket at a time, never its range, and a shard one chunk: within ``max_bytes`` whatever the
+data's size, beside the input itself (resident or shipped shards, and each row's range, 4 bytes, and key image, up to
+8 bytes, while it spills), as long as the spill folders can hold it.  In a bucket round a task holds its pieces
+of every reducer's bucket (read and parsed: about two buckets in all) beside its own reducer's five copies: seven
+buckets, within the budget planned at ten.  The
 buckets are ranges of the sampled (key, row) order, so the parts in order are ``np.sort`` (stable ``argsort`` for
 ``sort_by_key``), NaN placement and ``descending`` included.  Not a k-way merge of sorted runs: finer ranges make
 every bucket a whole in-memory sort, with stock TensorFlow ops; a bucket the sample under-estimated past the budget
@@ -132,7 +136,8 @@ class SpillPlan:
     def explain(self) -> str:
         """The shard table, then what spills where and how the reducers sort it."""
         bucket = math.ceil(self.plan.rows / max(1, self.ranges)) * self.row_bytes
-        lines = [self.plan.explain(), f"spills {self.plan.rows * self.row_bytes:,} bytes to {self.folder} on its tasks:"]
+        spills = f"spills {self.plan.rows * self.row_bytes:,} bytes to {self.folder} on its tasks"
+        lines = [self.plan.explain(), f"{spills}, each shard {self.chunk:,} rows at a time:"]
         lines += [f"  {task}: {size:,} bytes" for task, size in self.spilled().items()]
         lines.append(
             f"{len(self.reducers)} range(s) × {self.buckets} bucket(s) of about {bucket:,} bytes, each held "
