@@ -57,6 +57,7 @@ from ._kinds.shuffle.sharded import KeyedSharded as KeyedSharded
 from ._kinds.shuffle.sharded import RaggedSharded as RaggedSharded
 from ._kinds.sort import sort as sort
 from ._kinds.sort import sort_by_key as sort_by_key
+from ._kinds.sort_plan import plan_sort as plan_sort
 from ._kinds.top_k import top_k as top_k
 from ._kinds.writers import Written as Written
 from ._kinds.writers import write_csv as write_csv

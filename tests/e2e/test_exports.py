@@ -30,7 +30,7 @@ PUBLIC = {
     # group jobs
     "per_group", "RaggedSharded", "median_by_key", "quantile_by_key", "top_k_by_key", "count_distinct_by_key", "collect_by_key", "ReducerMemoryError",
     # order
-    "sort", "sort_by_key", "quantile", "percentile", "median", "top_k", "unique",
+    "sort", "sort_by_key", "plan_sort", "quantile", "percentile", "median", "top_k", "unique",
     # joins
     "join", "plan_join", "JoinPlan", "JoinResult", "JoinSharded",
     # tables

@@ -21,9 +21,9 @@ Ties break by row, so a key held by many rows spreads over several ranges and th
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Hashable, Iterator, Mapping
-from typing import Any, ClassVar
+import os
+from collections.abc import Hashable, Mapping
+from typing import Any, ClassVar, overload
 
 import attrs
 import numpy as np
@@ -38,7 +38,7 @@ from .._engine import driver as _engine
 from .._engine.call import Call
 from .._engine.kind import KindBase
 from .._engine.program import Builder, Program
-from .._io.files.files import Files
+from .._io.files.written import Written
 from .._io.keyed_input import keyed_sources
 from .._io.resident import Sharded
 from .._io.source import Sources, streamed
@@ -47,10 +47,13 @@ from .._native.loader import has
 from .._ops.budget import check_budget, over_budget
 from .._ops.grouping import argsort, nbytes, value_of
 from .._ops.per_group import check_max_bytes
-from .._ops.splitters import FLOAT_DTYPES, INT_DTYPES, SEED, comparable, order_key, ranked_with
+from .._ops.splitters import FLOAT_DTYPES, INT_DTYPES, comparable, order_key
 from .._ops.splitters import sample_size as _sample_size
 from .._options import Options, RunOptions
+from .persist import persisted
+from .ranges import partition_ranges
 from .shuffle.plan import resolve_reducers
+from .spilled_sort import sort_spilled
 
 SORT_COPIES = 3
 """A range is held about three times over while it sorts: the rows received, their order, the sorted copy."""
@@ -96,17 +99,6 @@ class SortPlan:
 
     def __str__(self) -> str:
         return self.explain()
-
-
-def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Tensor) -> tf.Tensor:
-    """Each row's range: how many splitters (key, row) are below its own (key, global row ``start + i``)."""
-    left = tf.searchsorted(split_keys, key, side="left", out_type=tf.int32)
-    right = tf.searchsorted(split_keys, key, side="right", out_type=tf.int32)
-    tied = tf.where(left < right)  # rows whose key equals a splitter's: their row decides among those splitters
-    tied_keys, tied_rows = tf.gather_nd(key, tied), tied[:, 0] + start
-    same_key = tf.equal(tf.expand_dims(split_keys, 0), tf.expand_dims(tied_keys, 1))
-    below = tf.logical_and(same_key, tf.expand_dims(split_rows, 0) < tf.expand_dims(tied_rows, 1))
-    return tf.tensor_scatter_nd_add(left, tied, tf.reduce_sum(tf.cast(below, tf.int32), axis=1))
 
 
 @attrs.define(eq=False, repr=False)
@@ -161,43 +153,8 @@ class Sort(KindBase[SortPlan]):
         """Sample, choose the splitters, partition every shard into ranges, sort each range on its reducer, keep it
         (source ``j``'s range ``r`` as shard ``r`` of the container ``{the run's name}_s{j}``)."""
         native = call.native
-        ranges = len(plan.reducers)
         full = [s for s in plan.plan.shards if s.rows > 0]
-        tensors: dict[int, list[tf.Tensor]] = {}
-        samples = []
-        for shard in full:
-            with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
-                tensors[shard.index] = builder.inputs(shard)
-                n = _sample_size(shard.rows, plan.plan.rows, ranges)
-                if n == shard.rows:
-                    at = tf.range(shard.rows, dtype=tf.int64)
-                elif n:
-                    at = tf.random.stateless_uniform([n], [SEED, shard.index], 0, shard.rows, dtype=tf.int64)
-                if n:
-                    samples.append((tf.gather(tensors[shard.index][0], at), at + shard.start))
-        if samples:  # R − 1 splitters from the sample sorted by (key, row)
-            with tf.device(plan.reducers[0]), tf.name_scope("splitters"):
-                sample_keys = tf.concat([k for k, _ in samples], 0)
-                sample_rows = tf.concat([r for _, r in samples], 0)
-                by_row = tf.argsort(sample_rows, stable=True)
-                sample_keys, sample_rows = tf.gather(sample_keys, by_row), tf.gather(sample_rows, by_row)
-                by_key = tf.argsort(comparable(sample_keys, self.descending, native), stable=True)
-                total = int(sample_keys.shape[0])
-                at = tf.constant([min(total - 1, total * (r + 1) // ranges) for r in range(ranges - 1)], tf.int64)
-                split_keys = tf.gather(tf.gather(sample_keys, by_key), at)
-                split_rows = tf.gather(tf.gather(sample_rows, by_key), at)
-        pieces: dict[int, list[list[tf.Tensor]]] = {}  # shard → per source → R ranges
-        for shard in full:
-            with tf.device(shard.device), tf.name_scope(f"partition{shard.index}"):
-                if ranges == 1:
-                    parts = [[t] for t in tensors[shard.index]]
-                else:
-                    which = _ranges(
-                        *ranked_with(tensors[shard.index][0], split_keys, self.descending, native), shard.start, split_rows
-                    )
-                    parts = [tf.dynamic_partition(t, which, ranges) for t in tensors[shard.index]]
-                builder.mapped(shard, parts)
-                pieces[shard.index] = parts
+        pieces = partition_ranges(builder, plan.plan, len(plan.reducers), plan.reducers[0], self.descending, native)
         counts = []
         for r, device in enumerate(plan.reducers):
             if not full:
@@ -258,7 +215,8 @@ class Sort(KindBase[SortPlan]):
             f"sorts (its rows {SORT_COPIES} times: received, their order, the sorted copy), more than its budget of "
             f"{big.budget:,} bytes ({big.limit}); no row was sent. Sort over more devices (reducers=N, up to the "
             "cluster's devices), add workers, "
-            "or, if the host has the memory, raise max_bytes="
+            "or, if the host has the memory, raise max_bytes=; or sort into files with directory= (numbers: each reducer "
+            "then sorts its range a bucket at a time within the budget, through its worker's disk)"
         )
 
 
@@ -269,7 +227,38 @@ def _lost(shard: Shard) -> tf.Tensor:
     )
 
 
-def sort(x: Any, /, *, descending: bool = False, max_bytes: int | None = None, **options: Unpack[Options]) -> Sharded:
+@overload
+def sort(
+    x: Any,
+    /,
+    *,
+    descending: bool = ...,
+    max_bytes: int | None = ...,
+    directory: None = ...,
+    spill_dir: Any = ...,
+    **options: Unpack[Options],
+) -> Sharded: ...
+@overload
+def sort(
+    x: Any,
+    /,
+    *,
+    descending: bool = ...,
+    max_bytes: int | None = ...,
+    directory: str | os.PathLike[str],
+    spill_dir: Any = ...,
+    **options: Unpack[Options],
+) -> Written: ...
+def sort(
+    x: Any,
+    /,
+    *,
+    descending: bool = False,
+    max_bytes: int | None = None,
+    directory: Any = None,
+    spill_dir: Any = None,
+    **options: Unpack[Options],
+) -> Sharded | Written:
     """Sort ``x`` across the cluster: a resident ``Sharded``, range-partitioned, each range sorted on its device.
 
     Every value of shard ``r`` of the result is ≤ every value of shard ``r + 1`` (``≥`` with ``descending``), and each
@@ -288,6 +277,10 @@ def sort(x: Any, /, *, descending: bool = False, max_bytes: int | None = None, *
         descending: sort from the largest value down.
         max_bytes: the most bytes one range may take while it sorts (three times its rows' bytes; a string counts its
             bytes and 32), or None: a quarter of the memory its reducer's host has available.
+        directory: write the sorted values as ``.npy`` part files there (numbers only) instead of keeping them
+            resident, spilling through each worker's disk so that each reducer holds at most ``max_bytes`` however
+            large its range: see "Data larger than memory" in the ordering guide.  Returns its ``Written``.
+        spill_dir: with ``directory``, the absolute folder each worker spills under on its own disk (None: ``/tmp``).
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``retries``, ``transfer``,
             ``reducers`` (None: a range per device of the shards; a count or device strings): see [`RunOptions`][tfmapreduce.RunOptions].
 
@@ -300,7 +293,10 @@ def sort(x: Any, /, *, descending: bool = False, max_bytes: int | None = None, *
         TypeError: ``x`` holds neither numbers nor strings, ``descending`` is not a bool, or
             ``speculate=True`` was given.
         ValueError: ``max_bytes`` is not None or an int ≥ 1.
-        ReducerMemoryError: a range would not fit its budget (nothing was sent).
+        ReducerMemoryError: a range would not fit its budget (nothing was sent; with ``directory``: a bucket, after the
+            spill, nothing written).
+        OutputError: with ``directory``: it is not empty, or a spill folder could not be written (named with its task
+            and the bytes it needs; the spill files are removed).
         PlacementError: a bad ``reducers=``.
 
     Examples:
@@ -312,14 +308,24 @@ def sort(x: Any, /, *, descending: bool = False, max_bytes: int | None = None, *
         ...     ordered.gather().tolist()
         [b'pear', b'apple', b'']
     """
-    kind = Sort(_descending(descending), check_max_bytes(max_bytes))
+    kind = Sort(descending_of(descending), check_max_bytes(max_bytes))
     with persisted(x, dict(options)) as (x, given):
+        if directory is not None:
+            return sort_spilled(kind, x, [directory], spill_dir, given)[0]
         result: Sharded = _run(kind, x, given)
     return result
 
 
 def sort_by_key(
-    keys: Any, values: Any, /, *, descending: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+    keys: Any,
+    values: Any,
+    /,
+    *,
+    descending: bool = False,
+    max_bytes: int | None = None,
+    directory: Any = None,
+    spill_dir: Any = None,
+    **options: Unpack[Options],
 ) -> tuple[Any, Any]:
     """Sort ``values`` by ``keys`` across the cluster, stably: each value row travels with its key.
 
@@ -336,6 +342,10 @@ def sort_by_key(
             tuple of such arrays.
         descending: order the keys from the largest down.
         max_bytes: the most bytes of keys and values one range may take while it sorts (see [`sort`][tfmapreduce.sort]).
+        directory: write the sorted keys and values as ``.npy`` parts under ``directory/keys`` and
+            ``directory/values`` (``values0``, ``values1``, ... for a tuple), spilling through the workers' disks
+            (see [`sort`][tfmapreduce.sort]); returns their ``Written``s as ``(keys, values)``.
+        spill_dir: with ``directory``, where each worker spills (see [`sort`][tfmapreduce.sort]).
         **options: the run options of [`sort`][tfmapreduce.sort].
 
     Returns:
@@ -349,47 +359,19 @@ def sort_by_key(
         >>> k.delete(); v.delete()
     """
     many = isinstance(values, tuple)
-    kind = Sort(_descending(descending), check_max_bytes(max_bytes), "keys")
+    kind = Sort(descending_of(descending), check_max_bytes(max_bytes), "keys")
     with persisted((keys, *values) if many else (keys, values), dict(options)) as (inputs, given):
+        if directory is not None:
+            names = ["keys", *([f"values{i}" for i in range(len(values))] if many else ["values"])]
+            written = sort_spilled(kind, inputs, [os.path.join(os.fspath(directory), n) for n in names], spill_dir, given)
+            return written[0], written[1:] if many else written[1]
         out = _run(kind, inputs, given)
     if not isinstance(out[0], Sharded):  # return_stats=True: (the sorted inputs, stats)
         return (out[0][0], out[0][1:] if many else out[0][1]), out[1]
     return out[0], out[1:] if many else out[1]
 
 
-PLACING = ("sizes", "devices", "fallback")
-"""The options that place the input: where it is read from files, they place the resident copy (see :func:`persisted`)."""
-
-
-@contextlib.contextmanager
-def persisted(x: Any, options: dict[str, Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
-    """``x`` (one input or a tuple) with its file sources read into resident data on the workers first, and the
-    options for the run over it; the resident copies are freed after.  A sort or a select reads its input more than
-    once in its run (to sample or count, then to move or select), which a stream of batches cannot give.
-
-    Example:
-        >>> with persisted(np.arange(3), {"cluster": cluster}) as (x, options):
-        ...     x.tolist(), sorted(options)
-        ([0, 1, 2], ['cluster'])
-    """
-    items = x if isinstance(x, tuple) else (x,)
-    if not any(isinstance(item, Files) for item in items):
-        yield x, options
-        return
-    place = {k: options[k] for k in (*PLACING, "timeout") if k in options}
-    made: list[Any] = []
-    try:
-        for item in items:
-            made.append(item.persist(cluster=options.get("cluster"), **place) if isinstance(item, Files) else item)
-        rest = {k: v for k, v in options.items() if k not in PLACING}
-        yield (tuple(made) if isinstance(x, tuple) else made[0]), rest
-    finally:
-        for copy, item in zip(made, items, strict=False):
-            if copy is not item:
-                copy.delete()
-
-
-def _descending(descending: object) -> bool:
+def descending_of(descending: object) -> bool:
     if not isinstance(descending, (bool, np.bool_)):
         raise TypeError(f"descending must be True or False, got {type(descending).__name__} {descending!r}")
     return bool(descending)

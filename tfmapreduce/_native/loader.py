@@ -14,6 +14,7 @@ ops, beside ``tmr.h`` (what the families share):
 - ``joins``: ``TmrJoinMatch`` finds a join's matches and ``TmrJoinTake`` writes its rows.
 - ``files``: ``TmrReadRows`` reads rows of a file (its own pages, mapped, where it can); ``TmrWriteResult`` writes a
   returned result's raw bytes into the client's shared-memory file.
+- ``spill``: ``TmrRemoveSpill`` removes a spilled job's folder on a worker (stock ops write files but remove none).
 - ``runtime``: ``TmrCheckCancelled`` stops a given-up run between ops; ``TmrWideSum`` sums float32 values in float64.
 - ``parquet``: ``TmrReadParquet`` decodes row groups of a Parquet file; ``TmrEncodeParquet`` encodes columns as one
   Parquet file.  Built against the Arrow and Parquet C++ libraries of the installed pyarrow wheel (its headers and
@@ -78,6 +79,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "files": ("tmr_read_rows", "tmr_write_result"),
     "runtime": ("tmr_check_cancelled", "tmr_wide_sum"),
     "parquet": ("tmr_read_parquet", "tmr_encode_parquet"),
+    "spill": ("tmr_remove_spill",),
 }
 """Each family of kernels (built from ``<family>.cc``) and its ops, as :func:`kernels` names them."""
 

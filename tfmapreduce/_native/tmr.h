@@ -8,6 +8,7 @@
 //   joins.cc    TmrJoinMatch, TmrJoinTake
 //   files.cc    TmrReadRows, TmrWriteResult
 //   runtime.cc  TmrCheckCancelled, TmrWideSum
+//   spill.cc    TmrRemoveSpill
 // Each family is built into a library of its own, so a family that does not build leaves the others usable.  This
 // header holds what several families share: the common includes, the names they use, and a few helpers.
 

@@ -21,8 +21,8 @@ from typing_extensions import Unpack
 
 from .._base.errors import InputError
 from .._io.source import Sources
+from .._kinds.persist import persisted
 from .._kinds.select import COLUMNS, Shape, inputs, select, summarize
-from .._kinds.sort import persisted
 from .._options import Options, RunOptions
 from ._recipe import check_axis, returns_stats
 

@@ -1,0 +1,139 @@
+"""The spilled sort: tmr.sort / sort_by_key with directory= over data several times its reducers' budget, through the
+workers' disks, against numpy on real workers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tfmapreduce as tmr
+from tfmapreduce._engine import driver as _engine
+from tfmapreduce._kinds import spilled_sort
+from tfmapreduce._kinds.sort import Sort
+from tfmapreduce._kinds.spill import COPIES, Spill
+from tfmapreduce._native.loader import has, kernels
+from tfmapreduce._options import RunOptions
+
+BUDGET = 1_000_000
+"""A reducer's budget in these tests: 1 MB, against inputs of 3 MB and more."""
+
+pytestmark = pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
+
+
+def _read(written: tmr.Written) -> np.ndarray:
+    return np.concatenate([np.load(p) for p in written.parts])
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_a_sort_three_times_its_budget_equals_numpy_and_leaves_no_spill(
+    cluster: tmr.LocalCluster, tmp_path: Path, descending: bool
+) -> None:
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=400_000)  # 3.2 MB of float64: 1.6 MB per range of two
+    x[rng.integers(0, x.size, 500)] = np.nan
+    x[:1000] = -0.0
+    x[1000:3000] = 1.5  # many equal values
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    with pytest.raises(tmr.ReducerMemoryError, match=r"or sort into files with directory="):  # in memory, it does not fit
+        tmr.sort(x, cluster=cluster, max_bytes=BUDGET, reducers=2, descending=descending)
+    written = tmr.sort(
+        x, cluster=cluster, max_bytes=BUDGET, reducers=2, descending=descending, directory=tmp_path / "out", spill_dir=spill
+    )
+    expected = np.sort(x)[::-1] if descending else np.sort(x)
+    np.testing.assert_array_equal(_read(written), expected)
+    assert max(written.rows) * 8 * COPIES <= BUDGET  # no reducer held more than one bucket
+    assert len(written.parts) > 2
+    assert sorted(os.listdir(tmp_path / "out")) == ["_SUCCESS", *(os.path.basename(p) for p in written.parts)]
+    assert os.listdir(spill) == []
+    with tmr.read_npy(written).persist(cluster=cluster) as back:  # the writers' readers take it back
+        np.testing.assert_array_equal(back.gather(), expected)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_by_key_three_times_its_budget_is_stable_as_numpy(
+    cluster: tmr.LocalCluster, tmp_path: Path, descending: bool
+) -> None:
+    rng = np.random.default_rng(8)
+    n = 150_000
+    keys = rng.integers(-50, 50, n).astype(np.int64)  # few keys, many rows each: the order of equal keys shows
+    values = np.stack([np.arange(n, dtype=np.float32), rng.random(n, dtype=np.float32)], axis=1)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    k, v = tmr.sort_by_key(  # 3.6 MB of rows
+        keys, values, cluster=cluster, max_bytes=BUDGET, descending=descending, directory=tmp_path / "o", spill_dir=spill
+    )
+    order = np.lexsort((np.arange(n), -keys if descending else keys))  # stable: equal keys in input order
+    np.testing.assert_array_equal(_read(k), keys[order])
+    np.testing.assert_array_equal(_read(v), values[order])
+    assert k.directory.endswith("keys")
+    assert v.directory.endswith("values")
+    assert os.listdir(spill) == []
+
+
+def test_the_plan_says_what_spills_where(cluster: tmr.LocalCluster) -> None:
+    x = np.arange(400_000, dtype=np.float64)
+    kind = Spill(Sort(False, BUDGET), "/scratch", BUDGET)
+    plan = _engine.plan(kind, x, RunOptions.of(cluster=cluster, reducers=2, sizes=2))
+    assert plan.buckets == 16  # 1.6 MB a range, held 5 times, in buckets of half the budget
+    assert "spills 3,200,000 bytes to /scratch/tfmapreduce-spill-" in plan.explain()
+    assert "2 range(s) × 16 bucket(s) of about 100,000 bytes" in plan.explain()
+
+
+def test_a_failure_after_the_spill_leaves_no_spill_file_and_no_output(
+    cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spilled_sort, "COPIES", 10**6)  # every bucket now counts over the budget once it is spilled
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    with pytest.raises(tmr.ReducerMemoryError, match=r"bucket 0 of the spilled sort \(/job:local/.*\) holds [\d,]+ rows"):
+        tmr.sort(np.arange(10_000.0), cluster=cluster, max_bytes=BUDGET, directory=tmp_path / "out", spill_dir=spill)
+    assert os.listdir(spill) == []
+    assert not (tmp_path / "out").exists()
+
+
+def test_strings_and_bad_spill_dirs_are_refused_before_anything_runs(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"writes \.npy parts, which hold numbers only; x has dtype object"):
+        tmr.sort(np.array([b"a", b"b"]), cluster=cluster, directory=tmp_path / "s")
+    with pytest.raises(TypeError, match=r"spill_dir must be an absolute path .*got 'rel'"):
+        tmr.sort(np.arange(3), cluster=cluster, directory=tmp_path / "r", spill_dir="rel")
+    assert not (tmp_path / "s").exists()
+    assert not (tmp_path / "r").exists()
+
+
+@contextlib.contextmanager
+def _tmpfs(mount: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted at ``mount`` (root only; skipped where the OS refuses), unmounted even if the test fails."""
+    mount.mkdir()
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        pytest.skip("no mount/umount command to make a small spill disk")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs for the full spill disk test (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=True)
+
+
+def test_a_full_spill_disk_names_the_task_the_folder_and_the_bytes_and_leaves_nothing(
+    cluster: tmr.LocalCluster, tmp_path: Path
+) -> None:
+    x = np.arange(400_000, dtype=np.float64)[::-1].copy()  # 3.2 MB to spill on a 1 MiB disk
+    with _tmpfs(tmp_path / "small") as small:
+        with pytest.raises(
+            tmr.OutputError,
+            match=r"sort: task /job:local/task:\d could not write its spill files under .*small/tfmapreduce-spill-\w+ "
+            r"\(it is full\); it needs [\d,]+ bytes there",
+        ):
+            tmr.sort(x, cluster=cluster, max_bytes=BUDGET, directory=tmp_path / "out", spill_dir=small, retries=0)
+        assert os.listdir(small) == []
+    assert not (tmp_path / "out").exists()

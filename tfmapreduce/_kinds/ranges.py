@@ -1,0 +1,91 @@
+"""Sampled range partitioning (TeraSort's way), in the graph: the map side of ``tmr.sort`` and of the spilled sort.
+
+Each shard samples its rows, R − 1 splitters are chosen from the sample on the first reducer, and each shard's rows
+are split into R ranges by ``tf.searchsorted`` (see ``sort``).  Ties break by global row, so the ranges in order, each
+stably sorted, are the input stably sorted.
+
+Example (one splitter, the key 5.0 of row 1: row 1 itself is not above it, row 2 is):
+    >>> _ranges(tf.constant([1.0, 5.0, 9.0]), tf.constant([5.0]), 0, tf.constant([1], tf.int64)).numpy().tolist()
+    [0, 0, 1]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from .._base.plan import Plan
+from .._engine.program import Builder
+from .._ops.splitters import SEED, comparable, ranked_with
+from .._ops.splitters import sample_size as _sample_size
+
+
+def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Tensor) -> tf.Tensor:
+    """Each row's range: how many splitters (key, row) are below its own (key, global row ``start + i``)."""
+    left = tf.searchsorted(split_keys, key, side="left", out_type=tf.int32)
+    right = tf.searchsorted(split_keys, key, side="right", out_type=tf.int32)
+    tied = tf.where(left < right)  # rows whose key equals a splitter's: their row decides among those splitters
+    tied_keys, tied_rows = tf.gather_nd(key, tied), tied[:, 0] + start
+    same_key = tf.equal(tf.expand_dims(split_keys, 0), tf.expand_dims(tied_keys, 1))
+    below = tf.logical_and(same_key, tf.expand_dims(split_rows, 0) < tf.expand_dims(tied_rows, 1))
+    return tf.tensor_scatter_nd_add(left, tied, tf.reduce_sum(tf.cast(below, tf.int32), axis=1))
+
+
+def range_ids(
+    builder: Builder, plan: Plan, ranges: int, chooser: str, descending: bool, native: Any | None
+) -> tuple[dict[int, list[tf.Tensor]], dict[int, tf.Tensor | None]]:
+    """Each non-empty shard's columns (``builder.inputs``), and each of its rows' range (int32; None where
+    ``ranges`` is 1), the splitters chosen on ``chooser`` from a sample of about ``SAMPLES`` rows per range."""
+    full = [s for s in plan.shards if s.rows > 0]
+    tensors: dict[int, list[tf.Tensor]] = {}
+    samples = []
+    for shard in full:
+        with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
+            tensors[shard.index] = builder.inputs(shard)
+            n = _sample_size(shard.rows, plan.rows, ranges)
+            if n == shard.rows:
+                at = tf.range(shard.rows, dtype=tf.int64)
+            elif n:
+                at = tf.random.stateless_uniform([n], [SEED, shard.index], 0, shard.rows, dtype=tf.int64)
+            if n:
+                samples.append((tf.gather(tensors[shard.index][0], at), at + shard.start))
+    if samples and ranges > 1:  # R − 1 splitters from the sample sorted by (key, row)
+        with tf.device(chooser), tf.name_scope("splitters"):
+            sample_keys = tf.concat([k for k, _ in samples], 0)
+            sample_rows = tf.concat([r for _, r in samples], 0)
+            by_row = tf.argsort(sample_rows, stable=True)
+            sample_keys, sample_rows = tf.gather(sample_keys, by_row), tf.gather(sample_rows, by_row)
+            by_key = tf.argsort(comparable(sample_keys, descending, native), stable=True)
+            total = int(sample_keys.shape[0])
+            at = tf.constant([min(total - 1, total * (r + 1) // ranges) for r in range(ranges - 1)], tf.int64)
+            split_keys = tf.gather(tf.gather(sample_keys, by_key), at)
+            split_rows = tf.gather(tf.gather(sample_rows, by_key), at)
+    which: dict[int, tf.Tensor | None] = {}
+    for shard in full:
+        with tf.device(shard.device), tf.name_scope(f"ranges{shard.index}"):
+            key = tensors[shard.index][0]
+            which[shard.index] = (
+                None if ranges == 1 else _ranges(*ranked_with(key, split_keys, descending, native), shard.start, split_rows)
+            )
+    return tensors, which
+
+
+def partition_ranges(
+    builder: Builder, plan: Plan, ranges: int, chooser: str, descending: bool, native: Any | None
+) -> dict[int, list[list[tf.Tensor]]]:
+    """Each non-empty shard's columns split into ``ranges`` ranges (shard index → per column → its ranges)
+    (:func:`range_ids`); each shard's ``mapped`` is called on its ranges."""
+    tensors, which = range_ids(builder, plan, ranges, chooser, descending, native)
+    pieces: dict[int, list[list[tf.Tensor]]] = {}
+    for shard in (s for s in plan.shards if s.rows > 0):
+        with tf.device(shard.device), tf.name_scope(f"partition{shard.index}"):
+            ids = which[shard.index]
+            parts = (
+                [[t] for t in tensors[shard.index]]
+                if ids is None
+                else [tf.dynamic_partition(t, ids, ranges) for t in tensors[shard.index]]
+            )
+            builder.mapped(shard, parts)
+            pieces[shard.index] = parts
+    return pieces

@@ -1,0 +1,148 @@
+"""The spilled sort's runs: the spill (``spill.Spill``), then one distributed run per bucket of each reducer, then the
+commit of the parts; the spill folders removed whatever happens (see ``spill`` for the design).
+
+Example:
+    >>> import shutil, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> written = tmr.sort(np.array([3.0, 1.0, 2.0]), directory=f"{folder}/out", max_bytes=1000, cluster=cluster)
+    >>> np.concatenate([np.load(part) for part in written.parts]).tolist()
+    [1.0, 2.0, 3.0]
+    >>> shutil.rmtree(folder)
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from .._base.device import Device
+from .._base.errors import ReducerMemoryError
+from .._engine import driver as _engine
+from .._io.files.encode import NpyWriter, part_name
+from .._io.files.written import Written
+from .._io.source import Sources
+from .._options import RunOptions
+from .commit import MARKER, TEMPORARY, claim, commit, discard, open_attempt
+from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, SpillPlan, budget_of, remove_spill
+
+
+def reduce_round(
+    kind: Spill, plan: SpillPlan, spilled: Spilled, j: int, folders: Sequence[tf.Tensor], srcs: Sources
+) -> list[Any]:
+    """In the current graph, round ``j``: each reducer r reads bucket r·B + j from the shards' disks, sorts it and
+    writes it as that part of each column's attempt folder (``folders``, fed); the ops to run."""
+    writer = NpyWriter()
+    written: list[Any] = []
+    for r, device in enumerate(plan.reducers):
+        b = r * plan.buckets + j
+        columns = []
+        for c, src in enumerate(srcs):
+            dtype, row = tf.as_dtype(src.dtype), tuple(src.shape[1:])
+            pieces = []
+            for i, (task, piece) in enumerate(spilled.pieces):
+                n = int(spilled.rows[i, b])
+                if n:
+                    with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"read{b}_{i}"):
+                        path = f"{spilled.folder}/b{b:05d}-{piece}-c{c}"
+                        pieces.append(tf.ensure_shape(tf.io.parse_tensor(tf.io.read_file(path), dtype), (n, *row)))
+            with tf.device(device):
+                columns.append(tf.concat(pieces, 0) if pieces else tf.zeros((0, *row), dtype))
+        with tf.device(device), tf.name_scope(f"bucket{b}"):
+            ordered = kind.sort._sorted(columns, kind.native) if int(spilled.rows[:, b].sum()) else columns
+        with tf.device(f"{Device.parse(device).task}/device:CPU:0"), tf.name_scope(f"part{b}"):
+            for folder, column in zip(folders, ordered, strict=True):
+                contents = writer.encode([column], int(spilled.rows[:, b].sum()))
+                with tf.control_dependencies([tf.io.read_file(tf.strings.join([folder, MARKER], separator="/"))]):
+                    name = part_name(b, plan.ranges, writer.ext)
+                    written.append(writer.write(contents, tf.strings.join([folder, name], separator="/")))
+    return written
+
+
+def check_buckets(plan: SpillPlan, spilled: Spilled) -> None:
+    """Each bucket's exact bytes, held ``COPIES`` times, within the budget; else ``ReducerMemoryError`` naming it."""
+    for b, rows in enumerate(spilled.rows.sum(axis=0).tolist()):
+        if rows * plan.row_bytes * COPIES > plan.budget:
+            raise ReducerMemoryError(
+                f"bucket {b} of the spilled sort ({plan.reducers[b // plan.buckets]}) holds {rows:,} rows, "
+                f"{rows * plan.row_bytes * COPIES:,} bytes while it sorts ({COPIES}× its rows), more than its budget of "
+                f"{plan.budget:,} bytes: the sample under-estimated it (many equal keys?); nothing was written. Raise "
+                "max_bytes= or sort over more reducers (reducers=N)"
+            )
+
+
+def written_of(directory: str, plan: SpillPlan, spilled: Spilled, src: Any) -> Written:
+    """The ``Written`` of one column's committed parts: part b on reducer b // B."""
+    rows = spilled.rows.sum(axis=0).tolist()
+    return Written(
+        directory,
+        tuple(os.path.join(directory, part_name(b, plan.ranges, ".npy")) for b in range(plan.ranges)),
+        tuple(Device.parse(plan.reducers[b // plan.buckets]).task for b in range(plan.ranges)),
+        tuple(int(n) for n in rows),
+        True,
+        NpyWriter.reader,
+        (src.dtype.str, tuple(src.shape[1:])),
+    )
+
+
+def sort_spilled(
+    sort: RangeSorter, x: Any, directories: Sequence[str], spill_dir: Any, options: dict[str, Any]
+) -> tuple[Written, ...]:
+    """Run a spilled sort of ``x`` (see the module): column ``j`` written to ``directories[j]``; its ``Written``s.
+
+    Raises:
+        OutputError: a directory is not empty, or a spill folder could not be written (the spill files are removed).
+        ReducerMemoryError: one bucket would exceed the budget (nothing was written).
+    """
+    settings = RunOptions.of(**options)
+    kind = spill_kind(sort, spill_dir)
+    claimed: list[tuple[str, bool]] = []
+    try:
+        for directory in directories:
+            claimed.append(claim("sort", directory, False))
+        try:
+            spilled: Spilled = _engine.run(kind, x, settings)
+            plan = kind.used
+            assert plan is not None
+            check_buckets(plan, spilled)
+            attempts = [os.path.join(path, TEMPORARY, f"0-{secrets.token_hex(4)}") for path, _ in claimed]
+            for folder in attempts:
+                open_attempt(folder)
+            for j in range(plan.buckets):
+                graph = tf.Graph()
+                with graph.as_default():
+                    ops = reduce_round(kind, plan, spilled, j, [tf.constant(a) for a in attempts], kind.srcs)
+                try:
+                    kind.cluster.run(graph, ops, {}, tasks=list(plan.tasks), timeout=settings.seconds())
+                finally:
+                    kind.cluster.forget(graph)
+            names = [part_name(b, plan.ranges, NpyWriter.ext) for b in range(plan.ranges)]
+            for (path, _), folder in zip(claimed, attempts, strict=True):
+                commit("sort", path, folder, names, False)
+        finally:
+            if kind.cluster is not None:
+                remove_spill(kind, kind.cluster, REMOVE_SECONDS)
+    except BaseException:
+        for path, made in claimed:
+            discard(path, made)
+        raise
+    return tuple(written_of(path, plan, spilled, src) for (path, _), src in zip(claimed, kind.srcs, strict=True))
+
+
+def spill_kind(sort: RangeSorter, spill_dir: Any) -> Spill:
+    """The spill run of ``sort`` under ``spill_dir`` (checked: an absolute path, or None: ``/tmp``)."""
+    return Spill(sort, _spill_root(spill_dir), budget_of(sort.max_bytes))
+
+
+def _spill_root(spill_dir: Any) -> str:
+    if spill_dir is None:
+        return "/tmp"
+    if not isinstance(spill_dir, (str, os.PathLike)) or not os.path.isabs(os.fspath(spill_dir)):
+        raise TypeError(
+            f"spill_dir must be an absolute path (the folder each worker spills under, on its own disk), got {spill_dir!r}; "
+            "e.g. spill_dir='/scratch'"
+        )
+    return os.fspath(spill_dir)
