@@ -87,6 +87,27 @@ def test_the_plan_says_what_spills_where(cluster: tmr.LocalCluster) -> None:
     assert "2 range(s) × 16 bucket(s) of about 100,000 bytes" in plan.explain()
 
 
+def test_a_spill_carries_its_folders_in_its_plan_so_one_kind_serves_two_runs(cluster: tmr.LocalCluster) -> None:
+    """Issue 37: each run's spill folder and each attempt's folder in it are values of the plan, fed from it; the kind
+    keeps nothing of a run (what a call removes afterwards, spilled_sort.SpillCall holds for that call alone)."""
+    import attrs
+
+    x = np.arange(400_000, dtype=np.float64)
+    kind = Spill(Sort(False, BUDGET), "/scratch", BUDGET)
+    assert {f.name for f in attrs.fields(Spill)} == {"sort", "root", "budget", "ready"}
+    settings = RunOptions.of(cluster=cluster, reducers=2, sizes=2)
+    first, second = _engine.plan(kind, x, settings), _engine.plan(kind, x, settings)  # two runs planned at once
+    assert first == second  # one layout: one program (the folders are fed, not part of the plan's identity)
+    assert first.folder != second.folder
+    assert os.path.dirname(first.folder) == os.path.dirname(second.folder) == "/scratch"
+    assert first.attempt != second.attempt
+    assert (kind.fed(first, "spill"), kind.fed(second, "spill")) == (
+        os.path.join(first.folder, first.attempt),
+        os.path.join(second.folder, second.attempt),
+    )
+    assert not kind.ready
+
+
 def test_a_failure_after_the_spill_leaves_no_spill_file_and_no_output(
     cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -113,8 +113,9 @@ class SpillPlan:
     """The bytes of one row, every column."""
     chunk: int
     """The rows a shard partitions and writes at a time (its chunk held ``COPIES`` times fits the budget)."""
-    folder: str
-    """The job's spill folder, the same path on each task's own disk."""
+    folder: str = attrs.field(eq=False)
+    """The run's spill folder, the same path on each task's own disk (each run spills under its own: it is fed, so
+    not part of what the program depends on)."""
     attempt: str = attrs.field(default="1", eq=False)
     """This attempt's folder in it (a retried run writes a new one); not part of what the program depends on."""
 
@@ -154,8 +155,10 @@ class SpillPlan:
 
 @attrs.frozen
 class Spilled:
-    """What the spill run left: its attempt folder, and the rows of each piece of each bucket."""
+    """What the spill run left: its plan, its attempt folder, and the rows of each piece of each bucket."""
 
+    plan: SpillPlan
+    """The plan of the attempt that succeeded (its spill folder is removed once the buckets are sorted)."""
     folder: str
     pieces: tuple[tuple[Task, str], ...]
     """Each piece's task and name (``s<shard>-k<chunk>``), in row order: shard by shard, each shard's chunks in order."""
@@ -173,7 +176,12 @@ def budget_of(max_bytes: int | None) -> int:
 @attrs.define(eq=False, repr=False)
 class Spill(KindBase[SpillPlan]):
     """The spill run as the run driver sees it (see ``_engine.kind.Kind``): ranges of buckets written to each
-    shard's task's disk; ``sort`` takes the inputs and sorts a bucket as ``tmr.sort`` sorts a range."""
+    shard's task's disk; ``sort`` takes the inputs and sorts a bucket as ``tmr.sort`` sorts a range.
+
+    The kind keeps nothing of a run: each run spills under a folder of its own (named as it takes its inputs, see
+    :meth:`sources`), each attempt under its own folder in it, both carried by the plan; so one ``Spill`` serves any
+    number of runs, even at once.
+    """
 
     sort: RangeSorter
     root: str
@@ -184,13 +192,6 @@ class Spill(KindBase[SpillPlan]):
         "speculate": "speculate=True does not apply to a spilled sort: every shard spills a piece of every bucket, so no "
         "shard can be backed up alone; drop speculate="
     }
-    job: str = attrs.field(factory=lambda: PREFIX + secrets.token_hex(6))
-    attempts: int = 0
-    used: SpillPlan | None = None
-    """The plan of the last attempt (what to remove, where)."""
-    native: Any = None
-    cluster: Any = None
-    srcs: Sources = attrs.field(factory=Sources)
 
     def __repr__(self) -> str:
         return f"spilled {self.sort!r}"
@@ -200,7 +201,8 @@ class Spill(KindBase[SpillPlan]):
         return ("spill", self.sort.identity)
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
-        srcs, note = self.sort.sources(x)
+        """The sort's inputs (numbers only), and the run's spill folder's name (``call.note``: each run its own)."""
+        srcs, _ = self.sort.sources(x)  # (the sort's note says how strings travel: a spilled sort refuses them)
         for j, src in enumerate(srcs):
             if src.dtype.kind not in "biuf":
                 name = self.sort.argument if j == 0 else "values"
@@ -208,7 +210,7 @@ class Spill(KindBase[SpillPlan]):
                     f"a sort with directory= writes .npy parts, which hold numbers only; {name} has dtype {src.dtype}: "
                     "sort strings without directory= (in memory), or encode them as numbers first"
                 )
-        return srcs, note
+        return srcs, PREFIX + secrets.token_hex(6)
 
     def plan(self, shards: Plan, call: Call) -> SpillPlan:
         if call.settings.reducers is None:
@@ -219,11 +221,8 @@ class Spill(KindBase[SpillPlan]):
         per_range = shards.rows * row_bytes / len(reducers)
         buckets = max(1, math.ceil(per_range * COPIES * MARGIN / self.budget))
         chunk = max(1, self.budget // (max(1, row_bytes) * COPIES))
-        self.attempts += 1
-        self.cluster, self.srcs = call.cluster, call.srcs
-        folder = os.path.join(self.root, self.job)
-        self.used = SpillPlan(shards, reducers, buckets, self.budget, row_bytes, chunk, folder, str(self.attempts))
-        return self.used
+        folder = os.path.join(self.root, call.note)  # the run's (see sources); the attempt's own folder in it
+        return SpillPlan(shards, reducers, buckets, self.budget, row_bytes, chunk, folder, secrets.token_hex(4))
 
     def variant(self, plan: SpillPlan, call: Call) -> Hashable | None:
         return ()  # the attempt's folder is fed
@@ -234,7 +233,7 @@ class Spill(KindBase[SpillPlan]):
 
     def build(self, builder: Builder, plan: SpillPlan, call: Call) -> Program:
         """Partition every shard into the buckets and write each piece on the shard's task; fetch the pieces' rows."""
-        native = self.native = call.native
+        native = call.native
         if not has(native, "tmr_remove_spill"):
             raise OutputError(
                 "a sort with directory= spills to each worker's disk, and needs the native kernels' spill family on the "
@@ -270,7 +269,7 @@ class Spill(KindBase[SpillPlan]):
             (s.task, f"s{s.index:05d}-k{k:05d}") for s in plan.plan.shards if s.rows > 0 for k in range(-(-s.rows // plan.chunk))
         )
         rows = np.array([np.asarray(c) for c in value], np.int64).reshape(len(pieces), plan.ranges)
-        return Spilled(self.fed(plan, "spill"), pieces, rows)
+        return Spilled(plan, self.fed(plan, "spill"), pieces, rows)
 
     def failure(self, error: JobError, plan: SpillPlan) -> Exception | None:
         """A spill folder that could not be written (full, not writable), named with its task and the bytes it needs."""
@@ -288,16 +287,16 @@ class Spill(KindBase[SpillPlan]):
         )
 
 
-def remove_spill(kind: Spill, cluster: Any, timeout: float) -> None:
-    """The job's spill folder removed on every task it used, one task at a time (a lost task does not keep the
-    others' files); a task that does not answer is logged, not raised."""
-    plan = kind.used
-    if plan is None or kind.native is None:
-        return  # nothing was built, so nothing was written
+def remove_spill(plan: SpillPlan, native: Any | None, cluster: Any, timeout: float) -> None:
+    """The spill folder of ``plan``'s run removed on every task it used, one task at a time (a lost task does not keep
+    the others' files), with ``native``'s ``TmrRemoveSpill`` (the kernels the run was built with; None, or kernels
+    without the spill family: nothing was written); a task that does not answer is logged, not raised."""
+    if not has(native, "tmr_remove_spill"):
+        return
     for task in plan.tasks:
         graph = tf.Graph()
         with graph.as_default(), tf.device(f"{task}/device:CPU:0"):
-            removed = kind.native.tmr_remove_spill(plan.folder)
+            removed = native.tmr_remove_spill(plan.folder)
         try:
             cluster.run(graph, removed, {}, tasks=[task], timeout=timeout)
         except Exception as e:  # the job's own error (or result) matters more; the folder is named for the operator

@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import ReducerMemoryError
+from .._base.errors import JobError, ReducerMemoryError
+from .._base.plan import Plan
 from .._engine import driver as _engine
+from .._engine.call import Call
+from .._engine.program import Builder, Program, Ready
 from .._io.files.encode import NpyWriter, part_name
 from .._io.files.written import Written
 from .._io.source import Sources
@@ -30,11 +34,70 @@ from .commit import MARKER, TEMPORARY, claim, commit, discard, open_attempt
 from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, SpillPlan, budget_of, remove_spill
 
 
+@attrs.define(eq=False, repr=False)
+class SpillCall:
+    """One call's spill run as the driver runs it: the hooks of ``kind`` (which keeps nothing of a run), and the last
+    attempt's plan and run (``Call``: its cluster, inputs and kernels), kept for this call alone so that it can sort
+    the buckets and remove the spill folders however the run ends.  ``sort_spilled`` makes one per call."""
+
+    kind: Spill
+    planned: SpillPlan | None = None
+    """The plan of the last attempt (what to remove, where); None until the run has planned."""
+    call: Call | None = None
+
+    def __repr__(self) -> str:
+        return repr(self.kind)
+
+    @property
+    def identity(self) -> Hashable:
+        return self.kind.identity
+
+    @property
+    def ready(self) -> dict[Hashable, Ready]:
+        return self.kind.ready
+
+    @property
+    def phase(self) -> str:
+        return self.kind.phase
+
+    @property
+    def refused(self) -> Mapping[str, str]:
+        return self.kind.refused
+
+    def sources(self, x: Any) -> tuple[Sources, Any]:
+        return self.kind.sources(x)
+
+    def plan(self, shards: Plan, call: Call) -> SpillPlan:
+        self.planned, self.call = self.kind.plan(shards, call), call
+        return self.planned
+
+    def variant(self, plan: SpillPlan, call: Call) -> Hashable | None:
+        return self.kind.variant(plan, call)
+
+    def fed(self, plan: SpillPlan, name: str) -> str:
+        return self.kind.fed(plan, name)
+
+    def build(self, builder: Builder, plan: SpillPlan, call: Call) -> Program:
+        return self.kind.build(builder, plan, call)
+
+    def finish(self, value: Any, program: Program | None, plan: SpillPlan, call: Call) -> Spilled:
+        return self.kind.finish(value, program, plan, call)
+
+    def failure(self, error: JobError, plan: SpillPlan) -> Exception | None:
+        return self.kind.failure(error, plan)
+
+    def remove(self) -> None:
+        """The spill folder of the last attempt's run removed on the tasks it used (nothing, where it never planned)."""
+        if self.planned is not None and self.call is not None:
+            remove_spill(self.planned, self.call.native, self.call.cluster, REMOVE_SECONDS)
+
+
 def reduce_round(
-    kind: Spill, plan: SpillPlan, spilled: Spilled, j: int, folders: Sequence[tf.Tensor], srcs: Sources
+    sort: RangeSorter, native: Any | None, spilled: Spilled, j: int, folders: Sequence[tf.Tensor], srcs: Sources
 ) -> list[Any]:
     """In the current graph, round ``j``: each reducer r reads bucket r·B + j from the shards' disks, sorts it and
     writes it as that part of each column's attempt folder (``folders``, fed); the ops to run."""
+    plan = spilled.plan
     writer = NpyWriter()
     written: list[Any] = []
     for r, device in enumerate(plan.reducers):
@@ -52,7 +115,7 @@ def reduce_round(
             with tf.device(device):
                 columns.append(tf.concat(pieces, 0) if pieces else tf.zeros((0, *row), dtype))
         with tf.device(device), tf.name_scope(f"bucket{b}"):
-            ordered = kind.sort._sorted(columns, kind.native) if int(spilled.rows[:, b].sum()) else columns
+            ordered = sort._sorted(columns, native) if int(spilled.rows[:, b].sum()) else columns
         with tf.device(f"{Device.parse(device).task}/device:CPU:0"), tf.name_scope(f"part{b}"):
             for folder, column in zip(folders, ordered, strict=True):
                 contents = writer.encode([column], int(spilled.rows[:, b].sum()))
@@ -98,15 +161,15 @@ def sort_spilled(
         ReducerMemoryError: one bucket would exceed the budget (nothing was written).
     """
     settings = RunOptions.of(**options)
-    kind = spill_kind(sort, spill_dir)
+    run = SpillCall(spill_kind(sort, spill_dir))
     claimed: list[tuple[str, bool]] = []
     try:
         for directory in directories:
             claimed.append(claim("sort", directory, False))
         try:
-            spilled: Spilled = _engine.run(kind, x, settings)
-            plan = kind.used
-            assert plan is not None
+            spilled: Spilled = _engine.run(run, x, settings)
+            plan, call = spilled.plan, run.call
+            assert call is not None  # (set as the run planned)
             check_buckets(plan, spilled)
             attempts = [os.path.join(path, TEMPORARY, f"0-{secrets.token_hex(4)}") for path, _ in claimed]
             for folder in attempts:
@@ -114,22 +177,21 @@ def sort_spilled(
             for j in range(plan.buckets):
                 graph = tf.Graph()
                 with graph.as_default():
-                    ops = reduce_round(kind, plan, spilled, j, [tf.constant(a) for a in attempts], kind.srcs)
+                    ops = reduce_round(sort, call.native, spilled, j, [tf.constant(a) for a in attempts], call.srcs)
                 try:
-                    kind.cluster.run(graph, ops, {}, tasks=list(plan.tasks), timeout=settings.seconds())
+                    call.cluster.run(graph, ops, {}, tasks=list(plan.tasks), timeout=settings.seconds())
                 finally:
-                    kind.cluster.forget(graph)
+                    call.cluster.forget(graph)
             names = [part_name(b, plan.ranges, NpyWriter.ext) for b in range(plan.ranges)]
             for (path, _), folder in zip(claimed, attempts, strict=True):
                 commit("sort", path, folder, names, False)
         finally:
-            if kind.cluster is not None:
-                remove_spill(kind, kind.cluster, REMOVE_SECONDS)
+            run.remove()
     except BaseException:
         for path, made in claimed:
             discard(path, made)
         raise
-    return tuple(written_of(path, plan, spilled, src) for (path, _), src in zip(claimed, kind.srcs, strict=True))
+    return tuple(written_of(path, plan, spilled, src) for (path, _), src in zip(claimed, call.srcs, strict=True))
 
 
 def spill_kind(sort: RangeSorter, spill_dir: Any) -> Spill:
