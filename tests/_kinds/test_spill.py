@@ -108,6 +108,26 @@ def test_a_spill_carries_its_folders_in_its_plan_so_one_kind_serves_two_runs(clu
     assert not kind.ready
 
 
+def test_two_runs_of_one_spill_kind_share_its_program_and_each_removes_its_own_folder(
+    cluster: tmr.LocalCluster, tmp_path: Path
+) -> None:
+    x = np.arange(20_000, dtype=np.float64)[::-1].copy()
+    kind = Spill(Sort(False, BUDGET), str(tmp_path), BUDGET // 10)
+    settings = RunOptions.of(cluster=cluster, reducers=2, sizes=2)
+    runs = [spilled_sort.SpillCall(kind), spilled_sort.SpillCall(kind)]
+    with tmr.stats() as stats:
+        spilled = [_engine.run(run, x, settings) for run in runs]
+    assert [s.compiled for s in stats.runs] == [True, False]  # one program, each run fed its own folder
+    first, second = (s.plan.folder for s in spilled)
+    assert first != second
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(f) for f in (first, second))
+    assert [s.rows.sum() for s in spilled] == [x.size, x.size]
+    runs[0].remove()  # the first call's spill removed, the second's untouched
+    assert os.listdir(tmp_path) == [os.path.basename(second)]
+    runs[1].remove()
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_failure_after_the_spill_leaves_no_spill_file_and_no_output(
     cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
