@@ -146,14 +146,17 @@ def test_predict_checks_its_arguments(cluster: tmr.LocalCluster) -> None:
 
 
 def test_release_frees_the_copies_and_a_later_run_places_them_again(cluster: tmr.LocalCluster) -> None:
-    from tfmapreduce._io.models import release
-
     model, x = _dense(), _rows(200)
     tmr.predict(model, x, cluster=cluster)
-    assert release(cluster, model) == len(model.weights) * len({d for d in cluster.devices if "CPU" in d})
+    assert tmr.release(model, cluster=cluster) == len(model.weights) * len({d for d in cluster.devices if "CPU" in d})
+    assert tmr.release(model, cluster=cluster) == 0  # nothing left to free
     got, stats = _run(lambda v, **o: tmr.predict(model, v, **o), x, cluster)
     assert stats.weight_bytes > 0
     np.testing.assert_allclose(got, model.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="cluster must be the tmr"):
+        tmr.release(model, cluster="local")
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        tmr.release("model", cluster=cluster)
 
 
 def test_on_a_gpu_one_copy_per_gpu_and_the_same_predictions() -> None:
