@@ -159,6 +159,23 @@ def test_release_frees_the_copies_and_a_later_run_places_them_again(cluster: tmr
         tmr.release("model", cluster=cluster)
 
 
+def test_variables_over_a_hosts_memory_are_refused_before_a_byte_is_sent(cluster: tmr.LocalCluster) -> None:
+    from tfmapreduce._io.models import COPIES, place
+    from tfmapreduce._ops.models import Use, name_of
+
+    big, small = tf.Variable(np.zeros(1000, np.float32)), tf.Variable(np.zeros(10, np.float32))
+    devices = [d for d in cluster.devices if "CPU" in d]
+    uses = [Use(big, devices[-1], name_of(big)), Use(small, devices[0], name_of(small))]
+    sent = cluster.state(COPIES).sent
+    with pytest.raises(tmr.PlacementError, match=r"4000 bytes on .*task:1.*against 1000 bytes.*nothing was sent") as e:
+        place(cluster, uses, 10.0, limit=1000)  # the knob the check's budget honours; by default the host's memory
+    assert devices[-1] in str(e.value)
+    assert cluster.state(COPIES).sent == sent  # nothing sent, not even the small copy that fits
+    assert not {name_of(big), name_of(small)} & {name for name, _ in cluster.state(COPIES).digests}
+    assert place(cluster, uses, 10.0) == 4040  # within the hosts' available memory: placed
+    assert tmr.release(big, cluster=cluster) == tmr.release(small, cluster=cluster) == 1
+
+
 def test_on_a_gpu_one_copy_per_gpu_and_the_same_predictions() -> None:
     if not tf.config.list_physical_devices("GPU"):
         pytest.skip("no GPU is visible to this process: the models' GPU placement is checked where one is")
