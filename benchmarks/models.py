@@ -1,11 +1,19 @@
-"""Batch inference with a Keras model: tmr.predict on a 2-worker LocalCluster vs model.predict in one process.
+"""Batch inference with Keras models: tmr.predict on a 2-worker LocalCluster vs model.predict and hand-written loops.
 
-``python -m benchmarks models`` makes ``--rows`` (1e6) rows of 16 float32, the models guide's Dense(64, relu) →
-Dense(1) model, and prints the median rows per second of: ``model.predict`` in one process (``batch_size=--batch``),
-a hand-written loop of the ``tf.function``-wrapped model over batches in one process, ``tmr.predict`` over the array (shipped),
-over resident data (``tmr.scatter``) and over 4 ``.npy`` files (``batch_rows=--batch``), and the ``broadcast=``
-workaround (the forward pass written with ``tf.matmul``, the weights shipped with every run); with the model
-variables' bytes each sent on its first and on a later run.  Every result is checked against ``model.predict``.
+``python -m benchmarks models`` measures two models built in code (no downloads), each over ``.npy`` files and
+arrays, and prints the median rows per second of each way, with the model variables' bytes ``tmr.predict`` sent on
+its first and on a later run:
+
+- the MLP of the models guide, Dense(64, relu) → Dense(1), over ``--rows`` (1e6) rows of 16 float32: ``model.predict``
+  in one process (``batch_size=--batch``), a hand-written ``tf.data`` loop and a loop over numpy slices of the
+  ``tf.function``-wrapped model in one process, ``tmr.predict`` over the array (shipped), over resident data
+  (``tmr.scatter``) and over 4 ``.npy`` files (``batch_rows=--batch``), and the ``broadcast=`` workaround (the forward
+  pass written with ``tf.matmul``, the weights shipped with every run);
+- a small CNN over ``--images`` (8192) images of 32×32×3 float32 (three 3×3 convolutions with pooling, then a Dense
+  of 10): ``model.predict``, the ``tf.data`` loop, and ``tmr.predict`` over the array and over 4 ``.npy`` files
+  (``--image-batch`` rows at once).
+
+Every result is checked against ``model.predict``.  Ray Data is not measured (not installed where this ran).
 """
 
 from __future__ import annotations
@@ -32,71 +40,125 @@ def _dense() -> Any:
     return keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)])
 
 
+def _cnn() -> Any:
+    import keras
+
+    keras.utils.set_random_seed(0)
+    layers = keras.layers
+    return keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            layers.Conv2D(16, 3, activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Conv2D(32, 3, activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Conv2D(32, 3, activation="relu"),
+            layers.GlobalAveragePooling2D(),
+            layers.Dense(10),
+        ]
+    )
+
+
 def _stats(f: Callable[[], Any]) -> tuple[Any, tmr.RunStats]:
     with tmr.stats() as s:
         value = f()
     return value, s.last
 
 
+def _loops(model: Any, x: np.ndarray, batch: int) -> dict[str, Callable[[], Any]]:
+    """``model.predict`` and the two hand-written loops of one process."""
+    forward = tf.function(lambda b: model(b))
+    batches = tf.data.Dataset.from_tensor_slices(x).batch(batch).prefetch(tf.data.AUTOTUNE)
+
+    def data_loop() -> np.ndarray:  # the loop a TensorFlow user writes
+        return np.concatenate([forward(b).numpy() for b in batches])
+
+    def slices() -> np.ndarray:  # batches sliced from the array, no tf.data
+        return np.concatenate([forward(x[i : i + batch]).numpy() for i in range(0, len(x), batch)])
+
+    return {
+        "model.predict, one process": lambda: model.predict(x, batch_size=batch, verbose=0),
+        "tf.data batches + tf.function(model) loop, one process": data_loop,
+        "tf.function(model) loop over numpy slices, one process": slices,
+    }
+
+
+def _measure(
+    title: str, model: Any, x: np.ndarray, batch: int, repeats: int, cluster: tmr.Cluster, folder: str, extra: Any = None
+) -> None:
+    """Time each way of predicting ``x`` with ``model`` and print its table (``extra``: more cases, given the cluster)."""
+    want = model.predict(x, batch_size=batch, verbose=0)
+    for i, part in enumerate(np.array_split(x, 4)):
+        np.save(f"{folder}/part{i}.npy", part)
+    files = tmr.read_npy(f"{folder}/part*.npy")
+    first, first_stats = _stats(lambda: tmr.predict(model, files, cluster=cluster, batch_rows=batch))
+    second, second_stats = _stats(lambda: tmr.predict(model, files, cluster=cluster, batch_rows=batch))
+    cases = _loops(model, x, batch)
+    cases["tmr.predict, array shipped, LocalCluster(2)"] = lambda: tmr.predict(model, x, cluster=cluster)
+    cases["tmr.predict, array shipped, batch_rows, LocalCluster(2)"] = lambda: tmr.predict(
+        model, x, cluster=cluster, batch_rows=batch
+    )
+    cases["tmr.predict, 4 .npy files, batch_rows, LocalCluster(2)"] = lambda: tmr.predict(
+        model, files, cluster=cluster, batch_rows=batch
+    )
+    cases.update(extra(cluster) if extra is not None else {})
+    medians: dict[str, float] = {}
+    for name, f in cases.items():
+        seconds, value = repeat(f, repeats)
+        np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-4)
+        medians[name] = float(np.median(seconds))
+    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(second, want, rtol=1e-4, atol=1e-4)
+    n = len(x)
+    print(f"{title}: {n:.0e} rows, batch {batch}, median of {repeats} after one warm-up")
+    print("| how | median s | rows/s |")
+    print("|---|---|---|")
+    for name, s in medians.items():
+        print(f"| {name} | {s:.3f} | {n / s:,.0f} |")
+    weight = sum(w.numpy().nbytes for w in model.weights)
+    print(
+        f"model variables: {weight} bytes; tmr.predict sent {first_stats.weight_bytes} bytes of them on its first run, "
+        f"{second_stats.weight_bytes} on its second\n"
+    )
+
+
 @benchmark(
     "models",
     sizes={
-        "rows": Size(1e4, 1e6, "rows of 16 float32"),
-        "batch": Size(8192, 65536, "rows the model gets at once (model.predict's batch_size, tmr's batch_rows)"),
+        "rows": Size(1e4, 1e6, "rows of 16 float32 for the MLP"),
+        "batch": Size(8192, 65536, "rows the MLP gets at once (model.predict's batch_size, tmr's batch_rows)"),
+        "images": Size(256, 8192, "32x32x3 float32 images for the CNN"),
+        "image_batch": Size(64, 1024, "images the CNN gets at once"),
         "repeats": Size(1, 5, "timed calls per row after one warm-up"),
     },
 )
 def run(args: argparse.Namespace) -> None:
-    """Measure and print the table."""
+    """Measure and print the tables."""
     n, batch, r = int(args.rows), int(args.batch), args.repeats
     x = np.random.default_rng(0).random((n, 16), dtype=np.float32)
-    model = _dense()
-    want = model.predict(x, batch_size=batch, verbose=0)
-    weights = [w.numpy() for w in model.weights]  # kernel1, bias1, kernel2, bias2
+    mlp = _dense()
+    weights = [w.numpy() for w in mlp.weights]  # kernel1, bias1, kernel2, bias2
 
     def by_hand(rows: tf.Tensor, w1: tf.Tensor, b1: tf.Tensor, w2: tf.Tensor, b2: tf.Tensor) -> tf.Tensor:
         return tf.nn.relu(rows @ w1 + b1) @ w2 + b2
 
-    forward = tf.function(lambda b: model(b))
-
-    def loop() -> np.ndarray:  # (tf.data's from_tensor_slices(x).batch(b) went row by row: 4x slower here)
-        return np.concatenate([forward(x[i : i + batch]).numpy() for i in range(0, n, batch)])
-
-    rows: dict[str, tuple[float, Any]] = {}
-    with tempfile.TemporaryDirectory() as folder, tmr.LocalCluster(2) as c:
-        for i, part in enumerate(np.array_split(x, 4)):
-            np.save(f"{folder}/part{i}.npy", part)
-        files = tmr.read_npy(f"{folder}/part*.npy")
-        first, first_stats = _stats(lambda: tmr.predict(model, x, cluster=c))
-        second, second_stats = _stats(lambda: tmr.predict(model, x, cluster=c))
-        cases: dict[str, Callable[[], Any]] = {
-            "model.predict, one process": lambda: model.predict(x, batch_size=batch, verbose=0),
-            "tf.function(model) loop over batches, one process": loop,
-            "tmr.predict, array shipped, LocalCluster(2)": lambda: tmr.predict(model, x, cluster=c),
-            "tmr.predict, array shipped, batch_rows, LocalCluster(2)": lambda: tmr.predict(model, x, cluster=c, batch_rows=batch),
-            "tmr.predict, 4 .npy files, LocalCluster(2)": lambda: tmr.predict(model, files, cluster=c, batch_rows=batch),
+    def workarounds(c: tmr.Cluster) -> dict[str, Callable[[], Any]]:
+        resident = tmr.scatter(x, cluster=c)  # freed with the cluster
+        return {
+            "tmr.predict, resident data, LocalCluster(2)": lambda: tmr.predict(mlp, resident, cluster=c),
             "broadcast= weights + tf.matmul, LocalCluster(2)": lambda: _gathered(
                 tmr.map(by_hand, x, broadcast=weights, cluster=c)
             ),
         }
-        with tmr.scatter(x, cluster=c) as resident:
-            cases["tmr.predict, resident data, LocalCluster(2)"] = lambda: tmr.predict(model, resident, cluster=c)
-            for name, f in cases.items():
-                seconds, value = repeat(f, r)
-                np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5)
-                rows[name] = (float(np.median(seconds)), value)
-    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(second, want, rtol=1e-4, atol=1e-5)
-    print(f"{n:.0e} rows x 16 float32, Dense(64, relu) -> Dense(1), batch {batch}, median of {r} after one warm-up")
-    print("| how | median s | rows/s |")
-    print("|---|---|---|")
-    for name, (s, _) in rows.items():
-        print(f"| {name} | {s:.3f} | {n / s:,.0f} |")
-    weight = sum(w.nbytes for w in weights)
-    print(
-        f"model variables: {weight} bytes; tmr.predict sent {first_stats.weight_bytes} bytes of them on its first run, "
-        f"{second_stats.weight_bytes} on its second; broadcast= feeds all {weight} with every run"
-    )
+
+    images = np.random.default_rng(1).random((int(args.images), 32, 32, 3), dtype=np.float32)
+    with tmr.LocalCluster(2) as c:
+        with tempfile.TemporaryDirectory() as folder:
+            _measure("MLP Dense(64, relu) -> Dense(1) over 16 float32", mlp, x, batch, r, c, folder, workarounds)
+        with tempfile.TemporaryDirectory() as folder:
+            _measure("CNN, 3 conv layers, over 32x32x3 float32 images", _cnn(), images, int(args.image_batch), r, c, folder)
+    print(f"broadcast= feeds all {sum(w.nbytes for w in weights)} bytes of the MLP's weights with every run")
+    print("Ray Data not measured: not installed in this environment")
 
 
 def _gathered(kept: tmr.Sharded) -> np.ndarray:

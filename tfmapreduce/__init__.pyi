@@ -51,6 +51,7 @@ from ._kinds.map_api import filter as filter
 from ._kinds.map_api import map as map
 from ._kinds.mapreduce import MapReduce as MapReduce
 from ._kinds.predict import predict as predict
+from ._kinds.predict import release as release
 from ._kinds.shuffle.plan import KeyedPlan as KeyedPlan
 from ._kinds.shuffle.result import KeyedResult as KeyedResult
 from ._kinds.shuffle.sharded import KeyedSharded as KeyedSharded

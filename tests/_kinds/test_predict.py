@@ -146,14 +146,34 @@ def test_predict_checks_its_arguments(cluster: tmr.LocalCluster) -> None:
 
 
 def test_release_frees_the_copies_and_a_later_run_places_them_again(cluster: tmr.LocalCluster) -> None:
-    from tfmapreduce._io.models import release
-
     model, x = _dense(), _rows(200)
     tmr.predict(model, x, cluster=cluster)
-    assert release(cluster, model) == len(model.weights) * len({d for d in cluster.devices if "CPU" in d})
+    assert tmr.release(model, cluster=cluster) == len(model.weights) * len({d for d in cluster.devices if "CPU" in d})
+    assert tmr.release(model, cluster=cluster) == 0  # nothing left to free
     got, stats = _run(lambda v, **o: tmr.predict(model, v, **o), x, cluster)
     assert stats.weight_bytes > 0
     np.testing.assert_allclose(got, model.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="cluster must be the tmr"):
+        tmr.release(model, cluster="local")
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        tmr.release("model", cluster=cluster)
+
+
+def test_variables_over_a_hosts_memory_are_refused_before_a_byte_is_sent(cluster: tmr.LocalCluster) -> None:
+    from tfmapreduce._io.models import COPIES, place
+    from tfmapreduce._ops.models import Use, name_of
+
+    big, small = tf.Variable(np.zeros(1000, np.float32)), tf.Variable(np.zeros(10, np.float32))
+    devices = [d for d in cluster.devices if "CPU" in d]
+    uses = [Use(big, devices[-1], name_of(big)), Use(small, devices[0], name_of(small))]
+    sent = cluster.state(COPIES).sent
+    with pytest.raises(tmr.PlacementError, match=r"4000 bytes on .*task:1.*against 1000 bytes.*nothing was sent") as e:
+        place(cluster, uses, 10.0, limit=1000)  # the knob the check's budget honours; by default the host's memory
+    assert devices[-1] in str(e.value)
+    assert cluster.state(COPIES).sent == sent  # nothing sent, not even the small copy that fits
+    assert not {name_of(big), name_of(small)} & {name for name, _ in cluster.state(COPIES).digests}
+    assert place(cluster, uses, 10.0) == 4040  # within the hosts' available memory: placed
+    assert tmr.release(big, cluster=cluster) == tmr.release(small, cluster=cluster) == 1
 
 
 def test_on_a_gpu_one_copy_per_gpu_and_the_same_predictions() -> None:

@@ -21,7 +21,7 @@ PUBLIC = {
     # data in files, read on the workers
     "Files", "read_npy", "read_text", "read_csv", "read_tfrecord", "read_raw", "read_dataset", "Pipeline",
     # map-only jobs and their outputs
-    "map", "filter", "predict", "write_npy", "write_text", "write_csv", "write_tfrecord", "Written",
+    "map", "filter", "predict", "release", "write_npy", "write_text", "write_csv", "write_tfrecord", "Written",
     # recipes (and the namespace of the model recipes)
     "recipes", "count", "max", "mean", "min", "std", "sum", "var", "variance", "weighted_mean",
     # keyed jobs

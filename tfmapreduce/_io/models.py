@@ -24,9 +24,11 @@ import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import TfMapReduceError
+from .._base.errors import PlacementError, TfMapReduceError
 from .._base.state import ClusterVar
+from .._base.task import Task
 from .._cluster.cluster import Cluster
+from .._ops.budget import available_memory
 from .._ops.models import CONTAINER, Use, name_of
 
 
@@ -63,9 +65,14 @@ def _read(variable: tf.Variable) -> np.ndarray[Any, Any]:
         return np.asarray(variable.numpy())
 
 
-def place(cluster: Cluster, uses: Sequence[Use], timeout: float) -> int:
+def place(cluster: Cluster, uses: Sequence[Use], timeout: float, *, limit: int | None = None) -> int:
     """Copy each used variable to its device where the device does not hold its current value: the bytes sent (0 when
-    every device holds them all)."""
+    every device holds them all).
+
+    Raises:
+        PlacementError: the copies to send to a task's devices exceed what its host can hold (``limit`` bytes, None:
+            its available memory), before any is sent (:func:`check_memory`).
+    """
     if not uses:
         return 0
     state = cluster.state(COPIES)
@@ -83,6 +90,7 @@ def place(cluster: Cluster, uses: Sequence[Use], timeout: float) -> int:
         gone = [(name, device) for name, device in state.digests if state.variables[name]() is None]
         if not send and not gone:
             return 0
+        check_memory(cluster, [(u.device, values[u.name].nbytes) for u in send], timeout, limit)
         graph = tf.Graph()
         feed: dict[Any, Any] = {}
         ops = []
@@ -105,6 +113,45 @@ def place(cluster: Cluster, uses: Sequence[Use], timeout: float) -> int:
         sent = sum(values[u.name].nbytes for u in send)
         state.sent += sent
         return sent
+
+
+def check_memory(cluster: Cluster, copies: Sequence[tuple[str, int]], timeout: float, limit: int | None = None) -> None:
+    """Refuse copies (device, bytes) that their task's host cannot hold: over ``limit`` bytes a task, or (None) over
+        the memory its host has available (``MemAvailable``, asked of each task in one run; it counts the copies already
+        there).  A copy for a GPU is counted against its host's memory (it is received there first); the GPU's own memory
+    is not asked.
+
+        Raises:
+            PlacementError: naming each device of the first task over its memory, the bytes and the fix.
+    """
+    per_task: dict[Task, dict[str, int]] = {}
+    for device, size in copies:
+        on = per_task.setdefault(Device.parse(device).task, {})
+        on[device] = on.get(device, 0) + size
+    tasks = sorted(per_task)
+    if limit is not None:
+        available = [limit] * len(tasks)
+    else:
+        graph = tf.Graph()
+        with graph.as_default():
+            fetches = []
+            for task in tasks:
+                with tf.device(f"{task}/device:CPU:0"):
+                    fetches.append(available_memory())
+        try:
+            available = [int(a) for a in cluster.run(graph, fetches, {}, tasks=tasks, timeout=timeout)]
+        finally:
+            cluster.forget(graph)
+    for task, free in zip(tasks, available, strict=True):
+        total = sum(per_task[task].values())
+        if total > free:
+            each = ", ".join(f"{size} bytes on {device}" for device, size in sorted(per_task[task].items()))
+            where = f"max {limit} bytes a task" if limit is not None else "its host's available memory"
+            raise PlacementError(
+                f"the model's variables do not fit the memory of {task}: {each} ({total} bytes in all) against {free} "
+                f"bytes ({where}); nothing was sent. Run on fewer devices of that task or on a host with more memory "
+                f"(devices=[...]), free other models' copies (tmr.release(cluster=...)), or use a smaller model"
+            )
 
 
 def lost(cluster: Cluster, uses: Sequence[Use], timeout: float) -> bool:

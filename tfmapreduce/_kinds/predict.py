@@ -14,7 +14,9 @@ import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
+from .._cluster.cluster import Cluster
 from .._engine import driver as _engine
+from .._io import models as _models
 from .._io.files.files import Files
 from .._io.resident import Sharded, _arrays, delete_all
 from .._options import Options, RunOptions
@@ -81,6 +83,8 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
     Raises:
         TypeError: ``model`` is not callable; over a table, a named input has no column or its column has nulls.
         MapFunctionError: the model does not take the rows (its message names the shapes), or it assigns a variable.
+        PlacementError: the model's copies for a task's devices exceed its host's available memory (named; nothing
+            was sent).
 
     Examples:
         >>> import keras
@@ -109,6 +113,35 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
         return _gathered(kept)
     finally:
         delete_all(_arrays(kept))
+
+
+def release(model: Any = None, /, *, cluster: Cluster) -> int:
+    """Free the copies of ``model``'s variables that ``cluster``'s devices keep (None: of every model): how many copies
+    were freed.  A later run with the model sends its variables again.
+
+    A model's copies otherwise stay until the cluster closes, or until the model is garbage collected on the client.
+
+    Args:
+        model: a Keras model or layer, a ``tf.Module`` (a SavedModel loaded with ``tf.saved_model.load``) or a
+            ``tf.Variable``; None frees every model's copies.
+        cluster: the cluster whose devices hold the copies.
+
+    Raises:
+        TypeError: ``model`` holds no variables, or ``cluster`` is not a ``tmr.Cluster``.
+
+    Examples:
+        >>> import keras
+        >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        >>> _ = tmr.predict(model, np.ones((4, 3), np.float32), cluster=cluster, sizes=[4])
+        >>> tmr.release(model, cluster=cluster)  # its kernel and bias, on the one device that mapped the shard
+        2
+    """
+    if not isinstance(cluster, Cluster):
+        raise TypeError(
+            f"cluster must be the tmr.Cluster whose devices hold the model's copies (cluster=...), "
+            f"got {type(cluster).__name__} {cluster!r}"
+        )
+    return _models.release(cluster, model)
 
 
 def _named_inputs(model: Any, table: Any) -> Any:
