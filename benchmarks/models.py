@@ -22,12 +22,14 @@ import argparse
 import sys
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import tensorflow as tf
 
 import tfmapreduce as tmr
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 from ._registry import Size, benchmark
 from ._timing import repeat
@@ -67,6 +69,8 @@ def _stats(f: Callable[[], Any]) -> tuple[Any, tmr.RunStats]:
 
 def _loops(model: Any, x: np.ndarray, batch: int) -> dict[str, Callable[[], Any]]:
     """``model.predict`` and the two hand-written loops of one process."""
+    import tensorflow as tf  # here, not at the top: --help answers before TensorFlow loads
+
     forward = tf.function(lambda b: model(b))
     batches = tf.data.Dataset.from_tensor_slices(x).batch(batch).prefetch(tf.data.AUTOTUNE)
 
@@ -140,6 +144,8 @@ def run(args: argparse.Namespace) -> None:
     weights = [w.numpy() for w in mlp.weights]  # kernel1, bias1, kernel2, bias2
 
     def by_hand(rows: tf.Tensor, w1: tf.Tensor, b1: tf.Tensor, w2: tf.Tensor, b2: tf.Tensor) -> tf.Tensor:
+        import tensorflow as tf
+
         return tf.nn.relu(rows @ w1 + b1) @ w2 + b2
 
     def workarounds(c: tmr.Cluster) -> dict[str, Callable[[], Any]]:

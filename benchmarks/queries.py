@@ -20,7 +20,6 @@ import sys
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 import tfmapreduce as tmr
 from tfmapreduce import col
@@ -30,6 +29,8 @@ from ._table import Rows
 
 
 def _eager(t: tmr.Table, lo: float, cluster: tmr.LocalCluster) -> tmr.Table:
+    import tensorflow as tf  # here, not at the top: --help answers before TensorFlow loads
+
     kept = t.filter(lambda r: (r["price"] > lo) & (r["qty"] < 40), cluster=cluster)
     priced = kept.with_columns(lambda r: {"revenue": r["price"] * tf.cast(r["qty"], tf.float64)}, cluster=cluster)
     return priced.select(["part", "revenue"]).group_by("part").agg(total=("revenue", "sum"), cluster=cluster)
