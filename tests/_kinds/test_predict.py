@@ -177,14 +177,21 @@ def test_variables_over_a_hosts_memory_are_refused_before_a_byte_is_sent(cluster
 
 
 def test_on_a_gpu_one_copy_per_gpu_and_the_same_predictions() -> None:
+    """No devices=: the shards go to the GPUs where the cluster has any (``_base/place.default_devices``)."""
     if not tf.config.list_physical_devices("GPU"):
         pytest.skip("no GPU is visible to this process: the models' GPU placement is checked where one is")
     model, x = _dense(), _rows(1000)
     with tmr.LocalCluster(workers=1) as local:
-        gpus = [d for d in local.devices if "GPU" in d]
-        got, stats = _run(lambda v, **o: tmr.predict(model, v, **o), x, local, devices=gpus)
-        assert {s.device for s in stats.shards} <= set(gpus)
-        assert stats.weight_bytes == sum(w.numpy().nbytes for w in model.weights) * len({s.device for s in stats.shards})
+        gpus = sorted(d for d in local.devices if "/device:GPU:" in d)
+        got, stats = _run(lambda v, **o: tmr.predict(model, v, **o), x, local)
+        assert sorted(s.device for s in stats.shards) == gpus  # by default one shard on each GPU, none on the CPU
+        assert stats.weight_bytes == sum(w.numpy().nbytes for w in model.weights) * len(gpus)  # one copy per GPU
+        again, stats = _run(lambda v, **o: tmr.predict(model, v, **o), x, local)
+        assert stats.weight_bytes == 0
+        cpu = [d for d in local.devices if "/device:CPU:" in d]
+        on_cpu = tmr.predict(model, x, cluster=local, devices=cpu)
+    np.testing.assert_allclose(again, got, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got, on_cpu, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got, model.predict(x, verbose=0), rtol=1e-4, atol=1e-5)
 
 
