@@ -13,12 +13,16 @@ its first and on a later run:
   of 10): ``model.predict``, the ``tf.data`` loop, and ``tmr.predict`` over the array and over 4 ``.npy`` files
   (``--image-batch`` rows at once).
 
-Every result is checked against ``model.predict``.  Ray Data is not measured (not installed where this ran).
+Both models also run through Ray Data (where ``ray[data]`` is installed): ``map_batches`` with a pool of 2 actors
+(1 CPU each, Ray started with 2 CPUs), each building the model once and calling it on its batches, over the array in
+4 blocks (``ray.data.from_numpy``), its order kept.  Every result is checked against ``model.predict``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
 import tempfile
 from collections.abc import Callable
@@ -59,6 +63,43 @@ def _cnn() -> Any:
             layers.Dense(10),
         ]
     )
+
+
+class _Predictor:
+    """A Ray Data actor: the model built once (``build``, then ``weights``), called on each batch of ``data``."""
+
+    def __init__(self, build: Callable[[], Any], weights: list[np.ndarray]) -> None:
+        import tensorflow as tf
+
+        model = build()
+        model.set_weights(weights)
+        self.forward = tf.function(lambda b: model(b), reduce_retracing=True)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"out": self.forward(batch["data"]).numpy()}
+
+
+def _ray_data(build: Callable[[], Any], model: Any, x: np.ndarray, batch: int) -> dict[str, Callable[[], Any]]:
+    """Ray Data ``map_batches`` with a pool of 2 actors, where Ray is installed (Ray already started)."""
+    import ray
+
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no lines about each execution among the tables
+    ray.data.DataContext.get_current().execution_options.preserve_order = True
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    weights = model.get_weights()
+
+    def run() -> np.ndarray:
+        ds = ray.data.from_numpy(np.array_split(x, 4)).map_batches(
+            _Predictor,
+            fn_constructor_kwargs={"build": build, "weights": weights},
+            batch_size=batch,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=2),
+            num_cpus=1,
+        )
+        return np.concatenate([b["out"] for b in ds.iter_batches(batch_size=None, batch_format="numpy")])
+
+    return {"Ray Data map_batches, 2 actors (model built once each), 2 CPUs": run}
 
 
 def _stats(f: Callable[[], Any]) -> tuple[Any, tmr.RunStats]:
@@ -158,13 +199,36 @@ def run(args: argparse.Namespace) -> None:
         }
 
     images = np.random.default_rng(1).random((int(args.images), 32, 32, 3), dtype=np.float32)
-    with tmr.LocalCluster(2) as c:
-        with tempfile.TemporaryDirectory() as folder:
-            _measure("MLP Dense(64, relu) -> Dense(1) over 16 float32", mlp, x, batch, r, c, folder, workarounds)
-        with tempfile.TemporaryDirectory() as folder:
-            _measure("CNN, 3 conv layers, over 32x32x3 float32 images", _cnn(), images, int(args.image_batch), r, c, folder)
+    cnn, image_batch = _cnn(), int(args.image_batch)
+    with contextlib.ExitStack() as stack:
+        ray = _start_ray(stack)
+        with tmr.LocalCluster(2) as c:
+
+            def mlp_cases(c: tmr.Cluster) -> dict[str, Callable[[], Any]]:
+                return {**workarounds(c), **(_ray_data(_dense, mlp, x, batch) if ray else {})}
+
+            def cnn_cases(c: tmr.Cluster) -> dict[str, Callable[[], Any]]:
+                return _ray_data(_cnn, cnn, images, image_batch) if ray else {}
+
+            with tempfile.TemporaryDirectory() as folder:
+                _measure("MLP Dense(64, relu) -> Dense(1) over 16 float32", mlp, x, batch, r, c, folder, mlp_cases)
+            with tempfile.TemporaryDirectory() as folder:
+                _measure("CNN, 3 conv layers, over 32x32x3 float32 images", cnn, images, image_batch, r, c, folder, cnn_cases)
     print(f"broadcast= feeds all {sum(w.nbytes for w in weights)} bytes of the MLP's weights with every run")
-    print("Ray Data not measured: not installed in this environment")
+    if not ray:
+        print("Ray Data not measured: ray[data] is not installed in this environment")
+
+
+def _start_ray(stack: contextlib.ExitStack) -> bool:
+    """Start Ray with 2 CPUs for the Ray Data peer (stopped with ``stack``): False where Ray is not installed."""
+    try:
+        import ray.data  # noqa: F401
+    except ImportError:
+        return False
+    from ._peers import Ray
+
+    stack.enter_context(Ray.start(2))
+    return True
 
 
 def _gathered(kept: tmr.Sharded) -> np.ndarray:
