@@ -6,7 +6,8 @@ A fifth worker runs beside the client (same namespaces) for the mixed cluster.  
 (``devices=``) and must equal the single-process references; shipped input must go through gRPC (``feed``) to the
 machines and through shared memory to the worker beside the client; a machine's cable pulled mid-run must end in
 the right answer from the survivors or a named error by the deadline; a killed machine restarted on its address
-must rejoin.  Skipped, with the reason, where the OS refuses namespaces.
+must rejoin; a Keras model predicts over files on the machines' own disks, each machine writing its predictions
+there, with the weights sent once a machine.  Skipped, with the reason, where the OS refuses namespaces.
 """
 
 from __future__ import annotations
