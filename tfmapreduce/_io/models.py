@@ -4,11 +4,13 @@ kept there for later runs, and sent again only when its value changed.
 A program records the variables its map functions read and on which devices (``_ops.models.Use``).  Before each
 of its runs, :func:`place` reads every such variable on the client and takes a digest of its bytes (BLAKE2b, at
 memory speed); a (variable, device) pair whose digest differs from the one last placed there on this cluster (or
-was never placed) is sent, in one run that assigns every such copy.  The copies live in resource variables in the
-client's container (``_ops.models.CONTAINER``) on each device, like resident data; they are freed with a
-``LocalCluster`` (its workers stop), by :func:`release` (one model's, or all), and a variable's copies once the
-variable itself is gone (at the cluster's next placement; the programs a cluster keeps hold their map functions,
-and so the models they call, until they leave its cache).
+was never placed) is sent, in one run that assigns every such copy, once :func:`check_memory` found room for them
+on each task's host and in each GPU's own memory.  The copies live in resource variables in the client's container
+(``_ops.models.CONTAINER``) on each device, like resident data; they are freed as the cluster closes (a
+``LocalCluster``'s stop with its workers; a client of workers it did not start frees them: :meth:`Copies.close`),
+by :func:`release` (one model's, or all), and a variable's copies once the variable itself is gone (at the
+cluster's next placement; the programs a cluster keeps hold their map functions, and so the models they call, until
+they leave its cache).
 """
 
 from __future__ import annotations
