@@ -9,7 +9,11 @@ first machines (resident: only the job's own shuffle crosses the links), checks 
 - ``word_count``: ``tmr.recipes.word_count`` of ``--tokens`` Zipf words (8 a line) over a vocabulary of tokens/40;
 - ``mean_by_key``: ``tmr.mean_by_key`` of ``--rows`` float32 values over ``--keys`` int64 keys;
 - ``sort``: ``tmr.sort`` of ``--sort-rows`` int64 (kept resident, range-partitioned);
-- ``join``: ``tmr.join(strategy="hash", resident=True)`` of ``--join-left`` rows against ``--join-right`` unique keys.
+- ``join``: ``tmr.join(strategy="hash", resident=True)`` of ``--join-left`` rows against ``--join-right`` unique keys;
+- ``predict``: ``tmr.predict`` of the models guide's Keras model, Dense(64, relu) → Dense(1), over ``--predict-rows``
+  × 16 float32 in ``.npy`` files on the machines' own disks (one a machine, written there with ``shared=False``), the
+  predictions kept resident and written as one part a machine (``write_npy(shared=False)``); the weights go to each
+  machine on the checked warm-up run, none on the timed ones (``weight bytes`` says so).
 
 Per run: the wall time, the bytes through each machine's link (the kernel's counters of its veth, both ways), and
 ``wire`` = the busiest direction of the busiest link ÷ the link rate ÷ the wall time: the share of the run a link
@@ -38,8 +42,8 @@ import numpy as np
 from ._registry import PLOT, Size, benchmark, flag
 
 ROOT = Path(__file__).resolve().parent.parent
-JOBS = ("word_count", "mean_by_key", "sort", "join")
-ISSUE_SIZES = {"word_count": 16e6, "mean_by_key": 2e7, "sort": 2e7, "join": 1.1e7}
+JOBS = ("word_count", "mean_by_key", "sort", "join", "predict")
+ISSUE_SIZES = {"word_count": 16e6, "mean_by_key": 2e7, "sort": 2e7, "join": 1.1e7, "predict": 1e6}
 """The sizes the rehearsal's issue names (tokens, rows, int64, left + right rows), for the model's predictions."""
 
 
@@ -74,6 +78,16 @@ class Inputs:
         elif job == "sort":
             self.host = (rng.integers(-(2**62), 2**62, int(args.sort_rows), dtype=np.int64),)
             self.rows = int(args.sort_rows)
+        elif job == "predict":
+            import keras
+
+            keras.utils.set_random_seed(0)
+            layers = [keras.Input((16,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)]
+            self.model = keras.Sequential(layers)
+            self.host = (rng.random((int(args.predict_rows), 16), dtype=np.float32),)
+            self.rows = int(args.predict_rows)
+            self.folder = f"/tmp/tmr-bench-predict-{os.getpid()}"  # on each machine's own /tmp (removed with the rack)
+            self.written = 0
         else:
             left, right = int(args.join_left), int(args.join_right)
             keys = rng.permutation(right).astype(np.int64)
@@ -89,10 +103,18 @@ class Inputs:
         """The job's inputs where its run reads them: scattered onto ``devices``, or files the workers read."""
         if self.job == "word_count":
             return [tmr.read_text(self.paths)]
+        if self.job == "predict":  # one .npy file on each machine's own disk
+            self.tmr, self.cluster, self.timeout = tmr, cluster, timeout
+            written = tmr.write_npy(self.host[0], self._next(), shared=False, cluster=cluster, devices=devices, timeout=timeout)
+            return [tmr.read_npy(written)]
         return [tmr.scatter(a, cluster=cluster, devices=devices, timeout=timeout) for a in self.host]
 
+    def _next(self) -> str:
+        self.written += 1
+        return f"{self.folder}/{self.written}"
+
     def close(self) -> None:
-        if self.folder is not None:
+        if self.folder is not None and self.job != "predict":
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def run(self, resident: list[Any], tmr: Any, cluster: Any, devices: list[str], timeout: float) -> tuple[Any, Any]:
@@ -104,6 +126,11 @@ class Inputs:
             return tmr.mean_by_key(resident[0], resident[1], **options)
         if self.job == "sort":
             return tmr.sort(resident[0], **options)
+        if self.job == "predict":  # predictions made on each machine and written there
+            with tmr.stats() as s:
+                kept = tmr.predict(self.model, resident[0], cluster=cluster, timeout=timeout, resident=True)
+            with kept:
+                return tmr.write_npy(kept, self._next(), shared=False, cluster=cluster, timeout=timeout), s.last
         return tmr.join((resident[0], resident[1]), (resident[2], resident[3]), strategy="hash", resident=True, **options)
 
     def check(self, result: Any) -> None:
@@ -120,6 +147,11 @@ class Inputs:
             np.testing.assert_allclose(result.values, sums[present] / counts[present], rtol=1e-5)
         elif self.job == "sort":
             np.testing.assert_array_equal(result.gather(), np.sort(self.host[0]))
+        elif self.job == "predict":  # read back where each machine wrote its part
+            assert len(result.by_task()) == len(result.parts), result.by_task()
+            with self.tmr.read_npy(result).persist(cluster=self.cluster, timeout=self.timeout) as back:
+                want = self.model.predict(self.host[0], verbose=0, batch_size=65536)
+                np.testing.assert_allclose(back.gather(), want, rtol=1e-5, atol=1e-6)
         else:
             gathered = result.gather()  # every left key has its one match on the right
             assert len(gathered) == len(self.host[0]), (len(gathered), len(self.host[0]))
@@ -180,10 +212,10 @@ def _measure(
                 for job, data in inputs.items():
                     resident = data.place(tmr, cluster, devices, args.timeout)
                     try:
-                        result, _ = data.run(resident, tmr, cluster, devices, args.timeout)  # warm-up: compiled, checked
+                        result, first = data.run(resident, tmr, cluster, devices, args.timeout)  # warm-up: compiled, checked
                         data.check(result)
                         data.free(result)
-                        walls, moved, shipped = [], [], []
+                        walls, moved, shipped, weights = [], [], [], [first.weight_bytes]
                         for _ in range(args.repeats):
                             before = _traffic(rack, tasks)
                             began = time.monotonic()
@@ -193,15 +225,18 @@ def _measure(
                             data.free(result)
                             moved.append([(a[0] - b[0], a[1] - b[1]) for a, b in zip(after, before, strict=True)])
                             shipped.append(stats.bytes_sent)
+                            weights.append(stats.weight_bytes)
                     finally:
                         for r in resident:
                             data.free(r)
                     run = _summary(job, k, rate, data.rows, walls, moved, shipped)
+                    run["weight_bytes"] = weights  # model variables sent: the warm-up run's, then each timed run's
                     results["runs"].append(run)
                     print(
                         f"  {job:<12} {k} machines {rate / 1e9:g} Gbit/s: {run['wall']:.3f} s "
                         f"[{run['wall_min']:.3f}-{run['wall_max']:.3f}], {run['bytes_per_machine'] / 1e6:.1f} MB per machine "
-                        f"(busiest direction {run['busiest'] / 1e6:.1f} MB), wire {run['wire']:.0%}",
+                        f"(busiest direction {run['busiest'] / 1e6:.1f} MB), wire {run['wire']:.0%}"
+                        + (f", weight bytes {weights}" if any(weights) else ""),
                         flush=True,
                     )
     results["meta"]["seconds"] = time.monotonic() - started
@@ -374,6 +409,7 @@ def _jobs(text: str) -> list[str]:
         "sort_rows": Size(2e4, 2e6, "int64 to sort (the issue's: 2e7)"),
         "join_left": Size(2e4, 1e6, "the join's left rows (the issue's: 1e7)"),
         "join_right": Size(2e3, 1e5, "the join's right rows, unique keys (the issue's: 1e6)"),
+        "predict_rows": Size(2e4, 1e6, "rows × 16 float32 the Keras model predicts (the models issue's: 1e6)"),
         "repeats": Size(1, 2, "timed runs per point after one checked warm-up (median)"),
     },
     flags=(

@@ -6,12 +6,15 @@ A fifth worker runs beside the client (same namespaces) for the mixed cluster.  
 (``devices=``) and must equal the single-process references; shipped input must go through gRPC (``feed``) to the
 machines and through shared memory to the worker beside the client; a machine's cable pulled mid-run must end in
 the right answer from the survivors or a named error by the deadline; a killed machine restarted on its address
-must rejoin.  Skipped, with the reason, where the OS refuses namespaces.
+must rejoin; a Keras model predicts over files on the machines' own disks, each machine writing its predictions
+there, with the weights sent once a machine.  Skipped, with the reason, where the OS refuses namespaces.
 """
 
 from __future__ import annotations
 
 import collections
+import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -148,6 +151,35 @@ def test_shared_memory_is_chosen_beside_the_client_and_never_for_a_machine(
     assert 6 * shard <= moved[0] < 7 * shard, moved
     with pytest.raises(tmr.ClusterError, match=r"transfer='shm': task /job:local/task:1 at 10\.233\.\d+\.11:2222 cannot open"):
         job.run(x, cluster=cluster, devices=mixed, transfer="shm", timeout=TIMEOUT)
+
+
+def test_a_keras_model_predicts_over_npy_files_on_four_machines_each_writing_its_predictions(
+    rack: Rack, cluster: tmr.Cluster, machines: list[str]
+) -> None:
+    """The models guide's Dense model over `.npy` files on the machines' own disks; each machine writes its part."""
+    keras = pytest.importorskip("keras")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)])
+    x = np.random.default_rng(11).random((40_000, 16), dtype=np.float32)
+    want = model.predict(x, verbose=0)
+    folder = f"/tmp/tmr-machines-{secrets.token_hex(4)}"  # each machine's own /tmp: invisible to the client
+    rows = tmr.write_npy(x, f"{folder}/rows", shared=False, cluster=cluster, devices=machines, timeout=TIMEOUT)
+    tasks = sorted(str(tmr.Task("local", m.task)) for m in rack.remote)
+    assert sorted(rows.by_task()) == tasks
+    assert not os.path.exists(f"{folder}/rows")
+    weights = sum(w.numpy().nbytes for w in model.weights)
+    for run in range(2):
+        with tmr.stats() as s:
+            kept = tmr.predict(model, tmr.read_npy(rows), cluster=cluster, batch_rows=4096, resident=True, timeout=TIMEOUT)
+        with kept:
+            assert sorted(sh.device for sh in s.last.shards) == sorted(machines)  # each machine predicts its own file
+            assert s.last.weight_bytes == (weights * len(machines) if run == 0 else 0)  # once to each machine, then none
+            written = tmr.write_npy(kept, f"{folder}/predictions{run}", shared=False, cluster=cluster, timeout=TIMEOUT)
+        assert sorted(written.by_task()) == tasks  # one part on each machine, committed there
+        assert not os.path.exists(f"{folder}/predictions{run}")
+        with tmr.read_npy(written).persist(cluster=cluster, timeout=TIMEOUT) as back:  # read where they were written
+            np.testing.assert_allclose(back.gather(timeout=TIMEOUT), want, rtol=1e-5, atol=1e-6)
+    assert tmr.release(model, cluster=cluster) == len(model.weights) * len(machines)
 
 
 def _cut_while(run: Callable[[], Any], rack: Rack, task: int, after: float) -> tuple[Any, BaseException | None, float]:

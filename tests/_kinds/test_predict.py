@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from ports import free_ports
 
 import tfmapreduce as tmr
 
@@ -230,3 +240,102 @@ def test_predictions_over_a_table_take_the_models_named_inputs_from_its_columns(
         tmr.predict(model, tmr.table({"a": ta}), cluster=cluster)
     with pytest.raises(TypeError, match="'a' has nulls"):
         tmr.predict(model, tmr.table({"a": np.ma.MaskedArray(ta, mask=ta > 5), "b": tb}), cluster=cluster)
+
+
+def test_a_gpu_whose_memory_cannot_hold_the_copies_is_refused_naming_it(cluster: tmr.LocalCluster) -> None:
+    """The decision over the devices as a task describes them: the real CPUs of the test cluster's task 1 and a GPU
+    beside them (none is visible here); only a GPU's own limit is checked (a CPU's is nominal: its host's counts)."""
+    from tfmapreduce._cluster.probe import device_attributes
+    from tfmapreduce._io.models import check_device_memory
+
+    task = tmr.Task("local", 1)
+    described = device_attributes(cluster.address(task), task, 10.0)
+    cpus = [d for d in described if d.device_type == "CPU"]
+    assert [d.name for d in described] == [d for d in cluster.devices if "/task:1/" in d]
+    assert cpus
+    assert all(d.memory_limit_bytes > 0 for d in cpus)
+    gpu = SimpleNamespace(name=cpus[0].name.replace("device:CPU:0", "device:GPU:0"), device_type="GPU", memory_limit_bytes=1000)
+    devices = [*described, gpu]
+    check_device_memory([(cpus[0].name, cpus[0].memory_limit_bytes + 1)], devices, {})  # not a CPU's nominal limit
+    check_device_memory([(gpu.name, 600)], devices, {gpu.name: 400})  # exactly full
+    check_device_memory([("/job:local/task:1/device:GPU:1", 10**9)], devices, {})  # a device not described: not asked
+    with pytest.raises(tmr.PlacementError) as error:
+        check_device_memory([(gpu.name, 500), ("/job:local/task:1/gpu:0", 100)], devices, {gpu.name: 401})
+    message = str(error.value)
+    assert f"memory of GPU {gpu.name}: 600 bytes to send and 401 bytes of copies it holds" in message
+    assert "against its memory limit of 1000 bytes; nothing was sent" in message
+    assert "devices=[...]" in message
+
+
+def test_on_a_gpu_copies_over_its_own_memory_are_refused_naming_it() -> None:
+    if not tf.config.list_physical_devices("GPU"):
+        pytest.skip("no GPU is visible to this process: a GPU's own memory is checked where one is")
+    from tfmapreduce._cluster.probe import device_attributes
+    from tfmapreduce._io.models import check_memory
+
+    with tmr.LocalCluster(workers=1) as local:
+        gpu = next(d for d in local.devices if "/device:GPU:" in d)
+        task = tmr.Task("local", 0)
+        memory = next(a.memory_limit_bytes for a in device_attributes(local.address(task), task, 10.0) if a.name == gpu)
+        with pytest.raises(tmr.PlacementError, match=f"memory of GPU {re.escape(gpu)}: {memory + 1} bytes to send"):
+            check_memory(local, [(gpu, memory + 1)], 10.0, limit=2**62)  # the host's check passes: the GPU's refuses
+        check_memory(local, [(gpu, 4096)], 10.0)
+
+
+WORKER = [sys.executable, "-m", "tfmapreduce", "worker"]
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[str]]]:
+    """The spec of two workers started as processes of their own (``tfmapreduce worker``): no client started them."""
+    spec = {"local": [f"localhost:{port}" for port in free_ports(2)]}
+    logs = tmp_path_factory.mktemp("running")
+    processes: list[subprocess.Popen] = []
+    try:
+        for task in range(2):
+            with (logs / f"task{task}.out").open("wb") as out:
+                argv = [*WORKER, "--cluster", json.dumps(spec), "--job", "local", "--task", str(task), "--allow-network"]
+                processes.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + 90
+        for task, process in enumerate(processes):
+            log = Path(logs / f"task{task}.out")
+            while " ready on " not in log.read_text():
+                assert process.poll() is None, f"worker {task} exited:\n{log.read_text()}"
+                assert time.monotonic() < deadline, f"worker {task} not ready after 90 s"
+                time.sleep(0.05)
+        yield spec
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=10)
+
+
+def _held(cluster: tmr.Cluster, copies: list[tuple[str, str]]) -> list[bool]:
+    """Whether each (name, device) copy of this process's container is on its device, asked of the devices."""
+    from tfmapreduce._io.models import _handle
+
+    graph = tf.Graph()
+    with graph.as_default():
+        flags = []
+        for name, device in copies:
+            with tf.device(device):
+                flags.append(tf.raw_ops.VarIsInitializedOp(resource=_handle(name, tf.float32)))
+    try:
+        return [bool(f) for f in cluster.run(graph, flags, {}, tasks=cluster.tasks, timeout=10)]
+    finally:
+        cluster.forget(graph)
+
+
+def test_closing_a_client_of_running_workers_frees_its_copies_there(running: dict[str, list[str]]) -> None:
+    from tfmapreduce._io.models import COPIES
+
+    model, x = _dense(), _rows(200)
+    with tmr.Cluster.from_spec(running) as client:
+        np.testing.assert_allclose(tmr.predict(model, x, cluster=client), model.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
+        copies = sorted(client.state(COPIES).digests)
+        assert len(copies) == len(model.weights) * len(client.devices)  # one of each variable on each worker
+        assert _held(client, copies) == [True] * len(copies)
+    assert tmr.release(model, cluster=client) == 0  # closed: nothing left to free
+    with tmr.Cluster.from_spec(running) as other:  # a later client of the same workers finds none of them
+        assert _held(other, copies) == [False] * len(copies)

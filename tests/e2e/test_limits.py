@@ -92,7 +92,7 @@ ABSENT = {
     "Workers that check who calls them": "a property of TensorFlow's servers (tests/_cluster/test_worker.py, tests/e2e/test_isolation.py)",
     "Machines with different TensorFlow releases": "refused by the version check (tests/_cluster/test_versions.py)",
     "Windows or macOS": "the platform the tests run on",
-    "More of models": "no GPU memory check or GPU default exists (tests/_kinds/test_predict.py checks the host memory and table refusals)",
+    "More of models": "no free-memory probe of a GPU exists (tests/_kinds/test_predict.py checks the memory limits and table refusals)",
 }
 """Rows that describe something absent rather than a call refused, and where it is checked instead."""
 

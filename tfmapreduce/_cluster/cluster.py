@@ -364,9 +364,12 @@ class Cluster:
         return [_closing.close_in_background(entry.session) for entry in entries]
 
     def close(self) -> None:
-        """Close every session this cluster opened, and its state (the programs compiled for it).  Safe to call twice."""
+        """Close its state (the programs compiled for it, the model copies it placed on workers it did not start),
+        then every session this cluster opened.  Safe to call twice."""
+        if not self._closed:
+            self._state.close()  # while runs still go: a slot's close may free what the workers hold for this client
         self._closed = True
-        self._state.close()
+        self._state.close()  # what a run made meanwhile
         closing = self.drop_sessions()
         deadline = time.monotonic() + 2.0  # let healthy sessions close before workers stop; the rest finish in the background
         for thread in closing:

@@ -7,6 +7,7 @@ import re
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import tensorflow as tf
 
@@ -53,6 +54,17 @@ def list_task_devices(address: str, task: Task, timeout: float, *, first: bool =
     Raises:
         WorkerTimeoutError / WorkerUnavailableError: the task does not answer in time.
     """
+    return [d.name for d in device_attributes(address, task, timeout, first=first)]
+
+
+def device_attributes(address: str, task: Task, timeout: float, *, first: bool = False) -> list[Any]:
+    """What ``task`` says of each of its devices: TensorFlow's ``DeviceAttributes`` (``name``, ``device_type``,
+    ``memory_limit_bytes``: what its allocator may hold), asked of that task itself (``first``: see
+    :func:`list_task_devices`).
+
+    Raises:
+        WorkerTimeoutError / WorkerUnavailableError: the task does not answer in time.
+    """
     prefix = f"/job:{task.job}/replica:0/task:{task.index}/"
     end = time.monotonic() + timeout
     check_listening({task: address}, timeout)
@@ -67,7 +79,7 @@ def list_task_devices(address: str, task: Task, timeout: float, *, first: bool =
     try:
         if graph is not None:
             session.run(noop)
-        return [d.name for d in session.list_devices() if d.name.startswith(prefix)]
+        return [d for d in session.list_devices() if d.name.startswith(prefix)]
     except tf.errors.DeadlineExceededError:
         raise WorkerTimeoutError(
             f"task {task} at {address} did not answer within {timeout:g} s: the worker is stopped, hung or "

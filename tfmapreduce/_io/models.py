@@ -4,11 +4,13 @@ kept there for later runs, and sent again only when its value changed.
 A program records the variables its map functions read and on which devices (``_ops.models.Use``).  Before each
 of its runs, :func:`place` reads every such variable on the client and takes a digest of its bytes (BLAKE2b, at
 memory speed); a (variable, device) pair whose digest differs from the one last placed there on this cluster (or
-was never placed) is sent, in one run that assigns every such copy.  The copies live in resource variables in the
-client's container (``_ops.models.CONTAINER``) on each device, like resident data; they are freed with a
-``LocalCluster`` (its workers stop), by :func:`release` (one model's, or all), and a variable's copies once the
-variable itself is gone (at the cluster's next placement; the programs a cluster keeps hold their map functions,
-and so the models they call, until they leave its cache).
+was never placed) is sent, in one run that assigns every such copy, once :func:`check_memory` found room for them
+on each task's host and in each GPU's own memory.  The copies live in resource variables in the client's container
+(``_ops.models.CONTAINER``) on each device, like resident data; they are freed as the cluster closes (a
+``LocalCluster``'s stop with its workers; a client of workers it did not start frees them: :meth:`Copies.close`),
+by :func:`release` (one model's, or all), and a variable's copies once the variable itself is gone (at the
+cluster's next placement; the programs a cluster keeps hold their map functions, and so the models they call, until
+they leave its cache).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -28,23 +30,41 @@ from .._base.errors import PlacementError, TfMapReduceError
 from .._base.state import ClusterVar
 from .._base.task import Task
 from .._cluster.cluster import Cluster
+from .._cluster.local import LocalCluster
+from .._cluster.probe import device_attributes
 from .._ops.budget import available_memory
 from .._ops.models import CONTAINER, Use, name_of
+
+CLOSE_TIMEOUT = 5.0
+"""Seconds a closing client of workers it did not start gives them to free its copies."""
 
 
 @attrs.define(eq=False)
 class Copies:
     """What a cluster's devices hold: each copy's digest by (variable name, device), and copies left to free."""
 
+    cluster: weakref.ref[Cluster] | None = None
+    """The cluster whose devices hold them (its close frees them: :meth:`close`)."""
     digests: dict[tuple[str, str], bytes] = attrs.field(factory=dict)
+    sizes: dict[str, int] = attrs.field(factory=dict)
+    """The bytes of each variable last placed (a device's copies count against its memory)."""
     variables: dict[str, weakref.ref[Any]] = attrs.field(factory=dict)
     """The variable each name copies (a dead reference: its copies are freed at the next placement)."""
     sent: int = 0
     """Bytes of variables sent to this cluster's devices so far."""
     lock: threading.Lock = attrs.field(factory=threading.Lock)
 
+    def close(self) -> None:
+        """Free the copies on workers the cluster did not start, as it closes (a ``LocalCluster``'s stop with its
+        workers); a task that does not answer within :data:`CLOSE_TIMEOUT` keeps them until its worker exits."""
+        cluster = self.cluster() if self.cluster is not None else None
+        if cluster is not None and not isinstance(cluster, LocalCluster) and not cluster.closed:
+            _free(cluster, self, None, CLOSE_TIMEOUT)
 
-COPIES: ClusterVar[Copies] = ClusterVar("model variables", lambda cluster: Copies())
+
+COPIES: ClusterVar[Copies] = ClusterVar(
+    "model variables", lambda cluster: Copies(weakref.ref(cluster)), close=lambda copies: copies.close()
+)
 
 
 def digest(value: np.ndarray[Any, Any]) -> bytes:
@@ -90,7 +110,12 @@ def place(cluster: Cluster, uses: Sequence[Use], timeout: float, *, limit: int |
         gone = [(name, device) for name, device in state.digests if state.variables[name]() is None]
         if not send and not gone:
             return 0
-        check_memory(cluster, [(u.device, values[u.name].nbytes) for u in send], timeout, limit)
+        replaced = {(u.name, u.device) for u in send}
+        held: dict[str, int] = {}
+        for name, device in state.digests:
+            if (name, device) not in replaced and state.variables[name]() is not None:
+                held[device] = held.get(device, 0) + state.sizes.get(name, 0)
+        check_memory(cluster, [(u.device, values[u.name].nbytes) for u in send], timeout, limit, held=held)
         graph = tf.Graph()
         feed: dict[Any, Any] = {}
         ops = []
@@ -110,19 +135,31 @@ def place(cluster: Cluster, uses: Sequence[Use], timeout: float, *, limit: int |
             del state.digests[(name, device)]
         for use in send:
             state.digests[(use.name, use.device)] = digests[use.name]
+            state.sizes[use.name] = values[use.name].nbytes
         sent = sum(values[u.name].nbytes for u in send)
         state.sent += sent
         return sent
 
 
-def check_memory(cluster: Cluster, copies: Sequence[tuple[str, int]], timeout: float, limit: int | None = None) -> None:
-    """Refuse copies (device, bytes) that their task's host cannot hold: over ``limit`` bytes a task, or (None) over
-        the memory its host has available (``MemAvailable``, asked of each task in one run; it counts the copies already
-        there).  A copy for a GPU is counted against its host's memory (it is received there first); the GPU's own memory
-    is not asked.
+def check_memory(
+    cluster: Cluster,
+    copies: Sequence[tuple[str, int]],
+    timeout: float,
+    limit: int | None = None,
+    *,
+    held: Mapping[str, int] | None = None,
+) -> None:
+    """Refuse copies (device, bytes) that their task's host or their GPU cannot hold.
 
-        Raises:
-            PlacementError: naming each device of the first task over its memory, the bytes and the fix.
+    A task's copies are counted against ``limit`` bytes, or (None) the memory its host has available
+    (``MemAvailable``, asked of each task in one run; it counts the copies already there); a copy for a GPU is
+    counted there too (it is received there first).  The copies for each GPU, with the bytes of this client's copies
+    it already ``held`` (by device name), are then counted against the GPU's own memory, as its task describes its
+    devices (:func:`check_device_memory`).
+
+    Raises:
+        PlacementError: naming each device of the first task over its host's memory, or the first GPU over its own,
+            the bytes and the fix.
     """
     per_task: dict[Task, dict[str, int]] = {}
     for device, size in copies:
@@ -151,6 +188,51 @@ def check_memory(cluster: Cluster, copies: Sequence[tuple[str, int]], timeout: f
                 f"the model's variables do not fit the memory of {task}: {each} ({total} bytes in all) against {free} "
                 f"bytes ({where}); nothing was sent. Run on fewer devices of that task or on a host with more memory "
                 f"(devices=[...]), free other models' copies (tmr.release(cluster=...)), or use a smaller model"
+            )
+    with_gpus = sorted({Device.parse(d).task for d, _ in copies if Device.parse(d).type == "GPU"})
+    if with_gpus:
+        described = [a for task in with_gpus for a in device_attributes(cluster.address(task), task, timeout)]
+        check_device_memory(copies, described, held or {})
+
+
+def check_device_memory(copies: Sequence[tuple[str, int]], devices: Iterable[Any], held: Mapping[str, int]) -> None:
+    """Refuse copies (device, bytes) that a GPU's own memory cannot hold: the copies for it and those it ``held``
+    already (bytes by device name) against its ``memory_limit_bytes``, what its allocator may hold.
+
+    ``devices`` describe the devices as TensorFlow's ``DeviceAttributes`` do (``name``, ``device_type``,
+    ``memory_limit_bytes``: what a session's ``list_devices()`` gives); only GPUs are checked (a CPU's limit is
+    nominal: its host's memory is what :func:`check_memory` asks).  Room for the activations is the model's to leave.
+
+    Raises:
+        PlacementError: naming the first GPU over its memory, the bytes and the fix.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> gpu = SimpleNamespace(name="/job:local/replica:0/task:0/device:GPU:0", device_type="GPU", memory_limit_bytes=100)
+        >>> check_device_memory([("/job:local/task:0/device:GPU:0", 60)], [gpu], {})  # fits
+        >>> try:
+        ...     check_device_memory([("/job:local/task:0/device:GPU:0", 60)], [gpu], {gpu.name: 50})
+        ... except PlacementError as e:
+        ...     print(str(e).split(" against ")[1].split(";")[0])
+        its memory limit of 100 bytes
+    """
+    bound: dict[Device, int] = {}
+    for device, size in copies:
+        bound[Device.parse(device)] = bound.get(Device.parse(device), 0) + size
+    holding: dict[Device, int] = {}
+    for device, size in held.items():
+        holding[Device.parse(device)] = holding.get(Device.parse(device), 0) + size
+    for described in devices:
+        gpu = Device.parse(described.name)
+        if described.device_type != "GPU" or gpu not in bound:
+            continue
+        sending, there, memory = bound[gpu], holding.get(gpu, 0), int(described.memory_limit_bytes)
+        if sending + there > memory:
+            raise PlacementError(
+                f"the model's variables do not fit the memory of GPU {gpu}: {sending} bytes to send and {there} bytes "
+                f"of copies it holds ({sending + there} bytes) against its memory limit of {memory} bytes; nothing was "
+                "sent. Place the shards on more GPUs or on the CPUs (devices=[...]), free other models' copies "
+                "(tmr.release(cluster=...)), or use a smaller model"
             )
 
 
@@ -212,7 +294,10 @@ def variables_of(model: Any) -> list[tf.Variable]:
 def release(cluster: Cluster, model: Any = None, *, timeout: float = 10.0) -> int:
     """Free the copies of ``model``'s variables (None: of every model) on ``cluster``'s devices: how many were freed.
     A later run places them again."""
-    state = cluster.state(COPIES)
+    return _free(cluster, cluster.state(COPIES), model, timeout)
+
+
+def _free(cluster: Cluster, state: Copies, model: Any, timeout: float) -> int:
     with state.lock:
         names = None if model is None else {name_of(v) for v in variables_of(model)}
         copies = [(n, d) for n, d in state.digests if names is None or n in names]

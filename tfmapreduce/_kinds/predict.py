@@ -83,8 +83,8 @@ def predict(model: Any, x: Any, /, *, resident: bool = False, **options: Unpack[
     Raises:
         TypeError: ``model`` is not callable; over a table, a named input has no column or its column has nulls.
         MapFunctionError: the model does not take the rows (its message names the shapes), or it assigns a variable.
-        PlacementError: the model's copies for a task's devices exceed its host's available memory (named; nothing
-            was sent).
+        PlacementError: the model's copies for a task's devices exceed its host's available memory, or those for a
+            GPU its memory limit (named; nothing was sent).
 
     Examples:
         >>> import keras
