@@ -16,8 +16,9 @@ from .._ops.combine import SUM, Combiner
 from .._ops.mapfn import callable_name
 from .._options import Options, RunOptions
 from .fuse import counts_words, fused
-from .grouped import Grouped
+from .grouped import Grouped, GroupOverBudget
 from .keyed import Keyed, check_keyed_combiner
+from .spilled_group import group_spilled, spillable
 from .whole import WholeInput
 
 R = TypeVar("R")
@@ -177,7 +178,12 @@ class MapReduce(Generic[R]):
         counter, x = fused(lambda: self._word_ones(broadcast), x, settings)  # the one place fusion is decided
         if counter is not None:
             kind = self._counted.setdefault(counter, Keyed(counter, SUM, self.name))
-        return _engine.run(kind, x, settings, broadcast, resident=resident)
+        try:
+            return _engine.run(kind, x, settings, broadcast, resident=resident)
+        except GroupOverBudget as refused:  # a reducer's share over its budget: through the workers' disks instead
+            if not (isinstance(kind, Grouped) and spillable(settings, resident)):
+                raise
+            return group_spilled(kind, x, settings, broadcast, refused)
 
     def _word_ones(self, broadcast: Sequence[Any]) -> tf.DType | None:
         """The dtype of the ones this job sums over the words of its lines, where it is a word count (``fuse``)."""

@@ -72,6 +72,16 @@ class RangeSorter(Protocol):
     def _sorted(self, columns: list[tf.Tensor], native: Any | None) -> list[tf.Tensor]: ...
 
 
+class Spilling(Protocol):
+    """A spilled run's plan as its removal sees it: the run's spill folder and the tasks that may hold it."""
+
+    @property
+    def folder(self) -> str: ...
+
+    @property
+    def tasks(self) -> tuple[Task, ...]: ...
+
+
 COPIES = 5
 """A bucket is held at most five times over on its reducer: the rows received, their order, the sorted copy, the
 encoded part and its file's bytes."""
@@ -287,7 +297,7 @@ class Spill(KindBase[SpillPlan]):
         )
 
 
-def remove_spill(plan: SpillPlan, native: Any | None, cluster: Any, timeout: float) -> None:
+def remove_spill(plan: Spilling, native: Any | None, cluster: Any, timeout: float) -> None:
     """The spill folder of ``plan``'s run removed on every task it used, one task at a time (a lost task does not keep
     the others' files), with ``native``'s ``TmrRemoveSpill`` (the kernels the run was built with; None, or kernels
     without the spill family: nothing was written); a task that does not answer is logged, not raised."""
