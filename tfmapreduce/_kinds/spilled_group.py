@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import ReducerMemoryError
+from .._base.errors import JobError, ReducerMemoryError
 from .._engine import driver as _engine
 from .._options import RunOptions
 from .grace import Graced, GracePlan, GraceSpill
@@ -75,6 +75,8 @@ def group_spilled(kind: Grouped, x: Any, settings: RunOptions, broadcast: Sequen
             info = info or built
             try:
                 value += call.cluster.run(graph, outputs, {}, tasks=list(graced.plan.tasks), timeout=settings.seconds())
+            except JobError as e:  # the group's own reading of it (fn's rows per key), as the in-memory run gives
+                raise (kind.failure(e, graced.plan.keyed) or e) from None
             finally:
                 call.cluster.forget(graph)
     finally:
@@ -129,16 +131,21 @@ def check_parts(kind: Grouped, graced: Graced, refused: GroupOverBudget, cluster
         key, rows = _largest_key(graced, b, cluster, timeout)
         total = int(graced.rows[:, b].sum())
         share = size * rows // max(1, total)
-        device = plan.keyed.reducers[b // plan.parts]
-        alone = share > plan.budget
+        r, limit = b // plan.parts, f"more than its budget of {plan.budget:,} bytes ({refused.overrun.limit})"
+        where = f"reducer {r} ({plan.keyed.reducers[r]})"
+        spilled = f"even spilled to disk in {plan.parts} sub-partitions per reducer"
+        if share > plan.budget:
+            others = f" ({size:,} with the other keys of its sub-partition)" if rows < total else ""
+            raise ReducerMemoryError(
+                f"{kind!r}: {where} would receive {rows:,} values of the key {key!r} alone, about {share:,} bytes of keys "
+                f"and values{others}, {limit}, {spilled}: a group reducer holds every value of a key at once; nothing was "
+                "reduced. Raise max_bytes= where the host has the memory, split the hot key (e.g. salt it and combine the "
+                "parts), or use a combiner recipe (sum/mean/min/max/variance_by_key) whose partials are one row per key"
+            )
         raise ReducerMemoryError(
-            f"{kind!r}: reducer {b // plan.parts} ({device}) would receive {rows:,} values of the key {key!r} "
-            f"{'alone' if alone else 'among others'}, about {share:,} bytes of keys and values ({size:,} with the other "
-            f"keys of its sub-partition), more than its budget of {plan.budget:,} bytes ({refused.overrun.limit}), even "
-            f"spilled to disk in {plan.parts} sub-partitions per reducer: a group reducer holds every value of a key at "
-            "once; nothing was reduced. Raise per_group(..., max_bytes=) where the host has the memory, split the hot "
-            "key (e.g. salt it and combine the parts), or use a combiner recipe (sum/mean/min/max/variance_by_key) "
-            "whose partials are one row per key"
+            f"{kind!r}: sub-partition {b} of {where} holds {size:,} bytes of keys and values, {limit}, {spilled}: its "
+            f"keys hashed unevenly (the largest, {key!r}, has {rows:,} values); nothing was reduced. Spread the keys over "
+            "more reducers (reducers=N), or raise max_bytes= where the host has the memory"
         )
 
 
