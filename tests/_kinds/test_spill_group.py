@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
+from tests._kinds.test_spill import _tmpfs
 from tfmapreduce._native.loader import has, kernels
 
 BUDGET = 200_000
@@ -126,3 +127,18 @@ def test_a_spilled_run_that_fails_in_a_round_leaves_no_spill(cluster: tmr.LocalC
     assert os.listdir(spill) == []
     small = job.run((keys[:1000], np.arange(1000)), reducers=2, cluster=cluster)  # under budget: in memory, as before
     assert small.to_dict() == {k: k for k in range(1000)}
+
+
+def test_a_full_spill_disk_names_the_task_and_the_folder_and_leaves_nothing(
+    cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = np.arange(200_000) % 5000  # 3.2 MB to spill on a 1 MiB disk
+    with _tmpfs(tmp_path / "small") as small:
+        monkeypatch.setattr(tempfile, "tempdir", str(small))
+        with pytest.raises(
+            tmr.OutputError,
+            match=r"task /job:local/task:\d could not write its spill files under .*small/tfmapreduce-spill-\w+ "
+            r"\(it is full\); it needs about [\d,]+ bytes there",
+        ):
+            tmr.median_by_key(keys, np.ones(keys.size), max_bytes=BUDGET, reducers=2, cluster=cluster, retries=0)
+        assert os.listdir(small) == []

@@ -174,7 +174,7 @@ class GraceSpill(KindBase[GracePlan]):
         folder = builder.per_run("spill")
         counts, first = [], mapped.first[1]
         for t, (task, parts) in enumerate(mapped.per_task.items()):
-            with tf.device(mapped.device[task]), tf.name_scope(f"grace_spill{t}"):
+            with tf.device(mapped.device[task]), tf.name_scope(f"grace_split{t}"):
                 keys, values = side.merge(parts)
                 ids = buckets(keys, plan.ranges)
                 pieces = [tf.dynamic_partition(x, ids, plan.ranges) for x in [keys, *tf.nest.flatten(values)]]
@@ -210,7 +210,7 @@ class GraceSpill(KindBase[GracePlan]):
         tasks = list(dict.fromkeys(s.task for s in plan.keyed.plan.shards if s.rows > 0))
         task = tasks[int(found.group(1))] if int(found.group(1)) < len(tasks) else Device.parse(plan.keyed.reducers[0]).task
         why = "it is full" if any(f in details for f in _FULL) else str(error).split(": ", 1)[-1]
-        need = math.ceil(plan.budget * plan.parts / MARGIN)
+        need = math.ceil(plan.budget * plan.parts / MARGIN) * len(plan.keyed.reducers) // max(1, len(tasks))
         return OutputError(
             f"{self.group!r}: task {task} could not write its spill files under {plan.folder} ({why}); it needs about "
             f"{need:,} bytes there for its share of each reducer's rows (plus what other jobs hold); the job's spill "
