@@ -1,10 +1,11 @@
-"""The spill run of a grace-hash group job: every (key, value) row written to its worker's disk, in sub-partitions.
+"""The spill run of a grace-hash group or keyed job: what its reducers receive written to its worker's disk, in sub-partitions.
 
-A group run (``grouped.Grouped``) whose reducer would receive more than its budget is run again through the spill
+A group run (``grouped.Grouped``) or a keyed combine with ``max_bytes`` (``keyed.Keyed``, whose per-key partials are
+what travels: external aggregation) whose reducer would receive more than its budget is run again through the spill
 folders (``spilled_group`` runs the rounds), in 1 + P distributed runs::
 
     run 1, the spill          each shard mapped as the group run maps it (``map_shards``: the rows, or a recipe's
-                              precombined rows), each task's rows merged, then split by the stable key hash into R × P
+                              precombined rows; a keyed job's per-key partials), each task's rows merged, then split by the stable key hash into R × P
                               sub-partitions (P per reducer, enough that one fits the budget ``MARGIN`` times over);
                               each piece's keys and value leaves written (``serialize_tensor``) to the spill folder on
                               the task's own disk: SPILL/tfmapreduce-spill-<job>/<attempt>/b<sub-partition>-t<task>-c<leaf>;
@@ -43,10 +44,11 @@ from .._io.source import Sources
 from .._native.loader import has
 from .._ops.grouping import nbytes
 from .._ops.per_key import buckets
-from .grouped import Grouped, GroupOverBudget, group_native, map_side
+from .grouped import Grouped, group_native, map_side
+from .keyed import Keyed
 from .shuffle.map_side import map_shards
 from .shuffle.plan import KeyedPlan
-from .spill import _FULL, PREFIX
+from .spill import _FULL, PREFIX, OverBudget
 
 MARGIN = 2
 """Sub-partitions are planned at half the budget, so one the hash fills unevenly still fits."""
@@ -117,10 +119,11 @@ class Graced:
 class GraceSpill(KindBase[GracePlan]):
     """The spill run of ``group`` (see the module) as the run driver sees it; keeps nothing of a run."""
 
-    group: Grouped
+    group: Grouped | Keyed
+    """The job: a group reducer's rows, or a keyed combine's per-key partials, are what spill."""
     root: str
     """Where each task makes the job's spill folder."""
-    refusal: GroupOverBudget
+    refusal: OverBudget
     """The in-memory run's refusal: what the sub-partitions are planned from, and what is raised where no spill can
     be made (kernels without the spill family)."""
 
@@ -166,10 +169,14 @@ class GraceSpill(KindBase[GracePlan]):
         group, keyed = self.group, plan.keyed
         if not has(call.native, "tmr_remove_spill"):
             raise self.refusal  # (no spill without the kernels that remove it)
-        native = group_native(keyed, call)
-        side = map_side(group.form, native)
+        if isinstance(group, Grouped):
+            native = group_native(keyed, call)
+            side = map_side(group.form, native)
+        else:
+            native = call.native
+            side = group.side(native)
         mapped = map_shards(group.map_fn, side, builder, keyed, call)
-        if group.form.sort_values:
+        if isinstance(group, Grouped) and group.form.sort_values:
             group._check_sortable(mapped.first)
         folder = builder.per_run("spill")
         counts, first = [], mapped.first[1]

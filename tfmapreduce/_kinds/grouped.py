@@ -26,11 +26,11 @@ import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, MapFunctionError, ReducerMemoryError
+from .._base.errors import JobError, MapFunctionError
 from .._engine.call import Call
 from .._engine.program import Builder, Program
 from .._io.strings import Encoding, decode_keys
-from .._ops.budget import Overrun, check_budget, over_budget
+from .._ops.budget import check_budget, over_budget
 from .._ops.combine import GroupForm
 from .._ops.grouping import SORTABLE, grouped, nbytes
 from .._ops.mapfn import callable_name, describe, first_line
@@ -39,6 +39,7 @@ from .shuffle.map_side import ByKey, MapSide, Part, map_shards, mismatch, split_
 from .shuffle.plan import KeyedPlan
 from .shuffle.result import rows, sorted_result
 from .shuffle.sharded import KeyedBuilt, keep, keep_fetch
+from .spill import OverBudget
 
 _TOO_BIG = "tfmapreduce: group partition too large"
 _ROWS = "tfmapreduce: group fn rows"
@@ -228,7 +229,7 @@ class Grouped(ByKey):
         text = f"{error}\n{error.details}"
         big = over_budget(error, _TOO_BIG, self.form.max_bytes)
         if big is not None:
-            return GroupOverBudget(
+            return OverBudget(
                 big,
                 f"reducer {big.part} ({big.device}) would receive {big.rows:,} values ({big.size:,} bytes of keys and "
                 f"values), more than its budget of {big.budget:,} bytes ({big.limit}); nothing was sent. Spread the keys over more reducers "
@@ -244,14 +245,6 @@ class Grouped(ByKey):
                 "fn must return one row per key (e.g. reduce the ragged values over axis=1, or return a RaggedTensor of one row per key)"
             )
         return None
-
-
-class GroupOverBudget(ReducerMemoryError):
-    """A group run's reducer over its budget, with the failed check's figures (what a spilled rerun plans from)."""
-
-    def __init__(self, overrun: Overrun, message: str) -> None:
-        super().__init__(message)
-        self.overrun = overrun
 
 
 def group_native(plan: KeyedPlan, call: Call) -> Any:

@@ -43,7 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, OutputError
+from .._base.errors import JobError, OutputError, ReducerMemoryError
 from .._base.log import ROOT
 from .._base.plan import Plan
 from .._base.task import Task
@@ -52,7 +52,7 @@ from .._engine.kind import KindBase
 from .._engine.program import Builder, Program
 from .._io.source import Sources
 from .._native.loader import has
-from .._ops.budget import MEMORY_SHARE
+from .._ops.budget import MEMORY_SHARE, Overrun
 from .ranges import range_ids
 from .shuffle.plan import resolve_reducers
 
@@ -80,6 +80,15 @@ class Spilling(Protocol):
 
     @property
     def tasks(self) -> tuple[Task, ...]: ...
+
+
+class OverBudget(ReducerMemoryError):
+    """A keyed or group run's reducer over its budget, with the failed check's figures (what a spilled rerun of a
+    group or keyed job plans its sub-partitions from: ``spilled_group``)."""
+
+    def __init__(self, overrun: Overrun, message: str) -> None:
+        super().__init__(message)
+        self.overrun = overrun
 
 
 COPIES = 5

@@ -1,7 +1,7 @@
 """A group run over its reducers' budget, spilled: the grace-hash spill (``grace.GraceSpill``), one distributed run per
 sub-partition round, and the spill folders removed whatever happens (see ``grace`` for the design).
 
-``MapReduce`` runs a group job in memory first; where a reducer's check refuses its share (``GroupOverBudget``, before
+``MapReduce`` runs a group job in memory first; where a reducer's check refuses its share (``OverBudget``, before
 any row travels), the job runs again through the workers' disks, with P sub-partitions per reducer planned from the
 refused share, and returns what the in-memory run would have.
 
@@ -23,11 +23,14 @@ import tensorflow as tf
 from .._base.device import Device
 from .._base.errors import JobError, ReducerMemoryError
 from .._engine import driver as _engine
+from .._ops.per_key import merge
 from .._options import RunOptions
 from .grace import Graced, GracePlan, GraceSpill
-from .grouped import GroupBuilt, Grouped, GroupOverBudget, group_native, group_result
+from .grouped import GroupBuilt, Grouped, group_native, group_result
+from .keyed import Keyed
+from .shuffle.result import concatenated, sorted_result
 from .shuffle.sharded import KeyedBuilt
-from .spill import log
+from .spill import OverBudget, log
 from .spilled_sort import SpillCall
 
 
@@ -36,7 +39,7 @@ def spillable(settings: RunOptions, resident: bool) -> bool:
     return not resident and settings.partitioner == "hash"
 
 
-def group_spilled(kind: Grouped, x: Any, settings: RunOptions, broadcast: Sequence[Any], refused: GroupOverBudget) -> Any:
+def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast: Sequence[Any], refused: OverBudget) -> Any:
     """Run ``kind`` over ``x`` through each worker's disk (see the module), after the in-memory run was ``refused``.
 
     Raises:
@@ -65,11 +68,13 @@ def group_spilled(kind: Grouped, x: Any, settings: RunOptions, broadcast: Sequen
         )
         value: list[tuple[Any, list[Any]]] = []
         info: GroupBuilt | None = None
-        native = group_native(graced.plan.keyed, call)
+        native = group_native(graced.plan.keyed, call) if isinstance(kind, Grouped) else call.native
         for j in range(graced.plan.parts):
             graph = tf.Graph()
             with graph.as_default():
-                outputs, built = reduce_round(kind, graced, j, native)
+                outputs, built = (
+                    reduce_round(kind, graced, j, native) if isinstance(kind, Grouped) else merge_round(kind, graced, j, native)
+                )
             if not outputs:
                 continue
             info = info or built
@@ -81,8 +86,12 @@ def group_spilled(kind: Grouped, x: Any, settings: RunOptions, broadcast: Sequen
                 call.cluster.forget(graph)
     finally:
         run.remove()
-    assert info is not None  # (a refused share has rows)
-    result = group_result(value, info, call.note[0], ordered=False)
+    if isinstance(kind, Grouped):
+        assert info is not None  # (a refused share has rows)
+        result = group_result(value, info, call.note[0], ordered=False)
+    else:
+        keys, per_key = concatenated(value)
+        result = sorted_result(keys, per_key, decode=call.note[0] if graced.key_dtype == tf.string else None)
     return (result, stats) if settings.return_stats else result
 
 
@@ -122,7 +131,26 @@ def reduce_round(kind: Grouped, graced: Graced, j: int, native: Any | None) -> t
     return outputs, built
 
 
-def check_parts(kind: Grouped, graced: Graced, refused: GroupOverBudget, cluster: Any, timeout: float) -> None:
+def merge_round(kind: Keyed, graced: Graced, j: int, native: Any | None) -> tuple[list[Any], None]:
+    """In the current graph, round ``j`` of a keyed job: each reducer r reads sub-partition r·P + j from every task's
+    disk, merges the tasks' per-key partials and finalizes them, as the in-memory run merges its share; the fetches."""
+    plan, form = graced.plan, kind.combiner.per_key
+    assert form is not None  # (a keyed job's combiner has its per-key form)
+    outputs: list[Any] = []
+    for r, device in enumerate(plan.keyed.reducers):
+        b = r * plan.parts + j
+        if not int(graced.rows[:, b].sum()):
+            continue
+        with tf.device(device), tf.name_scope(f"part{b}"):
+            columns = [_pieces(graced, b, c) for c in range(1 + len(graced.leaves))]
+            parts = [(k, tf.nest.pack_sequence_as(graced.structure, list(v))) for k, *v in zip(*columns, strict=True)]
+            keys, partial = merge(parts, form, native)
+            values = form.finalize(partial)
+            outputs.append((tf.identity(keys), tf.nest.map_structure(tf.identity, values)))
+    return outputs, None
+
+
+def check_parts(kind: Grouped | Keyed, graced: Graced, refused: OverBudget, cluster: Any, timeout: float) -> None:
     """Each sub-partition's bytes within the budget; else ``ReducerMemoryError`` naming its largest key and its bytes."""
     plan = graced.plan
     for b, size in enumerate(graced.size.sum(axis=0).tolist()):
