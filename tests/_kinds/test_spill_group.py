@@ -142,3 +142,39 @@ def test_a_full_spill_disk_names_the_task_and_the_folder_and_leaves_nothing(
         ):
             tmr.median_by_key(keys, np.ones(keys.size), max_bytes=BUDGET, reducers=2, cluster=cluster, retries=0)
         assert os.listdir(small) == []
+
+
+@pytest.mark.parametrize("combiner", [tmr.combiners.sum, tmr.combiners.mean, tmr.combiners.max])
+def test_a_keyed_combine_with_many_keys_over_its_budget_spills_and_equals_pandas(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, combiner: tmr.Combiner
+) -> None:
+    rng = np.random.default_rng(11)
+    keys = rng.integers(0, 60_000, 200_000)  # ~55k distinct keys: about 1.3 MB of partials, 650 kB per reducer of two
+    values = rng.normal(size=keys.size)
+    job = tmr.MapReduce(lambda k, v: (k, v), combiner, by_key=True, max_bytes=BUDGET)
+    with caplog.at_level(logging.INFO, logger="tfmapreduce"):
+        got = job.run((keys, values), reducers=2, cluster=cluster)
+    parts, largest, _ = _spilled(caplog)
+    assert parts >= 3
+    assert largest <= BUDGET
+    expected = getattr(pd.Series(values).groupby(keys), combiner.name)()
+    np.testing.assert_array_equal(got.keys, expected.index.to_numpy())
+    np.testing.assert_allclose(got.values, expected.to_numpy(), rtol=1e-12)
+    memory = tmr.MapReduce(lambda k, v: (k, v), combiner, by_key=True).run((keys, values), reducers=2, cluster=cluster)
+    np.testing.assert_array_equal(got.values, memory.values)  # the same merges, in the same order per key
+    assert os.listdir(spill) == []
+
+
+def test_a_keyed_combine_over_string_keys_spills_and_a_resident_run_is_refused(cluster: tmr.LocalCluster, spill: Path) -> None:
+    words = np.array([f"word{i}" for i in range(30_000)] * 2)
+    job = tmr.MapReduce(lambda k: (k, tf.ones_like(k, tf.int64)), tmr.combiners.sum, by_key=True, max_bytes=BUDGET)
+    got = job.run(words, reducers=2, cluster=cluster)
+    assert got.to_dict() == {f"word{i}": 2 for i in range(30_000)}
+    with pytest.raises(
+        tmr.ReducerMemoryError,
+        match=r"reducer \d \(/job:local/.*\) would receive [\d,]+ keys' partials \([\d,]+ bytes.*max_bytes=200000.*nothing was sent",
+    ):
+        job.run(words, reducers=2, cluster=cluster, resident=True)
+    assert os.listdir(spill) == []
+    with pytest.raises(TypeError, match=r"max_bytes=10 bounds what one reducer of a keyed combine receives.*by_key=True"):
+        tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum, max_bytes=10)
