@@ -4,15 +4,17 @@ A group run (``grouped.Grouped``) or a keyed combine with ``max_bytes`` (``keyed
 what travels: external aggregation) whose reducer would receive more than its budget is run again through the spill
 folders (``spilled_group`` runs the rounds), in 1 + P distributed runs::
 
-    run 1, the spill          each shard mapped as the group run maps it (``map_shards``: the rows, or a recipe's
-                              precombined rows; a keyed job's per-key partials), each task's rows merged, then split by the stable key hash into R × P
-                              sub-partitions (P per reducer, enough that one fits the budget ``MARGIN`` times over);
-                              each piece's keys and value leaves written (``serialize_tensor``) to the spill folder on
-                              the task's own disk: SPILL/tfmapreduce-spill-<job>/<attempt>/b<sub-partition>-t<task>-c<leaf>;
-                              the client fetches each piece's rows and bytes
+    run 1, the spill          each shard mapped as the in-memory run maps it (``map_shards``: a group job's rows, or
+                              a recipe's precombined rows; a keyed job's per-key partials), each task's rows merged,
+                              then split by the stable key hash into R × P sub-partitions (P per reducer, enough that
+                              one fits the budget ``MARGIN`` times over); each piece's keys and value leaves written
+                              (``serialize_tensor``) to the spill folder on the task's own disk:
+                              SPILL/tfmapreduce-spill-<job>/<attempt>/b<sub-partition>-t<task>-c<leaf>; the client
+                              fetches each piece's rows and bytes
     client                    each sub-partition's bytes checked against the budget; one key over it is refused, named
-    run 2 + j, j < P          reducer r reads sub-partition r·P + j from every task's disk, groups it and calls the
-                              group's ``fn`` on it (as the in-memory run does on its whole share); the rows come back
+    run 2 + j, j < P          reducer r reads sub-partition r·P + j from every task's disk and reduces it as the
+                              in-memory run reduces its whole share (a group job: groups it and calls ``fn``; a keyed
+                              job: merges the tasks' partials by key and finalizes them); the rows come back
     every task, always        the job's spill folder removed (``TmrRemoveSpill``), after success, failure or timeout
 
 A key's rows all hash to one sub-partition, so each key is reduced once, over all its values: the results are the
@@ -58,7 +60,7 @@ _SPILL = re.compile(r"\bgrace_spill(\d+)/")
 
 @attrs.frozen
 class GracePlan:
-    """The plan of a grace-hash group run: the keyed plan, and the ``parts`` sub-partitions each reducer reduces in turn.
+    """The plan of a grace-hash run: the keyed plan, and the ``parts`` sub-partitions each reducer reduces in turn.
 
     Example:
         >>> job = tmr.MapReduce(lambda k, v: (k, v), tmr.per_group(lambda k, v: v[:, :1]), by_key=True)

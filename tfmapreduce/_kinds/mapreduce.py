@@ -42,6 +42,11 @@ class MapReduce(Generic[R]):
     devices and merged there; a run returns a ``KeyedResult`` (see the keyed
     jobs guide).  With a group reducer, ``tmr.per_group(fn)``, every value of
     each key travels to its reducer, which calls ``fn(keys, ragged values)``.
+    A keyed job with ``max_bytes=N`` checks that each reducer's share of per-key
+    partials fits ``N`` bytes before it travels; over it, the run spills to the
+    workers' disks (one hash sub-partition per reducer at a time, the same result;
+    resident or range-partitioned runs raise ``ReducerMemoryError``).  A group
+    reducer over its budget (``tmr.per_group(fn, max_bytes=)``) spills the same way.
 
     Examples:
         The lesson's distributed mean over uneven slices:

@@ -1,9 +1,9 @@
-"""A group run over its reducers' budget, spilled: the grace-hash spill (``grace.GraceSpill``), one distributed run per
-sub-partition round, and the spill folders removed whatever happens (see ``grace`` for the design).
+"""A group run or keyed combine over its reducers' budget, spilled: the grace-hash spill (``grace.GraceSpill``), one
+distributed run per sub-partition round, and the spill folders removed whatever happens (see ``grace`` for the design).
 
-``MapReduce`` runs a group job in memory first; where a reducer's check refuses its share (``OverBudget``, before
-any row travels), the job runs again through the workers' disks, with P sub-partitions per reducer planned from the
-refused share, and returns what the in-memory run would have.
+``MapReduce`` runs a group job (or a keyed job given ``max_bytes=``) in memory first; where a reducer's check refuses
+its share (``OverBudget``, before any row travels), the job runs again through the workers' disks, with P
+sub-partitions per reducer planned from the refused share, and returns what the in-memory run would have.
 
 Example:
     >>> big = tmr.median_by_key(np.arange(4_000) % 500, np.arange(4_000.0), max_bytes=20_000, cluster=cluster)
