@@ -168,8 +168,9 @@ def test_a_keyed_combine_with_many_keys_over_its_budget_spills_and_equals_pandas
 def test_a_keyed_combine_over_string_keys_spills_and_a_resident_run_is_refused(cluster: tmr.LocalCluster, spill: Path) -> None:
     words = np.array([f"word{i}" for i in range(30_000)] * 2)
     job = tmr.MapReduce(lambda k: (k, tf.ones_like(k, tf.int64)), tmr.combiners.sum, by_key=True, max_bytes=BUDGET)
-    got = job.run(words, reducers=2, cluster=cluster)
+    got, stats = job.run(words, reducers=2, cluster=cluster, return_stats=True)
     assert got.to_dict() == {f"word{i}": 2 for i in range(30_000)}
+    assert isinstance(stats, tmr.RunStats)  # the spill run's
     with pytest.raises(
         tmr.ReducerMemoryError,
         match=r"reducer \d \(/job:local/.*\) would receive [\d,]+ keys' partials \([\d,]+ bytes.*max_bytes=200000.*nothing was sent",
