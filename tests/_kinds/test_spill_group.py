@@ -3,6 +3,7 @@ reducer's budget, through the workers' disks, against pandas and the in-memory r
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import re
@@ -179,3 +180,27 @@ def test_a_keyed_combine_over_string_keys_spills_and_a_resident_run_is_refused(c
     assert os.listdir(spill) == []
     with pytest.raises(TypeError, match=r"max_bytes=10 bounds what one reducer of a keyed combine receives.*by_key=True"):
         tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum, max_bytes=10)
+
+
+def test_a_word_count_over_files_with_a_budget_spills_and_equals_a_counter(
+    cluster: tmr.LocalCluster, spill: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = np.random.default_rng(13)
+    paths = []
+    for i in range(2):
+        words = [f"w{j}" for j in rng.integers(0, 40_000, 60_000)]
+        path = tmp_path / f"part{i}.txt"
+        path.write_text("\n".join(" ".join(words[a : a + 10]) for a in range(0, len(words), 10)) + "\n")
+        paths.append(str(path))
+    expected = collections.Counter(w for p in paths for w in Path(p).read_text().split())
+
+    def words(line: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        split = tf.strings.split(line).flat_values
+        return split, tf.ones_like(split, tf.int64)
+
+    job = tmr.MapReduce(words, tmr.combiners.sum, by_key=True, max_bytes=BUDGET)  # the native word count, fused
+    with caplog.at_level(logging.INFO, logger="tfmapreduce"):
+        got = job.run(tmr.read_text(paths), reducers=2, cluster=cluster)
+    assert _spilled(caplog)[1] <= BUDGET
+    assert got.to_dict() == dict(expected)
+    assert os.listdir(spill) == []
