@@ -172,6 +172,9 @@ def test_a_keyed_combine_over_string_keys_spills_and_a_resident_run_is_refused(c
     got, stats = job.run(words, reducers=2, cluster=cluster, return_stats=True)
     assert got.to_dict() == {f"word{i}": 2 for i in range(30_000)}
     assert isinstance(stats, tmr.RunStats)  # the spill run's
+    roomy = tmr.MapReduce(lambda k: (k, tf.ones_like(k, tf.int64)), tmr.combiners.sum, by_key=True, max_bytes=10**9)
+    with roomy.run(words, reducers=2, cluster=cluster, resident=True) as kept:  # within its budget: as before
+        assert kept.gather().to_dict() == got.to_dict()
     with pytest.raises(
         tmr.ReducerMemoryError,
         match=r"reducer \d \(/job:local/.*\) would receive [\d,]+ keys' partials \([\d,]+ bytes.*max_bytes=200000.*nothing was sent",
