@@ -74,7 +74,7 @@ REFUSED: dict[str, tuple[type[Exception], Callable[[tmr.LocalCluster, Path], obj
         tmr.InputError,
         lambda c, tmp: tmr.mean(_csv_with_an_empty_number(tmp), cluster=c),
     ),
-    "Joins, group reducers and keyed combines larger than their reducers' memory": (
+    "Joins larger than their devices' memory": (
         tmr.ReducerMemoryError,
         lambda c, _: tmr.join((np.arange(1000), np.ones(1000)), (np.arange(1000), np.ones(1000)), max_bytes=100, cluster=c),
     ),

@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, MapFunctionError, ReducerMemoryError
+from .._base.errors import JobError, MapFunctionError
 from .._engine.call import Call
 from .._engine.program import Builder, Program
 from .._io.strings import Encoding, decode_keys
@@ -39,6 +39,7 @@ from .shuffle.map_side import ByKey, MapSide, Part, map_shards, mismatch, split_
 from .shuffle.plan import KeyedPlan
 from .shuffle.result import rows, sorted_result
 from .shuffle.sharded import KeyedBuilt, keep, keep_fetch
+from .spill import OverBudget
 
 _TOO_BIG = "tfmapreduce: group partition too large"
 _ROWS = "tfmapreduce: group fn rows"
@@ -95,9 +96,7 @@ class Grouped(ByKey):
         """Map per shard (in batches), bucket per task, check each reducer's budget, group and call ``fn`` per reducer."""
         form = self.form
         reducers = plan.reducers
-        devices = [*(s.device for s in plan.plan.shards), *reducers]  # (the native kernels have CPU kernels only)
-        on_cpus = all(Device.parse(d).type == "CPU" for d in devices)
-        native = call.native if on_cpus else None
+        native = group_native(plan, call)
         side = map_side(form, native)
         mapped = map_shards(self.map_fn, side, builder, plan, call)
         first = mapped.first
@@ -218,21 +217,10 @@ class Grouped(ByKey):
         """A :class:`KeyedResult` (one numpy array per key for a ragged result), or a ``KeyedSharded`` for a resident run."""
         assert program is not None
         info: GroupBuilt = program.info
-        decode = call.note if info.built.key_dtype == tf.string else None
         if call.resident:
+            decode = call.note if info.built.key_dtype == tf.string else None
             return keep(call.cluster, plan, value, info.built, decode)
-        unicode = call.note  # string values come back as str where the job's string input was text (its encoding)
-        leaves = []
-        for j, is_ragged in enumerate(info.built.ragged):
-            parts = [v[j] for _, v in value]
-            if is_ragged:
-                flat = _text(np.concatenate([f for f, _ in parts]), unicode)
-                leaves.append(rows(flat, np.concatenate([np.diff(s) for _, s in parts])))
-            else:
-                leaves.append(_text(np.concatenate(parts), unicode))
-        keys = np.concatenate([np.asarray(k) for k, _ in value])
-        ordered = plan.partitioner == "range"
-        return sorted_result(keys, tf.nest.pack_sequence_as(info.structure, leaves), decode=decode, ordered=ordered)
+        return group_result(value, info, call.note, ordered=plan.partitioner == "range")
 
     def failure(self, error: JobError, plan: KeyedPlan) -> Exception | None:
         found = mismatch(self.map_fn, error)
@@ -241,12 +229,13 @@ class Grouped(ByKey):
         text = f"{error}\n{error.details}"
         big = over_budget(error, _TOO_BIG, self.form.max_bytes)
         if big is not None:
-            return ReducerMemoryError(
+            return OverBudget(
+                big,
                 f"reducer {big.part} ({big.device}) would receive {big.rows:,} values ({big.size:,} bytes of keys and "
                 f"values), more than its budget of {big.budget:,} bytes ({big.limit}); nothing was sent. Spread the keys over more reducers "
                 "(reducers=N, up to the cluster's devices), use a combiner recipe (sum/mean/min/max/variance_by_key) whose "
                 "partials are one row per key, or, if its host has the memory, raise per_group(..., max_bytes=); one hot key "
-                "stays on one reducer however many there are"
+                "stays on one reducer however many there are",
             )
         wrong = re.search(re.escape(_ROWS) + _FOUND, text)
         if wrong is not None:
@@ -256,6 +245,28 @@ class Grouped(ByKey):
                 "fn must return one row per key (e.g. reduce the ragged values over axis=1, or return a RaggedTensor of one row per key)"
             )
         return None
+
+
+def group_native(plan: KeyedPlan, call: Call) -> Any:
+    """The run's native kernels where every shard and reducer device is a CPU (they have CPU kernels only), else None."""
+    devices = [*(s.device for s in plan.plan.shards), *plan.reducers]
+    return call.native if all(Device.parse(d).type == "CPU" for d in devices) else None
+
+
+def group_result(value: Sequence[tuple[Any, list[Any]]], info: GroupBuilt, unicode: Encoding, *, ordered: bool) -> Any:
+    """The :class:`KeyedResult` of the reducers' fetched ``(keys, leaves)`` (ragged leaves as (flat values, row
+    splits)), string keys and values decoded as the input was (``unicode``), sorted by key unless ``ordered``."""
+    decode = unicode if info.built.key_dtype == tf.string else None
+    leaves = []
+    for j, is_ragged in enumerate(info.built.ragged):
+        parts = [v[j] for _, v in value]
+        if is_ragged:
+            flat = _text(np.concatenate([f for f, _ in parts]), unicode)
+            leaves.append(rows(flat, np.concatenate([np.diff(s) for _, s in parts])))
+        else:
+            leaves.append(_text(np.concatenate(parts), unicode))
+    keys = np.concatenate([np.asarray(k) for k, _ in value])
+    return sorted_result(keys, tf.nest.pack_sequence_as(info.structure, leaves), decode=decode, ordered=ordered)
 
 
 def _text(leaf: np.ndarray, unicode: Encoding) -> np.ndarray:

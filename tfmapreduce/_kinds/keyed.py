@@ -26,7 +26,9 @@ from .._base.device import Device
 from .._base.errors import JobError, MapFunctionError
 from .._engine.call import Call
 from .._engine.program import Builder, Program
+from .._ops.budget import check_budget, over_budget
 from .._ops.combine import MAX, MIN, SUM, WEIGHTED_MEAN, Combiner, SegmentForm
+from .._ops.grouping import nbytes
 from .._ops.mapfn import describe, first_line
 from .._ops.moments import MOMENTS
 from .._ops.per_key import by_key, merge
@@ -34,15 +36,29 @@ from .shuffle.map_side import ByKey, MappedShards, MapSide, Part, in_key_order, 
 from .shuffle.plan import KeyedPlan
 from .shuffle.result import concatenated, sorted_result
 from .shuffle.sharded import KeyedBuilt, keep, keep_fetch
+from .spill import OverBudget
 
 
 @attrs.define(eq=False, repr=False)
 class Keyed(ByKey):
-    """A keyed job as the run driver sees it (see ``_engine.kind.Kind``): per-key results on the reducers."""
+    """A keyed job as the run driver sees it (see ``_engine.kind.Kind``): per-key results on the reducers, each
+    reducer's share checked against ``max_bytes`` before it travels where that is given (None: not checked)."""
+
+    max_bytes: int | None = None
 
     @property
     def identity(self) -> Hashable:
-        return (self.map_fn, self.combiner, True)
+        return (self.map_fn, self.combiner, True, self.max_bytes)
+
+    def side(self, native: Any | None) -> MapSide:
+        """What a batch's (keys, values) become (its per-key partial), and how partials fold."""
+        form = self.combiner.per_key
+        assert form is not None  # checked when the job was made (check_keyed_combiner)
+        return MapSide(
+            combine=lambda keys, values: self._combined(keys, values, form, native),
+            merge=lambda parts: merge(parts, form, native),
+            refold=lambda keys, partials: by_key(keys, partials, form.merge, native),
+        )
 
     def build(self, builder: Builder, plan: KeyedPlan, call: Call) -> Program:
         """Map and combine per shard (in batches), per task, hash-partition, merge per reducer."""
@@ -51,16 +67,12 @@ class Keyed(ByKey):
         # The native kernels where every task has them: the sums, counts and means by key (on CPUs), the range
         # partition's sorts (where every device is a CPU).
         native = call.native
-        side = MapSide(
-            combine=lambda keys, values: self._combined(keys, values, form, native),
-            merge=lambda parts: merge(parts, form, native),
-            refold=lambda keys, partials: by_key(keys, partials, form.merge, native),
-        )
-        mapped = map_shards(self.map_fn, side, builder, plan, call)
+        mapped = map_shards(self.map_fn, self.side(native), builder, plan, call)
         first = mapped.first
         cpus = all(Device.parse(d).type == "CPU" for d in [*mapped.device.values(), *plan.reducers])
         try:
-            outputs = _shuffle(mapped, plan, form, native, native if plan.partitioner == "range" and cpus else None)
+            sorts = native if plan.partitioner == "range" and cpus else None
+            outputs = _shuffle(mapped, plan, form, native, sorts, self.max_bytes)
         except MapFunctionError:
             raise
         except Exception as e:
@@ -98,6 +110,15 @@ class Keyed(ByKey):
         return sorted_result(keys, per_key, decode=decode, ordered=plan.partitioner == "range")
 
     def failure(self, error: JobError, plan: KeyedPlan) -> Exception | None:
+        big = over_budget(error, _TOO_BIG, self.max_bytes)
+        if big is not None:
+            return OverBudget(
+                big,
+                f"{self!r}: reducer {big.part} ({big.device}) would receive {big.rows:,} keys' partials ({big.size:,} bytes "
+                f"of keys and partials), more than its budget of {big.budget:,} bytes ({big.limit}); nothing was sent. "
+                "Spread the keys over more reducers (reducers=N), or raise max_bytes= where the host has the memory (a "
+                "fetched, hash-partitioned run spills to the workers' disks instead)",
+            )
         return mismatch(self.map_fn, error)
 
 
@@ -105,15 +126,19 @@ _NUMBERS = frozenset(c.per_key.partial for c in (SUM, WEIGHTED_MEAN, MIN, MAX, M
 """The per-key partials of the built-in combiners of numbers (kept by the recipes made of them, e.g. variance)."""
 
 
-def _shuffle(mapped: MappedShards, plan: KeyedPlan, form: SegmentForm, native: Any | None, sorts: Any | None) -> list[Part]:
+def _shuffle(
+    mapped: MappedShards, plan: KeyedPlan, form: SegmentForm, native: Any | None, sorts: Any | None, max_bytes: int | None
+) -> list[Part]:
     """Each task's partials merged by key and split into one bucket per reducer (by hash or range); each reducer's buckets
     merged, finalized (and sorted by key in a range partition).  ``native``: the kernels for the merges; ``sorts``:
-    for the range partition."""
+    for the range partition; ``max_bytes``: each reducer's budget, checked before its buckets travel (None: none)."""
     merged = []
     for task, parts in mapped.per_task.items():
         with tf.device(mapped.device[task]), tf.name_scope("combine_task"):
             merged.append((mapped.device[task], merge(parts, form, native)))
     buckets_per_task = split_all(merged, plan.reducers, plan.partitioner, sorts, scope="combine_task")
+    if max_bytes is not None:
+        buckets_per_task = _gated(merged, buckets_per_task, plan.reducers, max_bytes)
     outputs = []
     for r, device in enumerate(plan.reducers):
         with tf.device(device), tf.name_scope(f"reducer{r}"):
@@ -123,6 +148,27 @@ def _shuffle(mapped: MappedShards, plan: KeyedPlan, form: SegmentForm, native: A
                 keys, values = in_key_order(keys, values, sorts)
             outputs.append((tf.identity(keys), tf.nest.map_structure(tf.identity, values)))
     return outputs
+
+
+def _gated(
+    merged: list[tuple[str, Part]], buckets: list[list[Part]], reducers: tuple[str, ...], max_bytes: int
+) -> list[list[Part]]:
+    """Each task's buckets, each sliced from its reducer's budget check (``check_budget``): none travels before it holds."""
+    counts = []
+    for (device, _), task_buckets in zip(merged, buckets, strict=True):
+        with tf.device(device), tf.name_scope("combine_task"):
+            counts.append([(tf.size(k, tf.int64), nbytes(k, v)) for k, v in task_buckets])
+    gated: list[list[Part]] = [[] for _ in merged]
+    for r, device in enumerate(reducers):
+        start = check_budget(r, device, [c[r][0] for c in counts], [c[r][1] for c in counts], max_bytes, _TOO_BIG)
+        for t, ((task_device, _), task_buckets) in enumerate(zip(merged, buckets, strict=True)):
+            with tf.device(task_device), tf.name_scope(f"send{r}"):
+                keys, values = task_buckets[r]
+                gated[t].append((keys[start:], tf.nest.map_structure(lambda x, at=start: x[at:], values)))
+    return gated
+
+
+_TOO_BIG = "tfmapreduce: keyed partition too large"
 
 
 def check_keyed_combiner(combiner: Combiner, reduce_fn: Any) -> None:

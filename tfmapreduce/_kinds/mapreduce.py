@@ -14,10 +14,13 @@ from .._engine.kind import Kind
 from .._engine.stats import RunStats
 from .._ops.combine import SUM, Combiner
 from .._ops.mapfn import callable_name
+from .._ops.per_group import check_max_bytes
 from .._options import Options, RunOptions
 from .fuse import counts_words, fused
 from .grouped import Grouped
 from .keyed import Keyed, check_keyed_combiner
+from .spill import OverBudget
+from .spilled_group import group_spilled, spillable
 from .whole import WholeInput
 
 R = TypeVar("R")
@@ -39,6 +42,11 @@ class MapReduce(Generic[R]):
     devices and merged there; a run returns a ``KeyedResult`` (see the keyed
     jobs guide).  With a group reducer, ``tmr.per_group(fn)``, every value of
     each key travels to its reducer, which calls ``fn(keys, ragged values)``.
+    A keyed job with ``max_bytes=N`` checks that each reducer's share of per-key
+    partials fits ``N`` bytes before it travels; over it, the run spills to the
+    workers' disks (one hash sub-partition per reducer at a time, the same result;
+    resident or range-partitioned runs raise ``ReducerMemoryError``).  A group
+    reducer over its budget (``tmr.per_group(fn, max_bytes=)``) spills the same way.
 
     Examples:
         The lesson's distributed mean over uneven slices:
@@ -58,6 +66,7 @@ class MapReduce(Generic[R]):
         *,
         name: str | None = None,
         by_key: bool = False,
+        max_bytes: int | None = None,
     ):
         if not callable(map_fn):
             raise TypeError(
@@ -74,9 +83,23 @@ class MapReduce(Generic[R]):
             )
         if self.by_key and not groups:
             check_keyed_combiner(self.combiner, reduce_fn)
+        if max_bytes is not None and (groups or not self.by_key):
+            raise TypeError(
+                f"max_bytes={max_bytes!r} bounds what one reducer of a keyed combine receives (by_key=True with a combiner); "
+                + (
+                    "a group reducer takes its budget as tmr.per_group(fn, max_bytes=)"
+                    if groups
+                    else "a whole-input job has no reducers: drop max_bytes=, or pass by_key=True"
+                )
+            )
         self.name = name or f"{callable_name(map_fn)}/{self.combiner.name}"
-        kind = Grouped if groups else Keyed if self.by_key else WholeInput
-        self._kind: WholeInput | Keyed | Grouped = kind(self.map_fn, self.combiner, self.name)
+        self._kind: WholeInput | Keyed | Grouped = (
+            Grouped(self.map_fn, self.combiner, self.name)
+            if groups
+            else Keyed(self.map_fn, self.combiner, self.name, check_max_bytes(max_bytes))
+            if self.by_key
+            else WholeInput(self.map_fn, self.combiner, self.name)
+        )
         """The job as the run driver sees it (see ``_engine.kind.Kind``)."""
         self._ones: tf.DType | Literal[False] | None = False
         """The dtype of the ones this job sums over words, a word count (see ``_kinds.fuse``); None where it is not one;
@@ -176,8 +199,14 @@ class MapReduce(Generic[R]):
         kind: Kind[Any] = self._kind
         counter, x = fused(lambda: self._word_ones(broadcast), x, settings)  # the one place fusion is decided
         if counter is not None:
-            kind = self._counted.setdefault(counter, Keyed(counter, SUM, self.name))
-        return _engine.run(kind, x, settings, broadcast, resident=resident)
+            budget = self._kind.max_bytes if isinstance(self._kind, Keyed) else None
+            kind = self._counted.setdefault(counter, Keyed(counter, SUM, self.name, budget))
+        try:
+            return _engine.run(kind, x, settings, broadcast, resident=resident)
+        except OverBudget as refused:  # a reducer's share over its budget: through the workers' disks instead
+            if not (isinstance(kind, (Grouped, Keyed)) and spillable(settings, resident)):
+                raise
+            return group_spilled(kind, x, settings, broadcast, refused)
 
     def _word_ones(self, broadcast: Sequence[Any]) -> tf.DType | None:
         """The dtype of the ones this job sums over the words of its lines, where it is a word count (``fuse``)."""

@@ -43,7 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, OutputError
+from .._base.errors import JobError, OutputError, ReducerMemoryError
 from .._base.log import ROOT
 from .._base.plan import Plan
 from .._base.task import Task
@@ -52,7 +52,7 @@ from .._engine.kind import KindBase
 from .._engine.program import Builder, Program
 from .._io.source import Sources
 from .._native.loader import has
-from .._ops.budget import MEMORY_SHARE
+from .._ops.budget import MEMORY_SHARE, Overrun
 from .ranges import range_ids
 from .shuffle.plan import resolve_reducers
 
@@ -70,6 +70,25 @@ class RangeSorter(Protocol):
     def sources(self, x: Any) -> tuple[Sources, Any]: ...
 
     def _sorted(self, columns: list[tf.Tensor], native: Any | None) -> list[tf.Tensor]: ...
+
+
+class Spilling(Protocol):
+    """A spilled run's plan as its removal sees it: the run's spill folder and the tasks that may hold it."""
+
+    @property
+    def folder(self) -> str: ...
+
+    @property
+    def tasks(self) -> tuple[Task, ...]: ...
+
+
+class OverBudget(ReducerMemoryError):
+    """A keyed or group run's reducer over its budget, with the failed check's figures (what a spilled rerun of a
+    group or keyed job plans its sub-partitions from: ``spilled_group``)."""
+
+    def __init__(self, overrun: Overrun, message: str) -> None:
+        super().__init__(message)
+        self.overrun = overrun
 
 
 COPIES = 5
@@ -287,7 +306,7 @@ class Spill(KindBase[SpillPlan]):
         )
 
 
-def remove_spill(plan: SpillPlan, native: Any | None, cluster: Any, timeout: float) -> None:
+def remove_spill(plan: Spilling, native: Any | None, cluster: Any, timeout: float) -> None:
     """The spill folder of ``plan``'s run removed on every task it used, one task at a time (a lost task does not keep
     the others' files), with ``native``'s ``TmrRemoveSpill`` (the kernels the run was built with; None, or kernels
     without the spill family: nothing was written); a task that does not answer is logged, not raised."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 import tensorflow as tf
@@ -25,23 +25,32 @@ from .._base.errors import JobError, ReducerMemoryError
 from .._base.plan import Plan
 from .._engine import driver as _engine
 from .._engine.call import Call
+from .._engine.kind import Kind
 from .._engine.program import Builder, Program, Ready
 from .._io.files.encode import NpyWriter, part_name
 from .._io.files.written import Written
 from .._io.source import Sources
 from .._options import RunOptions
 from .commit import MARKER, TEMPORARY, claim, commit, discard, open_attempt
-from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, SpillPlan, budget_of, remove_spill
+from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, budget_of, remove_spill
+
+P = TypeVar("P", bound=Spilling)
+
+
+class SpillingKind(Kind[P], Protocol[P]):
+    """A spilling kind (``Spill``, ``grace.GraceSpill``): a kind whose program is fed its attempt's spill folder."""
+
+    def fed(self, plan: P, name: str) -> str: ...
 
 
 @attrs.define(eq=False, repr=False)
-class SpillCall:
+class SpillCall(Generic[P]):
     """One call's spill run as the driver runs it: the hooks of ``kind`` (which keeps nothing of a run), and the last
-    attempt's plan and run (``Call``: its cluster, inputs and kernels), kept for this call alone so that it can sort
-    the buckets and remove the spill folders however the run ends.  ``sort_spilled`` makes one per call."""
+    attempt's plan and run (``Call``: its cluster, inputs and kernels), kept for this call alone so that it can reduce
+    the spilled pieces and remove the spill folders however the run ends.  Each spilled call makes one."""
 
-    kind: Spill
-    planned: SpillPlan | None = None
+    kind: SpillingKind[P]
+    planned: P | None = None
     """The plan of the last attempt (what to remove, where); None until the run has planned."""
     call: Call | None = None
 
@@ -67,23 +76,23 @@ class SpillCall:
     def sources(self, x: Any) -> tuple[Sources, Any]:
         return self.kind.sources(x)
 
-    def plan(self, shards: Plan, call: Call) -> SpillPlan:
+    def plan(self, shards: Plan, call: Call) -> P:
         self.planned, self.call = self.kind.plan(shards, call), call
         return self.planned
 
-    def variant(self, plan: SpillPlan, call: Call) -> Hashable | None:
+    def variant(self, plan: P, call: Call) -> Hashable | None:
         return self.kind.variant(plan, call)
 
-    def fed(self, plan: SpillPlan, name: str) -> str:
+    def fed(self, plan: P, name: str) -> str:
         return self.kind.fed(plan, name)
 
-    def build(self, builder: Builder, plan: SpillPlan, call: Call) -> Program:
+    def build(self, builder: Builder, plan: P, call: Call) -> Program:
         return self.kind.build(builder, plan, call)
 
-    def finish(self, value: Any, program: Program | None, plan: SpillPlan, call: Call) -> Spilled:
+    def finish(self, value: Any, program: Program | None, plan: P, call: Call) -> Any:
         return self.kind.finish(value, program, plan, call)
 
-    def failure(self, error: JobError, plan: SpillPlan) -> Exception | None:
+    def failure(self, error: JobError, plan: P) -> Exception | None:
         return self.kind.failure(error, plan)
 
     def remove(self) -> None:
@@ -161,7 +170,7 @@ def sort_spilled(
         ReducerMemoryError: one bucket would exceed the budget (nothing was written).
     """
     settings = RunOptions.of(**options)
-    run = SpillCall(spill_kind(sort, spill_dir))
+    run: SpillCall[SpillPlan] = SpillCall(spill_kind(sort, spill_dir))
     claimed: list[tuple[str, bool]] = []
     try:
         for directory in directories:

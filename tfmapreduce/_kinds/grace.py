@@ -1,0 +1,227 @@
+"""The spill run of a grace-hash group or keyed job: what its reducers receive written to its worker's disk, in sub-partitions.
+
+A group run (``grouped.Grouped``) or a keyed combine with ``max_bytes`` (``keyed.Keyed``, whose per-key partials are
+what travels: external aggregation) whose reducer would receive more than its budget is run again through the spill
+folders (``spilled_group`` runs the rounds), in 1 + P distributed runs::
+
+    run 1, the spill          each shard mapped as the in-memory run maps it (``map_shards``: a group job's rows, or
+                              a recipe's precombined rows; a keyed job's per-key partials), each task's rows merged,
+                              then split by the stable key hash into R × P sub-partitions (P per reducer, enough that
+                              one fits the budget ``MARGIN`` times over); each piece's keys and value leaves written
+                              (``serialize_tensor``) to the spill folder on the task's own disk:
+                              SPILL/tfmapreduce-spill-<job>/<attempt>/b<sub-partition>-t<task>-c<leaf>; the client
+                              fetches each piece's rows and bytes
+    client                    each sub-partition's bytes checked against the budget; one key over it is refused, named
+    run 2 + j, j < P          reducer r reads sub-partition r·P + j from every task's disk and reduces it as the
+                              in-memory run reduces its whole share (a group job: groups it and calls ``fn``; a keyed
+                              job: merges the tasks' partials by key and finalizes them); the rows come back
+    every task, always        the job's spill folder removed (``TmrRemoveSpill``), after success, failure or timeout
+
+A key's rows all hash to one sub-partition, so each key is reduced once, over all its values: the results are the
+in-memory run's.  A reducer holds one sub-partition at a time; the map side holds what it holds in memory (each task's
+mapped rows, as the in-memory run).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import secrets
+from collections.abc import Hashable, Mapping
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import tensorflow as tf
+
+from .._base.device import Device
+from .._base.errors import JobError, OutputError
+from .._base.plan import Plan
+from .._base.task import Task
+from .._engine.call import Call
+from .._engine.kind import KindBase
+from .._engine.program import Builder, Program
+from .._io.source import Sources
+from .._native.loader import has
+from .._ops.grouping import nbytes
+from .._ops.per_key import buckets
+from .grouped import Grouped, group_native, map_side
+from .keyed import Keyed
+from .shuffle.map_side import map_shards
+from .shuffle.plan import KeyedPlan
+from .spill import _FULL, PREFIX, OverBudget
+
+MARGIN = 2
+"""Sub-partitions are planned at half the budget, so one the hash fills unevenly still fits."""
+
+_SPILL = re.compile(r"\bgrace_spill(\d+)/")
+
+
+@attrs.frozen
+class GracePlan:
+    """The plan of a grace-hash run: the keyed plan, and the ``parts`` sub-partitions each reducer reduces in turn.
+
+    Example:
+        >>> job = tmr.MapReduce(lambda k, v: (k, v), tmr.per_group(lambda k, v: v[:, :1]), by_key=True)
+        >>> keyed = job.plan((np.arange(4), np.arange(4.0)), cluster=cluster, reducers=2)
+        >>> GracePlan(keyed, 3, 1000, "/tmp/tfmapreduce-spill-0").ranges  # 2 reducers × 3 sub-partitions
+        6
+    """
+
+    keyed: KeyedPlan
+    parts: int
+    """Sub-partitions per reducer (one distributed run each, after the spill)."""
+    budget: int
+    """The bytes of keys and values one reducer may receive at a time."""
+    folder: str = attrs.field(eq=False)
+    """The run's spill folder, the same path on each task's own disk."""
+    attempt: str = attrs.field(default="1", eq=False)
+    """This attempt's folder in it (a retried run writes a new one)."""
+
+    @property
+    def ranges(self) -> int:
+        """Sub-partitions in all: reducer r reduces r·P to r·P + P − 1."""
+        return len(self.keyed.reducers) * self.parts
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        return self.keyed.tasks
+
+    def explain(self) -> str:
+        """The keyed plan, then how its reducers' shares spill."""
+        return (
+            f"{self.keyed.explain()}\nspills every (key, value) row to {self.folder} on its task, in "
+            f"{len(self.keyed.reducers)} × {self.parts} hash sub-partitions; each reducer reduces one at a time, "
+            f"within {self.budget:,} bytes"
+        )
+
+    def __str__(self) -> str:
+        return self.explain()
+
+
+@attrs.frozen
+class Graced:
+    """What the spill run left: its plan, its attempt folder, the tasks in order, each piece's rows and bytes, and
+    the rows' types (key dtype, the values' structure and each leaf's dtype and row shape)."""
+
+    plan: GracePlan
+    folder: str
+    tasks: tuple[Task, ...]
+    rows: np.ndarray[Any, np.dtype[np.int64]]
+    """``rows[t, b]``: the rows task ``t`` wrote of sub-partition ``b``."""
+    size: np.ndarray[Any, np.dtype[np.int64]]
+    """``size[t, b]``: their bytes of keys and values (as the in-memory budget counts them)."""
+    key_dtype: tf.DType
+    structure: Any
+    leaves: tuple[tuple[tf.DType, tuple[int, ...]], ...]
+
+
+@attrs.define(eq=False, repr=False)
+class GraceSpill(KindBase[GracePlan]):
+    """The spill run of ``group`` (see the module) as the run driver sees it; keeps nothing of a run."""
+
+    group: Grouped | Keyed
+    """The job: a group reducer's rows, or a keyed combine's per-key partials, are what spill."""
+    root: str
+    """Where each task makes the job's spill folder."""
+    refusal: OverBudget
+    """The in-memory run's refusal: what the sub-partitions are planned from, and what is raised where no spill can
+    be made (kernels without the spill family)."""
+
+    @property
+    def budget(self) -> int:
+        """The bytes one reducer may receive at a time: the refused run's budget."""
+        return self.refusal.overrun.budget
+
+    @property
+    def parts(self) -> int:
+        """Sub-partitions per reducer: the refused share, split evenly, fits the budget ``MARGIN`` times over."""
+        return max(2, math.ceil(self.refusal.overrun.size * MARGIN / max(1, self.budget)))
+
+    phase: ClassVar[str] = "spill"
+    refused: ClassVar[Mapping[str, str]] = Grouped.refused
+
+    def __repr__(self) -> str:
+        return f"spilled {self.group!r}"
+
+    @property
+    def identity(self) -> Hashable:
+        return ("grace", self.group.identity)
+
+    def sources(self, x: Any) -> tuple[Sources, Any]:
+        """The group's inputs, and its note with the run's spill folder's name (each run its own)."""
+        srcs, note = self.group.sources(x)
+        return srcs, (note, PREFIX + secrets.token_hex(6))
+
+    def plan(self, shards: Plan, call: Call) -> GracePlan:
+        keyed = self.group.plan(shards, call)
+        folder = os.path.join(self.root, call.note[1])
+        return GracePlan(keyed, self.parts, self.budget, folder, secrets.token_hex(4))
+
+    def variant(self, plan: GracePlan, call: Call) -> Hashable | None:
+        return ()  # the attempt's folder is fed
+
+    def fed(self, plan: GracePlan, name: str) -> str:
+        """The attempt's spill folder (a retried run writes a new one)."""
+        return os.path.join(plan.folder, plan.attempt)
+
+    def build(self, builder: Builder, plan: GracePlan, call: Call) -> Program:
+        """Map every shard, merge each task's rows, split them by key hash and write each piece on the task."""
+        group, keyed = self.group, plan.keyed
+        if not has(call.native, "tmr_remove_spill"):
+            raise self.refusal  # (no spill without the kernels that remove it)
+        if isinstance(group, Grouped):
+            native = group_native(keyed, call)
+            side = map_side(group.form, native)
+        else:
+            native = call.native
+            side = group.side(native)
+        mapped = map_shards(group.map_fn, side, builder, keyed, call)
+        if isinstance(group, Grouped) and group.form.sort_values:
+            group._check_sortable(mapped.first)
+        folder = builder.per_run("spill")
+        counts, first = [], mapped.first[1]
+        for t, (task, parts) in enumerate(mapped.per_task.items()):
+            with tf.device(mapped.device[task]), tf.name_scope(f"grace_split{t}"):
+                keys, values = side.merge(parts)
+                ids = buckets(keys, plan.ranges)
+                pieces = [tf.dynamic_partition(x, ids, plan.ranges) for x in [keys, *tf.nest.flatten(values)]]
+            with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"grace_spill{t}"):
+                written = [
+                    tf.io.write_file(
+                        tf.strings.join([folder, f"b{b:05d}-t{t:05d}-c{c}"], separator="/"), tf.io.serialize_tensor(column[b])
+                    )
+                    for c, column in enumerate(pieces)
+                    for b in range(plan.ranges)
+                ]
+                with tf.control_dependencies(written):
+                    rows = tf.stack([tf.size(k, tf.int64) for k in pieces[0]])
+                    size = tf.stack([nbytes(pieces[0][b], [c[b] for c in pieces[1:]]) for b in range(plan.ranges)])
+                counts.append((rows, size))
+        leaves = tuple((v.dtype, tuple(v.shape[1:])) for v in tf.nest.flatten(first[1]))
+        info = (first[0].dtype, tf.nest.map_structure(lambda _: None, first[1]), leaves, tuple(mapped.per_task))
+        return builder.program(counts, plan.tasks, info)
+
+    def finish(self, value: Any, program: Program | None, plan: GracePlan, call: Call) -> Graced:
+        assert program is not None
+        key_dtype, structure, leaves, tasks = program.info
+        rows = np.array([np.asarray(r) for r, _ in value], np.int64).reshape(len(tasks), plan.ranges)
+        size = np.array([np.asarray(s) for _, s in value], np.int64).reshape(len(tasks), plan.ranges)
+        return Graced(plan, self.fed(plan, "spill"), tasks, rows, size, key_dtype, structure, leaves)
+
+    def failure(self, error: JobError, plan: GracePlan) -> Exception | None:
+        """A spill folder that could not be written (full, not writable), named with its task; else the group's reading."""
+        details = f"{error} {error.details}"
+        found = _SPILL.search(details)
+        if found is None or "WriteFile" not in details:
+            return self.group.failure(error, plan.keyed)
+        tasks = list(dict.fromkeys(s.task for s in plan.keyed.plan.shards if s.rows > 0))
+        task = tasks[int(found.group(1))] if int(found.group(1)) < len(tasks) else Device.parse(plan.keyed.reducers[0]).task
+        why = "it is full" if any(f in details for f in _FULL) else str(error).split(": ", 1)[-1]
+        need = math.ceil(plan.budget * plan.parts / MARGIN) * len(plan.keyed.reducers) // max(1, len(tasks))
+        return OutputError(
+            f"{self.group!r}: task {task} could not write its spill files under {plan.folder} ({why}); it needs about "
+            f"{need:,} bytes there for its share of each reducer's rows (plus what other jobs hold); the job's spill "
+            "files were removed. Free space on that task's disk, or raise max_bytes= where the reducers have the memory"
+        )

@@ -1,0 +1,199 @@
+"""A group run or keyed combine over its reducers' budget, spilled: the grace-hash spill (``grace.GraceSpill``), one
+distributed run per sub-partition round, and the spill folders removed whatever happens (see ``grace`` for the design).
+
+``MapReduce`` runs a group job (or a keyed job given ``max_bytes=``) in memory first; where a reducer's check refuses
+its share (``OverBudget``, before any row travels), the job runs again through the workers' disks, with P
+sub-partitions per reducer planned from the refused share, and returns what the in-memory run would have.
+
+Example:
+    >>> big = tmr.median_by_key(np.arange(4_000) % 500, np.arange(4_000.0), max_bytes=20_000, cluster=cluster)
+    >>> big[7], float(np.median(np.arange(7, 4_000, 500)))
+    (np.float64(1757.0), 1757.0)
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from .._base.device import Device
+from .._base.errors import JobError, ReducerMemoryError
+from .._engine import driver as _engine
+from .._ops.per_key import merge
+from .._options import RunOptions
+from .grace import Graced, GracePlan, GraceSpill
+from .grouped import GroupBuilt, Grouped, group_native, group_result
+from .keyed import Keyed
+from .shuffle.result import concatenated, sorted_result
+from .shuffle.sharded import KeyedBuilt
+from .spill import OverBudget, log
+from .spilled_sort import SpillCall
+
+
+def spillable(settings: RunOptions, resident: bool) -> bool:
+    """Whether a refused group run may spill: fetched (not resident) and hash-partitioned."""
+    return not resident and settings.partitioner == "hash"
+
+
+def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast: Sequence[Any], refused: OverBudget) -> Any:
+    """Run ``kind`` over ``x`` through each worker's disk (see the module), after the in-memory run was ``refused``.
+
+    Raises:
+        ReducerMemoryError: one key's values alone exceed a reducer's budget (named, with its bytes; nothing reduced).
+        OutputError: a spill folder could not be written (the spill files are removed).
+    """
+    spill = GraceSpill(kind, tempfile.gettempdir(), refused)
+    run: SpillCall[GracePlan] = SpillCall(spill)
+    stats = None
+    try:
+        out = _engine.run(run, x, settings, broadcast)
+        graced: Graced = out[0] if settings.return_stats else out
+        stats = out[1] if settings.return_stats else None
+        call = run.call
+        assert call is not None  # (set as the run planned)
+        check_parts(kind, graced, refused, call.cluster, settings.seconds())
+        largest = int(graced.size.sum(axis=0).max())
+        log.info(
+            "%r spilled %s bytes to %s: %d sub-partition(s) per reducer, the largest %d bytes within the budget of %d",
+            kind,
+            f"{int(graced.size.sum()):,}",
+            graced.plan.folder,
+            graced.plan.parts,
+            largest,
+            graced.plan.budget,
+        )
+        value: list[tuple[Any, list[Any]]] = []
+        info: GroupBuilt | None = None
+        native = group_native(graced.plan.keyed, call) if isinstance(kind, Grouped) else call.native
+        for j in range(graced.plan.parts):
+            graph = tf.Graph()
+            with graph.as_default():
+                outputs, built = (
+                    reduce_round(kind, graced, j, native) if isinstance(kind, Grouped) else merge_round(kind, graced, j, native)
+                )
+            if not outputs:
+                continue
+            info = info or built
+            try:
+                value += call.cluster.run(graph, outputs, {}, tasks=list(graced.plan.tasks), timeout=settings.seconds())
+            except JobError as e:  # the group's own reading of it (fn's rows per key), as the in-memory run gives
+                raise (kind.failure(e, graced.plan.keyed) or e) from None
+            finally:
+                call.cluster.forget(graph)
+    finally:
+        run.remove()
+    if isinstance(kind, Grouped):
+        assert info is not None  # (a refused share has rows)
+        result = group_result(value, info, call.note[0], ordered=False)
+    else:
+        keys, per_key = concatenated(value)
+        result = sorted_result(keys, per_key, decode=call.note[0] if graced.key_dtype == tf.string else None)
+    return (result, stats) if settings.return_stats else result
+
+
+def _pieces(graced: Graced, b: int, c: int) -> list[tf.Tensor]:
+    """Leaf ``c`` (0: the keys) of sub-partition ``b``, read and parsed on each task that wrote rows of it."""
+    dtype, row = (graced.key_dtype, ()) if c == 0 else graced.leaves[c - 1]
+    pieces = []
+    for t, task in enumerate(graced.tasks):
+        n = int(graced.rows[t, b])
+        if n:
+            with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"read{b}_{t}"):
+                data = tf.io.read_file(f"{graced.folder}/b{b:05d}-t{t:05d}-c{c}")
+                pieces.append(tf.ensure_shape(tf.io.parse_tensor(data, dtype), (n, *row)))
+    return pieces
+
+
+def reduce_round(kind: Grouped, graced: Graced, j: int, native: Any | None) -> tuple[list[Any], GroupBuilt | None]:
+    """In the current graph, round ``j``: each reducer r reads sub-partition r·P + j from every task's disk and reduces
+    it as the in-memory run reduces its share; the fetches (keys, leaves) of the reducers with rows, and the build."""
+    plan = graced.plan
+    outputs: list[Any] = []
+    built = None
+    for r, device in enumerate(plan.keyed.reducers):
+        b = r * plan.parts + j
+        if not int(graced.rows[:, b].sum()):
+            continue
+        with tf.device(device), tf.name_scope(f"part{b}"):
+            columns = [tf.concat(_pieces(graced, b, c), 0) for c in range(1 + len(graced.leaves))]
+            values = tf.nest.pack_sequence_as(graced.structure, columns[1:])
+            keys, output = kind._reduce(r, device, columns[0], values, native)
+            result, shape, ragged = kind._leaves(r, device, keys, output)
+            outputs.append((tf.identity(keys), result))
+        if built is None:
+            leaves = [leaf[0] if is_ragged else leaf for leaf, is_ragged in zip(result, ragged, strict=True)]
+            specs = tf.nest.pack_sequence_as(shape, [tf.TensorSpec(t.shape[1:], t.dtype) for t in leaves])
+            built = GroupBuilt(KeyedBuilt(graced.key_dtype, specs, False, ragged), shape)
+    return outputs, built
+
+
+def merge_round(kind: Keyed, graced: Graced, j: int, native: Any | None) -> tuple[list[Any], None]:
+    """In the current graph, round ``j`` of a keyed job: each reducer r reads sub-partition r·P + j from every task's
+    disk, merges the tasks' per-key partials and finalizes them, as the in-memory run merges its share; the fetches."""
+    plan, form = graced.plan, kind.combiner.per_key
+    assert form is not None  # (a keyed job's combiner has its per-key form)
+    outputs: list[Any] = []
+    for r, device in enumerate(plan.keyed.reducers):
+        b = r * plan.parts + j
+        if not int(graced.rows[:, b].sum()):
+            continue
+        with tf.device(device), tf.name_scope(f"part{b}"):
+            columns = [_pieces(graced, b, c) for c in range(1 + len(graced.leaves))]
+            parts = [(k, tf.nest.pack_sequence_as(graced.structure, list(v))) for k, *v in zip(*columns, strict=True)]
+            keys, partial = merge(parts, form, native)
+            values = form.finalize(partial)
+            outputs.append((tf.identity(keys), tf.nest.map_structure(tf.identity, values)))
+    return outputs, None
+
+
+def check_parts(kind: Grouped | Keyed, graced: Graced, refused: OverBudget, cluster: Any, timeout: float) -> None:
+    """Each sub-partition's bytes within the budget; else ``ReducerMemoryError`` naming its largest key and its bytes."""
+    plan = graced.plan
+    for b, size in enumerate(graced.size.sum(axis=0).tolist()):
+        if size <= plan.budget:
+            continue
+        key, rows = _largest_key(graced, b, cluster, timeout)
+        total = int(graced.rows[:, b].sum())
+        share = size * rows // max(1, total)
+        r, limit = b // plan.parts, f"more than its budget of {plan.budget:,} bytes ({refused.overrun.limit})"
+        where = f"reducer {r} ({plan.keyed.reducers[r]})"
+        spilled = f"even spilled to disk in {plan.parts} sub-partitions per reducer"
+        if share > plan.budget:
+            others = f" ({size:,} with the other keys of its sub-partition)" if rows < total else ""
+            raise ReducerMemoryError(
+                f"{kind!r}: {where} would receive {rows:,} values of the key {key!r} alone, about {share:,} bytes of keys "
+                f"and values{others}, {limit}, {spilled}: a group reducer holds every value of a key at once; nothing was "
+                "reduced. Raise max_bytes= where the host has the memory, split the hot key (e.g. salt it and combine the "
+                "parts), or use a combiner recipe (sum/mean/min/max/variance_by_key) whose partials are one row per key"
+            )
+        raise ReducerMemoryError(
+            f"{kind!r}: sub-partition {b} of {where} holds {size:,} bytes of keys and values, {limit}, {spilled}: its "
+            f"keys hashed unevenly (the largest, {key!r}, has {rows:,} values); nothing was reduced. Spread the keys over "
+            "more reducers (reducers=N), or raise max_bytes= where the host has the memory"
+        )
+
+
+def _largest_key(graced: Graced, b: int, cluster: Any, timeout: float) -> tuple[Any, int]:
+    """The key with the most rows in sub-partition ``b`` and its rows: counted on each task, summed on the reducer."""
+    device = f"{Device.parse(graced.plan.keyed.reducers[0]).task}/device:CPU:0"
+    graph = tf.Graph()
+    with graph.as_default():
+        counted = []
+        for piece in _pieces(graced, b, 0):
+            with tf.device(piece.device):
+                distinct, _, counts = tf.unique_with_counts(piece, out_idx=tf.int64)
+                counted.append((distinct, counts))
+        with tf.device(device):
+            keys, ids = tf.unique(tf.concat([k for k, _ in counted], 0), out_idx=tf.int64)
+            counts = tf.math.unsorted_segment_sum(tf.concat([c for _, c in counted], 0), ids, tf.size(keys, tf.int64))
+            top = tf.argmax(counts)
+            fetch = (keys[top], counts[top])
+    try:
+        key, rows = cluster.run(graph, fetch, {}, tasks=list(graced.plan.tasks), timeout=timeout)
+    finally:
+        cluster.forget(graph)
+    return (key.decode() if isinstance(key, bytes) else np.asarray(key).item()), int(rows)
