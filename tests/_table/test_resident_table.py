@@ -57,7 +57,9 @@ def test_a_scattered_table_comes_back_equal(cluster: tmr.LocalCluster, drawn: tu
     t, sizes = drawn
     with tmr.scatter(t, cluster=cluster, sizes=sizes) as r:
         assert isinstance(r, tmr.ResidentTable)
-        assert len(r) == len(t) and r.columns == t.columns and r.schema == t.schema
+        assert len(r) == len(t)
+        assert r.columns == t.columns
+        assert r.schema == t.schema
         assert list(r.shards) == sizes
         for name in r.columns:  # every column (and mask) on the same shards and devices
             c = r.column(name)
@@ -97,8 +99,10 @@ def test_filter_and_with_columns_equal_pandas_and_ship_no_row(
             kept = r.filter(keep)
             wide = kept.with_columns(added)
         try:
-            assert runs.runs and all(run.bytes_sent == 0 for run in runs.runs)
-            assert isinstance(kept, tmr.ResidentTable) and kept.columns == t.columns
+            assert runs.runs
+            assert all(run.bytes_sent == 0 for run in runs.runs)
+            assert isinstance(kept, tmr.ResidentTable)
+            assert kept.columns == t.columns
             want = frame[kept_by_pandas(frame)].reset_index(drop=True)
             pd.testing.assert_frame_equal(kept.to_pandas(), t.filter(keep, cluster=cluster).to_pandas())
             assert_cells(kept.to_pandas(), want)
@@ -163,7 +167,8 @@ def test_map_returns_a_resident_table_of_other_rows(cluster: tmr.LocalCluster) -
     t = tmr.table({"line": np.array(["to be", "", "ör not", "to be"]), "n": np.array([1, 2, 3, 4], np.int16)})
     with tmr.scatter(t, cluster=cluster, sizes=[0, 3, 1]) as r:
         with tmr.map(lambda rows: {"word": tf.strings.split(rows["line"]).flat_values}, r, cluster=cluster) as words:
-            assert isinstance(words, tmr.ResidentTable) and words.columns == ("word",)
+            assert isinstance(words, tmr.ResidentTable)
+            assert words.columns == ("word",)
             assert words.to_dict()["word"].tolist() == ["to", "be", "ör", "not", "to", "be"]
             assert words.group_by("word").agg(n=("*", "count")).to_dict()["n"].tolist() == [2, 1, 2, 1]
         with pytest.raises(TypeError, match="by_key"):
@@ -178,7 +183,9 @@ def test_select_shares_columns_and_delete_frees_them_with_the_last_holder(cluste
     r.delete()
     assert view.to_pandas()["a"].tolist()[0] == 1  # still held by the view
     view.delete()
-    assert a.values._deleted and a.valid is not None and a.valid._deleted
+    assert a.values._deleted
+    assert a.valid is not None
+    assert a.valid._deleted
     with pytest.raises(ValueError, match="deleted"):
         view.to_dict()
 
