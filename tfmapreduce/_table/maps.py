@@ -9,6 +9,7 @@ the column holds no null).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -63,7 +64,7 @@ def row_function(
                 valid[name] = tf.ones(tf.shape(values[name]), tf.bool)
         return check(fn(TableRows(values, valid)))
 
-    return mapped
+    return functools.update_wrapper(mapped, fn, assigned=("__name__", "__qualname__"), updated=())  # errors name fn
 
 
 def _run(
@@ -109,7 +110,7 @@ def dict_check(names: list[str], method: str) -> Callable[[Any], tuple[tf.Tensor
     def check(out: Any) -> tuple[tf.Tensor, ...]:
         if not isinstance(out, Mapping) or not out:
             raise TypeError(
-                f"{method}: fn must return a dict of columns, e.g. lambda rows: {{'y': rows['x'] * 2}}; got {type(out).__name__}"
+                f"{method}: fn must return a dict of new columns, e.g. lambda rows: {{'y': rows['x'] * 2}}; got {type(out).__name__}"
             )
         names[:] = [str(n) for n in out]
         tensors = tuple(tf.convert_to_tensor(t) for t in out.values())
