@@ -251,7 +251,7 @@ def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptio
         >>> float(tmr.mean(data))  # ships nothing
         3.5
         >>> data.delete()
-        >>> with tmr.scatter(tmr.table({"s": np.array(["é", "b"])}), cluster=cluster) as t:
+        >>> with tmr.scatter(tmr.table({"s": np.array(["é", "b"])}), cluster=cluster, sizes=[1, 1]) as t:
         ...     t.shards, t.to_dict()["s"].tolist()
         ((1, 1), ['é', 'b'])
     """
