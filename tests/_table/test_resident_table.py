@@ -235,3 +235,14 @@ def test_table_of_pyarrow_reads_dictionary_strings_and_refuses_nested() -> None:
     assert t.schema["day"].type.name == "date"
     with pytest.raises(TypeError, match="column 'l'"):
         tmr.table(pa.table({"l": pa.array([[1], [2]])}))
+
+
+def test_a_table_of_no_rows_scatters_and_runs(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"s": np.array([], object), "x": np.zeros(0, np.float32)})
+    with tmr.scatter(t, cluster=cluster, sizes=[0, 0]) as r:
+        assert len(r) == 0
+        assert r.shards == (0, 0)
+        with r.filter(lambda rows: rows["x"] > 0) as kept:
+            pd.testing.assert_frame_equal(kept.to_pandas(), t.to_pandas())
+        assert r.agg(n=("*", "count"), total=("x", "sum")).to_dict()["n"].tolist() == [0]
+        assert len(r.group_by("s").agg(n=("x", "count"))) == 0

@@ -269,7 +269,7 @@ def _scatter_table(table: Table, keep_source: bool, place: dict[str, Any]) -> Re
     try:
         for name in table.columns:
             c: Column = table.column(name)
-            values = scatter_array(_storage(c), keep_source=keep_source, **place)
+            values = scatter_array(c.values, keep_source=keep_source, **place)
             placed.append(values)
             place.update(sizes=list(values.plan.sizes), devices=[s.device for s in values.plan.shards])
             valid = None
@@ -281,10 +281,3 @@ def _scatter_table(table: Table, keep_source: bool, place: dict[str, Any]) -> Re
         delete_all(placed)
         raise
     return ResidentTable(columns)
-
-
-def _storage(c: Column) -> np.ndarray[Any, Any]:
-    """A column's values as scattered: strings as an ``object`` array of ``str`` (they come back as ``str``)."""
-    if c.type == STRING and not len(c):
-        return np.zeros(0, object)
-    return c.values
