@@ -235,6 +235,8 @@ def test_table_of_pyarrow_reads_dictionary_strings_and_refuses_nested() -> None:
     assert t.schema["day"].type.name == "date"
     with pytest.raises(TypeError, match="column 'l'"):
         tmr.table(pa.table({"l": pa.array([[1], [2]])}))
+    with pytest.raises(ValueError, match="repeat"):
+        tmr.table(pa.table([pa.array([1]), pa.array([2])], names=["a", "a"]))
 
 
 def test_a_table_of_no_rows_scatters_and_runs(cluster: tmr.LocalCluster) -> None:

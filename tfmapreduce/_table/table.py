@@ -350,16 +350,18 @@ def table(data: Any, /) -> Table:
         TypeError: not a dict, DataFrame or pyarrow table, a column of a type no column stores (the message names the column).
         ValueError: columns of different lengths.
     """
-    if type(data).__name__ in ("Table", "RecordBatch") and hasattr(data, "schema") and hasattr(data, "column_names"):
-        return Table({str(n): from_arrow(str(n), data.column(i)) for i, n in enumerate(data.column_names)})
-    if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
-        names = [str(c) for c in data.columns]
+    arrow = type(data).__name__ in ("Table", "RecordBatch") and hasattr(data, "column_names")
+    if arrow or (type(data).__name__ == "DataFrame" and hasattr(data, "columns")):
+        names = [str(c) for c in (data.column_names if arrow else data.columns)]
         if len(set(names)) != len(names):
-            raise ValueError(f"table: the DataFrame's column names repeat ({names}); rename them first")
+            raise ValueError(f"table: the {type(data).__name__}'s column names repeat ({names}); rename them first")
+    if arrow:
+        return Table({name: from_arrow(name, data.column(i)) for i, name in enumerate(names)})
+    if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
         return Table({str(c): from_series(str(c), data[c]) for c in data.columns})
     if not isinstance(data, Mapping):
         raise TypeError(
-            f"table: expected a dict of 1-D arrays or a pandas DataFrame, got {type(data).__name__}; e.g. tmr.table({{'x': np.arange(3)}})"
+            f"table: expected a dict of 1-D arrays, a pandas DataFrame or a pyarrow Table, got {type(data).__name__}; e.g. tmr.table({{'x': np.arange(3)}})"
         )
     for name in data:
         if not isinstance(name, str):
