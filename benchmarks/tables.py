@@ -8,9 +8,10 @@ tfmapreduce a ``tmr.table`` of it), grouped by both key columns:
     sum(x), mean(x), min(n), max(n), count(*)
 
 tfmapreduce runs one keyed job on a 2-worker LocalCluster (the two keys encoded as one byte string in the map,
-a per-column combiner). Also printed: the first call's time (it traces and compiles the job's graphs) against a
-second identical call's, which reuses them, and how many times the map function was traced for each (the count in
-``tfmapreduce._table.aggregate.TRACES``). Each result is checked against pandas before it is timed.
+a per-column combiner), then the same group-by of the table scattered once (``tmr.scatter(table)``: the run reads
+the columns on the workers, nothing shipped; the scatter's own time printed). Also printed: the first call's time
+(it traces and compiles the job's graphs) against a second identical call's, which reuses them, and how many times
+the map function was traced for each (the count in ``tfmapreduce._table.aggregate.TRACES``). Each result is checked against pandas before it is timed.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def frame_of(rows: int, groups: int) -> Any:
     )
 
 
-def ours(t: tmr.Table, cluster: tmr.LocalCluster) -> Any:
+def ours(t: tmr.Table | tmr.ResidentTable, cluster: tmr.LocalCluster) -> Any:
     result = t.group_by(["a", "b"]).agg(
         total=("x", "sum"), avg=("x", "mean"), lo=("n", "min"), hi=("n", "max"), rows=("*", "count"), cluster=cluster, timeout=900
     )
@@ -122,6 +123,15 @@ def run(args: argparse.Namespace) -> None:
         second, again = _once(lambda: ours(t, cluster))
         print(f"  first call {first:.2f} s ({traced} traces of the map function), an identical second {second:.2f} s ({again})")
         table.add("tfmapreduce group_by.agg, one keyed run, 2-worker LocalCluster", lambda: ours(t, cluster), rows)
+        started = time.perf_counter()
+        with tmr.scatter(t, cluster=cluster, timeout=900) as resident:
+            print(f"  tmr.scatter(table) once: {time.perf_counter() - started:.2f} s", flush=True)
+            check(ours(resident, cluster), reference, "tfmapreduce resident")
+            table.add(
+                "tfmapreduce, the table scattered once (ResidentTable): the same run, no row shipped",
+                lambda: ours(resident, cluster),
+                rows,
+            )
     if _peers.on(args.peers, "duckdb"):
         import duckdb
 

@@ -155,3 +155,37 @@ def order_elements(dtype: np.dtype) -> st.SearchStrategy[Any]:
     width = dtype.itemsize * 8
     special = st.sampled_from([np.nan, np.inf, -np.inf, -0.0, 0.0])
     return st.one_of(st.floats(-3, 3, width=width).map(round), special, st.floats(width=width, allow_subnormal=False))
+
+
+TABLE_WIDTHS = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64")
+"""The number types a drawn table's columns take (``table_columns``)."""
+
+
+@st.composite
+def table_columns(draw: st.DrawFn, rows: int) -> dict[str, Any]:
+    """The columns of a ``tmr.table`` of ``rows`` rows: a string column (unicode, the empty string), a date, a
+    timestamp and numbers of three drawn widths, each with drawn nulls (None, NaT or a ``np.ma`` mask)."""
+
+    def nulls() -> np.ndarray:
+        return np.array(draw(st.lists(st.booleans(), min_size=rows, max_size=rows)), dtype=bool)
+
+    words = draw(st.lists(st.text(max_size=3), min_size=1, max_size=5, unique=True))
+    text = np.array([draw(st.sampled_from(words)) for _ in range(rows)], dtype=object)
+    text[nulls()] = None
+    days = np.array(draw(st.lists(st.integers(-800, 20000), min_size=rows, max_size=rows)), "datetime64[D]")
+    days[nulls()] = np.datetime64("NaT")
+    stamps = np.array(draw(st.lists(st.integers(-(2**40), 2**40), min_size=rows, max_size=rows)), "datetime64[ms]")
+    stamps[nulls()] = np.datetime64("NaT")
+    columns: dict[str, Any] = {"s": text, "d": days, "t": stamps}
+    for i, name in enumerate(draw(st.lists(st.sampled_from(TABLE_WIDTHS), min_size=3, max_size=3))):
+        dtype = np.dtype(name)
+        if dtype.kind == "b":
+            values = st.booleans()
+        elif dtype.kind == "f":
+            values = st.floats(-1e3, 1e3, width=dtype.itemsize * 8, allow_subnormal=False)
+        else:
+            info = np.iinfo(dtype)
+            values = st.integers(max(int(info.min), -(2**40)), min(int(info.max), 2**40))
+        data = np.array(draw(st.lists(values, min_size=rows, max_size=rows)), dtype=dtype)
+        columns[f"x{i}"] = np.ma.MaskedArray(data, mask=nulls())
+    return columns

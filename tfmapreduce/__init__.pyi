@@ -39,7 +39,6 @@ from ._io.files.read import read_tfrecord as read_tfrecord
 from ._io.generate import generate as generate
 from ._io.resident import Sharded as Sharded
 from ._io.resident import ShardedTuple as ShardedTuple
-from ._io.resident import scatter as scatter
 from ._io.shardfile import load_shards as load_shards
 from ._io.shardfile import save_shards as save_shards
 from ._kinds.join.api import join as join
@@ -75,6 +74,8 @@ from ._query.lazy import lazy as lazy
 from ._table.parquet import plan_parquet as plan_parquet
 from ._table.parquet import scan_parquet as scan_parquet
 from ._table.parquet import write_parquet as write_parquet
+from ._table.resident import ResidentTable as ResidentTable
+from ._table.resident import scatter as scatter
 from ._table.schema import ColumnType as ColumnType
 from ._table.schema import Field as Field
 from ._table.schema import Schema as Schema

@@ -60,7 +60,8 @@ def map(
 
     Args:
         fn: the traceable function of a batch of rows (TensorFlow ops; it is traced once per shard or file).
-        x: an array (numbers or strings), a tuple of co-partitioned arrays, resident ``Sharded`` data or files.
+        x: an array (numbers or strings), a tuple of co-partitioned arrays, resident ``Sharded`` data or files; or a
+            [`ResidentTable`][tfmapreduce.ResidentTable] (``fn`` gets and returns ``{name: tensor}``: see its ``map``).
         broadcast: values every call of ``fn`` receives whole, after the rows.
         by_key: ``fn`` returns ``(keys, values)``; the rows are partitioned by key over the reducers.
         max_bytes: with ``by_key=True``, the bytes of keys and values one reducer may receive (None: a quarter of its
@@ -102,6 +103,10 @@ def map(
             f"by_key must be True (fn returns (keys, values), partitioned by key) or False (fn's rows kept where they ran), "
             f"got {type(by_key).__name__} {by_key!r}"
         )
+    if all(hasattr(x, a) for a in ("columns", "schema", "map", "collect")):  # a tmr.ResidentTable (a layer above)
+        if by_key or broadcast or max_bytes is not None:
+            raise TypeError("map over a ResidentTable takes fn and run options only (no by_key=, broadcast=, max_bytes=)")
+        return x.map(fn, **options)
     if not by_key:
         if max_bytes is not None:
             raise TypeError(

@@ -16,7 +16,7 @@ import tensorflow as tf
 from .._kinds.mapreduce import MapReduce
 from .._ops.combine import Combiner, GroupForm, SegmentForm, segment_max, segment_min, segment_sum
 from .._ops.per_group import group_reducer
-from .column import Column, made
+from .column import Column, ResidentColumn, made
 from .groups import GroupOp, finished, per_group
 from .keys import KeyCodec
 from .ops import OPS, PARAMETRIC, holistic, partial_of, type_of
@@ -143,10 +143,14 @@ def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
 
 
 def aggregate(
-    columns: Mapping[str, Column], keys: Sequence[str], aggregates: Sequence[Aggregate], options: Mapping[str, Any]
+    columns: Mapping[str, Column | ResidentColumn],
+    keys: Sequence[str],
+    aggregates: Sequence[Aggregate],
+    options: Mapping[str, Any],
 ) -> dict[str, Column]:
     """The aggregated columns (the key columns, then the aggregates), one row per group, sorted by the keys (nulls
-    last); with no keys, one row for the whole table."""
+    last); with no keys, one row for the whole table. The columns are on the client (shipped for the run) or on the
+    workers (read where they are): the same job either way."""
     for a in aggregates:
         if a.column != "*":
             type_of(a.op, columns[a.column].type, a.output)  # refuse what does not apply before any run
@@ -159,7 +163,7 @@ def aggregate(
         for name in dict.fromkeys(a.column for a in aggregates if a.column != "*")
     )
     spec = Spec(codec, tuple(keys), inputs, tuple(attrs.evolve(a, output="") for a in aggregates))  # (names: no graph)
-    arrays: list[np.ndarray[Any, Any]] = []
+    arrays: list[Any] = []  # numpy arrays, or Sharded on the workers
     for name, _ in spec.layout:
         c = columns[name]
         arrays.extend([c.values] if c.valid is None else [c.values, c.valid])
@@ -212,7 +216,9 @@ def _finish(op: str, type_: ColumnType | None, partial: list[np.ndarray[Any, Any
     return made(result, value.astype(result.storage), count > 0)
 
 
-def _empty(columns: Mapping[str, Column], keys: Sequence[str], aggregates: Sequence[Aggregate]) -> dict[str, Column]:
+def _empty(
+    columns: Mapping[str, Column | ResidentColumn], keys: Sequence[str], aggregates: Sequence[Aggregate]
+) -> dict[str, Column]:
     """The aggregates of no rows: no groups, or (no keys) one row with counts 0 and nulls (as SQL gives)."""
     rows = 0 if keys else 1
     out = {k: made(columns[k].type, np.zeros(0, columns[k].type.storage), None) for k in keys}

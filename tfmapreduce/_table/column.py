@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .._io.resident import Sharded
 from .schema import STRING, ColumnType
 
 
@@ -85,6 +86,25 @@ class Column:
 
     def _mask(self) -> np.ndarray[Any, Any]:
         return np.ones(len(self), bool) if self.valid is None else self.valid
+
+
+@attrs.frozen(eq=False)
+class ResidentColumn:
+    """A column whose shards live on the workers: ``values`` (a ``Sharded`` of ``type.storage``, strings as
+    ``tf.string``) and ``valid`` (a ``Sharded`` of bool, True where not null) or None; a resident table's columns share
+    one row partition. Jobs take it where they take a host :class:`Column` (the same ``type``, ``values``, ``valid``)."""
+
+    type: ColumnType
+    values: Sharded
+    valid: Sharded | None = None
+
+    def __len__(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def nullable(self) -> bool:
+        """Whether the column has a validity mask (may hold a null)."""
+        return self.valid is not None
 
 
 def made(type_: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None) -> Column:

@@ -9,6 +9,7 @@ the column holds no null).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ import tensorflow as tf
 
 from .._io.resident import delete_all
 from .._kinds.map_api import map as map_rows
-from .column import Column, made
+from .column import Column, ResidentColumn, made
 from .schema import STRING, ColumnType
 
 
@@ -29,6 +30,43 @@ class TableRows(dict[str, tf.Tensor]):
         self.valid = dict(valid)
 
 
+Columns = Mapping[str, Column] | Mapping[str, ResidentColumn]
+"""A table's columns, on the client or on the workers: the same functions build the map over either."""
+
+
+def arrays_of(columns: Columns) -> tuple[Any, ...]:
+    """The inputs of a map over ``columns``: each column's values, then its validity where it has one (numpy arrays
+    on the client, ``Sharded`` on the workers: co-partitioned either way)."""
+    arrays: list[Any] = []
+    for c in columns.values():
+        arrays.append(c.values)
+        if c.valid is not None:
+            arrays.append(c.valid)
+    return tuple(arrays)
+
+
+def row_function(
+    columns: Columns, fn: Callable[[TableRows], Any], check: Callable[[Any], tuple[tf.Tensor, ...]]
+) -> Callable[..., tuple[tf.Tensor, ...]]:
+    """The map function of a job over ``columns`` (whose inputs are :func:`arrays_of`): ``check(fn(rows))``."""
+    names = list(columns)
+    nullable = [columns[n].valid is not None for n in names]
+
+    def mapped(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        values, valid, i = {}, {}, 0
+        for name, has_nulls in zip(names, nullable, strict=True):
+            values[name] = tensors[i]
+            i += 1
+            if has_nulls:
+                valid[name] = tensors[i]
+                i += 1
+            else:
+                valid[name] = tf.ones(tf.shape(values[name]), tf.bool)
+        return check(fn(TableRows(values, valid)))
+
+    return functools.update_wrapper(mapped, fn, assigned=("__name__", "__qualname__"), updated=())  # errors name fn
+
+
 def _run(
     columns: Mapping[str, Column],
     fn: Callable[[TableRows], Any],
@@ -36,28 +74,10 @@ def _run(
     options: Mapping[str, Any],
 ) -> list[np.ndarray[Any, Any]]:
     """``check(fn(rows))``'s tensors of every row, in row order, from one map-only run (an eager call on no rows)."""
-    names = list(columns)
-    arrays: list[np.ndarray[Any, Any]] = []
-    for c in columns.values():
-        arrays.append(c.values)
-        if c.valid is not None:
-            arrays.append(c.valid)
-
-    def mapped(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
-        values, valid, i = {}, {}, 0
-        for name in names:
-            values[name] = tensors[i]
-            i += 1
-            if columns[name].valid is None:
-                valid[name] = tf.ones(tf.shape(values[name]), tf.bool)
-            else:
-                valid[name] = tensors[i]
-                i += 1
-        return check(fn(TableRows(values, valid)))
-
+    arrays, mapped = arrays_of(columns), row_function(columns, fn, check)
     if not len(arrays[0]):
         return [t.numpy() for t in mapped(*(tf.constant(a) for a in arrays))]
-    out = map_rows(mapped, tuple(arrays), **options)
+    out = map_rows(mapped, arrays, **options)
     parts = list(out) if isinstance(out, tuple) else [out]
     try:
         return [p.gather() for p in parts]
@@ -65,36 +85,47 @@ def _run(
         delete_all(parts)
 
 
-def kept(columns: Mapping[str, Column], fn: Callable[[TableRows], Any], options: Mapping[str, Any]) -> np.ndarray[Any, Any]:
-    """The rows ``fn`` keeps (a bool mask), ``fn`` returning one bool per row."""
+def mask_check(method: str) -> Callable[[Any], tuple[tf.Tensor, ...]]:
+    """What a filter's ``fn`` must return: one bool a row (a 1-D ``tf.bool`` tensor)."""
 
     def check(mask: Any) -> tuple[tf.Tensor, ...]:
         if not isinstance(mask, tf.Tensor) or mask.dtype != tf.bool or mask.shape.rank != 1:
             raise TypeError(
-                f"filter: fn must return one bool a row (a 1-D tf.bool tensor), e.g. lambda rows: rows['x'] > 0; got {mask!r}"
+                f"{method}: fn must return one bool a row (a 1-D tf.bool tensor), e.g. lambda rows: rows['x'] > 0; got {mask!r}"
             )
         return (mask,)
 
-    return _run(columns, fn, check, options)[0]
+    return check
 
 
-def computed(columns: Mapping[str, Column], fn: Callable[[TableRows], Any], options: Mapping[str, Any]) -> dict[str, Column]:
-    """The columns ``fn`` returns (a dict ``{name: 1-D tensor}``, one value a row), with no nulls."""
-    names: list[str] = []
+def kept(columns: Mapping[str, Column], fn: Callable[[TableRows], Any], options: Mapping[str, Any]) -> np.ndarray[Any, Any]:
+    """The rows ``fn`` keeps (a bool mask), ``fn`` returning one bool per row."""
+    return _run(columns, fn, mask_check("filter"), options)[0]
+
+
+def dict_check(names: list[str], method: str) -> Callable[[Any], tuple[tf.Tensor, ...]]:
+    """What a ``with_columns`` or a table map's ``fn`` must return: a dict ``{name: 1-D tensor}``; its names are put
+    in ``names`` as it is traced."""
 
     def check(out: Any) -> tuple[tf.Tensor, ...]:
         if not isinstance(out, Mapping) or not out:
             raise TypeError(
-                f"with_columns: fn must return a dict of new columns, e.g. lambda rows: {{'y': rows['x'] * 2}}; got {type(out).__name__}"
+                f"{method}: fn must return a dict of new columns, e.g. lambda rows: {{'y': rows['x'] * 2}}; got {type(out).__name__}"
             )
         names[:] = [str(n) for n in out]
         tensors = tuple(tf.convert_to_tensor(t) for t in out.values())
         for name, t in zip(names, tensors, strict=True):
             if t.shape.rank != 1:
-                raise TypeError(f"with_columns: column {name!r} must be 1-D (one value a row), got shape {t.shape}")
+                raise TypeError(f"{method}: column {name!r} must be 1-D (one value a row), got shape {t.shape}")
         return tensors
 
-    arrays = _run(columns, fn, check, options)
+    return check
+
+
+def computed(columns: Mapping[str, Column], fn: Callable[[TableRows], Any], options: Mapping[str, Any]) -> dict[str, Column]:
+    """The columns ``fn`` returns (a dict ``{name: 1-D tensor}``, one value a row), with no nulls."""
+    names: list[str] = []
+    arrays = _run(columns, fn, dict_check(names, "with_columns"), options)
     return {name: _column(a) for name, a in zip(names, arrays, strict=True)}
 
 

@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from typing_extensions import Unpack
 
 from .._options import Options
 from .aggregate import Aggregate, aggregate
-from .column import Column
+from .arrow import from_arrow, to_arrow
+from .column import Column, ResidentColumn
 from .convert import from_numpy, from_series
 from .join import HOWS, joined, key_names
 from .maps import TableRows, computed, kept
 from .order import sort_keys, sorted_rows
 from .schema import Field, Schema, check_name
+
+
+class Tabular(Protocol):
+    """What a group-by reads of a table, on the client (``Table``) or on the workers (``ResidentTable``)."""
+
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+
+    def column(self, name: str) -> Column | ResidentColumn: ...
 
 
 class Table:
@@ -56,6 +66,11 @@ class Table:
         """``{name: numpy array}``: strings ``object`` arrays of ``str`` (None for a null), dates ``datetime64[D]`` and
         timestamps ``datetime64[unit]`` (NaT for a null), numbers and bool their dtype (``np.ma.MaskedArray`` with nulls)."""
         return {name: c.to_numpy() for name, c in self._columns.items()}
+
+    def to_arrow(self) -> Any:
+        """A ``pyarrow.Table`` with the same names and order: numbers and bool their type, strings ``string``, dates
+        ``date32``, timestamps ``timestamp[unit]``, nulls as Arrow's nulls (``tmr.table`` reads it back equal)."""
+        return to_arrow(self._columns)
 
     def to_pandas(self) -> Any:
         """A ``pandas.DataFrame`` with the same names and order: nullable ints and bools as pandas' ``Int64``,
@@ -112,12 +127,7 @@ class Table:
     def group_by(self, keys: str | Sequence[str]) -> GroupBy:
         """The rows grouped by the key columns ``keys`` (any types; a null is a group of its own, as SQL's GROUP BY
         and pandas' ``dropna=False``): call [`agg`][tfmapreduce.GroupBy.agg] on it."""
-        names = [keys] if isinstance(keys, str) else list(keys)
-        if not names:
-            raise ValueError(
-                "group_by: expected at least one key column, got none; use table.agg(...) for whole-table aggregates"
-            )
-        return GroupBy(self, tuple(check_name(k, self.columns, "group_by") for k in names))
+        return GroupBy.of(self, keys)
 
     def agg(self, **aggregates: Any) -> Table:
         """Aggregates of the whole table, one row: ``t.agg(total=("x", "sum"), rows=("*", "count"), cluster=c)``.
@@ -276,9 +286,19 @@ _OPTIONS = Options.__required_keys__ | Options.__optional_keys__
 class GroupBy:
     """A table's rows grouped by key columns; [`agg`][tfmapreduce.GroupBy.agg] computes aggregates per group."""
 
-    def __init__(self, table: Table, keys: tuple[str, ...]) -> None:
+    def __init__(self, table: Tabular, keys: tuple[str, ...]) -> None:
         self.table = table
         self.keys = keys
+
+    @classmethod
+    def of(cls, table: Tabular, keys: str | Sequence[str]) -> GroupBy:
+        """``table``'s rows grouped by ``keys`` (checked: at least one, each a column of the table)."""
+        names = [keys] if isinstance(keys, str) else list(keys)
+        if not names:
+            raise ValueError(
+                "group_by: expected at least one key column, got none; use table.agg(...) for whole-table aggregates"
+            )
+        return cls(table, tuple(check_name(k, table.columns, "group_by") for k in names))
 
     def agg(self, **aggregates: Any) -> Table:
         """One row per group: its key columns, then ``output=(column, op)`` for each aggregate, in one keyed run.
@@ -312,7 +332,8 @@ class GroupBy:
 
 
 def table(data: Any, /) -> Table:
-    """A [`Table`][tfmapreduce.Table] from a dict of 1-D numpy arrays (or lists) or a pandas ``DataFrame``.
+    """A [`Table`][tfmapreduce.Table] from a dict of 1-D numpy arrays (or lists), a pandas ``DataFrame`` or a
+    ``pyarrow.Table`` / ``RecordBatch`` (its types kept: ``date32`` a date, ``timestamp`` with its unit, nulls).
 
     Column types: bool, signed and unsigned ints, float16/32/64, strings (``str`` arrays, or ``object`` arrays of
     ``str``), dates (``datetime64[D]``, or ``datetime.date`` objects), timestamps (``datetime64[s|ms|us|ns]``).
@@ -326,17 +347,21 @@ def table(data: Any, /) -> Table:
         s: string (nullable)
 
     Raises:
-        TypeError: not a dict or DataFrame, a column of a type no column stores (the message names the column).
+        TypeError: not a dict, DataFrame or pyarrow table, a column of a type no column stores (the message names the column).
         ValueError: columns of different lengths.
     """
-    if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
-        names = [str(c) for c in data.columns]
+    arrow = type(data).__name__ in ("Table", "RecordBatch") and hasattr(data, "column_names")
+    if arrow or (type(data).__name__ == "DataFrame" and hasattr(data, "columns")):
+        names = [str(c) for c in (data.column_names if arrow else data.columns)]
         if len(set(names)) != len(names):
-            raise ValueError(f"table: the DataFrame's column names repeat ({names}); rename them first")
+            raise ValueError(f"table: the {type(data).__name__}'s column names repeat ({names}); rename them first")
+    if arrow:
+        return Table({name: from_arrow(name, data.column(i)) for i, name in enumerate(names)})
+    if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
         return Table({str(c): from_series(str(c), data[c]) for c in data.columns})
     if not isinstance(data, Mapping):
         raise TypeError(
-            f"table: expected a dict of 1-D arrays or a pandas DataFrame, got {type(data).__name__}; e.g. tmr.table({{'x': np.arange(3)}})"
+            f"table: expected a dict of 1-D arrays, a pandas DataFrame or a pyarrow Table, got {type(data).__name__}; e.g. tmr.table({{'x': np.arange(3)}})"
         )
     for name in data:
         if not isinstance(name, str):

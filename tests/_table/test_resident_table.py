@@ -1,0 +1,250 @@
+"""Tables on the workers (``tmr.scatter(table)`` → ``tmr.ResidentTable``), on real workers: drawn tables with nulls,
+unicode and empty strings, dates, timestamps and numbers of several widths, on uneven partitions with empty shards,
+scattered and fetched back equal; filter, with_columns, map and group-by aggregates equal to pandas and to the eager
+table's; no run over a resident table ships a row (``tmr.stats``); and ``Table.to_arrow`` / ``tmr.table(pyarrow)``."""
+
+from __future__ import annotations
+
+import datetime
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import examples, size_lists, table_columns
+
+import tfmapreduce as tmr
+
+
+def cells(series: pd.Series) -> list[Any]:
+    """A column's values as Python values, None for every spelling of a null, dates as ``datetime.date``."""
+    out: list[Any] = []
+    for v in series.tolist():
+        if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v)):
+            out.append(None)
+        elif isinstance(v, pd.Timestamp | np.datetime64):
+            out.append(pd.Timestamp(v).to_pydatetime())
+        else:
+            out.append(v.item() if isinstance(v, np.generic) else v)
+    return out
+
+
+def assert_cells(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    assert list(got.columns) == list(want.columns)
+    for name in got.columns:
+        for g, w in zip(cells(got[name]), cells(want[name]), strict=True):
+            if isinstance(w, float) and g is not None:
+                assert g == pytest.approx(w, rel=1e-9, abs=1e-9), name
+            else:
+                assert g == w, (name, got[name], want[name])
+
+
+@st.composite
+def scattered(draw: st.DrawFn) -> tuple[tmr.Table, list[int]]:
+    """A drawn table and a partition of its rows (uneven, often with empty shards; no rows at all sometimes)."""
+    rows = draw(st.integers(0, 30))
+    return tmr.table(draw(table_columns(rows))), draw(size_lists(rows))
+
+
+@settings(max_examples=examples(4), deadline=None)
+@given(drawn=scattered())
+def test_a_scattered_table_comes_back_equal(cluster: tmr.LocalCluster, drawn: tuple[tmr.Table, list[int]]) -> None:
+    t, sizes = drawn
+    with tmr.scatter(t, cluster=cluster, sizes=sizes) as r:
+        assert isinstance(r, tmr.ResidentTable)
+        assert len(r) == len(t)
+        assert r.columns == t.columns
+        assert r.schema == t.schema
+        assert list(r.shards) == sizes
+        for name in r.columns:  # every column (and mask) on the same shards and devices
+            c = r.column(name)
+            for part in (c.values, c.valid):
+                if part is not None:
+                    assert part.plan.sizes == tuple(sizes)
+                    assert [s.device for s in part.plan.shards] == [s.device for s in c.values.plan.shards]
+        pd.testing.assert_frame_equal(r.to_pandas(), t.to_pandas())
+        got = r.to_dict()
+        assert all(isinstance(v, str) for v in got["s"] if v is not None)  # str, not bytes
+
+
+def keep(rows: Any) -> tf.Tensor:
+    """Rows with a non-empty string, or a first number column above 0 (a null's slot holds 0 or "")."""
+    positive = tf.cast(rows["x0"], tf.float64) > 0
+    return (tf.strings.length(rows["s"]) > 0) | (rows.valid["x0"] & positive)
+
+
+def kept_by_pandas(frame: pd.DataFrame) -> pd.Series:
+    positive = (frame["x0"].astype("Float64") > 0).fillna(False).astype(bool)
+    return (frame["s"].str.len() > 0).fillna(False).astype(bool) | positive
+
+
+def added(rows: Any) -> dict[str, tf.Tensor]:
+    return {"chars": tf.strings.length(rows["s"], unit="UTF8_CHAR"), "x0": tf.cast(rows.valid["x0"], tf.int8)}
+
+
+@settings(max_examples=examples(4), deadline=None)
+@given(drawn=scattered())
+def test_filter_and_with_columns_equal_pandas_and_ship_no_row(
+    cluster: tmr.LocalCluster, drawn: tuple[tmr.Table, list[int]]
+) -> None:
+    t, sizes = drawn
+    frame = t.to_pandas()
+    with tmr.scatter(t, cluster=cluster, sizes=sizes) as r:
+        with tmr.stats() as runs:
+            kept = r.filter(keep)
+            wide = kept.with_columns(added)
+        try:
+            assert runs.runs
+            assert all(run.bytes_sent == 0 for run in runs.runs)
+            assert isinstance(kept, tmr.ResidentTable)
+            assert kept.columns == t.columns
+            want = frame[kept_by_pandas(frame)].reset_index(drop=True)
+            pd.testing.assert_frame_equal(kept.to_pandas(), t.filter(keep, cluster=cluster).to_pandas())
+            assert_cells(kept.to_pandas(), want)
+            assert wide.columns == (*t.columns, "chars")  # x0 replaced in place, chars added
+            got = wide.to_pandas()
+            assert got["chars"].tolist() == [len(s) if isinstance(s, str) else 0 for s in want["s"]]
+            assert got["x0"].tolist() == want["x0"].notna().astype(int).tolist()
+            assert_cells(got[["s", "d", "t", "x1", "x2"]], want[["s", "d", "t", "x1", "x2"]])
+        finally:
+            wide.delete()
+            kept.delete()
+
+
+AGGREGATES: dict[str, Any] = {
+    "rows": ("*", "count"),
+    "n": ("x0", "count"),
+    "total": ("x1", "sum"),
+    "avg": ("x2", "mean"),
+    "lo": ("t", "min"),
+    "hi": ("s", "max"),
+    "mid": ("x2", "median"),
+    "kinds": ("s", "count_distinct"),
+}
+
+
+@pytest.mark.parametrize("keys", [["s"], ["d", "s"], []], ids=["s", "d-s", "whole"])
+@settings(max_examples=examples(3), deadline=None)
+@given(drawn=scattered(), reducers=st.integers(1, 3))
+def test_group_by_on_the_workers_equals_pandas(
+    cluster: tmr.LocalCluster, keys: list[str], drawn: tuple[tmr.Table, list[int]], reducers: int
+) -> None:
+    t, sizes = drawn
+    with tmr.scatter(t, cluster=cluster, sizes=sizes) as r, tmr.stats() as runs:
+        grouped = r.group_by(keys) if keys else r
+        got = grouped.agg(**AGGREGATES, cluster=cluster, reducers=reducers)
+    assert all(run.bytes_sent == 0 for run in runs.runs)
+    eager = (t.group_by(keys) if keys else t).agg(**AGGREGATES, cluster=cluster, reducers=reducers)
+    pd.testing.assert_frame_equal(got.to_pandas(), eager.to_pandas())
+    frame = t.to_pandas().assign(one=1)
+    for name in ("x1", "x2"):
+        frame[name] = frame[name].astype("Float64")
+    named = {
+        "rows": ("one", "size"),
+        "n": ("x0", "count"),
+        "total": ("x1", lambda x: x.sum(min_count=1)),
+        "avg": ("x2", "mean"),
+        "lo": ("t", "min"),
+        "hi": ("s", "max"),
+        "mid": ("x2", "median"),
+        "kinds": ("s", "nunique"),
+    }
+    if not keys:
+        if not len(frame):
+            return  # (pandas' aggregates of no rows differ in type: the eager table's are checked above)
+        want = pd.DataFrame({out: [frame[c].agg(f) if not callable(f) else f(frame[c])] for out, (c, f) in named.items()})
+    else:
+        want = frame.groupby(keys, dropna=False, sort=True).agg(**named).reset_index()
+    assert_cells(got.to_pandas(), want)
+
+
+def test_map_returns_a_resident_table_of_other_rows(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"line": np.array(["to be", "", "ör not", "to be"]), "n": np.array([1, 2, 3, 4], np.int16)})
+    with tmr.scatter(t, cluster=cluster, sizes=[0, 3, 1]) as r:
+        with tmr.map(lambda rows: {"word": tf.strings.split(rows["line"]).flat_values}, r, cluster=cluster) as words:
+            assert isinstance(words, tmr.ResidentTable)
+            assert words.columns == ("word",)
+            assert words.to_dict()["word"].tolist() == ["to", "be", "ör", "not", "to", "be"]
+            assert words.group_by("word").agg(n=("*", "count")).to_dict()["n"].tolist() == [2, 1, 2, 1]
+        with pytest.raises(TypeError, match="by_key"):
+            tmr.map(lambda rows: rows, r, by_key=True)
+
+
+def test_select_shares_columns_and_delete_frees_them_with_the_last_holder(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"a": np.ma.MaskedArray([1, 2, 3], mask=[0, 1, 0]), "b": np.array(["x", "y", "z"])})
+    r = tmr.scatter(t, cluster=cluster)
+    view = r.select(["b", "a"])
+    a = r.column("a")
+    r.delete()
+    assert view.to_pandas()["a"].tolist()[0] == 1  # still held by the view
+    view.delete()
+    assert a.values._deleted
+    assert a.valid is not None
+    assert a.valid._deleted
+    with pytest.raises(ValueError, match="deleted"):
+        view.to_dict()
+
+
+def test_errors_name_the_call(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"price": np.array([1.0, 2.0, 3.0])})
+    with tmr.scatter(t, cluster=cluster, sizes=[1, 2]) as r:
+        with pytest.raises(KeyError, match="did you mean 'price'"):
+            r.select(["prize"])
+        with pytest.raises(ValueError, match="one value a row"):
+            r.with_columns(lambda rows: {"y": rows["price"][:1]})
+        with pytest.raises(TypeError, match="already on the workers"):
+            tmr.scatter(r, cluster=cluster)
+        with pytest.raises(tmr.MapFunctionError, match="one bool a row"):
+            r.filter(lambda rows: rows["price"])
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(columns=st.integers(0, 20).flatmap(table_columns))
+def test_to_arrow_keeps_names_types_and_nulls(columns: dict[str, Any]) -> None:
+    t = tmr.table(columns)
+    arrow = t.to_arrow()
+    assert arrow.column_names == list(t.columns)
+    assert arrow.schema.field("s").type == pa.string()
+    assert arrow.schema.field("d").type == pa.date32()
+    assert arrow.schema.field("t").type == pa.timestamp("ms")
+    for name in t.columns:
+        c = t.column(name)
+        nulls = 0 if c.valid is None else int((~c.valid).sum())
+        assert arrow.column(name).null_count == nulls
+    back = tmr.table(arrow)
+    assert back.schema.names == t.schema.names
+    assert [f.type for f in back.schema.fields] == [f.type for f in t.schema.fields]
+    pd.testing.assert_frame_equal(back.to_pandas(), t.to_pandas())
+    assert_cells(arrow.to_pandas(), t.to_pandas())
+
+
+def test_table_of_pyarrow_reads_dictionary_strings_and_refuses_nested() -> None:
+    batch = pa.record_batch(
+        {
+            "k": pa.array(["a", None, "a"]).dictionary_encode(),
+            "day": pa.array([datetime.date(2024, 1, 2), None, datetime.date(1969, 12, 31)], pa.date32()),
+        }
+    )
+    t = tmr.table(batch)
+    assert t.to_dict()["k"].tolist() == ["a", None, "a"]
+    assert t.schema["day"].type.name == "date"
+    with pytest.raises(TypeError, match="column 'l'"):
+        tmr.table(pa.table({"l": pa.array([[1], [2]])}))
+    with pytest.raises(ValueError, match="repeat"):
+        tmr.table(pa.table([pa.array([1]), pa.array([2])], names=["a", "a"]))
+
+
+def test_a_table_of_no_rows_scatters_and_runs(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"s": np.array([], object), "x": np.zeros(0, np.float32)})
+    with tmr.scatter(t, cluster=cluster, sizes=[0, 0]) as r:
+        assert len(r) == 0
+        assert r.shards == (0, 0)
+        with r.filter(lambda rows: rows["x"] > 0) as kept:
+            pd.testing.assert_frame_equal(kept.to_pandas(), t.to_pandas())
+        assert r.agg(n=("*", "count"), total=("x", "sum")).to_dict()["n"].tolist() == [0]
+        assert len(r.group_by("s").agg(n=("x", "count"))) == 0

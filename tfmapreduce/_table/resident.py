@@ -1,0 +1,283 @@
+"""``tmr.scatter(table)`` and ``tmr.ResidentTable``: a table whose columns live on the workers, each a ``Sharded``
+(its values, and a bool ``Sharded`` of its validity where it holds a null), all on one row partition.
+
+Its jobs read the columns where they are: ``map``, ``filter`` and ``with_columns`` are map-only runs whose outputs
+stay on the workers (a new resident table), ``group_by(...).agg(...)`` is the eager table's keyed run over the
+resident columns, whose result (one row a group) comes back as a client :class:`Table`. The functions that build
+those runs (``maps.row_function``, ``aggregate.aggregate``) are the eager table's own: only the inputs differ.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, overload
+
+import numpy as np
+from typing_extensions import Unpack
+
+from .._io.resident import Sharded, delete_all, gather_all
+from .._io.resident import scatter as scatter_array
+from .._kinds.map_api import filter as filter_rows
+from .._kinds.map_api import map as map_rows
+from .._options import Options, PlaceOptions
+from .column import Column, ResidentColumn, made
+from .maps import TableRows, arrays_of, dict_check, mask_check, row_function
+from .schema import STRING, ColumnType, Field, Schema, check_name
+from .table import GroupBy, Table
+
+_holders: Counter[int] = Counter()
+"""How many live resident tables hold each ``Sharded`` (by id): tables made by ``select`` or ``with_columns`` share
+the columns they keep, and a column's shards are freed when the last table holding it is deleted."""
+
+
+class ResidentTable:
+    """A table whose columns live on the workers, on one row partition: made by [`scatter`][tfmapreduce.scatter] of a
+    [`Table`][tfmapreduce.Table], or by a job over another resident table. Jobs over it ship no row.
+
+    Free it with [`delete`][tfmapreduce.ResidentTable.delete] or a ``with`` block; tables made from it by ``select``
+    or ``with_columns`` share its unchanged columns (no copy), which are freed with the last table holding them.
+
+    Examples:
+        >>> t = tmr.table({"city": np.array(["Oslo", "Rome", "Oslo"]), "n": np.array([1, 2, 3])})
+        >>> with tmr.scatter(t, cluster=cluster) as r:
+        ...     big = r.filter(lambda rows: rows["n"] > 1)
+        ...     print(len(big), big.to_dict()["city"].tolist())
+        ...     big.delete()
+        2 ['Rome', 'Oslo']
+    """
+
+    def __init__(self, columns: Mapping[str, ResidentColumn]) -> None:
+        plans = {c.values.plan.sizes for c in columns.values()}
+        if len(plans) > 1:
+            raise ValueError(f"ResidentTable: every column must have the same row partition, got {sorted(plans)}")
+        self._columns = dict(columns)
+        self._deleted = False
+        for a in self._arrays():
+            _holders[id(a)] += 1
+
+    def _arrays(self) -> list[Sharded]:
+        return [a for c in self._columns.values() for a in (c.values, c.valid) if a is not None]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The column names, in order."""
+        return tuple(self._columns)
+
+    @property
+    def schema(self) -> Schema:
+        """Each column's name, type and whether it may hold nulls."""
+        return Schema(tuple(Field(name, c.type, c.nullable) for name, c in self._columns.items()))
+
+    @property
+    def shards(self) -> tuple[int, ...]:
+        """The rows of each shard (every column has the same partition)."""
+        return next(iter(self._columns.values())).values.plan.sizes if self._columns else ()
+
+    def column(self, name: str) -> ResidentColumn:
+        """The column ``name``: its type, and its values and validity as ``Sharded`` data."""
+        self._check()
+        return self._columns[check_name(name, self.columns, "column")]
+
+    def __len__(self) -> int:
+        return len(next(iter(self._columns.values()))) if self._columns else 0
+
+    def collect(self, *, timeout: float | None = None) -> Table:
+        """The whole table fetched to the client (one run), with its names, types and nulls."""
+        self._check()
+        fetched = iter(gather_all(self._arrays(), timeout=timeout)) if self._columns else iter(())
+        out = {}
+        for name, c in self._columns.items():
+            values = next(fetched)
+            valid = next(fetched) if c.valid is not None else None
+            out[name] = made(c.type, _text(values) if c.type == STRING else values, valid)
+        return Table(out)
+
+    def to_dict(self, *, timeout: float | None = None) -> dict[str, np.ndarray[Any, Any]]:
+        """``{name: numpy array}`` fetched to the client, as [`Table.to_dict`][tfmapreduce.Table.to_dict] gives it."""
+        return self.collect(timeout=timeout).to_dict()
+
+    def to_pandas(self, *, timeout: float | None = None) -> Any:
+        """A ``pandas.DataFrame`` fetched to the client, as [`Table.to_pandas`][tfmapreduce.Table.to_pandas] gives it."""
+        return self.collect(timeout=timeout).to_pandas()
+
+    def to_arrow(self, *, timeout: float | None = None) -> Any:
+        """A ``pyarrow.Table`` fetched to the client, as [`Table.to_arrow`][tfmapreduce.Table.to_arrow] gives it."""
+        return self.collect(timeout=timeout).to_arrow()
+
+    def select(self, names: str | Sequence[str]) -> ResidentTable:
+        """The columns ``names``, in that order: nothing runs, the columns are shared (see the class)."""
+        self._check()
+        names = [names] if isinstance(names, str) else list(names)
+        return ResidentTable({n: self._columns[check_name(n, self.columns, "select")] for n in names})
+
+    def map(self, fn: Callable[[TableRows], Any], /, **options: Unpack[Options]) -> ResidentTable:
+        """A new resident table of the columns ``fn`` returns, from one map-only run over this table's shards; each
+        output shard stays on its input shard's device (as [`tmr.map`][tfmapreduce.map]: ``tmr.map(fn, table)`` is
+        this call).
+
+        ``fn(rows)`` gets a shard's rows as [`Table.filter`][tfmapreduce.Table.filter]'s does (``{name: tensor}``,
+        ``rows.valid[name]`` each column's validity) and returns a dict ``{name: 1-D tensor}`` of any one row count
+        (fewer rows, more, or as many). The new columns hold no null.
+
+        Examples:
+            >>> with tmr.scatter(tmr.table({"s": np.array(["a b", "c"])}), cluster=cluster) as r:
+            ...     with tmr.map(lambda rows: {"w": tf.strings.split(rows["s"]).flat_values}, r) as words:
+            ...         words.to_dict()["w"].tolist()
+            ['a', 'b', 'c']
+        """
+        self._check()
+        names: list[str] = []
+        out = map_rows(row_function(self._columns, fn, dict_check(names, "map")), arrays_of(self._columns), **options)
+        parts = list(out) if isinstance(out, tuple) else [out]
+        return ResidentTable({n: ResidentColumn(_type(p), p) for n, p in zip(names, parts, strict=True)})
+
+    def filter(self, fn: Callable[[TableRows], Any], /, **options: Unpack[Options]) -> ResidentTable:
+        """A new resident table of the rows for which ``fn`` is True, in order, from one map-only run: each shard
+        keeps its rows on its device. ``fn`` as [`Table.filter`][tfmapreduce.Table.filter]'s."""
+        self._check()
+        check = mask_check("filter")
+        arrays = arrays_of(self._columns)
+        out = filter_rows(lambda *t: row_function(self._columns, fn, check)(*t)[0], arrays, **options)
+        parts = iter(list(out) if isinstance(out, tuple) else [out])
+        return ResidentTable(
+            {
+                name: ResidentColumn(c.type, next(parts), next(parts) if c.valid is not None else None)
+                for name, c in self._columns.items()
+            }
+        )
+
+    def with_columns(self, fn: Callable[[TableRows], Any], /, **options: Unpack[Options]) -> ResidentTable:
+        """A new resident table: this one's columns (shared) with those ``fn`` returns added or replaced, from one
+        map-only run. ``fn`` as [`Table.with_columns`][tfmapreduce.Table.with_columns]'s: one value a row.
+
+        Raises:
+            ValueError: a returned column has another number of rows than its shard (nothing is kept).
+        """
+        new = self.map(fn, **options)
+        if new.shards != self.shards:
+            shards, changed = self.shards, new.shards
+            new.delete()
+            raise ValueError(
+                f"with_columns: fn must return one value a row, got {list(changed)} rows for shards of {list(shards)}; "
+                "use map() for a table of another length"
+            )
+        try:
+            return ResidentTable({**self._columns, **new._columns})
+        finally:
+            new._release()
+
+    def group_by(self, keys: str | Sequence[str]) -> GroupBy:
+        """The rows grouped by the key columns ``keys``, as [`Table.group_by`][tfmapreduce.Table.group_by]: its
+        [`agg`][tfmapreduce.GroupBy.agg] runs the same keyed job over the resident columns and returns a client
+        [`Table`][tfmapreduce.Table] (one row a group)."""
+        self._check()
+        return GroupBy.of(self, keys)
+
+    def agg(self, **aggregates: Any) -> Table:
+        """Aggregates of the whole table, one row, as [`Table.agg`][tfmapreduce.Table.agg]."""
+        self._check()
+        return GroupBy(self, ()).agg(**aggregates)
+
+    def delete(self, *, timeout: float | None = None) -> None:
+        """Free the columns' shards on the workers that no other resident table holds. Safe to call twice."""
+        delete_all(self._release(), timeout=timeout)
+
+    def _release(self) -> list[Sharded]:
+        """Let go of the columns; the arrays no other table holds (to free)."""
+        if self._deleted:
+            return []
+        self._deleted = True
+        free = []
+        for a in self._arrays():
+            _holders[id(a)] -= 1
+            if _holders[id(a)] <= 0:
+                del _holders[id(a)]
+                free.append(a)
+        return list({id(a): a for a in free}.values())
+
+    def _check(self) -> None:
+        if self._deleted:
+            raise ValueError("this ResidentTable was deleted; scatter the table again")
+
+    def __enter__(self) -> ResidentTable:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
+    def __repr__(self) -> str:
+        state = "deleted" if self._deleted else f"shards of {list(self.shards)} rows"
+        fields = ", ".join(str(f) for f in self.schema.fields)
+        return f"ResidentTable({len(self)} rows: {fields}; {state})"
+
+
+def _type(part: Sharded) -> ColumnType:
+    return STRING if part.dtype == object else ColumnType.of(part.dtype)
+
+
+def _text(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Fetched strings (``bytes``, UTF-8) as ``str``."""
+    text = np.empty(len(values), object)
+    text[:] = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in values.tolist()]
+    return text
+
+
+@overload
+def scatter(x: Table, /, *, keep_source: bool = True, **options: Unpack[PlaceOptions]) -> ResidentTable: ...
+@overload
+def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptions]) -> Sharded: ...
+def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptions]) -> Sharded | ResidentTable:
+    """Send ``x`` to the cluster once; its shards stay on their devices for many jobs.
+
+    An array becomes a [`Sharded`][tfmapreduce.Sharded]; a [`Table`][tfmapreduce.Table] a
+    [`ResidentTable`][tfmapreduce.ResidentTable]: each column's values (strings as ``tf.string``, dates int32 days,
+    timestamps int64) and, where it holds a null, its validity, every one on the first column's row partition. Same
+    partition and placement rules (and errors) as ``MapReduce.run``.  With ``keep_source=True`` (the default) the
+    shards keep a reference to ``x`` (no copy), so a shard lost with its worker is rebuilt on a surviving task by the
+    next run; ``keep_source=False`` lets ``x`` be freed, and a lost shard then raises ``ShardLostError``.
+
+    Args:
+        x: the host array to send: numbers, booleans or strings (``str`` come back as ``str``, ``bytes`` as
+            ``bytes``); or a ``tmr.Table``.
+        keep_source: keep a reference to ``x`` to rebuild lost shards.
+        **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``);
+            options of jobs (``reducers=``, ``retries=``, ...) raise TypeError.
+
+    Examples:
+        >>> data = tmr.scatter(np.arange(8.0), cluster=cluster, sizes=tmr.weights(1, 3))
+        >>> data.plan.sizes
+        (2, 6)
+        >>> float(tmr.mean(data))  # ships nothing
+        3.5
+        >>> data.delete()
+        >>> with tmr.scatter(tmr.table({"s": np.array(["é", "b"])}), cluster=cluster, sizes=[1, 1]) as t:
+        ...     t.shards, t.to_dict()["s"].tolist()
+        ((1, 1), ['é', 'b'])
+    """
+    if isinstance(x, ResidentTable):
+        raise TypeError("x is already on the workers (a ResidentTable); use it directly, or collect() it first")
+    if isinstance(x, Table):
+        return _scatter_table(x, keep_source, dict(options))
+    return scatter_array(x, keep_source=keep_source, **options)
+
+
+def _scatter_table(table: Table, keep_source: bool, place: dict[str, Any]) -> ResidentTable:
+    """Each column's values and validity scattered, all on the partition and devices of the first."""
+    columns: dict[str, ResidentColumn] = {}
+    placed: list[Sharded] = []
+    try:
+        for name in table.columns:
+            c: Column = table.column(name)
+            values = scatter_array(c.values, keep_source=keep_source, **place)
+            placed.append(values)
+            place.update(sizes=list(values.plan.sizes), devices=[s.device for s in values.plan.shards])
+            valid = None
+            if c.valid is not None:
+                valid = scatter_array(c.valid, keep_source=keep_source, **place)
+                placed.append(valid)
+            columns[name] = ResidentColumn(c.type, values, valid)
+    except BaseException:
+        delete_all(placed)
+        raise
+    return ResidentTable(columns)
