@@ -149,6 +149,9 @@ def test_a_value_that_contradicts_its_inferred_type_names_file_line_and_column(c
     path.write_text("x,y\n1,2\n3,4,5\n")
     with pytest.raises(ValueError, match=r"line 3 has 3 fields where the header names 2"):
         tmr.scan_csv(path, cluster=cluster)
+    path.write_text('x,y\n1,2\n3,"4\n5,6\n')
+    with pytest.raises(ValueError, match=r"line 3 is not a CSV record"):
+        tmr.scan_csv(path, cluster=cluster)
     path.write_text("x,y\n300,2\n")
     with pytest.raises(ValueError, match=r"line 2, column 'x': '300' is not of the column's type, int8 \(the type dtypes= gives"):
         tmr.scan_csv(path, dtypes={"x": "int8"}, cluster=cluster)

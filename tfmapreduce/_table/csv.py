@@ -16,7 +16,7 @@ from typing_extensions import Unpack
 
 from .._base.errors import InputError, JobError
 from .._cluster.cluster import Cluster
-from .._io.files.csv_columns import BAD, read_ranges
+from .._io.files.csv_columns import BAD, UNSPLIT, read_ranges
 from .._io.files.csv_scan import CsvScan, plan
 from .._io.files.pipeline import Pipeline, read_dataset
 from .._io.resident import delete_all, gather_all
@@ -81,6 +81,8 @@ def scan_csv(
     except (InputError, JobError) as e:
         if found := BAD.search(str(e)):
             raise ValueError(bad_record(scan, *(int(g) for g in found.groups()))) from None
+        if UNSPLIT.search(str(e)):
+            raise ValueError(bad_fields(scan) or f"scan_csv: a record does not split into fields: {e}") from None
         raise
     parts = list(out) if isinstance(out, tuple) else [out]
     try:
@@ -127,6 +129,26 @@ def _column(kind: str, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any]
     return made(type_, values, valid)
 
 
+def bad_fields(scan: CsvScan) -> str | None:
+    """After a run whose records did not all split into the header's fields: the first such record of the files
+    (read here with Python's csv module: this runs only after a failed scan), or None where it finds none."""
+    for path in scan.files:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+            rows = csv.reader(f, delimiter=scan.delimiter, strict=True)
+            line = 1
+            try:
+                for record in rows:
+                    if record and len(record) != len(scan.columns):
+                        return (
+                            f"scan_csv: {path} line {line} has {len(record)} fields where the header names "
+                            f"{len(scan.columns)}: {record!r}; quote a field that holds the delimiter"
+                        )
+                    line = rows.line_num + 1
+            except csv.Error as e:
+                return f"scan_csv: {path} line {line} is not a CSV record ({e}); double a quote inside quotes, and close them"
+    return None
+
+
 def bad_record(scan: CsvScan, file: int, offset: int, column: int) -> str:
     """The message of a record that failed its range's read: its file and line, and what is wrong with it."""
     path = scan.files[file]
@@ -136,12 +158,8 @@ def bad_record(scan: CsvScan, file: int, offset: int, column: int) -> str:
             csv.reader(io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline=""), delimiter=scan.delimiter), []
         )
     where = f"scan_csv: {path} line {line}"
-    if column < 0 or column >= len(record):
-        return (
-            f"{where} has {len(record)} fields where the header names {len(scan.columns)} (or a quote left open): "
-            f"{record!r}; quote a field that holds the delimiter, and double a quote inside quotes"
-        )
-    name, kind, value = scan.columns[column], scan.kinds[column], record[column]
+    name, kind = scan.columns[column], scan.kinds[column]
+    value = record[column] if column < len(record) else "?"
     why = (
         f"the type inferred from the first {scan.infer_rows} rows of {scan.files[0]}"
         if scan.inferred[column]

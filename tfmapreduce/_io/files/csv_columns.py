@@ -1,11 +1,11 @@
 """The typed columns of a CSV scan's byte ranges, decoded on the task that reads them (see ``csv_scan``).
 
-A range is read as one string (``FixedLengthRecordDataset``: no byte outside it), split at line breaks, the lines
-of a quoted line break joined back (``csv_records``), a trailing ``\\r`` dropped, blank records skipped, the header
-dropped from a file's first range; each record's fields are then checked and converted in the graph. An empty field
-is null (its validity False). A record with another number of fields than the header, a quote left open, or a
-field that does not match its column's type fails the run with :data:`BAD` (the file, the record's byte offset and
-the column), which the client turns into a message naming the file's line.
+A range is read as one string (``FixedLengthRecordDataset``: no byte outside it) and cut into its records
+(:func:`records`); each record's fields are then checked and converted in the graph. An empty field
+is null (its validity False). A field that does not match its column's type fails the run with :data:`BAD` (the
+file, the record's byte offset and the column), which the client turns into a message naming the file's line; a
+record with another number of fields than the header or a quote left open fails TensorFlow's ``DecodeCSV``
+(:data:`UNSPLIT`), and the client finds it in the files.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 
 import tensorflow as tf
 
-from .csv_records import _joined, _starts
 from .csv_scan import CsvScan, pattern
 
 BAD = re.compile(r"scan_csv bad record: file (\d+) byte (\d+) column (-?\d+)")
@@ -24,7 +23,9 @@ BAD = re.compile(r"scan_csv bad record: file (\d+) byte (\d+) column (-?\d+)")
 
 BOM = b"\xef\xbb\xbf"
 _MAX = 2**63 - 1
-_QUOTED = '"(?:[^"]|"")*"'
+UNSPLIT = re.compile(r"Expect \d+ fields but have \d+ in record|Quoted field has to end|Unquoted fields cannot have")
+"""TensorFlow's ``DecodeCSV`` errors of a record it could not split (another number of fields than the header, a quote
+left open): the client then finds the record in the files."""
 
 
 def dtype_of(kind: str) -> tf.DType:
@@ -60,26 +61,33 @@ def _check(bad: tf.Tensor, offsets: tf.Tensor, file: tf.Tensor, column: int) -> 
     return tf.debugging.Assert(tf.logical_not(tf.reduce_any(bad)), [message])
 
 
+def records(text: tf.Tensor, start: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """The records of ``text``, the bytes of a file from byte ``start`` (a record's start), and each one's byte offset
+    in the file: a record ends at a line break after an even number of quotes (so a quoted line break stays in its
+    field), without a ``\\r`` before it; a file's BOM and header (where ``start`` is 0) and blank lines are dropped.
+    Found from the bytes' quotes and line breaks as numbers, no string per line.
+
+    Example:
+        ``a,b\\r\\n"x\\ny",1\\n\\n2,3`` from byte 0 gives ``["\\"x\\ny\\",1", "2,3"]`` at bytes ``[5, 14]``.
+    """
+    raw = tf.io.decode_raw(text, tf.uint8)
+    quotes = tf.cumsum(tf.cast(tf.equal(raw, 34), tf.int32))
+    ends = tf.concat([tf.where(tf.equal(raw, 10) & tf.equal(quotes % 2, 0))[:, 0], tf.shape(raw, tf.int64)], 0)
+    begins = tf.concat([tf.zeros([1], tf.int64), ends[:-1] + 1], 0)
+    first = tf.equal(start, 0)
+    bom = tf.logical_and(first, tf.equal(tf.strings.substr(text, 0, 3), BOM))
+    begins = begins + tf.one_hot(0, tf.size(begins), tf.cast(bom, tf.int64) * 3, dtype=tf.int64)
+    cr = tf.equal(tf.gather(raw, tf.maximum(ends - 1, 0)), 13) & (ends > begins)
+    lengths = ends - begins - tf.cast(cr, tf.int64)
+    kept = (lengths > 0) & tf.logical_not(tf.logical_and(first, tf.equal(tf.range(tf.size(begins)), 0)))
+    begins, lengths = tf.boolean_mask(begins, kept), tf.boolean_mask(lengths, kept)
+    return tf.strings.substr(text, tf.cast(begins, tf.int32), tf.cast(lengths, tf.int32)), start + begins
+
+
 def decode(scan: CsvScan, file: tf.Tensor, start: tf.Tensor, text: tf.Tensor) -> tuple[tf.Tensor, ...]:
     """The columns of the bytes ``text`` that start at byte ``start`` of file ``file`` (a scalar string)."""
-    first = tf.equal(start, 0)
-    skip = tf.where(tf.logical_and(first, tf.equal(tf.strings.substr(text, 0, 3), BOM)), 3, 0)
-    lines = tf.strings.split(tf.strings.substr(text, skip, -1), "\n")
-    offsets = start + tf.cast(skip, tf.int64) + tf.cumsum(tf.cast(tf.strings.length(lines), tf.int64) + 1, exclusive=True)
-    starts = _starts(lines)
-    records = tf.strings.regex_replace(_joined(lines, starts), "\r$", "")
-    offsets = tf.boolean_mask(offsets, starts)
-    after_header = tf.cast(first, tf.int32)
-    records, offsets = records[after_header:], offsets[after_header:]
-    kept = tf.strings.length(records) > 0  # a blank line is no record
-    records, offsets = tf.boolean_mask(records, kept), tf.boolean_mask(offsets, kept)
-
-    outside = tf.strings.regex_replace(records, _QUOTED, "")
-    fields = tf.strings.length(tf.strings.regex_replace(outside, f"[^{re.escape(scan.delimiter)}]", "")) + 1
-    open_quote = tf.strings.length(tf.strings.regex_replace(outside, '[^"]', "")) > 0
-    shape = _check(tf.logical_or(open_quote, tf.not_equal(fields, len(scan.columns))), offsets, file, -1)
-    with tf.control_dependencies([shape]):
-        every = tf.io.decode_csv(records, [[""]] * len(scan.columns), field_delim=scan.delimiter, name="ScanCsv")
+    lines, offsets = records(text, start)
+    every = tf.io.decode_csv(lines, [[""]] * len(scan.columns), field_delim=scan.delimiter)
     values, valid = [], []
     for j, (field, kind) in enumerate(zip(every, scan.kinds, strict=True)):
         present = tf.strings.length(field) > 0
