@@ -179,3 +179,13 @@ def test_a_header_alone_gives_no_rows(cluster: tmr.LocalCluster, tmp_path: Path)
     (tmp_path / "a.csv").write_text("a,b\n")
     ours = tmr.scan_csv(tmp_path / "a.csv", dtypes={"b": "date"}, cluster=cluster)
     assert (len(ours), ours.schema["a"].type.name, ours.schema["b"].type.name) == (0, "string", "date")
+
+
+def test_crlf_lines_a_bom_and_blank_lines(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_bytes(b'\xef\xbb\xbfk,v\r\n"a\r\nb",1\r\n\r\nc,\r\n"",3\r\nd,4')
+    ours = tmr.scan_csv(path, split_bytes=8, cluster=cluster).to_dict()
+    assert ours["k"].tolist() == ["a\r\nb", "c", None, "d"]
+    assert ours["v"].tolist() == [1, None, 3, 4]
+    theirs = pd.read_csv(path, keep_default_na=False, na_values=[""], encoding="utf-8-sig")
+    assert plain(theirs["k"], "k") == ["a\r\nb", "c", None, "d"]
