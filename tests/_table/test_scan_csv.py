@@ -65,12 +65,15 @@ def assert_equal(ours: pd.DataFrame, theirs: pd.DataFrame) -> None:
 
 
 @settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.generate])  # a shrink reruns the scan
-@given(rows=st.lists(ROW, min_size=1, max_size=30))
-def test_pandas_csv_reads_back(cluster: tmr.LocalCluster, tmp_path_factory: pytest.TempPathFactory, rows: list[Any]) -> None:
+@given(rows=st.lists(ROW, min_size=1, max_size=30), split=st.sampled_from([37, 1 << 24]))
+def test_pandas_csv_reads_back(
+    cluster: tmr.LocalCluster, tmp_path_factory: pytest.TempPathFactory, rows: list[Any], split: int
+) -> None:
+    """In one range or in ranges of about 37 bytes (a range boundary near every record)."""
     path = tmp_path_factory.mktemp("csv") / "a.csv"
     data = frame(rows)
     data.to_csv(path, index=False)
-    ours = tmr.scan_csv(path, cluster=cluster)
+    ours = tmr.scan_csv(path, split_bytes=split, cluster=cluster)
     assert len(ours) == len(rows)
     assert_equal(ours.to_pandas(), data)
     theirs = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"i": "Int64", "s": object})
