@@ -71,6 +71,7 @@ from ._query.expr import col as col
 from ._query.lazy import LazyGroupBy as LazyGroupBy
 from ._query.lazy import LazyTable as LazyTable
 from ._query.lazy import lazy as lazy
+from ._table.csv import scan_csv as scan_csv
 from ._table.parquet import plan_parquet as plan_parquet
 from ._table.parquet import scan_parquet as scan_parquet
 from ._table.parquet import write_parquet as write_parquet

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import tfmapreduce as tmr
+from tfmapreduce._native.loader import ENV, has, kernels
 
 WORDS = ["", "a", "é", "日本", "a b", "ü"]
 
@@ -190,3 +192,18 @@ def test_decimals_as_float64_and_string_views(cluster: tmr.LocalCluster, tmp_pat
     assert got.schema["money"].type.name == "float64"
     assert got.to_dict()["money"].tolist() == [12345.67, 104949.5]  # each the nearest double, as float(Decimal)
     assert got.to_dict()["flag"].tolist() == ["N", ""]
+
+
+def test_a_worker_without_the_parquet_kernels_is_named(tmp_path: Path) -> None:
+    """A worker process started without the native kernels (TFMAPREDUCE_NATIVE=0) fails a scan with an error naming
+    its task and the fix, not TensorFlow's raw "Op type not registered"."""
+    if not has(kernels(), "tmr_read_parquet"):
+        pytest.skip("no native Parquet kernels on this client (no compiler, or TFMAPREDUCE_NATIVE=0)")
+    pq.write_table(pa.table({"x": np.arange(10)}), tmp_path / "a.parquet")
+    os.environ[ENV] = "0"
+    try:
+        bare = tmr.LocalCluster(1)
+    finally:
+        del os.environ[ENV]
+    with bare, pytest.raises(RuntimeError, match=r"task\(s\) \['/job:local/task:0'\] has no native Parquet.*parquet\]"):
+        tmr.scan_parquet(tmp_path, cluster=bare)

@@ -41,7 +41,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
-QUICK = ("groups", "selection", "keyed", "quantiles", "joins", "outputs", "sort", "queries")
+QUICK = ("groups", "selection", "keyed", "quantiles", "joins", "outputs", "sort", "queries", "csv")
 """The benchmarks whose ``--quick`` smoke runs are checked below, run one after the other in one process."""
 
 _QUICK_RUNS = """
@@ -465,3 +465,9 @@ def test_table_benchmarks_quick_mode_check_and_time_our_row(name: str, row: str)
     if name == "tables":  # a second identical group-by traces nothing
         assert "an identical second" in proc.stdout
         assert proc.stdout.split("an identical second", 1)[1].split("\n", 1)[0].endswith("(0)")
+
+
+def test_csv_benchmark_quick_mode_checks_and_times_every_reader(quick: dict[str, dict[str, str]]) -> None:
+    stdout = _stdout(quick, "csv")
+    for reader in ("tmr.scan_csv (2 workers)", "pandas.read_csv", "polars.read_csv", "pyarrow.csv.read_csv"):
+        assert reader in stdout

@@ -16,10 +16,10 @@ import tfmapreduce as tmr
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "limits.md"
 
 
-def _csv_with_an_empty_number(tmp_path: Path) -> object:
+def _csv_with_an_empty_number(tmp_path: Path, read: bool = True) -> object:
     path = tmp_path / "a.csv"
     path.write_text("a,b\n1,\n2,3\n")
-    return tmr.read_csv(str(path), columns=["a", "b"])
+    return tmr.read_csv(str(path), columns=["a", "b"]) if read else path
 
 
 def _assigning(cluster: tmr.LocalCluster) -> object:
@@ -70,7 +70,11 @@ REFUSED: dict[str, tuple[type[Exception], Callable[[tmr.LocalCluster, Path], obj
         lambda c, _: tmr.map(lambda x: x * _Holder.weight, np.arange(4.0), cluster=c),
     ),
     "More of Parquet": (TypeError, lambda c, tmp: tmr.scan_parquet(_parquet_with_a_list(tmp), cluster=c)),
-    "JSON, Avro, or CSV with missing numbers": (
+    "More of CSV": (
+        TypeError,
+        lambda c, tmp: tmr.scan_csv(_csv_with_an_empty_number(tmp, read=False), dtypes={"b": "timestamp[us, UTC]"}),
+    ),
+    "JSON, Avro, or a matrix from CSV with missing numbers": (
         tmr.InputError,
         lambda c, tmp: tmr.mean(_csv_with_an_empty_number(tmp), cluster=c),
     ),

@@ -10,10 +10,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 from typing_extensions import Unpack
 
+from .._base.errors import JobError
 from .._cluster.cluster import Cluster
-from .._io.files.parquet import ParquetPlan, native_reader, plan, read_split, split_ranges
+from .._io.files.parquet import INSTALL, ParquetPlan, native_reader, plan, read_split, split_ranges
 from .._io.files.parquet_writer import ParquetWriter
 from .._io.files.pipeline import Pipeline, read_dataset
 from .._io.files.written import Written
@@ -79,13 +81,19 @@ def scan_parquet(
         ImportError: pyarrow is not installed (``pip install tfmapreduce[parquet]``). KeyError: an unknown column
             (with "did you mean"). TypeError: a column of a type tables do not hold (nested, decimal, binary: named).
         ValueError: a file whose schema differs from the first's (the file and the column named); a malformed filter.
-        RuntimeError: the native Parquet kernels did not build here (no C++ compiler, ``TFMAPREDUCE_NATIVE=0``).
+        RuntimeError: the native Parquet kernels did not build here (no C++ compiler, ``TFMAPREDUCE_NATIVE=0``), or a
+            worker process lacks them (the task named: install the same tfmapreduce with its parquet extra there).
     """
     scan = plan(paths, columns, filters)
     if not scan.row_groups:
         return Table({c: _empty(k) for c, k in zip(scan.columns, scan.kinds, strict=True)})
     native_reader()  # RuntimeError here, before a run, where the kernels did not build
-    out = map_rows(_columns, _pipeline(scan, tuple(split_ranges(scan, _splits(options)))), **options)
+    try:
+        out = map_rows(_columns, _pipeline(scan, tuple(split_ranges(scan, _splits(options)))), **options)
+    except JobError as e:
+        if NOT_REGISTERED not in str(e):
+            raise
+        raise RuntimeError(_lacking_message(options.get("cluster"), options.get("timeout"))) from e
     parts = list(out) if isinstance(out, tuple) else [out]
     try:
         arrays = gather_all(parts)
@@ -98,6 +106,38 @@ def scan_parquet(
             for name, kind, nullable in zip(scan.columns, scan.kinds, scan.nullable, strict=True)
         }
     )
+
+
+NOT_REGISTERED = "Op type not registered 'TmrReadParquet'"
+"""TensorFlow's error where a worker process has no ``TmrReadParquet`` kernel."""
+
+
+def _lacking_message(cluster: object, timeout: object) -> str:
+    """The error of a scan that a worker without the Parquet kernels failed: the tasks that lack them (each asked
+    with a read of no file, where ``cluster`` is known) and how to fix it."""
+    where = "a worker process of the cluster"
+    if isinstance(cluster, Cluster):
+        lacking = [str(t) for t in cluster.live_tasks if not _has_parquet(cluster, t, timeout)]
+        where = f"the worker process of task(s) {lacking}" if lacking else where
+    return (
+        f"scan_parquet: {where} has no native Parquet kernels (TensorFlow: {NOT_REGISTERED}); the client has them. "
+        f"Install this same tfmapreduce version with its parquet extra on every worker ({INSTALL}, with a C++ "
+        "compiler, TFMAPREDUCE_NATIVE not 0) and restart the workers"
+    )
+
+
+def _has_parquet(cluster: Cluster, task: Any, timeout: object) -> bool:
+    """Whether ``task``'s process has ``TmrReadParquet``: a read of no file there fails otherwise than "not registered"."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(f"{task}/device:CPU:0"):
+        read = native_reader().tmr_read_parquet("", tf.zeros([1], tf.int64), out_types=[tf.int64], columns=[0], n=1)
+    try:
+        cluster.run(graph, read[0], {}, tasks=[task], timeout=float(timeout) if isinstance(timeout, (int, float)) else 10.0)
+    except Exception as e:  # any error but "not registered": the kernel ran there
+        return NOT_REGISTERED not in str(e)
+    finally:
+        cluster.forget(graph)
+    return True
 
 
 def _columns(*columns: Any) -> tuple[Any, ...]:

@@ -72,3 +72,17 @@ def test_a_partial_dtypes_dict_leaves_the_key_column_inferred(cluster: tmr.Local
 def test_read_csv_names_dtypes_for_a_dtype_numpy_does_not_know(dtypes: object) -> None:
     with pytest.raises(TypeError, match=r"read_csv: dtypes= must hold dtypes .*got 'foo'; e\.g\."):
         tmr.read_csv("t.csv", dtypes=dtypes)
+
+
+def test_a_partial_dtypes_dict_reads_the_other_columns_as_their_first_line_holds(
+    cluster: tmr.LocalCluster, tmp_path: Path
+) -> None:
+    """Issue 38 item 16: the columns a dtypes= dict leaves out are no longer float32 silently: an integer is int64
+    (exact beyond float32's 2**24), a number float64, and text is refused naming dtypes= and columns=."""
+    path = tmp_path / "t.csv"
+    big = 2**40 + 1
+    path.write_text(f"a,b,c\n1,{big},x\n2,{big + 2},y\n")
+    matrix = tmr.read_csv(str(path), columns=["a", "b"], dtypes={"a": "int64"})
+    assert tmr.max(matrix, axis=0, cluster=cluster).tolist() == [2, big + 2]
+    with pytest.raises(tmr.InputError, match=r"column\(s\) \['c'\] are strings \(dtypes=\).*columns="):
+        tmr.sum(tmr.read_csv(str(path), dtypes={"a": "int64"}), cluster=cluster)

@@ -55,7 +55,8 @@ class Csv(Text):
     name: ClassVar[str] = "read_csv"
     columns: tuple[str | int, ...] | None
     dtypes: tuple[str, ...] | tuple[tuple[str, str], ...] | str
-    """One dtype for every field, one per field, or ``(name, dtype)`` pairs by header name (the rest float32)."""
+    """One dtype for every field, one per field, or ``(name, dtype)`` pairs by header name (the rest as their first
+    data line reads: see :func:`_inferred`)."""
     header: bool
     delimiter: str
     native: bool = attrs.field(default=False, kw_only=True)
@@ -124,7 +125,8 @@ class Csv(Text):
                 raise InputError(
                     f"read_csv: dtypes= names column(s) {missing}, which {path} does not have; its header names {list(names)}"
                 )
-            return [np.dtype(named.get(n, "float32")) for n in names]
+            row = first_row(path, self.delimiter, self.header) if path else None
+            return [np.dtype(named[n]) if n in named else _inferred(row, i) for i, n in enumerate(names)]
         if len(self.dtypes) != count:
             raise InputError(f"{path} has {count} columns but dtypes= gives {len(self.dtypes)}; give one dtype per column")
         return [np.dtype(d) for d in self.dtypes]
@@ -329,3 +331,20 @@ def is_number(field: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _inferred(row: Sequence[str] | None, index: int) -> np.dtype[Any]:
+    """The dtype of a column that a ``dtypes=`` dict leaves out, from its field in the file's first data line ``row``:
+    int64 for an integer, float64 for another number, text (``str``, refused in a matrix) for anything else, float32
+    (``read_csv``'s default) where there is no such line or field.
+
+    Examples:
+        >>> [_inferred(["7", "2.5", "x", ""], i).str for i in range(5)]
+        ['<i8', '<f8', '<U0', '<f4', '<f4']
+    """
+    field = row[index] if row is not None and index < len(row) else ""
+    if not field.strip():
+        return np.dtype(np.float32)
+    if is_integer(field):
+        return np.dtype(np.int64)
+    return np.dtype(np.float64) if is_number(field) else np.dtype(str)

@@ -108,8 +108,8 @@ def read_csv(
             on the tasks' own disks, ``shared=False``, each is read by the task that wrote it).
         columns: the columns to read, by header name or index (None: all), in that order.
         dtypes: one dtype for every field (None: float32), a list with one per field of the file, or a dict by
-            header name (``{"url": str, "revenue": float}``; the columns it leaves out are float32, a by-key
-            recipe's key column inferred as without ``dtypes=``); ``str`` for a
+            header name (``{"url": str, "revenue": float}``; each column it leaves out is read as its field in the
+            first data line reads: int64 for an integer, float64 for another number, text otherwise); ``str`` for a
             column of text (a by-key recipe's key column, or one left out with ``columns=``).
         header: whether each file's first line names the columns (it is skipped).
         delimiter: the field separator.

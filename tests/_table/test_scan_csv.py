@@ -1,0 +1,194 @@
+"""CSV through tables on real workers: files written by pandas ``to_csv`` and by ``tmr.write_csv`` (nulls, unicode
+and empty strings, quoted delimiters, quotes and line breaks, ints, floats, dates, timestamps) read back by
+``tmr.scan_csv`` equal to the data written and to ``pandas.read_csv`` (an empty field null); files larger than the
+split size (several byte ranges per file, text included) and several files; bad input named by file, line, column."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+
+import tfmapreduce as tmr
+from tfmapreduce._io.files.csv_scan import cuts
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"), max_size=6)
+WORDS = st.one_of(st.none(), st.just(""), st.sampled_from([",", '"', "\n", 'a,"b"\nc', "é", "日本"]), TEXT)
+ROW = st.tuples(
+    st.one_of(st.none(), st.integers(-(2**62), 2**62)),
+    st.one_of(st.none(), st.floats(allow_nan=False, width=64)),
+    WORDS.map(lambda s: s if not s else "x" + s),  # never a number or a date: stays a string column
+    st.one_of(st.none(), st.dates(datetime.date(1800, 1, 1), datetime.date(2200, 12, 31))),
+    st.one_of(st.none(), st.datetimes(datetime.datetime(1900, 1, 1), datetime.datetime(2200, 1, 1))),
+)
+
+
+def frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    i, f, s, d, t = zip(*rows, strict=True)
+    return pd.DataFrame(
+        {
+            "i": pd.array(i, dtype="Int64"),
+            "f": np.array([np.nan if v is None else v for v in f]),
+            "s": np.array(s, dtype=object),
+            "d": pd.to_datetime(pd.Series(d, dtype=object)).astype("datetime64[s]"),
+            "t": pd.to_datetime(pd.Series(t, dtype=object)).astype("datetime64[us]"),
+        }
+    )
+
+
+def plain(series: pd.Series, name: str) -> list[Any]:
+    """A column's values as Python values, None for a null or an empty string; dates and times as Timestamps."""
+    out: list[Any] = []
+    for v in series.astype(object).tolist():
+        if v is None or v is pd.NA or v is pd.NaT or v == "" or (isinstance(v, float) and math.isnan(v)):
+            out.append(None)
+        elif name in "dt":
+            out.append(pd.Timestamp(v))
+        else:
+            out.append(v.item() if isinstance(v, np.generic) else v)
+    return out
+
+
+def assert_equal(ours: pd.DataFrame, theirs: pd.DataFrame) -> None:
+    assert list(ours.columns) == list(theirs.columns)
+    for name in theirs.columns:
+        assert plain(ours[name], name) == plain(theirs[name], name), name
+
+
+@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.generate])  # a shrink reruns the scan
+@given(rows=st.lists(ROW, min_size=1, max_size=30), split=st.sampled_from([37, 1 << 24]))
+def test_pandas_csv_reads_back(
+    cluster: tmr.LocalCluster, tmp_path_factory: pytest.TempPathFactory, rows: list[Any], split: int
+) -> None:
+    """In one range or in ranges of about 37 bytes (a range boundary near every record)."""
+    path = tmp_path_factory.mktemp("csv") / "a.csv"
+    data = frame(rows)
+    data.to_csv(path, index=False)
+    ours = tmr.scan_csv(path, split_bytes=split, cluster=cluster)
+    assert len(ours) == len(rows)
+    assert_equal(ours.to_pandas(), data)
+    theirs = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"i": "Int64", "s": object})
+    assert_equal(ours.to_pandas(), theirs)
+
+
+def test_written_csv_with_line_breaks_reads_back(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    """Issue 38 item 6: write_csv quotes a key holding a line break; its output reads back."""
+    keys = np.array(["new\nline", 'say "hi"', "a,b", "日本", "plain", "two\n\nbreaks"] * 50, dtype=object)
+    numbers = np.arange(len(keys), dtype=np.int64) - 100
+    halves = numbers * 0.5
+    written = tmr.write_csv((keys, numbers, halves), tmp_path / "out", columns=["k", "n", "h"], cluster=cluster)
+    ours = tmr.scan_csv(written.parts, cluster=cluster, split_bytes=256).to_dict()
+    assert sorted(zip(ours["k"].tolist(), ours["n"].tolist(), ours["h"].tolist(), strict=True)) == sorted(
+        zip(keys.tolist(), numbers.tolist(), halves.tolist(), strict=True)
+    )
+    assert tmr.scan_csv(tmp_path / "out", cluster=cluster).schema["n"].type.name == "int64"
+
+
+def test_files_over_the_split_size(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    frames = []
+    for part in range(3):
+        n = 1500
+        words = np.array(["", "a", "b,c", 'q"q', "line\nbreak", "é日"], dtype=object)[rng.integers(0, 6, n)]
+        data = pd.DataFrame(
+            {
+                "id": np.arange(n) + part * n,
+                "w": ["x" + w if w else None for w in words],
+                "v": np.round(rng.normal(size=n), 3),
+                "day": (np.datetime64("2020-02-27") + rng.integers(0, 5, n)).astype("datetime64[s]"),
+            }
+        )
+        data.to_csv(tmp_path / f"p{part}.csv", index=False)
+        frames.append(data)
+    size = (tmp_path / "p0.csv").stat().st_size
+    assert len(cuts(str(tmp_path / "p0.csv"), size, 2048)) > 10  # several ranges a file
+    ours = tmr.scan_csv(tmp_path, split_bytes=2048, cluster=cluster, sizes=3)
+    assert [ours.schema[c].type.name for c in ours.columns] == ["int64", "string", "float64", "date"]
+    assert_equal(ours.to_pandas().rename(columns={"day": "d"}), pd.concat(frames, ignore_index=True).rename(columns={"day": "d"}))
+
+
+def test_cuts_start_at_records(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    rows = [["k", "v"], *([f'x"{i}"\n,y' * (i % 3), str(i)] for i in range(300))]
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    data = path.read_bytes()
+    for split in (1, 7, 50, 1000):
+        pieces = [list(csv.reader(io.StringIO(data[a:b].decode(), newline=""))) for a, b in cuts(str(path), len(data), split)]
+        assert [r for p in pieces for r in p] == rows
+
+
+def test_dtypes_override_only_the_columns_named(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("zip,n,when,small\n007,1,2024-01-02,3\n010,,2024-01-03 04:05:06.7,\n")
+    ours = tmr.scan_csv(tmp_path / "a.csv", dtypes={"zip": "string", "small": "int8", "when": "timestamp[ms]"}, cluster=cluster)
+    assert {c: ours.schema[c].type.name for c in ours.columns} == {
+        "zip": "string", "n": "int64", "when": "timestamp[ms]", "small": "int8",
+    }  # fmt: skip
+    got = ours.to_dict()
+    assert got["zip"].tolist() == ["007", "010"]
+    assert got["n"].tolist() == [1, None]
+    assert got["when"].tolist() == [np.datetime64("2024-01-02T00:00:00.000"), np.datetime64("2024-01-03T04:05:06.700")]
+    assert got["small"].tolist() == [3, None]
+
+
+def test_a_value_that_contradicts_its_inferred_type_names_file_line_and_column(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text("x,y\n1,2\n3,4\n5,6\nfive,7\n")
+    with pytest.raises(ValueError, match=r"a\.csv line 5, column 'x': 'five' is not of the column's type, int64.*dtypes=\{'x'"):
+        tmr.scan_csv(path, infer_rows=2, cluster=cluster)
+    assert tmr.scan_csv(path, dtypes={"x": "string"}, cluster=cluster).to_dict()["x"].tolist() == ["1", "3", "5", "five"]
+    path.write_text('x,y\n2024-01-01,"two\nlines"\n2024-02-29,4\n2024-02-30,5\n')
+    with pytest.raises(ValueError, match=r"line 5, column 'x': '2024-02-30'"):
+        tmr.scan_csv(path, dtypes={"x": "date"}, cluster=cluster)
+    path.write_text("x,y\n1,2\n3,4,5\n")
+    with pytest.raises(ValueError, match=r"line 3 has 3 fields where the header names 2"):
+        tmr.scan_csv(path, cluster=cluster)
+    path.write_text('x,y\n1,2\n3,"4\n5,6\n')
+    with pytest.raises(ValueError, match=r"line 3 is not a CSV record"):
+        tmr.scan_csv(path, cluster=cluster)
+    path.write_text("x,y\n300,2\n")
+    with pytest.raises(ValueError, match=r"line 2, column 'x': '300' is not of the column's type, int8 \(the type dtypes= gives"):
+        tmr.scan_csv(path, dtypes={"x": "int8"}, cluster=cluster)
+
+
+def test_bad_arguments_and_files(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("price,n\n1,2\n")
+    with pytest.raises(KeyError, match=r"dtypes= names column 'prices'.*did you mean 'price'"):
+        tmr.scan_csv(tmp_path / "a.csv", dtypes={"prices": "float32"})
+    with pytest.raises(TypeError, match=r"dtypes=\{'price': 'decimal'\} is not a type"):
+        tmr.scan_csv(tmp_path / "a.csv", dtypes={"price": "decimal"})
+    with pytest.raises(TypeError, match=r"dtypes= maps column names to types"):
+        tmr.scan_csv(tmp_path / "a.csv", dtypes=["float32"])  # type: ignore[arg-type]
+    (tmp_path / "b.csv").write_text("price,m\n1,2\n")
+    with pytest.raises(ValueError, match=r"b\.csv has the columns \['price', 'm'\]"):
+        tmr.scan_csv(tmp_path)
+    (tmp_path / "b.csv").write_text("")
+    with pytest.raises(ValueError, match=r"b\.csv is empty"):
+        tmr.scan_csv(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no file"):
+        tmr.scan_csv(tmp_path / "nothing.csv")
+
+
+def test_a_header_alone_gives_no_rows(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("a,b\n")
+    ours = tmr.scan_csv(tmp_path / "a.csv", dtypes={"b": "date"}, cluster=cluster)
+    assert (len(ours), ours.schema["a"].type.name, ours.schema["b"].type.name) == (0, "string", "date")
+
+
+def test_crlf_lines_a_bom_and_blank_lines(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_bytes(b'\xef\xbb\xbfk,v\r\n"a\r\nb",1\r\n\r\nc,\r\n"",3\r\nd,4')
+    ours = tmr.scan_csv(path, split_bytes=8, cluster=cluster).to_dict()
+    assert ours["k"].tolist() == ["a\r\nb", "c", None, "d"]
+    assert ours["v"].tolist() == [1, None, 3, 4]
+    theirs = pd.read_csv(path, keep_default_na=False, na_values=[""], encoding="utf-8-sig")
+    assert plain(theirs["k"], "k") == ["a\r\nb", "c", None, "d"]
