@@ -39,8 +39,9 @@ def _gone(pid: int) -> str | None:
 
 @pytest.fixture(autouse=True)
 def _session_cluster_keeps_its_workers(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After a test that used the session ``cluster``: every worker still runs and none is marked lost, so a test that
-    broke the shared cluster fails itself instead of the tests after it (it should use a cluster of its own)."""
+    """After a test that used the session ``cluster``: every worker process still runs (not exited, not stopped), so a
+    test that broke the shared cluster fails itself instead of the tests after it (it should use a cluster of its own).
+    A task marked lost is not checked here: a loaded machine may make a run leave a slow task out (``cluster.lost``)."""
     yield
     if "cluster" not in request.fixturenames:
         return
@@ -48,5 +49,4 @@ def _session_cluster_keeps_its_workers(request: pytest.FixtureRequest) -> Iterat
     if not isinstance(cluster, tmr.LocalCluster) or cluster.closed:  # a module's own cluster (a rack's): its own checks
         return
     broken = [f"task {i} (pid {pid}) {why}" for i, pid in enumerate(cluster.pids) if (why := _gone(pid))]
-    broken += [f"{task} marked lost" for task in sorted(cluster.lost)]
     assert not broken, f"this test broke the session cluster: {', '.join(broken)}; give it a LocalCluster of its own"
