@@ -1,4 +1,5 @@
-"""The hypothesis profiles (the session cluster fixture lives in the repository's root conftest.py).
+"""The hypothesis profiles, and the check after each test that the session cluster lost no worker (the session
+cluster fixture itself lives in the repository's root conftest.py).
 
 Hypothesis profiles: ``ci`` (fast, derandomized; the default, and what CI uses) and
 ``thorough`` (many more examples), chosen with ``HYPOTHESIS_PROFILE=thorough``.
@@ -7,10 +8,45 @@ Hypothesis profiles: ``ci`` (fast, derandomized; the default, and what CI uses) 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+import tfmapreduce as tmr
 
 # Distributed runs take milliseconds to seconds, so no per-example deadline in either profile.
 settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "ci")
+
+
+def _gone(pid: int) -> str | None:
+    """Why worker ``pid`` cannot serve the next test (exited, a zombie, stopped), or None while it runs."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "exited"
+    except OSError:  # no /proc here: only whether it exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return "exited"
+        return None
+    return {"Z": "exited", "X": "exited", "T": "stopped", "t": "stopped"}.get(state)
+
+
+@pytest.fixture(autouse=True)
+def _session_cluster_keeps_its_workers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that used the session ``cluster``: every worker process still runs (not exited, not stopped), so a
+    test that broke the shared cluster fails itself instead of the tests after it (it should use a cluster of its own).
+    A task marked lost is not checked here: a loaded machine may make a run leave a slow task out (``cluster.lost``)."""
+    yield
+    if "cluster" not in request.fixturenames:
+        return
+    cluster = request.getfixturevalue("cluster")
+    if not isinstance(cluster, tmr.LocalCluster) or cluster.closed:  # a module's own cluster (a rack's): its own checks
+        return
+    broken = [f"task {i} (pid {pid}) {why}" for i, pid in enumerate(cluster.pids) if (why := _gone(pid))]
+    assert not broken, f"this test broke the session cluster: {', '.join(broken)}; give it a LocalCluster of its own"

@@ -189,3 +189,47 @@ def table_columns(draw: st.DrawFn, rows: int) -> dict[str, Any]:
         data = np.array(draw(st.lists(values, min_size=rows, max_size=rows)), dtype=dtype)
         columns[f"x{i}"] = np.ma.MaskedArray(data, mask=nulls())
     return columns
+
+
+TABLE_WORDS = np.array(["", "a", "é", "日本", "a b", "ü"], dtype=object)
+"""The strings of :func:`generated` tables: empty, unicode and with a space (the keyed ones add ``"ab"``)."""
+
+
+def generated(seed: int, rows: int, *, keyed: bool = False) -> tmr.Table:
+    """A table of ``rows`` random rows, nulls in each nullable column (about one row in five), unicode and empty strings.
+
+    Every column type by default (``s i d b i8 u16 i64 f16 f32 f64 t``); ``keyed=True``: the columns the aggregation
+    tests group and reduce (``s k i d u16 i64 f32 f64``: a key ``k`` of three values, ``f64`` with repeats, -0.0 and 0.0).
+    """
+    rng = np.random.default_rng(seed)
+
+    def nulls() -> np.ndarray[Any, Any]:
+        return rng.random(rows) < 0.2
+
+    def masked(values: np.ndarray[Any, Any]) -> np.ma.MaskedArray[Any, Any]:
+        return np.ma.MaskedArray(values, mask=nulls())
+
+    words = np.append(TABLE_WORDS, "ab") if keyed else TABLE_WORDS
+    strings = words[rng.integers(0, len(words), rows)]
+    strings[nulls()] = None
+    days = (np.datetime64("2024-02-27") + rng.integers(0, 4, rows)).astype("datetime64[D]")
+    days[nulls()] = np.datetime64("NaT")
+    columns: dict[str, Any] = {"s": strings}
+    if keyed:
+        columns["k"] = rng.integers(0, 3, rows).astype(np.int32)
+    columns["i"] = masked(rng.integers(-2, 3, rows).astype(np.int32))
+    columns["d"] = days
+    if not keyed:
+        columns["b"] = masked(rng.random(rows) < 0.5)
+        columns["i8"] = masked(rng.integers(-128, 128, rows).astype(np.int8))
+    columns["u16"] = rng.integers(0, 65536, rows).astype(np.uint16)
+    columns["i64"] = masked(rng.integers(-(2**40), 2**40, rows))
+    if not keyed:
+        columns["f16"] = masked(rng.normal(size=rows).astype(np.float16))
+    columns["f32"] = rng.normal(size=rows).astype(np.float32)
+    if keyed:
+        columns["f64"] = masked(np.round(rng.normal(size=rows), 1) * (rng.random(rows) < 0.5))  # repeats, -0.0 and 0.0
+    else:
+        columns["f64"] = masked(rng.normal(size=rows) * 1e3)
+        columns["t"] = np.datetime64("2024-01-01T00:00:00", "ms") + rng.integers(0, 10**9, rows).astype("timedelta64[ms]")
+    return tmr.table(columns)

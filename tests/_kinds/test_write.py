@@ -7,6 +7,7 @@ import contextlib
 import glob
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -435,14 +436,64 @@ def test_what_a_writer_writes_its_reader_reads(cluster: tmr.LocalCluster, tmp_pa
         np.testing.assert_array_equal(got, x)
 
 
-def test_a_failed_write_leaves_no_part_of_any_task_behind(cluster: tmr.LocalCluster, small_disk: Path) -> None:
-    x = np.arange(120_000, dtype=np.float64) / 7  # two text parts of about 1.1 MB each, written at once: the disk fills
+_HOLD = 2.0
+"""Seconds the test keeps task 1's write blocked (or until the write raised, were that first): the clean-up of a failed
+write must wait for it, however long; without that wait the write raises while task 1 is still writing."""
+
+
+def test_a_failed_write_waits_for_every_task_and_leaves_no_part_behind(
+    cluster: tmr.LocalCluster, small_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38, item 4: task 0's part fills the disk while task 1 is still writing its own part; the write raises only
+    once task 1's write has ended, and nothing of the attempt is left: the disk is empty and takes the next write.
+
+    Task 1's part file is made a named pipe the test reads (its write blocks once the pipe is full, until the test
+    reads it), so task 1 is mid-write when task 0's far bigger part fails.  No assertion depends on a time: were task
+    1 not yet writing then, its write never begins (the marker is gone) and the outcome is the same."""
+    from tfmapreduce._kinds import write as write_module
+
+    part = "part-00001-of-00002.txt"
+    pipes: list[int] = []
+    readers: list[threading.Thread] = []
+    raised = threading.Event()
+    ended: list[bool] = []  # whether task 1's write had ended (the pipe closed) before the write raised
+    opened = write_module.open_attempt
+
+    def read(pipe: int) -> None:
+        while not select.select([pipe], [], [], 0.05)[0]:  # until task 1 has written into its part
+            if raised.is_set():
+                ended.append(True)  # it never began (nor will: the attempt's marker is gone)
+                return
+        raised.wait(_HOLD)
+        os.set_blocking(pipe, True)
+        while os.read(pipe, 1 << 16):
+            pass
+        ended.append(not raised.is_set())
+
+    def open_attempt(folder: str) -> None:  # the attempt's folder as the client makes it, with task 1's part a pipe
+        opened(folder)
+        os.mkfifo(os.path.join(folder, part))
+        pipes.append(os.open(os.path.join(folder, part), os.O_RDONLY | os.O_NONBLOCK))
+        readers.append(threading.Thread(target=read, args=(pipes[-1],), daemon=True))
+        readers[-1].start()
+
+    monkeypatch.setattr(write_module, "open_attempt", open_attempt)
+    x = np.arange(1_020_000, dtype=np.float64) / 7  # part 0: 1,000,000 rows of text, about 19 MB; part 1: 20,000 rows
     devices = ["/job:local/task:0", "/job:local/task:1"]
-    for _ in range(12):  # the other task may still be writing when the run fails: a race, so several tries
-        with pytest.raises(tmr.OutputError, match=r"No space left on device"):
-            tmr.write_text(x, small_disk / "out", cluster=cluster, sizes=[60_000, 60_000], devices=devices)
-        time.sleep(0.3)  # a late write would show by now
-        assert os.listdir(small_disk) == []  # no half-written part: the disk is empty again
+    try:
+        with pytest.raises(tmr.OutputError, match=r"task /job:local/task:0 could not write part 0 .*No space left on device"):
+            tmr.write_text(x, small_disk / "out", cluster=cluster, sizes=[1_000_000, 20_000], devices=devices)
+    finally:
+        raised.set()
+        for reader in readers:
+            reader.join()
+        for pipe in pipes:
+            os.close(pipe)
+    assert ended == [True]  # the clean-up waited for task 1's write
+    assert os.listdir(small_disk) == []  # then removed all of the attempt: no part of any task, nor the directory
+    monkeypatch.undo()
+    written = tmr.write_text(np.arange(10.0), small_disk / "out", cluster=cluster, sizes=2)  # the disk takes the next write
+    assert _visible(small_disk / "out") == ["_SUCCESS", *(os.path.basename(p) for p in written.parts)]
 
 
 def _idle(pid: int) -> None:

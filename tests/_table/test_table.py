@@ -17,42 +17,9 @@ import pytest
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import examples, size_lists
+from strategies import examples, generated, size_lists
 
 import tfmapreduce as tmr
-
-WORDS = np.array(["", "a", "é", "日本", "a b", "ü"], dtype=object)
-"""Key material: unicode, the empty string, a space."""
-
-
-def generated(seed: int, rows: int) -> tmr.Table:
-    """A table of every column type, nulls in each nullable column (about one row in five)."""
-    rng = np.random.default_rng(seed)
-
-    def nulls() -> np.ndarray:
-        return rng.random(rows) < 0.2
-
-    words = WORDS[rng.integers(0, len(WORDS), rows)]
-    words[nulls()] = None
-    days = (np.datetime64("2024-02-27") + rng.integers(0, 4, rows)).astype("datetime64[D]")
-    days[nulls()] = np.datetime64("NaT")
-    masked = lambda values: np.ma.MaskedArray(values, mask=nulls())  # noqa: E731
-    return tmr.table(
-        {
-            "s": words,
-            "i": masked(rng.integers(-2, 3, rows).astype(np.int32)),
-            "d": days,
-            "b": masked(rng.random(rows) < 0.5),
-            "i8": masked(rng.integers(-128, 128, rows).astype(np.int8)),
-            "u16": rng.integers(0, 65536, rows).astype(np.uint16),
-            "i64": masked(rng.integers(-(2**40), 2**40, rows)),
-            "f16": masked(rng.normal(size=rows).astype(np.float16)),
-            "f32": rng.normal(size=rows).astype(np.float32),
-            "f64": masked(rng.normal(size=rows) * 1e3),
-            "t": np.datetime64("2024-01-01T00:00:00", "ms") + rng.integers(0, 10**9, rows).astype("timedelta64[ms]"),
-        }
-    )
-
 
 AGGREGATES: dict[str, tuple[str, str]] = {
     "total": ("i64", "sum"),

@@ -17,13 +17,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import examples, size_lists
+from strategies import examples, generated, size_lists
 
 import tfmapreduce as tmr
 from tfmapreduce._table import aggregate as _aggregate
-
-WORDS = np.array(["", "a", "é", "日本", "a b", "ü", "ab"], dtype=object)
-"""Unicode, the empty string, a space, a prefix of another."""
 
 MIXED: dict[str, Any] = {
     "med": ("f64", "median"),
@@ -45,32 +42,6 @@ MIXED: dict[str, Any] = {
     "n": ("s", "count"),
     "rows": ("*", "count"),
 }
-
-
-def generated(seed: int, rows: int) -> tmr.Table:
-    """A table with nulls in each nullable column (about one row in five), unicode and empty strings."""
-    rng = np.random.default_rng(seed)
-
-    def nulls() -> np.ndarray:
-        return rng.random(rows) < 0.2
-
-    words = WORDS[rng.integers(0, len(WORDS), rows)]
-    words[nulls()] = None
-    days = (np.datetime64("2024-02-27") + rng.integers(0, 4, rows)).astype("datetime64[D]")
-    days[nulls()] = np.datetime64("NaT")
-    masked = lambda values: np.ma.MaskedArray(values, mask=nulls())  # noqa: E731
-    return tmr.table(
-        {
-            "s": words,
-            "k": rng.integers(0, 3, rows).astype(np.int32),
-            "i": masked(rng.integers(-2, 3, rows).astype(np.int32)),
-            "d": days,
-            "u16": rng.integers(0, 65536, rows).astype(np.uint16),
-            "i64": masked(rng.integers(-(2**40), 2**40, rows)),
-            "f32": rng.normal(size=rows).astype(np.float32),
-            "f64": masked(np.round(rng.normal(size=rows), 1) * (rng.random(rows) < 0.5)),  # repeats, -0.0 and 0.0
-        }
-    )
 
 
 def _present(series: pd.Series) -> list[Any]:
@@ -147,7 +118,7 @@ def assert_equal(got: tmr.Table, want: dict[str, list[Any]]) -> None:
 @given(seed=st.integers(0, 2**32 - 1), data=st.data())
 def test_mixed_aggregates_equal_pandas(cluster: tmr.LocalCluster, keys: list[str], seed: int, data: st.DataObject) -> None:
     rows = data.draw(st.integers(1, 60))
-    t = generated(seed, rows)
+    t = generated(seed, rows, keyed=True)
     sizes = data.draw(size_lists(rows))
     reducers = data.draw(st.integers(1, 3))
     with tmr.stats() as runs:
@@ -159,7 +130,7 @@ def test_mixed_aggregates_equal_pandas(cluster: tmr.LocalCluster, keys: list[str
 @settings(max_examples=examples(2))
 @given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 40))
 def test_whole_table_takes_the_same_aggregates(cluster: tmr.LocalCluster, seed: int, rows: int) -> None:
-    t = generated(seed, rows)
+    t = generated(seed, rows, keyed=True)
     got = t.agg(**MIXED, cluster=cluster, sizes=[rows // 3, 0, rows - rows // 3])
     assert len(got) == 1
     assert_equal(got, reference(t, [], MIXED))
@@ -212,7 +183,7 @@ def test_list_columns_convert_to_pandas_and_keep_their_type(cluster: tmr.LocalCl
 
 
 def test_a_second_equal_aggregation_reuses_its_graphs(cluster: tmr.LocalCluster) -> None:
-    t = generated(7, 50)
+    t = generated(7, 50, keyed=True)
     aggregates: dict[str, Any] = {"med": ("f64", "median"), "total": ("i64", "sum"), "d": ("s", "count_distinct")}
     first = t.group_by(["s", "k"]).agg(**aggregates, cluster=cluster, sizes=[20, 30]).to_dict()
     traced = _aggregate.TRACES[0]

@@ -46,13 +46,19 @@ QUICK = ("groups", "selection", "keyed", "quantiles", "joins", "outputs", "sort"
 
 _QUICK_RUNS = """
 import contextlib, io, json, sys
+import tfmapreduce as tmr
 from benchmarks._runner import main
+made, shared = tmr.LocalCluster, tmr.LocalCluster(workers=2)
+def cluster(*args, **kwargs):  # a benchmark's LocalCluster(workers=2): the one started here; any other: its own
+    return contextlib.nullcontext(shared) if (args, kwargs) in (((), {"workers": 2}), ((2,), {})) else made(*args, **kwargs)
+tmr.LocalCluster = cluster
 runs = {}
 for name in sys.argv[2:]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main([name, "--quick"])
     runs[name] = {"stdout": out.getvalue(), "error": err.getvalue() if status else ""}
+shared.close()
 with open(sys.argv[1], "w") as f:
     json.dump(runs, f)
 """
@@ -61,8 +67,10 @@ with open(sys.argv[1], "w") as f:
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
     """Each of :data:`QUICK` run by the runner as ``python -m benchmarks NAME --quick`` runs it, all in one child
-    process, TensorFlow imported once for all (30 s less of the suite than a process each): its stdout and, where it
-    failed, its stderr with the traceback (``error``)."""
+    process, TensorFlow imported once for all (30 s less of the suite than a process each) and every benchmark's
+    ``LocalCluster(workers=2)`` the one cluster the process started (a start each cost about 75% of their time; the
+    benchmarks still run and check every row): its stdout and, where it failed, its stderr with the traceback
+    (``error``)."""
     path = tmp_path_factory.mktemp("quick") / "runs.json"
     proc = subprocess.run(
         [sys.executable, "-c", _QUICK_RUNS, str(path), *QUICK],

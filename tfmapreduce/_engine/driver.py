@@ -43,7 +43,7 @@ from . import trace as _trace
 from .cache import programs
 from .call import Call
 from .kernels import with_kernels
-from .kind import Kind, P, refuse
+from .kind import CleansUp, Kind, P, refuse
 from .planner import plan_of, resolve_cluster
 from .program import Builder, Fed, Program, Ready, Stored
 from .retry import can_retry, moved_shards, with_retries
@@ -265,6 +265,8 @@ def _execute_once(kind: Kind[P], program: Program, shards: Plan, plan: P, call: 
         except BaseException as e:
             if name is not None:  # what the run stored before it failed is freed (the retry stores under a new name)
                 _discard(program, name, cluster, getattr(e, "task", None), settings.timeout)
+            if isinstance(kind, CleansUp):  # a write waits for its parts still being written
+                kind.clean_up(plan, call, e)
             if isinstance(e, JobError):
                 raise failure(kind, e, call, shards, plan) from None
             raise

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
@@ -59,6 +59,19 @@ class Kind(Protocol[P]):
 
     def failure(self, error: JobError, plan: P) -> Exception | None:
         """The kind's own reading of a failed run of ``plan`` (a named map-function error), or None."""
+
+
+P_contra = TypeVar("P_contra", contravariant=True)
+
+
+@runtime_checkable
+class CleansUp(Protocol[P_contra]):
+    """A kind whose failed runs may leave work going on its tasks (a write's parts still being written): the driver
+    calls :meth:`clean_up` once a run of it failed, before it raises."""
+
+    def clean_up(self, plan: P_contra, call: Call, error: BaseException) -> None:
+        """After a run of ``plan`` failed with ``error``: undo what its tasks may still be doing; best effort, raising
+        nothing."""
 
 
 @attrs.define(eq=False, repr=False)

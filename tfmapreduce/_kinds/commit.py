@@ -183,11 +183,12 @@ def commit(name: str, directory: str, folder: str, names: Sequence[str], overwri
     remove(temporary)
 
 
-def discard(directory: str, made: bool) -> None:
-    """After a failed write: its ``_temporary`` removed (again, for ``SETTLE_SECONDS``, should a part still being
-    written when the run failed reappear), and the directory too if this write made it and it is empty."""
+def discard(directory: str, made: bool, settle: float = SETTLE_SECONDS) -> None:
+    """After a failed write: its ``_temporary`` removed (again, for ``settle`` seconds, should a part still being
+    written when the run failed reappear: 0 where the run's clean-up waited for every part, as ``Write`` does), and
+    the directory too if this write made it and it is empty."""
     temporary = os.path.join(directory, TEMPORARY)
-    until = time.monotonic() + SETTLE_SECONDS
+    until = time.monotonic() + settle
     while True:
         with contextlib.suppress(OSError, tf.errors.OpError):  # a part appeared as its folder was removed: next pass
             remove(temporary)

@@ -18,6 +18,7 @@ each part to its task.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -27,7 +28,8 @@ from typing import Any, ClassVar
 import attrs
 import tensorflow as tf
 
-from .._base.errors import JobError, OutputError, TfMapReduceError
+from .._base.deadline import time_left
+from .._base.errors import JobError, OutputError, TfMapReduceError, WorkerTimeoutError, WorkerUnavailableError
 from .._base.plan import Plan
 from .._engine.call import Call
 from .._engine.kind import KindBase
@@ -36,7 +38,7 @@ from .._io.files.encode import LINE_BREAK, SUCCESS, Format, NpyWriter, part_name
 from .._io.files.written import Written
 from .._io.keyed_input import keyed_sources
 from .._io.source import Sources, streamed
-from .commit import MARKER, TEMPORARY, abandon, commit, open_attempt
+from .commit import MARKER, TEMPORARY, abandon, commit, open_attempt, remove
 
 NO_SPECULATION = (
     "speculate=True does not apply to writers: backups re-run a shard on another task and keep the first partial to "
@@ -48,9 +50,18 @@ NO_SPECULATION = (
 NOT_EMPTY = "tfmapreduce-write: the directory is not empty"
 """The message of the in-run check that a task's directory is empty (``shared=False``)."""
 
+DRAIN_TIME = 10.0
+"""The least time a failed write's clean-up waits for the parts still being written (else what is left of its deadline)."""
+
 _PART = re.compile(r"\bpart(\d+)/")
 _WRITERS = ("WriteFile", "write_file", "DatasetToTFRecord")
 """The ops that write a part, as a failed run's error names them."""
+
+
+def _part_lock(index: int) -> tf.Tensor:
+    """On the current device: the lock of part ``index``'s writes (one per task and part index, shared by every write
+    graph run there): a part's write holds it from its marker read to its file closed."""
+    return tf.raw_ops.MutexV2(shared_name=f"tfmapreduce_write_part{index}")
 
 
 @attrs.frozen
@@ -144,18 +155,50 @@ class Write(KindBase[WritePlan]):
                     contents = self.format.encode(tensors, shard.rows)
                     builder.mapped(shard, contents)
                     path = tf.strings.join([folder, part_name(shard.index, n, self.format.ext)], separator="/")
-                    with tf.control_dependencies(
-                        [self._still_open(folder, contents) if self.shared else self._empty_here(builder)]
-                    ):
-                        written.append(self.format.write(contents, path))
+                    if not self.shared:
+                        with tf.control_dependencies([self._empty_here(builder)]):
+                            written.append(self.format.write(contents, path))
+                        continue
+                    with tf.control_dependencies([contents]):
+                        lock = tf.raw_ops.MutexLock(mutex=_part_lock(shard.index))
+                    with tf.control_dependencies([lock]):  # NotFound once the client is past this attempt: no late part
+                        still_open = tf.io.read_file(tf.strings.join([folder, MARKER], separator="/"))
+                    with tf.control_dependencies([still_open]):
+                        wrote = self.format.write(contents, path)
+                    with tf.control_dependencies([wrote]):
+                        written.append(tf.raw_ops.ConsumeMutexLock(mutex_lock=lock))  # the lock held until the part is written
         return builder.program(written, plan.tasks)
 
-    @staticmethod
-    def _still_open(folder: tf.Tensor, contents: tf.Tensor) -> tf.Tensor:
-        """Once ``contents`` is encoded: the attempt's marker read (NotFound once the client abandoned, failed or
-        committed past this attempt), so a late part is not written at all."""
-        with tf.control_dependencies([contents]):
-            return tf.io.read_file(tf.strings.join([folder, MARKER], separator="/"))
+    def clean_up(self, plan: WritePlan, call: Call, error: BaseException) -> None:
+        """After a failed run (``shared=True``): the attempt's folder removed, its marker with it, so a part not yet
+        begun is not written; then each part's lock taken once on its task, so a part still being written when the run
+        failed has ended when this returns (its late file goes with ``_temporary``: ``writers``).  A task lost, or the
+        one the error names where it stopped answering, is not waited for (the docs say what is not covered)."""
+        if not self.shared:
+            return
+        with contextlib.suppress(OSError, tf.errors.OpError):
+            remove(plan.folder)
+        cluster, gone = call.cluster, set(call.cluster.lost)
+        failed = getattr(error, "task", None)
+        if isinstance(error, WorkerTimeoutError | WorkerUnavailableError) and failed is not None:
+            gone.add(failed)
+        shards = [s for s in plan.shards.shards if s.task not in gone]
+        if not shards or cluster.closed:
+            return
+        graph = tf.Graph()
+        with graph.as_default():
+            taken = []
+            for shard in shards:
+                with tf.device(f"{shard.task}/device:CPU:0"):
+                    taken.append(tf.raw_ops.ConsumeMutexLock(mutex_lock=tf.raw_ops.MutexLock(mutex=_part_lock(shard.index))))
+        tasks = sorted({s.task for s in shards})
+        master = tasks[0] if failed is not None and failed == cluster.master else None
+        try:
+            cluster.run(graph, taken, {}, tasks=tasks, timeout=max(DRAIN_TIME, time_left(call.settings.timeout)), master=master)
+        except TfMapReduceError:
+            pass  # a task lost since, or one still writing at the deadline: not waited for longer
+        finally:
+            cluster.forget(graph)
 
     def _empty_here(self, builder: Builder) -> tf.Operation:
         """On the current task: the check that its directory holds nothing but earlier attempts (``shared=False``, where

@@ -42,7 +42,7 @@ def _write(format: Format, data: Any, directory: Any, overwrite: bool, shared: b
         written: Written = _engine.run(Write(format, path, overwrite, shared), data, settings)
         return written
     except BaseException:
-        discard(path, made)  # (shared=False: only what the client's own disk holds of it)
+        discard(path, made, settle=0.0)  # the run's clean-up waited for every part (shared=False: the client's disk only)
         raise
 
 
