@@ -16,7 +16,7 @@ import pandas as pd
 
 import tfmapreduce as tmr
 
-from .tpch_sql import TABLES
+from ._tpch_sql import TABLES
 
 
 def generate(scale: float, folder: str) -> str:

@@ -1,6 +1,6 @@
 """The 22 TPC-H queries on lazy tables (``tmr.lazy``, ``tmr.col``), written from the specification: each
 ``q<N>(t, run)`` takes the 8 tables as lazy tables (``t["lineitem"]``, ...) and the run options ``run`` (``cluster=``,
-...) and returns the query as a lazy table whose columns are the SQL answer's, in its order (``tpch_sql.SQL[N]``).
+...) and returns the query as a lazy table whose columns are the SQL answer's, in its order (``_tpch_sql.SQL[N]``).
 
 A scalar subquery (Q11's total, Q15's maximum, Q22's average) is collected first and enters the query as a literal;
 ``EXISTS`` and ``IN`` are semi joins, ``NOT EXISTS`` and ``NOT IN`` anti joins, and a correlated aggregate (Q2, Q17,

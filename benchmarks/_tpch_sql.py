@@ -1,6 +1,6 @@
 """The 22 TPC-H queries as SQL (the specification's text with its validation parameters), the one reference every
 engine runs: DuckDB, polars' ``SQLContext`` and Spark SQL read these strings, and the lazy-table versions in
-``tpch_queries.py`` are checked against DuckDB's answers to them.
+``_tpch_queries.py`` are checked against DuckDB's answers to them.
 
 Dates are written as literals already shifted (``DATE '1995-01-01'`` for ``DATE '1994-01-01' + INTERVAL '1' YEAR``),
 Q15's view is a ``WITH`` clause, and Q13's derived table names its columns inside, so every engine reads the same text.
@@ -173,6 +173,3 @@ GROUP BY cntrycode ORDER BY cntrycode""",
 }
 
 TABLES = ("lineitem", "orders", "customer", "part", "partsupp", "supplier", "nation", "region")
-
-ORDERED = frozenset(SQL)
-"""The queries whose answer's row order is checked (every one has ORDER BY or a single row)."""

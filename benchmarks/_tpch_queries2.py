@@ -1,4 +1,4 @@
-"""TPC-H Q12 to Q22 on lazy tables (Q1 to Q11 and the conventions are in ``tpch_queries.py``); ``QUERIES`` maps each
+"""TPC-H Q12 to Q22 on lazy tables (Q1 to Q11 and the conventions are in ``_tpch_queries.py``); ``QUERIES`` maps each
 query's number to its function."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import tfmapreduce as tmr
 from tfmapreduce import col, when
 
-from . import tpch_queries as first
-from .tpch_queries import REVENUE, Run, Tables, scalar
+from . import _tpch_queries as first
+from ._tpch_queries import REVENUE, Run, Tables, scalar
 
 
 def q12(t: Tables, run: Run) -> tmr.LazyTable:
