@@ -64,3 +64,18 @@ def test_check_names_the_column_and_row_that_differ() -> None:
         _tpch_data.check(want.assign(b=["x", "z"]), want, "Q0")
     with pytest.raises(AssertionError, match="Q0: column a row 0"):
         _tpch_data.check(want.assign(a=[1.1, 2.0]), want, "Q0")
+
+
+def test_the_benchmark_report_gives_ratios_sums_and_the_geometric_mean() -> None:
+    from benchmarks import _tpch_suite
+
+    rows = [
+        {"query": 1, "tfmapreduce": 2.0, "runs": 3, "compiled": 0, "DuckDB": 1.0, "polars": 0.5},
+        {"query": 2, "tfmapreduce": 8.0, "runs": 9, "compiled": 1, "DuckDB": 1.0, "polars": "unsupported"},
+    ]
+    text = _tpch_suite.report(rows)
+    assert "| Q1 | 2.000 | 1.000 | 0.500 | 3 (0) | 2.0× |" in text
+    assert "| Q2 | 8.000 | 1.000 | unsupported | 9 (1) | 8.0× |" in text
+    assert "| sum | 10.00 | 2.00 | 0.50 | 12 | 5.0× |" in text
+    assert "geometric mean of tfmapreduce / DuckDB: 4.0× over 2 queries" in text
+    assert "polars does not answer: Q2 (unsupported)" in text

@@ -243,7 +243,7 @@ def col(name: str) -> Col:
 
 @attrs.frozen
 class When:
-    """``tmr.when(condition)``: give its value with [`then`][tfmapreduce.When.then]."""
+    """``tmr.when(condition)``: give its value with `then(value)`."""
 
     condition: Expr
 
@@ -254,7 +254,7 @@ class When:
 
 @attrs.frozen
 class Then:
-    """``tmr.when(condition).then(value)``: finish it with [`otherwise`][tfmapreduce.Then.otherwise]."""
+    """``tmr.when(condition).then(value)``: finish it with `otherwise(value)`."""
 
     condition: Expr
     value: Expr
