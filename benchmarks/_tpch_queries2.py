@@ -119,20 +119,33 @@ def q18(t: Tables, run: Run) -> tmr.LazyTable:
 
 
 def q19(t: Tables, run: Run) -> tmr.LazyTable:
+    kinds = (("Brand#12", "SM", 1, 11, 5), ("Brand#23", "MED", 10, 20, 10), ("Brand#34", "LG", 20, 30, 15))
+
+    def containers(size: str) -> list[str]:
+        return [f"{size} {c}" for c in (("CASE", "BOX", "PACK", "PKG") if size != "MED" else ("BAG", "BOX", "PKG", "PACK"))]
+
     def kind(brand: str, size: str, low: int, high: int, largest: int) -> Any:
-        containers = [f"{size} {c}" for c in (("CASE", "BOX", "PACK", "PKG") if size != "MED" else ("BAG", "BOX", "PKG", "PACK"))]
         return (
             (col("p_brand") == brand)
-            & col("p_container").isin(containers)
+            & col("p_container").isin(containers(size))
             & col("l_quantity").between(low, high)
             & col("p_size").between(1, largest)
+            & col("l_shipmode").isin(["AIR", "AIR REG"])
+            & (col("l_shipinstruct") == "DELIVER IN PERSON")
         )
 
+    # what every branch implies, on each side alone (as DuckDB derives it): few parts, and no string column of
+    # lineitem read before the join has kept the rows of those parts
+    parts = t["part"].filter(
+        col("p_brand").isin([k[0] for k in kinds])
+        & col("p_container").isin([c for k in kinds for c in containers(k[1])])
+        & col("p_size").between(1, 15)
+    )
     return (
         t["lineitem"]
-        .filter(col("l_shipmode").isin(["AIR", "AIR REG"]) & (col("l_shipinstruct") == "DELIVER IN PERSON"))
-        .join(t["part"], left_on="l_partkey", right_on="p_partkey")
-        .filter(kind("Brand#12", "SM", 1, 11, 5) | kind("Brand#23", "MED", 10, 20, 10) | kind("Brand#34", "LG", 20, 30, 15))
+        .filter(col("l_quantity").between(1, 30))
+        .join(parts, left_on="l_partkey", right_on="p_partkey")
+        .filter(kind(*kinds[0]) | kind(*kinds[1]) | kind(*kinds[2]))
         .with_columns(volume=REVENUE)
         .agg(revenue=("volume", "sum"))
     )

@@ -11,6 +11,7 @@ import math
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,6 +59,8 @@ def _polars(folder: str) -> Callable[[int], Any]:
 
 def _spark(session: Any, folder: str) -> Callable[[int], Any]:
     from pyspark.sql.types import DecimalType
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")  # its note on pandas 3, each toPandas
 
     for n in TABLES:
         frame = session.read.parquet(os.path.join(folder, f"{n}.parquet"))
