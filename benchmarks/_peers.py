@@ -91,6 +91,7 @@ def spark(peers: Collection[str]) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master("local[2]").appName("tfmapreduce-bench").config("spark.ui.enabled", "false")
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
     session = builder.config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "6g").getOrCreate()
     try:
         yield session

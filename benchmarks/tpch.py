@@ -1,8 +1,12 @@
-"""TPC-H Q1 over lineitem: tables (filter, new columns, a group-by of 8 aggregates) vs DuckDB, polars and pandas.
+"""TPC-H: the 22 queries on lazy tables vs DuckDB, polars' SQL and (``--spark``) Spark SQL; and Q1 on eager tables.
 
-``python -m benchmarks tpch --lineitem lineitem.parquet`` (a file from ``tpchgen-cli parquet -s 1
---tables=lineitem``; without ``--lineitem`` the benchmark runs ``tpchgen-cli`` into a temporary folder at
-``--scale``, when it is installed). With ``--quick``, a lineitem-like table of ``--rows`` random rows instead.
+``python -m benchmarks tpch --scale 1`` generates the 8 tables with ``tpchgen-cli`` into a temporary folder (or reads
+``--data FOLDER``), then times the 22 queries (``--queries 1,6,14`` some of them) by each engine, 2 threads each,
+every answer checked against DuckDB's (``_tpch_suite.py``), and prints per query the seconds, tfmapreduce's runs and
+compiles, the ratio to DuckDB and the geometric mean.
+
+Q1 on eager tables: ``python -m benchmarks tpch --lineitem lineitem.parquet`` (a file from ``tpchgen-cli parquet -s
+1 --tables=lineitem``), or with ``--quick`` a lineitem-like table of ``--rows`` random rows, as below.
 
 Every peer gets the data already in memory — pandas a DataFrame (decimals as float64, strings as ``str``, dates
 as ``datetime64``), polars the same frame converted once, DuckDB a table made from it once, tfmapreduce a
@@ -211,14 +215,19 @@ def measure(frame: Any, repeats: int, peers: frozenset[str]) -> Rows:
         "rows": Size(10_000, 0, "rows of the synthetic lineitem of --quick (0: read or generate the real one)"),
         "repeats": Size(1, 3, "timed calls per row after one warm-up (median reported)"),
     },
-    peers=("duckdb", "polars", "pandas"),
+    peers=("duckdb", "polars", "pandas", "spark"),
     flags=(
         flag("--lineitem", metavar="PARQUET", help="lineitem as tpchgen-cli writes it (parquet); default: generate it"),
         flag("--scale", type=float, default=1.0, help="the scale factor tpchgen-cli generates (default 1)"),
+        flag("--data", metavar="FOLDER", help="the 22 queries over the tables tpchgen-cli wrote into FOLDER"),
+        flag("--queries", type=str, default="", help="the queries timed, e.g. 1,6,14 (default: all 22)"),
+        flag("--spark", action="store_true", help="time Spark local[2] SQL too (slow to start; needs pyspark and Java)"),
     ),
 )
 def run(args: argparse.Namespace) -> None:
-    """Load lineitem into memory once, then time Q1 by each implementation; print the table."""
+    """The 22 queries (or, with --quick or --lineitem, Q1 on eager tables) by each engine; print the table."""
+    if not args.rows and not args.lineitem:
+        return _all(args)
     if args.rows:
         frame = synthetic(int(args.rows))
     elif args.lineitem:
@@ -228,6 +237,17 @@ def run(args: argparse.Namespace) -> None:
             frame = load(generated(args.scale, folder))
     print(f"tpch q1: {len(frame):,} lineitem rows in memory", flush=True)
     measure(frame, args.repeats, args.peers).print("rows")
+
+
+def _all(args: argparse.Namespace) -> None:
+    from . import _tpch_data, _tpch_suite
+
+    queries = [int(q) for q in args.queries.split(",") if q] or list(range(1, 23))
+    with tempfile.TemporaryDirectory(prefix="tpch-") as scratch, _peers.spark(args.peers if args.spark else ()) as spark:
+        folder = args.data or _tpch_data.generate(args.scale, scratch)
+        print(f"tpch: {len(queries)} queries at scale {args.scale if not args.data else folder}", flush=True)
+        rows = _tpch_suite.measure(folder, queries, args.repeats, _peers.on(args.peers, "polars"), spark)
+    print("\n" + _tpch_suite.report(rows))
 
 
 if __name__ == "__main__":

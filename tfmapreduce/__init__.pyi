@@ -68,6 +68,7 @@ from ._ops.combine import Combiner as Combiner
 from ._ops.per_group import per_group as per_group
 from ._options import RunOptions as RunOptions
 from ._query.expr import col as col
+from ._query.expr import when as when
 from ._query.lazy import LazyGroupBy as LazyGroupBy
 from ._query.lazy import LazyTable as LazyTable
 from ._query.lazy import lazy as lazy

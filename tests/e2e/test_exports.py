@@ -36,7 +36,7 @@ PUBLIC = {
     # tables
     "table", "Table", "ResidentTable", "GroupBy", "Schema", "Field", "ColumnType", "scan_parquet", "plan_parquet", "ParquetPlan", "write_parquet", "scan_csv",
     # queries
-    "lazy", "LazyTable", "LazyGroupBy", "col",
+    "lazy", "LazyTable", "LazyGroupBy", "col", "when",
     # errors
     "TfMapReduceError", "ClusterError", "WorkerTimeoutError", "WorkerUnavailableError", "PartitionError",
     "PlacementError", "MapFunctionError", "JobError", "InputError", "ShardLostError", "OutputError",

@@ -11,6 +11,7 @@ values hold numbers only), so their values are part of the shape.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from .._table.schema import DATE, STRING, ColumnType
-from .expr import ARITHMETIC, COMPARISONS, Alias, Col, Expr, Lit, Op
+from .expr import ARITHMETIC, COMPARISONS, MATCHES, Alias, Col, Expr, Lit, Op
 
 BOOL = ColumnType("bool", np.dtype(np.bool_))
 _EPOCH = datetime.date(1970, 1, 1)
@@ -135,6 +136,8 @@ class Compiler:
             return (tf.zeros_like(parts[0][0], tf.bool) if ok is None else tf.logical_not(ok)), None, BOOL
         if op in ("and", "or", "not"):
             return self._logic(op, parts)
+        if op in MATCHES or op in ("substr", "year", "if"):
+            return _function(op, parts, expr)
         (a, a_ok, a_type), (b, b_ok, b_type) = parts[0], parts[-1]
         common = _common(a_type, b_type, op)
         a, b = _cast(a, common), _cast(b, common)
@@ -169,3 +172,51 @@ class Compiler:
             value = tf.logical_or(a & a_ok, b & b_ok)
             known = (a_ok & b_ok) | (a_ok & a) | (b_ok & b)
         return value, known, BOOL
+
+
+def _pattern(op: str, text: str) -> str:
+    """The RE2 pattern (whole string) of a string match: SQL's ``%`` and ``_`` for ``like``, ``text`` literally else."""
+    if op == "like":
+        return "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in text)
+    return {"startswith": "{}.*", "endswith": ".*{}", "contains": ".*{}.*"}[op].format(re.escape(text))
+
+
+def _year(days: tf.Tensor) -> tf.Tensor:
+    """The proleptic Gregorian year of days since 1970-01-01 (H. Hinnant's ``civil_from_days``), int64."""
+    z = tf.cast(days, tf.int64) + 719468
+    era = tf.math.floordiv(z, 146097)
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    month_from_march = (5 * doy + 2) // 153
+    return yoe + era * 400 + tf.cast(month_from_march >= 10, tf.int64)
+
+
+def _function(op: str, parts: list[Compiled], expr: Op) -> Compiled:
+    """String matches, ``substr``, ``year`` and ``when/then/otherwise``."""
+    (a, a_ok, a_type) = parts[0]
+    if op in MATCHES or op == "substr":
+        if a_type != STRING:
+            raise TypeError(f"{op}: expected a string column, got a {a_type.name} ({expr}); it applies to strings only")
+        if op == "substr":
+            chars = tf.cast(tf.strings.length(a, unit="UTF8_CHAR"), tf.int64)
+            start = tf.minimum(parts[1][0] - 1, chars)  # past the end (a null's empty string too): empty, as SQL
+            length = tf.broadcast_to(parts[2][0], tf.shape(start))
+            return tf.strings.substr(a, start, length, unit="UTF8_CHAR"), a_ok, STRING
+        text = expr.args[1].value  # type: ignore[attr-defined]
+        return tf.strings.regex_full_match(a, "(?s)" + _pattern(op, text)), a_ok, BOOL
+    if op == "year":
+        if a_type != DATE:
+            raise TypeError(f"year: expected a date column, got a {a_type.name} ({expr})")
+        return _year(a), a_ok, ColumnType.of(np.dtype(np.int64))
+    (b, b_ok, b_type), (c, c_ok, c_type) = parts[1], parts[2]
+    if a_type != BOOL:
+        raise TypeError(f"when: expected a condition (bool), got a {a_type.name}; compare it first, e.g. col('x') > 0")
+    common = _common(b_type, c_type, "when")
+    b, c = _cast(b, common), _cast(c, common)
+    chosen = a if a_ok is None else a & a_ok  # a null condition takes otherwise's value, as SQL's CASE
+    value = tf.where(chosen, b, c)
+    if b_ok is None and c_ok is None:
+        return value, None, common
+    ones = tf.ones_like(chosen)
+    return value, tf.where(chosen, ones if b_ok is None else b_ok, ones if c_ok is None else c_ok), common

@@ -1,5 +1,6 @@
 """Column expressions the planner can read: ``tmr.col("x")``, literals, arithmetic, comparisons, SQL's three-valued
-logic, ``is_null()``, ``isin([...])`` and ``alias(name)``.
+logic, ``is_null()``, ``isin([...])``, ``between``, string matches (``like``, ``startswith``, ``endswith``,
+``contains``), ``substr``, a date's ``year()``, ``tmr.when(...).then(...).otherwise(...)`` and ``alias(name)``.
 
 An expression is a frozen tree: the planner reads the columns it uses (``used``), rewrites it (``substituted``) and
 compares two by their structure (``key``), since ``==`` on an expression builds a comparison.
@@ -16,6 +17,8 @@ import attrs
 ARITHMETIC = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 LOGIC = {"and": "&", "or": "|"}
+MATCHES = ("like", "startswith", "endswith", "contains")
+"""The string matches, each of a string column and one string literal."""
 
 
 class Expr:
@@ -111,6 +114,42 @@ class Expr:
             raise ValueError(f"isin: expected a non-empty list of values without None, got {values!r}")
         return Op("isin", (self, Lit(tuple(wrap(v, "isin").value for v in items))))  # type: ignore[attr-defined]
 
+    def between(self, low: object, high: object) -> Op:
+        """SQL's ``BETWEEN``: ``low <= value <= high``, both ends included."""
+        return (self >= low) & (self <= high)
+
+    def _match(self, op: str, text: object) -> Op:
+        if not isinstance(text, str):
+            raise TypeError(f"{op}: expected a str, got {type(text).__name__} {text!r}")
+        return Op(op, (self, Lit(text)))
+
+    def like(self, pattern: str) -> Op:
+        """SQL's ``LIKE`` on a string column: ``%`` any run of characters, ``_`` one character, the whole string
+        matched (``col("p_type").like("%BRASS")``); null where the value is null."""
+        return self._match("like", pattern)
+
+    def startswith(self, prefix: str) -> Op:
+        """True where the string starts with ``prefix``; null where the value is null."""
+        return self._match("startswith", prefix)
+
+    def endswith(self, suffix: str) -> Op:
+        """True where the string ends with ``suffix``; null where the value is null."""
+        return self._match("endswith", suffix)
+
+    def contains(self, text: str) -> Op:
+        """True where the string contains ``text``; null where the value is null."""
+        return self._match("contains", text)
+
+    def substr(self, start: int, length: int) -> Op:
+        """SQL's ``SUBSTRING(s, start, length)``: ``length`` characters from the ``start``-th (1 the first)."""
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, length)) or start < 1 or length < 0:
+            raise ValueError(f"substr: expected start ≥ 1 and length ≥ 0 (ints), got {start!r} and {length!r}")
+        return Op("substr", (self, Lit(start), Lit(length)))
+
+    def year(self) -> Op:
+        """The year of a date column (int64), as SQL's ``EXTRACT(YEAR FROM d)``."""
+        return Op("year", (self,))
+
     def alias(self, name: str) -> Alias:
         """The expression under the column name ``name`` (in ``with_columns`` and ``select``)."""
         if not isinstance(name, str) or not name:
@@ -165,8 +204,10 @@ class Op(Expr):
     def __repr__(self) -> str:
         if self.op == "not":
             return f"~{self.args[0]!r}"
-        if self.op in ("is_null", "isin"):
-            inside = "" if self.op == "is_null" else repr(self.args[1])
+        if self.op == "if":
+            return f"when({self.args[0]!r}).then({self.args[1]!r}).otherwise({self.args[2]!r})"
+        if self.op in ("is_null", "isin", "year", "substr", *MATCHES):
+            inside = ", ".join(repr(a) for a in self.args[1:])
             return f"{self.args[0]!r}.{self.op}({inside})"
         sign = {**ARITHMETIC, **COMPARISONS, **LOGIC}[self.op]
         return f"({self.args[0]!r} {sign} {self.args[1]!r})"
@@ -198,6 +239,44 @@ def col(name: str) -> Col:
     if not isinstance(name, str):
         raise TypeError(f"col: expected a column name (a str), got {type(name).__name__} {name!r}")
     return Col(name)
+
+
+@attrs.frozen
+class When:
+    """``tmr.when(condition)``: give its value with `then(value)`."""
+
+    condition: Expr
+
+    def then(self, value: object) -> Then:
+        """The value where the condition is true."""
+        return Then(self.condition, wrap(value, "then"))
+
+
+@attrs.frozen
+class Then:
+    """``tmr.when(condition).then(value)``: finish it with `otherwise(value)`."""
+
+    condition: Expr
+    value: Expr
+
+    def otherwise(self, value: object) -> Op:
+        """The value where the condition is false or null: the whole expression."""
+        return Op("if", (self.condition, self.value, wrap(value, "otherwise")))
+
+
+def when(condition: Expr) -> When:
+    """SQL's ``CASE WHEN condition THEN a ELSE b END``: ``tmr.when(cond).then(a).otherwise(b)`` is ``a`` where
+    ``cond`` is true and ``b`` where it is false or null (nest another ``when`` in ``otherwise`` for more branches).
+
+    Examples:
+        >>> t = tmr.lazy({"x": np.array([1, 5, 9])})
+        >>> big = tmr.when(tmr.col("x") > 4).then(tmr.col("x")).otherwise(0)
+        >>> t.with_columns(y=big).collect(cluster=cluster).to_dict()["y"].tolist()
+        [0, 5, 9]
+    """
+    if not isinstance(condition, Expr):
+        raise TypeError(f"when: expected a condition expression (tmr.col('x') > 0), got {condition!r}")
+    return When(condition)
 
 
 def wrap(value: object, where: str) -> Expr:
