@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
+from tfmapreduce._base import deadline as _deadline
 from tfmapreduce._base.deadline import effective_timeout
 
 
@@ -102,6 +103,40 @@ def test_a_deadline_scope_bounds_a_real_run(cluster: tmr.LocalCluster) -> None:
     assert time.monotonic() - started < 1.5 + 2  # the scope, not timeout=30, ended it (the culprit probe included)
 
 
+def test_the_default_deadline_grows_with_the_rows_of_a_run() -> None:
+    # Issue 38: a flat 60 s default stopped a 2e7-row two-string-key table group-by on a loaded machine.
+    assert _deadline.default_timeout(0) == _deadline.default_timeout(1_500_000) == 60.0
+    assert _deadline.default_timeout(20_000_000) == 800.0  # 40 µs a row above 1.5 million rows
+    with _deadline.sized(20_000_000):
+        assert effective_timeout(None) == 800.0
+        assert effective_timeout(5) == 5.0  # timeout= is the caller's word
+        with tmr.deadline(100):
+            assert effective_timeout(None) <= 100  # an enclosing deadline still bounds it
+    tmr.set_timeout(45)
+    try:
+        assert _deadline.default_timeout(20_000_000) == 45.0  # what set_timeout sets holds for every size
+    finally:
+        tmr.set_timeout(None)
+    assert tmr.get_timeout() == 60.0
+
+
+def test_a_run_without_timeout_gets_the_default_of_its_rows(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_deadline, "ROWS_PER_SECOND", 0.01)  # 10 rows: 1000 s, as 2.5e7 rows get
+    seen: list[float] = []
+    run = type(cluster).run
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["timeout"])
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(cluster), "run", recorded)
+    assert tmr.sum(np.arange(10), cluster=cluster) == 45
+    assert seen and max(seen) > 900, seen  # the job ran under the sized deadline, not 60 s
+    seen.clear()
+    assert tmr.sum(np.arange(10), cluster=cluster, timeout=30) == 45
+    assert seen and max(seen) <= 30, seen
+
+
 def test_bad_deadline_and_default_timeouts() -> None:
     with pytest.raises(ValueError, match="seconds must be a positive"):
         tmr.set_timeout(-1)
@@ -111,7 +146,7 @@ def test_bad_deadline_and_default_timeouts() -> None:
     try:
         assert tmr.get_timeout() == 45.0
     finally:
-        tmr.set_timeout(60)
+        tmr.set_timeout(None)
 
 
 def test_calls_that_place_data_take_the_placement_keywords_only(cluster: tmr.LocalCluster, tmp_path: Any) -> None:

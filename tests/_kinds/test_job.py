@@ -299,12 +299,11 @@ def test_a_timeout_that_is_long_enough_changes_nothing(cluster: tmr.LocalCluster
 
 
 def test_the_global_timeout_is_a_setting() -> None:
-    before = tmr.get_timeout()
     try:
         tmr.set_timeout(12.5)
         assert tmr.get_timeout() == 12.5
     finally:
-        tmr.set_timeout(before)
+        tmr.set_timeout(None)
     with pytest.raises(ValueError, match="positive"):
         tmr.set_timeout(-1)
 

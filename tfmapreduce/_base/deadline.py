@@ -1,6 +1,7 @@
 """Deadlines: ``timeout=`` bounds one call, every step of it (planning, compiling, the run, naming a lost task,
 freeing what a failed run stored); :func:`deadline` bounds a block of calls, nests (the earliest deadline wins) and
-restores the previous one on exit; :func:`set_timeout` changes the default of a call with neither."""
+restores the previous one on exit; :func:`set_timeout` changes the default of a call with neither.  The built-in
+default grows with a run's input (:func:`default_timeout`): a run over many rows is not stopped for being large."""
 
 from __future__ import annotations
 
@@ -15,10 +16,48 @@ import numpy as np
 from .errors import WorkerTimeoutError
 
 DEFAULT_TIMEOUT = 60.0
-"""Seconds a run may take when neither ``timeout=``, :func:`deadline` nor :func:`set_timeout` says otherwise."""
+"""Seconds a run may take when neither ``timeout=``, :func:`deadline` nor :func:`set_timeout` says otherwise (at least:
+see :data:`ROWS_PER_SECOND`)."""
 
-_default_timeout = DEFAULT_TIMEOUT  # process-wide, like attrs' set_run_validators
+ROWS_PER_SECOND = 25_000
+"""The rows a second the built-in default allows a run, where that exceeds :data:`DEFAULT_TIMEOUT` (above 1.5 million
+rows): 2e7 rows get 800 s.  Measured on 2 cores shared with a CI run: a two-string-key table group-by (the tables
+benchmark's) took 32.4 s for 2e6 rows from call to result (its first call; 18.7 s the second), about 16 µs a row,
+where a flat 60 s stopped 2e7 rows; the rule allows 40 µs a row, 2.5 times that."""
+
+_default_timeout: float | None = None  # process-wide, like attrs' set_run_validators; None: the built-in rule
 _scope_end = contextvars.ContextVar[float | None]("tfmapreduce_deadline", default=None)
+_run_rows = contextvars.ContextVar[int]("tfmapreduce_run_rows", default=0)
+
+
+def default_timeout(rows: int = 0) -> float:
+    """Seconds a run over ``rows`` rows may take when it passes no ``timeout=``: what :func:`set_timeout` set, else
+    ``max(DEFAULT_TIMEOUT, rows / ROWS_PER_SECOND)`` (an input of files counts its units: rows, or bytes of text).
+
+    Example:
+        >>> default_timeout(1000), default_timeout(20_000_000)
+        (60.0, 800.0)
+    """
+    if _default_timeout is not None:
+        return _default_timeout
+    return max(DEFAULT_TIMEOUT, rows / ROWS_PER_SECOND)
+
+
+@contextlib.contextmanager
+def sized(rows: int) -> Iterator[None]:
+    """Inside the block, a step that passes no ``timeout=`` gets the default of a run over ``rows`` rows
+    (:func:`default_timeout`).
+
+    Example:
+        >>> with sized(20_000_000):
+        ...     time_left(None)
+        800.0
+    """
+    token = _run_rows.set(rows)
+    try:
+        yield
+    finally:
+        _run_rows.reset(token)
 
 
 def effective_timeout(timeout: float | None) -> float:
@@ -36,7 +75,7 @@ def effective_timeout(timeout: float | None) -> float:
 def time_left(timeout: float | None) -> float:
     """As :func:`effective_timeout`, but 0 or less once the enclosing deadline has passed (for cleanup that decides
     for itself how long it may still take)."""
-    seconds = _default_timeout if timeout is None else timeout
+    seconds = default_timeout(_run_rows.get()) if timeout is None else timeout
     end = _scope_end.get()
     return seconds if end is None else min(seconds, end - time.monotonic())
 
@@ -60,22 +99,26 @@ def check_timeout(timeout: object, *, argument: str = "timeout") -> float:
     return value
 
 
-def set_timeout(seconds: float) -> None:
-    """Set the deadline (in seconds) of every run that passes no ``timeout=``; the default is 60.
+def set_timeout(seconds: float | None) -> None:
+    """Set the deadline (in seconds) of every run that passes no ``timeout=``, whatever its size; ``None`` restores the
+    built-in default: 60 s, or more for a run over more than 1.5 million rows (:func:`default_timeout`).
 
     Examples:
         >>> tmr.set_timeout(30)
         >>> tmr.get_timeout()
         30.0
-        >>> tmr.set_timeout(60)
+        >>> tmr.set_timeout(None)
+        >>> tmr.get_timeout()
+        60.0
     """
     global _default_timeout
-    _default_timeout = check_timeout(seconds, argument="seconds")
+    _default_timeout = None if seconds is None else check_timeout(seconds, argument="seconds")
 
 
 def get_timeout() -> float:
-    """The deadline in seconds of a run that passes no ``timeout=`` (outside any [`deadline`][tfmapreduce.deadline] scope)."""
-    return _default_timeout
+    """The deadline in seconds of a run that passes no ``timeout=`` (outside any [`deadline`][tfmapreduce.deadline] scope;
+    a run over more than 1.5 million rows gets more unless :func:`set_timeout` was called)."""
+    return default_timeout()
 
 
 @contextlib.contextmanager

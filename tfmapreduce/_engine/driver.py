@@ -21,7 +21,7 @@ import attrs
 import tensorflow as tf
 
 from .._base.checks import flag
-from .._base.deadline import bounded, time_left
+from .._base.deadline import bounded, sized, time_left
 from .._base.device import Device
 from .._base.errors import ClusterError, JobError, TfMapReduceError
 from .._base.plan import Plan, Shard
@@ -113,13 +113,20 @@ def run(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] 
     """Run a job of ``kind`` over ``x``: its result (and a :class:`RunStats` with ``settings.return_stats``).
 
     The run's deadline starts now and bounds every step: planning and compiling use up the time its step then has.
+    Without ``timeout=``, its length is the default for the rows of its input (``default_timeout``), known once
+    the inputs are taken (the probe for the kernels meanwhile bounded by the default of no rows).
 
     Raises:
         TypeError: ``resident`` is not a bool.
     """
     resident = flag(resident, "resident", "keep the result on the workers")
+    began, started = time.monotonic(), time.perf_counter()
     with bounded(settings.seconds()):
-        return _run(kind, x, settings, broadcast, resident)
+        call = start(kind, x, settings, broadcast, resident=resident)
+    with sized(max((s.rows for s in call.srcs), default=0)):
+        left = settings.seconds() - (time.monotonic() - began)
+        with bounded(left), _native_sums(call):
+            return _run_call(kind, call, settings, started)
 
 
 def _native_sums(call: Call) -> contextlib.AbstractContextManager[None]:
@@ -129,13 +136,6 @@ def _native_sums(call: Call) -> contextlib.AbstractContextManager[None]:
         return call.native.tmr_wide_sum(x) if has(call.native, "tmr_wide_sum") else None
 
     return native_sums(wide_sum)
-
-
-def _run(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any], resident: bool) -> Any:
-    started = time.perf_counter()
-    call = start(kind, x, settings, broadcast, resident=resident)
-    with _native_sums(call):
-        return _run_call(kind, call, settings, started)
 
 
 def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float) -> Any:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
@@ -30,7 +31,7 @@ from tfmapreduce._io.files import csv_diagnosis as _csv_diagnosis
 from tfmapreduce._io.files import readers as _readers
 from tfmapreduce._io.files import rows as _rows
 from tfmapreduce._io.files import text as _text
-from tfmapreduce._io.source import Input, Source
+from tfmapreduce._io.source import DATA_OPTIONS, Input, Source
 from tfmapreduce._native import loader as _native
 
 T0, T1 = "/job:local/task:0", "/job:local/task:1"
@@ -697,27 +698,44 @@ TEXTS = [
 ]
 
 
+def _read(dataset: tf.data.Dataset) -> list[Any]:
+    """The elements of ``dataset``, read as a run reads its pipelines (``DATA_OPTIONS``: no tf.data rewriting)."""
+    return list(dataset.with_options(DATA_OPTIONS).as_numpy_iterator())
+
+
+_WHOLE: dict[bytes, tuple[list[bytes], list[list[bytes]], list[bytes]]] = {}
+
+
+def _read_whole(text: bytes, path: str) -> tuple[list[bytes], list[list[bytes]], list[bytes]]:
+    """The lines ``TextLineDataset`` yields for a file holding ``text``, and its small-file batches' lines and
+    ``whole_texts`` pieces: none depends on ``TEXT_BLOCK`` or ``NEWLINE_WINDOW``, so they are read once per text
+    (each pipeline traced anew costs about a CPU second), not once per block and window."""
+    if text in _WHOLE:
+        return _WHOLE[text]
+    expected = list(tf.data.TextLineDataset(path).as_numpy_iterator())
+    whole = _readers.Text().small_batches([path], [len(text)], 2)  # the small-file path: the file read at once
+    pieces = [piece.tolist() for piece in _read(_text.whole_texts([path], [len(text)]))]
+    _WHOLE[text] = (expected, pieces, [line for batch in _read(whole) for line in batch.tolist()])
+    return _WHOLE[text]
+
+
 @pytest.mark.parametrize("window", [2, 1 << 16])  # 2: the first and last newlines often lie outside the windows
 @pytest.mark.parametrize("block", [1, 3, 16, 1 << 20])
 @pytest.mark.parametrize("text", TEXTS)
 def test_text_blocks_yield_the_lines_text_line_dataset_yields(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: bytes, block: int, window: int
 ) -> None:
-    from tfmapreduce._io.files import readers as _readers
-
     monkeypatch.setattr(_text, "TEXT_BLOCK", block)
     monkeypatch.setattr(_text, "NEWLINE_WINDOW", window)
     path = tmp_path / "t.txt"
     path.write_bytes(text)
-    expected = list(tf.data.TextLineDataset(str(path)).as_numpy_iterator())
-    got = [line for batch in _text.text_lines(str(path), len(text)).as_numpy_iterator() for line in batch.tolist()]
+    expected, pieces, whole = _read_whole(text, str(path))  # (read from the first case's file of the same text)
+    got = [line for batch in _read(_text.text_lines(str(path), len(text))) for line in batch.tolist()]
     assert got == expected
     with_header = _csv.Csv(None, "float64", True, ",").record_batches(str(path), len(text), 2)
-    assert [line for batch in with_header.as_numpy_iterator() for line in batch.tolist()] == expected[1:]
-    whole = _readers.Text().small_batches([str(path)], [len(text)], 2)  # the small-file path: the file read at once
-    assert [line for batch in whole.as_numpy_iterator() for line in batch.tolist()] == expected
-    pieces = [piece.tolist() for piece in _text.whole_texts([str(path)], [len(text)]).as_numpy_iterator()]
-    blocks = [part for piece in _text.text_blocks(str(path), len(text)).as_numpy_iterator() for part in piece.tolist()]
+    assert [line for batch in _read(with_header) for line in batch.tolist()] == expected[1:]
+    assert whole == expected
+    blocks = [part for piece in _read(_text.text_blocks(str(path), len(text))) for part in piece.tolist()]
     assert pieces == ([[b"\n".join(blocks)]] if blocks else [])  # the same text, as one piece
 
 
