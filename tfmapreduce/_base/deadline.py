@@ -25,6 +25,10 @@ rows): 2e7 rows get 800 s.  Measured on 2 cores shared with a CI run: a two-stri
 benchmark's) took 32.4 s for 2e6 rows from call to result (its first call; 18.7 s the second), about 16 µs a row,
 where a flat 60 s stopped 2e7 rows; the rule allows 40 µs a row, 2.5 times that."""
 
+LONGEST_DEFAULT = 900.0
+"""The built-in default never exceeds this (a run over text counts bytes, and a stopped task must still end the run
+in minutes, not hours): a longer run passes ``timeout=``."""
+
 _default_timeout: float | None = None  # process-wide, like attrs' set_run_validators; None: the built-in rule
 _scope_end = contextvars.ContextVar[float | None]("tfmapreduce_deadline", default=None)
 _run_rows = contextvars.ContextVar[int]("tfmapreduce_run_rows", default=0)
@@ -32,15 +36,16 @@ _run_rows = contextvars.ContextVar[int]("tfmapreduce_run_rows", default=0)
 
 def default_timeout(rows: int = 0) -> float:
     """Seconds a run over ``rows`` rows may take when it passes no ``timeout=``: what :func:`set_timeout` set, else
-    ``max(DEFAULT_TIMEOUT, rows / ROWS_PER_SECOND)`` (an input of files counts its units: rows, or bytes of text).
+    ``rows / ROWS_PER_SECOND`` between :data:`DEFAULT_TIMEOUT` and :data:`LONGEST_DEFAULT` (an input of files counts
+    its units: rows, or bytes of text).
 
     Example:
-        >>> default_timeout(1000), default_timeout(20_000_000)
-        (60.0, 800.0)
+        >>> default_timeout(1000), default_timeout(20_000_000), default_timeout(10**9)
+        (60.0, 800.0, 900.0)
     """
     if _default_timeout is not None:
         return _default_timeout
-    return max(DEFAULT_TIMEOUT, rows / ROWS_PER_SECOND)
+    return min(max(DEFAULT_TIMEOUT, rows / ROWS_PER_SECOND), LONGEST_DEFAULT)
 
 
 @contextlib.contextmanager
