@@ -38,6 +38,7 @@ from ..._io.strings import Encoding
 from ..._options import Options, RunOptions
 from ..shuffle.map_side import SHUFFLE_KEY_DTYPES
 from ..shuffle.sharded import KeyedSharded
+from ..spill import OverBudget
 from .kind import Join
 from .placed import Placed, placement
 from .plan import (
@@ -48,6 +49,7 @@ from .plan import (
     _spread,
 )
 from .sides import FileColumn, FileInput, file_columns, stacked
+from .spilled import join_spilled
 
 
 def _side(x: Any, argument: str, native: bool) -> tuple[Sources, int, bool, Encoding, KeyedSharded | None]:
@@ -240,7 +242,13 @@ def join(
 
     try:
         left_srcs, right_srcs = (Sources([moved(src) for src in side]) for side in sides)
-        return _engine.run(kind, stacked(left_srcs, right_srcs), settings, resident=resident)
+        x = stacked(left_srcs, right_srcs)
+        try:
+            return _engine.run(kind, x, settings, resident=resident)
+        except OverBudget as refused:  # a device's output over its budget: a fetched join spills (grace hash) instead
+            if resident:
+                raise
+            return join_spilled(kind, x, settings, refused)
     finally:
         for array in scattered:
             array.delete()
