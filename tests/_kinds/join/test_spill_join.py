@@ -138,3 +138,23 @@ def test_a_full_spill_disk_fails_the_join_naming_the_task_and_leaves_nothing(
                 (keys, np.ones(keys.size)), (keys, np.ones(keys.size)), how="left", max_bytes=BUDGET, cluster=cluster, retries=0
             )
         assert os.listdir(small) == []
+
+
+@pytest.mark.parametrize("how", ["semi", "anti", "left"])
+def test_a_table_join_over_its_budget_spills_through_the_same_path_and_equals_pandas(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    rng = np.random.default_rng(9)
+    left = pd.DataFrame({"k": rng.integers(0, 30_000, 40_000), "a": rng.normal(size=40_000)})
+    right = pd.DataFrame({"k": rng.integers(15_000, 45_000, 40_000), "b": np.arange(40_000)})
+    with caplog.at_level(logging.INFO, logger="tfmapreduce"):
+        got = tmr.table(left).join(tmr.table(right), on="k", how=how, max_bytes=BUDGET, reducers=2, cluster=cluster)
+    assert _parts(caplog) >= 2
+    if how == "left":
+        expected = left.merge(right, on="k", how="left").astype({"b": "Int64"})  # (a table fills with nulls)
+    else:
+        inside = left["k"].isin(right["k"])
+        expected = left[inside if how == "semi" else ~inside]
+    frame = got.to_pandas()
+    assert sorted(map(repr, frame.itertuples(index=False))) == sorted(map(repr, expected.itertuples(index=False)))
+    assert os.listdir(spill) == []

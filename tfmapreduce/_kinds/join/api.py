@@ -198,7 +198,8 @@ def join(
     live (nothing of it moves); ``"auto"`` (default) broadcasts a side of at most 32 MiB that is the smaller, joins
     two keyed resident results on the same reducers where they are (co-partitioned: nothing moves), and else hashes.
     [`plan_join`][tfmapreduce.plan_join] shows the choice.  Each device checks the rows it would make against its memory budget (a
-    quarter of its host's available memory, or ``max_bytes=``) before making any.
+    quarter of its host's available memory, or ``max_bytes=``) before making any; where they would not fit, a fetched
+    join runs again through the workers' disks (grace hash, ``join.spilled``), with the same rows.
 
     Args:
         left: keyed data: a ``(keys, values)`` pair of arrays (keys int32, int64 or strings; values one array or a
@@ -222,7 +223,9 @@ def join(
             of another format, pinned to tasks, or beside a resident side.
         InputError: values with another number of rows than their keys.
         ValueError: an unknown ``how`` or ``strategy``.
-        ReducerMemoryError: a device would make more output than its budget (nothing was made).
+        ReducerMemoryError: a resident join's device would make more output than its budget, or one key's pairs
+            alone would, even spilled (nothing was made; the key named).
+        OutputError: a spill folder could not be written (full: named, with its task; the spill files removed).
 
     Examples:
         >>> orders = (np.array([1, 2, 1, 3]), np.array([9.5, 3.0, 1.5, 7.0]))
