@@ -93,7 +93,10 @@ def test_a_join_of_string_keys_and_several_columns_spills_and_equals_pandas_merg
     l1, l2 = rng.normal(size=lk.size), rng.integers(0, 100, lk.size).astype(np.int32)
     rv = np.array([f"city{i % 97}" for i in range(rk.size)])
     with caplog.at_level(logging.INFO, logger="tfmapreduce"):
-        got = tmr.join((lk, (l1, l2)), (rk, rv), how="outer", max_bytes=BUDGET, reducers=2, cluster=cluster)
+        got, stats = tmr.join(
+            (lk, (l1, l2)), (rk, rv), how="outer", max_bytes=BUDGET, reducers=2, cluster=cluster, return_stats=True
+        )
+    assert isinstance(stats, tmr.RunStats)  # the spill run's
     assert _parts(caplog) >= 3
     assert isinstance(got.keys[0], str)
     assert isinstance(got.right[np.flatnonzero(got.right_matched)[0]], str)
