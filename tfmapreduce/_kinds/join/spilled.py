@@ -3,7 +3,8 @@ folders, removal and full-disk error; one mechanism with the group spill), in 1 
 
     run 1, the spill          each task's rows of each side (as the hash join takes them) split by the stable key hash
                               into R × P sub-partitions (P per reducer, planned from the refused device's output as
-                              the group spill plans from a refused share: ``grace.sub_partitions``); each piece's keys
+                              the group spill plans from a refused share, ``grace.sub_partitions``, at most one per
+                              ``ROWS_PER_PART`` rows of the sides per reducer); each piece's keys
                               and value columns written to the spill folder on the task's own disk:
                               SPILL/tfmapreduce-spill-<job>/<attempt>/s<side>/b<sub-partition>-t<task>-c<column>;
                               the client fetches each piece's rows and bytes
@@ -26,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import tempfile
@@ -57,6 +59,10 @@ from ..spilled_sort import SpillCall
 from .kind import _TOO_BIG, Join, _concat, _pieces
 from .plan import JoinPlan, choose
 
+ROWS_PER_PART = 256
+"""The fewest rows of both sides a sub-partition is planned to hold on average: a many-to-many join's output asks for
+more sub-partitions than its rows can fill (a key's rows stay together however many there are), and each is a run."""
+
 
 @attrs.define(eq=False, repr=False)
 class JoinSpill(KindBase[GracePlan[JoinPlan]]):
@@ -84,9 +90,12 @@ class JoinSpill(KindBase[GracePlan[JoinPlan]]):
         return srcs, (note, PREFIX + secrets.token_hex(6))
 
     def plan(self, shards: Plan, call: Call) -> GracePlan[JoinPlan]:
-        joined = choose(self.join.how, "hash", self.join.layout, shards, call)  # (whatever the refused run's strategy)
+        """The hash join's reducers (whatever the refused run's strategy), each with P sub-partitions: as many as its
+        refused output needs, but no more than gives each ``ROWS_PER_PART`` rows of the sides on average."""
+        joined = choose(self.join.how, "hash", self.join.layout, shards, call)
+        parts = min(sub_partitions(self.refusal), max(2, math.ceil(shards.rows / len(joined.reducers) / ROWS_PER_PART)))
         folder = os.path.join(self.root, call.note[1])
-        return GracePlan(joined, sub_partitions(self.refusal), self.refusal.overrun.budget, folder, secrets.token_hex(4))
+        return GracePlan(joined, parts, self.refusal.overrun.budget, folder, secrets.token_hex(4))
 
     def variant(self, plan: GracePlan[JoinPlan], call: Call) -> Hashable | None:
         return ()  # the attempt's folder is fed
