@@ -78,9 +78,11 @@ REFUSED: dict[str, tuple[type[Exception], Callable[[tmr.LocalCluster, Path], obj
         tmr.InputError,
         lambda c, tmp: tmr.mean(_csv_with_an_empty_number(tmp), cluster=c),
     ),
-    "Joins larger than their devices' memory": (
+    "One join key's rows over a device's memory, and resident joins over it": (
         tmr.ReducerMemoryError,
-        lambda c, _: tmr.join((np.arange(1000), np.ones(1000)), (np.arange(1000), np.ones(1000)), max_bytes=100, cluster=c),
+        lambda c, _: tmr.join(
+            (np.arange(1000), np.ones(1000)), (np.arange(1000), np.ones(1000)), max_bytes=100, resident=True, cluster=c
+        ),
     ),
     "A `tf.data.Dataset` as input": (TypeError, lambda c, _: tmr.mean(tf.data.Dataset.range(4), cluster=c)),
 }

@@ -29,7 +29,7 @@ import os
 import re
 import secrets
 from collections.abc import Hashable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 import numpy as np
@@ -58,8 +58,38 @@ MARGIN = 2
 _SPILL = re.compile(r"\bgrace_spill(\d+)/")
 
 
+class Reducing(Protocol):
+    """The refused run's plan as a grace spill sees it (a ``KeyedPlan``, a join's ``JoinPlan``): its shards, its
+    reducers, the tasks it uses."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def reducers(self) -> tuple[str, ...]: ...
+
+    @property
+    def tasks(self) -> tuple[Task, ...]: ...
+
+    def explain(self) -> str: ...
+
+
+K = TypeVar("K", bound=Reducing)
+
+
+def sub_partitions(refusal: OverBudget) -> int:
+    """Sub-partitions per reducer: the refused share, split evenly, fits the budget ``MARGIN`` times over.
+
+    Example:
+        >>> from tfmapreduce._ops.budget import Overrun
+        >>> sub_partitions(OverBudget(Overrun(0, "/job:w/task:0", 10, 3_000, 1_000, "max_bytes=1000"), "refused"))
+        6
+    """
+    return max(2, math.ceil(refusal.overrun.size * MARGIN / max(1, refusal.overrun.budget)))
+
+
 @attrs.frozen
-class GracePlan:
+class GracePlan(Generic[K]):
     """The plan of a grace-hash run: the keyed plan, and the ``parts`` sub-partitions each reducer reduces in turn.
 
     Example:
@@ -69,7 +99,8 @@ class GracePlan:
         6
     """
 
-    keyed: KeyedPlan
+    keyed: K
+    """The refused run's plan: its shards, its reducers (a join's: its hash reducers, see ``join.spilled``)."""
     parts: int
     """Sub-partitions per reducer (one distributed run each, after the spill)."""
     budget: int
@@ -101,11 +132,11 @@ class GracePlan:
 
 
 @attrs.frozen
-class Graced:
+class Graced(Generic[K]):
     """What the spill run left: its plan, its attempt folder, the tasks in order, each piece's rows and bytes, and
     the rows' types (key dtype, the values' structure and each leaf's dtype and row shape)."""
 
-    plan: GracePlan
+    plan: GracePlan[K]
     folder: str
     tasks: tuple[Task, ...]
     rows: np.ndarray[Any, np.dtype[np.int64]]
@@ -118,7 +149,7 @@ class Graced:
 
 
 @attrs.define(eq=False, repr=False)
-class GraceSpill(KindBase[GracePlan]):
+class GraceSpill(KindBase[GracePlan[KeyedPlan]]):
     """The spill run of ``group`` (see the module) as the run driver sees it; keeps nothing of a run."""
 
     group: Grouped | Keyed
@@ -136,8 +167,8 @@ class GraceSpill(KindBase[GracePlan]):
 
     @property
     def parts(self) -> int:
-        """Sub-partitions per reducer: the refused share, split evenly, fits the budget ``MARGIN`` times over."""
-        return max(2, math.ceil(self.refusal.overrun.size * MARGIN / max(1, self.budget)))
+        """Sub-partitions per reducer, planned from the refusal (:func:`sub_partitions`)."""
+        return sub_partitions(self.refusal)
 
     phase: ClassVar[str] = "spill"
     refused: ClassVar[Mapping[str, str]] = Grouped.refused
@@ -154,19 +185,19 @@ class GraceSpill(KindBase[GracePlan]):
         srcs, note = self.group.sources(x)
         return srcs, (note, PREFIX + secrets.token_hex(6))
 
-    def plan(self, shards: Plan, call: Call) -> GracePlan:
+    def plan(self, shards: Plan, call: Call) -> GracePlan[KeyedPlan]:
         keyed = self.group.plan(shards, call)
         folder = os.path.join(self.root, call.note[1])
         return GracePlan(keyed, self.parts, self.budget, folder, secrets.token_hex(4))
 
-    def variant(self, plan: GracePlan, call: Call) -> Hashable | None:
+    def variant(self, plan: GracePlan[KeyedPlan], call: Call) -> Hashable | None:
         return ()  # the attempt's folder is fed
 
-    def fed(self, plan: GracePlan, name: str) -> str:
+    def fed(self, plan: GracePlan[KeyedPlan], name: str) -> str:
         """The attempt's spill folder (a retried run writes a new one)."""
         return os.path.join(plan.folder, plan.attempt)
 
-    def build(self, builder: Builder, plan: GracePlan, call: Call) -> Program:
+    def build(self, builder: Builder, plan: GracePlan[KeyedPlan], call: Call) -> Program:
         """Map every shard, merge each task's rows, split them by key hash and write each piece on the task."""
         group, keyed = self.group, plan.keyed
         if not has(call.native, "tmr_remove_spill"):
@@ -203,25 +234,32 @@ class GraceSpill(KindBase[GracePlan]):
         info = (first[0].dtype, tf.nest.map_structure(lambda _: None, first[1]), leaves, tuple(mapped.per_task))
         return builder.program(counts, plan.tasks, info)
 
-    def finish(self, value: Any, program: Program | None, plan: GracePlan, call: Call) -> Graced:
+    def finish(self, value: Any, program: Program | None, plan: GracePlan[KeyedPlan], call: Call) -> Graced[KeyedPlan]:
         assert program is not None
         key_dtype, structure, leaves, tasks = program.info
         rows = np.array([np.asarray(r) for r, _ in value], np.int64).reshape(len(tasks), plan.ranges)
         size = np.array([np.asarray(s) for _, s in value], np.int64).reshape(len(tasks), plan.ranges)
         return Graced(plan, self.fed(plan, "spill"), tasks, rows, size, key_dtype, structure, leaves)
 
-    def failure(self, error: JobError, plan: GracePlan) -> Exception | None:
+    def failure(self, error: JobError, plan: GracePlan[KeyedPlan]) -> Exception | None:
         """A spill folder that could not be written (full, not writable), named with its task; else the group's reading."""
-        details = f"{error} {error.details}"
-        found = _SPILL.search(details)
-        if found is None or "WriteFile" not in details:
-            return self.group.failure(error, plan.keyed)
-        tasks = list(dict.fromkeys(s.task for s in plan.keyed.plan.shards if s.rows > 0))
-        task = tasks[int(found.group(1))] if int(found.group(1)) < len(tasks) else Device.parse(plan.keyed.reducers[0]).task
-        why = "it is full" if any(f in details for f in _FULL) else str(error).split(": ", 1)[-1]
-        need = math.ceil(plan.budget * plan.parts / MARGIN) * len(plan.keyed.reducers) // max(1, len(tasks))
-        return OutputError(
-            f"{self.group!r}: task {task} could not write its spill files under {plan.folder} ({why}); it needs about "
-            f"{need:,} bytes there for its share of each reducer's rows (plus what other jobs hold); the job's spill "
-            "files were removed. Free space on that task's disk, or raise max_bytes= where the reducers have the memory"
-        )
+        return spill_failure(repr(self.group), error, plan) or self.group.failure(error, plan.keyed)
+
+
+def spill_failure(job: str, error: JobError, plan: GracePlan[Any]) -> OutputError | None:
+    """The ``OutputError`` of a grace spill run (of ``job``) that could not write its spill folder (full, not writable),
+    naming the task (the ``t`` of its ``grace_spill<t>`` scope: the plan's tasks with rows, in order) and the bytes it
+    needs there; None where the run failed otherwise."""
+    details = f"{error} {error.details}"
+    found = _SPILL.search(details)
+    if found is None or "WriteFile" not in details:
+        return None
+    tasks = list(dict.fromkeys(s.task for s in plan.keyed.plan.shards if s.rows > 0))
+    task = tasks[int(found.group(1))] if int(found.group(1)) < len(tasks) else Device.parse(plan.keyed.reducers[0]).task
+    why = "it is full" if any(f in details for f in _FULL) else str(error).split(": ", 1)[-1]
+    need = math.ceil(plan.budget * plan.parts / MARGIN) * len(plan.keyed.reducers) // max(1, len(tasks))
+    return OutputError(
+        f"{job}: task {task} could not write its spill files under {plan.folder} ({why}); it needs about "
+        f"{need:,} bytes there for its share of each reducer's rows (plus what other jobs hold); the job's spill "
+        "files were removed. Free space on that task's disk, or raise max_bytes= where the reducers have the memory"
+    )

@@ -28,6 +28,7 @@ from .._options import RunOptions
 from .grace import Graced, GracePlan, GraceSpill
 from .grouped import GroupBuilt, Grouped, group_native, group_result
 from .keyed import Keyed
+from .shuffle.plan import KeyedPlan
 from .shuffle.result import concatenated, sorted_result
 from .shuffle.sharded import KeyedBuilt
 from .spill import OverBudget, log
@@ -47,11 +48,11 @@ def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast
         OutputError: a spill folder could not be written (the spill files are removed).
     """
     spill = GraceSpill(kind, tempfile.gettempdir(), refused)
-    run: SpillCall[GracePlan] = SpillCall(spill)
+    run: SpillCall[GracePlan[KeyedPlan]] = SpillCall(spill)
     stats = None
     try:
         out = _engine.run(run, x, settings, broadcast)
-        graced: Graced = out[0] if settings.return_stats else out
+        graced: Graced[KeyedPlan] = out[0] if settings.return_stats else out
         stats = out[1] if settings.return_stats else None
         call = run.call
         assert call is not None  # (set as the run planned)
@@ -95,7 +96,7 @@ def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast
     return (result, stats) if settings.return_stats else result
 
 
-def _pieces(graced: Graced, b: int, c: int) -> list[tf.Tensor]:
+def read_pieces(graced: Graced[Any], b: int, c: int) -> list[tf.Tensor]:
     """Leaf ``c`` (0: the keys) of sub-partition ``b``, read and parsed on each task that wrote rows of it."""
     dtype, row = (graced.key_dtype, ()) if c == 0 else graced.leaves[c - 1]
     pieces = []
@@ -108,7 +109,7 @@ def _pieces(graced: Graced, b: int, c: int) -> list[tf.Tensor]:
     return pieces
 
 
-def reduce_round(kind: Grouped, graced: Graced, j: int, native: Any | None) -> tuple[list[Any], GroupBuilt | None]:
+def reduce_round(kind: Grouped, graced: Graced[KeyedPlan], j: int, native: Any | None) -> tuple[list[Any], GroupBuilt | None]:
     """In the current graph, round ``j``: each reducer r reads sub-partition r·P + j from every task's disk and reduces
     it as the in-memory run reduces its share; the fetches (keys, leaves) of the reducers with rows, and the build."""
     plan = graced.plan
@@ -119,7 +120,7 @@ def reduce_round(kind: Grouped, graced: Graced, j: int, native: Any | None) -> t
         if not int(graced.rows[:, b].sum()):
             continue
         with tf.device(device), tf.name_scope(f"part{b}"):
-            columns = [tf.concat(_pieces(graced, b, c), 0) for c in range(1 + len(graced.leaves))]
+            columns = [tf.concat(read_pieces(graced, b, c), 0) for c in range(1 + len(graced.leaves))]
             values = tf.nest.pack_sequence_as(graced.structure, columns[1:])
             keys, output = kind._reduce(r, device, columns[0], values, native)
             result, shape, ragged = kind._leaves(r, device, keys, output)
@@ -131,7 +132,7 @@ def reduce_round(kind: Grouped, graced: Graced, j: int, native: Any | None) -> t
     return outputs, built
 
 
-def merge_round(kind: Keyed, graced: Graced, j: int, native: Any | None) -> tuple[list[Any], None]:
+def merge_round(kind: Keyed, graced: Graced[KeyedPlan], j: int, native: Any | None) -> tuple[list[Any], None]:
     """In the current graph, round ``j`` of a keyed job: each reducer r reads sub-partition r·P + j from every task's
     disk, merges the tasks' per-key partials and finalizes them, as the in-memory run merges its share; the fetches."""
     plan, form = graced.plan, kind.combiner.per_key
@@ -142,7 +143,7 @@ def merge_round(kind: Keyed, graced: Graced, j: int, native: Any | None) -> tupl
         if not int(graced.rows[:, b].sum()):
             continue
         with tf.device(device), tf.name_scope(f"part{b}"):
-            columns = [_pieces(graced, b, c) for c in range(1 + len(graced.leaves))]
+            columns = [read_pieces(graced, b, c) for c in range(1 + len(graced.leaves))]
             parts = [(k, tf.nest.pack_sequence_as(graced.structure, list(v))) for k, *v in zip(*columns, strict=True)]
             keys, partial = merge(parts, form, native)
             values = form.finalize(partial)
@@ -150,7 +151,7 @@ def merge_round(kind: Keyed, graced: Graced, j: int, native: Any | None) -> tupl
     return outputs, None
 
 
-def check_parts(kind: Grouped | Keyed, graced: Graced, refused: OverBudget, cluster: Any, timeout: float) -> None:
+def check_parts(kind: Grouped | Keyed, graced: Graced[KeyedPlan], refused: OverBudget, cluster: Any, timeout: float) -> None:
     """Each sub-partition's bytes within the budget; else ``ReducerMemoryError`` naming its largest key and its bytes."""
     plan = graced.plan
     for b, size in enumerate(graced.size.sum(axis=0).tolist()):
@@ -177,13 +178,13 @@ def check_parts(kind: Grouped | Keyed, graced: Graced, refused: OverBudget, clus
         )
 
 
-def _largest_key(graced: Graced, b: int, cluster: Any, timeout: float) -> tuple[Any, int]:
+def _largest_key(graced: Graced[KeyedPlan], b: int, cluster: Any, timeout: float) -> tuple[Any, int]:
     """The key with the most rows in sub-partition ``b`` and its rows: counted on each task, summed on the reducer."""
     device = f"{Device.parse(graced.plan.keyed.reducers[0]).task}/device:CPU:0"
     graph = tf.Graph()
     with graph.as_default():
         counted = []
-        for piece in _pieces(graced, b, 0):
+        for piece in read_pieces(graced, b, 0):
             with tf.device(piece.device):
                 distinct, _, counts = tf.unique_with_counts(piece, out_idx=tf.int64)
                 counted.append((distinct, counts))

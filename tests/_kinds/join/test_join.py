@@ -174,6 +174,10 @@ def test_a_key_present_1e6_times_on_one_side_and_10_on_the_other_makes_1e7_rows(
 def test_an_output_over_the_budget_is_refused_before_a_row_is_made(cluster: tmr.LocalCluster) -> None:
     left = (np.zeros(300, np.int64), np.ones(300))
     with pytest.raises(tmr.ReducerMemoryError, match=r"would make 90,000 rows on .*max_bytes=10000.*reducers=N"):
+        tmr.join(left, left, cluster=cluster, max_bytes=10_000, resident=True)
+    with pytest.raises(  # fetched: spilled (in two sub-partitions per reducer: 600 rows), then refused naming the key
+        tmr.ReducerMemoryError, match=r"would make 90,000 rows of the key 0 alone, about 2,160,000 bytes .*max_bytes=10000"
+    ):
         tmr.join(left, left, cluster=cluster, max_bytes=10_000)
     assert len(tmr.join(left, left, cluster=cluster, max_bytes=10_000_000)) == 90_000
 

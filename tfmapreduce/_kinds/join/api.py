@@ -38,6 +38,7 @@ from ..._io.strings import Encoding
 from ..._options import Options, RunOptions
 from ..shuffle.map_side import SHUFFLE_KEY_DTYPES
 from ..shuffle.sharded import KeyedSharded
+from ..spill import OverBudget
 from .kind import Join
 from .placed import Placed, placement
 from .plan import (
@@ -48,6 +49,7 @@ from .plan import (
     _spread,
 )
 from .sides import FileColumn, FileInput, file_columns, stacked
+from .spilled import join_spilled
 
 
 def _side(x: Any, argument: str, native: bool) -> tuple[Sources, int, bool, Encoding, KeyedSharded | None]:
@@ -196,7 +198,8 @@ def join(
     live (nothing of it moves); ``"auto"`` (default) broadcasts a side of at most 32 MiB that is the smaller, joins
     two keyed resident results on the same reducers where they are (co-partitioned: nothing moves), and else hashes.
     [`plan_join`][tfmapreduce.plan_join] shows the choice.  Each device checks the rows it would make against its memory budget (a
-    quarter of its host's available memory, or ``max_bytes=``) before making any.
+    quarter of its host's available memory, or ``max_bytes=``) before making any; where they would not fit, a fetched
+    join runs again through the workers' disks (grace hash, ``join.spilled``), with the same rows.
 
     Args:
         left: keyed data: a ``(keys, values)`` pair of arrays (keys int32, int64 or strings; values one array or a
@@ -220,7 +223,9 @@ def join(
             of another format, pinned to tasks, or beside a resident side.
         InputError: values with another number of rows than their keys.
         ValueError: an unknown ``how`` or ``strategy``.
-        ReducerMemoryError: a device would make more output than its budget (nothing was made).
+        ReducerMemoryError: a resident join's device would make more output than its budget, or one key's pairs
+            alone would, even spilled (nothing was made; the key named).
+        OutputError: a spill folder could not be written (full: named, with its task; the spill files removed).
 
     Examples:
         >>> orders = (np.array([1, 2, 1, 3]), np.array([9.5, 3.0, 1.5, 7.0]))
@@ -240,7 +245,13 @@ def join(
 
     try:
         left_srcs, right_srcs = (Sources([moved(src) for src in side]) for side in sides)
-        return _engine.run(kind, stacked(left_srcs, right_srcs), settings, resident=resident)
+        x = stacked(left_srcs, right_srcs)
+        try:
+            return _engine.run(kind, x, settings, resident=resident)
+        except OverBudget as refused:  # a device's output over its budget: a fetched join spills (grace hash) instead
+            if resident:
+                raise
+            return join_spilled(kind, x, settings, refused)
     finally:
         for array in scattered:
             array.delete()

@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..._base.device import Device
-from ..._base.errors import JobError, ReducerMemoryError, ShardLostError
+from ..._base.errors import JobError, ShardLostError
 from ..._base.plan import Plan, Shard, make_plan
 from ..._engine.call import Call
 from ..._engine.kind import KindBase
@@ -22,6 +22,7 @@ from ..._io.variables import named_per_run
 from ..._native.loader import has
 from ..._ops.budget import over_budget, within_budget
 from ..shuffle.map_side import NO_SPECULATION, split
+from ..spill import OverBudget
 from .plan import (
     JoinLayout,
     JoinPlan,
@@ -280,11 +281,12 @@ class Join(KindBase[JoinPlan]):
         big = over_budget(error, _TOO_BIG, self.max_bytes)
         if big is None:
             return None
-        return ReducerMemoryError(
+        return OverBudget(
+            big,
             f"the join would make {big.rows:,} rows on {big.device} (part {big.part}: {big.size:,} bytes of keys and "
             f"values), more than its budget of {big.budget:,} bytes ({big.limit}); no output row was made. Spread the "
             "keys over more reducers (reducers=N), pre-aggregate a side (e.g. tmr.sum_by_key) so each key has fewer rows, or, if the host has the "
-            "memory, raise max_bytes=; one key's rows always meet on one device"
+            "memory, raise max_bytes=; one key's rows always meet on one device",
         )
 
 
