@@ -219,6 +219,7 @@ class ResidentTable:
             )
         if how not in HOWS:
             raise ValueError(f"join: how= must be one of {list(HOWS)}, got {how!r}")
+        _resident_only(options, "join")
         keys = key_names(on, left_on, right_on, self.columns, other.columns)
         right = other._columns if isinstance(other, ResidentTable) else {n: other.column(n) for n in other.columns}
         return ResidentTable(resident_joined(self._columns, right, keys, how, suffix, dict(options)))
@@ -247,6 +248,7 @@ class ResidentTable:
             [2, 3, 1]
         """
         self._check()
+        _resident_only(options, "sort")
         names = [by] if isinstance(by, str) else list(by)
         if not names:
             raise ValueError("sort: expected at least one column to sort by, e.g. r.sort(['a', 'b']); got none")
@@ -307,6 +309,15 @@ class ResidentTable:
         state = "deleted" if self._deleted else f"shards of {list(self.shards)} rows"
         fields = ", ".join(str(f) for f in self.schema.fields)
         return f"ResidentTable({len(self)} rows: {fields}; {state})"
+
+
+def _resident_only(options: Mapping[str, Any], method: str) -> None:
+    """Refuse the run options that would not give a resident table back."""
+    for name in ("resident", "return_stats", "directory"):
+        if name in options:
+            raise TypeError(
+                f"{method}: {name}= does not apply to a ResidentTable's {method}, whose result is a ResidentTable; drop {name}="
+            )
 
 
 def _type(part: Sharded) -> ColumnType:

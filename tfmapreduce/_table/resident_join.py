@@ -126,7 +126,7 @@ def _keys(columns: Columns, names: Sequence[str], codec: KeyCodec, side: bytes, 
     arrays = arrays_of(columns)
     if isinstance(arrays[0], Sharded):
         return map_rows(keyed, arrays, **options)
-    tensors = [tf.constant(a.tolist() if a.dtype == object else a) for a in arrays]
+    tensors = [tf.constant(a.tolist(), tf.string) if a.dtype == object else tf.constant(a) for a in arrays]
     return keyed(*tensors).numpy()
 
 
