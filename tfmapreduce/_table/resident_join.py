@@ -19,6 +19,7 @@ its side, kept by the joins that keep them. Semi and anti joins are left joins w
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -92,6 +93,36 @@ def resident_joined(
         delete_all(list({id(a): a for a in made}.values()))
 
 
+@functools.lru_cache(maxsize=256)
+def _maker(
+    outputs: tuple[tuple[ColumnType, bool, tuple[int, int | None] | None, tuple[int, int | None] | None], ...],
+) -> Callable[..., tuple[tf.Tensor, ...]]:
+    """The map function making a join's columns from its rows ``(left matched, right matched, *left, *right)``: each
+    output's type, whether it has a validity, and where its left and right values and validity are (a key column has
+    both: each row's from the side it has)."""
+
+    def made(lm: tf.Tensor, rm: tf.Tensor, *tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        def column(at: tuple[int, int | None], present: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            return tensors[at[0]], present if at[1] is None else present & tensors[at[1]]
+
+        out: list[tf.Tensor] = []
+        for type_, has_valid, lpos, rpos in outputs:
+            if lpos is not None and rpos is not None:
+                (a, av), (b, bv) = column(lpos, lm), column(rpos, rm)
+                if type_ != STRING:
+                    a, b = tf.cast(a, type_.storage), tf.cast(b, type_.storage)
+                values, valid = tf.where(lm, a, b), tf.where(lm, av, bv)
+            else:
+                values, valid = column(lpos, lm) if lpos is not None else column(rpos, rm)  # type: ignore[arg-type]
+            filler = tf.constant("") if type_ == STRING else tf.zeros([], values.dtype)
+            out.append(tf.where(valid, values, filler))
+            if has_valid:
+                out.append(valid)
+        return tuple(out)
+
+    return made
+
+
 def _keys_only(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return keys, keys
 
@@ -103,14 +134,24 @@ _DISTINCT: MapReduce[Any] = MapReduce(_keys_only, COUNT, by_key=True)
 def _keys(columns: Columns, names: Sequence[str], codec: KeyCodec, side: bytes, options: dict[str, Any]) -> Any:
     """Each row's key (a resident ``Sharded``, or a numpy array for a client side): ``codec``'s, and ``side`` after
     the key of a row with a null in a key column, so that it matches no row of the other side."""
-    order = list(columns)
     at = _positions(columns)
+    keyed = _keyer(tuple(at[list(columns).index(n)] for n in names), codec, side)
+    arrays = arrays_of(columns)
+    if isinstance(arrays[0], Sharded):
+        return map_rows(keyed, arrays, **options)
+    tensors = [tf.constant(a.tolist(), tf.string) if a.dtype == object else tf.constant(a) for a in arrays]
+    return keyed(*tensors).numpy()
+
+
+@functools.lru_cache(maxsize=256)
+def _keyer(at: tuple[tuple[int, int | None], ...], codec: KeyCodec, side: bytes) -> Callable[..., tf.Tensor]:
+    """The map function of :func:`_keys` (one a spec, so that its compiled graphs are reused): the key columns are
+    at ``at`` (values, validity) among its inputs."""
 
     def keyed(*tensors: tf.Tensor) -> tf.Tensor:
         fields = []
         ok = tf.ones(tf.shape(tensors[0])[:1], tf.bool)
-        for name, type_ in zip(names, codec.types, strict=True):
-            values_at, valid_at = at[order.index(name)]
+        for (values_at, valid_at), type_ in zip(at, codec.types, strict=True):
             values = tensors[values_at]
             if type_ != STRING and values.dtype != tf.as_dtype(type_.storage):
                 values = tf.cast(values, type_.storage)
@@ -123,11 +164,7 @@ def _keys(columns: Columns, names: Sequence[str], codec: KeyCodec, side: bytes, 
             return key
         return tf.where(ok, key, tf.strings.join([key, tf.fill(tf.shape(key), side.decode("latin-1"))]))
 
-    arrays = arrays_of(columns)
-    if isinstance(arrays[0], Sharded):
-        return map_rows(keyed, arrays, **options)
-    tensors = [tf.constant(a.tolist(), tf.string) if a.dtype == object else tf.constant(a) for a in arrays]
-    return keyed(*tensors).numpy()
+    return keyed
 
 
 def _positions(columns: Columns) -> list[tuple[int, int | None]]:
@@ -151,6 +188,7 @@ def _parts(pairs: Any) -> list[Sharded]:
     return [pairs.keys, *sides[0], *sides[1], pairs.left_matched, pairs.right_matched]
 
 
+@functools.lru_cache(maxsize=2)
 def _kept(matched: bool) -> Callable[..., tf.Tensor]:
     def keep(right_matched: tf.Tensor, *_: tf.Tensor) -> tf.Tensor:
         return right_matched if matched else tf.logical_not(right_matched)
@@ -191,27 +229,13 @@ def _columns(
             )
         plan.append((named, rc.type, rc.nullable or some_right, 1, name))
 
-    def made(lm: tf.Tensor, rm: tf.Tensor, *tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
-        def column(side: int, name: str) -> tuple[tf.Tensor, tf.Tensor]:
-            at, order, base, present = (lat, lorder, 0, lm) if side == 0 else (rat, rorder, nl, rm)
-            values_at, valid_at = at[order.index(name)]
-            valid = present if valid_at is None else present & tensors[base + valid_at]
-            return tensors[base + values_at], valid
-
-        out: list[tf.Tensor] = []
-        for j, (_, type_, has_valid, side, source) in enumerate(plan):
-            if side < 0:  # a key column: each row's from the side it has
-                (a, av), (b, bv) = column(0, lkeys[j]), column(1, rkeys[j])
-                if type_ != STRING:
-                    a, b = tf.cast(a, type_.storage), tf.cast(b, type_.storage)
-                values, valid = tf.where(lm, a, b), tf.where(lm, av, bv)
-            else:
-                values, valid = column(side, source)
-            filler = tf.constant("") if type_ == STRING else tf.zeros([], values.dtype)
-            out.append(tf.where(valid, values, filler))
-            if has_valid:
-                out.append(valid)
-        return tuple(out)
+    outputs = []  # (type, has a validity, where its left values and validity are, where its right's), in order
+    for _, type_, has_valid, side, source in plan:
+        lpos = lat[lorder.index(source)] if side <= 0 else None
+        rpos = rat[rorder.index(rkeys[lkeys.index(source)] if side < 0 else source)] if side != 0 else None
+        rpos = None if rpos is None else (nl + rpos[0], None if rpos[1] is None else nl + rpos[1])
+        outputs.append((type_, has_valid, lpos, rpos))
+    made = _maker(tuple(outputs))
 
     sides = [s if isinstance(s, tuple) else (s,) for s in (pairs.left, pairs.right)]
     result = map_rows(made, (pairs.left_matched, pairs.right_matched, *sides[0], *sides[1]), **options)

@@ -9,8 +9,9 @@ their rows, the sort kind sorts those candidates on one reducer, and one more ma
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,11 +99,7 @@ def resident_sorted(
     for name, c in columns.items():
         at[name] = (i, i + 1 if c.valid is not None else None)
         i += 2 if c.valid is not None else 1
-
-    def keyed(*tensors: tf.Tensor) -> tf.Tensor:
-        picked = [(tensors[at[n][0]], None if at[n][1] is None else tensors[at[n][1]]) for n in by]  # type: ignore[index]
-        return order_key(picked, descending, nulls_last)
-
+    keyed = _keyer(tuple(at[n] for n in by), tuple(descending), tuple(nulls_last))
     mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
     arrays = arrays_of(columns)
     made: list[Sharded] = []
@@ -110,8 +107,7 @@ def resident_sorted(
         keys = map_rows(keyed, arrays, **mapped)
         made.append(keys)
         if limit is not None:
-            first = _first(limit)
-            out = map_rows(first, (keys, *arrays), **mapped)
+            out = map_rows(_first(limit), (keys, *arrays), **mapped)
             made.extend(out)
             keys, arrays = out[0], tuple(out[1:])
             options = {**options, "reducers": 1}
@@ -119,7 +115,7 @@ def resident_sorted(
         made.append(ordered)
         if limit is not None:
             made.extend(values)
-            cut = map_rows(lambda *t: tuple(x[:limit] for x in t), tuple(values), **mapped)
+            cut = map_rows(_cut(limit), tuple(values), **mapped)
             values = tuple(cut) if isinstance(cut, tuple) else (cut,)
     finally:
         delete_all(list({id(a): a for a in made}.values()))
@@ -129,6 +125,31 @@ def resident_sorted(
     }
 
 
+@functools.lru_cache(maxsize=256)
+def _keyer(
+    at: tuple[tuple[int, int | None], ...], descending: tuple[bool, ...], nulls_last: tuple[bool, ...]
+) -> Callable[..., tf.Tensor]:
+    """The map function making each row's key (one a spec, so that its compiled graphs are reused): the sort columns
+    are at ``at`` (values, validity) among its inputs."""
+
+    def keyed(*tensors: tf.Tensor) -> tf.Tensor:
+        picked = [(tensors[v], None if m is None else tensors[m]) for v, m in at]
+        return order_key(picked, descending, nulls_last)
+
+    return keyed
+
+
+@functools.lru_cache(maxsize=64)
+def _cut(limit: int) -> Callable[..., tuple[tf.Tensor, ...]]:
+    """The map function keeping the first ``limit`` rows of its shard."""
+
+    def cut(*columns: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        return tuple(c[:limit] for c in columns)
+
+    return cut
+
+
+@functools.lru_cache(maxsize=64)
 def _first(limit: int) -> Any:
     def best(k: tf.Tensor, *columns: tf.Tensor) -> tuple[tf.Tensor, ...]:
         first = tf.argsort(string_ranks(k, None), stable=True)[:limit]
