@@ -2,9 +2,11 @@
 (its values, and a bool ``Sharded`` of its validity where it holds a null), all on one row partition.
 
 Its jobs read the columns where they are: ``map``, ``filter`` and ``with_columns`` are map-only runs whose outputs
-stay on the workers (a new resident table), ``group_by(...).agg(...)`` is the eager table's keyed run over the
-resident columns, whose result (one row a group) comes back as a client :class:`Table`. The functions that build
-those runs (``maps.row_function``, ``aggregate.aggregate``) are the eager table's own: only the inputs differ.
+stay on the workers (a new resident table), ``join`` and ``sort`` (``resident_join``, ``resident_order``) are the
+join and sort kinds over keys made on the workers, their results resident too; ``group_by(...).agg(...)`` and
+``unique`` are the eager table's keyed run over the resident columns, whose result (one row a group) comes back as a
+client :class:`Table`. The functions that build those runs (``maps.row_function``, ``aggregate.aggregate``) are the
+eager table's own: only the inputs differ.
 """
 
 from __future__ import annotations
