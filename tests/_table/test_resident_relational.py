@@ -198,10 +198,16 @@ def test_resident_sort_orders_nan_as_numpy_and_strings_by_bytes(cluster: tmr.Loc
 @pytest.mark.parametrize("columns", [["s"], ["s", "i", "d"], ["f", "b", "t", "u"]], ids="-".join)
 def test_resident_unique_equals_drop_duplicates_and_ships_no_row(cluster: tmr.LocalCluster, columns: list[str]) -> None:
     t = generated(7, 50)
-    with tmr.scatter(t, cluster=cluster, sizes=[20, 0, 30]) as r, tmr.stats() as runs:
-        distinct = r.unique(columns, reducers=2)
-    shipped_nothing(runs)
-    assert isinstance(distinct, tmr.Table)
-    assert distinct.schema == t.select(columns).schema
+    with tmr.scatter(t, cluster=cluster, sizes=[20, 0, 30]) as r:
+        with tmr.stats() as runs:
+            distinct = r.unique(columns, reducers=2)
+        with distinct:
+            shipped_nothing(runs)
+            assert isinstance(distinct, tmr.ResidentTable)
+            assert distinct.schema == t.select(columns).schema
+            got = distinct.to_pandas()
+        with r.filter(lambda rows: tf.zeros(tf.shape(rows["s"]), tf.bool)) as empty, empty.unique(columns) as none:
+            assert len(none) == 0
+            assert none.columns == tuple(columns)
     want = pandas_sort(t.to_pandas()[columns].drop_duplicates(), columns, [False] * len(columns), True)
-    assert rows_of(distinct.to_pandas(), columns) == rows_of(want, columns)
+    assert rows_of(got, columns) == rows_of(want, columns)

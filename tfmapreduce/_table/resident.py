@@ -3,10 +3,10 @@
 
 Its jobs read the columns where they are: ``map``, ``filter`` and ``with_columns`` are map-only runs whose outputs
 stay on the workers (a new resident table), ``join`` and ``sort`` (``resident_join``, ``resident_order``) are the
-join and sort kinds over keys made on the workers, their results resident too; ``group_by(...).agg(...)`` and
-``unique`` are the eager table's keyed run over the resident columns, whose result (one row a group) comes back as a
-client :class:`Table`. The functions that build those runs (``maps.row_function``, ``aggregate.aggregate``) are the
-eager table's own: only the inputs differ.
+join and sort kinds over keys made on the workers, and ``unique`` a keyed move of the rows then a sort
+(``resident_unique``), their results resident too; ``group_by(...).agg(...)`` is the eager table's keyed run over
+the resident columns, whose result (one row a group) comes back as a client :class:`Table`. The functions that
+build those runs (``maps.row_function``, ``aggregate.aggregate``) are the eager table's own: only the inputs differ.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, dict_check, mask_check, row_function
 from .resident_join import resident_joined
 from .resident_order import resident_sorted
+from .resident_unique import resident_distinct
 from .schema import STRING, ColumnType, Field, Schema, check_name
-from .table import GroupBy, Table, distinct, per_column
+from .table import GroupBy, Table, per_column
 
 _holders: Counter[int] = Counter()
 """How many live resident tables hold each ``Sharded`` (by id): tables made by ``select`` or ``with_columns`` share
@@ -265,20 +266,24 @@ class ResidentTable:
         at_most = None if limit is None else int(limit)
         return ResidentTable(resident_sorted(self._columns, names, down, last, at_most, dict(options)))
 
-    def unique(self, columns: str | Sequence[str] | None = None, /, **options: Unpack[Options]) -> Table:
-        """The distinct rows of the ``columns`` (all by default), sorted by them (nulls last), as
-        [`Table.unique`][tfmapreduce.Table.unique]: the same keyed run over the resident columns (no row shipped),
-        whose result comes back as a client [`Table`][tfmapreduce.Table] as a group-by's does (one row a group);
-        ``tmr.scatter`` it to keep it on the workers.
+    def unique(self, columns: str | Sequence[str] | None = None, /, **options: Unpack[Options]) -> ResidentTable:
+        """The distinct rows of the ``columns`` (all by default), sorted by them (nulls last), on the workers: a new
+        resident table equal to [`Table.unique`][tfmapreduce.Table.unique]'s, and no row passes through the client.
 
         Examples:
             >>> t = tmr.table({"a": np.array([2, 1, 2]), "b": np.array(["x", "y", "x"])})
-            >>> with tmr.scatter(t, cluster=cluster) as r:
-            ...     r.unique(["a", "b"]).to_dict()["a"].tolist()
+            >>> with tmr.scatter(t, cluster=cluster) as r, r.unique(["a", "b"]) as d:
+            ...     d.to_dict()["a"].tolist()
             [1, 2]
         """
         self._check()
-        return distinct(self, columns, dict(options))
+        names = list(self.columns) if columns is None else [columns] if isinstance(columns, str) else list(columns)
+        if not names:
+            raise ValueError("unique: expected at least one column, e.g. r.unique(['a', 'b']); got none")
+        names = [check_name(n, self.columns, "unique") for n in names]
+        if len(self) == 0:
+            return self.select(names)  # nothing runs: no row
+        return ResidentTable(resident_distinct(self._columns, names, dict(options)))
 
     def delete(self, *, timeout: float | None = None) -> None:
         """Free the columns' shards on the workers that no other resident table holds. Safe to call twice."""
