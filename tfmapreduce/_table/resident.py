@@ -2,9 +2,11 @@
 (its values, and a bool ``Sharded`` of its validity where it holds a null), all on one row partition.
 
 Its jobs read the columns where they are: ``map``, ``filter`` and ``with_columns`` are map-only runs whose outputs
-stay on the workers (a new resident table), ``group_by(...).agg(...)`` is the eager table's keyed run over the
-resident columns, whose result (one row a group) comes back as a client :class:`Table`. The functions that build
-those runs (``maps.row_function``, ``aggregate.aggregate``) are the eager table's own: only the inputs differ.
+stay on the workers (a new resident table), ``join`` and ``sort`` (``resident_join``, ``resident_order``) are the
+join and sort kinds over keys made on the workers, and ``unique`` a keyed move of the rows then a sort
+(``resident_unique``), their results resident too; ``group_by(...).agg(...)`` is the eager table's keyed run over
+the resident columns, whose result (one row a group) comes back as a client :class:`Table`. The functions that
+build those runs (``maps.row_function``, ``aggregate.aggregate``) are the eager table's own: only the inputs differ.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
+import tensorflow as tf
 from typing_extensions import Unpack
 
 from .._io.resident import Sharded, delete_all, gather_all
@@ -22,9 +25,13 @@ from .._kinds.map_api import filter as filter_rows
 from .._kinds.map_api import map as map_rows
 from .._options import Options, PlaceOptions
 from .column import Column, ResidentColumn, made
+from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, dict_check, mask_check, row_function
+from .resident_join import resident_joined
+from .resident_order import resident_sorted
+from .resident_unique import resident_distinct
 from .schema import STRING, ColumnType, Field, Schema, check_name
-from .table import GroupBy, Table
+from .table import GroupBy, Table, per_column
 
 _holders: Counter[int] = Counter()
 """How many live resident tables hold each ``Sharded`` (by id): tables made by ``select`` or ``with_columns`` share
@@ -179,6 +186,105 @@ class ResidentTable:
         self._check()
         return GroupBy(self, ()).agg(**aggregates)
 
+    def join(
+        self,
+        other: ResidentTable | Table,
+        /,
+        on: str | Sequence[str] | None = None,
+        *,
+        left_on: str | Sequence[str] | None = None,
+        right_on: str | Sequence[str] | None = None,
+        how: str = "inner",
+        suffix: str = "_right",
+        **options: Any,
+    ) -> ResidentTable:
+        """This table joined with ``other`` (a resident table, or a client [`Table`][tfmapreduce.Table]) on equal keys,
+        on the workers: a new resident table, and no row of a resident side passes through the client.
+
+        Arguments, SQL's null rules and the result's columns as [`Table.join`][tfmapreduce.Table.join]'s; the
+        rows are those of the eager join, in no set order (grouped by key, as the [`join`][tfmapreduce.join]
+        kind makes them): ``sort`` them where order matters. The keywords are the join's run options
+        (``strategy=``, ``reducers=``, ``timeout=``, ...). A client ``other`` travels for this run alone.
+
+        Examples:
+            >>> orders = tmr.table({"user": np.array([1, 2, 1]), "amount": np.array([5.0, 7.0, 9.0])})
+            >>> users = tmr.table({"user": np.array([1, 3]), "name": np.array(["ann", "cy"])})
+            >>> with tmr.scatter(orders, cluster=cluster) as r, r.join(users, on="user", how="anti") as lone:
+            ...     lone.to_dict()["amount"].tolist()
+            [7.0]
+        """
+        self._check()
+        if isinstance(other, ResidentTable):
+            other._check()
+        elif not isinstance(other, Table):
+            raise TypeError(
+                f"join: expected a ResidentTable or a Table to join with, got {type(other).__name__}; e.g. tmr.table(df)"
+            )
+        if how not in HOWS:
+            raise ValueError(f"join: how= must be one of {list(HOWS)}, got {how!r}")
+        _resident_only(options, "join")
+        keys = key_names(on, left_on, right_on, self.columns, other.columns)
+        right = other._columns if isinstance(other, ResidentTable) else {n: other.column(n) for n in other.columns}
+        return ResidentTable(resident_joined(self._columns, right, keys, how, suffix, dict(options)))
+
+    def sort(
+        self,
+        by: str | Sequence[str],
+        /,
+        *,
+        descending: bool | Sequence[bool] = False,
+        nulls_last: bool | Sequence[bool] = True,
+        limit: int | None = None,
+        **options: Unpack[Options],
+    ) -> ResidentTable:
+        """The rows sorted by the columns ``by``, on the workers: a new resident table whose shards are the sorted
+        ranges, in order, and no row passes through the client.
+
+        Arguments and order as [`Table.sort`][tfmapreduce.Table.sort]'s (stable; nulls last unless asked; equal to
+        pandas' ``sort_values(..., kind="stable")``). With ``limit=n``, the first ``n`` rows (one shard): each shard
+        keeps its ``n`` first in a map-only run, and only those candidates are sorted.
+
+        Examples:
+            >>> t = tmr.table({"k": np.array(["b", "a", "b"]), "x": np.array([1, 2, 3])})
+            >>> with tmr.scatter(t, cluster=cluster) as r, r.sort(["k", "x"], descending=[False, True]) as s:
+            ...     s.to_dict()["x"].tolist()
+            [2, 3, 1]
+        """
+        self._check()
+        _resident_only(options, "sort")
+        names = [by] if isinstance(by, str) else list(by)
+        if not names:
+            raise ValueError("sort: expected at least one column to sort by, e.g. r.sort(['a', 'b']); got none")
+        names = [check_name(n, self.columns, "sort") for n in names]
+        down, last = per_column(descending, names, "descending"), per_column(nulls_last, names, "nulls_last")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
+            raise ValueError(f"sort: limit= must be None or an int ≥ 0, got {limit!r}")
+        if len(self) == 0:
+            return self.select(list(self.columns))  # nothing runs: no row to sort
+        if limit == 0:
+            return self.filter(lambda rows: tf.zeros(tf.shape(rows[names[0]])[:1], tf.bool), **options)
+        at_most = None if limit is None else int(limit)
+        return ResidentTable(resident_sorted(self._columns, names, down, last, at_most, dict(options)))
+
+    def unique(self, columns: str | Sequence[str] | None = None, /, **options: Unpack[Options]) -> ResidentTable:
+        """The distinct rows of the ``columns`` (all by default), sorted by them (nulls last), on the workers: a new
+        resident table equal to [`Table.unique`][tfmapreduce.Table.unique]'s, and no row passes through the client.
+
+        Examples:
+            >>> t = tmr.table({"a": np.array([2, 1, 2]), "b": np.array(["x", "y", "x"])})
+            >>> with tmr.scatter(t, cluster=cluster) as r, r.unique(["a", "b"]) as d:
+            ...     d.to_dict()["a"].tolist()
+            [1, 2]
+        """
+        self._check()
+        names = list(self.columns) if columns is None else [columns] if isinstance(columns, str) else list(columns)
+        if not names:
+            raise ValueError("unique: expected at least one column, e.g. r.unique(['a', 'b']); got none")
+        names = [check_name(n, self.columns, "unique") for n in names]
+        if len(self) == 0:
+            return self.select(names)  # nothing runs: no row
+        return ResidentTable(resident_distinct(self._columns, names, dict(options)))
+
     def delete(self, *, timeout: float | None = None) -> None:
         """Free the columns' shards on the workers that no other resident table holds. Safe to call twice."""
         delete_all(self._release(), timeout=timeout)
@@ -210,6 +316,15 @@ class ResidentTable:
         state = "deleted" if self._deleted else f"shards of {list(self.shards)} rows"
         fields = ", ".join(str(f) for f in self.schema.fields)
         return f"ResidentTable({len(self)} rows: {fields}; {state})"
+
+
+def _resident_only(options: Mapping[str, Any], method: str) -> None:
+    """Refuse the run options that would not give a resident table back."""
+    for name in ("resident", "return_stats", "directory"):
+        if name in options:
+            raise TypeError(
+                f"{method}: {name}= does not apply to a ResidentTable's {method}, whose result is a ResidentTable; drop {name}="
+            )
 
 
 def _type(part: Sharded) -> ColumnType:

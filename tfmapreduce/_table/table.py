@@ -209,7 +209,7 @@ class Table:
         if not names:
             raise ValueError("sort: expected at least one column to sort by, e.g. t.sort(['a', 'b']); got none")
         columns = [self._columns[check_name(n, self.columns, "sort")] for n in names]
-        down, last = _per_column(descending, names, "descending"), _per_column(nulls_last, names, "nulls_last")
+        down, last = per_column(descending, names, "descending"), per_column(nulls_last, names, "nulls_last")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
             raise ValueError(f"sort: limit= must be None or an int ≥ 0, got {limit!r}")
         if len(self) == 0 or limit == 0:
@@ -233,12 +233,7 @@ class Table:
             >>> t.unique(["a", "b"], cluster=cluster).to_dict()["a"].tolist()
             [1, 2]
         """
-        names = list(self.columns) if columns is None else [columns] if isinstance(columns, str) else list(columns)
-        if not names:
-            raise ValueError("unique: expected at least one column, e.g. t.unique(['a', 'b']); got none")
-        keys = tuple(check_name(n, self.columns, "unique") for n in names)
-        out = aggregate({k: self._columns[k] for k in keys}, keys, [Aggregate("__rows", "*", "size")], dict(options))
-        return Table({k: out[k] for k in keys})
+        return distinct(self, columns, dict(options))
 
     def __repr__(self) -> str:
         head = Table({n: c.take(np.arange(min(len(self), 5))) for n, c in self._columns.items()})
@@ -260,6 +255,16 @@ def _show(value: Any) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
+def distinct(table: Tabular, columns: str | Sequence[str] | None, options: dict[str, Any]) -> Table:
+    """The distinct rows of ``table``'s ``columns`` (all where None), sorted by them: one keyed run (``unique``)."""
+    names = list(table.columns) if columns is None else [columns] if isinstance(columns, str) else list(columns)
+    if not names:
+        raise ValueError("unique: expected at least one column, e.g. t.unique(['a', 'b']); got none")
+    keys = tuple(check_name(n, table.columns, "unique") for n in names)
+    out = aggregate({k: table.column(k) for k in keys}, keys, [Aggregate("__rows", "*", "size")], options)
+    return Table({k: out[k] for k in keys})
+
+
 def _eager_only(options: Mapping[str, Any], method: str) -> None:
     """Refuse the run options that would not give a table back."""
     for name in ("resident", "return_stats"):
@@ -267,7 +272,7 @@ def _eager_only(options: Mapping[str, Any], method: str) -> None:
             raise TypeError(f"{method}: {name}= does not apply to a table, which comes back whole to the client; drop {name}=")
 
 
-def _per_column(flag: object, names: list[str], argument: str) -> list[bool]:
+def per_column(flag: object, names: list[str], argument: str) -> list[bool]:
     """One bool for each sort column from one bool or a list of them."""
     flags = [flag] * len(names) if isinstance(flag, (bool, np.bool_)) else flag
     if (

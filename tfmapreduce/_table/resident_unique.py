@@ -1,0 +1,69 @@
+"""The distinct rows of a resident table's columns, on the workers: no row passes through the client.
+
+A map run with ``by_key=True`` moves each row of the columns to the reducer of its key (``keys.py``'s exact
+encoding, a null a value of its own: SQL's ``DISTINCT`` takes two nulls as equal), so the rows of one key meet on
+one device; a map-only run keeps each key's first row there (``tf.unique``); and the resident sort orders the
+distinct rows by the columns, nulls last, as the eager ``unique`` gives them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from .._io.resident import Sharded, delete_all
+from .._kinds.map_api import map as map_rows
+from .column import ResidentColumn
+from .keys import KeyCodec
+from .maps import arrays_of
+from .resident_order import resident_sorted
+
+_MAP_OPTIONS = ("cluster", "timeout", "retries")
+
+
+def resident_distinct(
+    columns: Mapping[str, ResidentColumn], names: Sequence[str], options: dict[str, Any]
+) -> dict[str, ResidentColumn]:
+    """The distinct rows of ``columns``' ``names``, sorted by them (nulls last), as new resident columns."""
+    chosen = {n: columns[n] for n in names}
+    codec = KeyCodec(tuple(c.type for c in chosen.values()), tuple(c.nullable for c in chosen.values()))
+    mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
+    moved = {k: options[k] for k in (*_MAP_OPTIONS, "reducers") if k in options}
+    made: list[Sharded] = []
+    try:
+        keyed = map_rows(_keyed(codec, tuple(c.nullable for c in chosen.values())), arrays_of(chosen), by_key=True, **moved)
+        values = keyed.values if isinstance(keyed.values, tuple) else (keyed.values,)
+        made.extend([keyed.keys, *values])
+        out = map_rows(_first, (keyed.keys, *values), **mapped)
+        parts = list(out) if isinstance(out, tuple) else [out]
+        made.extend(parts)
+        it = iter(parts[1:])
+        distinct = {n: ResidentColumn(c.type, next(it), next(it) if c.valid is not None else None) for n, c in chosen.items()}
+        n = len(names)
+        return resident_sorted(distinct, list(names), [False] * n, [True] * n, None, options)
+    finally:
+        delete_all(list({id(a): a for a in made}.values()))
+
+
+@functools.lru_cache(maxsize=256)
+def _keyed(codec: KeyCodec, nullable: tuple[bool, ...]) -> Callable[..., Any]:
+    """The map function giving each row's key (``codec``'s) and its columns' values and validity."""
+
+    def keyed(*tensors: tf.Tensor) -> Any:
+        fields, i = [], 0
+        for has_valid in nullable:
+            fields.append((tensors[i], tensors[i + 1] if has_valid else None))
+            i += 2 if has_valid else 1
+        return codec.encode(fields), tuple(tensors)
+
+    return keyed
+
+
+def _first(keys: tf.Tensor, *columns: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """The first row of each key of the shard, in the order the keys first come."""
+    distinct, ids = tf.unique(keys)
+    first = tf.math.unsorted_segment_min(tf.range(tf.size(keys)), ids, tf.size(distinct))
+    return (tf.gather(keys, first), *(tf.gather(c, first) for c in columns))
