@@ -1,4 +1,4 @@
-"""The inputs of a keyed job: as for every job, and arrays of strings too (travelling as bytes)."""
+"""The inputs of a keyed job: as for every job, and arrays of strings too (travelling as UTF-8 bytes)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .strings import as_bytes_array
 
 
 def keyed_sources(x: Any) -> tuple[Sources, str | None]:
-    """The job's sources, where arrays of strings are allowed too (as bytes); and how its strings decode.
+    """The job's sources, where arrays of strings are allowed too (fed as UTF-8 bytes); and how its strings decode.
 
     The encoding is UTF-8 where an array of strings was unicode, a text file source's ``encoding``
     (``read_text``, ``read_csv``) or a resident array's, or None where strings stay ``bytes``.  Numeric and resident
