@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 
 import tfmapreduce as tmr
+from tfmapreduce._cluster import feeds
+from tfmapreduce._io.keyed_input import keyed_sources
+from tfmapreduce._io.source import Shipped
 from tfmapreduce._io.strings import as_bytes_array, decode_keys
 
 
@@ -38,6 +41,27 @@ def test_as_bytes_array_and_decode_keys() -> None:
     assert as_bytes_array(np.zeros(2)) is None
     assert decode_keys([b"\xff"], False).tolist() == [b"\xff"]
     assert decode_keys([], True).tolist() == []
+
+
+def test_an_object_array_of_str_travels_as_it_is_and_groups_as_its_utf8_bytes(cluster: tmr.LocalCluster) -> None:
+    keys = np.array(["é", "b", "é", "a\x00b"], dtype=object)
+    srcs, encoding = keyed_sources((keys, np.arange(4)))
+    assert isinstance(srcs[0], Shipped)
+    assert srcs[0].array is keys  # no copy, no bytes
+    assert encoding == "utf-8"
+    assert tmr.sum_by_key(keys, np.array([1, 2, 3, 4]), cluster=cluster).to_dict() == {"a\x00b": 4, "b": 2, "é": 4}
+    mixed = np.array(["é", "é".encode()], dtype=object)  # str and bytes: bytes, as before
+    assert keyed_sources(mixed)[0][0].array.tolist() == ["é".encode()] * 2  # type: ignore[attr-defined]
+    assert tmr.count_by_key(mixed, cluster=cluster).to_dict() == {"é": 2}
+
+
+def test_feed_bytes_count_a_str_in_utf8_bytes_where_the_limit_is_near(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = np.array(["é" * 100] * 10, dtype=object)  # 1,000 characters, 2,000 bytes in UTF-8
+    assert feeds.feed_bytes({"t": text}) == 1_000 + 20  # far from the limit: characters
+    monkeypatch.setattr(feeds, "FEED_LIMIT", 3_000)
+    assert feeds.feed_bytes({"t": text, "x": np.zeros(10)}) == 2_000 + 20 + 80  # 4 bytes a character might pass it
+    with pytest.raises(tmr.InputError, match="through gRPC in one request"):
+        feeds.check_feed_size({"t": text, "u": text})
 
 
 def test_keys_read_from_text_files_are_str_and_either_spelling_finds_them(cluster: tmr.LocalCluster, tmp_path: Path) -> None:

@@ -15,22 +15,29 @@ FEED_LIMIT = 2**31 - 2**26
 
 def feed_bytes(feed_dict: dict[Any, Any]) -> int:
     """Bytes of the numpy arrays in a feed dict: strings (object arrays) at their own bytes and two bytes of framing
-    each, as TensorFlow sends them, not at the 8 bytes of their pointers.
+    each, as TensorFlow sends them, not at the 8 bytes of their pointers (a ``str`` at its characters, exactly its
+    UTF-8 bytes only where the feed could approach :data:`FEED_LIMIT`).
 
     Example:
         >>> feed_bytes({"x": np.zeros(4), "words": np.array([b"to", b"be" * 100], object)})
         238
     """
-    return sum(_array_bytes(v) for v in feed_dict.values() if isinstance(v, np.ndarray))
+    arrays = [v for v in feed_dict.values() if isinstance(v, np.ndarray)]
+    plain = sum(a.nbytes if a.dtype != object else 2 * a.size for a in arrays)
+    text = sum(_string_bytes(a, exact=False) for a in arrays if a.dtype == object)
+    if plain + 4 * text > FEED_LIMIT:  # a character takes up to 4 bytes in UTF-8: count them where the limit may be near
+        text = sum(_string_bytes(a, exact=True) for a in arrays if a.dtype == object)
+    return plain + text
 
 
-def _array_bytes(array: np.ndarray[Any, Any]) -> int:
-    if array.dtype != object:
-        return array.nbytes
+def _string_bytes(array: np.ndarray[Any, Any], *, exact: bool) -> int:
+    """An object array's string bytes (a ``str``'s characters unless ``exact``); its pointers' where they are not strings."""
     try:
-        return sum(map(len, array.flat)) + 2 * array.size
-    except TypeError:  # objects that are not strings: TensorFlow refuses them when fed
-        return array.nbytes
+        if exact:
+            return sum(len(s.encode("utf-8")) if isinstance(s, str) else len(s) for s in array.flat)
+        return sum(map(len, array.flat))
+    except (TypeError, AttributeError):  # objects that are not strings: TensorFlow refuses them when fed
+        return array.nbytes - 2 * array.size
 
 
 def check_feed_size(feed_dict: dict[Any, Any]) -> int:

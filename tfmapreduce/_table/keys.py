@@ -43,15 +43,14 @@ class KeyCodec:
         if self.raw:
             values = columns[0][0]
             return values if values.dtype == tf.string else tf.cast(values, tf.int64)
-        fields = []
+        fields: list[tf.Tensor] = []
         for (values, valid), type_ in zip(columns, self.types, strict=True):
-            flag = tf.ones(tf.shape(values), tf.uint8) if valid is None else tf.cast(valid, tf.uint8)
-            fields.append(_bytes(flag))
+            fields.append(tf.constant(b"\x01") if valid is None else _pieces(tf.cast(valid, tf.uint8))[0])
             if type_ == STRING:
-                fields.append(_bytes(tf.bitcast(tf.strings.length(values), tf.uint8)))
+                fields.extend(_pieces(tf.strings.length(values)))
                 fields.append(values)
             else:
-                fields.append(_bytes(_fixed(values)))
+                fields.extend(_pieces(_fixed(values)))
         return tf.strings.join(fields)
 
     def decode(self, keys: np.ndarray[Any, Any]) -> list[Column]:
@@ -84,26 +83,36 @@ class KeyCodec:
 
 
 _BYTES = [bytes([i]) for i in range(256)]
+_PAIRS = np.arange(1 << 16, dtype=np.uint16).tobytes()
+_HALVES = [_PAIRS[i : i + 2] for i in range(0, len(_PAIRS), 2)]
+"""Each uint16's two bytes in native order: the string of a value's bytes is a few gathers from it, no per-row join."""
 
 
-def _bytes(octets: tf.Tensor) -> tf.Tensor:
-    """Each row of uint8 ``octets`` (shape [n] or [n, w]) as a string of those bytes."""
-    table = tf.constant(_BYTES)
-    chars = tf.gather(table, tf.cast(octets, tf.int32))
-    return chars if octets.shape.rank == 1 else tf.strings.reduce_join(chars, axis=-1)
+def _pieces(values: tf.Tensor) -> list[tf.Tensor]:
+    """The storage bytes of each row of fixed-width ``values`` (shape [n], native byte order) as strings that, joined
+    in order, are those bytes: a 1-byte value's one byte, a wider value's bytes two at a time (one string each).
+
+    Example:
+        >>> pieces = _pieces(tf.constant([258, -1], tf.int32))
+        >>> len(pieces), b"".join(p.numpy()[0] for p in pieces) == np.int32(258).tobytes()
+        (2, True)
+    """
+    if values.dtype.size == 1:
+        return [tf.gather(tf.constant(_BYTES), tf.cast(tf.bitcast(values, tf.uint8), tf.int32))]
+    pairs = tf.reshape(tf.bitcast(values, tf.uint16), [-1, values.dtype.size // 2])
+    table = tf.constant(_HALVES)
+    return [tf.gather(table, tf.cast(pair, tf.int32)) for pair in tf.unstack(pairs, values.dtype.size // 2, axis=1)]
 
 
 def _fixed(values: tf.Tensor) -> tf.Tensor:
-    """A fixed-width value's bytes ([n, width] uint8); floats with -0.0 as 0.0 and every NaN as one NaN, so that
-    values equal as numbers group together."""
+    """A fixed-width value normalized so that values equal as numbers have equal bytes: bool as uint8, floats with
+    -0.0 as 0.0 and every NaN as one NaN."""
     if values.dtype == tf.bool:
         return tf.cast(values, tf.uint8)
     if values.dtype.is_floating:
         values = values + tf.zeros([], values.dtype)  # -0.0 + 0.0 is +0.0
         values = tf.where(tf.math.is_nan(values), tf.constant(np.nan, values.dtype), values)
-    if values.dtype in (tf.int8, tf.uint8):
-        return tf.reshape(tf.bitcast(values, tf.uint8), [-1, 1])
-    return tf.bitcast(values, tf.uint8)
+    return values
 
 
 def _take(buffer: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], dtype: np.dtype) -> np.ndarray[Any, Any]:
