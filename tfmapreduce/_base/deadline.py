@@ -106,7 +106,7 @@ def check_timeout(timeout: object, *, argument: str = "timeout") -> float:
 
 def set_timeout(seconds: float | None) -> None:
     """Set the deadline (in seconds) of every run that passes no ``timeout=``, whatever its size; ``None`` restores the
-    built-in default: 60 s, or more for a run over more than 1.5 million rows (:func:`default_timeout`).
+    built-in default: 60 s, or a second per 25,000 rows where that is more, up to 900 s.
 
     Examples:
         >>> tmr.set_timeout(30)
@@ -122,7 +122,7 @@ def set_timeout(seconds: float | None) -> None:
 
 def get_timeout() -> float:
     """The deadline in seconds of a run that passes no ``timeout=`` (outside any [`deadline`][tfmapreduce.deadline] scope;
-    a run over more than 1.5 million rows gets more unless :func:`set_timeout` was called)."""
+    a run over more than 1.5 million rows gets more unless [`set_timeout`][tfmapreduce.set_timeout] was called)."""
     return default_timeout()
 
 
