@@ -28,17 +28,6 @@ UNSPLIT = re.compile(r"Expect \d+ fields but have \d+ in record|Quoted field has
 left open): the client then finds the record in the files."""
 
 
-def dtype_of(kind: str) -> tf.DType:
-    """The TensorFlow dtype a column of ``kind`` is held in, in graphs."""
-    if kind == "string":
-        return tf.string
-    if kind == "date":
-        return tf.int32
-    if kind.startswith("timestamp["):
-        return tf.int64
-    return tf.as_dtype(kind)
-
-
 def read_ranges(scan: CsvScan, ranges: Sequence[tuple[int, int, int]]) -> tf.data.Dataset:
     """In the graph being built: the decoded ``ranges`` (file index, first byte, end byte) of ``scan``, a batch
     each: every column's values, then every column's validity."""

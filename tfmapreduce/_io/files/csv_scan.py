@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import difflib
-import glob
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,8 @@ from typing import Any
 
 import attrs
 import numpy as np
+
+from .source import table_files
 
 INTEGER = "[+-]?[0-9]+"
 NUMBER = "[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?|[+-]?([Nn][Aa][Nn]|[Ii][Nn][Ff]([Ii][Nn][Ii][Tt][Yy])?)"
@@ -118,29 +119,6 @@ class CsvScan:
     infer_rows: int = 1000
 
 
-def files_of(paths: Any) -> list[str]:
-    """The files named by ``paths``: a file, a folder (its ``*.csv`` files, sorted), a glob pattern, or a list.
-
-    Raises:
-        FileNotFoundError: a path that names no file.
-    """
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    found: list[str] = []
-    for item in items:
-        path = os.fspath(item)
-        if os.path.isdir(path):
-            found += sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".csv"))
-        elif os.path.isfile(path):
-            found.append(path)
-        elif matches := sorted(glob.glob(path)):
-            found += matches
-        else:
-            raise FileNotFoundError(f"scan_csv: no file {path!r}; pass a CSV file, a folder of *.csv files or a glob pattern")
-    if not found:
-        raise FileNotFoundError(f"scan_csv: {paths!r} holds no .csv file")
-    return [os.path.abspath(f) for f in found]
-
-
 def header(path: str, delimiter: str) -> list[str]:
     """The column names of a CSV file: its first record.
 
@@ -178,7 +156,7 @@ def plan(paths: Any, dtypes: Mapping[str, Any] | None, delimiter: str, infer_row
         )
     if not isinstance(split_bytes, int) or split_bytes < 1:
         raise ValueError(f"scan_csv: split_bytes must be a positive int (bytes of file per split), got {split_bytes!r}")
-    files = files_of(paths)
+    files = table_files(paths, ".csv", "scan_csv", "CSV")
     names = header(files[0], delimiter)
     for f in files[1:]:
         if (other := header(f, delimiter)) != names:

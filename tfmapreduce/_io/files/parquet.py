@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import difflib
-import glob
 import itertools
 import os
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..._native.loader import has, kernels
+from .source import table_files
 
 INSTALL = "pip install tfmapreduce[parquet]"
 
@@ -100,30 +100,6 @@ class ParquetPlan:
         )
 
 
-def files_of(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
-    """The files named by ``paths``: a file, a folder (its ``*.parquet`` files, sorted), a glob pattern, or a list of
-    them.
-
-    Raises:
-        FileNotFoundError: a path that names no file.
-    """
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    found: list[str] = []
-    for item in items:
-        path = os.fspath(item)
-        if os.path.isdir(path):
-            found += sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
-        elif os.path.isfile(path):
-            found.append(path)
-        elif matches := sorted(glob.glob(path)):
-            found += matches
-        else:
-            raise FileNotFoundError(f"scan_parquet: no file {path!r}; pass a Parquet file, a folder of them or a glob pattern")
-    if not found:
-        raise FileNotFoundError(f"scan_parquet: {paths!r} holds no .parquet file")
-    return [os.path.abspath(f) for f in found]
-
-
 def kind_of(name: str, arrow_type: Any) -> str:
     """The logical type a column of ``arrow_type`` is read as.
 
@@ -185,7 +161,7 @@ def plan(
         (naming the file and the column), a malformed filter.
     """
     pq = pyarrow_parquet()
-    files = files_of(paths)
+    files = table_files(paths, ".parquet", "scan_parquet", "Parquet")
     metas = [pq.ParquetFile(f).metadata for f in files]
     schema = metas[0].schema.to_arrow_schema()
     names = tuple(schema.names)

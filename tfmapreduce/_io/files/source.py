@@ -329,6 +329,32 @@ def match(pattern: str, reader: Reader, literal: bool = False) -> list[str]:
     return [path] if os.path.isfile(path) else []
 
 
+def table_files(paths: Any, suffix: str, caller: str, kind: str) -> list[str]:
+    """The files a table scan's ``paths`` name: a file, a folder (its ``*<suffix>`` files, sorted), a glob pattern, or a
+    list of them, as absolute paths.
+
+    Raises:
+        FileNotFoundError: a path that names no file, or paths that name no ``*<suffix>`` file.
+    """
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    found: list[str] = []
+    for item in items:
+        path = os.fspath(item)
+        if os.path.isdir(path):
+            found += sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(suffix))
+        elif os.path.isfile(path):
+            found.append(path)
+        elif matches := sorted(glob.glob(path)):
+            found += matches
+        else:
+            raise FileNotFoundError(
+                f"{caller}: no file {path!r}; pass a {kind} file, a folder of *{suffix} files or a glob pattern"
+            )
+    if not found:
+        raise FileNotFoundError(f"{caller}: {paths!r} holds no {suffix} file")
+    return [os.path.abspath(f) for f in found]
+
+
 def paths_of(paths: PathsLike, name: str) -> tuple[tuple[str, ...], tuple[tuple[Task, tuple[str, ...]], ...]]:
     """``paths`` as (unpinned paths, pinned (task, paths) pairs); TypeError naming ``name`` for anything else."""
 
