@@ -21,6 +21,17 @@ Tables = Mapping[str, tmr.LazyTable]
 Run = Mapping[str, Any]
 
 REVENUE = col("l_extendedprice") * (1 - col("l_discount"))
+Q1_AGGREGATES: dict[str, tuple[str, str]] = {
+    "sum_qty": ("l_quantity", "sum"),
+    "sum_base_price": ("l_extendedprice", "sum"),
+    "sum_disc_price": ("disc_price", "sum"),
+    "sum_charge": ("charge", "sum"),
+    "avg_qty": ("l_quantity", "mean"),
+    "avg_price": ("l_extendedprice", "mean"),
+    "avg_disc": ("l_discount", "mean"),
+    "count_order": ("*", "count"),
+}
+"""Q1's eight aggregates over its shipped, priced lines (the lazy query here and the eager one of ``tpch.py``)."""
 
 
 def scalar(query: tmr.LazyTable, run: Run) -> Any:
@@ -35,16 +46,7 @@ def q1(t: Tables, run: Run) -> tmr.LazyTable:
         .filter(col("l_shipdate") <= date(1998, 9, 2))
         .with_columns(disc_price=REVENUE, charge=REVENUE * (1 + col("l_tax")))
         .group_by(["l_returnflag", "l_linestatus"])
-        .agg(
-            sum_qty=("l_quantity", "sum"),
-            sum_base_price=("l_extendedprice", "sum"),
-            sum_disc_price=("disc_price", "sum"),
-            sum_charge=("charge", "sum"),
-            avg_qty=("l_quantity", "mean"),
-            avg_price=("l_extendedprice", "mean"),
-            avg_disc=("l_discount", "mean"),
-            count_order=("*", "count"),
-        )
+        .agg(**Q1_AGGREGATES)
         .sort(["l_returnflag", "l_linestatus"])
     )
 

@@ -39,6 +39,7 @@ import tfmapreduce as tmr
 from . import _peers
 from ._registry import Size, benchmark, flag
 from ._table import Rows
+from ._tpch_queries import Q1_AGGREGATES
 
 CUTOFF = "1998-09-02"
 SUMS = ("sum_qty", "sum_base_price", "sum_disc_price", "sum_charge")
@@ -112,14 +113,7 @@ def ours(t: tmr.Table, cluster: tmr.LocalCluster) -> Any:
 
     priced = shipped.with_columns(products, cluster=cluster, timeout=900)
     result = priced.group_by(["l_returnflag", "l_linestatus"]).agg(
-        sum_qty=("l_quantity", "sum"),
-        sum_base_price=("l_extendedprice", "sum"),
-        sum_disc_price=("disc_price", "sum"),
-        sum_charge=("charge", "sum"),
-        avg_qty=("l_quantity", "mean"),
-        avg_price=("l_extendedprice", "mean"),
-        avg_disc=("l_discount", "mean"),
-        count_order=("*", "count"),
+        **Q1_AGGREGATES,
         cluster=cluster,
         timeout=900,
     )
