@@ -338,28 +338,8 @@ def check_cluster(cluster: object) -> Cluster:
 
 
 def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptions]) -> Sharded:
-    """Send ``x`` to the cluster once; its shards stay on their devices for many jobs.
-
-    Same partition and placement rules (and errors) as ``MapReduce.run``.  With
-    ``keep_source=True`` (the default) the Sharded keeps a reference to ``x``
-    (no copy), so a shard lost with its worker is rebuilt on a surviving task by
-    the next run; ``keep_source=False`` lets ``x`` be freed, and a lost shard
-    then raises ``ShardLostError``.
-
-    Args:
-        x: the host array to send: numbers, booleans or strings (``str`` come back as ``str``, ``bytes`` as ``bytes``).
-        keep_source: keep a reference to ``x`` to rebuild lost shards.
-        **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``);
-            options of jobs (``reducers=``, ``retries=``, ...) raise TypeError.
-
-    Examples:
-        >>> data = tmr.scatter(np.arange(8.0), cluster=cluster, sizes=tmr.weights(1, 3))
-        >>> data.plan.sizes
-        (2, 6)
-        >>> float(tmr.mean(data))  # ships nothing
-        3.5
-        >>> data.delete()
-    """
+    """An array sent to the cluster once, as a ``Sharded``: the array form of ``tmr.scatter``, whose docstring (in
+    ``tfmapreduce._table.resident``) states the contract for both."""
     keep_source = flag(keep_source, "keep_source", "keep a reference to x to rebuild lost shards")
     settings = RunOptions.placing("scatter", dict(options))
     cluster = check_cluster(settings.cluster)
