@@ -9,6 +9,7 @@ its type or its prefix), so no two groups can share a key, whatever their values
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,25 +84,26 @@ class KeyCodec:
 
 
 _BYTES = [bytes([i]) for i in range(256)]
-_PAIRS = np.arange(1 << 16, dtype=np.uint16).tobytes()
-_HALVES = [_PAIRS[i : i + 2] for i in range(0, len(_PAIRS), 2)]
-"""Each uint16's two bytes in native order: the string of a value's bytes is a few gathers from it, no per-row join."""
 
 
 def _pieces(values: tf.Tensor) -> list[tf.Tensor]:
     """The storage bytes of each row of fixed-width ``values`` (shape [n], native byte order) as strings that, joined
-    in order, are those bytes: a 1-byte value's one byte, a wider value's bytes two at a time (one string each).
+    in order, are those bytes: a 1-byte value's one byte, a wider value's bytes two at a time (one string each), each
+    a gather from the 65536 two-byte strings, which the graph makes from the 256 bytes (a constant of them took
+    0.1 s to trace and bloated every graph).
 
     Example:
         >>> pieces = _pieces(tf.constant([258, -1], tf.int32))
         >>> len(pieces), b"".join(p.numpy()[0] for p in pieces) == np.int32(258).tobytes()
         (2, True)
     """
+    octets = tf.constant(_BYTES)
     if values.dtype.size == 1:
-        return [tf.gather(tf.constant(_BYTES), tf.cast(tf.bitcast(values, tf.uint8), tf.int32))]
+        return [tf.gather(octets, tf.cast(tf.bitcast(values, tf.uint8), tf.int32))]
+    low, high = tf.tile(octets, [256]), tf.repeat(octets, 256)  # uint16 i: its low byte i % 256, high byte i // 256
+    halves = tf.strings.join([low, high] if sys.byteorder == "little" else [high, low])
     pairs = tf.reshape(tf.bitcast(values, tf.uint16), [-1, values.dtype.size // 2])
-    table = tf.constant(_HALVES)
-    return [tf.gather(table, tf.cast(pair, tf.int32)) for pair in tf.unstack(pairs, values.dtype.size // 2, axis=1)]
+    return [tf.gather(halves, tf.cast(pair, tf.int32)) for pair in tf.unstack(pairs, values.dtype.size // 2, axis=1)]
 
 
 def _fixed(values: tf.Tensor) -> tf.Tensor:
