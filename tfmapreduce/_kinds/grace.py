@@ -28,6 +28,7 @@ import math
 import os
 import re
 import secrets
+import tempfile
 from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -75,6 +76,17 @@ class Reducing(Protocol):
 
 
 K = TypeVar("K", bound=Reducing)
+
+
+def spill_root() -> str:
+    """Where a group or join spill makes its run's spill folder: the client's temporary directory (``TMPDIR``), the same
+    path on each task."""
+    return tempfile.gettempdir()
+
+
+def planned_folder() -> str:
+    """The spill folder a plan names before any run (each run names its own: ``<tmp>/tfmapreduce-spill-<run>``)."""
+    return os.path.join(spill_root(), PREFIX + "<run>")
 
 
 def sub_partitions(refusal: OverBudget) -> int:

@@ -52,7 +52,7 @@ from .._engine.kind import KindBase
 from .._engine.program import Builder, Program
 from .._io.source import Sources
 from .._native.loader import has
-from .._ops.budget import MEMORY_SHARE, Overrun
+from .._ops.budget import Overrun
 from .ranges import range_ids
 from .shuffle.plan import resolve_reducers
 
@@ -183,13 +183,6 @@ class Spilled:
     """Each piece's task and name (``s<shard>-k<chunk>``), in row order: shard by shard, each shard's chunks in order."""
     rows: np.ndarray[Any, np.dtype[np.int64]]
     """``rows[i, b]``: the rows of bucket ``b`` in piece ``i``."""
-
-
-def budget_of(max_bytes: int | None) -> int:
-    """``max_bytes``, else a ``MEMORY_SHARE`` of this host's available memory."""
-    if max_bytes is not None:
-        return max_bytes
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // MEMORY_SHARE
 
 
 @attrs.define(eq=False, repr=False)

@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ from .._base.errors import JobError, ReducerMemoryError
 from .._engine import driver as _engine
 from .._ops.per_key import merge
 from .._options import RunOptions
-from .grace import Graced, GracePlan, GraceSpill
+from .grace import Graced, GracePlan, GraceSpill, spill_root
 from .grouped import GroupBuilt, Grouped, group_native, group_result
 from .keyed import Keyed
 from .shuffle.plan import KeyedPlan
@@ -47,7 +46,7 @@ def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast
         ReducerMemoryError: one key's values alone exceed a reducer's budget (named, with its bytes; nothing reduced).
         OutputError: a spill folder could not be written (the spill files are removed).
     """
-    spill = GraceSpill(kind, tempfile.gettempdir(), refused)
+    spill = GraceSpill(kind, spill_root(), refused)
     run: SpillCall[GracePlan[KeyedPlan]] = SpillCall(spill)
     stats = None
     try:

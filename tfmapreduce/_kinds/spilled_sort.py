@@ -30,9 +30,10 @@ from .._engine.program import Builder, Program, Ready
 from .._io.files.encode import NpyWriter, part_name
 from .._io.files.written import Written
 from .._io.source import Sources
+from .._ops.budget import budget_of
 from .._options import RunOptions
 from .commit import MARKER, TEMPORARY, claim, commit, discard, open_attempt
-from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, budget_of, remove_spill
+from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, remove_spill
 
 P = TypeVar("P", bound=Spilling)
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import tempfile
 from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar
 
@@ -52,7 +51,7 @@ from ..._ops.budget import Overrun, over_budget
 from ..._ops.grouping import nbytes
 from ..._ops.per_key import buckets
 from ..._options import RunOptions
-from ..grace import Graced, GracePlan, spill_failure, sub_partitions
+from ..grace import Graced, GracePlan, spill_failure, spill_root, sub_partitions
 from ..spill import PREFIX, OverBudget, log
 from ..spilled_group import read_pieces
 from ..spilled_sort import SpillCall
@@ -163,7 +162,7 @@ def join_spilled(join: Join, x: Any, settings: RunOptions, refused: OverBudget) 
         ReducerMemoryError: one round's output over the budget (its largest key named, with the bytes it makes alone).
         OutputError: a spill folder could not be written (the spill files are removed).
     """
-    run: SpillCall[GracePlan[JoinPlan]] = SpillCall(JoinSpill(join, tempfile.gettempdir(), refused))
+    run: SpillCall[GracePlan[JoinPlan]] = SpillCall(JoinSpill(join, spill_root(), refused))
     try:
         out = _engine.run(run, x, settings)
         sides: tuple[Graced[JoinPlan], ...] = out[0] if settings.return_stats else out
