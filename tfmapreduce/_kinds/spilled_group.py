@@ -50,7 +50,8 @@ def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast
     run: SpillCall[GracePlan[KeyedPlan]] = SpillCall(spill)
     stats = None
     try:
-        out = _engine.run(run, x, settings, broadcast)
+        with run.stage("the spill (each task writing its sub-partitions)"):
+            out = _engine.run(run, x, settings, broadcast)
         graced: Graced[KeyedPlan] = out[0] if settings.return_stats else out
         stats = out[1] if settings.return_stats else None
         call = run.call
@@ -79,7 +80,8 @@ def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast
                 continue
             info = info or built
             try:
-                value += call.cluster.run(graph, outputs, {}, tasks=list(graced.plan.tasks), timeout=settings.seconds())
+                with run.stage(f"round {j + 1} of {graced.plan.parts} (each reducer reducing one sub-partition)"):
+                    value += call.cluster.run(graph, outputs, {}, tasks=list(graced.plan.tasks), timeout=settings.seconds())
             except JobError as e:  # the group's own reading of it (fn's rows per key), as the in-memory run gives
                 raise (kind.failure(e, graced.plan.keyed) or e) from None
             finally:

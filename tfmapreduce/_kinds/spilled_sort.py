@@ -12,16 +12,17 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, ReducerMemoryError
+from .._base.errors import JobError, ReducerMemoryError, WorkerTimeoutError, WorkerUnavailableError
 from .._base.plan import Plan
 from .._engine import driver as _engine
 from .._engine.call import Call
@@ -95,6 +96,30 @@ class SpillCall(Generic[P]):
 
     def failure(self, error: JobError, plan: P) -> Exception | None:
         return self.kind.failure(error, plan)
+
+    @contextlib.contextmanager
+    def stage(self, what: str) -> Iterator[None]:
+        """Within it, a run that times out or loses a worker raises as it did (the same type, task and address), its
+        message naming the spilled job and ``what`` stage of it (the spill, or round j of P) ended it.
+
+        Example:
+            >>> from tfmapreduce._kinds.sort import Sort
+            >>> call = SpillCall(spill_kind(Sort(False, 1000), None))
+            >>> try:
+            ...     with call.stage("round 2 of 3"):
+            ...         raise tmr.WorkerTimeoutError("the run did not finish within its 5 s deadline")
+            ... except tmr.WorkerTimeoutError as e:
+            ...     print(str(e).split(": ")[0])
+            spilled sort(descending=False), round 2 of 3
+        """
+        try:
+            yield
+        except (WorkerTimeoutError, WorkerUnavailableError) as e:
+            raise type(e)(
+                f"{self!r}, {what}: {e}; the job's spill files are removed on every task that answers",
+                task=e.task,
+                address=e.address,
+            ) from e
 
     def remove(self) -> None:
         """The spill folder of the last attempt's run removed on the tasks it used (nothing, where it never planned)."""
@@ -177,7 +202,8 @@ def sort_spilled(
         for directory in directories:
             claimed.append(claim("sort", directory, False))
         try:
-            spilled: Spilled = _engine.run(run, x, settings)
+            with run.stage("the spill (each shard writing its buckets)"):
+                spilled: Spilled = _engine.run(run, x, settings)
             plan, call = spilled.plan, run.call
             assert call is not None  # (set as the run planned)
             check_buckets(plan, spilled)
@@ -189,7 +215,8 @@ def sort_spilled(
                 with graph.as_default():
                     ops = reduce_round(sort, call.native, spilled, j, [tf.constant(a) for a in attempts], call.srcs)
                 try:
-                    call.cluster.run(graph, ops, {}, tasks=list(plan.tasks), timeout=settings.seconds())
+                    with run.stage(f"round {j + 1} of {plan.buckets} (each reducer sorting one bucket)"):
+                        call.cluster.run(graph, ops, {}, tasks=list(plan.tasks), timeout=settings.seconds())
                 finally:
                     call.cluster.forget(graph)
             names = [part_name(b, plan.ranges, NpyWriter.ext) for b in range(plan.ranges)]

@@ -164,7 +164,8 @@ def join_spilled(join: Join, x: Any, settings: RunOptions, refused: OverBudget) 
     """
     run: SpillCall[GracePlan[JoinPlan]] = SpillCall(JoinSpill(join, spill_root(), refused))
     try:
-        out = _engine.run(run, x, settings)
+        with run.stage("the spill (each task writing its sub-partitions of both sides)"):
+            out = _engine.run(run, x, settings)
         sides: tuple[Graced[JoinPlan], ...] = out[0] if settings.return_stats else out
         call, plan = run.call, sides[0].plan
         assert call is not None  # (set as the run planned)
@@ -178,7 +179,10 @@ def join_spilled(join: Join, x: Any, settings: RunOptions, refused: OverBudget) 
             int(spilled.sum(axis=0).max()),
         )
         joiner = attrs.evolve(join, max_bytes=plan.budget)  # each round within the refused run's budget
-        rounds = [_round(joiner, sides, j, call, refused.overrun, settings.seconds()) for j in range(plan.parts)]
+        rounds = []
+        for j in range(plan.parts):
+            with run.stage(f"round {j + 1} of {plan.parts} (each reducer joining one sub-partition)"):
+                rounds.append(_round(joiner, sides, j, call, refused.overrun, settings.seconds()))
     finally:
         run.remove()
     parts = [
