@@ -28,7 +28,7 @@ from .._engine import driver as _engine
 from .._engine.call import Call
 from .._engine.kind import Kind
 from .._engine.program import Builder, Program, Ready
-from .._io.files.encode import NpyWriter, part_name
+from .._io.files.encode import NpyWriter, npy_strings, part_name
 from .._io.files.written import Written
 from .._io.source import Sources
 from .._ops.budget import budget_of
@@ -139,7 +139,7 @@ def reduce_round(
         b = r * plan.buckets + j
         columns = []
         for c, src in enumerate(srcs):
-            dtype, row = tf.as_dtype(src.dtype), tuple(src.shape[1:])
+            dtype, row = tf.string if src.dtype == object else tf.as_dtype(src.dtype), tuple(src.shape[1:])
             pieces = []
             for i, (task, piece) in enumerate(spilled.pieces):
                 n = int(spilled.rows[i, b])
@@ -152,8 +152,9 @@ def reduce_round(
         with tf.device(device), tf.name_scope(f"bucket{b}"):
             ordered = sort._sorted(columns, native) if int(spilled.rows[:, b].sum()) else columns
         with tf.device(f"{Device.parse(device).task}/device:CPU:0"), tf.name_scope(f"part{b}"):
-            for folder, column in zip(folders, ordered, strict=True):
-                contents = writer.encode([column], int(spilled.rows[:, b].sum()))
+            for folder, column, width in zip(folders, ordered, spilled.widths, strict=True):
+                rows = int(spilled.rows[:, b].sum())
+                contents = npy_strings(column, rows, width) if column.dtype == tf.string else writer.encode([column], rows)
                 with tf.control_dependencies([tf.io.read_file(tf.strings.join([folder, MARKER], separator="/"))]):
                     name = part_name(b, plan.ranges, writer.ext)
                     written.append(writer.write(contents, tf.strings.join([folder, name], separator="/")))
@@ -162,18 +163,18 @@ def reduce_round(
 
 def check_buckets(plan: SpillPlan, spilled: Spilled) -> None:
     """Each bucket's exact bytes, held ``COPIES`` times, within the budget; else ``ReducerMemoryError`` naming it."""
-    for b, rows in enumerate(spilled.rows.sum(axis=0).tolist()):
-        if rows * plan.row_bytes * COPIES > plan.budget:
+    for b, (rows, size) in enumerate(zip(spilled.rows.sum(axis=0).tolist(), spilled.size.sum(axis=0).tolist(), strict=True)):
+        if size * COPIES > plan.budget:
             raise ReducerMemoryError(
                 f"bucket {b} of the spilled sort ({plan.reducers[b // plan.buckets]}) holds {rows:,} rows, "
-                f"{rows * plan.row_bytes * COPIES:,} bytes while it sorts ({COPIES}× its rows), more than its budget of "
+                f"{size * COPIES:,} bytes while it sorts ({COPIES}× its rows), more than its budget of "
                 f"{plan.budget:,} bytes: the sample under-estimated it (many equal keys?); nothing was written. Raise "
                 "max_bytes= or sort over more reducers (reducers=N)"
             )
 
 
-def written_of(directory: str, plan: SpillPlan, spilled: Spilled, src: Any) -> Written:
-    """The ``Written`` of one column's committed parts: part b on reducer b // B."""
+def written_of(directory: str, plan: SpillPlan, spilled: Spilled, src: Any, width: int) -> Written:
+    """The ``Written`` of one column's committed parts (strings: numpy's ``S{width}``): part b on reducer b // B."""
     rows = spilled.rows.sum(axis=0).tolist()
     return Written(
         directory,
@@ -182,7 +183,7 @@ def written_of(directory: str, plan: SpillPlan, spilled: Spilled, src: Any) -> W
         tuple(int(n) for n in rows),
         True,
         NpyWriter.reader,
-        (src.dtype.str, tuple(src.shape[1:])),
+        (f"|S{max(1, width)}" if src.dtype == object else src.dtype.str, tuple(src.shape[1:])),
     )
 
 
@@ -228,7 +229,10 @@ def sort_spilled(
         for path, made in claimed:
             discard(path, made)
         raise
-    return tuple(written_of(path, plan, spilled, src) for (path, _), src in zip(claimed, call.srcs, strict=True))
+    return tuple(
+        written_of(path, plan, spilled, src, width)
+        for (path, _), src, width in zip(claimed, call.srcs, spilled.widths, strict=True)
+    )
 
 
 def spill_kind(sort: RangeSorter, spill_dir: Any) -> Spill:
