@@ -46,7 +46,7 @@ def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast
         ReducerMemoryError: one key's values alone exceed a reducer's budget (named, with its bytes; nothing reduced).
         OutputError: a spill folder could not be written (the spill files are removed).
     """
-    spill = GraceSpill(kind, spill_root(), refused)
+    spill = GraceSpill(kind, root=spill_root(), refusal=refused)
     run: SpillCall[GracePlan[KeyedPlan]] = SpillCall(spill)
     stats = None
     try:
