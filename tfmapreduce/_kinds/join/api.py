@@ -279,7 +279,7 @@ def plan_join(
     the workers' disks, in how many sub-partitions per reducer (one round each) and what each task writes.  A CSV table's
     rows are known once read: its plan has no estimate.
 
-    Example:
+    Examples:
         >>> keys = np.arange(30_000)
         >>> plan = tmr.plan_join((keys, keys * 1.0), (keys, keys), max_bytes=100_000, reducers=2, cluster=cluster)
         >>> plan.spill.spills, plan.spill.parts  # 30,000 output rows of 24 bytes: 360,000 bytes per device
