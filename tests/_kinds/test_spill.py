@@ -78,6 +78,44 @@ def test_sort_by_key_three_times_its_budget_is_stable_as_numpy(
     assert os.listdir(spill) == []
 
 
+def _words(n: int, seed: int) -> np.ndarray:
+    """``n`` unicode strings of 0 to 11 characters, some of several UTF-8 bytes (and the empty string)."""
+    rng = np.random.default_rng(seed)
+    return np.array(["".join(rng.choice(list("abcdé€"), rng.integers(0, 12))) for _ in range(n)])
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_a_sort_of_strings_over_its_budget_equals_numpy_as_s_arrays(
+    cluster: tmr.LocalCluster, tmp_path: Path, descending: bool
+) -> None:
+    x = _words(6_000, 9)  # about 240 kB as the budget counts strings: 120 kB per range of two, held 3× in memory
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    with pytest.raises(tmr.ReducerMemoryError):  # in memory, it does not fit
+        tmr.sort(x, cluster=cluster, max_bytes=300_000, reducers=2)
+    written = tmr.sort(
+        x, cluster=cluster, max_bytes=300_000, reducers=2, descending=descending, directory=tmp_path / "out", spill_dir=spill
+    )
+    expected = np.char.encode(np.sort(x)[::-1] if descending else np.sort(x), "utf-8")  # UTF-8 bytes: code point order
+    got = _read(written)
+    assert got.dtype.kind == "S"
+    assert written.row == (got.dtype.str, ())
+    assert got.tolist() == expected.tolist()
+    assert len(written.parts) > 2
+    assert os.listdir(spill) == []
+
+
+def test_sort_by_key_of_binary_keys_and_string_values_is_stable_as_numpy(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    rng = np.random.default_rng(10)
+    keys = rng.integers(0, 30, 4_000).astype("S2")  # TeraSort-like fixed-width binary keys, many equal
+    values = _words(4_000, 11)
+    k, v = tmr.sort_by_key(keys, values, cluster=cluster, max_bytes=500_000, directory=tmp_path / "o", reducers=2)
+    order = np.argsort(keys, kind="stable")
+    assert _read(k).tolist() == keys[order].tolist()
+    assert _read(v).tolist() == np.char.encode(values[order], "utf-8").tolist()
+    assert len(k.parts) > 2
+
+
 def test_the_plan_says_what_spills_where(cluster: tmr.LocalCluster) -> None:
     x = np.arange(400_000, dtype=np.float64)
     kind = Spill(Sort(False, BUDGET), "/scratch", BUDGET)
@@ -140,12 +178,14 @@ def test_a_failure_after_the_spill_leaves_no_spill_file_and_no_output(
     assert not (tmp_path / "out").exists()
 
 
-def test_strings_and_bad_spill_dirs_are_refused_before_anything_runs(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
-    with pytest.raises(TypeError, match=r"writes \.npy parts, which hold numbers only; x has dtype object"):
-        tmr.sort(np.array([b"a", b"b"]), cluster=cluster, directory=tmp_path / "s")
+def test_strings_of_rows_and_bad_spill_dirs_are_refused_before_anything_runs(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    with pytest.raises(
+        TypeError, match=r"writes \.npy parts of numbers, or of 1-D strings .*; values has dtype object and shape \(2, 1\)"
+    ):
+        tmr.sort_by_key(np.arange(2), np.array([[b"a"], [b"b"]]), cluster=cluster, directory=tmp_path / "s")
     with pytest.raises(TypeError, match=r"spill_dir must be an absolute path .*got 'rel'"):
         tmr.sort(np.arange(3), cluster=cluster, directory=tmp_path / "r", spill_dir="rel")
-    assert not (tmp_path / "s").exists()
+    assert list((tmp_path / "s").glob("**/*")) == []  # its keys and values folders discarded (s itself may stay)
     assert not (tmp_path / "r").exists()
 
 

@@ -105,8 +105,13 @@ def start(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any
 
 def plan(kind: Kind[P], x: Any, settings: RunOptions) -> P:
     """The plan a run would follow (nothing runs)."""
+    return planned(kind, x, settings)[0]
+
+
+def planned(kind: Kind[P], x: Any, settings: RunOptions) -> tuple[P, Call]:
+    """The plan a run would follow, with the call it was planned for (its inputs, cluster and options; nothing runs)."""
     call = start(kind, x, settings)
-    return kind.plan(shards_of(call, kind, settings), call)
+    return kind.plan(shards_of(call, kind, settings), call), call
 
 
 def run(kind: Kind[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] = (), *, resident: bool = False) -> Any:

@@ -28,6 +28,7 @@ import math
 import os
 import re
 import secrets
+import tempfile
 from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -40,7 +41,7 @@ from .._base.errors import JobError, OutputError
 from .._base.plan import Plan
 from .._base.task import Task
 from .._engine.call import Call
-from .._engine.kind import KindBase
+from .._engine.kind import Kind, KindBase
 from .._engine.program import Builder, Program
 from .._io.source import Sources
 from .._native.loader import has
@@ -75,6 +76,17 @@ class Reducing(Protocol):
 
 
 K = TypeVar("K", bound=Reducing)
+
+
+def spill_root() -> str:
+    """Where a group or join spill makes its run's spill folder: the client's temporary directory (``TMPDIR``), the same
+    path on each task."""
+    return tempfile.gettempdir()
+
+
+def planned_folder() -> str:
+    """The spill folder a plan names before any run (each run names its own: ``<tmp>/tfmapreduce-spill-<run>``)."""
+    return os.path.join(spill_root(), PREFIX + "<run>")
 
 
 def sub_partitions(refusal: OverBudget) -> int:
@@ -149,16 +161,58 @@ class Graced(Generic[K]):
 
 
 @attrs.define(eq=False, repr=False)
-class GraceSpill(KindBase[GracePlan[KeyedPlan]]):
-    """The spill run of ``group`` (see the module) as the run driver sees it; keeps nothing of a run."""
+class GraceKind(KindBase[GracePlan[K]]):
+    """What a grace-hash spill run is besides its plan and its graph (``GraceSpill``, ``join.spilled.JoinSpill``): the
+    job it spills (``job``), where each task makes its folder and the refusal it plans from; its name, identity and
+    inputs are the job's, its program is fed the attempt's folder, and a failure is read as a spill's, then as the
+    job's.  Keeps nothing of a run."""
+
+    root: str = attrs.field(kw_only=True)
+    """Where each task makes the job's spill folder."""
+    refusal: OverBudget = attrs.field(kw_only=True)
+    """The in-memory run's refusal: what the sub-partitions are planned from, and what is raised where no spill can
+    be made (kernels without the spill family)."""
+    phase: ClassVar[str] = "spill"
+
+    @property
+    def job(self) -> Kind[K]:
+        """The kind whose run was refused, and is spilled."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"spilled {self.job!r}"
+
+    @property
+    def identity(self) -> Hashable:
+        return ("grace", self.job.identity)
+
+    def sources(self, x: Any) -> tuple[Sources, Any]:
+        """The job's inputs, and its note with the run's spill folder's name (each run its own)."""
+        srcs, note = self.job.sources(x)
+        return srcs, (note, PREFIX + secrets.token_hex(6))
+
+    def variant(self, plan: GracePlan[K], call: Call) -> Hashable | None:
+        return ()  # the attempt's folder is fed
+
+    def fed(self, plan: GracePlan[K], name: str) -> str:
+        """The attempt's spill folder (a retried run writes a new one)."""
+        return os.path.join(plan.folder, plan.attempt)
+
+    def failure(self, error: JobError, plan: GracePlan[K]) -> Exception | None:
+        """A spill folder that could not be written (full, not writable), named with its task; else the job's reading."""
+        return spill_failure(repr(self.job), error, plan) or self.job.failure(error, plan.keyed)
+
+
+@attrs.define(eq=False, repr=False)
+class GraceSpill(GraceKind[KeyedPlan]):
+    """The spill run of ``group`` (see the module) as the run driver sees it."""
 
     group: Grouped | Keyed
     """The job: a group reducer's rows, or a keyed combine's per-key partials, are what spill."""
-    root: str
-    """Where each task makes the job's spill folder."""
-    refusal: OverBudget
-    """The in-memory run's refusal: what the sub-partitions are planned from, and what is raised where no spill can
-    be made (kernels without the spill family)."""
+
+    @property
+    def job(self) -> Grouped | Keyed:
+        return self.group
 
     @property
     def budget(self) -> int:
@@ -170,32 +224,12 @@ class GraceSpill(KindBase[GracePlan[KeyedPlan]]):
         """Sub-partitions per reducer, planned from the refusal (:func:`sub_partitions`)."""
         return sub_partitions(self.refusal)
 
-    phase: ClassVar[str] = "spill"
     refused: ClassVar[Mapping[str, str]] = Grouped.refused
-
-    def __repr__(self) -> str:
-        return f"spilled {self.group!r}"
-
-    @property
-    def identity(self) -> Hashable:
-        return ("grace", self.group.identity)
-
-    def sources(self, x: Any) -> tuple[Sources, Any]:
-        """The group's inputs, and its note with the run's spill folder's name (each run its own)."""
-        srcs, note = self.group.sources(x)
-        return srcs, (note, PREFIX + secrets.token_hex(6))
 
     def plan(self, shards: Plan, call: Call) -> GracePlan[KeyedPlan]:
         keyed = self.group.plan(shards, call)
         folder = os.path.join(self.root, call.note[1])
         return GracePlan(keyed, self.parts, self.budget, folder, secrets.token_hex(4))
-
-    def variant(self, plan: GracePlan[KeyedPlan], call: Call) -> Hashable | None:
-        return ()  # the attempt's folder is fed
-
-    def fed(self, plan: GracePlan[KeyedPlan], name: str) -> str:
-        """The attempt's spill folder (a retried run writes a new one)."""
-        return os.path.join(plan.folder, plan.attempt)
 
     def build(self, builder: Builder, plan: GracePlan[KeyedPlan], call: Call) -> Program:
         """Map every shard, merge each task's rows, split them by key hash and write each piece on the task."""
@@ -240,10 +274,6 @@ class GraceSpill(KindBase[GracePlan[KeyedPlan]]):
         rows = np.array([np.asarray(r) for r, _ in value], np.int64).reshape(len(tasks), plan.ranges)
         size = np.array([np.asarray(s) for _, s in value], np.int64).reshape(len(tasks), plan.ranges)
         return Graced(plan, self.fed(plan, "spill"), tasks, rows, size, key_dtype, structure, leaves)
-
-    def failure(self, error: JobError, plan: GracePlan[KeyedPlan]) -> Exception | None:
-        """A spill folder that could not be written (full, not writable), named with its task; else the group's reading."""
-        return spill_failure(repr(self.group), error, plan) or self.group.failure(error, plan.keyed)
 
 
 def spill_failure(job: str, error: JobError, plan: GracePlan[Any]) -> OutputError | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, Literal, TypeVar, overload
 
+import attrs
 import tensorflow as tf
 from typing_extensions import Unpack
 
@@ -17,8 +18,11 @@ from .._ops.mapfn import callable_name
 from .._ops.per_group import check_max_bytes
 from .._options import Options, RunOptions
 from .fuse import counts_words, fused
+from .grace import planned_folder
 from .grouped import Grouped
 from .keyed import Keyed, check_keyed_combiner
+from .shuffle.forecast import keyed_forecast
+from .shuffle.plan import KeyedPlan
 from .spill import OverBudget
 from .spilled_group import group_spilled, spillable
 from .whole import WholeInput
@@ -118,7 +122,9 @@ class MapReduce(Generic[R]):
     def plan(self, x: Any, /, **options: Unpack[Options]) -> Any:
         """The plan a run would follow: the shards, their rows and devices.  Nothing runs.
 
-        A keyed job's plan is a ``KeyedPlan``, which also shows the reducers.
+        A keyed job's plan is a ``KeyedPlan``, which also shows the reducers; a group job's, or a keyed combine's
+        with ``max_bytes=``, ends with what its budget expects (``plan.spill``, estimated from the input's rows): in
+        memory, or spilled through the workers' disks in how many sub-partitions per reducer, and what each task writes.
 
         Args:
             x: an array (numpy, tf.Tensor, nested list), a tuple of arrays with
@@ -135,7 +141,13 @@ class MapReduce(Generic[R]):
         """
         settings = RunOptions.of(**options)
         kind: Kind[Any] = self._kind
-        return _engine.plan(kind, x, settings)
+        planned, call = _engine.planned(kind, x, settings)
+        budget = self._kind.form.max_bytes if isinstance(self._kind, Grouped) else getattr(self._kind, "max_bytes", None)
+        if not isinstance(planned, KeyedPlan) or (isinstance(self._kind, Keyed) and budget is None):
+            return planned
+        return attrs.evolve(
+            planned, spill=keyed_forecast(planned.plan, len(planned.reducers), call.srcs, budget, planned_folder())
+        )
 
     @overload
     def run(

@@ -215,7 +215,7 @@ class Sort(KindBase[SortPlan]):
             f"sorts (its rows {SORT_COPIES} times: received, their order, the sorted copy), more than its budget of "
             f"{big.budget:,} bytes ({big.limit}); no row was sent. Sort over more devices (reducers=N, up to the "
             "cluster's devices), add workers, "
-            "or, if the host has the memory, raise max_bytes=; or sort into files with directory= (numbers: each reducer "
+            "or, if the host has the memory, raise max_bytes=; or sort into files with directory= (each reducer "
             "then sorts its range a bucket at a time within the budget, through its worker's disk)"
         )
 
@@ -277,7 +277,7 @@ def sort(
         descending: sort from the largest value down.
         max_bytes: the most bytes one range may take while it sorts (three times its rows' bytes; a string counts its
             bytes and 32), or None: a quarter of the memory its reducer's host has available.
-        directory: write the sorted values as ``.npy`` part files there (numbers only) instead of keeping them
+        directory: write the sorted values as ``.npy`` part files there (strings as numpy ``S`` arrays) instead of keeping them
             resident, spilling through each worker's disk so that each reducer holds at most ``max_bytes`` however
             large its range: see "Data larger than memory" in the ordering guide.  Returns its ``Written``.
         spill_dir: with ``directory``, the absolute folder each worker spills under on its own disk (None: ``/tmp``).

@@ -52,8 +52,10 @@ from .._engine.kind import KindBase
 from .._engine.program import Builder, Program
 from .._io.source import Sources
 from .._native.loader import has
-from .._ops.budget import MEMORY_SHARE, Overrun
+from .._ops.budget import Overrun
+from .._ops.grouping import nbytes
 from .ranges import range_ids
+from .shuffle import forecast
 from .shuffle.plan import resolve_reducers
 
 
@@ -129,7 +131,7 @@ class SpillPlan:
     budget: int
     """The bytes one reducer may hold (``max_bytes``, else a quarter of the client host's available memory)."""
     row_bytes: int
-    """The bytes of one row, every column."""
+    """The bytes of one row, every column (a string: its bytes, estimated from a sample of the input, and 32)."""
     chunk: int
     """The rows a shard partitions and writes at a time (its chunk held ``COPIES`` times fits the budget)."""
     folder: str = attrs.field(eq=False)
@@ -183,13 +185,10 @@ class Spilled:
     """Each piece's task and name (``s<shard>-k<chunk>``), in row order: shard by shard, each shard's chunks in order."""
     rows: np.ndarray[Any, np.dtype[np.int64]]
     """``rows[i, b]``: the rows of bucket ``b`` in piece ``i``."""
-
-
-def budget_of(max_bytes: int | None) -> int:
-    """``max_bytes``, else a ``MEMORY_SHARE`` of this host's available memory."""
-    if max_bytes is not None:
-        return max_bytes
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // MEMORY_SHARE
+    size: np.ndarray[Any, np.dtype[np.int64]]
+    """``size[i, b]``: their bytes, every column (a string counts its bytes and 32, as the in-memory sort counts it)."""
+    widths: tuple[int, ...]
+    """Per column: the bytes of its longest string (the width of its parts' ``S`` dtype; 0 for numbers)."""
 
 
 @attrs.define(eq=False, repr=False)
@@ -220,14 +219,14 @@ class Spill(KindBase[SpillPlan]):
         return ("spill", self.sort.identity)
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
-        """The sort's inputs (numbers only), and the run's spill folder's name (``call.note``: each run its own)."""
+        """The sort's inputs (numbers, or 1-D strings), and the run's spill folder's name (``call.note``: each run its own)."""
         srcs, _ = self.sort.sources(x)  # (the sort's note says how strings travel: a spilled sort refuses them)
         for j, src in enumerate(srcs):
-            if src.dtype.kind not in "biuf":
+            if src.dtype.kind not in "biuf" and not (src.dtype.kind == "O" and len(src.shape) == 1):
                 name = self.sort.argument if j == 0 else "values"
                 raise TypeError(
-                    f"a sort with directory= writes .npy parts, which hold numbers only; {name} has dtype {src.dtype}: "
-                    "sort strings without directory= (in memory), or encode them as numbers first"
+                    f"a sort with directory= writes .npy parts of numbers, or of 1-D strings (as numpy S arrays); {name} "
+                    f"has dtype {src.dtype} and shape {src.shape}: sort it without directory= (in memory), or as numbers"
                 )
         return srcs, PREFIX + secrets.token_hex(6)
 
@@ -236,7 +235,7 @@ class Spill(KindBase[SpillPlan]):
             reducers = tuple(dict.fromkeys(s.device for s in shards.shards))
         else:
             reducers = resolve_reducers(call.settings.reducers, shards, call.cluster)
-        row_bytes = sum(src.dtype.itemsize * math.prod(src.shape[1:]) for src in call.srcs)
+        row_bytes = forecast.row_bytes(call.srcs)  # strings: estimated from their lengths; the spill counts them exactly
         per_range = shards.rows * row_bytes / len(reducers)
         buckets = max(1, math.ceil(per_range * COPIES * MARGIN / self.budget))
         chunk = max(1, self.budget // (max(1, row_bytes) * COPIES))
@@ -279,16 +278,20 @@ class Spill(KindBase[SpillPlan]):
                         for b in range(plan.ranges)
                     ]
                     with tf.control_dependencies(done):
-                        counts.append(tf.stack([tf.shape(part, out_type=tf.int64)[0] for part in parts[0]]))
-            builder.mapped(shard, counts[-1])
+                        rows_of = tf.stack([tf.shape(part, out_type=tf.int64)[0] for part in parts[0]])
+                        size = tf.stack([nbytes(parts[0][b], [c[b] for c in parts[1:]]) for b in range(plan.ranges)])
+                        counts.append((rows_of, size, tf.stack([_width(t[rows]) for t in tensors[shard.index]])))
+            builder.mapped(shard, counts[-1][0])
         return builder.program(counts, plan.tasks)
 
     def finish(self, value: Any, program: Program | None, plan: SpillPlan, call: Call) -> Spilled:
         pieces = tuple(
             (s.task, f"s{s.index:05d}-k{k:05d}") for s in plan.plan.shards if s.rows > 0 for k in range(-(-s.rows // plan.chunk))
         )
-        rows = np.array([np.asarray(c) for c in value], np.int64).reshape(len(pieces), plan.ranges)
-        return Spilled(plan, self.fed(plan, "spill"), pieces, rows)
+        rows = np.array([np.asarray(r) for r, _, _ in value], np.int64).reshape(len(pieces), plan.ranges)
+        size = np.array([np.asarray(b) for _, b, _ in value], np.int64).reshape(len(pieces), plan.ranges)
+        widths = np.array([np.asarray(w) for _, _, w in value], np.int64).reshape(len(pieces), -1).max(axis=0)
+        return Spilled(plan, self.fed(plan, "spill"), pieces, rows, size, tuple(int(w) for w in widths))
 
     def failure(self, error: JobError, plan: SpillPlan) -> Exception | None:
         """A spill folder that could not be written (full, not writable), named with its task and the bytes it needs."""
@@ -304,6 +307,13 @@ class Spill(KindBase[SpillPlan]):
             f"{need:,} bytes there for its shards (plus what other jobs hold); the job's spill files were removed. Free "
             "space on that task's disk, or spill elsewhere with spill_dir="
         )
+
+
+def _width(column: tf.Tensor) -> tf.Tensor:
+    """The bytes of the longest string of ``column`` (int64; 0 for numbers or no rows)."""
+    if column.dtype != tf.string:
+        return tf.constant(0, tf.int64)
+    return tf.reduce_max(tf.concat([tf.cast(tf.strings.length(column), tf.int64), [0]], 0))
 
 
 def remove_spill(plan: Spilling, native: Any | None, cluster: Any, timeout: float) -> None:

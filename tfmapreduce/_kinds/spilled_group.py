@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ from .._base.errors import JobError, ReducerMemoryError
 from .._engine import driver as _engine
 from .._ops.per_key import merge
 from .._options import RunOptions
-from .grace import Graced, GracePlan, GraceSpill
+from .grace import Graced, GracePlan, GraceSpill, spill_root
 from .grouped import GroupBuilt, Grouped, group_native, group_result
 from .keyed import Keyed
 from .shuffle.plan import KeyedPlan
@@ -47,11 +46,12 @@ def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast
         ReducerMemoryError: one key's values alone exceed a reducer's budget (named, with its bytes; nothing reduced).
         OutputError: a spill folder could not be written (the spill files are removed).
     """
-    spill = GraceSpill(kind, tempfile.gettempdir(), refused)
+    spill = GraceSpill(kind, root=spill_root(), refusal=refused)
     run: SpillCall[GracePlan[KeyedPlan]] = SpillCall(spill)
     stats = None
     try:
-        out = _engine.run(run, x, settings, broadcast)
+        with run.stage("the spill (each task writing its sub-partitions)"):
+            out = _engine.run(run, x, settings, broadcast)
         graced: Graced[KeyedPlan] = out[0] if settings.return_stats else out
         stats = out[1] if settings.return_stats else None
         call = run.call
@@ -80,7 +80,8 @@ def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast
                 continue
             info = info or built
             try:
-                value += call.cluster.run(graph, outputs, {}, tasks=list(graced.plan.tasks), timeout=settings.seconds())
+                with run.stage(f"round {j + 1} of {graced.plan.parts} (each reducer reducing one sub-partition)"):
+                    value += call.cluster.run(graph, outputs, {}, tasks=list(graced.plan.tasks), timeout=settings.seconds())
             except JobError as e:  # the group's own reading of it (fn's rows per key), as the in-memory run gives
                 raise (kind.failure(e, graced.plan.keyed) or e) from None
             finally:

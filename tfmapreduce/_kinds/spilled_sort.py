@@ -12,27 +12,29 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, ReducerMemoryError
+from .._base.errors import JobError, ReducerMemoryError, WorkerTimeoutError, WorkerUnavailableError
 from .._base.plan import Plan
 from .._engine import driver as _engine
 from .._engine.call import Call
 from .._engine.kind import Kind
 from .._engine.program import Builder, Program, Ready
-from .._io.files.encode import NpyWriter, part_name
+from .._io.files.encode import NpyWriter, npy_strings, part_name
 from .._io.files.written import Written
 from .._io.source import Sources
+from .._ops.budget import budget_of
 from .._options import RunOptions
 from .commit import MARKER, TEMPORARY, claim, commit, discard, open_attempt
-from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, budget_of, remove_spill
+from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, remove_spill
 
 P = TypeVar("P", bound=Spilling)
 
@@ -95,6 +97,30 @@ class SpillCall(Generic[P]):
     def failure(self, error: JobError, plan: P) -> Exception | None:
         return self.kind.failure(error, plan)
 
+    @contextlib.contextmanager
+    def stage(self, what: str) -> Iterator[None]:
+        """Within it, a run that times out or loses a worker raises as it did (the same type, task and address), its
+        message naming the spilled job and ``what`` stage of it (the spill, or round j of P) ended it.
+
+        Example:
+            >>> from tfmapreduce._kinds.sort import Sort
+            >>> call = SpillCall(spill_kind(Sort(False, 1000), None))
+            >>> try:
+            ...     with call.stage("round 2 of 3"):
+            ...         raise tmr.WorkerTimeoutError("the run did not finish within its 5 s deadline")
+            ... except tmr.WorkerTimeoutError as e:
+            ...     print(str(e).split(": ")[0])
+            spilled sort(descending=False), round 2 of 3
+        """
+        try:
+            yield
+        except (WorkerTimeoutError, WorkerUnavailableError) as e:
+            raise type(e)(
+                f"{self!r}, {what}: {e}; the job's spill files are removed on every task that answers",
+                task=e.task,
+                address=e.address,
+            ) from e
+
     def remove(self) -> None:
         """The spill folder of the last attempt's run removed on the tasks it used (nothing, where it never planned)."""
         if self.planned is not None and self.call is not None:
@@ -113,7 +139,7 @@ def reduce_round(
         b = r * plan.buckets + j
         columns = []
         for c, src in enumerate(srcs):
-            dtype, row = tf.as_dtype(src.dtype), tuple(src.shape[1:])
+            dtype, row = tf.string if src.dtype == object else tf.as_dtype(src.dtype), tuple(src.shape[1:])
             pieces = []
             for i, (task, piece) in enumerate(spilled.pieces):
                 n = int(spilled.rows[i, b])
@@ -126,8 +152,9 @@ def reduce_round(
         with tf.device(device), tf.name_scope(f"bucket{b}"):
             ordered = sort._sorted(columns, native) if int(spilled.rows[:, b].sum()) else columns
         with tf.device(f"{Device.parse(device).task}/device:CPU:0"), tf.name_scope(f"part{b}"):
-            for folder, column in zip(folders, ordered, strict=True):
-                contents = writer.encode([column], int(spilled.rows[:, b].sum()))
+            for folder, column, width in zip(folders, ordered, spilled.widths, strict=True):
+                rows = int(spilled.rows[:, b].sum())
+                contents = npy_strings(column, rows, width) if column.dtype == tf.string else writer.encode([column], rows)
                 with tf.control_dependencies([tf.io.read_file(tf.strings.join([folder, MARKER], separator="/"))]):
                     name = part_name(b, plan.ranges, writer.ext)
                     written.append(writer.write(contents, tf.strings.join([folder, name], separator="/")))
@@ -136,18 +163,18 @@ def reduce_round(
 
 def check_buckets(plan: SpillPlan, spilled: Spilled) -> None:
     """Each bucket's exact bytes, held ``COPIES`` times, within the budget; else ``ReducerMemoryError`` naming it."""
-    for b, rows in enumerate(spilled.rows.sum(axis=0).tolist()):
-        if rows * plan.row_bytes * COPIES > plan.budget:
+    for b, (rows, size) in enumerate(zip(spilled.rows.sum(axis=0).tolist(), spilled.size.sum(axis=0).tolist(), strict=True)):
+        if size * COPIES > plan.budget:
             raise ReducerMemoryError(
                 f"bucket {b} of the spilled sort ({plan.reducers[b // plan.buckets]}) holds {rows:,} rows, "
-                f"{rows * plan.row_bytes * COPIES:,} bytes while it sorts ({COPIES}× its rows), more than its budget of "
+                f"{size * COPIES:,} bytes while it sorts ({COPIES}× its rows), more than its budget of "
                 f"{plan.budget:,} bytes: the sample under-estimated it (many equal keys?); nothing was written. Raise "
                 "max_bytes= or sort over more reducers (reducers=N)"
             )
 
 
-def written_of(directory: str, plan: SpillPlan, spilled: Spilled, src: Any) -> Written:
-    """The ``Written`` of one column's committed parts: part b on reducer b // B."""
+def written_of(directory: str, plan: SpillPlan, spilled: Spilled, src: Any, width: int) -> Written:
+    """The ``Written`` of one column's committed parts (strings: numpy's ``S{width}``): part b on reducer b // B."""
     rows = spilled.rows.sum(axis=0).tolist()
     return Written(
         directory,
@@ -156,7 +183,7 @@ def written_of(directory: str, plan: SpillPlan, spilled: Spilled, src: Any) -> W
         tuple(int(n) for n in rows),
         True,
         NpyWriter.reader,
-        (src.dtype.str, tuple(src.shape[1:])),
+        (f"|S{max(1, width)}" if src.dtype == object else src.dtype.str, tuple(src.shape[1:])),
     )
 
 
@@ -176,7 +203,8 @@ def sort_spilled(
         for directory in directories:
             claimed.append(claim("sort", directory, False))
         try:
-            spilled: Spilled = _engine.run(run, x, settings)
+            with run.stage("the spill (each shard writing its buckets)"):
+                spilled: Spilled = _engine.run(run, x, settings)
             plan, call = spilled.plan, run.call
             assert call is not None  # (set as the run planned)
             check_buckets(plan, spilled)
@@ -188,7 +216,8 @@ def sort_spilled(
                 with graph.as_default():
                     ops = reduce_round(sort, call.native, spilled, j, [tf.constant(a) for a in attempts], call.srcs)
                 try:
-                    call.cluster.run(graph, ops, {}, tasks=list(plan.tasks), timeout=settings.seconds())
+                    with run.stage(f"round {j + 1} of {plan.buckets} (each reducer sorting one bucket)"):
+                        call.cluster.run(graph, ops, {}, tasks=list(plan.tasks), timeout=settings.seconds())
                 finally:
                     call.cluster.forget(graph)
             names = [part_name(b, plan.ranges, NpyWriter.ext) for b in range(plan.ranges)]
@@ -200,7 +229,10 @@ def sort_spilled(
         for path, made in claimed:
             discard(path, made)
         raise
-    return tuple(written_of(path, plan, spilled, src) for (path, _), src in zip(claimed, call.srcs, strict=True))
+    return tuple(
+        written_of(path, plan, spilled, src, width)
+        for (path, _), src, width in zip(claimed, call.srcs, spilled.widths, strict=True)
+    )
 
 
 def spill_kind(sort: RangeSorter, spill_dir: Any) -> Spill:

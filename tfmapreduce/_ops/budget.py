@@ -6,6 +6,7 @@ budget, and the kind turns that into a ``ReducerMemoryError`` with :func:`over_b
 
 from __future__ import annotations
 
+import os
 import re
 
 import attrs
@@ -18,6 +19,14 @@ MEMORY_SHARE = 4
 """Without ``max_bytes``, a reducer may hold a quarter of the memory its host has available (``MemAvailable``)."""
 
 _FOUND = r" \(part (\d+) on ([^)]*)\)\] \[(-?\d+)\] \[(-?\d+)\] \[(-?\d+)\]"
+
+
+def budget_of(max_bytes: int | None) -> int:
+    """``max_bytes``, else a ``MEMORY_SHARE`` of this host's available memory (what a plan made on the client assumes of
+    its reducers' hosts)."""
+    if max_bytes is not None:
+        return max_bytes
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // MEMORY_SHARE
 
 
 def available_memory() -> tf.Tensor:

@@ -155,6 +155,31 @@ class NpyWriter(WholeFile):
         return tf.strings.join([tf.constant(header), tf.strings.substr(proto, tf.strings.length(proto) - size, size)])
 
 
+def npy_strings(values: tf.Tensor, rows: int, width: int) -> tf.Tensor:
+    """The bytes of a ``.npy`` file of ``rows`` 1-D strings ``values`` as numpy's ``S{width}`` (the spilled sort's parts
+    of strings): each padded with NUL bytes to ``width``, which ``np.load`` drops again (so a string that ends in NUL
+    bytes comes back without them, as in any numpy ``S`` array).
+
+    Example:
+        >>> import io
+        >>> data = npy_strings(tf.constant([b"b", b"", b"abc"]), 3, 3).numpy()
+        >>> np.load(io.BytesIO(data)).tolist()
+        [b'b', b'', b'abc']
+    """
+    width = max(1, width)
+    header = npy_header(np.dtype(f"S{width}"), (rows,))
+    if rows * width + len(header) > PART_BYTES:
+        raise OutputError(
+            f"a part of {rows} strings of up to {width} bytes holds {rows * width} bytes as numpy's S{width}, over the "
+            "2 GiB one part can hold; sort over more reducers (reducers=N) or with a smaller max_bytes="
+        )
+    if rows == 0:
+        return tf.constant(header)
+    pad = width - tf.strings.length(values)
+    pads = tf.strings.substr(tf.fill([rows], "\0" * width), tf.zeros_like(pad), pad)
+    return tf.strings.join([tf.constant(header), tf.strings.reduce_join(tf.strings.join([values, pads]))])
+
+
 def npy_header(dtype: np.dtype[Any], shape: tuple[int, ...]) -> bytes:
     """The header ``write_npy`` gives a part of this dtype and shape (numpy's format 1.0): ``read_npy`` knows a part's
     layout from it without seeing the file.

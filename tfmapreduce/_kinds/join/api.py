@@ -36,7 +36,10 @@ from ..._io.resident import Sharded
 from ..._io.source import Input, Source, Sources
 from ..._io.strings import Encoding
 from ..._options import Options, RunOptions
+from ..grace import planned_folder
+from ..shuffle.forecast import join_forecast, row_bytes
 from ..shuffle.map_side import SHUFFLE_KEY_DTYPES
+from ..shuffle.plan import resolve_reducers
 from ..shuffle.sharded import KeyedSharded
 from ..spill import OverBudget
 from .kind import Join
@@ -269,7 +272,25 @@ def plan_join(
 ) -> JoinPlan:
     """The [`JoinPlan`][tfmapreduce.JoinPlan] [`join`][tfmapreduce.join] would follow with these arguments: the strategy, the shards of the stacked
     rows and where rows are joined (``print`` it).  Nothing runs and nothing moves: a host side beside a resident one
-    is planned where ``join`` will send it (see ``placed``)."""
+    is planned where ``join`` will send it (see ``placed``).
+
+    The plan also says what the budget (``max_bytes``, else a quarter of this host's available memory) expects of each
+    device's output, estimated from the sides' rows (``plan.spill``, see ``forecast``): in memory, or spilled through
+    the workers' disks, in how many sub-partitions per reducer (one round each) and what each task writes.  A CSV table's
+    rows are known once read: its plan has no estimate.
+
+    Examples:
+        >>> keys = np.arange(30_000)
+        >>> plan = tmr.plan_join((keys, keys * 1.0), (keys, keys), max_bytes=100_000, reducers=2, cluster=cluster)
+        >>> plan.spill.spills, plan.spill.parts  # 30,000 output rows of 24 bytes: 360,000 bytes per device
+        (True, 8)
+    """
     kind, (left_srcs, right_srcs), settings = _prepare(left, right, how, strategy, max_bytes, dict(options))
-    planned: JoinPlan = _engine.plan(kind, stacked(left_srcs, right_srcs), settings)
-    return planned
+    planned, call = _engine.planned(kind, stacked(left_srcs, right_srcs), settings)
+    if "bytes" in planned.units:
+        return planned
+    hashed = resolve_reducers(settings.reducers, planned.plan, call.cluster)  # where a spilled join joins
+    sides = (row_bytes(left_srcs), row_bytes(right_srcs))
+    out = row_bytes([*left_srcs, *right_srcs[1:]])
+    forecast = join_forecast(planned.plan, planned.sizes, len(hashed), sides, out, kind.max_bytes, planned_folder())
+    return attrs.evolve(planned, spill=forecast)

@@ -6,7 +6,7 @@ Every strategy choice is made here, once, in :func:`choose` (the kind and the ve
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -21,6 +21,9 @@ from ..._io.strings import Encoding
 from ..._options import RunOptions
 from ..shuffle.plan import resolve_reducers
 from .sides import FileColumn, Side
+
+if TYPE_CHECKING:
+    from ..shuffle.forecast import SpillForecast
 
 HOWS = ("inner", "left", "right", "outer")
 
@@ -75,13 +78,16 @@ class JoinPlan:
     """The side whose keys each device puts in its hash table (0: left, 1: right); the side broadcast for broadcast."""
     units: tuple[str, str] = ("rows", "rows")
     """What ``sizes`` counts of each side: ``"rows"``, or ``"bytes"`` for a CSV table (its rows are known once read)."""
+    spill: SpillForecast | None = attrs.field(default=None, eq=False)
+    """What ``plan_join`` estimates of each device's output against its budget: in memory or spilled, how (None: a
+    run's own plan)."""
 
     @property
     def tasks(self) -> tuple[Any, ...]:
         return tuple(dict.fromkeys([*self.plan.tasks, *(Device.parse(d).task for d in self.reducers)]))
 
     def explain(self) -> str:
-        """What moves, then the shard table."""
+        """What moves, then the shard table, then what the budget says (in memory or spilled), where it is known."""
         side = ("left", "right")
         moves = {
             "hash": f"both sides shuffled by key hash to {len(self.reducers)} reducer(s)",
@@ -95,6 +101,7 @@ class JoinPlan:
         ]
         lines.append(self.plan.explain([self.units[s.start >= self.sizes[0]] for s in self.plan.shards]))
         lines += [f"  joins on {d}" for d in self.reducers]
+        lines += [self.spill.explain()] if self.spill is not None else []
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -30,8 +30,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import tempfile
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -44,16 +43,14 @@ from ..._base.plan import Plan
 from ..._base.task import Task
 from ..._engine import driver as _engine
 from ..._engine.call import Call
-from ..._engine.kind import KindBase
 from ..._engine.program import Builder, Program
-from ..._io.source import Sources
 from ..._native.loader import has
 from ..._ops.budget import Overrun, over_budget
 from ..._ops.grouping import nbytes
 from ..._ops.per_key import buckets
 from ..._options import RunOptions
-from ..grace import Graced, GracePlan, spill_failure, sub_partitions
-from ..spill import PREFIX, OverBudget, log
+from ..grace import Graced, GraceKind, GracePlan, spill_root, sub_partitions
+from ..spill import OverBudget, log
 from ..spilled_group import read_pieces
 from ..spilled_sort import SpillCall
 from .kind import _TOO_BIG, Join, _concat, _pieces
@@ -65,29 +62,15 @@ more sub-partitions than its rows can fill (a key's rows stay together however m
 
 
 @attrs.define(eq=False, repr=False)
-class JoinSpill(KindBase[GracePlan[JoinPlan]]):
-    """The spill run of ``join`` (see the module) as the run driver sees it; keeps nothing of a run."""
+class JoinSpill(GraceKind[JoinPlan]):
+    """The spill run of ``join`` (see the module) as the run driver sees it: its stacked sides spilled."""
 
     join: Join
-    root: str
-    """Where each task makes the job's spill folder."""
-    refusal: OverBudget
-    """The in-memory run's refusal: what the sub-partitions are planned from, and what is raised where no spill can
-    be made (kernels without the spill family)."""
-    phase: ClassVar[str] = "spill"
     refused: ClassVar[Mapping[str, str]] = Join.refused
 
-    def __repr__(self) -> str:
-        return f"spilled {self.join!r}"
-
     @property
-    def identity(self) -> Hashable:
-        return ("grace", self.join.identity)
-
-    def sources(self, x: Any) -> tuple[Sources, Any]:
-        """The join's stacked sides, and the run's spill folder's name (each run its own)."""
-        srcs, note = self.join.sources(x)
-        return srcs, (note, PREFIX + secrets.token_hex(6))
+    def job(self) -> Join:
+        return self.join
 
     def plan(self, shards: Plan, call: Call) -> GracePlan[JoinPlan]:
         """The hash join's reducers (whatever the refused run's strategy), each with P sub-partitions: as many as its
@@ -96,13 +79,6 @@ class JoinSpill(KindBase[GracePlan[JoinPlan]]):
         parts = min(sub_partitions(self.refusal), max(2, math.ceil(shards.rows / len(joined.reducers) / ROWS_PER_PART)))
         folder = os.path.join(self.root, call.note[1])
         return GracePlan(joined, parts, self.refusal.overrun.budget, folder, secrets.token_hex(4))
-
-    def variant(self, plan: GracePlan[JoinPlan], call: Call) -> Hashable | None:
-        return ()  # the attempt's folder is fed
-
-    def fed(self, plan: GracePlan[JoinPlan], name: str) -> str:
-        """The attempt's spill folder (a retried run writes a new one)."""
-        return os.path.join(plan.folder, plan.attempt)
 
     def build(self, builder: Builder, plan: GracePlan[JoinPlan], call: Call) -> Program:
         """Each task's rows of each side split by key hash, each piece written on the task; their rows and bytes."""
@@ -150,10 +126,6 @@ class JoinSpill(KindBase[GracePlan[JoinPlan]]):
             Graced(plan, f"{folder}/s{s}", tasks, rows[:, s], size[:, s], leaves[s][0][0], None, leaves[s][1:]) for s in (0, 1)
         )
 
-    def failure(self, error: JobError, plan: GracePlan[JoinPlan]) -> Exception | None:
-        """A spill folder that could not be written (full, not writable), named with its task; else the join's reading."""
-        return spill_failure(repr(self.join), error, plan) or self.join.failure(error, plan.keyed)
-
 
 def join_spilled(join: Join, x: Any, settings: RunOptions, refused: OverBudget) -> Any:
     """Run ``join`` over the stacked sides ``x`` through each worker's disk (see the module), after the in-memory run
@@ -163,9 +135,10 @@ def join_spilled(join: Join, x: Any, settings: RunOptions, refused: OverBudget) 
         ReducerMemoryError: one round's output over the budget (its largest key named, with the bytes it makes alone).
         OutputError: a spill folder could not be written (the spill files are removed).
     """
-    run: SpillCall[GracePlan[JoinPlan]] = SpillCall(JoinSpill(join, tempfile.gettempdir(), refused))
+    run: SpillCall[GracePlan[JoinPlan]] = SpillCall(JoinSpill(join, root=spill_root(), refusal=refused))
     try:
-        out = _engine.run(run, x, settings)
+        with run.stage("the spill (each task writing its sub-partitions of both sides)"):
+            out = _engine.run(run, x, settings)
         sides: tuple[Graced[JoinPlan], ...] = out[0] if settings.return_stats else out
         call, plan = run.call, sides[0].plan
         assert call is not None  # (set as the run planned)
@@ -179,7 +152,10 @@ def join_spilled(join: Join, x: Any, settings: RunOptions, refused: OverBudget) 
             int(spilled.sum(axis=0).max()),
         )
         joiner = attrs.evolve(join, max_bytes=plan.budget)  # each round within the refused run's budget
-        rounds = [_round(joiner, sides, j, call, refused.overrun, settings.seconds()) for j in range(plan.parts)]
+        rounds = []
+        for j in range(plan.parts):
+            with run.stage(f"round {j + 1} of {plan.parts} (each reducer joining one sub-partition)"):
+                rounds.append(_round(joiner, sides, j, call, refused.overrun, settings.seconds()))
     finally:
         run.remove()
     parts = [

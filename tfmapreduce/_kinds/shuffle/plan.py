@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
@@ -15,6 +16,9 @@ from ..._base.task import Task
 from ..._cluster.cluster import Cluster
 from ..._io.source import Source, streamed
 from ..._options import RunOptions
+
+if TYPE_CHECKING:
+    from .forecast import SpillForecast
 
 STREAM_BATCH_ROWS = 1 << 16
 """Default ``batch_rows`` of a keyed job over files or strings: each batch's partial is merged into the running state,
@@ -47,6 +51,9 @@ class KeyedPlan:
     """Rows of a shard mapped at once; larger shards are folded batch by batch."""
     partitioner: str = "hash"
     """``"hash"`` (keys by a stable hash) or ``"range"`` (contiguous key ranges, reducer r's keys below reducer r + 1's)."""
+    spill: SpillForecast | None = attrs.field(default=None, eq=False)
+    """What ``MapReduce.plan`` estimates of the reducers' budget: in memory or spilled, how (None: a run's own plan, or a
+    keyed combine without ``max_bytes``, which is not checked)."""
 
     @property
     def tasks(self) -> tuple[Task, ...]:
@@ -55,7 +62,7 @@ class KeyedPlan:
         return tuple(dict.fromkeys([*self.plan.tasks, *reducer_tasks]))
 
     def explain(self) -> str:
-        """The shard table, then the reducers."""
+        """The shard table, then the reducers, then what the budget says (in memory or spilled), where it is known."""
         lines = [
             self.plan.explain(),
             f"batches of at most {self.batch_rows} rows per shard",
@@ -65,6 +72,7 @@ class KeyedPlan:
         ]
         what = "bucket" if self.partitioner == "hash" else "range"
         lines += [f"  {what} {r} → {d}" for r, d in enumerate(self.reducers)]
+        lines += [self.spill.explain()] if self.spill is not None else []
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -1,0 +1,169 @@
+"""What a keyed, group or join plan would do with its memory budget, said before any run: in memory, or spilled.
+
+A run decides in its graph, from the rows its reducers would really receive (``_ops.budget``): over the budget, a group
+job, a keyed combine with ``max_bytes=`` or a fetched join runs again through the workers' disks (``grace``,
+``spilled_group``, ``join.spilled``).  ``MapReduce.plan`` and ``tmr.plan_join`` cannot know those rows without running,
+so they estimate them from the input's bytes, as the spill plans its sub-partitions from a refused share
+(``grace.sub_partitions``), and print the estimate: the bytes per reducer against its budget, and where it is over,
+the sub-partitions (one round each), their bytes and what each task writes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..._base.plan import Plan
+from ..._base.task import Task
+from ..._io.source import Source
+from ..._ops.budget import budget_of
+
+MARGIN = 2
+"""Sub-partitions are planned at half the budget (as ``grace.MARGIN``)."""
+
+STRING_BYTES = 32
+"""What a string costs beside its bytes, as the budget checks count it (``grouping.nbytes``)."""
+
+SAMPLE = 10_000
+"""The strings whose lengths estimate a string column's bytes."""
+
+
+@attrs.frozen
+class SpillForecast:
+    """A plan's estimate of what one reducer holds against its budget, and, over it, how the run would spill.
+
+    Example:
+        >>> f = SpillForecast("each reducer's share", 3_000, 1_000, "max_bytes=1000", 2, ((tmr.Task("w", 0), 6_000),), "/tmp/x")
+        >>> f.spills, f.parts, f.part_bytes
+        (True, 6, 500)
+    """
+
+    what: str
+    """What is estimated, and from what: ``"each reducer's share of (key, value) rows, from the input's rows"``."""
+    share: int
+    """The bytes one reducer would hold (its even share of the estimate)."""
+    budget: int
+    """The bytes it may hold: ``max_bytes``, else a quarter of this host's available memory."""
+    limit: str
+    """Where the budget came from, for the printed plan."""
+    reducers: int
+    written: tuple[tuple[Task, int], ...]
+    """The bytes each task would write to its spill folder (its rows), in the plan's task order."""
+    folder: str
+    """Where each task would write: the run's spill folder, named as a run names it (``<tmp>/tfmapreduce-spill-<run>``)."""
+    instead: str = "a resident result or partitioner='range' is refused instead"
+    """What does not spill, for the printed plan."""
+    cap: int | None = None
+    """The most sub-partitions per reducer the run plans whatever the bytes (a join's: one per 256 rows of its sides)."""
+
+    @property
+    def spills(self) -> bool:
+        """Whether the run is expected to spill: its share over the budget."""
+        return self.share > self.budget
+
+    @property
+    def parts(self) -> int:
+        """Sub-partitions per reducer, one round each, where it spills (0 where it fits)."""
+        if not self.spills:
+            return 0
+        parts = max(2, math.ceil(self.share * MARGIN / max(1, self.budget)))
+        return min(parts, self.cap) if self.cap is not None else parts
+
+    @property
+    def part_bytes(self) -> int:
+        """The bytes of one sub-partition, on average (the share where it fits)."""
+        return math.ceil(self.share / max(1, self.parts))
+
+    def explain(self) -> str:
+        """One line where it fits; else the spill, then the bytes each task writes."""
+        estimate = f"{self.what}: about {self.share:,} bytes"
+        budget = f"the budget of {self.budget:,} bytes ({self.limit})"
+        if not self.spills:
+            return f"in memory: {estimate}, within {budget}"
+        total = sum(size for _, size in self.written)
+        lines = [
+            f"spills: {estimate}, over {budget}; the in-memory run is refused before a row travels, then "
+            f"{total:,} bytes are written to {self.folder} on their tasks, in {self.reducers} × {self.parts} "
+            f"hash sub-partitions of about {self.part_bytes:,} bytes, each reducer reducing one per round "
+            f"({self.parts} rounds; {self.instead}):"
+        ]
+        lines += [f"  {task}: {size:,} bytes" for task, size in self.written]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
+
+
+def row_bytes(srcs: Sequence[Source]) -> int:
+    """The bytes of one row of ``srcs`` as the budget checks count them: numbers their size, strings their bytes (on
+    average over at most ``SAMPLE`` of them, where the array is on the host; else 16) and ``STRING_BYTES`` each.
+
+    Example:
+        >>> from tfmapreduce._io.source import Shipped
+        >>> row_bytes([Shipped(np.arange(2)), Shipped(np.array(["ab", "abcd"], object))])  # 8 + 32 + 3
+        43
+    """
+    total = 0
+    for src in srcs:
+        per_row = math.prod(src.shape[1:])
+        if np.dtype(src.dtype).kind in "OSU":
+            array = getattr(src, "array", None)
+            sample = np.asarray(array).ravel()[:SAMPLE].tolist() if array is not None and src.rows else []
+            lengths = [len(s) for s in sample] or [16]
+            total += per_row * (STRING_BYTES + math.ceil(sum(lengths) / max(1, len(lengths))))
+        else:
+            total += per_row * np.dtype(src.dtype).itemsize
+    return total
+
+
+def written(plan: Plan, bytes_of: Any) -> tuple[tuple[Task, int], ...]:
+    """Each task's bytes: ``bytes_of(shard)`` summed over its shards, in the plan's task order."""
+    out: dict[Task, int] = {}
+    for s in plan.shards:
+        out[s.task] = out.get(s.task, 0) + int(bytes_of(s))
+    return tuple(out.items())
+
+
+def limit_of(max_bytes: int | None) -> tuple[int, str]:
+    """The budget of ``max_bytes`` and where it came from."""
+    if max_bytes is not None:
+        return max_bytes, f"max_bytes={max_bytes}"
+    return budget_of(None), "a quarter of this host's available memory"
+
+
+def keyed_forecast(plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes: int | None, folder: str) -> SpillForecast:
+    """The forecast of a keyed or group run over ``plan``: every input row sent to one of ``reducers`` by key hash."""
+    row = row_bytes(srcs)
+    budget, limit = limit_of(max_bytes)
+    share = math.ceil(plan.rows * row / max(1, reducers))
+    tasks = written(plan, lambda s: s.rows * row)
+    what = "each reducer's share of (key, value) rows, estimated from the input's rows"
+    return SpillForecast(what, share, budget, limit, reducers, tasks, folder)
+
+
+ROWS_PER_PART = 256
+"""A join's fewest rows of both sides per sub-partition, on average (as ``join.spilled.ROWS_PER_PART``)."""
+
+
+def join_forecast(
+    plan: Plan,
+    sizes: tuple[int, int],
+    reducers: int,
+    side_row: tuple[int, int],
+    out_row: int,
+    max_bytes: int | None,
+    folder: str,
+) -> SpillForecast:
+    """The forecast of a join over ``plan`` (its stacked sides of ``sizes`` rows, ``side_row`` bytes a row each): its
+    output estimated as its larger side's rows of ``out_row`` bytes (what a join on keys unique on its other side
+    makes; a many-to-many join makes more), spread evenly over ``reducers`` devices."""
+    budget, limit = limit_of(max_bytes)
+    share = math.ceil(max(sizes) * out_row / max(1, reducers))
+    tasks = written(plan, lambda s: s.rows * side_row[s.start >= sizes[0]])
+    cap = max(2, math.ceil(plan.rows / max(1, reducers) / ROWS_PER_PART))
+    what = "each device's output rows, estimated as its larger side's"
+    return SpillForecast(what, share, budget, limit, reducers, tasks, folder, "a resident join is refused instead", cap)
