@@ -215,18 +215,46 @@ class Sharded(Input):
         self.delete()
 
 
-def gather_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> list[np.ndarray]:
-    """Each of ``arrays`` (of one cluster and plan: a map's outputs) whole, fetched in one run; strings as bytes."""
+def gather_all(arrays: Sequence[Sharded], *, timeout: float | None = None, texts: bool = False) -> list[np.ndarray]:
+    """Each of ``arrays`` (of one cluster and plan: a map's outputs) whole, fetched in one run; strings as bytes, or
+    with ``texts`` as ``str`` (UTF-8, an invalid byte as U+FFFD), each shard's fetched as one NUL-joined string (one
+    buffer through gRPC, not a message a string; an array with a NUL in a string is fetched again, one by one)."""
     graph = tf.Graph()
     with graph.as_default():
-        parts: list[list[tf.Tensor]] = []
+        parts: list[list[Any]] = []
         for a in arrays:
             parts.append([])
             for s in a.plan.shards:
                 with tf.device(s.device):
-                    parts[-1].append(tf.identity(a.read(s)))
+                    value = a.read(s)
+                    joined = texts and _joinable(a)
+                    parts[-1].append(
+                        (tf.strings.reduce_join(value, separator="\0"), tf.size(value)) if joined else tf.identity(value)
+                    )
     values = arrays[0]._run(graph, parts, {}, timeout) if arrays else []
-    return [np.concatenate(v) if v else np.zeros(a.shape, a.dtype) for a, v in zip(arrays, values, strict=True)]
+    out = []
+    for a, v in zip(arrays, values, strict=True):
+        if texts and _joinable(a):
+            pieces = [_split(blob, rows) for blob, rows in v]
+            if any(p is None for p in pieces):  # a NUL inside a string
+                (whole,) = gather_all([a], timeout=timeout)
+                out.append(np.array([b.decode("utf-8", "replace") for b in whole.tolist()], dtype=object))
+                continue
+            v = pieces
+        out.append(np.concatenate(v) if v else np.zeros(a.shape, a.dtype))
+    return out
+
+
+def _joinable(a: Sharded) -> bool:
+    return a.dtype == object and len(a.shape) == 1
+
+
+def _split(blob: bytes, rows: int) -> np.ndarray | None:
+    """The ``rows`` strings NUL-joined in ``blob``, decoded; None where it holds another number of NULs."""
+    if rows == 0:
+        return np.zeros(0, dtype=object)
+    parts = blob.decode("utf-8", "replace").split("\0")
+    return np.array(parts, dtype=object) if len(parts) == rows else None
 
 
 def delete_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> None:
