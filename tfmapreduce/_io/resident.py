@@ -23,7 +23,7 @@ from .._cluster.cluster import Cluster
 from .._options import PlaceOptions, RunOptions
 from .mapped import size_checks
 from .source import Input, ShardTensor, host_array
-from .strings import as_bytes_array, decode_keys
+from .strings import as_bytes_array, decode_keys, split_joined
 from .variables import destroy_shard
 
 
@@ -217,44 +217,23 @@ class Sharded(Input):
 
 def gather_all(arrays: Sequence[Sharded], *, timeout: float | None = None, texts: bool = False) -> list[np.ndarray]:
     """Each of ``arrays`` (of one cluster and plan: a map's outputs) whole, fetched in one run; strings as bytes, or
-    with ``texts`` as ``str`` (UTF-8, an invalid byte as U+FFFD), each shard's fetched as one NUL-joined string (one
-    buffer through gRPC, not a message a string; an array with a NUL in a string is fetched again, one by one)."""
+    with ``texts`` as ``str``, each shard's fetched as one NUL-joined string (see ``strings.split_joined``)."""
+    joined = [texts and a.dtype == object and len(a.shape) == 1 for a in arrays]
     graph = tf.Graph()
     with graph.as_default():
-        parts: list[list[Any]] = []
-        for a in arrays:
-            parts.append([])
+        parts: list[list[Any]] = [[] for _ in arrays]
+        for a, join, fetched in zip(arrays, joined, parts, strict=True):
             for s in a.plan.shards:
                 with tf.device(s.device):
-                    value = a.read(s)
-                    joined = texts and _joinable(a)
-                    parts[-1].append(
-                        (tf.strings.reduce_join(value, separator="\0"), tf.size(value)) if joined else tf.identity(value)
-                    )
+                    v = a.read(s)
+                    fetched.append((tf.strings.reduce_join(v, separator="\0"), tf.size(v)) if join else tf.identity(v))
     values = arrays[0]._run(graph, parts, {}, timeout) if arrays else []
     out = []
-    for a, v in zip(arrays, values, strict=True):
-        if texts and _joinable(a):
-            pieces = [_split(blob, rows) for blob, rows in v]
-            if any(p is None for p in pieces):  # a NUL inside a string
-                (whole,) = gather_all([a], timeout=timeout)
-                out.append(np.array([b.decode("utf-8", "replace") for b in whole.tolist()], dtype=object))
-                continue
-            v = pieces
+    for a, v, join in zip(arrays, values, joined, strict=True):
+        if join:  # None: a NUL inside a string; fetched again, as bytes
+            v = split_joined(v) or [np.array([b.decode("utf-8", "replace") for b in gather_all([a], timeout=timeout)[0]], object)]
         out.append(np.concatenate(v) if v else np.zeros(a.shape, a.dtype))
     return out
-
-
-def _joinable(a: Sharded) -> bool:
-    return a.dtype == object and len(a.shape) == 1
-
-
-def _split(blob: bytes, rows: int) -> np.ndarray | None:
-    """The ``rows`` strings NUL-joined in ``blob``, decoded; None where it holds another number of NULs."""
-    if rows == 0:
-        return np.zeros(0, dtype=object)
-    parts = blob.decode("utf-8", "replace").split("\0")
-    return np.array(parts, dtype=object) if len(parts) == rows else None
 
 
 def delete_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> None:
