@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import tfmapreduce as tmr
 from tfmapreduce._io.files.csv_scan import cuts
+from tfmapreduce._native.loader import has, kernels
 from tfmapreduce._table import csv as table_csv
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"), max_size=6)
@@ -126,6 +127,8 @@ def test_stock_ops_read_as_the_kernel_does(cluster: tmr.LocalCluster, tmp_path: 
         b"NA,,nan,null,2024-01-02T03:04,false,NA\n\n-3,null,-1e3,1999-12-31,,,-128\n"
     )
     options: dict[str, Any] = dict(has_header=False, null_values=["NA", "null"], dtypes={"column_7": "int8"}, cluster=cluster)
+    if has(kernels(), "tmr_scan_csv"):  # built here (a compiler): the session cluster's tasks have it too
+        assert table_csv._native({"cluster": cluster})
     native = tmr.scan_csv(path, **options)
     monkeypatch.setattr(table_csv, "_native", lambda options: False)
     stock = tmr.scan_csv(path, **options)
