@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 import tfmapreduce as tmr
 from tfmapreduce._io.files.csv_scan import cuts
+from tfmapreduce._native.loader import has, kernels
+from tfmapreduce._table import csv as table_csv
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"), max_size=6)
 WORDS = st.one_of(st.none(), st.just(""), st.sampled_from([",", '"', "\n", 'a,"b"\nc', "é", "日本"]), TEXT)
@@ -78,6 +80,70 @@ def test_pandas_csv_reads_back(
     assert_equal(ours.to_pandas(), data)
     theirs = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"i": "Int64", "s": object})
     assert_equal(ours.to_pandas(), theirs)
+
+
+NULLS = st.sampled_from(["NA", "null", "N/A", "-"])
+
+
+@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.generate])
+@given(
+    rows=st.lists(ROW.map(lambda r: r[:3]), min_size=1, max_size=20),
+    spelling=NULLS,
+    others=st.lists(NULLS, max_size=2),
+    rename=st.booleans(),
+    split=st.sampled_from([29, 1 << 24]),
+)
+def test_headerless_files_and_null_spellings_read_as_pandas_reads_them(
+    cluster: tmr.LocalCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+    rows: list[Any],
+    spelling: str,
+    others: list[str],
+    rename: bool,
+    split: int,
+) -> None:
+    """has_header=False names the columns column_1, ... (new_columns= renames the first ones); a null spelling is null
+    in every column type, as pandas.read_csv(header=None, na_values=...) reads it."""
+    path = tmp_path_factory.mktemp("csv") / "a.csv"
+    i, f, s = zip(*rows, strict=True)
+    pd.DataFrame({"i": pd.array(i, dtype="Int64"), "f": np.array(f, dtype=object), "s": np.array(s, dtype=object)}).to_csv(
+        path, index=False, header=False, na_rep=spelling
+    )
+    nulls = [spelling, *others]
+    ours = tmr.scan_csv(
+        path, has_header=False, new_columns=["i", "f"] if rename else None, null_values=nulls, split_bytes=split, cluster=cluster
+    ).to_pandas()
+    theirs = pd.read_csv(path, header=None, keep_default_na=False, na_values=["", *nulls], dtype={0: "Int64", 2: object})
+    theirs.columns = ["i", "f", "column_3"] if rename else ["column_1", "column_2", "column_3"]
+    assert len(ours) == len(rows)
+    assert_equal(ours, theirs)
+
+
+def test_stock_ops_read_as_the_kernel_does(cluster: tmr.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a task lacks the native kernels the stock ops read the same table (every column type, nulls spelled)."""
+    path = tmp_path / "a.csv"
+    path.write_bytes(
+        b'\xef\xbb\xbf1,"a,""b""\r\nc",2.5,2024-02-29,2024-01-02 03:04:05.25,TRUE,7\r\n'
+        b"NA,,nan,null,2024-01-02T03:04,false,NA\n\n-3,null,-1e3,1999-12-31,,,-128\n"
+    )
+    options: dict[str, Any] = dict(has_header=False, null_values=["NA", "null"], dtypes={"column_7": "int8"}, cluster=cluster)
+    if has(kernels(), "tmr_scan_csv"):  # built here (a compiler): the session cluster's tasks have it too
+        assert table_csv._native({"cluster": cluster})
+    native = tmr.scan_csv(path, **options)
+    monkeypatch.setattr(table_csv, "_native", lambda options: False)
+    stock = tmr.scan_csv(path, **options)
+    assert [native.schema[c].type.name for c in native.columns] == [
+        "int64", "string", "float64", "date", "timestamp[us]", "bool", "int8"
+    ]  # fmt: skip
+    assert native.to_pandas().equals(stock.to_pandas())
+    got = native.to_dict()
+    assert got["column_1"].tolist() == [1, None, -3]
+    assert got["column_2"].tolist() == ['a,"b"\r\nc', None, None]
+    assert got["column_4"].tolist() == [np.datetime64("2024-02-29"), None, np.datetime64("1999-12-31")]
+    assert got["column_7"].tolist() == [7, None, -128]
+    path.write_text("1,2\n3,4\nfive,6\n")
+    with pytest.raises(ValueError, match=r"a\.csv line 3, column 'column_1': 'five' is not of the column's type, int64"):
+        tmr.scan_csv(path, has_header=False, infer_rows=2, cluster=cluster)
 
 
 def test_written_csv_with_line_breaks_reads_back(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
@@ -176,6 +242,16 @@ def test_bad_arguments_and_files(tmp_path: Path) -> None:
         tmr.scan_csv(tmp_path)
     with pytest.raises(FileNotFoundError, match="no file"):
         tmr.scan_csv(tmp_path / "nothing.csv")
+    with pytest.raises(ValueError, match=r"new_columns= gives 3 names, the files have 2 columns"):
+        tmr.scan_csv(tmp_path / "a.csv", new_columns=["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"new_columns= makes the columns \['n', 'n'\]"):
+        tmr.scan_csv(tmp_path / "a.csv", new_columns=["n"])
+    with pytest.raises(TypeError, match=r"null_values= is a string or a list of strings.*got 0"):
+        tmr.scan_csv(tmp_path / "a.csv", null_values=0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"has_header= is True .* or False, got 'no'"):
+        tmr.scan_csv(tmp_path / "a.csv", has_header="no")  # type: ignore[arg-type]
+    with pytest.raises(KeyError, match=r"dtypes= names column 'price'.*they have \['column_1', 'column_2'\]"):
+        tmr.scan_csv(tmp_path / "a.csv", has_header=False, dtypes={"price": "float32"})
 
 
 def test_a_header_alone_gives_no_rows(cluster: tmr.LocalCluster, tmp_path: Path) -> None:

@@ -37,6 +37,9 @@ _PROBES: dict[str, Callable[[Any], Any]] = {
     "sorting": lambda ops: ops.tmr_stable_argsort(tf.zeros([0], tf.int64)),
     "by_key": lambda ops: ops.tmr_sums_by_key(tf.zeros([0], tf.int64), [], out_types=[], dense_slack=0)[-1],
     "csv": lambda ops: ops.tmr_decode_csv(tf.zeros([0], tf.string), out_types=[tf.int64], columns=[0], fields=1)[0],
+    "csv_scan": lambda ops: ops.tmr_scan_csv("", 0, 0, 0, out_types=[tf.string], columns=1, kinds=["string"], null_values=[])[0][
+        0
+    ],
     "joins": lambda ops: ops.tmr_join_match(tf.zeros([0], tf.int64), tf.zeros([0], tf.int64), keep_probe=False, keep_build=False)[
         4
     ],

@@ -23,7 +23,7 @@ from .._cluster.cluster import Cluster
 from .._options import PlaceOptions, RunOptions
 from .mapped import size_checks
 from .source import Input, ShardTensor, host_array
-from .strings import as_bytes_array, decode_keys
+from .strings import as_bytes_array, decode_keys, split_joined
 from .variables import destroy_shard
 
 
@@ -215,18 +215,25 @@ class Sharded(Input):
         self.delete()
 
 
-def gather_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> list[np.ndarray]:
-    """Each of ``arrays`` (of one cluster and plan: a map's outputs) whole, fetched in one run; strings as bytes."""
+def gather_all(arrays: Sequence[Sharded], *, timeout: float | None = None, texts: bool = False) -> list[np.ndarray]:
+    """Each of ``arrays`` (of one cluster and plan: a map's outputs) whole, fetched in one run; strings as bytes, or
+    with ``texts`` as ``str``, each shard's fetched as one NUL-joined string (see ``strings.split_joined``)."""
+    joined = [texts and a.dtype == object and len(a.shape) == 1 for a in arrays]
     graph = tf.Graph()
     with graph.as_default():
-        parts: list[list[tf.Tensor]] = []
-        for a in arrays:
-            parts.append([])
+        parts: list[list[Any]] = [[] for _ in arrays]
+        for a, join, fetched in zip(arrays, joined, parts, strict=True):
             for s in a.plan.shards:
                 with tf.device(s.device):
-                    parts[-1].append(tf.identity(a.read(s)))
+                    v = a.read(s)
+                    fetched.append((tf.strings.reduce_join(v, separator="\0"), tf.size(v)) if join else tf.identity(v))
     values = arrays[0]._run(graph, parts, {}, timeout) if arrays else []
-    return [np.concatenate(v) if v else np.zeros(a.shape, a.dtype) for a, v in zip(arrays, values, strict=True)]
+    out = []
+    for a, v, join in zip(arrays, values, joined, strict=True):
+        if join:  # None: a NUL inside a string; fetched again, as bytes
+            v = split_joined(v) or [np.array([b.decode("utf-8", "replace") for b in gather_all([a], timeout=timeout)[0]], object)]
+        out.append(np.concatenate(v) if v else np.zeros(a.shape, a.dtype))
+    return out
 
 
 def delete_all(arrays: Sequence[Sharded], *, timeout: float | None = None) -> None:

@@ -89,3 +89,20 @@ def decode_keys(keys: Sequence[bytes], unicode: Encoding) -> np.ndarray[Any, Any
         except UnicodeDecodeError:
             pass
     return np.array(raw, dtype=object)
+
+
+def split_joined(parts: Sequence[tuple[bytes, int]]) -> list[np.ndarray[Any, Any]] | None:
+    """Each part's ``rows`` strings, joined by NULs in its ``bytes`` (one buffer through gRPC, not a message a string),
+    as ``str`` (UTF-8, an invalid byte as U+FFFD); None where a part holds another number of NULs (a NUL in a string).
+
+    Example:
+        >>> [p.tolist() for p in split_joined([("a\\0é\\0".encode(), 3), (b"", 0)])], split_joined([(b"a\\0b", 3)])
+        ([['a', 'é', ''], []], None)
+    """
+    out = []
+    for blob, rows in parts:
+        strings = blob.decode("utf-8", "replace").split("\0") if rows else []
+        if len(strings) != rows:
+            return None
+        out.append(np.array(strings, dtype=object))
+    return out

@@ -11,6 +11,7 @@ ops, beside ``tmr.h`` (what the families share):
   quantile and top-k recipes by key); ``TmrPartition`` splits (key, value) rows to reducers by the stable key hash;
   ``TmrSumsByKey`` makes the built-in sums, counts and means by key in one pass.
 - ``csv``: ``TmrDecodeCsv`` parses CSV lines as numbers; ``TmrReadCsv`` reads and parses a byte range of a CSV file.
+- ``csv_scan``: ``TmrScanCsv`` decodes a byte range of a CSV file into typed, nullable columns (``scan_csv``).
 - ``joins``: ``TmrJoinMatch`` finds a join's matches and ``TmrJoinTake`` writes its rows.
 - ``files``: ``TmrReadRows`` reads rows of a file (its own pages, mapped, where it can); ``TmrWriteResult`` writes a
   returned result's raw bytes into the client's shared-memory file.
@@ -75,6 +76,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "sorting": ("tmr_stable_argsort", "tmr_sort_values", "tmr_sort_pairs", "tmr_string_ranks"),
     "by_key": ("tmr_select_by_key", "tmr_top_k_by_key", "tmr_partition", "tmr_sums_by_key"),
     "csv": ("tmr_decode_csv", "tmr_read_csv"),
+    "csv_scan": ("tmr_scan_csv",),
     "joins": ("tmr_join_match", "tmr_join_take"),
     "files": ("tmr_read_rows", "tmr_write_result"),
     "runtime": ("tmr_check_cancelled", "tmr_wide_sum"),

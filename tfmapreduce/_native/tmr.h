@@ -5,6 +5,7 @@
 //   sorting.cc  TmrStableArgsort, TmrSortValues, TmrSortPairs, TmrStringRanks
 //   by_key.cc   TmrSelectByKey, TmrTopKByKey, TmrPartition, TmrSumsByKey
 //   csv.cc      TmrDecodeCsv, TmrReadCsv
+//   csv_scan.cc TmrScanCsv
 //   joins.cc    TmrJoinMatch, TmrJoinTake
 //   files.cc    TmrReadRows, TmrWriteResult
 //   runtime.cc  TmrCheckCancelled, TmrWideSum

@@ -16,12 +16,13 @@ from typing_extensions import Unpack
 
 from .._base.errors import InputError, JobError
 from .._cluster.cluster import Cluster
+from .._engine.kernels import available
 from .._io.files.csv_columns import BAD, UNSPLIT, read_ranges
 from .._io.files.csv_scan import CsvScan, plan
 from .._io.files.pipeline import Pipeline, read_dataset
 from .._io.resident import delete_all, gather_all
 from .._kinds.map_api import map as map_rows
-from .._options import Options
+from .._options import Options, RunOptions
 from .column import Column, made
 from .parquet import column_type
 from .table import Table
@@ -37,6 +38,9 @@ def scan_csv(
     /,
     dtypes: Mapping[str, Any] | None = None,
     *,
+    has_header: bool = True,
+    new_columns: Sequence[str] | None = None,
+    null_values: str | Sequence[str] | None = None,
     delimiter: str = ",",
     infer_rows: int = 1000,
     split_bytes: int = SPLIT_BYTES,
@@ -46,38 +50,50 @@ def scan_csv(
     pattern, or a list), each with a header line naming the columns (the same in every file), read on the workers
     in one map-only run (eager).
 
+    With ``has_header=False`` every line is data and the columns are ``column_1``, ``column_2``, ... (as polars names
+    them; as many as the first record of the first file has fields). ``new_columns`` (a list of names) renames the
+    first ``len(new_columns)`` columns, with a header or without, as polars' ``read_csv`` does; ``dtypes`` then
+    names the new names.
+
     Each column's type is inferred from the first ``infer_rows`` records of the first file (their non-empty fields):
     all ``true``/``false`` → bool; all integers → int64; all numbers (``nan``, ``inf`` too) → float64; all
-    ``YYYY-MM-DD`` → date; dates and ``YYYY-MM-DD HH:MM[:SS[.ffffff]]`` (or with ``T``) → ``timestamp[us]``
-    (``[ns]`` for 7 to 9 digits of fraction); anything else, or no value, → string. ``dtypes`` (a dict) sets the
-    type of the columns it names, and only those: ``"string"``, ``"date"``, ``"timestamp[ms]"``, ``"bool"``, a
-    number's dtype (``"int32"``, ``np.float32``). An empty field is null (as pandas and polars read it, whatever
-    the column's type, quoted ``""`` too); blank lines are skipped; fields may be quoted (``"a,b"``, a doubled ``""`` inside quotes, line
-    breaks inside quotes); a UTF-8 BOM and ``\\r\\n`` line ends are taken.
+    ``YYYY-MM-DD`` → date; dates and ``YYYY-MM-DD HH:MM[:SS[.ffffff]]`` (or with ``T``) → ``timestamp[us]`` (``[ns]``
+    for 7 to 9 digits of fraction); anything else, or no value, → string (nulls do not count). ``dtypes`` (a dict)
+    sets the type of the columns it names, and only those: ``"string"``, ``"date"``, ``"timestamp[ms]"``, ``"bool"``,
+    a number's dtype (``"int32"``, ``np.float32``). An empty field is null (as pandas and polars read it, whatever the
+    column's type, quoted ``""`` too), and so is a field equal to a string of ``null_values`` (a string or a list,
+    e.g. ``["NA", "null"]``, compared with the whole field, quoted or not, in every column type); blank lines are
+    skipped; fields may be quoted (``"a,b"``, a doubled ``""`` inside quotes, line breaks inside quotes); a UTF-8 BOM
+    and ``\\r\\n`` line ends are taken.
 
     The files are cut into byte ranges of about ``split_bytes``, each starting at a record (the client counts
     quotes to find where: no field is parsed there), placed on the tasks as rows are (``sizes=``, ``devices=``).
     A later value that contradicts its column's inferred type fails the scan naming the file, line and column.
 
+    Where the client and every task have the native kernels (see ``_native``), each range is decoded by one C++ op,
+    ``TmrScanCsv``; elsewhere by stock TensorFlow ops: the same table, slower.
+
     Examples:
         >>> t = tmr.scan_csv(folder, dtypes={"zip": "string"}, cluster=cluster)  # doctest: +SKIP
+        >>> t = tmr.scan_csv(path, has_header=False, new_columns=["id", "city"], null_values="NA", cluster=cluster)  # doctest: +SKIP
 
     Raises:
         FileNotFoundError: no file. KeyError: ``dtypes`` names no column (with "did you mean"). TypeError: a type
-            ``dtypes`` cannot name. ValueError: files whose headers differ (named), duplicate names, an empty file, a
+            ``dtypes`` cannot name, ``null_values`` not strings, ``has_header`` not a bool. ValueError: more
+            ``new_columns`` than columns, or names twice; files whose headers differ (named), duplicate names, an empty file, a
             record with another number of fields than the header or a value that is not of its column's type (the
             file, line, column and fix named).
     """
     if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '\r\n"':
         raise ValueError(f"scan_csv: delimiter must be one character other than a quote or line break, got {delimiter!r}")
-    scan = plan(paths, dtypes, delimiter, infer_rows, split_bytes)
+    scan = plan(paths, dtypes, delimiter, infer_rows, split_bytes, has_header, new_columns, null_values)
     ranges = [r for r in scan.ranges if r[2] > r[1]]
     if not ranges:
         return Table(
             {c: _column(k, np.zeros(0, column_type(k).storage), None) for c, k in zip(scan.columns, scan.kinds, strict=True)}
         )
     try:
-        out = map_rows(_columns, _pipeline(scan, _grouped(ranges, _splits(options))), **options)
+        out = map_rows(_columns, _pipeline(scan, _grouped(ranges, _splits(options)), _native(options)), **options)
     except (InputError, JobError) as e:
         if found := BAD.search(str(e)):
             raise ValueError(bad_record(scan, *(int(g) for g in found.groups()))) from None
@@ -86,7 +102,7 @@ def scan_csv(
         raise
     parts = list(out) if isinstance(out, tuple) else [out]
     try:
-        arrays = gather_all(parts)
+        arrays = gather_all(parts, texts=True)
     finally:
         delete_all(parts)
     n = len(scan.columns)
@@ -104,9 +120,15 @@ def _columns(*columns: Any) -> tuple[Any, ...]:
 
 
 @functools.lru_cache(maxsize=16)
-def _pipeline(scan: CsvScan, groups: tuple[tuple[tuple[int, int, int], ...], ...]) -> Pipeline:
+def _pipeline(scan: CsvScan, groups: tuple[tuple[tuple[int, int, int], ...], ...], native: bool) -> Pipeline:
     """The splits of ``scan``, each a group of byte ranges; the same object for the same scan (one program)."""
-    return read_dataset(lambda split, _: read_ranges(scan, groups[split]), splits=len(groups), batched=True)
+    return read_dataset(lambda split, _: read_ranges(scan, groups[split], native), splits=len(groups), batched=True)
+
+
+def _native(options: Mapping[str, Any]) -> bool:
+    """Whether the run's cluster and this client have the ``TmrScanCsv`` kernel (asked once per cluster)."""
+    settings = RunOptions.of(**options)
+    return settings.cluster is not None and available(settings.cluster, settings.seconds(), "tmr_scan_csv")
 
 
 def _splits(options: Mapping[str, Any]) -> int:
@@ -123,10 +145,7 @@ def _grouped(ranges: Sequence[tuple[int, int, int]], splits: int) -> tuple[tuple
 
 
 def _column(kind: str, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None) -> Column:
-    type_ = column_type(kind)
-    if kind == "string":
-        values = np.array([v.decode("utf-8", "replace") for v in values.tolist()], dtype=object)
-    return made(type_, values, valid)
+    return made(column_type(kind), values, valid)  # strings already str (gathered as texts)
 
 
 def bad_fields(scan: CsvScan) -> str | None:

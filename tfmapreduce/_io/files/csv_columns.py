@@ -1,11 +1,13 @@
 """The typed columns of a CSV scan's byte ranges, decoded on the task that reads them (see ``csv_scan``).
 
-A range is read as one string (``FixedLengthRecordDataset``: no byte outside it) and cut into its records
-(:func:`records`); each record's fields are then checked and converted in the graph. An empty field
-is null (its validity False). A field that does not match its column's type fails the run with :data:`BAD` (the
-file, the record's byte offset and the column), which the client turns into a message naming the file's line; a
-record with another number of fields than the header or a quote left open fails TensorFlow's ``DecodeCSV``
-(:data:`UNSPLIT`), and the client finds it in the files.
+Where the client and every task have the native kernels, the ``TmrScanCsv`` kernel reads and decodes each range in one
+pass (see ``_native/csv_scan.cc``). Elsewhere a range is read as one string (``FixedLengthRecordDataset``: no byte
+outside it) and cut into its records (:func:`records`); each record's fields are then checked and converted by stock
+ops in the graph. Both read alike: an empty field, or one of the scan's ``null_values``, is null (its validity False).
+A field that does not match its column's type fails the run with :data:`BAD` (the file, the record's byte offset and
+the column), which the client turns into a message naming the file's line; a record with another number of fields than
+the header or a quote left open fails TensorFlow's ``DecodeCSV`` (:data:`UNSPLIT`), and the client finds it in the
+files.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from ..._native.loader import kernels
 from .csv_scan import CsvScan, pattern
 
 BAD = re.compile(r"scan_csv bad record: file (\d+) byte (\d+) column (-?\d+)")
@@ -28,12 +31,16 @@ UNSPLIT = re.compile(r"Expect \d+ fields but have \d+ in record|Quoted field has
 left open): the client then finds the record in the files."""
 
 
-def read_ranges(scan: CsvScan, ranges: Sequence[tuple[int, int, int]]) -> tf.data.Dataset:
+def read_ranges(scan: CsvScan, ranges: Sequence[tuple[int, int, int]], native: bool = False) -> tf.data.Dataset:
     """In the graph being built: the decoded ``ranges`` (file index, first byte, end byte) of ``scan``, a batch
-    each: every column's values, then every column's validity."""
+    each: every column's values, then every column's validity; by the native ``TmrScanCsv`` where ``native``."""
     paths = tf.constant(scan.files)
     sizes = tf.constant(scan.sizes, tf.int64)
     index, start, stop = (tf.constant([r[k] for r in ranges], tf.int64) for k in range(3))
+    if native:
+        return tf.data.Dataset.from_tensor_slices((index, start, stop)).map(
+            tf.autograph.experimental.do_not_convert(lambda i, a, b: scanned(scan, paths[i], i, a, b))
+        )
 
     def read(i: tf.Tensor, a: tf.Tensor, b: tf.Tensor) -> tf.data.Dataset:
         text = tf.data.FixedLengthRecordDataset(paths[i], b - a, header_bytes=a, footer_bytes=sizes[i] - b)
@@ -43,6 +50,25 @@ def read_ranges(scan: CsvScan, ranges: Sequence[tuple[int, int, int]]) -> tf.dat
     return ranges_read.map(tf.autograph.experimental.do_not_convert(lambda i, a, t: decode(scan, i, a, t)))
 
 
+_NATIVE_TYPES = {"bool": tf.bool, "date": tf.int32, "string": tf.string}
+
+
+def scanned(scan: CsvScan, path: tf.Tensor, file: tf.Tensor, start: tf.Tensor, stop: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """The columns of bytes ``start:stop`` of file ``file`` (at ``path``) decoded by ``TmrScanCsv``: values as the
+    kernel gives them (integers int64, floats float64) cast to each column's type, then each column's validity."""
+    ops = kernels()
+    assert ops is not None  # native only where every task and the client have the kernels
+    given = [_NATIVE_TYPES.get(k, tf.float64 if k.startswith("float") else tf.int64) for k in scan.kinds]
+    values, valid = ops.tmr_scan_csv(
+        path, file, start, stop, out_types=given, columns=len(scan.kinds), kinds=list(scan.kinds),
+        null_values=list(scan.null_values), delimiter=scan.delimiter, header=scan.header,
+    )  # fmt: skip
+    cast = [
+        v if k in _NATIVE_TYPES or k.startswith("timestamp") else tf.cast(v, k) for v, k in zip(values, scan.kinds, strict=True)
+    ]
+    return (*cast, *valid)
+
+
 def _check(bad: tf.Tensor, offsets: tf.Tensor, file: tf.Tensor, column: int) -> tf.Operation:
     """An assertion that no row is ``bad``, naming the first bad one's file, byte offset and column."""
     first = tf.reduce_min(tf.where(bad, offsets, tf.constant(_MAX, tf.int64)))
@@ -50,10 +76,11 @@ def _check(bad: tf.Tensor, offsets: tf.Tensor, file: tf.Tensor, column: int) -> 
     return tf.debugging.Assert(tf.logical_not(tf.reduce_any(bad)), [message])
 
 
-def records(text: tf.Tensor, start: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def records(text: tf.Tensor, start: tf.Tensor, header: bool = True) -> tuple[tf.Tensor, tf.Tensor]:
     """The records of ``text``, the bytes of a file from byte ``start`` (a record's start), and each one's byte offset
     in the file: a record ends at a line break after an even number of quotes (so a quoted line break stays in its
-    field), without a ``\\r`` before it; a file's BOM and header (where ``start`` is 0) and blank lines are dropped.
+    field), without a ``\\r`` before it; a file's BOM and header (where ``start`` is 0, and ``header``) and blank lines
+    are dropped.
     Found from the bytes' quotes and line breaks as numbers, no string per line.
 
     Example:
@@ -68,18 +95,22 @@ def records(text: tf.Tensor, start: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     begins = begins + tf.one_hot(0, tf.size(begins), tf.cast(bom, tf.int64) * 3, dtype=tf.int64)
     cr = tf.equal(tf.gather(raw, tf.maximum(ends - 1, 0)), 13) & (ends > begins)
     lengths = ends - begins - tf.cast(cr, tf.int64)
-    kept = (lengths > 0) & tf.logical_not(tf.logical_and(first, tf.equal(tf.range(tf.size(begins)), 0)))
+    kept = lengths > 0
+    if header:
+        kept &= tf.logical_not(tf.logical_and(first, tf.equal(tf.range(tf.size(begins)), 0)))
     begins, lengths = tf.boolean_mask(begins, kept), tf.boolean_mask(lengths, kept)
     return tf.strings.substr(text, tf.cast(begins, tf.int32), tf.cast(lengths, tf.int32)), start + begins
 
 
 def decode(scan: CsvScan, file: tf.Tensor, start: tf.Tensor, text: tf.Tensor) -> tuple[tf.Tensor, ...]:
     """The columns of the bytes ``text`` that start at byte ``start`` of file ``file`` (a scalar string)."""
-    lines, offsets = records(text, start)
+    lines, offsets = records(text, start, scan.header)
     every = tf.io.decode_csv(lines, [[""]] * len(scan.columns), field_delim=scan.delimiter)
     values, valid = [], []
     for j, (field, kind) in enumerate(zip(every, scan.kinds, strict=True)):
         present = tf.strings.length(field) > 0
+        for spelling in scan.null_values:
+            present &= tf.not_equal(field, spelling)
         values.append(_converted(field, present, kind, lambda bad, j=j: _check(bad, offsets, file, j)))
         valid.append(present)
     return (*values, *valid)

@@ -2,7 +2,7 @@
 rows of the first file (``dtypes=`` overriding the columns it names) and the byte ranges that are the input splits,
 each starting at a record (a quoted line break counted); on the workers each range is decoded by ``csv_columns``.
 
-Inference (the first ``infer_rows`` records of the first file; only their non-empty fields count): a column whose
+Inference (the first ``infer_rows`` records of the first file; only their non-null fields count): a column whose
 values are all ``true``/``false`` (any case) is bool; all integers that fit int64, int64; all numbers (``1.5``,
 ``-2e3``, ``nan``, ``inf``), float64; all ``YYYY-MM-DD``, date; dates and ``YYYY-MM-DD[ T]HH:MM[:SS[.f]]``,
 timestamp (``us``; ``ns`` where a fraction has 7 to 9 digits); anything else, or no value at all, string.
@@ -117,10 +117,15 @@ class CsvScan:
     """Each split: (file index, first byte, end byte), each range starting at a record; the first of a file at 0."""
     delimiter: str = ","
     infer_rows: int = 1000
+    header: bool = True
+    """Whether each file's first record is its header (skipped), or already data."""
+    null_values: tuple[str, ...] = ()
+    """The spellings read as null besides the empty field."""
 
 
-def header(path: str, delimiter: str) -> list[str]:
-    """The column names of a CSV file: its first record.
+def header(path: str, delimiter: str, has_header: bool = True) -> list[str]:
+    """The column names of a CSV file: its first record; without a header, ``column_1``, ``column_2``, ... (as polars
+    names them), as many as the first record has fields.
 
     Raises:
         ValueError: an empty file, or duplicate names (named).
@@ -129,22 +134,85 @@ def header(path: str, delimiter: str) -> list[str]:
         with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: a BOM is not part of the first name
             names: list[str] | None = next(csv.reader(f, delimiter=delimiter, strict=True), None)
     except (UnicodeDecodeError, csv.Error) as e:
-        raise ValueError(f"scan_csv: {path} does not start with a CSV header in UTF-8 ({e})") from None
+        what = "header" if has_header else "record"
+        raise ValueError(f"scan_csv: {path} does not start with a CSV {what} in UTF-8 ({e})") from None
     if not names:
-        raise ValueError(f"scan_csv: {path} is empty; every file of a scan starts with a header line naming its columns")
+        what = "a header line naming its columns" if has_header else "a record (has_header=False)"
+        raise ValueError(f"scan_csv: {path} is empty; every file of a scan starts with {what}")
+    if not has_header:
+        return [f"column_{i + 1}" for i in range(len(names))]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ValueError(f"scan_csv: {path} names column(s) {twice} more than once; a table's column names are unique")
     return names
 
 
-def plan(paths: Any, dtypes: Mapping[str, Any] | None, delimiter: str, infer_rows: int, split_bytes: int) -> CsvScan:
-    """The scan of ``paths``: headers checked against the first file's, types inferred, byte ranges cut.
+def renamed(names: list[str], new_columns: Sequence[str] | None) -> list[str]:
+    """``names`` with the first ``len(new_columns)`` replaced by ``new_columns`` (polars' rule: the rest keep theirs).
 
     Raises:
-        FileNotFoundError, ValueError (headers that differ, a bad ``dtypes=``), KeyError (``dtypes=`` naming no
-        column, with "did you mean"), TypeError (a type ``dtypes=`` cannot name).
+        TypeError: ``new_columns`` is not a list of strings. ValueError: more names than columns, or a name twice.
+
+    Example:
+        >>> renamed(["column_1", "column_2", "column_3"], ["id", "price"])
+        ['id', 'price', 'column_3']
     """
+    if new_columns is None:
+        return names
+    if isinstance(new_columns, str) or not all(isinstance(n, str) for n in new_columns):
+        raise TypeError(f"scan_csv: new_columns= is a list of column names, e.g. ['id', 'price'], got {new_columns!r}")
+    if len(new_columns) > len(names):
+        raise ValueError(
+            f"scan_csv: new_columns= gives {len(new_columns)} names, the files have {len(names)} columns ({names}); "
+            "give at most one name a column"
+        )
+    out = [*new_columns, *names[len(new_columns) :]]
+    twice = sorted({n for n in out if out.count(n) > 1})
+    if twice:
+        raise ValueError(f"scan_csv: new_columns= makes the columns {out}, with {twice} more than once; give unique names")
+    return out
+
+
+def spellings(null_values: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The null spellings ``null_values=`` gives (a string, or a list of strings), in order, each once.
+
+    Raises:
+        TypeError: anything else.
+
+    Example:
+        >>> spellings("NA"), spellings(["NA", "null", "NA"])
+        (('NA',), ('NA', 'null'))
+    """
+    given = [null_values] if isinstance(null_values, str) else () if null_values is None else null_values
+    if not isinstance(given, Sequence) or not all(isinstance(v, str) for v in given):
+        raise TypeError(
+            "scan_csv: null_values= is a string or a list of strings read as null (besides the empty field), e.g. "
+            f"['NA', 'null']; got {null_values!r}"
+        )
+    return tuple(dict.fromkeys(given))
+
+
+def plan(
+    paths: Any,
+    dtypes: Mapping[str, Any] | None,
+    delimiter: str,
+    infer_rows: int,
+    split_bytes: int,
+    has_header: bool = True,
+    new_columns: Sequence[str] | None = None,
+    null_values: str | Sequence[str] | None = None,
+) -> CsvScan:
+    """The scan of ``paths``: headers checked against the first file's (without a header: only the first file's
+    fields counted), columns renamed by ``new_columns``, types inferred, byte ranges cut.
+
+    Raises:
+        FileNotFoundError, ValueError (headers that differ, a bad ``dtypes=`` or ``new_columns=``), KeyError
+        (``dtypes=`` naming no column, with "did you mean"), TypeError (a type ``dtypes=`` cannot name, a bad
+        ``null_values=``, ``has_header=`` not a bool).
+    """
+    if not isinstance(has_header, bool):
+        raise TypeError(f"scan_csv: has_header= is True (each file's first line names the columns) or False, got {has_header!r}")
+    nulls = spellings(null_values)
     if dtypes is not None and not isinstance(dtypes, Mapping):
         raise TypeError(
             f"scan_csv: dtypes= maps column names to types, e.g. {{'price': 'float32', 'day': 'date'}}; got "
@@ -157,38 +225,41 @@ def plan(paths: Any, dtypes: Mapping[str, Any] | None, delimiter: str, infer_row
     if not isinstance(split_bytes, int) or split_bytes < 1:
         raise ValueError(f"scan_csv: split_bytes must be a positive int (bytes of file per split), got {split_bytes!r}")
     files = table_files(paths, ".csv", "scan_csv", "CSV")
-    names = header(files[0], delimiter)
-    for f in files[1:]:
+    names = header(files[0], delimiter, has_header)
+    for f in files[1:] if has_header else ():
         if (other := header(f, delimiter)) != names:
             raise ValueError(
                 f"scan_csv: {f} has the columns {other}, {files[0]} has {names}; every file of a scan has the first one's header"
             )
+    names = renamed(names, new_columns)
     given = dict(dtypes or {})
     for name in given:
         if name not in names:
             close = difflib.get_close_matches(str(name), names, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise KeyError(f"scan_csv: dtypes= names column {name!r}, which the files do not have; {hint}they have {names}")
-    samples = _sample(files[0], len(names), delimiter, infer_rows)
+    samples = _sample(files[0], len(names), delimiter, infer_rows, has_header, nulls)
     kinds = tuple(kind_of(n, given[n]) if n in given else infer(s) for n, s in zip(names, samples, strict=True))
     sizes = tuple(os.path.getsize(f) for f in files)
     ranges = tuple((i, a, b) for i, f in enumerate(files) for a, b in cuts(f, sizes[i], split_bytes))
     inferred = tuple(n not in given for n in names)
-    return CsvScan(tuple(files), sizes, tuple(names), kinds, inferred, ranges, delimiter, infer_rows)
+    return CsvScan(tuple(files), sizes, tuple(names), kinds, inferred, ranges, delimiter, infer_rows, has_header, nulls)
 
 
-def _sample(path: str, count: int, delimiter: str, infer_rows: int) -> list[list[str]]:
-    """Each column's non-empty fields among the first ``infer_rows`` records after the header."""
+def _sample(path: str, count: int, delimiter: str, infer_rows: int, has_header: bool, nulls: tuple[str, ...]) -> list[list[str]]:
+    """Each column's non-null fields (not empty, not one of ``nulls``) among the first ``infer_rows`` records after
+    the header (if any)."""
     samples: list[list[str]] = [[] for _ in range(count)]
     with open(path, encoding="utf-8-sig", newline="") as f:
         rows = csv.reader(f, delimiter=delimiter, strict=True)
         try:
-            next(rows)
+            if has_header:
+                next(rows)
             for n, row in enumerate(rows):
                 if n >= infer_rows:
                     break
                 for column, value in zip(samples, row, strict=False):
-                    if value:
+                    if value and value not in nulls:
                         column.append(value)
         except (UnicodeDecodeError, csv.Error):
             pass  # a bad record: the workers' read of it names it
