@@ -6,12 +6,14 @@ A null's slot holds a canonical filler (0, ``""``, day 0), so equal keys are equ
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
-from .._io.resident import Sharded
+from .._io.resident import Sharded, delete_all
+from .._io.resident import scatter as scatter_array
 from .schema import STRING, ColumnType
 
 
@@ -117,3 +119,24 @@ def made(type_: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any,
     values = values.copy()
     values[~valid] = "" if type_ == STRING else 0
     return Column(type_, values, valid)
+
+
+def placed(columns: Mapping[str, Column], keep_source: bool, place: dict[str, Any]) -> dict[str, ResidentColumn]:
+    """Each column's values and validity scattered (``place``: the scatter's options), all on the partition and
+    devices of the first: the columns of a resident table."""
+    out: dict[str, ResidentColumn] = {}
+    sent: list[Sharded] = []
+    try:
+        for name, c in columns.items():
+            values = scatter_array(c.values, keep_source=keep_source, **place)
+            sent.append(values)
+            place.update(sizes=list(values.plan.sizes), devices=[s.device for s in values.plan.shards])
+            valid = None
+            if c.valid is not None:
+                valid = scatter_array(c.valid, keep_source=keep_source, **place)
+                sent.append(valid)
+            out[name] = ResidentColumn(c.type, values, valid)
+    except BaseException:
+        delete_all(sent)
+        raise
+    return out
