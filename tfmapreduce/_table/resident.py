@@ -192,7 +192,8 @@ class ResidentTable:
         """Aggregates of the whole table, one row, as [`Table.agg`][tfmapreduce.Table.agg]; with ``resident=True``
         a one-row ``ResidentTable`` on a reducer."""
         self._check()
-        return ResidentGroupBy(self, ()).agg(resident=resident, **aggregates)
+        grouped = ResidentGroupBy(self, ())
+        return grouped.agg(resident=True, **aggregates) if resident else grouped.agg(**aggregates)
 
     def join(
         self,
@@ -357,7 +358,7 @@ class ResidentGroupBy(GroupBy):
         (True, [2.0, 5.0])
     """
 
-    @overload  # type: ignore[override]
+    @overload
     def agg(self, *, resident: Literal[False] = False, **aggregates: Any) -> Table: ...
     @overload
     def agg(self, *, resident: Literal[True], **aggregates: Any) -> ResidentTable: ...

@@ -37,8 +37,7 @@ def kept_aggregate(
     last), as new resident columns on the reducers: the same rows as ``aggregate.aggregate`` gives on the client.
 
     Raises:
-        TypeError: a ``("top_k", k)`` aggregate (a list column cannot stay on the workers), or a run option that
-            does not apply.
+        TypeError: a ``("top_k", k)`` aggregate (a list column cannot stay on the workers).
     """
     for a in aggregates:
         if a.op == "top_k":
@@ -48,9 +47,6 @@ def kept_aggregate(
             )
         if a.column != "*":
             type_of(a.op, columns[a.column].type, a.output)  # refuse what does not apply before any run
-    for name in ("return_stats", "directory", "resident"):
-        if name in options:
-            raise TypeError(f"agg: {name}= does not apply to a group-by kept on the workers (resident=True); drop {name}=")
     mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
     if len(next(iter(columns.values()))) == 0:  # no run: the aggregates of no rows, made here (no row of the input)
         return placed(_empty(columns, keys, aggregates), True, mapped)
