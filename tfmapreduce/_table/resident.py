@@ -211,8 +211,10 @@ class ResidentTable:
         on the workers: a new resident table, and no row of a resident side passes through the client.
 
         Arguments, SQL's null rules and the result's columns as [`Table.join`][tfmapreduce.Table.join]'s; the
-        rows are those of the eager join, in no set order (grouped by key, as the [`join`][tfmapreduce.join]
-        kind makes them): ``sort`` them where order matters. The keywords are the join's run options
+        rows are those of the eager join, in no set order (as Spark's, and polars' without ``maintain_order``; pandas'
+        ``merge`` keeps the left rows' order): each shard holds the rows one device joined, and with
+        ``strategy="hash"`` every row of a key without nulls is on that key's reducer's shard. ``sort`` them where
+        order matters. The keywords are the join's run options
         (``strategy=``, ``reducers=``, ``timeout=``, ...). A client ``other`` travels for this run alone.
 
         Examples:
