@@ -220,7 +220,9 @@ def test_a_resident_scan_stays_on_the_workers(cluster: tmr.LocalCluster, tmp_pat
     with r, big, by:
         assert isinstance(r, tmr.ResidentTable)
         assert len(r.shards) == 2 * len(cluster.tasks)  # a shard a split (its rows left by the filters), in order
-        assert_equal(r.to_pandas(), pq.read_table(folder, columns=chosen, filters=filters))
+        arrow = pq.read_table(folder, columns=chosen, filters=filters)
+        assert [f.nullable for f in r.schema.fields] == [arrow.column(c).null_count > 0 for c in chosen]
+        assert_equal(r.to_pandas(), arrow)
         got = by.to_pandas()
     frame = pq.read_table(folder, columns=chosen, filters=filters).to_pandas()
     frame = frame[frame["f64"] > 0.0].astype({"cat": object})

@@ -11,9 +11,12 @@ from typing import Any
 
 import attrs
 import numpy as np
+import tensorflow as tf
 
 from .._io.resident import Sharded, delete_all
 from .._io.resident import scatter as scatter_array
+from .._kinds.mapreduce import MapReduce
+from .._ops.combine import SUM
 from .schema import STRING, ColumnType
 
 
@@ -139,4 +142,31 @@ def placed(columns: Mapping[str, Column], keep_source: bool, place: dict[str, An
     except BaseException:
         delete_all(sent)
         raise
+    return out
+
+
+def _nulls(*valid: tf.Tensor) -> tf.Tensor:
+    """A shard's count of nulls in each validity column (the map of :data:`_NULLS`)."""
+    return tf.stack([tf.reduce_sum(tf.cast(tf.logical_not(v), tf.int64)) for v in valid])
+
+
+_NULLS = MapReduce(_nulls, SUM, name="table_nulls")
+"""The nulls of each validity column, summed over the shards: one whole-input run."""
+
+
+def unmasked(columns: Mapping[str, ResidentColumn], options: Mapping[str, Any]) -> dict[str, ResidentColumn]:
+    """``columns``, each validity that holds no null dropped (and freed): one run over the validity columns (none
+    where there is none, or no row), so a resident table's schema says "nullable" where the client's would. A table
+    made on the workers (a scan) knows its nulls only so."""
+    masked = [name for name, c in columns.items() if c.valid is not None]
+    if not masked:
+        return dict(columns)
+    rows = len(next(iter(columns.values())))
+    run = {k: options[k] for k in ("cluster", "timeout", "retries") if k in options}
+    counts = np.asarray(_NULLS.run(tuple(columns[n].valid for n in masked), **run)) if rows else np.zeros(len(masked))
+    out = dict(columns)
+    full = [name for name, count in zip(masked, counts.reshape(-1).tolist(), strict=True) if count == 0]
+    delete_all([v for v in (columns[n].valid for n in full) if v is not None])
+    for name in full:
+        out[name] = ResidentColumn(columns[name].type, columns[name].values, None)
     return out

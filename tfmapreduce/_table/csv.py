@@ -23,7 +23,7 @@ from .._io.files.pipeline import Pipeline, read_dataset
 from .._io.resident import delete_all, gather_all
 from .._kinds.map_api import map as map_rows
 from .._options import Options
-from .column import Column, ResidentColumn, made, placed
+from .column import Column, ResidentColumn, made, placed, unmasked
 from .parquet import column_type, placing
 from .resident import ResidentTable
 from .table import Table
@@ -73,7 +73,7 @@ def scan_csv(
     pattern, or a list), each with a header line naming the columns (the same in every file), read on the workers
     in one map-only run (eager). With ``resident=True`` the decoded columns stay where they were read, a
     [`ResidentTable`][tfmapreduce.ResidentTable] (no row through the client; its shards are the splits', in file
-    then line order), every column with its validity (it may hold a null: no run looks).
+    then line order), and the validity of a column without a null dropped, as the client's (one small run counts them).
 
     Each column's type is inferred from the first ``infer_rows`` records of the first file (their non-empty fields):
     all ``true``/``false`` → bool; all integers → int64; all numbers (``nan``, ``inf`` too) → float64; all
@@ -115,12 +115,11 @@ def scan_csv(
     parts = list(out) if isinstance(out, tuple) else [out]
     n = len(scan.columns)
     if resident:
-        return ResidentTable(
-            {
-                name: ResidentColumn(column_type(kind), parts[j], parts[n + j])
-                for j, (name, kind) in enumerate(zip(scan.columns, scan.kinds, strict=True))
-            }
-        )
+        kept = {
+            name: ResidentColumn(column_type(kind), parts[j], parts[n + j])
+            for j, (name, kind) in enumerate(zip(scan.columns, scan.kinds, strict=True))
+        }
+        return ResidentTable(unmasked(kept, options))
     try:
         arrays = gather_all(parts)
     finally:

@@ -24,7 +24,7 @@ from .._io.resident import delete_all, gather_all
 from .._kinds.map_api import map as map_rows
 from .._kinds.writers import _write
 from .._options import Options
-from .column import Column, ResidentColumn, made, placed
+from .column import Column, ResidentColumn, made, placed, unmasked
 from .resident import ResidentTable
 from .schema import DATE, STRING, ColumnType, timestamp
 from .table import Table
@@ -88,7 +88,8 @@ def scan_parquet(
     """A [`Table`][tfmapreduce.Table] of the Parquet files ``paths`` (a file, a folder of ``*.parquet`` files, a glob
     pattern, or a list), decoded on the workers in one map-only run (eager); with ``resident=True`` the decoded
     columns stay where they were decoded, a [`ResidentTable`][tfmapreduce.ResidentTable] (no row through the
-    client; its shards are the splits', in file then row order).
+    client; its shards are the splits', in file then row order; one small run drops the validity of a column
+    without a null, as the client's table does).
 
     Each row group is an input split, placed on the tasks as rows are (``sizes=``, ``devices=``); the task that reads
     it decodes it with the Arrow C++ library (a native op), only the ``columns`` chosen (all by default). ``filters``
@@ -124,12 +125,11 @@ def scan_parquet(
     parts = list(out) if isinstance(out, tuple) else [out]
     if resident:
         values, valid = iter(parts[: len(scan.columns)]), iter(parts[len(scan.columns) :])
-        return ResidentTable(
-            {
-                name: ResidentColumn(column_type(kind), next(values), next(valid) if nullable else None)
-                for name, kind, nullable in zip(scan.columns, scan.kinds, scan.nullable, strict=True)
-            }
-        )
+        kept = {
+            name: ResidentColumn(column_type(kind), next(values), next(valid) if nullable else None)
+            for name, kind, nullable in zip(scan.columns, scan.kinds, scan.nullable, strict=True)
+        }
+        return ResidentTable(unmasked(kept, options))
     try:
         arrays = gather_all(parts)
     finally:
