@@ -150,7 +150,7 @@ def _nulls(*valid: tf.Tensor) -> tf.Tensor:
     return tf.stack([tf.reduce_sum(tf.cast(tf.logical_not(v), tf.int64)) for v in valid])
 
 
-_NULLS = MapReduce(_nulls, SUM, name="table_nulls")
+_NULLS: MapReduce[Any] = MapReduce(_nulls, SUM, name="table_nulls")
 """The nulls of each validity column, summed over the shards: one whole-input run."""
 
 
