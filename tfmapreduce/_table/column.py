@@ -1,4 +1,6 @@
-"""One column of a table on the host: its type, its values in their storage dtype, and its validity mask.
+"""One column of a table: on the host (``Column``: its type, its values in their storage dtype, and its validity
+mask) or on the workers (``ResidentColumn``: the same as ``Sharded`` data; ``placed`` sends host columns there,
+``unmasked`` drops the validity of those that hold no null).
 
 A null's slot holds a canonical filler (0, ``""``, day 0), so equal keys are equal bytes and a null never leaks a value.
 """
