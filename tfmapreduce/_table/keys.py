@@ -142,7 +142,12 @@ def _fixed(values: tf.Tensor) -> tf.Tensor:
 def _read(keys: tf.Tensor, at: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     """In a graph: the ``dtype`` value at byte ``at`` of each key (native byte order)."""
     piece = tf.strings.substr(keys, at, tf.fill(tf.shape(at), dtype.size))
-    return tf.reshape(tf.io.decode_raw(piece, dtype, little_endian=sys.byteorder == "little"), tf.shape(at))
+    raw = _SIGNED.get(dtype, dtype)  # (decode_raw reads no uint32 or uint64: their bits read as signed)
+    values = tf.io.decode_raw(piece, raw, little_endian=sys.byteorder == "little")
+    return tf.reshape(tf.bitcast(values, dtype) if raw != dtype else values, tf.shape(at))
+
+
+_SIGNED = {tf.uint32: tf.int32, tf.uint64: tf.int64}
 
 
 def _take(buffer: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], dtype: np.dtype) -> np.ndarray[Any, Any]:
