@@ -280,6 +280,8 @@ def test_group_by_kept_on_the_workers_equals_pandas_for_lone_keys(cluster: tmr.L
             with r.group_by(key).agg(n=("x", "count"), avg=("x", "mean"), mid=("x", "median"), resident=True) as kept:
                 want = frame.groupby(key, sort=True).agg(n=("x", "count"), avg=("x", "mean"), mid=("x", "median"))
                 assert_cells(kept.to_pandas(), want.reset_index())
+        with pytest.raises(TypeError, match=r"ResidentTable's group-by only; tmr.scatter\(table\) first"):
+            t.group_by("k").agg(n=("x", "count"), resident=True)
         with pytest.raises(TypeError, match=r"top=.*list column.*drop resident=True"):
             r.group_by("k").agg(top=("x", ("top_k", 2)), resident=True)
     empty = tmr.table({"k": np.zeros(0, np.int64), "x": np.zeros(0)})

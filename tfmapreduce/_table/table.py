@@ -329,6 +329,11 @@ class GroupBy:
     def parsed(self, aggregates: dict[str, Any]) -> tuple[dict[str, Any], list[Aggregate], dict[str, Any]]:
         """``agg``'s keywords read: the columns the run reads (keys, then aggregated), the aggregates, the run options."""
         options = {k: aggregates.pop(k) for k in list(aggregates) if k in _OPTIONS}
+        if isinstance(aggregates.get("resident"), bool):
+            raise TypeError(
+                "agg: resident= keeps a group-by's result on the workers for a ResidentTable's group-by only; "
+                "tmr.scatter(table) first (or scan it with resident=True), or drop resident="
+            )
         if not aggregates:
             raise ValueError("agg: expected at least one aggregate, e.g. agg(total=('x', 'sum')); got none")
         parsed = [Aggregate.parse(out, spec, self.table.columns) for out, spec in aggregates.items()]
