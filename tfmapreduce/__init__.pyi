@@ -76,8 +76,9 @@ from ._table.csv import scan_csv as scan_csv
 from ._table.parquet import plan_parquet as plan_parquet
 from ._table.parquet import scan_parquet as scan_parquet
 from ._table.parquet import write_parquet as write_parquet
+from ._table.resident import ResidentGroupBy as ResidentGroupBy
 from ._table.resident import ResidentTable as ResidentTable
-from ._table.resident import scatter as scatter
+from ._table.scatter import scatter as scatter
 from ._table.schema import ColumnType as ColumnType
 from ._table.schema import Field as Field
 from ._table.schema import Schema as Schema

@@ -36,3 +36,38 @@ def test_keys_are_flag_then_bytes_per_column_and_decode_to_the_columns() -> None
     assert decoded[3].values.tolist() == small.tolist()
     assert decoded[4].values.tolist() == flags.tolist()
     assert decoded[5].values[decoded[5].valid].tolist() == [19000, -1, 0]
+
+
+def test_keys_decoded_in_a_graph_equal_the_client_decode() -> None:
+    # every fixed-width type (uint64 too, which decode_raw does not read), strings with NULs, nulls; and lone keys
+    names = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32"]
+    rng = np.random.default_rng(7)
+    columns, types, nullable = [], [], []
+    for name in names:
+        dtype = np.dtype(name)
+        info = np.iinfo(dtype) if dtype.kind in "iu" else None
+        values = (
+            rng.integers(int(info.min), int(info.max), 5, dtype=dtype, endpoint=True)
+            if info is not None
+            else (rng.random(5) < 0.5 if dtype.kind == "b" else rng.normal(size=5).astype(dtype))
+        )
+        columns.append((tf.constant(values), tf.constant(rng.random(5) < 0.7) if name.startswith("u") else None))
+        types.append(ColumnType.of(dtype))
+        nullable.append(name.startswith("u"))
+    columns.append((tf.constant(["é", "", "a\x00b", "日本", "x"]), tf.constant([True, True, True, False, True])))
+    types.append(STRING)
+    nullable.append(True)
+    for codec, chosen in [
+        (KeyCodec(tuple(types), tuple(nullable)), columns),
+        (KeyCodec((ColumnType.of(np.dtype(np.uint16)),), (False,)), [(columns[6][0], None)]),
+        (KeyCodec((STRING,), (False,)), [(columns[-1][0], None)]),
+    ]:
+        keys = codec.encode(chosen)
+        client = codec.decode(keys.numpy())
+        for (values, valid), want in zip(codec.columns(keys), client, strict=True):
+            mask = np.ones(len(want), bool) if valid is None else valid.numpy()
+            assert mask.tolist() == (np.ones(len(want), bool) if want.valid is None else want.valid).tolist()
+            got = values.numpy()
+            got = np.array([v.decode() for v in got.tolist()], object) if want.type == STRING else got
+            assert got.dtype == want.values.dtype
+            assert got[mask].tolist() == want.values[mask].tolist()

@@ -207,3 +207,27 @@ def test_a_worker_without_the_parquet_kernels_is_named(tmp_path: Path) -> None:
         del os.environ[ENV]
     with bare, pytest.raises(RuntimeError, match=r"task\(s\) \['/job:local/task:0'\] has no native Parquet.*parquet\]"):
         tmr.scan_parquet(tmp_path, cluster=bare)
+
+
+def test_a_resident_scan_stays_on_the_workers(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    folder = write_files(tmp_path, 4, [30, 20], 10)
+    chosen, filters = ["s", "cat", "int32", "f64", "day"], [("int32", ">", -(2**30))]
+    with tmr.stats() as runs:  # scan, filter, group-by: every result kept on the workers
+        r = tmr.scan_parquet(folder, columns=chosen, filters=filters, resident=True, cluster=cluster)
+        big = r.filter(lambda rows: rows["f64"] > 0.0)
+        by = big.group_by("cat").agg(n=("*", "count"), total=("int32", "sum"), resident=True, cluster=cluster)
+    assert all(run.bytes_sent == 0 for run in runs.runs)
+    with r, big, by:
+        assert isinstance(r, tmr.ResidentTable)
+        assert len(r.shards) == 2 * len(cluster.tasks)  # a shard a split (its rows left by the filters), in order
+        arrow = pq.read_table(folder, columns=chosen, filters=filters)
+        assert [f.nullable for f in r.schema.fields] == [arrow.column(c).null_count > 0 for c in chosen]
+        assert_equal(r.to_pandas(), arrow)
+        got = by.to_pandas()
+    frame = pq.read_table(folder, columns=chosen, filters=filters).to_pandas()
+    frame = frame[frame["f64"] > 0.0].astype({"cat": object})
+    want = frame.groupby("cat", dropna=False, sort=True).agg(n=("s", "size"), total=("int32", lambda v: v.sum(min_count=1)))
+    assert_equal(got, want.reset_index())
+    with tmr.scan_parquet(folder, columns=["s"], filters=[("int8", ">", 200)], resident=True, cluster=cluster) as none:
+        assert len(none) == 0
+        assert none.columns == ("s",)

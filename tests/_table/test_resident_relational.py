@@ -122,6 +122,30 @@ def test_resident_join_widens_keys_keeps_left_names_and_nulls_never_match(cluste
                 ar.join(b.to_pandas(), on="a")
 
 
+@pytest.mark.parametrize("how", ["inner", "outer"])
+def test_a_resident_join_keeps_each_key_on_one_shard_and_sorts_into_pandas_order(cluster: tmr.LocalCluster, how: str) -> None:
+    # the documented order: none set (as Spark, and polars without maintain_order), but with strategy="hash" every row
+    # of a key without nulls lies on its reducer's shard; sort() gives an order, equal to pandas' merge sorted so
+    left = tmr.table({"k": np.array([3, 1, 2, 3, 1, 5, 3]), "x": np.arange(7.0)})
+    right = tmr.table({"k": np.ma.MaskedArray(np.array([1, 3, 4, 3, 0]), [0, 0, 0, 0, 1]), "y": np.array(list("abcde"))})
+    with (
+        tmr.scatter(left, cluster=cluster, sizes=[4, 3]) as lr,
+        tmr.scatter(right, cluster=cluster, sizes=[2, 3]) as rr,
+        lr.join(rr, on="k", how=how, strategy="hash", reducers=3) as joined,
+    ):
+        keys = joined.column("k")
+        shard = np.repeat(np.arange(len(joined.shards)), joined.shards)
+        valid = keys.valid.gather() if keys.valid is not None else np.ones(len(joined), bool)
+        homes: dict[int, set[int]] = {}
+        for key, where in zip(keys.values.gather()[valid].tolist(), shard[valid].tolist(), strict=True):
+            homes.setdefault(key, set()).add(where)
+        assert all(len(h) == 1 for h in homes.values()), homes
+        with joined.sort(["k", "x", "y"]) as ordered:
+            got = ordered.to_pandas()
+    want = pandas_sort(pandas_join(left.to_pandas(), right.to_pandas(), ["k"], ["k"], how), ["k", "x", "y"], [False] * 3, True)
+    assert rows_of(got, ["k", "x", "y"]) == rows_of(want, ["k", "x", "y"])
+
+
 @settings(max_examples=examples(20), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), rows=st.integers(0, 40), data=st.data())
 def test_order_keys_made_by_tensorflow_equal_the_eager_sort_keys(seed: int, rows: int, data: st.DataObject) -> None:

@@ -248,3 +248,47 @@ def test_a_table_of_no_rows_scatters_and_runs(cluster: tmr.LocalCluster) -> None
             pd.testing.assert_frame_equal(kept.to_pandas(), t.to_pandas())
         assert r.agg(n=("*", "count"), total=("x", "sum")).to_dict()["n"].tolist() == [0]
         assert len(r.group_by("s").agg(n=("x", "count"))) == 0
+
+
+PARTIALS = {k: v for k, v in AGGREGATES.items() if k not in ("hi", "mid", "kinds")}
+"""The aggregates that a combiner merges (AGGREGATES' others need a group reducer)."""
+
+
+@settings(max_examples=examples(2), deadline=None)
+@given(drawn=scattered(), keys=st.sampled_from([["d", "s"], ["x0"], []]), reducers=st.integers(1, 3), grouped=st.booleans())
+def test_group_by_kept_on_the_workers_equals_the_client_result(
+    cluster: tmr.LocalCluster, drawn: tuple[tmr.Table, list[int]], keys: list[str], reducers: int, grouped: bool
+) -> None:
+    t, sizes = drawn
+    aggregates = AGGREGATES if grouped else PARTIALS
+    with tmr.scatter(t, cluster=cluster, sizes=sizes) as r:
+        by = r.group_by(keys) if keys else r
+        with tmr.stats() as runs, by.agg(**aggregates, resident=True, cluster=cluster, reducers=reducers) as kept:
+            assert isinstance(kept, tmr.ResidentTable)
+            assert kept.columns == (*keys, *aggregates)
+            got = kept.to_pandas()
+        fetched = by.agg(**aggregates, cluster=cluster, reducers=reducers)
+    assert all(run.bytes_sent == 0 for run in runs.runs)
+    pd.testing.assert_frame_equal(got, fetched.to_pandas())
+
+
+def test_group_by_kept_on_the_workers_equals_pandas_for_lone_keys(cluster: tmr.LocalCluster) -> None:
+    frame = pd.DataFrame({"k": [3, 1, 3, 2, 1], "s": ["é", "", "é", "b", ""], "x": [1.5, None, 4.0, 2.0, 8.0]})
+    t = tmr.table(frame)
+    with tmr.scatter(t, cluster=cluster, sizes=[2, 3]) as r:
+        for key in ("k", "s"):  # a lone key column without nulls is the key itself
+            with r.group_by(key).agg(n=("x", "count"), avg=("x", "mean"), mid=("x", "median"), resident=True) as kept:
+                want = frame.groupby(key, sort=True).agg(n=("x", "count"), avg=("x", "mean"), mid=("x", "median"))
+                assert_cells(kept.to_pandas(), want.reset_index())
+        with pytest.raises(TypeError, match=r"ResidentTable's group-by only; tmr.scatter\(table\) first"):
+            t.group_by("k").agg(n=("x", "count"), resident=True)
+        with pytest.raises(TypeError, match=r"top=.*list column.*drop resident=True"):
+            r.group_by("k").agg(top=("x", ("top_k", 2)), resident=True)
+    empty = tmr.table({"k": np.zeros(0, np.int64), "x": np.zeros(0)})
+    with tmr.scatter(empty, cluster=cluster) as r:
+        with r.group_by("k").agg(total=("x", "sum"), resident=True, cluster=cluster) as none:
+            assert len(none) == 0
+            assert none.columns == ("k", "total")
+        with r.agg(total=("x", "sum"), n=("*", "count"), resident=True, cluster=cluster) as one:
+            assert one.to_dict()["n"].tolist() == [0]
+            assert one.to_pandas()["total"].isna().all()

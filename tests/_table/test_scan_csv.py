@@ -268,3 +268,21 @@ def test_crlf_lines_a_bom_and_blank_lines(cluster: tmr.LocalCluster, tmp_path: P
     assert ours["v"].tolist() == [1, None, 3, 4]
     theirs = pd.read_csv(path, keep_default_na=False, na_values=[""], encoding="utf-8-sig")
     assert plain(theirs["k"], "k") == ["a\r\nb", "c", None, "d"]
+
+
+def test_a_resident_scan_stays_on_the_workers(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    data = pd.DataFrame({"id": np.arange(40), "w": ["a", None, "é日", "b,c"] * 10, "v": np.arange(40) / 4})
+    data.to_csv(tmp_path / "p.csv", index=False)
+    with tmr.stats() as runs, tmr.scan_csv(tmp_path, split_bytes=128, resident=True, cluster=cluster) as r:
+        assert isinstance(r, tmr.ResidentTable)
+        assert len(r.shards) > 1  # a shard a split, in file then line order
+        assert all(run.bytes_sent == 0 for run in runs.runs)
+        got = r.collect()
+    eager = tmr.scan_csv(tmp_path, split_bytes=128, cluster=cluster)
+    assert r.schema == eager.schema  # only "w" holds a null: the others' validity dropped on the workers
+    pd.testing.assert_frame_equal(got.to_pandas(), eager.to_pandas())
+    assert_equal(got.to_pandas(), data)
+    (tmp_path / "p.csv").write_text("id,w\n")
+    with tmr.scan_csv(tmp_path / "p.csv", resident=True, cluster=cluster) as none:
+        assert len(none) == 0
+        assert none.columns == ("id", "w")

@@ -34,7 +34,8 @@ PUBLIC = {
     # joins
     "join", "plan_join", "JoinPlan", "JoinResult", "JoinSharded",
     # tables
-    "table", "Table", "ResidentTable", "GroupBy", "Schema", "Field", "ColumnType", "scan_parquet", "plan_parquet", "ParquetPlan", "write_parquet", "scan_csv",
+    "table", "Table", "ResidentTable", "GroupBy", "ResidentGroupBy", "Schema", "Field", "ColumnType",
+    "scan_parquet", "plan_parquet", "ParquetPlan", "write_parquet", "scan_csv",
     # queries
     "lazy", "LazyTable", "LazyGroupBy", "col", "when",
     # errors

@@ -1,4 +1,6 @@
-"""One column of a table on the host: its type, its values in their storage dtype, and its validity mask.
+"""One column of a table: on the host (``Column``: its type, its values in their storage dtype, and its validity
+mask) or on the workers (``ResidentColumn``: the same as ``Sharded`` data; ``placed`` sends host columns there,
+``unmasked`` drops the validity of those that hold no null).
 
 A null's slot holds a canonical filler (0, ``""``, day 0), so equal keys are equal bytes and a null never leaks a value.
 """
@@ -6,12 +8,17 @@ A null's slot holds a canonical filler (0, ``""``, day 0), so equal keys are equ
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import numpy as np
+import tensorflow as tf
 
-from .._io.resident import Sharded
+from .._io.resident import Sharded, delete_all
+from .._io.resident import scatter as scatter_array
+from .._kinds.mapreduce import MapReduce
+from .._ops.combine import SUM
 from .schema import STRING, ColumnType
 
 
@@ -117,3 +124,51 @@ def made(type_: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any,
     values = values.copy()
     values[~valid] = "" if type_ == STRING else 0
     return Column(type_, values, valid)
+
+
+def placed(columns: Mapping[str, Column], keep_source: bool, place: dict[str, Any]) -> dict[str, ResidentColumn]:
+    """Each column's values and validity scattered (``place``: the scatter's options), all on the partition and
+    devices of the first: the columns of a resident table."""
+    out: dict[str, ResidentColumn] = {}
+    sent: list[Sharded] = []
+    try:
+        for name, c in columns.items():
+            values = scatter_array(c.values, keep_source=keep_source, **place)
+            sent.append(values)
+            place.update(sizes=list(values.plan.sizes), devices=[s.device for s in values.plan.shards])
+            valid = None
+            if c.valid is not None:
+                valid = scatter_array(c.valid, keep_source=keep_source, **place)
+                sent.append(valid)
+            out[name] = ResidentColumn(c.type, values, valid)
+    except BaseException:
+        delete_all(sent)
+        raise
+    return out
+
+
+def _nulls(*valid: tf.Tensor) -> tf.Tensor:
+    """A shard's count of nulls in each validity column (the map of :data:`_NULLS`)."""
+    return tf.stack([tf.reduce_sum(tf.cast(tf.logical_not(v), tf.int64)) for v in valid])
+
+
+_NULLS: MapReduce[Any] = MapReduce(_nulls, SUM, name="table_nulls")
+"""The nulls of each validity column, summed over the shards: one whole-input run."""
+
+
+def unmasked(columns: Mapping[str, ResidentColumn], options: Mapping[str, Any]) -> dict[str, ResidentColumn]:
+    """``columns``, each validity that holds no null dropped (and freed): one run over the validity columns (none
+    where there is none, or no row), so a resident table's schema says "nullable" where the client's would. A table
+    made on the workers (a scan) knows its nulls only so."""
+    masked = [name for name, c in columns.items() if c.valid is not None]
+    if not masked:
+        return dict(columns)
+    rows = len(next(iter(columns.values())))
+    run = {k: options[k] for k in ("cluster", "timeout", "retries") if k in options}
+    counts = np.asarray(_NULLS.run(tuple(columns[n].valid for n in masked), **run)) if rows else np.zeros(len(masked))
+    out = dict(columns)
+    full = [name for name, count in zip(masked, counts.reshape(-1).tolist(), strict=True) if count == 0]
+    delete_all([v for v in (columns[n].valid for n in full) if v is not None])
+    for name in full:
+        out[name] = ResidentColumn(columns[name].type, columns[name].values, None)
+    return out

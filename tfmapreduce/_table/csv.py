@@ -1,6 +1,7 @@
 """Tables from CSV files: ``tmr.scan_csv`` infers each column's type from the first rows of the first file on the
 client, then reads every byte range of every file with that schema on the workers, one map-only run (no row
-through the client), and the decoded columns come back into a client-held :class:`Table`."""
+through the client), and the decoded columns come back into a client-held :class:`Table`, or stay where they were read
+(``resident=True``: a :class:`ResidentTable`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import functools
 import io
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 from typing_extensions import Unpack
@@ -23,8 +24,9 @@ from .._io.files.pipeline import Pipeline, read_dataset
 from .._io.resident import delete_all, gather_all
 from .._kinds.map_api import map as map_rows
 from .._options import Options, RunOptions
-from .column import Column, made
-from .parquet import column_type
+from .column import Column, ResidentColumn, made, placed, unmasked
+from .parquet import column_type, placing
+from .resident import ResidentTable
 from .table import Table
 
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -33,6 +35,7 @@ SPLIT_BYTES = 16 << 20
 """Bytes of a file per split by default (a split is read as one string on its task)."""
 
 
+@overload
 def scan_csv(
     paths: Paths,
     /,
@@ -44,11 +47,43 @@ def scan_csv(
     delimiter: str = ",",
     infer_rows: int = 1000,
     split_bytes: int = SPLIT_BYTES,
+    resident: Literal[False] = False,
     **options: Unpack[Options],
-) -> Table:
+) -> Table: ...
+@overload
+def scan_csv(
+    paths: Paths,
+    /,
+    dtypes: Mapping[str, Any] | None = None,
+    *,
+    has_header: bool = True,
+    new_columns: Sequence[str] | None = None,
+    null_values: str | Sequence[str] | None = None,
+    delimiter: str = ",",
+    infer_rows: int = 1000,
+    split_bytes: int = SPLIT_BYTES,
+    resident: Literal[True],
+    **options: Unpack[Options],
+) -> ResidentTable: ...
+def scan_csv(
+    paths: Paths,
+    /,
+    dtypes: Mapping[str, Any] | None = None,
+    *,
+    has_header: bool = True,
+    new_columns: Sequence[str] | None = None,
+    null_values: str | Sequence[str] | None = None,
+    delimiter: str = ",",
+    infer_rows: int = 1000,
+    split_bytes: int = SPLIT_BYTES,
+    resident: bool = False,
+    **options: Unpack[Options],
+) -> Table | ResidentTable:
     """A [`Table`][tfmapreduce.Table] of the CSV files ``paths`` (a file, a folder of ``*.csv`` files, a glob
     pattern, or a list), each with a header line naming the columns (the same in every file), read on the workers
-    in one map-only run (eager).
+    in one map-only run (eager). With ``resident=True`` the decoded columns stay where they were read, a
+    [`ResidentTable`][tfmapreduce.ResidentTable] (no row through the client; its shards are the splits', in file
+    then line order), and the validity of a column without a null dropped, as the client's (one small run counts them).
 
     With ``has_header=False`` every line is data and the columns are ``column_1``, ``column_2``, ... (as polars names
     them; as many as the first record of the first file has fields). ``new_columns`` (a list of names) renames the
@@ -89,9 +124,8 @@ def scan_csv(
     scan = plan(paths, dtypes, delimiter, infer_rows, split_bytes, has_header, new_columns, null_values)
     ranges = [r for r in scan.ranges if r[2] > r[1]]
     if not ranges:
-        return Table(
-            {c: _column(k, np.zeros(0, column_type(k).storage), None) for c, k in zip(scan.columns, scan.kinds, strict=True)}
-        )
+        empty = {c: _column(k, np.zeros(0, column_type(k).storage), None) for c, k in zip(scan.columns, scan.kinds, strict=True)}
+        return ResidentTable(placed(empty, True, placing(options))) if resident else Table(empty)
     try:
         out = map_rows(_columns, _pipeline(scan, _grouped(ranges, _splits(options)), _native(options)), **options)
     except (InputError, JobError) as e:
@@ -101,11 +135,17 @@ def scan_csv(
             raise ValueError(bad_fields(scan) or f"scan_csv: a record does not split into fields: {e}") from None
         raise
     parts = list(out) if isinstance(out, tuple) else [out]
+    n = len(scan.columns)
+    if resident:
+        kept = {
+            name: ResidentColumn(column_type(kind), parts[j], parts[n + j])
+            for j, (name, kind) in enumerate(zip(scan.columns, scan.kinds, strict=True))
+        }
+        return ResidentTable(unmasked(kept, options))
     try:
         arrays = gather_all(parts, texts=True)
     finally:
         delete_all(parts)
-    n = len(scan.columns)
     return Table(
         {
             name: _column(kind, arrays[j], arrays[n + j])

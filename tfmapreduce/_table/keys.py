@@ -1,4 +1,5 @@
-"""Keys of several columns as one exact key: encoded in the map's graph, decoded on the client.
+"""Keys of several columns as one exact key: encoded in the map's graph, decoded on the client (or, for a result
+kept on the workers, in a graph).
 
 One key column of integers (or dates, timestamps, bool) with no nulls is the key itself (int64), and one string
 column with no nulls is the string itself. Any other key is one ``tf.string`` joining, column by column, a flag
@@ -53,6 +54,28 @@ class KeyCodec:
             else:
                 fields.extend(_pieces(_fixed(values)))
         return tf.strings.join(fields)
+
+    def columns(self, keys: tf.Tensor) -> list[tuple[tf.Tensor, tf.Tensor | None]]:
+        """In a graph, the inverse of :meth:`encode`: each key column's (values in its storage, valid or None) of
+        ``keys``."""
+        if self.raw:
+            type_ = self.types[0]
+            return [(keys if type_ == STRING else tf.cast(keys, tf.as_dtype(type_.storage)), None)]
+        at = tf.zeros(tf.shape(keys), tf.int32)
+        out: list[tuple[tf.Tensor, tf.Tensor | None]] = []
+        for type_, nullable in zip(self.types, self.nullable, strict=True):
+            valid = tf.equal(_read(keys, at, tf.uint8), 1)
+            at += 1
+            if type_ == STRING:
+                length = _read(keys, at, tf.int32)
+                values = tf.strings.substr(keys, at + 4, length)
+                at += 4 + length
+            else:
+                storage = np.dtype(np.uint8) if type_.name == "bool" else type_.storage
+                values = tf.cast(_read(keys, at, tf.as_dtype(storage)), tf.as_dtype(type_.storage))
+                at += storage.itemsize
+            out.append((values, valid if nullable else None))
+        return out
 
     def decode(self, keys: np.ndarray[Any, Any]) -> list[Column]:
         """The key columns of the distinct ``keys`` a job returned, in their order."""
@@ -115,6 +138,17 @@ def _fixed(values: tf.Tensor) -> tf.Tensor:
         values = values + tf.zeros([], values.dtype)  # -0.0 + 0.0 is +0.0
         values = tf.where(tf.math.is_nan(values), tf.constant(np.nan, values.dtype), values)
     return values
+
+
+def _read(keys: tf.Tensor, at: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+    """In a graph: the ``dtype`` value at byte ``at`` of each key (native byte order)."""
+    piece = tf.strings.substr(keys, at, tf.fill(tf.shape(at), dtype.size))
+    raw = _SIGNED.get(dtype, dtype)  # (decode_raw reads no uint32 or uint64: their bits read as signed)
+    values = tf.io.decode_raw(piece, raw, little_endian=sys.byteorder == "little")
+    return tf.reshape(tf.bitcast(values, dtype) if raw != dtype else values, tf.shape(at))
+
+
+_SIGNED = {tf.uint32: tf.int32, tf.uint64: tf.int64}
 
 
 def _take(buffer: np.ndarray[Any, Any], starts: np.ndarray[Any, Any], dtype: np.dtype) -> np.ndarray[Any, Any]:

@@ -1,13 +1,14 @@
 """Tables from and to Parquet files: ``tmr.scan_parquet`` decodes row groups on the workers, one map-only run whose
 splits are the row groups (the client reads only the files' footers), and the decoded columns come back into a
-client-held :class:`Table`; ``tmr.write_parquet`` writes a table's shards as Parquet part files on the workers."""
+client-held :class:`Table`, or stay where they were decoded (``resident=True``: a :class:`ResidentTable`);
+``tmr.write_parquet`` writes a table's shards as Parquet part files on the workers."""
 
 from __future__ import annotations
 
 import functools
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import tensorflow as tf
@@ -23,7 +24,8 @@ from .._io.resident import delete_all, gather_all
 from .._kinds.map_api import map as map_rows
 from .._kinds.writers import _write
 from .._options import Options
-from .column import Column, made
+from .column import Column, ResidentColumn, made, placed, unmasked
+from .resident import ResidentTable
 from .schema import DATE, STRING, ColumnType, timestamp
 from .table import Table
 
@@ -54,15 +56,40 @@ def plan_parquet(
     return plan(paths, columns, filters)
 
 
+@overload
 def scan_parquet(
     paths: Paths,
     /,
     columns: Sequence[str] | None = None,
     filters: Sequence[tuple[str, str, Any]] | None = None,
+    *,
+    resident: Literal[False] = False,
     **options: Unpack[Options],
-) -> Table:
+) -> Table: ...
+@overload
+def scan_parquet(
+    paths: Paths,
+    /,
+    columns: Sequence[str] | None = None,
+    filters: Sequence[tuple[str, str, Any]] | None = None,
+    *,
+    resident: Literal[True],
+    **options: Unpack[Options],
+) -> ResidentTable: ...
+def scan_parquet(
+    paths: Paths,
+    /,
+    columns: Sequence[str] | None = None,
+    filters: Sequence[tuple[str, str, Any]] | None = None,
+    *,
+    resident: bool = False,
+    **options: Unpack[Options],
+) -> Table | ResidentTable:
     """A [`Table`][tfmapreduce.Table] of the Parquet files ``paths`` (a file, a folder of ``*.parquet`` files, a glob
-    pattern, or a list), decoded on the workers in one map-only run (eager).
+    pattern, or a list), decoded on the workers in one map-only run (eager); with ``resident=True`` the decoded
+    columns stay where they were decoded, a [`ResidentTable`][tfmapreduce.ResidentTable] (no row through the
+    client; its shards are the splits', in file then row order; one small run drops the validity of a column
+    without a null, as the client's table does).
 
     Each row group is an input split, placed on the tasks as rows are (``sizes=``, ``devices=``); the task that reads
     it decodes it with the Arrow C++ library (a native op), only the ``columns`` chosen (all by default). ``filters``
@@ -86,7 +113,8 @@ def scan_parquet(
     """
     scan = plan(paths, columns, filters)
     if not scan.row_groups:
-        return Table({c: _empty(k) for c, k in zip(scan.columns, scan.kinds, strict=True)})
+        empty = {c: _empty(k) for c, k in zip(scan.columns, scan.kinds, strict=True)}
+        return ResidentTable(placed(empty, True, placing(options))) if resident else Table(empty)
     native_reader()  # RuntimeError here, before a run, where the kernels did not build
     try:
         out = map_rows(_columns, _pipeline(scan, tuple(split_ranges(scan, _splits(options)))), **options)
@@ -95,6 +123,13 @@ def scan_parquet(
             raise
         raise RuntimeError(_lacking_message(options.get("cluster"), options.get("timeout"))) from e
     parts = list(out) if isinstance(out, tuple) else [out]
+    if resident:
+        values, valid = iter(parts[: len(scan.columns)]), iter(parts[len(scan.columns) :])
+        kept = {
+            name: ResidentColumn(column_type(kind), next(values), next(valid) if nullable else None)
+            for name, kind, nullable in zip(scan.columns, scan.kinds, scan.nullable, strict=True)
+        }
+        return ResidentTable(unmasked(kept, options))
     try:
         arrays = gather_all(parts)
     finally:
@@ -150,6 +185,11 @@ def _pipeline(scan: ParquetPlan, ranges: tuple[tuple[int, int], ...]) -> Pipelin
     """The splits of ``scan``, one a range of row groups; the same object for the same scan, so the run's program
     (keyed by its input) is built once."""
     return read_dataset(lambda split, _: read_split(scan, ranges[split]), splits=len(ranges), batched=True)
+
+
+def placing(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of a scan that place an empty resident result (no file to read): its cluster and deadline."""
+    return {k: options[k] for k in ("cluster", "timeout") if k in options}
 
 
 def _splits(options: Mapping[str, Any]) -> int:

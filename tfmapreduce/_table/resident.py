@@ -1,32 +1,33 @@
-"""``tmr.scatter(table)`` and ``tmr.ResidentTable``: a table whose columns live on the workers, each a ``Sharded``
-(its values, and a bool ``Sharded`` of its validity where it holds a null), all on one row partition.
+"""``tmr.ResidentTable``: a table whose columns live on the workers (``tmr.scatter(table)``, a scan with
+``resident=True``, or a job over another), each a ``Sharded`` (its values, and a bool ``Sharded`` of its validity
+where it may hold a null), all on one row partition.
 
 Its jobs read the columns where they are: ``map``, ``filter`` and ``with_columns`` are map-only runs whose outputs
 stay on the workers (a new resident table), ``join`` and ``sort`` (``resident_join``, ``resident_order``) are the
 join and sort kinds over keys made on the workers, and ``unique`` a keyed move of the rows then a sort
 (``resident_unique``), their results resident too; ``group_by(...).agg(...)`` is the eager table's keyed run over
-the resident columns, whose result (one row a group) comes back as a client :class:`Table`. The functions that
-build those runs (``maps.row_function``, ``aggregate.aggregate``) are the eager table's own: only the inputs differ.
-"""
+the resident columns, whose result (one row a group) comes back as a client :class:`Table`, or with
+``resident=True`` stays on the reducers (``resident_aggregate``). The functions that build those runs
+(``maps.row_function``, ``aggregate``) are the eager table's own: only the inputs differ."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
 from .._io.resident import Sharded, delete_all, gather_all
-from .._io.resident import scatter as scatter_array
 from .._kinds.map_api import filter as filter_rows
 from .._kinds.map_api import map as map_rows
-from .._options import Options, PlaceOptions
-from .column import Column, ResidentColumn, made
+from .._options import Options
+from .column import ResidentColumn, made
 from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, dict_check, mask_check, row_function
+from .resident_aggregate import kept_aggregate
 from .resident_join import resident_joined
 from .resident_order import resident_sorted
 from .resident_unique import resident_distinct
@@ -174,17 +175,25 @@ class ResidentTable:
         finally:
             new._release()
 
-    def group_by(self, keys: str | Sequence[str]) -> GroupBy:
+    def group_by(self, keys: str | Sequence[str]) -> ResidentGroupBy:
         """The rows grouped by the key columns ``keys``, as [`Table.group_by`][tfmapreduce.Table.group_by]: its
         [`agg`][tfmapreduce.GroupBy.agg] runs the same keyed job over the resident columns and returns a client
-        [`Table`][tfmapreduce.Table] (one row a group)."""
+        [`Table`][tfmapreduce.Table] (one row a group), or with ``resident=True`` a ``ResidentTable`` kept on the
+        reducers, in the same order (sorted by the keys, nulls last)."""
         self._check()
-        return GroupBy.of(self, keys)
+        names = GroupBy.of(self, keys).keys
+        return ResidentGroupBy(self, names)
 
-    def agg(self, **aggregates: Any) -> Table:
-        """Aggregates of the whole table, one row, as [`Table.agg`][tfmapreduce.Table.agg]."""
+    @overload
+    def agg(self, *, resident: Literal[False] = False, **aggregates: Any) -> Table: ...
+    @overload
+    def agg(self, *, resident: Literal[True], **aggregates: Any) -> ResidentTable: ...
+    def agg(self, *, resident: bool = False, **aggregates: Any) -> Table | ResidentTable:
+        """Aggregates of the whole table, one row, as [`Table.agg`][tfmapreduce.Table.agg]; with ``resident=True``
+        a one-row ``ResidentTable`` on a reducer."""
         self._check()
-        return GroupBy(self, ()).agg(**aggregates)
+        grouped = ResidentGroupBy(self, ())
+        return grouped.agg(resident=True, **aggregates) if resident else grouped.agg(**aggregates)
 
     def join(
         self,
@@ -202,8 +211,10 @@ class ResidentTable:
         on the workers: a new resident table, and no row of a resident side passes through the client.
 
         Arguments, SQL's null rules and the result's columns as [`Table.join`][tfmapreduce.Table.join]'s; the
-        rows are those of the eager join, in no set order (grouped by key, as the [`join`][tfmapreduce.join]
-        kind makes them): ``sort`` them where order matters. The keywords are the join's run options
+        rows are those of the eager join, in no set order (as Spark's, and polars' without ``maintain_order``; pandas'
+        ``merge`` keeps the left rows' order): each shard holds the rows one device joined, and with
+        ``strategy="hash"`` every row of a key without nulls is on that key's reducer's shard. ``sort`` them where
+        order matters. The keywords are the join's run options
         (``strategy=``, ``reducers=``, ``timeout=``, ...). A client ``other`` travels for this run alone.
 
         Examples:
@@ -338,61 +349,26 @@ def _text(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return text
 
 
-@overload
-def scatter(x: Table, /, *, keep_source: bool = True, **options: Unpack[PlaceOptions]) -> ResidentTable: ...
-@overload
-def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptions]) -> Sharded: ...
-def scatter(x: Any, /, *, keep_source: bool = True, **options: Unpack[PlaceOptions]) -> Sharded | ResidentTable:
-    """Send ``x`` to the cluster once; its shards stay on their devices for many jobs.
-
-    An array becomes a [`Sharded`][tfmapreduce.Sharded]; a [`Table`][tfmapreduce.Table] a
-    [`ResidentTable`][tfmapreduce.ResidentTable]: each column's values (strings as ``tf.string``, dates int32 days,
-    timestamps int64) and, where it holds a null, its validity, every one on the first column's row partition. Same
-    partition and placement rules (and errors) as ``MapReduce.run``.  With ``keep_source=True`` (the default) the
-    shards keep a reference to ``x`` (no copy), so a shard lost with its worker is rebuilt on a surviving task by the
-    next run; ``keep_source=False`` lets ``x`` be freed, and a lost shard then raises ``ShardLostError``.
-
-    Args:
-        x: the host array to send: numbers, booleans or strings (``str`` come back as ``str``, ``bytes`` as
-            ``bytes``); or a ``tmr.Table``.
-        keep_source: keep a reference to ``x`` to rebuild lost shards.
-        **options: ``cluster`` (required), ``sizes``, ``devices``, ``fallback``, ``timeout`` (see ``RunOptions``);
-            options of jobs (``reducers=``, ``retries=``, ...) raise TypeError.
+class ResidentGroupBy(GroupBy):
+    """A resident table's rows grouped by key columns: [`agg`][tfmapreduce.GroupBy.agg] as a client table's, whose
+    result may also stay on the workers (``resident=True``).
 
     Examples:
-        >>> data = tmr.scatter(np.arange(8.0), cluster=cluster, sizes=tmr.weights(1, 3))
-        >>> data.plan.sizes
-        (2, 6)
-        >>> float(tmr.mean(data))  # ships nothing
-        3.5
-        >>> data.delete()
-        >>> with tmr.scatter(tmr.table({"s": np.array(["é", "b"])}), cluster=cluster, sizes=[1, 1]) as t:
-        ...     t.shards, t.to_dict()["s"].tolist()
-        ((1, 1), ['é', 'b'])
+        >>> t = tmr.table({"k": np.array(["b", "a", "b"]), "x": np.array([1.0, 2.0, 4.0])})
+        >>> with tmr.scatter(t, cluster=cluster) as r, r.group_by("k").agg(s=("x", "sum"), resident=True) as g:
+        ...     g.shards != (), g.to_dict()["s"].tolist()
+        (True, [2.0, 5.0])
     """
-    if isinstance(x, ResidentTable):
-        raise TypeError("x is already on the workers (a ResidentTable); use it directly, or collect() it first")
-    if isinstance(x, Table):
-        return _scatter_table(x, keep_source, dict(options))
-    return scatter_array(x, keep_source=keep_source, **options)
 
-
-def _scatter_table(table: Table, keep_source: bool, place: dict[str, Any]) -> ResidentTable:
-    """Each column's values and validity scattered, all on the partition and devices of the first."""
-    columns: dict[str, ResidentColumn] = {}
-    placed: list[Sharded] = []
-    try:
-        for name in table.columns:
-            c: Column = table.column(name)
-            values = scatter_array(c.values, keep_source=keep_source, **place)
-            placed.append(values)
-            place.update(sizes=list(values.plan.sizes), devices=[s.device for s in values.plan.shards])
-            valid = None
-            if c.valid is not None:
-                valid = scatter_array(c.valid, keep_source=keep_source, **place)
-                placed.append(valid)
-            columns[name] = ResidentColumn(c.type, values, valid)
-    except BaseException:
-        delete_all(placed)
-        raise
-    return ResidentTable(columns)
+    @overload
+    def agg(self, *, resident: Literal[False] = False, **aggregates: Any) -> Table: ...
+    @overload
+    def agg(self, *, resident: Literal[True], **aggregates: Any) -> ResidentTable: ...
+    def agg(self, *, resident: bool = False, **aggregates: Any) -> Table | ResidentTable:
+        """One row per group, as [`GroupBy.agg`][tfmapreduce.GroupBy.agg]; with ``resident=True`` the result is a
+        ``ResidentTable`` kept on the reducers (one keyed run, a map-only run and a sort, no row through the client),
+        in the client result's order. ``("top_k", k)`` (a list column) does not stay on the workers: TypeError."""
+        if not resident:
+            return super().agg(**aggregates)
+        columns, parsed, options = self.parsed(aggregates)
+        return ResidentTable(kept_aggregate(columns, self.keys, parsed, options))

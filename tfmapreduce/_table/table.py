@@ -323,7 +323,17 @@ class GroupBy:
             >>> t.group_by("k").agg(top=("x", ("top_k", 1)), mid=("x", "median"), cluster=cluster).to_dict()["mid"]
             array([2.5, 2. ])
         """
+        columns, parsed, options = self.parsed(aggregates)
+        return Table(aggregate(columns, self.keys, parsed, options))
+
+    def parsed(self, aggregates: dict[str, Any]) -> tuple[dict[str, Any], list[Aggregate], dict[str, Any]]:
+        """``agg``'s keywords read: the columns the run reads (keys, then aggregated), the aggregates, the run options."""
         options = {k: aggregates.pop(k) for k in list(aggregates) if k in _OPTIONS}
+        if isinstance(aggregates.get("resident"), bool):
+            raise TypeError(
+                "agg: resident= keeps a group-by's result on the workers for a ResidentTable's group-by only; "
+                "tmr.scatter(table) first (or scan it with resident=True), or drop resident="
+            )
         if not aggregates:
             raise ValueError("agg: expected at least one aggregate, e.g. agg(total=('x', 'sum')); got none")
         parsed = [Aggregate.parse(out, spec, self.table.columns) for out, spec in aggregates.items()]
@@ -333,7 +343,7 @@ class GroupBy:
         columns = {n: self.table.column(n) for n in dict.fromkeys([*self.keys, *(a.column for a in parsed if a.column != "*")])}
         if not columns:  # ('*', 'count') alone, without keys: any column gives the rows
             columns = {n: self.table.column(n) for n in self.table.columns[:1]}
-        return Table(aggregate(columns, self.keys, parsed, options))
+        return columns, parsed, options
 
 
 def table(data: Any, /) -> Table:
