@@ -19,10 +19,10 @@ def _sums(keys: np.ndarray, values: np.ndarray) -> dict[int, float]:
 
 def test_a_keyed_recipe_over_three_fresh_filter_outputs_compiles_once(cluster: tmr.LocalCluster) -> None:
     rng = np.random.default_rng(40)
-    keys, values = rng.integers(0, 20, 3000), rng.random(3000)
+    keys, values = rng.integers(0, 20, 100_000), rng.random(100_000)  # each output over COUNTED rows: counted in the run
     compiled = []
     with tmr.scatter(keys, cluster=cluster) as k, tmr.scatter(values, cluster=cluster) as v:
-        for limit in (0.2, 0.5, 0.8):  # each a filter output of other rows, in new variables
+        for limit in (0.1, 0.2, 0.3):  # each a filter output of other rows, in new variables
             with tmr.stats() as seen, tmr.filter(_above, (k, v), broadcast=[limit], cluster=cluster) as (kk, vv):
                 got = tmr.sum_by_key(kk, vv, cluster=cluster)
             compiled.append([r.compiled for r in seen.runs])

@@ -179,7 +179,7 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
         feeds_only = call.settings.transfer == "feed"  # no result written into a file (Builder.fetched)
         key = (
             kind.identity,
-            _shape(kind, planned, call, timed or counted),
+            _shape(kind, planned, call, timed),
             *_signature(call, shards),
             timed,
             counted,
@@ -207,11 +207,11 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
     return (result, stats) if settings.return_stats else result
 
 
-def _shape(kind: Kind[P], planned: P, call: Call, measures: bool) -> Hashable:
+def _shape(kind: Kind[P], planned: P, call: Call, timed: bool) -> Hashable:
     """What the run's program depends on of its plan: the kind's shape of it where every input is resident data read
-    through fed handles (no row count in the graph) and the run neither times nor counts its shards' rows (both
-    build them into the graph); else the whole plan."""
-    if measures or not all(rows_free(s) for s in call.srcs):
+    through fed handles (no row count in the graph: its progress counters count the rows read) and the run does not
+    time its shards (``sizes="auto"``: clocks per shard of the plan); else the whole plan."""
+    if timed or not all(rows_free(s) for s in call.srcs):
         return planned
     shaped = kind.shape_of(planned)
     return planned if shaped is None else ("shape", shaped)
@@ -270,7 +270,7 @@ def _execute_once(kind: Kind[P], program: Program, shards: Plan, plan: P, call: 
         bare = not (program.clocks or program.guards)  # the common case fetches the kind's values alone
         trace = tf.compat.v1.RunMetadata() if settings.trace is not None else None
         try:
-            with _progress.shown(program.counters, cluster, settings.progress, repr(kind)):
+            with _progress.shown(program.counters, cluster, settings.progress, repr(kind), shards.rows):
                 fetched = cluster.run(
                     program.graph,
                     program.fetch if bare else (program.fetch, program.clocks, program.guards),
