@@ -101,8 +101,9 @@ class Counters:
         if self.total is not None:
             self.total += shard.rows
         made = [t for t in tf.nest.flatten(partial) if isinstance(t, tf.Tensor | tf.Operation)]
-        with tf.control_dependencies([reset, *made]), tf.device(f"{shard.task}/device:CPU:0"):
+        with tf.device(shard.device):  # where the data is (a GPU's shape is in host memory): no copy of it
             rows = tf.constant(shard.rows, tf.int64) if data is None else tf.shape(data, out_type=tf.int64)[0]
+        with tf.control_dependencies([reset, *made]), tf.device(f"{shard.task}/device:CPU:0"):
             return tf.raw_ops.AssignAddVariableOp(resource=handle, value=rows, name=SCOPE)
 
     def read(self, cluster: Cluster, timeout: float) -> dict[Shard, int]:
