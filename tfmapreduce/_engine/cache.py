@@ -127,13 +127,16 @@ def _digest(program: Any) -> bytes:
     """A digest of everything ``program``'s graph computes: its nodes with their attributes and constants, the
     functions they call.
 
-    What differs between two builds of one job is left out: a function's name ends in a number TensorFlow counts up
+    What the program fetches and what its kind keeps of the build (``info``: a map's output structure) are part of it:
+    a map whose outputs are its inputs passed through adds no node for them. What differs between two builds of one
+    job is left out: a function's name ends in a number TensorFlow counts up
     for every function traced in the process (each tf.data function of a program), so the names are numbered again
     in the order the nodes, then the functions named, first name them; the progress counters' token.
     """
     graph_def = program.graph.as_graph_def()
     functions = {f.signature.name: str(f) for f in graph_def.library.function}
-    nodes = "".join(map(str, graph_def.node))
+    # what the kind fetches and keeps of the build too: two maps whose outputs pass inputs through make one graph
+    nodes = repr(getattr(program, "fetch", None)) + repr(getattr(program, "info", None)) + "".join(map(str, graph_def.node))
     counters = getattr(program, "counters", None)
     if counters is not None:
         nodes = nodes.replace(counters.token, "<counters>")

@@ -28,6 +28,7 @@ from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
 from .._io.models import lost, place
+from .._io.resident_source import rows_free
 from .._io.shm import Staging
 from .._io.source import Shipped, as_array, streamed
 from .._io.variables import destroy_shard, handle
@@ -181,7 +182,15 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
             finally:
                 call.cluster.forget(program.graph)
         feeds_only = call.settings.transfer == "feed"  # no result written into a file (Builder.fetched)
-        key = (kind.identity, planned, *_signature(call, shards), timed, counted, variant, feeds_only)
+        key = (
+            kind.identity,
+            _shape(kind, planned, call, timed),
+            *_signature(call, shards),
+            timed,
+            counted,
+            variant,
+            feeds_only,
+        )
         kept, compiled = programs(call.cluster).get(key, build)
         if again is not None and len(tried) == 1 and not timed and not kept.program.fed:  # (a fed plan is this run's)
             if len(kind.ready) >= READY:
@@ -201,6 +210,16 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
     stats = attrs.evolve(stats, weight_bytes=sum(weights)) if weights else stats
     record(stats)
     return (result, stats) if settings.return_stats else result
+
+
+def _shape(kind: Kind[P], planned: P, call: Call, timed: bool) -> Hashable:
+    """What the run's program depends on of its plan: the kind's shape of it where every input is resident data read
+    through fed handles (no row count in the graph: its progress counters count the rows read) and the run does not
+    time its shards (``sizes="auto"``: clocks per shard of the plan); else the whole plan."""
+    if timed or not all(rows_free(s) for s in call.srcs):
+        return planned
+    shaped = kind.shape_of(planned)
+    return planned if shaped is None else ("shape", shaped)
 
 
 def _signature(call: Call, shards: Plan) -> tuple[tuple[Hashable, ...], tuple[Any, ...]]:
@@ -256,7 +275,7 @@ def _execute_once(kind: Kind[P], program: Program, shards: Plan, plan: P, call: 
         bare = not (program.clocks or program.guards)  # the common case fetches the kind's values alone
         trace = tf.compat.v1.RunMetadata() if settings.trace is not None else None
         try:
-            with _progress.shown(program.counters, cluster, settings.progress, repr(kind)):
+            with _progress.shown(program.counters, cluster, settings.progress, repr(kind), shards.rows):
                 fetched = cluster.run(
                     program.graph,
                     program.fetch if bare else (program.fetch, program.clocks, program.guards),

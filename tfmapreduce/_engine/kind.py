@@ -51,6 +51,11 @@ class Kind(Protocol[P]):
     def variant(self, plan: P, call: Call) -> Hashable | None:
         """What else the program depends on; None for a program built for this run alone (not kept)."""
 
+    def shape_of(self, plan: P) -> Hashable | None:
+        """What its program reads of ``plan`` where no input's graph holds its row counts (resident data read through
+        fed handles): the plan's shape, so runs over fresh data of the same shape share one program; None where the
+        program depends on the whole plan (its shards' rows included)."""
+
     def build(self, builder: Builder, plan: P, call: Call) -> Program:
         """The graph of ``plan`` (inside ``builder.graph``), finished with ``builder.program(...)``."""
 
@@ -85,6 +90,9 @@ class KindBase(Generic[P]):
     ready: dict[Hashable, Ready] = attrs.field(factory=dict, init=False)
     """Where the driver keeps this kind's plain runs ready to go again."""
     refused: ClassVar[Mapping[str, str]] = {}
+
+    def shape_of(self, plan: P) -> Hashable | None:
+        return None  # the whole plan: a kind's graph may hold its shards' rows
 
     def failure(self, error: JobError, plan: P) -> Exception | None:
         return None

@@ -170,7 +170,9 @@ class Builder:
     """The name of what a program for one run alone stores (on devices whose variables are named in the graph)."""
     fed: dict[str, Any] = attrs.field(factory=dict)
     """The placeholders the kind fills for each run (:meth:`per_run`), by name."""
-    _open: dict[int, tuple[Any, list[Any]]] = attrs.field(factory=dict)  # shard → (its start clock, its mapped tensors)
+    _open: dict[int, tuple[Any, list[Any], Any]] = attrs.field(
+        factory=dict
+    )  # shard → (its start clock, its mapped tensors, its first input)
 
     @classmethod
     def of(cls, call: Call, *, timed: bool, counters: Counters | None = None) -> Builder:
@@ -198,19 +200,19 @@ class Builder:
                 self.buffers.append(data.placeholder)
             if data.mapped is not None:
                 in_memory.append(data.mapped)
-        self._open[shard.index] = (start, in_memory)
+        self._open[shard.index] = (start, in_memory, tensors[0] if tensors else None)
         return tensors
 
     def mapped(self, shard: Shard, partial: Any) -> None:
         """The shard's partial is made: its mapped memory is guarded until then, and its clock stops."""
-        start, in_memory = self._open.pop(shard.index)
+        start, in_memory, first = self._open.pop(shard.index)
         self.guards += [guard(m, partial) for m in in_memory]
         if start is not None:
             with tf.control_dependencies([t for t in tf.nest.flatten(partial) if isinstance(t, tf.Tensor | tf.Operation)]):
                 self.clocks.append(tf.stack([start, tf.timestamp(name="clock_end")]))
             self.clocked.append(shard)
         if self.counters is not None:
-            self.guards.append(self.counters.mapped(shard, partial))
+            self.guards.append(self.counters.mapped(shard, partial, first))
 
     def batches(self, src: Streamed, shard: Shard, batch_rows: int | None) -> list[Batches]:
         """The pieces of a streamed shard (``src.batches``), each batch counted as it is read where the run counts."""

@@ -94,14 +94,17 @@ class Counters:
         windows = tuple(functools.partial(after_reset, w) for w in piece.windows)
         return attrs.evolve(piece, dataset=dataset, count=count, windows=windows)
 
-    def mapped(self, shard: Shard, partial: Any) -> tf.Operation:
-        """The op that adds an in-memory shard's rows once its ``partial`` is made (fetched with the run)."""
+    def mapped(self, shard: Shard, partial: Any, data: tf.Tensor | None = None) -> tf.Operation:
+        """The op that adds an in-memory shard's rows once its ``partial`` is made (fetched with the run): the rows of
+        ``data``, its first input, as the run reads them (a program may serve data of other rows), else ``shard.rows``."""
         handle, reset = self._counter(shard)
         if self.total is not None:
             self.total += shard.rows
         made = [t for t in tf.nest.flatten(partial) if isinstance(t, tf.Tensor | tf.Operation)]
+        with tf.device(shard.device):  # where the data is (a GPU's shape is in host memory): no copy of it
+            rows = tf.constant(shard.rows, tf.int64) if data is None else tf.shape(data, out_type=tf.int64)[0]
         with tf.control_dependencies([reset, *made]), tf.device(f"{shard.task}/device:CPU:0"):
-            return tf.raw_ops.AssignAddVariableOp(resource=handle, value=tf.constant(shard.rows, tf.int64), name=SCOPE)
+            return tf.raw_ops.AssignAddVariableOp(resource=handle, value=rows, name=SCOPE)
 
     def read(self, cluster: Cluster, timeout: float) -> dict[Shard, int]:
         """Each counted shard's rows mapped so far (or by the end of the run just made), read in a run of their own."""
@@ -132,13 +135,17 @@ def _terminal() -> bool:
 
 
 @contextlib.contextmanager
-def shown(counters: Counters | None, cluster: Cluster, progress: bool | None, label: str) -> Iterator[None]:
-    """While the block runs a program with ``counters``: its bar, as ``progress`` asks (see ``RunOptions.progress``)."""
+def shown(
+    counters: Counters | None, cluster: Cluster, progress: bool | None, label: str, total: int | None = None
+) -> Iterator[None]:
+    """While the block runs a program with ``counters``: its bar, as ``progress`` asks (see ``RunOptions.progress``),
+    out of ``total`` rows (None: the rows the program was built for, or unknown)."""
     if counters is None or not counters.shards or progress is False or (progress is None and not _terminal()):
         yield
         return
     done = threading.Event()
-    thread = threading.Thread(target=_draw, args=(counters, cluster, progress, label, done), daemon=True, name=SCOPE)
+    total = counters.total if total is None or counters.total is None else total
+    thread = threading.Thread(target=_draw, args=(counters, cluster, progress, label, done, total), daemon=True, name=SCOPE)
     thread.start()
     try:
         yield
@@ -147,7 +154,9 @@ def shown(counters: Counters | None, cluster: Cluster, progress: bool | None, la
         thread.join()
 
 
-def _draw(counters: Counters, cluster: Cluster, progress: bool | None, label: str, done: threading.Event) -> None:
+def _draw(
+    counters: Counters, cluster: Cluster, progress: bool | None, label: str, done: threading.Event, total: int | None
+) -> None:
     """The bar's thread: waits out the delay, then reads the counters every POLL seconds until the run is done."""
     if done.wait(0.0 if progress else DELAY):
         return  # over before a bar was due
@@ -155,7 +164,7 @@ def _draw(counters: Counters, cluster: Cluster, progress: bool | None, label: st
 
     tasks = sorted({shard.task for shard, _, _ in counters.shards.values()})
     unit = "B" if counters.unit == "bytes" else " rows"
-    bar = tqdm(total=counters.total, desc=f"{label}: map", unit=unit, unit_scale=True, leave=True, dynamic_ncols=True)
+    bar = tqdm(total=total, desc=f"{label}: map", unit=unit, unit_scale=True, leave=True, dynamic_ncols=True)
     try:
         while True:
             last = done.wait(POLL)
@@ -167,7 +176,7 @@ def _draw(counters: Counters, cluster: Cluster, progress: bool | None, label: st
                 rows = sum(counts.values())
                 per_task = {t: sum(n for s, n in counts.items() if s.task == t) for t in tasks}
                 bar.set_postfix_str(", ".join(f"{t.job}:{t.index} {_short(n)}" for t, n in per_task.items()), refresh=False)
-                if counters.total is not None and rows >= counters.total:
+                if total is not None and rows >= total:
                     bar.set_description_str(f"{label}: {counters.after}", refresh=False)
                 bar.update(rows - bar.n)
             if last:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
 import secrets
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -15,72 +14,17 @@ from typing_extensions import Unpack
 from .._base.checks import flag
 from .._base.deadline import effective_timeout
 from .._base.device import Device
-from .._base.errors import ClusterError, JobError, ShardLostError
+from .._base.errors import ClusterError, ShardLostError
 from .._base.place import default_devices
 from .._base.plan import Plan, Shard, make_plan
 from .._base.task import Task
 from .._cluster.cluster import Cluster
 from .._options import PlaceOptions, RunOptions
 from .mapped import size_checks
-from .source import Input, ShardTensor, host_array
+from .resident_source import Resident
+from .source import Input, host_array
 from .strings import as_bytes_array, decode_keys, split_joined
 from .variables import destroy_shard
-
-
-@attrs.frozen(eq=False)
-class _Resident:
-    """The source a job reads a Sharded through: a variable handle per shard, nothing fed."""
-
-    sharded: Sharded
-
-    @property
-    def rows(self) -> int:
-        return self.sharded.plan.rows
-
-    @property
-    def home_plan(self) -> Plan:
-        return self.sharded.plan
-
-    @property
-    def home(self) -> Cluster:
-        return self.sharded.cluster
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.sharded.dtype
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.sharded.shape
-
-    def signature(self, plan: Plan) -> Hashable:
-        return ("resident", self.sharded.name, self.sharded.dtype.str, self.sharded.shape[1:])
-
-    def tensor(self, shard: Shard) -> ShardTensor:
-        return ShardTensor(self.sharded.read(shard))
-
-    def feed(self, shard: Shard) -> None:
-        return None
-
-    def bytes_sent(self, shard: Shard) -> int:
-        return 0
-
-    def survive(self, lost: frozenset[Task]) -> None:
-        self.sharded.survive(lost)
-
-    def input_error(self, error: JobError, plan: Plan, cluster: Cluster) -> ShardLostError | None:
-        """Shards whose variables vanished (their worker restarted): a ShardLostError naming them and their task."""
-        if self.sharded.name not in error.details or "does not exist" not in error.details:
-            return None
-        found = [int(i) for i in re.findall(r"Could not find (?:variable|resource: [\w/]*?)shard(\d+)", error.details)]
-        shards = tuple(sorted(set(found))) or tuple(s.index for s in plan.shards)
-        task = plan.shards[shards[0]].task
-        return ShardLostError(
-            f"shard(s) {list(shards)} of {self.sharded!r} on {task} are gone: the worker restarted (or lost them); "
-            "a run with retries= rebuilds them from how they were made, or call .rebuild()",
-            shards=shards,
-            task=task,
-        )
 
 
 @attrs.define(eq=False)
@@ -126,12 +70,12 @@ class Sharded(Input):
         """The plan of the shards, as a table."""
         return self.plan.explain()
 
-    def as_source(self) -> _Resident:
+    def as_source(self) -> Resident:
         """The input source jobs read this data through (no feed, no copy)."""
         if self._deleted:
             raise ClusterError(f"{self!r} was deleted; scatter the data again")
         self.cluster.check_open()
-        return _Resident(self)
+        return Resident(self)
 
     def read(self, shard: Shard) -> tf.Tensor:
         """In a graph, inside the shard's device scope: the shard's current value."""

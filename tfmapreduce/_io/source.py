@@ -74,7 +74,7 @@ class Source(Protocol):
         """Inside the job's graph and the shard's device scope: the shard's tensor."""
         ...
 
-    def feed(self, shard: Shard) -> np.ndarray[Any, Any] | None:
+    def feed(self, shard: Shard) -> np.ndarray[Any, Any] | bytes | None:
         """The value fed to the shard's placeholder in this run (None when there is none)."""
         ...
 

@@ -35,6 +35,16 @@ def assign_named(device: str, value: tf.Tensor) -> tuple[tf.Tensor, tf.Operation
         return serialized, tf.raw_ops.AssignVariableOp(resource=resource, value=value)
 
 
+def read_named(device: str, dtype: tf.DType, row: tuple[int, ...]) -> tuple[tf.Tensor, tf.Tensor]:
+    """In a graph: the value of the variable on ``device`` (a CPU) that a run names (a placeholder fed with
+    :func:`handle`), rows of shape ``row``, so one program reads each run's own data; (the placeholder, the value)."""
+    serialized = tf.compat.v1.placeholder(tf.string, (), name="resident")
+    with tf.device(device):  # where the variable lives
+        resource = tf.io.parse_tensor(serialized, tf.resource)
+        value = tf.raw_ops.ReadVariableOp(resource=resource, dtype=dtype)
+        return serialized, tf.ensure_shape(value, (None, *row))
+
+
 def handle(device: str, container: str, index: int, dtype: tf.DType) -> bytes:
     """What :func:`assign_named`'s placeholder is fed: a serialized handle to shard ``index`` of ``container`` on
     ``device`` (the variable a :class:`Sharded` of that name reads), made from a handle TensorFlow serialized itself.

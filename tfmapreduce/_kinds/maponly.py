@@ -105,6 +105,11 @@ class MapOnly(KindBase[Plan]):
     def plan(self, shards: Plan, call: Call) -> Plan:
         return shards
 
+    def shape_of(self, plan: Plan) -> Hashable:
+        """Each shard's place and whether it has rows: all its graph reads of the shards' rows, so a map or filter of
+        fresh resident data of one placement reuses its program."""
+        return tuple((s.index, s.device, s.rows > 0) for s in plan.shards)
+
     def variant(self, plan: Plan, call: Call) -> Hashable | None:
         if not named_per_run([s.device for s in plan.shards]):
             return None  # stored on GPUs: named in the graph, a program for each run (Builder.store)

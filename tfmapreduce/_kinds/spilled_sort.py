@@ -85,6 +85,9 @@ class SpillCall(Generic[P]):
     def variant(self, plan: P, call: Call) -> Hashable | None:
         return self.kind.variant(plan, call)
 
+    def shape_of(self, plan: P) -> Hashable | None:
+        return self.kind.shape_of(plan)
+
     def fed(self, plan: P, name: str) -> str:
         return self.kind.fed(plan, name)
 

@@ -117,7 +117,7 @@ class Side:
             return ShardTensor(tf.zeros((0, *self.inner.shape[1:]), dtype))
         return self.inner.tensor(part)
 
-    def feed(self, shard: Shard) -> np.ndarray[Any, Any] | None:
+    def feed(self, shard: Shard) -> np.ndarray[Any, Any] | bytes | None:
         part = self.part(shard)
         return None if part is None else self.inner.feed(part)
 

@@ -232,6 +232,16 @@ def fold_pieces(map_fn: Any, side: MapSide, src: Streamed, pieces: Sequence[Batc
     return parts[0] if len(parts) == 1 else side.merge(parts)
 
 
+def batches(rows: int, batch_rows: int) -> int:
+    """The batches :func:`fold_shard` folds ``rows`` rows in: 0 for none, 1 for rows mapped at once.
+
+    Example:
+        >>> [batches(n, 4) for n in (0, 3, 4, 5, 9)]
+        [0, 1, 1, 2, 3]
+    """
+    return 0 if rows == 0 else 1 if rows <= batch_rows else math.ceil(rows / batch_rows)
+
+
 def fold_shard(
     map_fn: Any, side: MapSide, tensors: list[tf.Tensor], bcast: tuple[Any, ...], rows: int, batch_rows: int, where: str
 ) -> Part:
@@ -239,13 +249,12 @@ def fold_shard(
     step = _stepper(map_fn, side, bcast, where)
     if rows <= batch_rows:
         return step(*tensors)
-    batches = math.ceil(rows / batch_rows)
 
     def sliced(i: tf.Tensor) -> Part:
         start = i * batch_rows
         return step(*(t[start : start + batch_rows] for t in tensors))
 
-    return _fold(tf.data.Dataset.range(batches).map(sliced), side, collect=True)
+    return _fold(tf.data.Dataset.range(batches(rows, batch_rows)).map(sliced), side, collect=True)
 
 
 PARTITIONED = (tf.int32, tf.int64, tf.float32, tf.float64)
