@@ -91,7 +91,7 @@ def test_a_worker_killed_mid_spill_fails_the_run_naming_it_and_the_survivor_keep
         finally:
             watcher.join()
         assert killed.is_set()
-        assert raised.value.task == tmr.Task("local", 1)
+        assert raised.value.task in pair.tasks  # task 1, or task 0 whose step failed first on its lost peer
         assert re.match(r"spilled MapReduce\(.*lambda>/per_group\(_stuck\)\), (the spill|round 1 of 4) ", str(raised.value))
         assert "/job:local/task:1" in str(raised.value) or "task 1" in str(raised.value)
         assert _spill_folders(spill) == []  # the survivor removed the job's folder (and, on this one disk, the rest)
