@@ -1,4 +1,4 @@
-"""The hypothesis profiles, and the check after each test that the session cluster lost no worker (the session
+"""The hypothesis profiles, the check after each test that the session cluster lost no worker, the spilling tests' fixtures (the session
 cluster fixture itself lives in the repository's root conftest.py).
 
 Hypothesis profiles: ``ci`` (fast, derandomized; the default, and what CI uses) and
@@ -8,7 +8,10 @@ Hypothesis profiles: ``ci`` (fast, derandomized; the default, and what CI uses) 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -50,3 +53,23 @@ def _session_cluster_keeps_its_workers(request: pytest.FixtureRequest) -> Iterat
         return
     broken = [f"task {i} (pid {pid}) {why}" for i, pid in enumerate(cluster.pids) if (why := _gone(pid))]
     assert not broken, f"this test broke the session cluster: {', '.join(broken)}; give it a LocalCluster of its own"
+
+
+@pytest.fixture
+def spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The folder the spilled runs spill under (the client's temporary directory), for a test to check empty."""
+    folder = tmp_path / "spill"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+@pytest.fixture
+def spilled_parts(caplog: pytest.LogCaptureFixture) -> Callable[[], int]:
+    """The last spilled run's sub-partitions per reducer, from its log line (capture INFO on ``tfmapreduce.spill``)."""
+
+    def parts() -> int:
+        found = [re.search(r"(\d+) sub-partition\(s\) per reducer", r.getMessage()) for r in caplog.records]
+        return int(next(f for f in reversed(found) if f is not None).group(1))
+
+    return parts

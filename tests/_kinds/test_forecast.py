@@ -5,8 +5,7 @@ then do what their plans said."""
 from __future__ import annotations
 
 import logging
-import re
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,28 +19,13 @@ BUDGET = 200_000
 """A reducer's budget in these tests: 200 kB, against shares of 3× that."""
 
 
-@pytest.fixture
-def spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The folder the spilled runs spill under (the client's temporary directory)."""
-    folder = tmp_path / "spill"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
-
-
-def _logged_parts(caplog: pytest.LogCaptureFixture) -> int:
-    """The last spilled run's sub-partitions per reducer (from its log line)."""
-    found = [re.search(r"(\d+) sub-partition\(s\) per reducer", r.getMessage()) for r in caplog.records]
-    return int(next(f for f in reversed(found) if f is not None).group(1))
-
-
 def _summed(keys: tf.Tensor, values: tf.RaggedTensor) -> tf.Tensor:
     return tf.reduce_sum(values, axis=1)
 
 
 @pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
 def test_a_group_plan_over_its_budget_says_it_spills_and_the_run_does_as_planned(
-    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int]
 ) -> None:
     keys = np.arange(40_000) % 1500  # 40,000 rows of 16 bytes: 320,000 bytes per reducer of two
     job = tmr.MapReduce(lambda k, v: (k, v), tmr.per_group(_summed, max_bytes=BUDGET), by_key=True)
@@ -57,13 +41,13 @@ def test_a_group_plan_over_its_budget_says_it_spills_and_the_run_does_as_planned
     assert "/job:local/task:1: 320,000 bytes" in text
     with caplog.at_level(logging.INFO, logger="tfmapreduce"):
         got = job.run((keys, np.ones(keys.size)), reducers=2, sizes=2, cluster=cluster)
-    assert abs(_logged_parts(caplog) - plan.spill.parts) <= 1  # the run plans from its largest reducer's real share
+    assert abs(spilled_parts() - plan.spill.parts) <= 1  # the run plans from its largest reducer's real share
     assert len(got) == 1500
 
 
 @pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
 def test_a_join_plan_over_its_budget_says_it_spills_and_the_join_does_as_planned(
-    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int]
 ) -> None:
     keys = np.arange(20_000)  # 20,000 output rows of 24 bytes: 240,000 bytes per device of two
     left, right = (keys, keys * 1.0), (keys[::-1].copy(), keys)
@@ -74,7 +58,7 @@ def test_a_join_plan_over_its_budget_says_it_spills_and_the_join_does_as_planned
     assert "(5 rounds; a resident join is refused instead)" in str(plan)
     with caplog.at_level(logging.INFO, logger="tfmapreduce"):
         joined = tmr.join(left, right, max_bytes=100_000, strategy="hash", reducers=2, cluster=cluster)
-    assert abs(_logged_parts(caplog) - plan.spill.parts) <= 1
+    assert abs(spilled_parts() - plan.spill.parts) <= 1
     assert len(joined.keys) == keys.size
 
 

@@ -8,7 +8,6 @@ import logging
 import os
 import re
 import signal
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -24,15 +23,6 @@ pytestmark = pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="
 
 BUDGET = 40_000
 """A reducer's budget: 40 kB, against shares of 64 kB (8,000 rows of 16 bytes over two reducers)."""
-
-
-@pytest.fixture
-def spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The folder the spilled runs spill under (the client's temporary directory)."""
-    folder = tmp_path / "spill"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
 
 
 def _stuck(keys: tf.Tensor, values: tf.RaggedTensor) -> tf.Tensor:

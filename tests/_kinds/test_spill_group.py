@@ -25,15 +25,6 @@ BUDGET = 200_000
 pytestmark = pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
 
 
-@pytest.fixture
-def spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The folder the spilled group runs spill under (the client's temporary directory), checked empty after the test."""
-    folder = tmp_path / "spill"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
-
-
 def _spilled(caplog: pytest.LogCaptureFixture) -> tuple[int, int, int]:
     """The last spilled group run's sub-partitions per reducer, its largest sub-partition's bytes, and its budget."""
     found = [

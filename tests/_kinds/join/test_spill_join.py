@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +22,6 @@ BUDGET = 200_000
 """A device's budget in these tests: 200 kB, against sides of 3× that and more."""
 
 pytestmark = pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
-
-
-@pytest.fixture
-def spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The folder the spilled joins spill under (the client's temporary directory), checked empty by each test."""
-    folder = tmp_path / "spill"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
-
-
-def _parts(caplog: pytest.LogCaptureFixture) -> int:
-    """The last spilled join's sub-partitions per reducer (from its log line)."""
-    found = [re.search(r"(\d+) sub-partition\(s\) per reducer", r.getMessage()) for r in caplog.records]
-    return int(next(f for f in reversed(found) if f is not None).group(1))
 
 
 def _rows(r: Any) -> list[tuple[Any, ...]]:
@@ -69,14 +54,14 @@ def _plain(column: str, v: Any) -> Any:
 
 @pytest.mark.parametrize("how", ["inner", "left", "right", "outer"])
 def test_a_join_over_three_times_its_budget_spills_and_equals_pandas_merge(
-    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, how: str
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int], how: str
 ) -> None:
     rng = np.random.default_rng(7)
     lk, rk = rng.integers(0, 20_000, 40_000), rng.integers(8_000, 28_000, 40_000)  # 640 kB a side; some keys on one side
     lv, rv = rng.normal(size=lk.size), np.arange(rk.size)
     with caplog.at_level(logging.INFO, logger="tfmapreduce"):
         got = tmr.join((lk, lv), (rk, rv), how=how, max_bytes=BUDGET, reducers=2, cluster=cluster)
-    assert _parts(caplog) >= 3  # each reducer joined one sub-partition at a time
+    assert spilled_parts() >= 3  # each reducer joined one sub-partition at a time
     frames = pd.DataFrame({"key": lk, "l": lv}), pd.DataFrame({"key": rk, "r": rv})
     assert _rows(got) == _pandas(*frames, how)
     assert os.listdir(spill) == []
@@ -85,7 +70,7 @@ def test_a_join_over_three_times_its_budget_spills_and_equals_pandas_merge(
 
 
 def test_a_join_of_string_keys_and_several_columns_spills_and_equals_pandas_merge(
-    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int]
 ) -> None:
     rng = np.random.default_rng(8)
     lk = np.array([f"user{i}" for i in rng.integers(0, 3_000, 15_000)])
@@ -97,7 +82,7 @@ def test_a_join_of_string_keys_and_several_columns_spills_and_equals_pandas_merg
             (lk, (l1, l2)), (rk, rv), how="outer", max_bytes=BUDGET, reducers=2, cluster=cluster, return_stats=True
         )
     assert isinstance(stats, tmr.RunStats)  # the spill run's
-    assert _parts(caplog) >= 3
+    assert spilled_parts() >= 3
     assert isinstance(got.keys[0], str)
     assert isinstance(got.right[np.flatnonzero(got.right_matched)[0]], str)
     frames = pd.DataFrame({"key": lk, "l1": l1, "l2": l2}), pd.DataFrame({"key": rk, "r": rv})
@@ -145,14 +130,14 @@ def test_a_full_spill_disk_fails_the_join_naming_the_task_and_leaves_nothing(
 
 @pytest.mark.parametrize("how", ["semi", "anti", "left"])
 def test_a_table_join_over_its_budget_spills_through_the_same_path_and_equals_pandas(
-    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, how: str
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int], how: str
 ) -> None:
     rng = np.random.default_rng(9)
     left = pd.DataFrame({"k": rng.integers(0, 30_000, 40_000), "a": rng.normal(size=40_000)})
     right = pd.DataFrame({"k": rng.integers(15_000, 45_000, 40_000), "b": np.arange(40_000)})
     with caplog.at_level(logging.INFO, logger="tfmapreduce"):
         got = tmr.table(left).join(tmr.table(right), on="k", how=how, max_bytes=BUDGET, reducers=2, cluster=cluster)
-    assert _parts(caplog) >= 2
+    assert spilled_parts() >= 2
     if how == "left":
         expected = left.merge(right, on="k", how="left").astype({"b": "Int64"})  # (a table fills with nulls)
     else:
