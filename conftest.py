@@ -7,6 +7,7 @@ so every example in the API docs is executed against real workers.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 
 import numpy as np
@@ -54,3 +55,5 @@ def cluster() -> Iterator[tfmapreduce.LocalCluster]:
 def _docstring_namespace(request: pytest.FixtureRequest, doctest_namespace: dict[str, object]) -> None:
     if isinstance(request.node, DoctestItem):
         doctest_namespace.update(np=np, tf=tf, tmr=tfmapreduce, cluster=request.getfixturevalue("cluster"))
+        # The examples' tempfile.mkdtemp() folders go under pytest's own temporary folder, which pytest prunes.
+        request.getfixturevalue("monkeypatch").setattr(tempfile, "tempdir", str(request.getfixturevalue("tmp_path")))
