@@ -78,15 +78,11 @@ def group_ints(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     present = tf.math.bincount(bucket, minlength=count, maxlength=count) > 0
     ids = tf.gather(tf.cumsum(tf.cast(present, tf.int32)) - 1, bucket)
     distinct = tf.boolean_mask(smallest, present)
-    alone = tf.equal(tf.gather(smallest, bucket), keys)  # False only where a bucket holds two keys or more
-
-    def with_others() -> tuple[tf.Tensor, tf.Tensor]:
-        where = tf.where(tf.logical_not(alone))
-        rest, rest_ids = _unique(tf.gather_nd(keys, where))
-        return tf.concat([distinct, rest], 0), tf.tensor_scatter_nd_update(ids, where, rest_ids + tf.size(distinct))
-
-    result: tuple[tf.Tensor, tf.Tensor] = tf.cond(tf.reduce_all(alone), lambda: (distinct, ids), with_others)
-    return result
+    # Only the keys that are not their bucket's smallest go through tf.unique: usually none, and no tf.cond chooses
+    # (a cond builds a function graph per branch: it cost more to build than the empty path costs to run).
+    others = tf.where(tf.not_equal(tf.gather(smallest, bucket), keys))
+    rest, rest_ids = _unique(tf.gather_nd(keys, others))
+    return tf.concat([distinct, rest], 0), tf.tensor_scatter_nd_update(ids, others, rest_ids + tf.size(distinct))
 
 
 def _unique(keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
