@@ -7,10 +7,10 @@ without running, and fixed heuristics where the data decide.
 - a filter keeps a fixed fraction (DuckDB's and Spark's kind of defaults): ``==``, ``isin``, string matches and
   ``is_null`` 0.2, ``!=`` 0.8, a range (``<``, ``<=``, ``>``, ``>=``) 1/3, ``a & b`` the product, ``a | b``
   ``a + b - a·b``, ``~a`` ``1 - a``, a traced function 0.2 (``between`` is two ranges: 1/9);
-- an inner key join: the larger side's rows times the fraction of its source rows the smaller side's filters kept
-  (a foreign key meets its primary key: each row of the larger side matches at most one of the smaller); a left
-  (right, outer) join at least its kept side(s); a semi join the left's rows times that fraction, an anti join
-  times the rest (at least 0.1);
+- an inner key join: a side's rows times the fraction of its source rows the other side's filters kept, the larger
+  of the two (a foreign key meets its primary key: each row of the foreign key's side matches at most one of the
+  other, which the other's filters may have dropped); a left (right, outer) join at least its kept side(s); a semi
+  join the left's rows times the right's fraction, an anti join times the rest (at least 0.1);
 - a group-by (and ``unique``) a tenth of its input's rows (one row without keys), a limit its ``n``.
 
 Example: ``estimate(plan).rows``; ``str(estimate(plan))`` is ``"~1200 rows, ~37.5 KiB"``.
@@ -147,9 +147,8 @@ def _join(node: Joined, left: Estimate, right: Estimate) -> Estimate:
     if node.how in ("semi", "anti"):
         fraction = right.kept if node.how == "semi" else max(1.0 - right.kept, 0.1)
         return _of(left.rows * fraction, widths, left.kept * fraction)
-    big, small = (left, right) if left.rows >= right.rows else (right, left)
-    rows = big.rows * small.kept
-    kept = big.kept * small.kept
+    rows = max(left.rows * right.kept, right.rows * left.kept)
+    kept = left.kept * right.kept
     if node.how in ("left", "outer"):
         rows, kept = max(rows, left.rows), max(kept, left.kept)
     if node.how in ("right", "outer"):
