@@ -95,6 +95,11 @@ def test_join_order_joins_the_small_tables_first_with_the_same_rows_and_columns(
         "        scan table of 3 rows [*]",
     ]
     assert estimate(join_order(q.plan).input.right).rows < estimate(q.plan.left).rows  # type: ignore[union-attr]
+    on_facts = tmr.lazy(FACTS).join(tmr.lazy(DIMS), on="dim").join(tmr.lazy(FACTS).select("id").limit(1), on="id")
+    assert join_order(on_facts.plan) is on_facts.plan  # keyed on the first table's column: the row order would change
+    also_x = tmr.lazy(GROUPS.assign(x=1.0)).filter(col("name") == "ten")
+    renamed = tmr.lazy(FACTS).join(tmr.lazy(DIMS), on="dim").join(also_x, on="group")
+    assert join_order(renamed.plan) is renamed.plan  # a suffix renames its x: left alone
     on = execute(optimize(q.plan), {"cluster": cluster}).to_pandas()
     off = execute(optimize(q.plan, [r for r in RULES if r is not join_order]), {"cluster": cluster}).to_pandas()
     pd.testing.assert_frame_equal(on, off)  # the same rows in the same order
