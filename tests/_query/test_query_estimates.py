@@ -1,5 +1,5 @@
-"""Estimated rows and bytes in ``explain()`` (a Parquet scan's footers, a client table's dtypes, the filters' fixed
-fractions), a lazy Parquet scan reading only the columns used, and the join rules from sizes (order and strategy):
+"""Estimated rows and bytes in ``explain()`` (a Parquet scan's footers, a CSV's size, a client table's dtypes, the
+filters' fixed fractions), lazy Parquet and CSV scans reading when the query runs, and the join rules from sizes (order and strategy):
 the plan before and after each, and the same answer (equal to pandas) with the rule off."""
 
 from __future__ import annotations
@@ -52,6 +52,23 @@ def test_explain_estimates_a_parquet_scan_from_its_footers_and_a_filter_by_its_f
     ]
     got = q.collect(cluster=cluster).to_pandas()
     assert got.k.tolist() == [k for k in range(200, 1000) if k != 300]
+
+
+def test_a_csv_scan_is_estimated_from_the_files_sizes_and_reads_when_the_query_runs(
+    tmp_path: Path, cluster: tmr.LocalCluster
+) -> None:
+    path = tmp_path / "t.csv"
+    frame = pd.DataFrame({"city": ["Oslo", "Rome", "Lima", "Pisa"] * 50, "n": np.arange(200), "x": np.arange(200) * 0.5})
+    frame.to_csv(path, index=False)
+    scan = tmr.plan_csv(path)
+    q = tmr.lazy(scan).filter(col("city") == "Rome").select("city", "x")
+    plan = optimize(q.plan)
+    assert show(plan)[1] == f"  scan csv of 1 files, {path.stat().st_size} bytes [city, x]"
+    read = estimate(plan.input)  # type: ignore[union-attr]
+    assert (read.rows, dict(read.widths)) == (200, {"city": 12.0, "x": 8.0})  # the whole file sampled; 4 characters
+    assert estimate(plan).rows == 40
+    got = q.collect(cluster=cluster).to_pandas()
+    pd.testing.assert_frame_equal(got, frame[frame.city == "Rome"][["city", "x"]].reset_index(drop=True))
 
 
 def test_a_client_table_is_estimated_from_its_rows_and_dtypes_a_group_by_as_a_fraction_and_a_limit_as_its_n() -> None:

@@ -4,6 +4,8 @@ without running, and fixed heuristics where the data decide.
 - a client table: its row count, each column's width from its dtype (a string column: the mean UTF-8 length of its
   first 1000 values, plus 8 bytes of pointer);
 - a Parquet scan: the row groups' row counts and each column's uncompressed size in the footers;
+- a CSV scan: the files' bytes over the mean bytes of a record in the first MiB of the first file, each string
+  column's width its fields' mean length there (plus 8), the others their type's;
 - a filter keeps a fixed fraction (DuckDB's and Spark's kind of defaults): ``==``, ``isin``, string matches and
   ``is_null`` 0.2, ``!=`` 0.8, a range (``<``, ``<=``, ``>``, ``>=``) 1/3, ``a & b`` the product, ``a | b``
   ``a + b - a·b``, ``~a`` ``1 - a``, a traced function 0.2 (``between`` is two ranges: 1/9);
@@ -18,25 +20,30 @@ Example: ``estimate(plan).rows``; ``str(estimate(plan))`` is ``"~1200 rows, ~37.
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Any
 
 import attrs
 import numpy as np
 
+from .._io.files.csv_scan import CsvScan
 from .._io.files.parquet import ParquetPlan, pyarrow_parquet
+from .._table.parquet import column_type
 from .._table.schema import STRING
 from .expr import ARITHMETIC, MATCHES, Alias, Col, Expr, Op
 from .plan import (
     Aggregated,
     Apply,
     Assign,
+    CsvFiles,
     Distinct,
     Fused,
     Joined,
     Keep,
     Limited,
     Node,
-    ParquetScan,
+    ParquetFiles,
     Scan,
     Where,
     inputs,
@@ -99,11 +106,14 @@ def _estimate(node: Node, below: list[Estimate]) -> Estimate:
     if isinstance(node, Scan):
         chosen = node.columns if node.columns is not None else node.table.columns
         return _of(len(node.table), {c: _width(node.table.column(c)) for c in chosen}, 1.0)
-    if isinstance(node, ParquetScan):
+    if isinstance(node, ParquetFiles):
         total = sum(g.rows for g in node.source.row_groups)
         sizes = dict(node.sizes)
         chosen = node.columns if node.columns is not None else node.source.columns
         return _of(total, {c: sizes[c] / total if total else 0.0 for c in chosen}, 1.0)
+    if isinstance(node, CsvFiles):
+        widths = dict(node.widths)
+        return _of(node.rows, {c: widths[c] for c in (node.columns or node.source.columns)}, 1.0)
     (first, *other) = below
     widths = dict(first.widths)
     if isinstance(node, (Where, Apply, Fused, Assign, Keep)):
@@ -207,3 +217,24 @@ def parquet_sizes(source: ParquetPlan) -> tuple[tuple[str, int], ...]:
                 for name, index in zip(source.columns, source.indices, strict=True):
                     sizes[name] += group.column(index).total_uncompressed_size
     return tuple(sizes.items())
+
+
+def csv_sizes(scan: CsvScan, sample: int = 1 << 20) -> tuple[int, tuple[tuple[str, float], ...]]:
+    """The rows of ``scan``'s files and each column's bytes a row, from its files' sizes and the whole records of the
+    first ``sample`` bytes of its first file (the header left out)."""
+    with open(scan.files[0], "rb") as f:
+        head = f.read(sample)
+    if len(head) == sample:  # whole records only
+        head = head[: head.rfind(b"\n") + 1] or head
+    text = head.decode("utf-8-sig", errors="replace")
+    records = [r for r in csv.reader(io.StringIO(text), delimiter=scan.delimiter) if r]
+    skipped = len(text.split("\n", 1)[0]) + 1 if scan.header else 0
+    body = records[1:] if scan.header else records
+    every = sum(scan.sizes) - skipped * len(scan.files)
+    rows = round(every * len(body) / max(len(head) - skipped, 1)) if body else 0
+    widths = []
+    for i, (name, kind) in enumerate(zip(scan.columns, scan.kinds, strict=True)):
+        fields = [len(r[i]) for r in body if i < len(r)]
+        text_width = 8.0 + (sum(fields) / len(fields) if fields else 0.0)
+        widths.append((name, text_width if kind == "string" else float(column_type(kind).storage.itemsize)))
+    return rows, tuple(widths)

@@ -7,11 +7,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._table.csv import scan_csv
 from .._table.parquet import scan_parquet
 from .._table.table import Table
 from .estimate import estimates
 from .expr import Col
-from .plan import Aggregated, Apply, Distinct, Fused, Joined, Limited, Node, ParquetScan, Scan, Sorted, inputs, label, names
+from .plan import (
+    Aggregated,
+    Apply,
+    CsvFiles,
+    Distinct,
+    Fused,
+    Joined,
+    Limited,
+    Node,
+    ParquetFiles,
+    Scan,
+    Sorted,
+    inputs,
+    label,
+    names,
+)
 from .rowwise import rowwise
 from .rules import row_step
 
@@ -31,10 +47,24 @@ def execute(plan: Node, options: Mapping[str, Any]) -> Table:
 def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     if isinstance(node, Scan):
         return node.table if node.columns is None else node.table.select(node.columns)
-    if isinstance(node, ParquetScan):
+    if isinstance(node, ParquetFiles):
         read = scan_parquet(list(node.source.files), columns=list(names(node) or ()), **options)
         assert isinstance(read, Table)
         return read
+    if isinstance(node, CsvFiles):
+        scan = node.source
+        typed = dict(zip(scan.columns, scan.kinds, strict=True))  # the types planned, and the names (renamed or not)
+        every = scan_csv(
+            list(scan.files),
+            typed,
+            has_header=scan.header,
+            new_columns=list(scan.columns),
+            null_values=list(scan.null_values) or None,
+            delimiter=scan.delimiter,
+            **options,
+        )
+        assert isinstance(every, Table)
+        return every if node.columns is None else every.select(node.columns)
     (table, *other) = tables
     step = row_step(node)
     if step is not None or isinstance(node, Fused):
@@ -67,7 +97,7 @@ def kind(node: Node) -> str:
         steps: tuple[tuple[str, Any], ...] = node.steps if isinstance(node, Fused) else (step,)  # type: ignore[assignment]
         computes = [e for verb, arg in steps if verb == "assign" for _, e in arg if not isinstance(e, Col)]
         return "map run" if computes or any(verb == "where" for verb, _ in steps) else "client"
-    if isinstance(node, (Apply, ParquetScan)):
+    if isinstance(node, (Apply, ParquetFiles, CsvFiles)):
         return "map run"
     if isinstance(node, Joined):
         return "join run"

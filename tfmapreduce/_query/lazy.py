@@ -10,22 +10,24 @@ from typing import Any
 import numpy as np
 
 from .._engine.stats import RunStats, stats
+from .._io.files.csv_scan import CsvScan
 from .._io.files.parquet import ParquetPlan
 from .._table.join import HOWS
 from .._table.table import Table, table
-from .estimate import parquet_sizes
+from .estimate import csv_sizes, parquet_sizes
 from .execute import execute, physical
 from .expr import Col, Expr, named, wrap
 from .plan import (
     Aggregated,
     Apply,
     Assign,
+    CsvFiles,
     Distinct,
     Joined,
     Keep,
     Limited,
     Node,
-    ParquetScan,
+    ParquetFiles,
     Scan,
     Sorted,
     Where,
@@ -37,9 +39,9 @@ from .rules import optimize
 
 def lazy(data: Any, /) -> LazyTable:
     """A [`LazyTable`][tfmapreduce.LazyTable] over a [`Table`][tfmapreduce.Table] (or what
-    [`table`][tfmapreduce.table] takes: a dict of arrays, a pandas ``DataFrame``), or over Parquet files read when
-    the query runs: ``tmr.lazy(tmr.plan_parquet(paths))`` (only the columns the query uses are read; the files'
-    footers give ``explain()`` its estimates).
+    [`table`][tfmapreduce.table] takes: a dict of arrays, a pandas ``DataFrame``), or over files read when the query
+    runs: ``tmr.lazy(tmr.plan_parquet(paths))`` (only the columns the query uses are read; the files' footers give
+    ``explain()`` its estimates) or ``tmr.lazy(tmr.plan_csv(paths))`` (estimated from the files' sizes).
 
     Examples:
         >>> sales = tmr.lazy({"city": np.array(["Oslo", "Rome", "Oslo"]), "price": np.array([10.0, 20.0, 30.0])})
@@ -53,7 +55,9 @@ def lazy(data: Any, /) -> LazyTable:
                 "lazy: a Parquet scan's filters= are the query's to place: give tmr.plan_parquet(paths) without "
                 "filters and filter the lazy table instead, e.g. .filter(tmr.col('x') > 10)"
             )
-        return LazyTable(ParquetScan(data, parquet_sizes(data)))
+        return LazyTable(ParquetFiles(data, parquet_sizes(data)))
+    if isinstance(data, CsvScan):
+        return LazyTable(CsvFiles(data, *csv_sizes(data)))
     return LazyTable(Scan(data if isinstance(data, Table) else table(data)))
 
 

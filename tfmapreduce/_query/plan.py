@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from .._io.files.csv_scan import CsvScan
 from .._io.files.parquet import ParquetPlan
 from .._table.table import Table
 from .expr import Expr
@@ -26,12 +27,24 @@ class Scan:
 
 
 @attrs.frozen(eq=False)
-class ParquetScan:
+class ParquetFiles:
     """Parquet files read by ``collect()`` (``tmr.lazy(tmr.plan_parquet(paths))``): ``source`` what a scan of every
     column reads, ``sizes`` each column's uncompressed bytes in the files' footers, ``columns`` as ``Scan``'s."""
 
     source: ParquetPlan
     sizes: tuple[tuple[str, int], ...]
+    columns: tuple[str, ...] | None = None
+
+
+@attrs.frozen(eq=False)
+class CsvFiles:
+    """CSV files read by ``collect()`` (``tmr.lazy(tmr.plan_csv(paths))``): ``source`` the scan, ``rows`` and
+    ``widths`` (each column's bytes a row) estimated from the files' sizes and their first records, ``columns`` as
+    ``Scan``'s (every column is read, the others dropped after)."""
+
+    source: CsvScan
+    rows: int
+    widths: tuple[tuple[str, float], ...]
     columns: tuple[str, ...] | None = None
 
 
@@ -128,13 +141,13 @@ class Distinct:
     columns: tuple[str, ...]
 
 
-Node = Scan | ParquetScan | Where | Assign | Keep | Apply | Fused | Joined | Aggregated | Sorted | Limited | Distinct
+Node = Scan | ParquetFiles | CsvFiles | Where | Assign | Keep | Apply | Fused | Joined | Aggregated | Sorted | Limited | Distinct
 """A plan: its root node."""
 
 
 def inputs(node: Node) -> tuple[Node, ...]:
     """The nodes ``node`` reads."""
-    if isinstance(node, (Scan, ParquetScan)):
+    if isinstance(node, (Scan, ParquetFiles, CsvFiles)):
         return ()
     if isinstance(node, Joined):
         return (node.left, node.right)
@@ -186,7 +199,7 @@ def names(node: Node) -> tuple[str, ...] | None:
     """The columns ``node`` gives, in order; None where a traced function decides them."""
     if isinstance(node, Scan):
         return node.columns if node.columns is not None else node.table.columns
-    if isinstance(node, ParquetScan):
+    if isinstance(node, (ParquetFiles, CsvFiles)):
         return node.columns if node.columns is not None else node.source.columns
     if isinstance(node, (Keep, Distinct)):
         return node.names if isinstance(node, Keep) else node.columns
@@ -223,9 +236,12 @@ def label(node: Node) -> str:
     if isinstance(node, Scan):
         cols = "*" if node.columns is None else ", ".join(node.columns)
         return f"scan table of {len(node.table)} rows [{cols}]"
-    if isinstance(node, ParquetScan):
+    if isinstance(node, ParquetFiles):
         cols = "*" if node.columns is None else ", ".join(node.columns)
         return f"scan parquet of {len(node.source.files)} files, {node.source.read} row groups [{cols}]"
+    if isinstance(node, CsvFiles):
+        cols = "*" if node.columns is None else ", ".join(node.columns)
+        return f"scan csv of {len(node.source.files)} files, {sum(node.source.sizes)} bytes [{cols}]"
     if isinstance(node, Where):
         return f"filter {node.predicate!r}"
     if isinstance(node, Assign):

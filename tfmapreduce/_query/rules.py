@@ -22,13 +22,14 @@ from .plan import (
     Aggregated,
     Apply,
     Assign,
+    CsvFiles,
     Distinct,
     Fused,
     Joined,
     Keep,
     Limited,
     Node,
-    ParquetScan,
+    ParquetFiles,
     Scan,
     Sorted,
     Where,
@@ -142,7 +143,7 @@ def _kept(node: Keep, need: frozenset[str] | None) -> tuple[str, ...]:
 
 def _pruned(node: Node, need: frozenset[str] | None) -> Node:
     """``node`` (over its pruned inputs) giving only what ``need`` asks of it, where it chooses its columns."""
-    if isinstance(node, (Scan, ParquetScan)) and need is not None:
+    if isinstance(node, (Scan, ParquetFiles, CsvFiles)) and need is not None:
         every = node.table.columns if isinstance(node, Scan) else node.source.columns
         kept = tuple(n for n in every if n in need) or every[:1]
         return attrs.evolve(node, columns=kept) if kept != every else node
