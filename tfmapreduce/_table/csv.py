@@ -183,7 +183,9 @@ def plan_csv(
         (('city', 'price'), ('string', 'float64'))
 
     Raises:
-        As [`scan_csv`][tfmapreduce.scan_csv] does before it reads a row.
+        FileNotFoundError: no file. KeyError: ``dtypes`` names no column. TypeError: a type ``dtypes`` cannot name,
+            ``null_values`` not strings, ``has_header`` not a bool. ValueError: files whose headers differ, a bad
+            ``delimiter``, ``new_columns`` or ``infer_rows`` (as [`scan_csv`][tfmapreduce.scan_csv] before it reads).
     """
     if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '\r\n"':
         raise ValueError(f"scan_csv: delimiter must be one character other than a quote or line break, got {delimiter!r}")
