@@ -27,6 +27,7 @@ from ._cluster.local import LocalCluster as LocalCluster
 from ._engine.stats import RunStats as RunStats
 from ._engine.stats import ShardStats as ShardStats
 from ._engine.stats import stats as stats
+from ._io.files.csv_scan import CsvScan as CsvScan
 from ._io.files.files import Files as Files
 from ._io.files.parquet import ParquetPlan as ParquetPlan
 from ._io.files.pipeline import Pipeline as Pipeline
@@ -72,6 +73,7 @@ from ._query.expr import when as when
 from ._query.lazy import LazyGroupBy as LazyGroupBy
 from ._query.lazy import LazyTable as LazyTable
 from ._query.lazy import lazy as lazy
+from ._table.csv import plan_csv as plan_csv
 from ._table.csv import scan_csv as scan_csv
 from ._table.parquet import plan_parquet as plan_parquet
 from ._table.parquet import scan_parquet as scan_parquet

@@ -35,7 +35,7 @@ PUBLIC = {
     "join", "plan_join", "JoinPlan", "JoinResult", "JoinSharded",
     # tables
     "table", "Table", "ResidentTable", "GroupBy", "ResidentGroupBy", "Schema", "Field", "ColumnType",
-    "scan_parquet", "plan_parquet", "ParquetPlan", "write_parquet", "scan_csv",
+    "scan_parquet", "plan_parquet", "ParquetPlan", "write_parquet", "scan_csv", "plan_csv", "CsvScan",
     # queries
     "lazy", "LazyTable", "LazyGroupBy", "col", "when",
     # errors

@@ -7,9 +7,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._table.csv import scan_csv
+from .._table.parquet import scan_parquet
 from .._table.table import Table
+from .estimate import estimates
 from .expr import Col
-from .plan import Aggregated, Apply, Distinct, Fused, Joined, Limited, Node, Scan, Sorted, inputs, label
+from .plan import (
+    Aggregated,
+    Apply,
+    CsvFiles,
+    Distinct,
+    Fused,
+    Joined,
+    Limited,
+    Node,
+    ParquetFiles,
+    Scan,
+    Sorted,
+    inputs,
+    label,
+    names,
+)
 from .rowwise import rowwise
 from .rules import row_step
 
@@ -29,6 +47,24 @@ def execute(plan: Node, options: Mapping[str, Any]) -> Table:
 def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     if isinstance(node, Scan):
         return node.table if node.columns is None else node.table.select(node.columns)
+    if isinstance(node, ParquetFiles):
+        read = scan_parquet(list(node.source.files), columns=list(names(node) or ()), **options)
+        assert isinstance(read, Table)
+        return read
+    if isinstance(node, CsvFiles):
+        scan = node.source
+        typed = dict(zip(scan.columns, scan.kinds, strict=True))  # the types planned, and the names (renamed or not)
+        every = scan_csv(
+            list(scan.files),
+            typed,
+            has_header=scan.header,
+            new_columns=list(scan.columns),
+            null_values=list(scan.null_values) or None,
+            delimiter=scan.delimiter,
+            **options,
+        )
+        assert isinstance(every, Table)
+        return every if node.columns is None else every.select(node.columns)
     (table, *other) = tables
     step = row_step(node)
     if step is not None or isinstance(node, Fused):
@@ -37,7 +73,8 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
         return table.filter(node.fn, **options) if node.verb == "filter" else table.with_columns(node.fn, **options)
     if isinstance(node, Joined):
         on = {"left_on": list(node.left_on), "right_on": list(node.right_on)}
-        return table.join(other[0], **on, how=node.how, suffix=node.suffix, **options)
+        chosen = {} if node.strategy == "auto" else {"strategy": node.strategy}
+        return table.join(other[0], **on, how=node.how, suffix=node.suffix, **chosen, **options)
     if isinstance(node, Aggregated):
         aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}
         return table.group_by(list(node.keys)).agg(**aggs, **options) if node.keys else table.agg(**aggs, **options)
@@ -60,7 +97,7 @@ def kind(node: Node) -> str:
         steps: tuple[tuple[str, Any], ...] = node.steps if isinstance(node, Fused) else (step,)  # type: ignore[assignment]
         computes = [e for verb, arg in steps if verb == "assign" for _, e in arg if not isinstance(e, Col)]
         return "map run" if computes or any(verb == "where" for verb, _ in steps) else "client"
-    if isinstance(node, Apply):
+    if isinstance(node, (Apply, ParquetFiles, CsvFiles)):
         return "map run"
     if isinstance(node, Joined):
         return "join run"
@@ -70,7 +107,9 @@ def kind(node: Node) -> str:
 
 
 def physical(plan: Node) -> list[str]:
-    """The steps that run, inputs first, each once: ``"<kind>: <step>"``, numbered where it is a distributed run."""
+    """The steps that run, inputs first, each once: ``"<kind>: <step>  [<estimated rows and bytes>]"``, numbered
+    where it is a distributed run."""
+    sizes = estimates(plan)
     lines: list[str] = []
     seen: set[int] = set()
     runs = 0
@@ -84,10 +123,10 @@ def physical(plan: Node) -> list[str]:
             visit(i)
         what = kind(node)
         if what == "client":
-            lines.append(f"client: {label(node)}")
+            lines.append(f"client: {label(node)}  [{sizes[id(node)]}]")
         else:
             runs += 1
-            lines.append(f"run {runs} ({what}): {label(node)}")
+            lines.append(f"run {runs} ({what}): {label(node)}  [{sizes[id(node)]}]")
 
     visit(plan)
     return [*lines, f"{runs} distributed run{'s' if runs != 1 else ''}"]

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from .._io.files.csv_scan import CsvScan
+from .._io.files.parquet import ParquetPlan
 from .._table.table import Table
 from .expr import Expr
 
@@ -21,6 +23,28 @@ class Scan:
     """A table held on the client; ``columns`` None: all of them, else only those (projection pushdown)."""
 
     table: Table
+    columns: tuple[str, ...] | None = None
+
+
+@attrs.frozen(eq=False)
+class ParquetFiles:
+    """Parquet files read by ``collect()`` (``tmr.lazy(tmr.plan_parquet(paths))``): ``source`` what a scan of every
+    column reads, ``sizes`` each column's uncompressed bytes in the files' footers, ``columns`` as ``Scan``'s."""
+
+    source: ParquetPlan
+    sizes: tuple[tuple[str, int], ...]
+    columns: tuple[str, ...] | None = None
+
+
+@attrs.frozen(eq=False)
+class CsvFiles:
+    """CSV files read by ``collect()`` (``tmr.lazy(tmr.plan_csv(paths))``): ``source`` the scan, ``rows`` and
+    ``widths`` (each column's bytes a row) estimated from the files' sizes and their first records, ``columns`` as
+    ``Scan``'s (every column is read, the others dropped after)."""
+
+    source: CsvScan
+    rows: int
+    widths: tuple[tuple[str, float], ...]
     columns: tuple[str, ...] | None = None
 
 
@@ -76,6 +100,9 @@ class Joined:
     right_on: tuple[str, ...]
     how: str
     suffix: str
+    strategy: str = "auto"
+    """The join run's ``strategy=``: ``"auto"`` (chosen by the run from the real sizes), or ``"broadcast"`` or
+    ``"hash"`` chosen by the planner from the estimated sizes (``rules.join_sizes``)."""
 
 
 @attrs.frozen(eq=False)
@@ -114,13 +141,13 @@ class Distinct:
     columns: tuple[str, ...]
 
 
-Node = Scan | Where | Assign | Keep | Apply | Fused | Joined | Aggregated | Sorted | Limited | Distinct
+Node = Scan | ParquetFiles | CsvFiles | Where | Assign | Keep | Apply | Fused | Joined | Aggregated | Sorted | Limited | Distinct
 """A plan: its root node."""
 
 
 def inputs(node: Node) -> tuple[Node, ...]:
     """The nodes ``node`` reads."""
-    if isinstance(node, Scan):
+    if isinstance(node, (Scan, ParquetFiles, CsvFiles)):
         return ()
     if isinstance(node, Joined):
         return (node.left, node.right)
@@ -135,6 +162,19 @@ def with_inputs(node: Node, new: tuple[Node, ...]) -> Node:
         return attrs.evolve(node, left=new[0], right=new[1])
     evolve: Any = attrs.evolve  # every other node reads one input, named input
     return evolve(node, input=new[0])  # type: ignore[no-any-return]
+
+
+def rebuilt(plan: Node, step: Callable[[Node], Node]) -> Node:
+    """``step`` applied to each node over its rebuilt inputs, from the sources up, once per node (a node read twice
+    stays one node)."""
+    done: dict[int, Node] = {}
+
+    def visit(node: Node) -> Node:
+        if id(node) not in done:
+            done[id(node)] = step(with_inputs(node, tuple(visit(i) for i in inputs(node))))
+        return done[id(node)]
+
+    return visit(plan)
 
 
 def _plain(value: Any) -> Any:
@@ -159,6 +199,8 @@ def names(node: Node) -> tuple[str, ...] | None:
     """The columns ``node`` gives, in order; None where a traced function decides them."""
     if isinstance(node, Scan):
         return node.columns if node.columns is not None else node.table.columns
+    if isinstance(node, (ParquetFiles, CsvFiles)):
+        return node.columns if node.columns is not None else node.source.columns
     if isinstance(node, (Keep, Distinct)):
         return node.names if isinstance(node, Keep) else node.columns
     if isinstance(node, Aggregated):
@@ -194,6 +236,12 @@ def label(node: Node) -> str:
     if isinstance(node, Scan):
         cols = "*" if node.columns is None else ", ".join(node.columns)
         return f"scan table of {len(node.table)} rows [{cols}]"
+    if isinstance(node, ParquetFiles):
+        cols = "*" if node.columns is None else ", ".join(node.columns)
+        return f"scan parquet of {len(node.source.files)} files, {node.source.read} row groups [{cols}]"
+    if isinstance(node, CsvFiles):
+        cols = "*" if node.columns is None else ", ".join(node.columns)
+        return f"scan csv of {len(node.source.files)} files, {sum(node.source.sizes)} bytes [{cols}]"
     if isinstance(node, Where):
         return f"filter {node.predicate!r}"
     if isinstance(node, Assign):
@@ -206,7 +254,7 @@ def label(node: Node) -> str:
         return "fused [" + "; ".join(_step(s) for s in node.steps) + "]"
     if isinstance(node, Joined):
         on = ", ".join(a if a == b else f"{a}={b}" for a, b in zip(node.left_on, node.right_on, strict=True))
-        return f"join how={node.how} on {on}"
+        return f"join how={node.how} on {on}" + ("" if node.strategy == "auto" else f" strategy={node.strategy}")
     if isinstance(node, Aggregated):
         aggs = ", ".join(f"{o}={op}({c})" for o, c, op in node.aggs)
         return f"group_by [{', '.join(node.keys)}] agg {aggs}"

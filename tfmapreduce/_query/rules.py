@@ -7,6 +7,7 @@
 - ``fuse``: consecutive filters, ``with_columns`` and selects of expressions become one map run.
 - ``top_k``: a limit of a sort becomes the sort's ``limit=`` (each shard keeps its first rows; nothing sorts all).
 - ``share``: subplans of equal structure become one node, computed once.
+- ``join_order`` and ``join_sizes`` (``joins.py``): join order and strategy from the estimated sizes.
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from .expr import Col, Expr, conjuncts, substituted, used
+from .joins import join_order, join_sizes
 from .plan import (
     Aggregated,
     Apply,
     Assign,
+    CsvFiles,
     Distinct,
     Fused,
     Joined,
     Keep,
     Limited,
     Node,
+    ParquetFiles,
     Scan,
     Sorted,
     Where,
@@ -33,23 +37,11 @@ from .plan import (
     join_names,
     key,
     names,
+    rebuilt,
     with_inputs,
 )
 
 Rule = Callable[[Node], Node]
-
-
-def rebuilt(plan: Node, step: Callable[[Node], Node]) -> Node:
-    """``step`` applied to each node over its rebuilt inputs, from the sources up, once per node (a node read twice
-    stays one node)."""
-    done: dict[int, Node] = {}
-
-    def visit(node: Node) -> Node:
-        if id(node) not in done:
-            done[id(node)] = step(with_inputs(node, tuple(visit(i) for i in inputs(node))))
-        return done[id(node)]
-
-    return visit(plan)
 
 
 def push_predicates(plan: Node) -> Node:
@@ -151,9 +143,10 @@ def _kept(node: Keep, need: frozenset[str] | None) -> tuple[str, ...]:
 
 def _pruned(node: Node, need: frozenset[str] | None) -> Node:
     """``node`` (over its pruned inputs) giving only what ``need`` asks of it, where it chooses its columns."""
-    if isinstance(node, Scan) and need is not None:
-        kept = tuple(n for n in node.table.columns if n in need) or node.table.columns[:1]
-        return attrs.evolve(node, columns=kept) if kept != node.table.columns else node
+    if isinstance(node, (Scan, ParquetFiles, CsvFiles)) and need is not None:
+        every = node.table.columns if isinstance(node, Scan) else node.source.columns
+        kept = tuple(n for n in every if n in need) or every[:1]
+        return attrs.evolve(node, columns=kept) if kept != every else node
     if isinstance(node, Assign) and need is not None:
         columns = tuple((n, e) for n, e in node.columns if n in need)
         return Assign(node.input, columns) if columns else node.input
@@ -226,9 +219,10 @@ def share(plan: Node) -> Node:
     return rebuilt(plan, lambda node: seen.setdefault(key(node), node))
 
 
-RULES: tuple[Rule, ...] = (share, push_predicates, top_k, prune, fuse)
+RULES: tuple[Rule, ...] = (share, push_predicates, top_k, join_order, prune, fuse, join_sizes)
 """The rules ``optimize`` applies, in order: ``share`` first, so the others, which rewrite each node once, keep a
-shared subplan one node (``prune`` asks of it what all its readers use)."""
+shared subplan one node (``prune`` asks of it what all its readers use); the joins' order once the filters are down
+(their estimates read them), their strategies last, from the columns that travel."""
 
 
 def optimize(plan: Node, rules: Sequence[Rule] = RULES) -> Node:

@@ -119,9 +119,16 @@ def scan_csv(
             record with another number of fields than the header or a value that is not of its column's type (the
             file, line, column and fix named).
     """
-    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '\r\n"':
-        raise ValueError(f"scan_csv: delimiter must be one character other than a quote or line break, got {delimiter!r}")
-    scan = plan(paths, dtypes, delimiter, infer_rows, split_bytes, has_header, new_columns, null_values)
+    scan = plan_csv(
+        paths,
+        dtypes,
+        has_header=has_header,
+        new_columns=new_columns,
+        null_values=null_values,
+        delimiter=delimiter,
+        infer_rows=infer_rows,
+        split_bytes=split_bytes,
+    )
     ranges = [r for r in scan.ranges if r[2] > r[1]]
     if not ranges:
         empty = {c: _column(k, np.zeros(0, column_type(k).storage), None) for c, k in zip(scan.columns, scan.kinds, strict=True)}
@@ -152,6 +159,37 @@ def scan_csv(
             for j, (name, kind) in enumerate(zip(scan.columns, scan.kinds, strict=True))
         }
     )
+
+
+def plan_csv(
+    paths: Paths,
+    /,
+    dtypes: Mapping[str, Any] | None = None,
+    *,
+    has_header: bool = True,
+    new_columns: Sequence[str] | None = None,
+    null_values: str | Sequence[str] | None = None,
+    delimiter: str = ",",
+    infer_rows: int = 1000,
+    split_bytes: int = SPLIT_BYTES,
+) -> CsvScan:
+    """What [`scan_csv`][tfmapreduce.scan_csv] reads with these arguments, without reading a row on the workers: the
+    files and their sizes, the columns and their types (inferred here from the first ``infer_rows`` records), the byte
+    ranges that are its splits. ``tmr.lazy(tmr.plan_csv(paths))`` reads the files when the query runs.
+
+    Examples:
+        >>> scan = tmr.plan_csv(path)  # doctest: +SKIP
+        >>> scan.columns, scan.kinds  # doctest: +SKIP
+        (('city', 'price'), ('string', 'float64'))
+
+    Raises:
+        FileNotFoundError: no file. KeyError: ``dtypes`` names no column. TypeError: a type ``dtypes`` cannot name,
+            ``null_values`` not strings, ``has_header`` not a bool. ValueError: files whose headers differ, a bad
+            ``delimiter``, ``new_columns`` or ``infer_rows`` (as [`scan_csv`][tfmapreduce.scan_csv] before it reads).
+    """
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '\r\n"':
+        raise ValueError(f"scan_csv: delimiter must be one character other than a quote or line break, got {delimiter!r}")
+    return plan(paths, dtypes, delimiter, infer_rows, split_bytes, has_header, new_columns, null_values)
 
 
 def _columns(*columns: Any) -> tuple[Any, ...]:

@@ -104,11 +104,15 @@ def infer(values: Sequence[str]) -> str:
 
 @attrs.frozen
 class CsvScan:
-    """What a CSV scan reads: the files, the columns and their types, and the byte ranges that are its splits."""
+    """What a CSV scan reads (see [`plan_csv`][tfmapreduce.plan_csv]): the files, the columns and their types, and the
+    byte ranges that are its splits; a frozen value."""
 
     files: tuple[str, ...]
+    """Every file, in the order their rows come."""
     sizes: tuple[int, ...]
+    """Each file's bytes."""
     columns: tuple[str, ...]
+    """The columns, in order."""
     kinds: tuple[str, ...]
     """Each column's type (``"int64"``, ``"string"``, ``"date"``, ``"timestamp[us]"``, ...)."""
     inferred: tuple[bool, ...]
