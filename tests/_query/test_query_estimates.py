@@ -125,10 +125,10 @@ def test_join_order_joins_the_small_tables_first_with_the_same_rows_and_columns(
 
 def test_join_sizes_broadcasts_a_small_side_and_hashes_sides_over_the_threshold(cluster: tmr.LocalCluster) -> None:
     q = tmr.lazy(FACTS).join(tmr.lazy(DIMS), on="dim")
-    assert show(join_sizes(q.plan))[0] == "join how=inner on dim strategy=broadcast"
+    assert show(join_sizes(q.plan))[0] == "join how=inner on dim, estimated broadcast"
     big = tmr.lazy({"dim": np.zeros(4_000_000, np.int64)})
     small = tmr.lazy({"dim": np.zeros(3_000_000, np.int64)})  # its keys and row numbers: 48 MB, over 32 MiB
-    assert show(join_sizes(big.join(small, on="dim").plan))[0] == "join how=inner on dim strategy=hash"
+    assert show(join_sizes(big.join(small, on="dim").plan))[0] == "join how=inner on dim, estimated hash"
     on = q.collect(cluster=cluster).to_pandas()
     off = execute(optimize(q.plan, [r for r in RULES if r is not join_sizes]), {"cluster": cluster}).to_pandas()
     pd.testing.assert_frame_equal(on, off)

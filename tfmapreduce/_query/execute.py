@@ -73,8 +73,7 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
         return table.filter(node.fn, **options) if node.verb == "filter" else table.with_columns(node.fn, **options)
     if isinstance(node, Joined):
         on = {"left_on": list(node.left_on), "right_on": list(node.right_on)}
-        chosen = {} if node.strategy == "auto" else {"strategy": node.strategy}
-        return table.join(other[0], **on, how=node.how, suffix=node.suffix, **chosen, **options)
+        return table.join(other[0], **on, how=node.how, suffix=node.suffix, **options)  # strategy: from the real sizes
     if isinstance(node, Aggregated):
         aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}
         return table.group_by(list(node.keys)).agg(**aggs, **options) if node.keys else table.agg(**aggs, **options)

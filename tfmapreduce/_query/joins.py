@@ -5,12 +5,13 @@
   intermediate). It is legal as written: an inner join drops the same rows in either order, the rows still come in
   the order of ``a``'s row, then ``b``'s, then ``c``'s (the eager join orders by the left row, then the right), and a
   select restores the columns' order; it is left alone where a suffix would rename a column in either order.
-- ``join_sizes``: each join's run gets ``strategy="broadcast"`` where the smaller estimated side (its key and row
-  number travel: 8 bytes and the key's width a row) fits the join kind's broadcast threshold (32 MiB) and has fewer
-  rows, else ``"hash"`` (both sides shuffled by key).
+- ``join_sizes``: each join's expected strategy, for ``explain()``: ``"broadcast"`` where the smaller estimated side
+  (its key and row number travel: 8 bytes and the key's width a row) fits the join kind's broadcast threshold
+  (32 MiB) and has fewer rows, else ``"hash"`` (both sides shuffled by key).  The run chooses again from the real
+  sizes: a wrong estimate never broadcasts a large side.
 
 Example: ``a.join(b, on="k").join(c, on="m")`` with ``c`` filtered to a few rows prints, optimized,
-``join how=inner on k strategy=hash`` over ``join how=inner on m strategy=broadcast``.
+``join how=inner on k, estimated hash`` over ``join how=inner on m, estimated broadcast``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _plain_names(*joins: Joined) -> bool:
 
 
 def join_sizes(plan: Node) -> Node:
-    """Each join's ``strategy``: ``"broadcast"`` where the smaller estimated side fits ``BROADCAST_BYTES`` (and has
+    """Each join's expected ``strategy``: ``"broadcast"`` where the smaller estimated side fits ``BROADCAST_BYTES`` (and has
     fewer rows), else ``"hash"``."""
     return rebuilt(plan, _sized)
 

@@ -101,8 +101,9 @@ class Joined:
     how: str
     suffix: str
     strategy: str = "auto"
-    """The join run's ``strategy=``: ``"auto"`` (chosen by the run from the real sizes), or ``"broadcast"`` or
-    ``"hash"`` chosen by the planner from the estimated sizes (``rules.join_sizes``)."""
+    """The strategy ``explain()`` expects: ``"broadcast"`` or ``"hash"`` from the estimated sizes (``rules.join_sizes``),
+    ``"auto"`` before that rule.  The run itself chooses from the real sizes, so a wrong estimate never broadcasts a
+    large side."""
 
 
 @attrs.frozen(eq=False)
@@ -254,7 +255,7 @@ def label(node: Node) -> str:
         return "fused [" + "; ".join(_step(s) for s in node.steps) + "]"
     if isinstance(node, Joined):
         on = ", ".join(a if a == b else f"{a}={b}" for a, b in zip(node.left_on, node.right_on, strict=True))
-        return f"join how={node.how} on {on}" + ("" if node.strategy == "auto" else f" strategy={node.strategy}")
+        return f"join how={node.how} on {on}" + ("" if node.strategy == "auto" else f", estimated {node.strategy}")
     if isinstance(node, Aggregated):
         aggs = ", ".join(f"{o}={op}({c})" for o, c, op in node.aggs)
         return f"group_by [{', '.join(node.keys)}] agg {aggs}"
