@@ -36,7 +36,7 @@ from .._io.source import Sources
 from .._ops.budget import budget_of
 from .._options import RunOptions
 from .commit import MARKER, TEMPORARY, claim, commit, discard, open_attempt
-from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, remove_spill
+from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, log, remove_spill
 
 P = TypeVar("P", bound=Spilling)
 
@@ -252,6 +252,17 @@ def sort_spilled(
             plan, call = spilled.plan, run.call
             assert call is not None  # (set as the run planned)
             check_buckets(plan, spilled)
+            log.info(
+                "%r spilled %s bytes to %s: %d bucket(s) per reducer, one round each, the largest %d bytes (%d× while it "
+                "sorts) within the budget of %d",
+                run,
+                f"{int(spilled.size.sum()):,}",
+                plan.folder,
+                plan.buckets,
+                int(spilled.size.sum(axis=0).max(initial=0)),
+                COPIES,
+                plan.budget,
+            )
             attempts = [os.path.join(path, TEMPORARY, f"0-{secrets.token_hex(4)}") for path, _ in claimed]
             for folder in attempts:
                 open_attempt(folder)
