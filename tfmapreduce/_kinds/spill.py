@@ -14,7 +14,8 @@
     run 2 + j, j < B          reducer r reads bucket r·B + j: each shard's piece read on that shard's task (its disk)
                               and sent to the reducer, concatenated in shard order, stably sorted as ``tmr.sort`` sorts
                               a range, encoded and written as part r·B + j (``write_npy``'s .npy, through the writers'
-                              commit protocol: an attempt folder, committed by the client once every part is written)
+                              commit protocol: an attempt folder, committed by the client once every part is written);
+                              one graph for every round, compiled once and fed j (``spilled_sort.Rounds``)
     every task, always        the job's spill folder removed (``TmrRemoveSpill``: stock ops remove no file), after
                               success, failure or a run given up at its deadline
 
@@ -313,7 +314,8 @@ def _paths(folder: tf.Tensor, ranges: int, piece: str) -> list[tf.Tensor]:
     """The spill files of ``piece`` (``s<shard>-k<chunk>-c<column>``) of each bucket under ``folder``: one op for them all
     (a graph of a few ops per bucket, not ten: a spill writes chunks × buckets files)."""
     names = tf.constant([f"b{b:05d}-{piece}" for b in range(ranges)])
-    return tf.unstack(tf.strings.join([folder, names], separator="/"), num=ranges)
+    paths: list[tf.Tensor] = tf.unstack(tf.strings.join([folder, names], separator="/"), num=ranges)
+    return paths
 
 
 def _row_bytes(columns: list[tf.Tensor]) -> tf.Tensor:
