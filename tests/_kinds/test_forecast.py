@@ -87,3 +87,20 @@ def test_plans_within_their_budget_say_in_memory_and_an_unchecked_keyed_combine_
     joined = tmr.plan_join((keys, keys), (keys, keys), cluster=cluster)
     assert joined.spill is not None
     assert "in memory: each device's output rows" in str(joined)
+
+
+def test_a_join_plan_of_csv_tables_estimates_their_rows_from_their_files_bytes(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    """Issue 42: a table's rows are known once read, so its files' bytes stand for them (nothing runs)."""
+    (tmp_path / "orders.csv").write_text("user,amount\n" + "".join(f"{i % 500},{i}.5\n" for i in range(20_000)))
+    (tmp_path / "users.csv").write_text("user,age\n" + "".join(f"{i},{i % 90}\n" for i in range(500)))
+    orders = tmr.read_csv(str(tmp_path / "orders.csv"), dtypes={"amount": "float64"})
+    users = tmr.read_csv(str(tmp_path / "users.csv"), dtypes={"age": "int64"})
+    size = (tmp_path / "orders.csv").stat().st_size
+    plan = tmr.plan_join(orders, users, max_bytes=50_000, strategy="hash", reducers=2, cluster=cluster)
+    assert plan.units == ("bytes", "bytes")
+    assert plan.spill is not None
+    assert plan.spill.spills
+    assert plan.spill.share == -(-(size // 16) * 24 // 2)  # its rows: its bytes over 16 (key, amount); 24 bytes out a row
+    assert sum(written for _, written in plan.spill.written) == sum(p.stat().st_size for p in tmp_path.glob("*.csv"))
+    assert "estimated as its larger side's (a CSV side's rows as its files' bytes over a row's bytes in memory)" in str(plan)
+    assert f"({plan.spill.parts} rounds; a resident join is refused instead)" in str(plan)

@@ -4,7 +4,9 @@ workers' disks, against numpy on real workers."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -102,6 +104,25 @@ def test_a_sort_of_strings_over_its_budget_equals_numpy_as_s_arrays(
     assert written.row == (got.dtype.str, ())
     assert got.tolist() == expected.tolist()
     assert len(written.parts) > 2
+    assert os.listdir(spill) == []
+
+
+def test_a_spilled_sort_of_unicode_strings_runs_the_rounds_it_logs_each_bucket_within_the_budget(
+    cluster: tmr.LocalCluster, tmp_path: Path, spill: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 42: the rounds are the buckets the spill logs (one fed graph runs them all), each part within the budget
+    as the sort counts it, the result numpy's."""
+    x = _words(12_000, 12)  # the empty string and 2- and 3-byte characters among them
+    budget = 200_000
+    with caplog.at_level(logging.INFO, logger="tfmapreduce"):
+        written = tmr.sort(x, cluster=cluster, max_bytes=budget, reducers=2, directory=tmp_path / "out", spill_dir=spill)
+    logged = [re.search(r"(\d+) bucket\(s\) per reducer, one round each", r.getMessage()) for r in caplog.records]
+    rounds = [int(found.group(1)) for found in logged if found is not None]
+    assert rounds == [len(written.parts) // 2]
+    assert rounds[0] > 2
+    parts = [np.load(p) for p in written.parts]
+    assert np.concatenate(parts).tolist() == np.char.encode(np.sort(x), "utf-8").tolist()
+    assert max(sum(len(s) + 32 for s in part.tolist()) for part in parts) * COPIES <= budget
     assert os.listdir(spill) == []
 
 

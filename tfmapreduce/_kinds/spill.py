@@ -14,7 +14,8 @@
     run 2 + j, j < B          reducer r reads bucket r·B + j: each shard's piece read on that shard's task (its disk)
                               and sent to the reducer, concatenated in shard order, stably sorted as ``tmr.sort`` sorts
                               a range, encoded and written as part r·B + j (``write_npy``'s .npy, through the writers'
-                              commit protocol: an attempt folder, committed by the client once every part is written)
+                              commit protocol: an attempt folder, committed by the client once every part is written);
+                              one graph for every round, compiled once and fed j (``spilled_sort.Rounds``)
     every task, always        the job's spill folder removed (``TmrRemoveSpill``: stock ops remove no file), after
                               success, failure or a run given up at its deadline
 
@@ -53,9 +54,9 @@ from .._engine.program import Builder, Program
 from .._io.source import Sources
 from .._native.loader import has
 from .._ops.budget import Overrun
-from .._ops.grouping import nbytes
 from .ranges import range_ids
 from .shuffle import forecast
+from .shuffle.forecast import STRING_BYTES
 from .shuffle.plan import resolve_reducers
 
 
@@ -268,19 +269,19 @@ class Spill(KindBase[SpillPlan]):
                         rows = slice(start, min(shard.rows, start + plan.chunk))
                         ids = which[shard.index]
                         ids = tf.zeros([rows.stop - rows.start], tf.int32) if ids is None else ids[rows]
-                        parts = [tf.dynamic_partition(t[rows], ids, plan.ranges) for t in tensors[shard.index]]
+                        columns = [t[rows] for t in tensors[shard.index]]
+                        parts = [tf.dynamic_partition(column, ids, plan.ranges) for column in columns]
                     done = [
-                        tf.io.write_file(
-                            tf.strings.join([folder, f"b{b:05d}-s{shard.index:05d}-k{k:05d}-c{j}"], separator="/"),
-                            tf.io.serialize_tensor(column[b]),
+                        tf.io.write_file(path, tf.io.serialize_tensor(piece))
+                        for j, pieces in enumerate(parts)
+                        for path, piece in zip(
+                            _paths(folder, plan.ranges, f"s{shard.index:05d}-k{k:05d}-c{j}"), pieces, strict=True
                         )
-                        for j, column in enumerate(parts)
-                        for b in range(plan.ranges)
                     ]
-                    with tf.control_dependencies(done):
-                        rows_of = tf.stack([tf.shape(part, out_type=tf.int64)[0] for part in parts[0]])
-                        size = tf.stack([nbytes(parts[0][b], [c[b] for c in parts[1:]]) for b in range(plan.ranges)])
-                        counts.append((rows_of, size, tf.stack([_width(t[rows]) for t in tensors[shard.index]])))
+                    with tf.control_dependencies(done):  # each bucket's rows and bytes, as ``nbytes`` counts a piece
+                        rows_of = tf.math.unsorted_segment_sum(tf.ones_like(ids, tf.int64), ids, plan.ranges)
+                        size = tf.math.unsorted_segment_sum(_row_bytes(columns), ids, plan.ranges)
+                        counts.append((rows_of, size, tf.stack([_width(column) for column in columns])))
             builder.mapped(shard, counts[-1][0])
         return builder.program(counts, plan.tasks)
 
@@ -307,6 +308,26 @@ class Spill(KindBase[SpillPlan]):
             f"{need:,} bytes there for its shards (plus what other jobs hold); the job's spill files were removed. Free "
             "space on that task's disk, or spill elsewhere with spill_dir="
         )
+
+
+def _paths(folder: tf.Tensor, ranges: int, piece: str) -> list[tf.Tensor]:
+    """The spill files of ``piece`` (``s<shard>-k<chunk>-c<column>``) of each bucket under ``folder``: one op for them all
+    (a graph of a few ops per bucket, not ten: a spill writes chunks × buckets files)."""
+    names = tf.constant([f"b{b:05d}-{piece}" for b in range(ranges)])
+    paths: list[tf.Tensor] = tf.unstack(tf.strings.join([folder, names], separator="/"), num=ranges)
+    return paths
+
+
+def _row_bytes(columns: list[tf.Tensor]) -> tf.Tensor:
+    """Each row's bytes, every column, as ``grouping.nbytes`` counts them (a string: its bytes and 32); int64."""
+    rows = tf.shape(columns[0], out_type=tf.int64)[:1]
+    total = tf.zeros(rows, tf.int64)
+    for column in columns:
+        if column.dtype == tf.string:
+            total += tf.cast(tf.strings.length(column), tf.int64) + STRING_BYTES
+        else:
+            total += math.prod(column.shape[1:]) * column.dtype.size
+    return total
 
 
 def _width(column: tf.Tensor) -> tf.Tensor:

@@ -13,28 +13,30 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
+import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, ReducerMemoryError, WorkerTimeoutError, WorkerUnavailableError
+from .._base.errors import JobError, OutputError, ReducerMemoryError, WorkerTimeoutError, WorkerUnavailableError
 from .._base.plan import Plan
 from .._engine import driver as _engine
 from .._engine.call import Call
 from .._engine.kind import Kind
 from .._engine.program import Builder, Program, Ready
-from .._io.files.encode import NpyWriter, npy_strings, part_name
+from .._io.files.encode import PART_BYTES, NpyWriter, npy_bytes, npy_header, part_name
 from .._io.files.written import Written
 from .._io.source import Sources
 from .._ops.budget import budget_of
 from .._options import RunOptions
 from .commit import MARKER, TEMPORARY, claim, commit, discard, open_attempt
-from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, remove_spill
+from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, log, remove_spill
 
 P = TypeVar("P", bound=Spilling)
 
@@ -130,38 +132,77 @@ class SpillCall(Generic[P]):
             remove_spill(self.planned, self.call.native, self.call.cluster, REMOVE_SECONDS)
 
 
-def reduce_round(
-    sort: RangeSorter, native: Any | None, spilled: Spilled, j: int, folders: Sequence[tf.Tensor], srcs: Sources
-) -> list[Any]:
-    """In the current graph, round ``j``: each reducer r reads bucket r·B + j from the shards' disks, sorts it and
-    writes it as that part of each column's attempt folder (``folders``, fed); the ops to run."""
+@attrs.frozen(eq=False)
+class Rounds:
+    """The one graph every bucket round runs (compiled once, then fed the round): in round ``j`` each reducer r reads
+    bucket r·B + j from the shards' disks, sorts it and writes it as that part of each column's attempt folder."""
+
+    graph: tf.Graph
+    ops: list[Any]
+    """What a round runs: the parts' writes."""
+    round: tf.Tensor
+    """Fed: the round ``j``."""
+    parts: list[tuple[tf.Tensor, list[tf.Tensor]]]
+    """Fed, per reducer: its part's file name, and each column's ``.npy`` header (the part's rows are known only now)."""
+
+    def feed(self, spilled: Spilled, j: int, srcs: Sources) -> dict[tf.Tensor, Any]:
+        """What round ``j`` is fed: its index, and each reducer's part's name and headers (each checked to fit a part)."""
+        plan = spilled.plan
+        fed: dict[tf.Tensor, Any] = {self.round: j}
+        for r, (name, headers) in enumerate(self.parts):
+            b = r * plan.buckets + j
+            fed[name] = part_name(b, plan.ranges, NpyWriter.ext)
+            for header, src, width in zip(headers, srcs, spilled.widths, strict=True):
+                fed[header] = _header(src, width, int(spilled.rows[:, b].sum()))
+        return fed
+
+
+def _header(src: Any, width: int, rows: int) -> bytes:
+    """The ``.npy`` header of a part of ``rows`` rows of ``src`` (strings: numpy's ``S{width}``), checked to fit a part."""
+    dtype = np.dtype(f"S{max(1, width)}") if src.dtype == object else np.dtype(src.dtype)
+    header = npy_header(dtype, (rows, *src.shape[1:]))
+    if rows * math.prod(src.shape[1:]) * dtype.itemsize + len(header) > PART_BYTES:
+        raise OutputError(
+            f"a part of {rows} rows of {dtype} holds more than the 2 GiB one part can hold; sort over more reducers "
+            "(reducers=N) or with a smaller max_bytes="
+        )
+    return header
+
+
+def rounds(sort: RangeSorter, native: Any | None, spilled: Spilled, folders: Sequence[str], srcs: Sources) -> Rounds:
+    """The graph of every bucket round (see :class:`Rounds`): each piece is read on its shard's task (every piece has a
+    file for every bucket, empty or not), the parts written on the reducer's task into ``folders``."""
     plan = spilled.plan
-    writer = NpyWriter()
+    graph = tf.Graph()
     written: list[Any] = []
-    for r, device in enumerate(plan.reducers):
-        b = r * plan.buckets + j
-        columns = []
-        for c, src in enumerate(srcs):
-            dtype, row = tf.string if src.dtype == object else tf.as_dtype(src.dtype), tuple(src.shape[1:])
-            pieces = []
-            for i, (task, piece) in enumerate(spilled.pieces):
-                n = int(spilled.rows[i, b])
-                if n:
-                    with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"read{b}_{i}"):
-                        path = f"{spilled.folder}/b{b:05d}-{piece}-c{c}"
-                        pieces.append(tf.ensure_shape(tf.io.parse_tensor(tf.io.read_file(path), dtype), (n, *row)))
-            with tf.device(device):
-                columns.append(tf.concat(pieces, 0) if pieces else tf.zeros((0, *row), dtype))
-        with tf.device(device), tf.name_scope(f"bucket{b}"):
-            ordered = sort._sorted(columns, native) if int(spilled.rows[:, b].sum()) else columns
-        with tf.device(f"{Device.parse(device).task}/device:CPU:0"), tf.name_scope(f"part{b}"):
-            for folder, column, width in zip(folders, ordered, spilled.widths, strict=True):
-                rows = int(spilled.rows[:, b].sum())
-                contents = npy_strings(column, rows, width) if column.dtype == tf.string else writer.encode([column], rows)
-                with tf.control_dependencies([tf.io.read_file(tf.strings.join([folder, MARKER], separator="/"))]):
-                    name = part_name(b, plan.ranges, writer.ext)
-                    written.append(writer.write(contents, tf.strings.join([folder, name], separator="/")))
-    return written
+    parts = []
+    with graph.as_default():
+        j = tf.compat.v1.placeholder(tf.int64, [], name="round")
+        for r, device in enumerate(plan.reducers):
+            cpu = f"{Device.parse(device).task}/device:CPU:0"
+            with tf.device(cpu), tf.name_scope(f"part{r}"):
+                name = tf.compat.v1.placeholder(tf.string, [], name="name")
+                headers = [tf.compat.v1.placeholder(tf.string, [], name=f"header{c}") for c in range(len(srcs))]
+                bucket = tf.strings.as_string(r * plan.buckets + j, width=5, fill="0")
+            parts.append((name, headers))
+            columns = []
+            for c, src in enumerate(srcs):
+                dtype, row = tf.string if src.dtype == object else tf.as_dtype(src.dtype), tuple(src.shape[1:])
+                pieces = []
+                for i, (task, piece) in enumerate(spilled.pieces):
+                    with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"read{r}_{i}"):
+                        path = tf.strings.join([f"{spilled.folder}/b", bucket, f"-{piece}-c{c}"])
+                        pieces.append(tf.ensure_shape(tf.io.parse_tensor(tf.io.read_file(path), dtype), (None, *row)))
+                with tf.device(device):
+                    columns.append(tf.concat(pieces, 0) if pieces else tf.zeros((0, *row), dtype))
+            with tf.device(device), tf.name_scope(f"bucket{r}"):
+                ordered = sort._sorted(columns, native)
+            with tf.device(cpu), tf.name_scope(f"write{r}"):
+                for folder, column, width, header in zip(folders, ordered, spilled.widths, headers, strict=True):
+                    contents = npy_bytes(column, header, width)
+                    with tf.control_dependencies([tf.io.read_file(f"{folder}/{MARKER}")]):
+                        written.append(tf.io.write_file(tf.strings.join([folder, name], separator="/"), contents))
+    return Rounds(graph, written, j, parts)
 
 
 def check_buckets(plan: SpillPlan, spilled: Spilled) -> None:
@@ -211,18 +252,28 @@ def sort_spilled(
             plan, call = spilled.plan, run.call
             assert call is not None  # (set as the run planned)
             check_buckets(plan, spilled)
+            log.info(
+                "%r spilled %s bytes to %s: %d bucket(s) per reducer, one round each, the largest %d bytes (%d× while it "
+                "sorts) within the budget of %d",
+                run,
+                f"{int(spilled.size.sum()):,}",
+                plan.folder,
+                plan.buckets,
+                int(spilled.size.sum(axis=0).max(initial=0)),
+                COPIES,
+                plan.budget,
+            )
             attempts = [os.path.join(path, TEMPORARY, f"0-{secrets.token_hex(4)}") for path, _ in claimed]
             for folder in attempts:
                 open_attempt(folder)
-            for j in range(plan.buckets):
-                graph = tf.Graph()
-                with graph.as_default():
-                    ops = reduce_round(sort, call.native, spilled, j, [tf.constant(a) for a in attempts], call.srcs)
-                try:
+            each = rounds(sort, call.native, spilled, attempts, call.srcs)
+            try:
+                for j in range(plan.buckets):
                     with run.stage(f"round {j + 1} of {plan.buckets} (each reducer sorting one bucket)"):
-                        call.cluster.run(graph, ops, {}, tasks=list(plan.tasks), timeout=settings.seconds())
-                finally:
-                    call.cluster.forget(graph)
+                        fed = each.feed(spilled, j, call.srcs)
+                        call.cluster.run(each.graph, each.ops, fed, tasks=list(plan.tasks), timeout=settings.seconds())
+            finally:
+                call.cluster.forget(each.graph)
             names = [part_name(b, plan.ranges, NpyWriter.ext) for b in range(plan.ranges)]
             for (path, _), folder in zip(claimed, attempts, strict=True):
                 commit("sort", path, folder, names, False)

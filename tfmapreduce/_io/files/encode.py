@@ -155,29 +155,29 @@ class NpyWriter(WholeFile):
         return tf.strings.join([tf.constant(header), tf.strings.substr(proto, tf.strings.length(proto) - size, size)])
 
 
-def npy_strings(values: tf.Tensor, rows: int, width: int) -> tf.Tensor:
-    """The bytes of a ``.npy`` file of ``rows`` 1-D strings ``values`` as numpy's ``S{width}`` (the spilled sort's parts
-    of strings): each padded with NUL bytes to ``width``, which ``np.load`` drops again (so a string that ends in NUL
-    bytes comes back without them, as in any numpy ``S`` array).
+def npy_bytes(values: tf.Tensor, header: tf.Tensor, width: int) -> tf.Tensor:
+    """The bytes of a ``.npy`` file of ``values`` after its ``header`` (a tensor: fed, where one graph writes parts of
+    any rows, as the spilled sort's rounds do): numbers as they are in memory, 1-D strings as numpy's ``S{width}``,
+    each padded with NUL bytes to ``width``, which ``np.load`` drops again (so a string that ends in NUL bytes comes
+    back without them, as in any numpy ``S`` array).
 
     Example:
         >>> import io
-        >>> data = npy_strings(tf.constant([b"b", b"", b"abc"]), 3, 3).numpy()
-        >>> np.load(io.BytesIO(data)).tolist()
+        >>> header = tf.constant(npy_header(np.dtype("S3"), (3,)))
+        >>> np.load(io.BytesIO(npy_bytes(tf.constant([b"b", b"", b"abc"]), header, 3).numpy())).tolist()
         [b'b', b'', b'abc']
+        >>> npy_bytes(tf.constant([1, 2], tf.int8), tf.constant(b"h"), 0).numpy()
+        b'h\\x01\\x02'
     """
-    width = max(1, width)
-    header = npy_header(np.dtype(f"S{width}"), (rows,))
-    if rows * width + len(header) > PART_BYTES:
-        raise OutputError(
-            f"a part of {rows} strings of up to {width} bytes holds {rows * width} bytes as numpy's S{width}, over the "
-            "2 GiB one part can hold; sort over more reducers (reducers=N) or with a smaller max_bytes="
-        )
-    if rows == 0:
-        return tf.constant(header)
-    pad = width - tf.strings.length(values)
-    pads = tf.strings.substr(tf.fill([rows], "\0" * width), tf.zeros_like(pad), pad)
-    return tf.strings.join([tf.constant(header), tf.strings.reduce_join(tf.strings.join([values, pads]))])
+    if values.dtype == tf.string:
+        width = max(1, width)
+        pad = width - tf.strings.length(values)
+        pads = tf.strings.substr(tf.fill(tf.shape(values), "\0" * width), tf.zeros_like(pad), pad)
+        return tf.strings.join([header, tf.strings.reduce_join(tf.strings.join([values, pads]))])
+    # A tensor's serialized proto ends with its bytes (tensor_content, the last field written): keep those.
+    size = tf.size(values, tf.int32) * values.dtype.size
+    proto = tf.io.serialize_tensor(values)
+    return tf.strings.join([header, tf.strings.substr(proto, tf.strings.length(proto) - size, size)])
 
 
 def npy_header(dtype: np.dtype[Any], shape: tuple[int, ...]) -> bytes:

@@ -277,7 +277,7 @@ def plan_join(
     The plan also says what the budget (``max_bytes``, else a quarter of this host's available memory) expects of each
     device's output, estimated from the sides' rows (``plan.spill``, see ``forecast``): in memory, or spilled through
     the workers' disks, in how many sub-partitions per reducer (one round each) and what each task writes.  A CSV table's
-    rows are known once read: its plan has no estimate.
+    rows are known once read: its files' bytes stand for them (see ``forecast.join_forecast``).
 
     Examples:
         >>> keys = np.arange(30_000)
@@ -287,10 +287,9 @@ def plan_join(
     """
     kind, (left_srcs, right_srcs), settings = _prepare(left, right, how, strategy, max_bytes, dict(options))
     planned, call = _engine.planned(kind, stacked(left_srcs, right_srcs), settings)
-    if "bytes" in planned.units:
-        return planned
     hashed = resolve_reducers(settings.reducers, planned.plan, call.cluster)  # where a spilled join joins
     sides = (row_bytes(left_srcs), row_bytes(right_srcs))
     out = row_bytes([*left_srcs, *right_srcs[1:]])
-    forecast = join_forecast(planned.plan, planned.sizes, len(hashed), sides, out, kind.max_bytes, planned_folder())
+    folder = planned_folder()
+    forecast = join_forecast(planned.plan, planned.sizes, len(hashed), sides, out, kind.max_bytes, folder, planned.units)
     return attrs.evolve(planned, spill=forecast)

@@ -157,13 +157,32 @@ def join_forecast(
     out_row: int,
     max_bytes: int | None,
     folder: str,
+    units: tuple[str, str] = ("rows", "rows"),
 ) -> SpillForecast:
     """The forecast of a join over ``plan`` (its stacked sides of ``sizes`` rows, ``side_row`` bytes a row each): its
     output estimated as its larger side's rows of ``out_row`` bytes (what a join on keys unique on its other side
-    makes; a many-to-many join makes more), spread evenly over ``reducers`` devices."""
+    makes; a many-to-many join makes more), spread evenly over ``reducers`` devices.
+
+    A side whose ``units`` are ``"bytes"`` (a CSV table: its rows are known once read) counts its files' bytes: they
+    are what its tasks write, and its rows are estimated as those bytes over ``side_row`` (a row's bytes in memory).
+
+    Example (a CSV side of 60,000 bytes beside 1,000 rows of 16 bytes; rows of 24 bytes out, over 2 devices):
+        >>> from tfmapreduce._base.plan import make_plan
+        >>> from tfmapreduce._base.device import Device
+        >>> cpu = Device.parse("/job:w/task:0/device:CPU:0")
+        >>> p = make_plan(61_000, [60_000, 1_000], [cpu, cpu], [cpu])
+        >>> f = join_forecast(p, (60_000, 1_000), 2, (20, 16), 24, 20_000, "/tmp/s", ("bytes", "rows"))
+        >>> f.share, f.parts, [size for _, size in f.written]  # 3,000 rows of the CSV side: 72,000 bytes out
+        (36000, 4, [76000])
+    """
     budget, limit = limit_of(max_bytes)
-    share = math.ceil(max(sizes) * out_row / max(1, reducers))
-    tasks = written(plan, lambda s: s.rows * side_row[s.start >= sizes[0]])
-    cap = max(2, math.ceil(plan.rows / max(1, reducers) / ROWS_PER_PART))
+    in_bytes = tuple(unit == "bytes" for unit in units)
+    rows = tuple(size // max(1, row) if b else size for size, row, b in zip(sizes, side_row, in_bytes, strict=True))
+    per_unit = tuple(1 if b else row for row, b in zip(side_row, in_bytes, strict=True))
+    share = math.ceil(max(rows) * out_row / max(1, reducers))
+    tasks = written(plan, lambda s: s.rows * per_unit[s.start >= sizes[0]])
+    cap = max(2, math.ceil(sum(rows) / max(1, reducers) / ROWS_PER_PART))
     what = "each device's output rows, estimated as its larger side's"
+    if any(in_bytes):
+        what += " (a CSV side's rows as its files' bytes over a row's bytes in memory)"
     return SpillForecast(what, share, budget, limit, reducers, tasks, folder, "a resident join is refused instead", cap)
