@@ -9,6 +9,7 @@ from typing import Any
 
 from .._table.table import Table
 from .expr import Col
+from .grouped import grouped
 from .plan import Aggregated, Apply, Distinct, Fused, Joined, Limited, Node, Scan, Sorted, inputs, label
 from .rowwise import rowwise
 from .rules import row_step
@@ -38,6 +39,8 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     if isinstance(node, Joined):
         on = {"left_on": list(node.left_on), "right_on": list(node.right_on)}
         return table.join(other[0], **on, how=node.how, suffix=node.suffix, **options)
+    if isinstance(node, Aggregated) and node.steps:
+        return grouped(table, node.steps, node.keys, node.aggs, options)
     if isinstance(node, Aggregated):
         aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}
         return table.group_by(list(node.keys)).agg(**aggs, **options) if node.keys else table.agg(**aggs, **options)
