@@ -40,7 +40,7 @@ class Packed:
         """The key columns of the packed ``codes`` (the groups'), strings again."""
         out = []
         for dictionary, stride in zip(self.dictionaries, self.strides, strict=True):
-            out.append(made(STRING, dictionary[(codes.values // stride) % len(dictionary)], None))
+            out.append(made(STRING, dictionary[(codes.values // stride) % max(len(dictionary), 1)], None))
         return out
 
 
