@@ -38,7 +38,7 @@ def grouped(
 ) -> Table:
     """``table`` through ``steps``, grouped by ``keys`` with ``aggs`` (``(output, column, op)``), in one keyed run:
     the table ``Table.group_by(keys).agg(...)`` gives over the steps' output. String keys that the steps pass
-    through are packed into one int64 key on the client (``_table/dictionary.py``)."""
+    through are packed into one integer key on the client (``_table/dictionary.py``)."""
     plan = composed(steps, table.columns)
     env = dict(plan.outputs)
     names = tuple(env)

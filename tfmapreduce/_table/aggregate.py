@@ -170,11 +170,12 @@ def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
     first = tensors[0]
     if spec.prelude is not None:
         keep, columns = spec.prelude.fn(columns, tensors[at:])
-        if keep is not None:
+        if keep is not None:  # the kept rows' positions found once, every column gathered at them
+            rows_kept = tf.reshape(tf.where(keep), [-1])
             columns = {
-                n: (tf.boolean_mask(v, keep), None if ok is None else tf.boolean_mask(ok, keep)) for n, (v, ok) in columns.items()
+                n: (tf.gather(v, rows_kept), None if ok is None else tf.gather(ok, rows_kept)) for n, (v, ok) in columns.items()
             }
-            first = tf.boolean_mask(first, keep)
+            first = rows_kept
     rows = tf.shape(first)[:1]
     key = spec.keys.encode([columns[k] for k in spec.key_names]) if spec.key_names else tf.zeros(rows, tf.int64)
     values = tuple((columns[name][0],) if not nullable else columns[name] for name, _, nullable in spec.inputs)
@@ -194,7 +195,7 @@ def aggregate(
     workers (read where they are): the same job either way. With a ``prelude``, ``columns`` are what it reads and the
     aggregation reads its output (``literals`` its run inputs), all in the one keyed run."""
     pack = packed([columns[k] for k in keys]) if prelude is None and keys else None
-    if pack is not None:  # string keys as one int64 key (``dictionary``), strings again once grouped
+    if pack is not None:  # string keys as one integer key (``dictionary``), strings again once grouped
         out = aggregate({**columns, PACKED: pack.column}, [PACKED], aggregates, options)
         return {**dict(zip(keys, pack.unpacked(out.pop(PACKED)), strict=True)), **out}
     schema = (

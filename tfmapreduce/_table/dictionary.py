@@ -1,5 +1,5 @@
 """String key columns as integer codes: a group-by over client-held string columns without nulls groups by one
-int64 key (each column's code in its sorted dictionary, the columns packed into one number, the first the most
+integer key (each column's code in its sorted dictionary, the columns packed into one number, the first the most
 significant), so the run ships and hashes integers instead of strings; the groups' codes are unpacked into the
 strings on the client. Codes keep the strings' order, so the groups come out in the same order.
 
@@ -22,14 +22,12 @@ from .schema import STRING, ColumnType
 PACKED = "\x00packed key"
 """The name of the packed key column while the job runs (no table's column name starts with a NUL)."""
 
-INT64 = ColumnType.of(np.dtype(np.int64))
-
 _CODES: weakref.WeakKeyDictionary[Column, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = weakref.WeakKeyDictionary()
 
 
 @attrs.frozen(eq=False)
 class Packed:
-    """The key columns packed: ``column`` (int64, one code a row), each column's sorted ``dictionaries`` and the
+    """The key columns packed: ``column`` (one code a row, in the narrowest signed int that holds every code), each column's sorted ``dictionaries`` and the
     ``strides`` of its code in the packed one."""
 
     column: Column
@@ -40,7 +38,7 @@ class Packed:
         """The key columns of the packed ``codes`` (the groups'), strings again."""
         out = []
         for dictionary, stride in zip(self.dictionaries, self.strides, strict=True):
-            out.append(made(STRING, dictionary[(codes.values // stride) % max(len(dictionary), 1)], None))
+            out.append(made(STRING, dictionary[(codes.values.astype(np.int64) // stride) % max(len(dictionary), 1)], None))
         return out
 
 
@@ -49,7 +47,8 @@ _PACKED: weakref.WeakKeyDictionary[Column, tuple[tuple[weakref.ref[Column], ...]
 
 
 def packed(columns: Sequence[Column | Any]) -> Packed | None:
-    """``columns`` as one int64 key column, where each is a client-held string column without nulls and the
+    """``columns`` as one integer key column (int8 to int64, the narrowest that holds the codes: fewer bytes shipped),
+    where each is a client-held string column without nulls and the
     product of their distinct counts fits an int64; else None (the key columns are encoded as they are).
 
     Example:
@@ -81,7 +80,8 @@ def _pack(columns: Sequence[Column]) -> Packed | None:
     key = np.zeros(len(columns[0]), np.int64)
     for (codes, _), s in zip(coded, strides, strict=True):
         key += codes * s if s != 1 else codes
-    return Packed(made(INT64, key, None), tuple(d for _, d in coded), tuple(strides))
+    narrow = next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if stride <= np.iinfo(t).max)
+    return Packed(made(ColumnType.of(narrow), key.astype(narrow), None), tuple(d for _, d in coded), tuple(strides))
 
 
 def _factorized(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
