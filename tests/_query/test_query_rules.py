@@ -14,7 +14,18 @@ import tfmapreduce as tmr
 from tfmapreduce import col
 from tfmapreduce._query.execute import execute
 from tfmapreduce._query.plan import show
-from tfmapreduce._query.rules import RULES, Rule, fuse, optimize, prune, push_predicates, share, top_k
+from tfmapreduce._query.rules import (
+    RULES,
+    Rule,
+    fuse,
+    into_aggregates,
+    optimize,
+    prune,
+    push_predicates,
+    share,
+    sorted_groups,
+    top_k,
+)
 
 ORDERS = pd.DataFrame(
     {
@@ -149,11 +160,47 @@ def test_fusion_makes_filters_new_columns_and_selects_one_map_run(cluster: tmr.L
         "  fused [filter (col('qty') >= 2); with_columns total=(col('price') * col('qty')); select note, total]",
         "    scan table of 7 rows [*]",
     ]
-    assert runs(q, RULES, cluster) == 2  # one map run, one keyed run
-    assert runs(q, without(fuse), cluster) == 3  # filter and with_columns one run each (select: on the client)
+    assert runs(q, without(into_aggregates), cluster) == 2  # one map run, one keyed run
+    assert runs(q, [r for r in RULES if r not in (fuse, into_aggregates)], cluster) == 3  # filter, with_columns, group-by
     kept = ORDERS[ORDERS.qty >= 2].assign(total=lambda f: f.price * f.qty)
     expected = kept.groupby("note", as_index=False).agg(total=("total", lambda s: s.sum(min_count=1)))
     same_with_and_without(q, fuse, cluster, expected)
+
+
+def test_a_fused_step_read_by_a_group_by_alone_runs_in_its_map(cluster: tmr.LocalCluster) -> None:
+    def q(least: int) -> tmr.LazyTable:
+        priced = tmr.lazy(ORDERS).filter(col("qty") >= least).with_columns(total=col("price") * col("qty"))
+        return priced.group_by(["note", "user"]).agg(total=("total", "sum"), n=("*", "count"), mean=("price", "mean"))
+
+    assert show(optimize(q(2).plan))[0].endswith(
+        "after [filter (col('qty') >= 2); with_columns total=(col('price') * col('qty'))]"
+    )
+    assert runs(q(2), RULES, cluster) == 1  # one keyed run: the filter and the product in its map
+    kept = ORDERS[ORDERS.qty >= 2].assign(total=lambda f: f.price * f.qty)
+    expected = kept.groupby(["note", "user"], as_index=False, dropna=False).agg(
+        total=("total", lambda s: s.sum(min_count=1)), n=("qty", "size"), mean=("price", "mean")
+    )
+    same_with_and_without(q(2), into_aggregates, cluster, expected.sort_values(["note", "user"], na_position="last"))
+    with tmr.stats() as seen:
+        none = answer(q(99), RULES, cluster)  # a new literal: no compile; no row kept: no group
+    assert len(none) == 0
+    assert not any(r.compiled for r in seen.runs)
+    whole = tmr.lazy(ORDERS).filter(col("qty") >= 99).agg(n=("*", "count"), top=("price", "max"))
+    out = answer(whole, RULES, cluster)
+    assert out["n"].tolist() == [0]
+    assert out["top"].isna().all()
+
+
+def test_a_sort_of_a_group_by_s_result_by_its_keys_is_dropped(cluster: tmr.LocalCluster) -> None:
+    sums = tmr.lazy(ORDERS).group_by(["note", "user"]).agg(total=("qty", "sum"))
+    q = sums.sort(["note", "user"])
+    assert show(sorted_groups(q.plan))[0] == "group_by [note, user] agg total=sum(qty)"
+    assert show(sorted_groups(sums.sort("note", limit=2).plan))[0] == "limit 2"
+    assert show(sorted_groups(sums.sort("user").plan))[0] == "sort user"  # not the groups' order: kept
+    assert show(sorted_groups(sums.sort("note", descending=True).plan))[0] == "sort note desc"
+    assert runs(q, RULES, cluster) == 1
+    expected = ORDERS.groupby(["note", "user"], as_index=False, dropna=False).agg(total=("qty", "sum"))
+    same_with_and_without(q, sorted_groups, cluster, expected.sort_values(["note", "user"], na_position="last"))
 
 
 def test_top_k_makes_a_limit_of_a_sort_the_sort_s_limit(cluster: tmr.LocalCluster) -> None:
@@ -177,7 +224,7 @@ def test_a_subplan_of_equal_structure_is_computed_once(cluster: tmr.LocalCluster
     assert shared.left is shared.right.input  # type: ignore[union-attr]
     assert q.plan.left is not q.plan.right.input  # type: ignore[union-attr]
     assert runs(q, RULES, cluster) == 3  # the filter once, the group-by, the join
-    assert runs(q, without(share), cluster) == 4
+    assert runs(q, [r for r in RULES if r not in (share, into_aggregates)], cluster) == 4  # the filter twice
     kept = ORDERS[ORDERS.price > 6.0].dropna(subset=["user"])
     expected = kept.merge(kept.groupby("user", as_index=False).agg(n=("qty", "size")), on="user")
     same_with_and_without(q, share, cluster, expected)

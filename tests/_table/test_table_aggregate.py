@@ -21,6 +21,7 @@ from strategies import examples, generated, size_lists
 
 import tfmapreduce as tmr
 from tfmapreduce._table import aggregate as _aggregate
+from tfmapreduce._table.dictionary import packed
 
 MIXED: dict[str, Any] = {
     "med": ("f64", "median"),
@@ -212,3 +213,18 @@ def test_bad_aggregates_say_how_to_call_them() -> None:
         t.group_by("k").agg(p=("s", "median"))
     with pytest.raises(ValueError, match="unknown op 'mode'"):
         t.group_by("k").agg(p=("x", "mode"))
+
+
+def test_string_keys_without_nulls_group_by_one_packed_key_in_the_strings_order(cluster: tmr.LocalCluster) -> None:
+    frame = pd.DataFrame(
+        {
+            "a": ["é", "z", "", "z", "é", "", "zz", "z"],
+            "b": ["x", "x", "y", "x", "", "y", "x", "日本"],
+            "n": np.arange(8, dtype=np.int64),
+        }
+    )
+    t = tmr.table(frame)
+    assert packed([t.column("a"), t.column("b")]).column.values.dtype == np.int8  # type: ignore[union-attr]
+    got = t.group_by(["a", "b"]).agg(total=("n", "sum"), rows=("*", "count"), cluster=cluster).to_pandas()
+    want = frame.groupby(["a", "b"], as_index=False).agg(total=("n", "sum"), rows=("n", "size"))
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)  # code point order: "" < "z" < "zz" < "é"

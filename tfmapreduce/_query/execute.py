@@ -12,6 +12,7 @@ from .._table.parquet import scan_parquet
 from .._table.table import Table
 from .estimate import estimates
 from .expr import Col
+from .grouped import grouped
 from .plan import (
     Aggregated,
     Apply,
@@ -74,6 +75,8 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     if isinstance(node, Joined):
         on = {"left_on": list(node.left_on), "right_on": list(node.right_on)}
         return table.join(other[0], **on, how=node.how, suffix=node.suffix, **options)  # strategy: from the real sizes
+    if isinstance(node, Aggregated) and node.steps:
+        return grouped(table, node.steps, node.keys, node.aggs, options)
     if isinstance(node, Aggregated):
         aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}
         return table.group_by(list(node.keys)).agg(**aggs, **options) if node.keys else table.agg(**aggs, **options)

@@ -108,11 +108,13 @@ class Joined:
 
 @attrs.frozen(eq=False)
 class Aggregated:
-    """One row per group of ``keys`` (none: one row), with ``aggs`` of ``(output, column, op)``."""
+    """One row per group of ``keys`` (none: one row), with ``aggs`` of ``(output, column, op)``; ``steps`` are
+    row-wise steps (a ``Fused``'s) applied to the input first, inside the group-by's own map."""
 
     input: Node
     keys: tuple[str, ...]
     aggs: tuple[tuple[str, str, str], ...]
+    steps: tuple[tuple[str, Any], ...] = ()
 
 
 @attrs.frozen(eq=False)
@@ -258,7 +260,8 @@ def label(node: Node) -> str:
         return f"join how={node.how} on {on}" + ("" if node.strategy == "auto" else f", estimated {node.strategy}")
     if isinstance(node, Aggregated):
         aggs = ", ".join(f"{o}={op}({c})" for o, c, op in node.aggs)
-        return f"group_by [{', '.join(node.keys)}] agg {aggs}"
+        after = "" if not node.steps else " after [" + "; ".join(_step(s) for s in node.steps) + "]"
+        return f"group_by [{', '.join(node.keys)}] agg {aggs}{after}"
     if isinstance(node, Sorted):
         order = ", ".join(f"{b}{' desc' if d else ''}" for b, d in zip(node.by, node.descending, strict=True))
         return f"sort {order}" + ("" if node.limit is None else f" limit {node.limit}")

@@ -7,11 +7,16 @@
 - ``fuse``: consecutive filters, ``with_columns`` and selects of expressions become one map run.
 - ``top_k``: a limit of a sort becomes the sort's ``limit=`` (each shard keeps its first rows; nothing sorts all).
 - ``share``: subplans of equal structure become one node, computed once.
-- ``join_order`` and ``join_sizes`` (``joins.py``): join order and strategy from the estimated sizes.
+- ``sorted_groups``: a sort of a group-by's result by its keys, ascending with nulls last, is dropped (a group-by
+  gives its groups in that order).
+- ``join_order`` and ``join_sizes`` (``joins.py``): join order and expected strategy from the estimated sizes.
+- ``into_aggregates``: a fused step read by a group-by alone runs in the group-by's map (one keyed run; the rows it
+  drops and the columns it makes never leave the workers).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -129,6 +134,8 @@ def _needs(node: Node, need: frozenset[str] | None) -> list[frozenset[str] | Non
     if isinstance(node, Distinct):
         return [frozenset(node.columns)]
     if isinstance(node, Aggregated):
+        if node.steps:
+            return [None]
         cols = frozenset([*node.keys, *(c for _, c, _ in node.aggs if c != "*")])
         first = names(node.input)
         return [cols or (frozenset(first[:1]) if first else None)]
@@ -219,7 +226,49 @@ def share(plan: Node) -> Node:
     return rebuilt(plan, lambda node: seen.setdefault(key(node), node))
 
 
-RULES: tuple[Rule, ...] = (share, push_predicates, top_k, join_order, prune, fuse, join_sizes)
+def sorted_groups(plan: Node) -> Node:
+    """A sort of a group-by's result by its first keys, each ascending with nulls last, as no step (a group-by gives
+    its groups in that order; a sort's limit stays, as a ``limit``)."""
+    return rebuilt(plan, _unsorted)
+
+
+def _unsorted(node: Node) -> Node:
+    if not (isinstance(node, Sorted) and isinstance(node.input, Aggregated)):
+        return node
+    if node.input.keys[: len(node.by)] != node.by or any(node.descending) or not all(node.nulls_last):
+        return node
+    return node.input if node.limit is None else Limited(node.input, node.limit)
+
+
+def into_aggregates(plan: Node) -> Node:
+    """A ``Fused`` step that only a group-by reads as that group-by's ``steps``: one keyed run maps, filters and
+    aggregates, and no row of the step's output passes through the client."""
+    readers: Counter[int] = Counter()
+    seen: set[int] = set()
+
+    def count(node: Node) -> None:
+        if id(node) not in seen:
+            seen.add(id(node))
+            readers.update(id(i) for i in inputs(node))
+            for i in inputs(node):
+                count(i)
+
+    count(plan)
+    done: dict[int, Node] = {}
+
+    def visit(node: Node) -> Node:
+        if id(node) not in done:
+            below = node.input if isinstance(node, Aggregated) else None
+            if isinstance(node, Aggregated) and not node.steps and isinstance(below, Fused) and readers[id(below)] == 1:
+                done[id(node)] = attrs.evolve(node, input=visit(below.input), steps=below.steps)
+            else:
+                done[id(node)] = with_inputs(node, tuple(visit(i) for i in inputs(node)))
+        return done[id(node)]
+
+    return visit(plan)
+
+
+RULES: tuple[Rule, ...] = (share, push_predicates, top_k, sorted_groups, join_order, prune, fuse, into_aggregates, join_sizes)
 """The rules ``optimize`` applies, in order: ``share`` first, so the others, which rewrite each node once, keep a
 shared subplan one node (``prune`` asks of it what all its readers use); the joins' order once the filters are down
 (their estimates read them), their strategies last, from the columns that travel."""

@@ -1,12 +1,15 @@
 """Aggregates by key in one keyed job: each aggregated column travels once as a column of the job's values (a
 tuple). Where every aggregate has a partial, each key's partials merge with each aggregate's own merge (a
 per-column combiner); where one has none (a median, a top-k, ...), every aggregate runs in one group reducer
-(``groups``). Equal specs (column types, keys, aggregates) share one job, so its graphs are traced once."""
+(``groups``). Equal specs (column types, keys, aggregates) share one job, so its graphs are traced once.
+
+A ``Prelude`` runs row-wise steps (a query's filters and new columns) in the same map, before the keys and values
+are taken: the rows it drops and the columns it computes never leave the workers (one run, no round trip)."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -17,6 +20,7 @@ from .._kinds.mapreduce import MapReduce
 from .._ops.combine import Combiner, GroupForm, SegmentForm, segment_max, segment_min, segment_sum
 from .._ops.per_group import group_reducer
 from .column import Column, ResidentColumn, made
+from .dictionary import PACKED, packed
 from .groups import GroupOp, finished, per_group
 from .keys import KeyCodec
 from .ops import OPS, PARAMETRIC, holistic, partial_of, type_of
@@ -78,6 +82,30 @@ def _param(output: str, column: str, op: str, value: object) -> float | int:
 
 
 @attrs.frozen
+class Prelude:
+    """Row-wise steps run in an aggregation's map before its keys and values are taken.
+
+    ``fn(columns, literals)`` takes the shipped columns ``{name: (values, valid or None)}`` (those of ``reads``: each
+    name and whether it holds nulls) and the run's literal tensors, and returns ``(keep, columns)``: a bool mask of the
+    rows kept (None: every row) and each column the aggregation reads, ``{name: (values, valid or None)}`` of the
+    input's length; ``types`` are those columns' ``(name, type, holds nulls)``. Preludes compare by ``fn``'s identity:
+    the same function object (kept by the steps' shape) shares one job and its compiled programs.
+
+    Example:
+        >>> int64 = ColumnType.of(np.dtype(np.int64))
+        >>> over = Prelude(lambda cols, lits: (cols["x"][0] > lits[0], cols), (("x", False),), (("x", int64, False),))
+        >>> columns = {"x": Column(int64, np.array([1, 5, 7]))}
+        >>> out = aggregate(columns, [], [Aggregate("n", "*", "size")], {"cluster": cluster}, over, [np.int64(4)])
+        >>> out["n"].values.tolist()
+        [2]
+    """
+
+    fn: Callable[..., Any]
+    reads: tuple[tuple[str, bool], ...]
+    types: tuple[tuple[str, ColumnType, bool], ...]
+
+
+@attrs.frozen
 class Spec:
     """What an aggregation's graphs depend on — the key and input columns' types and nulls, and the aggregates —
     so that equal specs share one job (and its traced, compiled graphs)."""
@@ -88,6 +116,8 @@ class Spec:
     """Each aggregated column once: its name, type and whether it holds nulls."""
     aggregates: tuple[Aggregate, ...]
     """The aggregates, their output names left out (they change no graph)."""
+    prelude: Prelude | None = None
+    """Row-wise steps run first in the map (None: the columns are shipped as the aggregation reads them)."""
 
     @property
     def ops(self) -> tuple[GroupOp, ...]:
@@ -130,13 +160,23 @@ def job_of(spec: Spec) -> MapReduce[Any]:
 
 
 def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
-    """A batch's keys (the key columns encoded as one) and, as values, each aggregated column's (values, [valid])."""
+    """A batch's keys (the key columns encoded as one) and, as values, each aggregated column's (values, [valid]);
+    the prelude's rows and columns where the spec has one (its literals follow the columns)."""
     TRACES[0] += 1
     columns, at = {}, 0
-    for name, nullable in spec.layout:
+    for name, nullable in spec.layout if spec.prelude is None else spec.prelude.reads:
         columns[name] = (tensors[at], tensors[at + 1] if nullable else None)
         at += 2 if nullable else 1
-    rows = tf.shape(tensors[0])[:1]
+    first = tensors[0]
+    if spec.prelude is not None:
+        keep, columns = spec.prelude.fn(columns, tensors[at:])
+        if keep is not None:  # the kept rows' positions found once, every column gathered at them
+            rows_kept = tf.reshape(tf.where(keep), [-1])
+            columns = {
+                n: (tf.gather(v, rows_kept), None if ok is None else tf.gather(ok, rows_kept)) for n, (v, ok) in columns.items()
+            }
+            first = rows_kept
+    rows = tf.shape(first)[:1]
     key = spec.keys.encode([columns[k] for k in spec.key_names]) if spec.key_names else tf.zeros(rows, tf.int64)
     values = tuple((columns[name][0],) if not nullable else columns[name] for name, _, nullable in spec.inputs)
     return key, values or ((tf.zeros(rows, tf.int8),),)
@@ -147,27 +187,37 @@ def aggregate(
     keys: Sequence[str],
     aggregates: Sequence[Aggregate],
     options: Mapping[str, Any],
+    prelude: Prelude | None = None,
+    literals: Sequence[np.ndarray[Any, Any]] = (),
 ) -> dict[str, Column]:
     """The aggregated columns (the key columns, then the aggregates), one row per group, sorted by the keys (nulls
     last); with no keys, one row for the whole table. The columns are on the client (shipped for the run) or on the
-    workers (read where they are): the same job either way."""
+    workers (read where they are): the same job either way. With a ``prelude``, ``columns`` are what it reads and the
+    aggregation reads its output (``literals`` its run inputs), all in the one keyed run."""
+    pack = packed([columns[k] for k in keys]) if prelude is None and keys else None
+    if pack is not None:  # string keys as one integer key (``dictionary``), strings again once grouped
+        out = aggregate({**columns, PACKED: pack.column}, [PACKED], aggregates, options)
+        return {**dict(zip(keys, pack.unpacked(out.pop(PACKED)), strict=True)), **out}
+    schema = (
+        {n: (c.type, c.nullable) for n, c in columns.items()} if prelude is None else {n: (t, o) for n, t, o in prelude.types}
+    )
+    types = {n: t for n, (t, _) in schema.items()}
     for a in aggregates:
         if a.column != "*":
-            type_of(a.op, columns[a.column].type, a.output)  # refuse what does not apply before any run
+            type_of(a.op, types[a.column], a.output)  # refuse what does not apply before any run
     rows = len(next(iter(columns.values()))) if columns else 0
     if rows == 0:
-        return _empty(columns, keys, aggregates)
-    codec = KeyCodec(tuple(columns[k].type for k in keys), tuple(columns[k].nullable for k in keys))
-    inputs = tuple(
-        (name, columns[name].type, columns[name].nullable)
-        for name in dict.fromkeys(a.column for a in aggregates if a.column != "*")
-    )
-    spec = Spec(codec, tuple(keys), inputs, tuple(attrs.evolve(a, output="") for a in aggregates))  # (names: no graph)
+        return _empty(types, keys, aggregates)
+    codec = KeyCodec(tuple(types[k] for k in keys), tuple(schema[k][1] for k in keys))
+    inputs = tuple((name, *schema[name]) for name in dict.fromkeys(a.column for a in aggregates if a.column != "*"))
+    spec = Spec(codec, tuple(keys), inputs, tuple(attrs.evolve(a, output="") for a in aggregates), prelude)
     arrays: list[Any] = []  # numpy arrays, or Sharded on the workers
-    for name, _ in spec.layout:
+    for name, _ in spec.layout if prelude is None else prelude.reads:
         c = columns[name]
         arrays.extend([c.values] if c.valid is None else [c.values, c.valid])
-    result = job_of(spec).run(tuple(arrays), **options)
+    result = job_of(spec).run(tuple(arrays), broadcast=list(literals), **options)
+    if prelude is not None and len(result.keys) == 0:  # the prelude kept no row
+        return _empty(types, keys, aggregates)
     out = dict(zip(keys, codec.decode(result.keys), strict=True)) if keys else {}
     for a, op, partial in zip(aggregates, spec.ops, result.values, strict=True):
         done = finished if holistic(op.op, op.source) else _finish
@@ -216,14 +266,12 @@ def _finish(op: str, type_: ColumnType | None, partial: list[np.ndarray[Any, Any
     return made(result, value.astype(result.storage), count > 0)
 
 
-def _empty(
-    columns: Mapping[str, Column | ResidentColumn], keys: Sequence[str], aggregates: Sequence[Aggregate]
-) -> dict[str, Column]:
+def _empty(types: Mapping[str, ColumnType], keys: Sequence[str], aggregates: Sequence[Aggregate]) -> dict[str, Column]:
     """The aggregates of no rows: no groups, or (no keys) one row with counts 0 and nulls (as SQL gives)."""
     rows = 0 if keys else 1
-    out = {k: made(columns[k].type, np.zeros(0, columns[k].type.storage), None) for k in keys}
+    out = {k: made(types[k], np.zeros(0, types[k].storage), None) for k in keys}
     for a in aggregates:
-        result = type_of(a.op, None if a.column == "*" else columns[a.column].type, a.output)
+        result = type_of(a.op, None if a.column == "*" else types[a.column], a.output)
         nulls = None if a.op in ("count", "size", "count_distinct", "top_k") else np.zeros(rows, bool)
         values = np.zeros(rows, result.storage)
         if result.inner is not None:  # a top-k of no values: an empty list

@@ -49,7 +49,7 @@ def kept_aggregate(
             type_of(a.op, columns[a.column].type, a.output)  # refuse what does not apply before any run
     mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
     if len(next(iter(columns.values()))) == 0:  # no run: the aggregates of no rows, made here (no row of the input)
-        return placed(_empty(columns, keys, aggregates), True, mapped)
+        return placed(_empty({n: c.type for n, c in columns.items()}, keys, aggregates), True, mapped)
     codec = KeyCodec(tuple(columns[k].type for k in keys), tuple(columns[k].nullable for k in keys))
     inputs = tuple(
         (name, columns[name].type, columns[name].nullable)

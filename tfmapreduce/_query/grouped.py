@@ -1,0 +1,120 @@
+"""A group-by with the row-wise steps below it run in its own map: ONE keyed run filters, computes the new columns
+and aggregates, and ships only the columns the steps and the aggregates read.
+
+The steps are composed as ``rowwise`` composes them (one predicate, one expression per column the group-by reads)
+into a ``Prelude`` of the group-by's keyed job. The prelude is kept by the steps' shape and the input's types (the
+same function object, so the job and its compiled program are found again), and the literals are the run's broadcast
+inputs: the same query over new data or with new numbers compiles nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from .._table.aggregate import Aggregate, Prelude, aggregate
+from .._table.column import Column
+from .._table.dictionary import PACKED, packed
+from .._table.schema import STRING, check_name
+from .._table.table import Table
+from .compile import Compiler, lifted, shape
+from .expr import Col, Expr, used
+from .rowwise import composed
+
+_PRELUDES: dict[tuple[Any, ...], Prelude] = {}
+"""Preludes by shape; the oldest is dropped past ``_KEPT``."""
+
+_KEPT = 256
+
+
+def grouped(
+    table: Table,
+    steps: Sequence[tuple[str, Any]],
+    keys: Sequence[str],
+    aggs: Sequence[tuple[str, str, str]],
+    options: Mapping[str, Any],
+) -> Table:
+    """``table`` through ``steps``, grouped by ``keys`` with ``aggs`` (``(output, column, op)``), in one keyed run:
+    the table ``Table.group_by(keys).agg(...)`` gives over the steps' output. String keys that the steps pass
+    through are packed into one integer key on the client (``_table/dictionary.py``)."""
+    plan = composed(steps, table.columns)
+    env = dict(plan.outputs)
+    names = tuple(env)
+    parsed = [Aggregate.parse(out, (column, op), names) for out, column, op in aggs]
+    keys = [check_name(k, names, "group_by") for k in keys]
+    sources = [env[k] for k in keys]
+    pack = packed([table.column(e.name) for e in sources]) if keys and all(isinstance(e, Col) for e in sources) else None  # type: ignore[attr-defined]
+    if pack is None:
+        return Table(_aggregated(table, plan.where, env, keys, parsed, options))
+    table = Table({**{n: table.column(n) for n in table.columns}, PACKED: pack.column})
+    out = _aggregated(table, plan.where, {**env, PACKED: Col(PACKED)}, [PACKED], parsed, options)
+    return Table({**dict(zip(keys, pack.unpacked(out.pop(PACKED)), strict=True)), **out})
+
+
+def _aggregated(
+    table: Table,
+    where: Expr | None,
+    env: Mapping[str, Expr],
+    keys: Sequence[str],
+    parsed: Sequence[Aggregate],
+    options: Mapping[str, Any],
+) -> dict[str, Column]:
+    """The aggregated columns of ``env``'s columns (each an expression of ``table``'s) where ``where`` holds."""
+    wanted = list(dict.fromkeys([*keys, *(a.column for a in parsed if a.column != "*")]))
+    outputs = [(n, env[n]) for n in wanted]
+    exprs = ([] if where is None else [where]) + [e for _, e in outputs]
+    reads = sorted(frozenset().union(*(used(e) for e in exprs))) or list(table.columns[:1])
+    inputs = {n: table.column(n) for n in reads}
+    signature = tuple((n, c.type.name, c.nullable) for n, c in inputs.items())
+    key = (signature, None if where is None else shape(where), tuple((n, shape(e)) for n, e in outputs))
+    literals = [v for e in exprs for v in lifted(e)]
+    prelude = _PRELUDES.get(key)
+    if prelude is None:
+        prelude = _prelude(inputs, where, outputs, literals)
+        _PRELUDES[key] = prelude
+        if len(_PRELUDES) > _KEPT:
+            del _PRELUDES[next(iter(_PRELUDES))]
+    return aggregate(inputs, list(keys), parsed, options, prelude, literals)
+
+
+def _prelude(
+    inputs: Mapping[str, Column], where: Expr | None, outputs: Sequence[tuple[str, Expr]], literals: Sequence[Any]
+) -> Prelude:
+    """The prelude of one shape, its output types learned by calling it eagerly on no rows (a type error is raised
+    here, before any run)."""
+    types = {n: c.type for n, c in inputs.items()}
+
+    def fn(columns: Mapping[str, tuple[tf.Tensor, tf.Tensor | None]], slots: Sequence[tf.Tensor]) -> Any:
+        values = {n: v for n, (v, _) in columns.items()}
+        valid = {n: ok for n, (_, ok) in columns.items()}
+        compile_ = Compiler(values, valid, types, iter(slots))
+        rows = tf.shape(next(iter(values.values())))
+        keep = None
+        if where is not None:
+            value, ok, _ = compile_(where)
+            keep = tf.broadcast_to(value if ok is None else value & ok, rows)
+        out = {}
+        for name, e in outputs:
+            value, ok, _ = compile_(e)
+            out[name] = (tf.broadcast_to(value, rows), None if ok is None else tf.broadcast_to(ok, rows))
+        return keep, out
+
+    empty = {
+        n: (
+            tf.constant(c.values[:0], tf.string if c.type == STRING else None),
+            None if c.valid is None else tf.constant(c.valid[:0]),
+        )
+        for n, c in inputs.items()
+    }
+    learned = []
+    slots = iter([tf.constant(v) for v in literals])
+    probe = Compiler({n: v for n, (v, _) in empty.items()}, {n: ok for n, (_, ok) in empty.items()}, types, slots)
+    if where is not None:
+        probe(where)
+    for name, e in outputs:
+        _, ok, kind = probe(e)
+        learned.append((name, kind, ok is not None))
+    reads = tuple((n, c.valid is not None) for n, c in inputs.items())
+    return Prelude(fn, reads, tuple(learned))
