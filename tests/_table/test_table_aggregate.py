@@ -10,6 +10,7 @@ excluded), the ``k`` largest in descending order (polars' ``top_k`` as a list), 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -228,3 +229,14 @@ def test_string_keys_without_nulls_group_by_one_packed_key_in_the_strings_order(
     got = t.group_by(["a", "b"]).agg(total=("n", "sum"), rows=("*", "count"), cluster=cluster).to_pandas()
     want = frame.groupby(["a", "b"], as_index=False).agg(total=("n", "sum"), rows=("n", "size"))
     pd.testing.assert_frame_equal(got, want, check_dtype=False)  # code point order: "" < "z" < "zz" < "é"
+
+
+def test_string_codes_without_pandas_equal_those_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = np.array(["é", "z", "", "z", "日本", "", "zz", "a"], dtype=object)
+    with_pandas = packed([tmr.table({"a": values}).column("a")])
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError: numpy's np.unique codes them
+    without = packed([tmr.table({"a": values.copy()}).column("a")])
+    assert with_pandas is not None
+    assert without is not None
+    assert without.column.values.tolist() == with_pandas.column.values.tolist() == [4, 2, 0, 2, 5, 0, 3, 1]
+    assert [d.tolist() for d in without.dictionaries] == [["", "a", "z", "zz", "é", "日本"]]
