@@ -6,7 +6,7 @@ values, float64 and int32 columns), on a 2-worker LocalCluster, the query
 
 - eager: ``Table.filter`` and ``Table.with_columns`` with traced functions, ``select``, ``group_by().agg()``;
 - lazy: the same steps with ``tmr.col`` expressions through ``tmr.lazy(...).collect()`` (filters and the new column
-  fused into one map run).
+  fused and run in the group-by's map: one run).
 
 Each is timed warm (the median of ``--repeats`` calls after one warm-up call, a new ``lo`` each call), and one call
 of each prints its runs and which of them compiled. Both answers are checked against numpy first.
@@ -52,7 +52,8 @@ def _lazy(t: tmr.Table, lo: float, cluster: tmr.LocalCluster) -> tmr.Table:
 def _runs(fn: Any, t: tmr.Table, lo: float, cluster: tmr.LocalCluster) -> str:
     with tmr.stats() as seen:
         fn(t, lo, cluster)
-    return f"{len(seen.runs)} runs, compiled {[r.compiled for r in seen.runs]}"
+    n = len(seen.runs)
+    return f"{n} run{'' if n == 1 else 's'}, compiled {[r.compiled for r in seen.runs]}"
 
 
 @benchmark(

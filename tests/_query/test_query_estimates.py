@@ -74,12 +74,12 @@ def test_a_csv_scan_is_estimated_from_the_files_sizes_and_reads_when_the_query_r
 def test_a_client_table_is_estimated_from_its_rows_and_dtypes_a_group_by_as_a_fraction_and_a_limit_as_its_n() -> None:
     q = tmr.lazy(FACTS).filter(col("dim") == 1)
     sizes = estimates(optimize(q.group_by("dim").agg(total=("x", "sum")).limit(2).plan))
-    assert sorted((e.rows, e.bytes) for e in sizes.values()) == [
-        (1, 16),  # the limit of the group-by: min(2, its 1 row)
-        (1, 16),  # the group-by: a tenth of its input's rows, at least 1; a key and an aggregate, 8 bytes each
-        (2, 32),  # the filter: 0.2 of 12 rows, dim and x (int64, float64)
-        (12, 192),  # the table: 12 rows of the two columns read
+    assert sorted((e.rows, e.bytes, e.kept) for e in sizes.values()) == [
+        (1, 16, 0.2),  # the limit of the group-by: min(2, its 1 row)
+        (1, 16, 0.2),  # the group-by: a tenth of the rows its filter keeps (run in its map), at least 1; 8 bytes a column
+        (12, 192, 1.0),  # the table: 12 rows of the two columns read (dim and x: int64, float64)
     ]
+    assert str(estimate(optimize(q.select("dim", "x").plan))) == "~2 rows, ~32 B"  # the filter alone: 0.2 of 12 rows
     assert str(estimate(tmr.lazy(FACTS).plan)) == "~12 rows, ~288 B"
 
 

@@ -117,20 +117,13 @@ def _estimate(node: Node, below: list[Estimate]) -> Estimate:
     (first, *other) = below
     widths = dict(first.widths)
     if isinstance(node, (Where, Apply, Fused, Assign, Keep)):
-        steps: Any = node.steps if isinstance(node, Fused) else [_step(node)]
-        rows, kept = float(first.rows), first.kept
-        for verb, arg in steps:
-            if verb in ("where", "apply-filter"):
-                fraction = selectivity(arg) if verb == "where" else OPAQUE
-                rows, kept = rows * fraction, kept * fraction
-            elif verb == "assign":
-                widths.update({n: _expr_width(e, widths) for n, e in arg})
-            elif verb == "keep":
-                widths = {n: widths.get(n, 8.0) for n in arg}
-        return _of(rows, widths, kept)
+        return _stepped(node.steps if isinstance(node, Fused) else [_step(node)], first)
     if isinstance(node, Joined):
         return _join(node, first, other[0])
     if isinstance(node, (Aggregated, Distinct)):
+        if isinstance(node, Aggregated) and node.steps:  # the fused steps it runs in its own map, first
+            first = _stepped(node.steps, first)
+            widths = dict(first.widths)
         keys = node.keys if isinstance(node, Aggregated) else node.columns
         out = {k: widths.get(k, 8.0) for k in keys}
         if isinstance(node, Aggregated):
@@ -138,6 +131,21 @@ def _estimate(node: Node, below: list[Estimate]) -> Estimate:
         return _of(max(first.rows * GROUPS, 1.0) if keys else 1.0, out, first.kept)
     n = node.n if isinstance(node, Limited) else node.limit
     return _of(first.rows if n is None else min(n, first.rows), widths, first.kept)
+
+
+def _stepped(steps: Any, first: Estimate) -> Estimate:
+    """The estimate of row-wise ``steps`` (a ``Fused``'s) over ``first``."""
+    widths = dict(first.widths)
+    rows, kept = float(first.rows), first.kept
+    for verb, arg in steps:
+        if verb in ("where", "apply-filter"):
+            fraction = selectivity(arg) if verb == "where" else OPAQUE
+            rows, kept = rows * fraction, kept * fraction
+        elif verb == "assign":
+            widths.update({n: _expr_width(e, widths) for n, e in arg})
+        elif verb == "keep":
+            widths = {n: widths.get(n, 8.0) for n in arg}
+    return _of(rows, widths, kept)
 
 
 def _step(node: Where | Apply | Assign | Keep) -> tuple[str, Any]:
