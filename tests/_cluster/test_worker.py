@@ -20,7 +20,7 @@ from pathlib import Path
 import attrs
 import pytest
 import tensorflow as tf
-from ports import free_port, listening
+from ports import free_port, free_ports, listening
 
 from tfmapreduce import Cluster
 from tfmapreduce._cluster.network import exposure, network_interfaces, refusal
@@ -211,7 +211,7 @@ def start(directory: Path, name: str, args: list[str], address: str, env: dict[s
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Worker]]:
     """Three workers started at once: spec from a file (3 CPUs), from a JSON string, from TF_CONFIG."""
     directory = tmp_path_factory.mktemp("workers")
-    ports = [free_port() for _ in range(5)]
+    ports = free_ports(5)  # distinct: ports picked one at a time can repeat (two tasks were given one port)
     addresses = [f"localhost:{p}" for p in ports]
     spec_file = directory / "cluster.json"
     spec_file.write_text(json.dumps({"local": addresses[:2]}))
