@@ -1,8 +1,8 @@
 """What a keyed, group or join plan would do with its memory budget, said before any run: in memory, or spilled.
 
 A run decides in its graph, from the rows its reducers would really receive (``_ops.budget``): over the budget, a group
-job, a keyed combine with ``max_bytes=`` or a fetched join runs again through the workers' disks (``grace``,
-``spilled_group``, ``join.spilled``).  ``MapReduce.plan`` and ``tmr.plan_join`` cannot know those rows without running,
+job, a keyed combine or a fetched join runs again through the workers' disks (``grace``,
+``spilled_group``, ``join.spilled``).  ``MapReduce.plan``, ``tmr.plan_by_key`` and ``tmr.plan_join`` cannot know those rows without running,
 so they estimate them from the input's bytes, as the spill plans its sub-partitions from a refused share
 (``grace.sub_partitions``), and print the estimate: the bytes per reducer against its budget, and where it is over,
 the sub-partitions (one round each), their bytes and what each task writes.
