@@ -72,6 +72,9 @@ def test_plan_by_key_says_whether_a_recipe_spills_before_it_runs(cluster: tmr.Lo
     roomy = tmr.plan_by_key(keys, np.ones(keys.size), reducers=2, cluster=cluster)  # no max_bytes: the host's memory
     assert "in memory: each reducer's share" in str(roomy)
     assert "(a quarter of this host's available memory)" in str(roomy)
+    assert tmr.recipes.word_count(["a b", "a"], max_bytes=10**6, cluster=cluster).to_dict() == {"a": 2, "b": 1}
+    columns = tmr.mean_by_key(np.array([1, 2, 1]), (np.array([1.0, 2.0, 3.0]), np.ones(3)), max_bytes=10**6, cluster=cluster)
+    assert columns.to_dict() == {1: (2.0, 1.0), 2: (2.0, 1.0)}
     with pytest.raises(ValueError, match=r"max_bytes must be None .* or an int ≥ 1 .*got 0"):
         tmr.plan_by_key(keys, max_bytes=0, cluster=cluster)
     with pytest.raises(ValueError, match=r"max_bytes must be None .* or an int ≥ 1 .*got -5"):
