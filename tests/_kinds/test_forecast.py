@@ -62,9 +62,7 @@ def test_a_join_plan_over_its_budget_says_it_spills_and_the_join_does_as_planned
     assert len(joined.keys) == keys.size
 
 
-def test_plans_within_their_budget_say_in_memory_and_an_unchecked_keyed_combine_says_nothing(
-    cluster: tmr.LocalCluster,
-) -> None:
+def test_plans_within_their_budget_say_in_memory_a_keyed_combine_without_max_bytes_too(cluster: tmr.LocalCluster) -> None:
     keys = np.arange(1000)
     names = np.array(["abcd"] * 1000, object)  # 8 + 32 + 4 bytes a row
     job = tmr.MapReduce(lambda k, v: (k, v), tmr.per_group(_summed), by_key=True)
@@ -78,8 +76,10 @@ def test_plans_within_their_budget_say_in_memory_and_an_unchecked_keyed_combine_
     )
     assert "(a quarter of this host's available memory)" in str(plan)
     summed = tmr.MapReduce(lambda k, v: (k, v), tmr.combiners.sum, by_key=True)
-    assert summed.plan((keys, keys), cluster=cluster).spill is None  # no max_bytes: its reducers are not checked
-    assert "in memory" not in str(summed.plan((keys, keys), cluster=cluster))
+    unbudgeted = summed.plan((keys, keys), cluster=cluster)  # no max_bytes: checked against the host's memory
+    assert unbudgeted.spill is not None
+    assert not unbudgeted.spill.spills
+    assert "(a quarter of this host's available memory)" in str(unbudgeted)
     budgeted = tmr.MapReduce(lambda k, v: (k, v), tmr.combiners.sum, by_key=True, max_bytes=5_000)
     forecast = budgeted.plan((keys, keys), reducers=2, cluster=cluster).spill
     assert forecast is not None

@@ -25,7 +25,7 @@ PUBLIC = {
     # recipes (and the namespace of the model recipes)
     "recipes", "count", "max", "mean", "min", "std", "sum", "var", "variance", "weighted_mean",
     # keyed jobs
-    "KeyedPlan", "KeyedResult", "KeyedSharded", "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key",
+    "KeyedPlan", "KeyedResult", "KeyedSharded", "plan_by_key", "count_by_key", "sum_by_key", "mean_by_key", "min_by_key", "max_by_key",
     "variance_by_key", "var_by_key", "std_by_key",
     # group jobs
     "per_group", "RaggedSharded", "median_by_key", "quantile_by_key", "top_k_by_key", "count_distinct_by_key", "collect_by_key", "ReducerMemoryError",

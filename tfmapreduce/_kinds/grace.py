@@ -1,6 +1,6 @@
 """The spill run of a grace-hash group or keyed job: what its reducers receive written to its worker's disk, in sub-partitions.
 
-A group run (``grouped.Grouped``) or a keyed combine with ``max_bytes`` (``keyed.Keyed``, whose per-key partials are
+A group run (``grouped.Grouped``) or a keyed combine (``keyed.Keyed``, whose per-key partials are
 what travels: external aggregation) whose reducer would receive more than its budget is run again through the spill
 folders (``spilled_group`` runs the rounds), in 1 + P distributed runs::
 

@@ -8,6 +8,8 @@ The graph of one keyed run (one distributed execution)::
     task  (its first device)   merge the partials of its shards by key
                                → bucket = stable hash(key) mod R; ``tf.dynamic_partition`` into R buckets
                                  (``partitioner="range"``: the key's range among splitters sampled in the run)
+    reducer r's host (its CPU) the bytes of bucket r of every task summed and checked against the budget (``max_bytes``,
+                               else a quarter of the host's available memory) before any bucket travels
     reducer r (its device)     bucket r of every task, merged by key, finalized (a range partition: sorted by key)
                                → fetched to the client (sorted there, unless ranged), or kept in resource variables
 
@@ -42,7 +44,8 @@ from .spill import OverBudget
 @attrs.define(eq=False, repr=False)
 class Keyed(ByKey):
     """A keyed job as the run driver sees it (see ``_engine.kind.Kind``): per-key results on the reducers, each
-    reducer's share checked against ``max_bytes`` before it travels where that is given (None: not checked)."""
+    reducer's share checked against its budget before it travels: ``max_bytes``, or None for a quarter of the
+    reducer host's available memory (as group reducers, joins and sorts)."""
 
     max_bytes: int | None = None
 
@@ -137,14 +140,14 @@ def _shuffle(
 ) -> list[Part]:
     """Each task's partials merged by key and split into one bucket per reducer (by hash or range); each reducer's buckets
     merged, finalized (and sorted by key in a range partition).  ``native``: the kernels for the merges; ``sorts``:
-    for the range partition; ``max_bytes``: each reducer's budget, checked before its buckets travel (None: none)."""
+    for the range partition; ``max_bytes``: each reducer's budget, checked before its buckets travel (None: a quarter of
+    its host's available memory)."""
     merged = []
     for task, parts in mapped.per_task.items():
         with tf.device(mapped.device[task]), tf.name_scope("combine_task"):
             merged.append((mapped.device[task], merge(parts, form, native)))
     buckets_per_task = split_all(merged, plan.reducers, plan.partitioner, sorts, scope="combine_task")
-    if max_bytes is not None:
-        buckets_per_task = _gated(merged, buckets_per_task, plan.reducers, max_bytes)
+    buckets_per_task = _gated(merged, buckets_per_task, plan.reducers, max_bytes)
     outputs = []
     for r, device in enumerate(plan.reducers):
         with tf.device(device), tf.name_scope(f"reducer{r}"):
@@ -157,7 +160,7 @@ def _shuffle(
 
 
 def _gated(
-    merged: list[tuple[str, Part]], buckets: list[list[Part]], reducers: tuple[str, ...], max_bytes: int
+    merged: list[tuple[str, Part]], buckets: list[list[Part]], reducers: tuple[str, ...], max_bytes: int | None
 ) -> list[list[Part]]:
     """Each task's buckets, each sliced from its reducer's budget check (``check_budget``): none travels before it holds."""
     counts = []

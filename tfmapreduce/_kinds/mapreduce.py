@@ -46,11 +46,12 @@ class MapReduce(Generic[R]):
     devices and merged there; a run returns a ``KeyedResult`` (see the keyed
     jobs guide).  With a group reducer, ``tmr.per_group(fn)``, every value of
     each key travels to its reducer, which calls ``fn(keys, ragged values)``.
-    A keyed job with ``max_bytes=N`` checks that each reducer's share of per-key
-    partials fits ``N`` bytes before it travels; over it, the run spills to the
-    workers' disks (one hash sub-partition per reducer at a time, the same result;
-    resident or range-partitioned runs raise ``ReducerMemoryError``).  A group
-    reducer over its budget (``tmr.per_group(fn, max_bytes=)``) spills the same way.
+    A keyed job checks that each reducer's share of per-key partials fits its budget
+    before it travels (``max_bytes=N`` bytes, else a quarter of the reducer host's
+    available memory); over it, the run spills to the workers' disks (one hash
+    sub-partition per reducer at a time, the same result; resident or
+    range-partitioned runs raise ``ReducerMemoryError``).  A group reducer over its
+    budget (``tmr.per_group(fn, max_bytes=)``) spills the same way.
 
     Examples:
         The lesson's distributed mean over uneven slices:
@@ -122,9 +123,9 @@ class MapReduce(Generic[R]):
     def plan(self, x: Any, /, **options: Unpack[Options]) -> Any:
         """The plan a run would follow: the shards, their rows and devices.  Nothing runs.
 
-        A keyed job's plan is a ``KeyedPlan``, which also shows the reducers; a group job's, or a keyed combine's
-        with ``max_bytes=``, ends with what its budget expects (``plan.spill``, estimated from the input's rows): in
-        memory, or spilled through the workers' disks in how many sub-partitions per reducer, and what each task writes.
+        A keyed job's plan is a ``KeyedPlan``, which also shows the reducers, and ends with what its budget expects
+        (``plan.spill``, estimated from the input's rows): in memory, or spilled through the workers' disks in how many
+        sub-partitions per reducer, and what each task writes.
 
         Args:
             x: an array (numpy, tf.Tensor, nested list), a tuple of arrays with
@@ -143,7 +144,7 @@ class MapReduce(Generic[R]):
         kind: Kind[Any] = self._kind
         planned, call = _engine.planned(kind, x, settings)
         budget = self._kind.form.max_bytes if isinstance(self._kind, Grouped) else getattr(self._kind, "max_bytes", None)
-        if not isinstance(planned, KeyedPlan) or (isinstance(self._kind, Keyed) and budget is None):
+        if not isinstance(planned, KeyedPlan):
             return planned
         return attrs.evolve(
             planned, spill=keyed_forecast(planned.plan, len(planned.reducers), call.srcs, budget, planned_folder())

@@ -1,7 +1,7 @@
 """A group run or keyed combine over its reducers' budget, spilled: the grace-hash spill (``grace.GraceSpill``), one
 distributed run per sub-partition round, and the spill folders removed whatever happens (see ``grace`` for the design).
 
-``MapReduce`` runs a group job (or a keyed job given ``max_bytes=``) in memory first; where a reducer's check refuses
+``MapReduce`` runs a group job (or a keyed combine) in memory first; where a reducer's check refuses
 its share (``OverBudget``, before any row travels), the job runs again through the workers' disks, with P
 sub-partitions per reducer planned from the refused share, and returns what the in-memory run would have.
 

@@ -28,10 +28,7 @@ from ._by_key import count_by_key as count_by_key  # noqa: E402
 from ._by_key import max_by_key as max_by_key  # noqa: E402
 from ._by_key import mean_by_key as mean_by_key  # noqa: E402
 from ._by_key import min_by_key as min_by_key  # noqa: E402
-from ._by_key import std_by_key as std_by_key  # noqa: E402
 from ._by_key import sum_by_key as sum_by_key  # noqa: E402
-from ._by_key import var_by_key as var_by_key  # noqa: E402
-from ._by_key import variance_by_key as variance_by_key  # noqa: E402
 from ._by_key import word_count as word_count  # noqa: E402
 from ._estimators import KMeans as KMeans  # noqa: E402
 from ._estimators import LinearRegression as LinearRegression  # noqa: E402
@@ -45,6 +42,9 @@ from ._regression import LinearModel as LinearModel  # noqa: E402
 from ._regression import LogisticModel as LogisticModel  # noqa: E402
 from ._regression import linear_regression as linear_regression  # noqa: E402
 from ._regression import logistic_regression as logistic_regression  # noqa: E402
+from ._spread_by_key import std_by_key as std_by_key  # noqa: E402
+from ._spread_by_key import var_by_key as var_by_key  # noqa: E402
+from ._spread_by_key import variance_by_key as variance_by_key  # noqa: E402
 from ._statistics import count as count  # noqa: E402
 from ._statistics import max as max  # noqa: E402
 from ._statistics import mean as mean  # noqa: E402

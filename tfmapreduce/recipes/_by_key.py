@@ -1,10 +1,12 @@
-"""By-key recipes: count, sum, mean, min, max and variance per key, and word count — each one keyed run.
+"""By-key recipes: count, sum, mean, min and max per key, and word count — each one keyed run.
 
 Every recipe takes the data positionally (``keys``, then ``values``, each an array or resident
 ``Sharded`` data, co-partitioned on axis 0) and the keywords of ``MapReduce.run``:
 ``cluster=``, ``sizes=``, ``devices=``, ``fallback=``, ``timeout=``, and the keyed ones
-``reducers=``, ``batch_rows=``, ``partitioner=``, ``resident=``.  It returns a :class:`KeyedResult`
-(or a ``KeyedSharded`` with ``resident=True``).
+``reducers=``, ``batch_rows=``, ``partitioner=``, ``resident=``, and ``max_bytes=``, each reducer's budget, as
+``MapReduce(..., by_key=True, max_bytes=)``'s (None: a quarter of its host's available memory; over it, a fetched run
+spills to the workers' disks, ``tmr.plan_by_key`` says so before it runs).  It returns a :class:`KeyedResult` (or a
+``KeyedSharded`` with ``resident=True``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, cast, overload
 
-import attrs
 import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
@@ -20,10 +21,12 @@ from typing_extensions import Unpack
 from .._base.errors import InputError
 from .._io.files.files import Files
 from .._io.source import Input
+from .._kinds.mapreduce import MapReduce
+from .._kinds.shuffle.plan import KeyedPlan
 from .._kinds.shuffle.result import KeyedResult
 from .._kinds.shuffle.sharded import KeyedSharded
-from .._ops.combine import COUNT, MAX, MEAN, MIN, SUM, Combiner, SegmentForm
-from .._ops.moments import MOMENTS
+from .._ops.combine import COUNT, MAX, MEAN, MIN, SUM
+from .._ops.per_group import check_max_bytes
 from .._options import Options, RunOptions
 from .._table.table import Table
 from ._keyed_input import is_columns, keyed_input, pair
@@ -41,25 +44,42 @@ def _columns(keys: tf.Tensor, *values: tf.Tensor) -> tuple[tf.Tensor, tuple[tf.T
     return keys, values
 
 
-def _run(name: tuple[Any, ...], make: Any, x: Any, resident: bool, options: Options) -> Any:
-    """Run the recipe over ``x``; values that are a tuple of columns (:func:`is_columns`) in the same run, each a
-    result, as a ``MapReduce`` whose map function returns ``(keys, (a, b, ...))``."""
+def job_of(name: tuple[Any, ...], make: Any, x: Any, max_bytes: object) -> tuple[MapReduce[Any], Any]:
+    """The recipe's ``MapReduce`` over ``x`` within ``max_bytes``, and what it runs over: values that are a tuple of
+    columns (:func:`is_columns`) in the same run, each a result, as a job whose map returns ``(keys, (a, b, ...))``."""
+    budget = check_max_bytes(max_bytes)
     if isinstance(x, tuple) and is_columns(x[1]):
-        job = recipe((*name, len(x[1])), lambda: (_columns, make()[1]), by_key=True)
-        return job.execute((x[0], *x[1]), RunOptions.of(**options), resident=resident)
-    return recipe(name, make, by_key=True).execute(x, RunOptions.of(**options), resident=resident)
+        return recipe((*name, len(x[1])), lambda: (_columns, make()[1]), by_key=True, max_bytes=budget), (x[0], *x[1])
+    return recipe(name, make, by_key=True, max_bytes=budget), x
+
+
+def keyed_run(name: tuple[Any, ...], make: Any, x: Any, resident: bool, max_bytes: object, options: Options) -> Any:
+    """Run the recipe over ``x`` (:func:`job_of`)."""
+    job, x = job_of(name, make, x, max_bytes)
+    return job.execute(x, RunOptions.of(**options), resident=resident)
 
 
 class KeysRecipe(Protocol):
     """A keyed recipe over the keys alone (``count_by_key``, ``word_count``)."""
 
     @overload
-    def __call__(self, keys: Any, /, *, resident: Literal[False] = False, **options: Unpack[Options]) -> KeyedResult: ...
-    @overload
-    def __call__(self, keys: Any, /, *, resident: Literal[True], **options: Unpack[Options]) -> KeyedSharded: ...
+    def __call__(
+        self, keys: Any, /, *, resident: Literal[False] = False, max_bytes: int | None = None, **options: Unpack[Options]
+    ) -> KeyedResult: ...
     @overload
     def __call__(
-        self, table: Files | Table, /, *, keys: str | int, resident: Literal[False] = False, **options: Unpack[Options]
+        self, keys: Any, /, *, resident: Literal[True], max_bytes: int | None = None, **options: Unpack[Options]
+    ) -> KeyedSharded: ...
+    @overload
+    def __call__(
+        self,
+        table: Files | Table,
+        /,
+        *,
+        keys: str | int,
+        resident: Literal[False] = False,
+        max_bytes: int | None = None,
+        **options: Unpack[Options],
     ) -> KeyedResult: ...
 
 
@@ -68,10 +88,19 @@ class ValuesRecipe(Protocol):
 
     @overload
     def __call__(
-        self, keys: Any, values: Any, /, *, resident: Literal[False] = False, **options: Unpack[Options]
+        self,
+        keys: Any,
+        values: Any,
+        /,
+        *,
+        resident: Literal[False] = False,
+        max_bytes: int | None = None,
+        **options: Unpack[Options],
     ) -> KeyedResult: ...
     @overload
-    def __call__(self, keys: Any, values: Any, /, *, resident: Literal[True], **options: Unpack[Options]) -> KeyedSharded: ...
+    def __call__(
+        self, keys: Any, values: Any, /, *, resident: Literal[True], max_bytes: int | None = None, **options: Unpack[Options]
+    ) -> KeyedSharded: ...
     @overload
     def __call__(
         self,
@@ -81,6 +110,7 @@ class ValuesRecipe(Protocol):
         keys: str | int,
         values: str | int | Sequence[str | int],
         resident: Literal[False] = False,
+        max_bytes: int | None = None,
         **options: Unpack[Options],
     ) -> KeyedResult: ...
 
@@ -96,12 +126,15 @@ def _values_recipe(function: Callable[..., Any]) -> ValuesRecipe:
 
 
 @_keys_recipe
-def count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def count_by_key(keys: Any, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]) -> Any:
     """How many times each key occurs: ``collections.Counter(keys)``, as a [`KeyedResult`][tfmapreduce.KeyedResult] of int64 counts.
 
     Args:
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
+        max_bytes: the bytes of keys and partials one reducer may receive (None: a quarter of its host's available
+            memory); over it, a fetched, hash-partitioned run spills to the workers' disks with the same result
+            (see [`plan_by_key`][tfmapreduce.plan_by_key]), a resident or range-partitioned one raises ``ReducerMemoryError``.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows``, ``partitioner`` (see ``RunOptions``).
 
@@ -113,11 +146,13 @@ def count_by_key(keys: Any, /, *, resident: bool = False, **options: Unpack[Opti
         {1: 1, 3: 2}
     """
     x = keyed_input("count_by_key", keys, None, options, with_values=False)
-    return _run(("count_by_key",), lambda: (_keys_only, COUNT), x, resident, options)
+    return keyed_run(("count_by_key",), lambda: (_keys_only, COUNT), x, resident, max_bytes, options)
 
 
 @_values_recipe
-def sum_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def sum_by_key(
+    keys: Any, values: Any = None, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+) -> Any:
     """The sum of each key's values (integers in int64, floats in float64), as a [`KeyedResult`][tfmapreduce.KeyedResult].
 
     Args:
@@ -129,6 +164,9 @@ def sum_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
             keywords ``keys=`` and ``values=`` name its columns (a Table's rows whose value is null are left out;
             its key column may hold no null).
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
+        max_bytes: the bytes of keys and partials one reducer may receive (None: a quarter of its host's available
+            memory); over it, a fetched, hash-partitioned run spills to the workers' disks with the same result
+            (see [`plan_by_key`][tfmapreduce.plan_by_key]), a resident or range-partitioned one raises ``ReducerMemoryError``.
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows``, ``partitioner`` (see ``RunOptions``).
 
@@ -145,15 +183,17 @@ def sum_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
         {'a': 1, 'b': 2}
     """
     x = keyed_input("sum_by_key", keys, values, options)
-    return _run(("sum_by_key",), lambda: (pair, SUM), x, resident, options)
+    return keyed_run(("sum_by_key",), lambda: (pair, SUM), x, resident, max_bytes, options)
 
 
 @_values_recipe
-def mean_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def mean_by_key(
+    keys: Any, values: Any = None, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+) -> Any:
     """The mean of each key's values, in float64: every row weighs 1, whatever the partition.
 
     Args:
-        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+        keys, values, resident, max_bytes, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
 
     Raises:
         InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
@@ -163,15 +203,17 @@ def mean_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **o
         {1: 2.0, 2: 5.0}
     """
     x = keyed_input("mean_by_key", keys, values, options)
-    return _run(("mean_by_key",), lambda: (pair, MEAN), x, resident, options)
+    return keyed_run(("mean_by_key",), lambda: (pair, MEAN), x, resident, max_bytes, options)
 
 
 @_values_recipe
-def min_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def min_by_key(
+    keys: Any, values: Any = None, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+) -> Any:
     """The minimum of each key's values, in the values' dtype.
 
     Args:
-        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+        keys, values, resident, max_bytes, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
 
     Raises:
         InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
@@ -181,15 +223,17 @@ def min_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
         {1: 3, 2: 5}
     """
     x = keyed_input("min_by_key", keys, values, options)
-    return _run(("min_by_key",), lambda: (pair, MIN), x, resident, options)
+    return keyed_run(("min_by_key",), lambda: (pair, MIN), x, resident, max_bytes, options)
 
 
 @_values_recipe
-def max_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def max_by_key(
+    keys: Any, values: Any = None, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]
+) -> Any:
     """The maximum of each key's values, in the values' dtype.
 
     Args:
-        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+        keys, values, resident, max_bytes, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
 
     Raises:
         InputError: keys not 1-D or not a key dtype, or values of other rows than keys.
@@ -199,88 +243,7 @@ def max_by_key(keys: Any, values: Any = None, /, *, resident: bool = False, **op
         {1: 4, 2: 5}
     """
     x = keyed_input("max_by_key", keys, values, options)
-    return _run(("max_by_key",), lambda: (pair, MAX), x, resident, options)
-
-
-def _variance_combiner(ddof: int, *, root: bool = False) -> Combiner:
-    """:data:`MOMENTS` whose per-key result is ``M2 / (count - ddof)`` (NaN where ``count ≤ ddof``, as numpy), or its
-    square root with ``root``."""
-    form = MOMENTS.per_key
-    assert form is not None
-
-    def finalize(p: Any) -> Any:
-        if isinstance(p[0], tuple):  # one (count, mean, M2) per value column
-            return tuple(finalize(column) for column in p)
-        count, _, m2 = p
-        denominator = count - float(ddof)
-        shape = tf.concat([tf.shape(count), tf.ones([tf.rank(m2) - 1], tf.int32)], 0)
-        denominator = tf.reshape(denominator, shape)
-        nan = tf.fill(tf.shape(m2), tf.constant(np.nan, tf.float64))
-        variance = tf.where(denominator > 0, m2 / tf.maximum(denominator, 1.0), nan)
-        return tf.sqrt(variance) if root else variance
-
-    return attrs.evolve(
-        MOMENTS,
-        name="std" if root else "variance",
-        per_key=SegmentForm(partial=form.partial, merge=form.merge, finalize=finalize),
-    )
-
-
-@overload
-def variance_by_key(
-    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[False] = False, **options: Unpack[Options]
-) -> KeyedResult: ...
-@overload
-def variance_by_key(
-    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
-) -> KeyedSharded: ...
-def variance_by_key(
-    keys: Any, values: Any = None, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]
-) -> Any:
-    """The variance of each key's values, ``np.var(v, ddof=ddof)`` per key, in float64 (NaN where a key has ≤ ddof rows).
-
-    Each batch computes per-key (count, mean, M2) in two passes, and partials merge with Chan's
-    formula: no ``E[x²] − E[x]²`` cancellation.
-
-    Args:
-        keys, values, resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
-        ddof: delta degrees of freedom (0: population variance; 1: sample variance).
-
-    Examples:
-        >>> tmr.variance_by_key(np.array([1, 1, 2]), np.array([1.0, 3.0, 5.0]), cluster=cluster).to_dict()
-        {1: 1.0, 2: 0.0}
-    """
-    return _spread("variance_by_key", keys, values, ddof, resident, options)
-
-
-var_by_key = variance_by_key
-"""The same as :func:`variance_by_key` (numpy's short name, as ``tmr.var`` is ``tmr.variance``)."""
-
-
-@overload
-def std_by_key(
-    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[False] = False, **options: Unpack[Options]
-) -> KeyedResult: ...
-@overload
-def std_by_key(
-    keys: Any, values: Any, /, *, ddof: int = 0, resident: Literal[True], **options: Unpack[Options]
-) -> KeyedSharded: ...
-def std_by_key(keys: Any, values: Any = None, /, *, ddof: int = 0, resident: bool = False, **options: Unpack[Options]) -> Any:
-    """The standard deviation of each key's values, ``np.std(v, ddof=ddof)`` per key (the root of [`variance_by_key`][tfmapreduce.variance_by_key]).
-
-    Examples:
-        >>> tmr.std_by_key(np.array([1, 1, 2]), np.array([1.0, 3.0, 5.0]), cluster=cluster).to_dict()
-        {1: 1.0, 2: 0.0}
-    """
-    return _spread("std_by_key", keys, values, ddof, resident, options)
-
-
-def _spread(name: str, keys: Any, values: Any, ddof: object, resident: bool, options: Options) -> Any:
-    if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
-        raise ValueError(f"ddof must be an int ≥ 0 (0: population variance, 1: sample variance), got {ddof!r}")
-    x = keyed_input(name, keys, values, options)
-    ddof, root = int(ddof), name == "std_by_key"
-    return _run((name, ddof), lambda: (pair, _variance_combiner(ddof, root=root)), x, resident, options)
+    return keyed_run(("max_by_key",), lambda: (pair, MAX), x, resident, max_bytes, options)
 
 
 def _words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -290,7 +253,7 @@ def _words(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 
 
 @_keys_recipe
-def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Options]) -> Any:
+def word_count(lines: Any, /, *, resident: bool = False, max_bytes: int | None = None, **options: Unpack[Options]) -> Any:
     """How many times each word occurs in ``lines``: a [`KeyedResult`][tfmapreduce.KeyedResult] of int64 counts.
 
     Words are split on ASCII whitespace (space, ``\\t``, ``\\n``, ``\\v``, ``\\f``, ``\\r``), as
@@ -302,7 +265,7 @@ def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Optio
 
     Args:
         lines: a 1-D array (or list) of strings, str or bytes.
-        resident, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
+        resident, max_bytes, **options: as for [`sum_by_key`][tfmapreduce.sum_by_key].
 
     Raises:
         InputError: ``lines`` is not a 1-D array of strings.
@@ -321,5 +284,48 @@ def word_count(lines: Any, /, *, resident: bool = False, **options: Unpack[Optio
                 "pass e.g. np.array(text.splitlines())"
             )
         lines = array if array.size else np.array([], dtype="U1")
-    job = recipe(("word_count",), lambda: (_words, SUM), by_key=True)  # natively counted where it can be (_kinds.fuse)
+    job, lines = job_of(("word_count",), lambda: (_words, SUM), lines, max_bytes)  # counted natively where it can be (fuse)
     return job.execute(lines, RunOptions.of(**options), resident=resident)
+
+
+@overload
+def plan_by_key(keys: Any, values: Any = None, /, *, max_bytes: int | None = None, **options: Unpack[Options]) -> KeyedPlan: ...
+@overload
+def plan_by_key(
+    table: Files | Table,
+    /,
+    *,
+    keys: str | int,
+    values: str | int | Sequence[str | int] | None = None,
+    max_bytes: int | None = None,
+    **options: Unpack[Options],
+) -> KeyedPlan: ...
+def plan_by_key(keys: Any, values: Any = None, /, *, max_bytes: int | None = None, **options: Any) -> KeyedPlan:
+    """The plan a by-key recipe (``sum_by_key``, ``median_by_key``, ...) would follow over ``keys`` and ``values`` with
+    the same keywords: its shards, its reducers, and whether each reducer's share fits its budget or spills.  Nothing runs.
+
+    The plan ends with one line (``plan.spill``): ``in memory: ...`` where each reducer's share fits ``max_bytes`` (None:
+    a quarter of this host's available memory), or ``spills: ...`` with the sub-partitions per reducer (one round each)
+    and what each task writes to its spill folder.  The share is estimated from the input's rows, each sent whole to
+    one reducer: what a group recipe (``median_by_key``, ``quantile_by_key``, ``collect_by_key``) sends, and the most a
+    combining one (``sum_by_key``, ``mean_by_key``, ...) sends, whose per-key partials are at most one a row.
+
+    Args:
+        keys, values: as for [`sum_by_key`][tfmapreduce.sum_by_key] (``values`` left out: the keys alone, as for
+            ``count_by_key``); a CSV table or a ``Table`` with its columns named by ``keys=`` and ``values=``.
+        max_bytes: the bytes one reducer may receive, as the recipe's ``max_bytes=``.
+        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``reducers``, ``batch_rows``, ``partitioner``.
+
+    Examples:
+        >>> keys = np.arange(40_000) % 1_500  # 320,000 bytes of keys and values per reducer of two
+        >>> plan = tmr.plan_by_key(keys, np.ones(keys.size), max_bytes=200_000, reducers=2, cluster=cluster)
+        >>> plan.spill.spills, plan.spill.parts
+        (True, 4)
+        >>> str(plan).splitlines()[-3][:40]
+        "spills: each reducer's share of (key, va"
+    """
+    with_values = values is not None or "values" in options
+    x = keyed_input("plan_by_key", keys, values, options, with_values=with_values)
+    job, x = job_of(("plan_by_key", with_values), lambda: (pair if with_values else _keys_only, COUNT), x, max_bytes)
+    plan: KeyedPlan = job.plan(x, **options)
+    return plan

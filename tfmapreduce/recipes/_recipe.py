@@ -35,13 +35,18 @@ _jobs: dict[Hashable, MapReduce[Any]] = {}
 
 
 def recipe(
-    key: tuple[Hashable, ...], make: Callable[[], tuple[Callable[..., Any], Combiner]], *, by_key: bool = False
+    key: tuple[Hashable, ...],
+    make: Callable[[], tuple[Callable[..., Any], Combiner]],
+    *,
+    by_key: bool = False,
+    max_bytes: int | None = None,
 ) -> MapReduce[Any]:
-    """The recipe's MapReduce for ``key`` (its name first), built once so repeated calls reuse its compiled graphs."""
-    if key not in _jobs:
+    """The recipe's MapReduce for ``key`` (its name first) and ``max_bytes`` (a keyed combine's budget, as
+    ``MapReduce``'s), built once so repeated calls reuse its compiled graphs."""
+    if (key, max_bytes) not in _jobs:
         map_fn, combiner = make()
-        _jobs[key] = MapReduce(map_fn, combiner, name=str(key[0]), by_key=by_key)
-    return _jobs[key]
+        _jobs[key, max_bytes] = MapReduce(map_fn, combiner, name=str(key[0]), by_key=by_key, max_bytes=max_bytes)
+    return _jobs[key, max_bytes]
 
 
 def run(mapreduce: MapReduce[Any], x: Any, settings: RunOptions, broadcast: Sequence[Any] = ()) -> Any:

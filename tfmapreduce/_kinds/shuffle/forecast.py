@@ -1,8 +1,8 @@
 """What a keyed, group or join plan would do with its memory budget, said before any run: in memory, or spilled.
 
 A run decides in its graph, from the rows its reducers would really receive (``_ops.budget``): over the budget, a group
-job, a keyed combine with ``max_bytes=`` or a fetched join runs again through the workers' disks (``grace``,
-``spilled_group``, ``join.spilled``).  ``MapReduce.plan`` and ``tmr.plan_join`` cannot know those rows without running,
+job, a keyed combine or a fetched join runs again through the workers' disks (``grace``,
+``spilled_group``, ``join.spilled``).  ``MapReduce.plan``, ``tmr.plan_by_key`` and ``tmr.plan_join`` cannot know those rows without running,
 so they estimate them from the input's bytes, as the spill plans its sub-partitions from a refused share
 (``grace.sub_partitions``), and print the estimate: the bytes per reducer against its budget, and where it is over,
 the sub-partitions (one round each), their bytes and what each task writes.
@@ -19,6 +19,8 @@ import numpy as np
 
 from ..._base.plan import Plan
 from ..._base.task import Task
+from ..._io.files.csv import CsvTable
+from ..._io.files.source import FileSource
 from ..._io.source import Source
 from ..._ops.budget import budget_of
 
@@ -135,13 +137,40 @@ def limit_of(max_bytes: int | None) -> tuple[int, str]:
     return budget_of(None), "a quarter of this host's available memory"
 
 
+def in_rows(size: int, row: int, unit: str) -> tuple[int, int]:
+    """The rows of ``size`` units of an input whose rows take ``row`` bytes in memory, and the bytes a task writes per
+    unit: a CSV table's units are its files' bytes (``unit="bytes"``: its rows are known once read), its rows estimated
+    as those bytes over ``row``, each byte written as it is.
+
+    Example:
+        >>> in_rows(1_000, 16, "bytes"), in_rows(1_000, 16, "rows")
+        ((62, 1), (1000, 16))
+    """
+    return (size // max(1, row), 1) if unit == "bytes" else (size, row)
+
+
+def table_row(srcs: Sequence[Source]) -> int | None:
+    """The bytes in memory of one row of a by-key recipe's CSV table (``read_csv`` with ``keys=``/``values=``), its key
+    and values as the budget checks count them (a string key as ``STRING_BYTES`` and 16); None for any other input."""
+    src = srcs[0] if len(srcs) == 1 else None
+    if not (isinstance(src, FileSource) and isinstance(src.reader, CsvTable)):
+        return None
+    key = 8 if src.reader.key_dtype == "int64" else STRING_BYTES + 16
+    return key + math.prod(src.shape[1:]) * np.dtype(src.dtype).itemsize
+
+
 def keyed_forecast(plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes: int | None, folder: str) -> SpillForecast:
-    """The forecast of a keyed or group run over ``plan``: every input row sent to one of ``reducers`` by key hash."""
-    row = row_bytes(srcs)
+    """The forecast of a keyed or group run over ``plan``: every input row sent to one of ``reducers`` by key hash (a
+    CSV table's rows estimated from its files' bytes, :func:`in_rows`)."""
+    table = table_row(srcs)
+    row = row_bytes(srcs) if table is None else table
+    rows, per_unit = in_rows(plan.rows, row, "rows" if table is None else "bytes")
     budget, limit = limit_of(max_bytes)
-    share = math.ceil(plan.rows * row / max(1, reducers))
-    tasks = written(plan, lambda s: s.rows * row)
+    share = math.ceil(rows * row / max(1, reducers))
+    tasks = written(plan, lambda s: s.rows * per_unit)
     what = "each reducer's share of (key, value) rows, estimated from the input's rows"
+    if table is not None:
+        what += " (a CSV table's rows as its files' bytes over a row's bytes in memory)"
     return SpillForecast(what, share, budget, limit, reducers, tasks, folder)
 
 
@@ -176,13 +205,12 @@ def join_forecast(
         (36000, 4, [76000])
     """
     budget, limit = limit_of(max_bytes)
-    in_bytes = tuple(unit == "bytes" for unit in units)
-    rows = tuple(size // max(1, row) if b else size for size, row, b in zip(sizes, side_row, in_bytes, strict=True))
-    per_unit = tuple(1 if b else row for row, b in zip(side_row, in_bytes, strict=True))
+    counted = [in_rows(size, row, unit) for size, row, unit in zip(sizes, side_row, units, strict=True)]
+    rows, per_unit = tuple(c[0] for c in counted), tuple(c[1] for c in counted)
     share = math.ceil(max(rows) * out_row / max(1, reducers))
     tasks = written(plan, lambda s: s.rows * per_unit[s.start >= sizes[0]])
     cap = max(2, math.ceil(sum(rows) / max(1, reducers) / ROWS_PER_PART))
     what = "each device's output rows, estimated as its larger side's"
-    if any(in_bytes):
+    if "bytes" in units:
         what += " (a CSV side's rows as its files' bytes over a row's bytes in memory)"
     return SpillForecast(what, share, budget, limit, reducers, tasks, folder, "a resident join is refused instead", cap)

@@ -52,8 +52,7 @@ class KeyedPlan:
     partitioner: str = "hash"
     """``"hash"`` (keys by a stable hash) or ``"range"`` (contiguous key ranges, reducer r's keys below reducer r + 1's)."""
     spill: SpillForecast | None = attrs.field(default=None, eq=False)
-    """What ``MapReduce.plan`` estimates of the reducers' budget: in memory or spilled, how (None: a run's own plan, or a
-    keyed combine without ``max_bytes``, which is not checked)."""
+    """What ``MapReduce.plan`` estimates of the reducers' budget: in memory or spilled, how (None: a run's own plan)."""
 
     @property
     def tasks(self) -> tuple[Task, ...]:
