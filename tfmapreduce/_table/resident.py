@@ -24,7 +24,8 @@ from .._io.resident import Sharded, delete_all, gather_all
 from .._kinds.map_api import filter as filter_rows
 from .._kinds.map_api import map as map_rows
 from .._options import Options
-from .column import ResidentColumn, made
+from .aggregate import Aggregate
+from .column import ResidentColumn, made, no_lists, unpadded
 from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, dict_check, mask_check, row_function
 from .resident_aggregate import kept_aggregate
@@ -98,7 +99,10 @@ class ResidentTable:
         for name, c in self._columns.items():
             values = next(fetched)
             valid = next(fetched) if c.valid is not None else None
-            out[name] = made(c.type, _text(values) if c.type == STRING else values, valid)
+            if c.type.inner is not None and valid is not None:  # a list column: its padded rows, the mask of their slots
+                out[name] = unpadded(c.type, values, valid)
+            else:
+                out[name] = made(c.type, _text(values) if c.type == STRING else values, valid)
         return Table(out)
 
     def to_dict(self, *, timeout: float | None = None) -> dict[str, np.ndarray[Any, Any]]:
@@ -182,6 +186,7 @@ class ResidentTable:
         reducers, in the same order (sorted by the keys, nulls last)."""
         self._check()
         names = GroupBy.of(self, keys).keys
+        no_lists(self._columns, list(names), "group_by", "", "; group by other columns")
         return ResidentGroupBy(self, names)
 
     @overload
@@ -236,6 +241,8 @@ class ResidentTable:
         _resident_only(options, "join")
         keys = key_names(on, left_on, right_on, self.columns, other.columns)
         right = other._columns if isinstance(other, ResidentTable) else {n: other.column(n) for n in other.columns}
+        for side, columns in (("this table", self._columns), ("other", right)):
+            no_lists(columns, list(columns), "join", f"{side} has ", "; select() the other columns before the join")
         return ResidentTable(resident_joined(self._columns, right, keys, how, suffix, dict(options)))
 
     def sort(
@@ -267,6 +274,7 @@ class ResidentTable:
         if not names:
             raise ValueError("sort: expected at least one column to sort by, e.g. r.sort(['a', 'b']); got none")
         names = [check_name(n, self.columns, "sort") for n in names]
+        no_lists(self._columns, names, "sort", "by= names ", "; sort by the columns it was aggregated by")
         down, last = per_column(descending, names, "descending"), per_column(nulls_last, names, "nulls_last")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
             raise ValueError(f"sort: limit= must be None or an int ≥ 0, got {limit!r}")
@@ -292,6 +300,7 @@ class ResidentTable:
         if not names:
             raise ValueError("unique: expected at least one column, e.g. r.unique(['a', 'b']); got none")
         names = [check_name(n, self.columns, "unique") for n in names]
+        no_lists(self._columns, names, "unique", "", "; pass the other columns, e.g. r.unique(['k'])")
         if len(self) == 0:
             return self.select(names)  # nothing runs: no row
         return ResidentTable(resident_distinct(self._columns, names, dict(options)))
@@ -372,3 +381,10 @@ class ResidentGroupBy(GroupBy):
             return super().agg(**aggregates)
         columns, parsed, options = self.parsed(aggregates)
         return ResidentTable(kept_aggregate(columns, self.keys, parsed, options))
+
+    def parsed(self, aggregates: dict[str, Any]) -> tuple[dict[str, Any], list[Aggregate], dict[str, Any]]:
+        """As [`GroupBy.parsed`][tfmapreduce.GroupBy.parsed]'s; a list column aggregated: TypeError."""
+        columns, parsed, options = super().parsed(aggregates)
+        listed = [a.column for a in parsed if a.column != "*"]
+        no_lists(columns, listed, "agg", "aggregates ", "; aggregate the column it was made from")
+        return columns, parsed, options
