@@ -64,6 +64,31 @@ def test_resident_join_equals_pandas_and_ships_no_row(
     assert by_repr(rows_of(got, columns)) == by_repr(rows_of(want, columns)) == by_repr(rows_of(eager, columns))
 
 
+@settings(max_examples=examples(2), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_a_resident_join_in_the_left_order_equals_pandas_row_for_row(
+    cluster: tmr.LocalCluster, seed: int, data: st.DataObject
+) -> None:
+    nl, nr = data.draw(st.integers(0, 30)), data.draw(st.integers(0, 20))
+    left = generated(seed, nl)
+    right = generated(seed + 1, nr, value="w").select(["s", "i", "d", "w"])
+    how, keys = data.draw(st.sampled_from(HOWS)), data.draw(st.sampled_from([["s"], ["s", "i", "d"]]))
+    lsizes, rsizes = data.draw(size_lists(nl)), data.draw(size_lists(nr))
+    with tmr.scatter(left, cluster=cluster, sizes=lsizes) as lr, tmr.scatter(right, cluster=cluster, sizes=rsizes) as rr:
+        other = data.draw(st.sampled_from([rr, right]))
+        with tmr.stats() as runs, lr.join(other, on=keys, how=how, maintain_order="left", reducers=2) as joined:
+            got = joined.to_pandas()
+        shipped_nothing(runs)
+    # pandas: every left row in order, each with its matches in the right's order, then the right rows left alone
+    lf, rf = left.to_pandas().assign(_l=np.arange(nl)), right.to_pandas().assign(_r=np.arange(nr))
+    want = pandas_join(lf, rf, keys, keys, how)
+    order = [c for c in ("_l", "_r") if c in want.columns]
+    want = want.sort_values(order, kind="stable", na_position="last")
+    columns = list(left.join(right, on=keys, how=how, cluster=cluster).columns)
+    assert list(got.columns) == columns
+    assert rows_of(got, columns) == rows_of(want, columns)
+
+
 @pytest.mark.parametrize("how", HOWS)
 def test_a_resident_table_joins_a_client_table(cluster: tmr.LocalCluster, how: str) -> None:
     left, right = generated(3, 35), generated(4, 25, value="w").select(["s", "i", "d", "w"])
@@ -118,6 +143,8 @@ def test_resident_join_widens_keys_keeps_left_names_and_nulls_never_match(cluste
                 ar.join(br, left_on="a", right_on="n")
             with pytest.raises(ValueError, match="how= must be one of"):
                 ar.join(br, on="a", how="full")
+            with pytest.raises(ValueError, match=r"maintain_order= must be one of \['none', 'left'\].*got 'right'"):
+                ar.join(br, on="a", maintain_order="right")
             with pytest.raises(TypeError, match="a ResidentTable or a Table"):
                 ar.join(b.to_pandas(), on="a")
 

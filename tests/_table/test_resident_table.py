@@ -282,8 +282,6 @@ def test_group_by_kept_on_the_workers_equals_pandas_for_lone_keys(cluster: tmr.L
                 assert_cells(kept.to_pandas(), want.reset_index())
         with pytest.raises(TypeError, match=r"ResidentTable's group-by only; tmr.scatter\(table\) first"):
             t.group_by("k").agg(n=("x", "count"), resident=True)
-        with pytest.raises(TypeError, match=r"top=.*list column.*drop resident=True"):
-            r.group_by("k").agg(top=("x", ("top_k", 2)), resident=True)
     empty = tmr.table({"k": np.zeros(0, np.int64), "x": np.zeros(0)})
     with tmr.scatter(empty, cluster=cluster) as r:
         with r.group_by("k").agg(total=("x", "sum"), resident=True, cluster=cluster) as none:
@@ -292,3 +290,48 @@ def test_group_by_kept_on_the_workers_equals_pandas_for_lone_keys(cluster: tmr.L
         with r.agg(total=("x", "sum"), n=("*", "count"), resident=True, cluster=cluster) as one:
             assert one.to_dict()["n"].tolist() == [0]
             assert one.to_pandas()["total"].isna().all()
+
+
+@settings(max_examples=examples(2), deadline=None)
+@given(drawn=scattered(), keys=st.sampled_from([["s"], ["d", "x0"], []]), reducers=st.integers(1, 3))
+def test_a_top_k_kept_on_the_workers_equals_the_client_result_and_pandas(
+    cluster: tmr.LocalCluster, drawn: tuple[tmr.Table, list[int]], keys: list[str], reducers: int
+) -> None:
+    t, sizes = drawn
+    aggregates = {"top": ("s", ("top_k", 2)), "tops": ("t", ("top_k", 3)), "n": ("s", "count")}
+    with tmr.scatter(t, cluster=cluster, sizes=sizes) as r:
+        by = r.group_by(keys) if keys else r
+        fetched = by.agg(**aggregates, cluster=cluster, reducers=reducers)
+        with tmr.stats() as runs, by.agg(**aggregates, resident=True, cluster=cluster, reducers=reducers) as kept:
+            assert kept.schema == fetched.schema
+            got = kept.to_pandas()
+            with kept.filter(lambda rows: rows["n"] >= 0) as again:  # a list column travels with its rows
+                assert [x.tolist() for x in again.to_dict()["top"]] == [x.tolist() for x in got["top"]]
+    assert all(run.bytes_sent == 0 for run in runs.runs)
+    want = fetched.to_pandas()
+    assert_cells(got.drop(columns=["top", "tops"]), want.drop(columns=["top", "tops"]))
+    for name in ("top", "tops"):
+        assert [x.tolist() for x in got[name]] == [x.tolist() for x in want[name]]
+    frame = t.to_pandas()
+    if keys and len(frame):  # pandas: each group's 2 largest strings (nulls skipped, a null key its own group)
+        largest = frame.groupby(keys, dropna=False, sort=True)["s"].agg(lambda s: sorted(s.dropna(), reverse=True)[:2])
+        assert sorted(map(tuple, got["top"])) == sorted(map(tuple, largest.tolist()))
+
+
+def test_a_kept_list_column_is_refused_where_one_value_a_row_is_taken(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"k": np.array([1, 2, 1]), "s": np.array(["b", "", "日本"], object)})
+    with tmr.scatter(t, cluster=cluster) as r, r.group_by("k").agg(top=("s", ("top_k", 2)), resident=True) as kept:
+        assert [x.tolist() for x in kept.to_dict()["top"]] == [["日本", "b"], [""]]
+        assert str(kept.schema) == "k: int64\ntop: list<string>"
+        with pytest.raises(TypeError, match=r"sort: by= names column 'top', a list column \(list<string>"):
+            kept.sort("top")
+        with pytest.raises(TypeError, match=r"unique: column 'top'.*r.unique\(\['k'\]\)"):
+            kept.unique()
+        with pytest.raises(TypeError, match=r"group_by: column 'top'"):
+            kept.group_by("top")
+        with pytest.raises(TypeError, match=r"agg: aggregates column 'top'.*aggregate the column it was made from"):
+            kept.agg(n=("top", "count"))
+        with pytest.raises(TypeError, match=r"join: other has column 'top'.*select\(\) the other columns"):
+            r.join(kept, on="k")
+        with tmr.scatter(kept.collect(), cluster=cluster) as back:  # a client list column scattered: the same rows
+            assert [x.tolist() for x in back.to_dict()["top"]] == [["日本", "b"], [""]]

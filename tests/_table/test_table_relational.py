@@ -197,6 +197,33 @@ def test_sort_and_limit_equal_pandas(cluster: tmr.LocalCluster, seed: int, data:
     assert rows_of(top.to_pandas(), columns) == rows_of(want.head(n), columns)
 
 
+def test_a_sort_on_several_columns_makes_its_keys_in_its_one_run_and_equals_duckdb(cluster: tmr.LocalCluster) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    frame = pd.DataFrame(
+        {
+            "s": ["b", None, "", "日本", "b", "ü", "a", None, "b", ""],
+            "i": pd.array([1, None, 3, 2, 5, None, 0, 4, None, 3], dtype="Int64"),
+            "d": pd.to_datetime(["2024-01-02", None, "2023-12-31", "2024-01-01", "2024-01-02"] * 2).date,
+        }
+    )
+    want = duckdb.sql("SELECT s, i, d FROM frame ORDER BY s ASC NULLS LAST, i DESC NULLS FIRST, d DESC NULLS LAST").df()
+    want["d"] = [None if pd.isna(v) else v.date() for v in want["d"]]  # (DuckDB gives a DATE as datetime64)
+    t = tmr.table(frame)
+    with tmr.stats() as runs:  # the rows' keys made on the workers, in the sort's own (range-partitioned) run
+        got = t.sort(
+            ["s", "i", "d"],
+            descending=[False, True, True],
+            nulls_last=[True, False, True],
+            cluster=cluster,
+            sizes=[0, 4, 0, 6],
+            reducers=3,
+        )
+    assert len(runs.runs) == 1
+    assert rows_of(got.to_pandas(), ["s", "i", "d"]) == rows_of(want, ["s", "i", "d"])
+    top = t.sort(["s", "i", "d"], descending=[False, True, True], nulls_last=[True, False, True], limit=4, cluster=cluster)
+    assert rows_of(top.to_pandas(), ["s", "i", "d"]) == rows_of(want.head(4), ["s", "i", "d"])
+
+
 def test_sort_orders_nan_as_numpy_and_strings_by_bytes(cluster: tmr.LocalCluster) -> None:
     x = np.array([np.nan, 1.0, -0.0, 0.0, np.nan, -np.inf, np.inf, -2.0])
     t = tmr.table({"x": x, "row": np.arange(len(x))})

@@ -11,14 +11,28 @@ Example (one splitter, the key 5.0 of row 1: row 1 itself is not above it, row 2
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import attrs
+import numpy as np
 import tensorflow as tf
 
 from .._base.plan import Plan
 from .._engine.program import Builder
 from .._ops.splitters import SEED, comparable, ranked_with
 from .._ops.splitters import sample_size as _sample_size
+
+
+@attrs.frozen
+class KeyMaker:
+    """A sort whose key is made in its own graph, on each shard before it is sampled: ``fn(*columns)`` returns the
+    shard's ``(key, *values)`` (1-D, one row each, of ``dtypes``) from its input columns, so a key of several
+    columns (a table's order-preserving bytes) is made where the rows are and never on the client. Equal ``KeyMaker``
+    values (the same ``fn`` object) share a compiled sort."""
+
+    fn: Callable[..., tuple[tf.Tensor, ...]]
+    dtypes: tuple[np.dtype, ...]
 
 
 def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Tensor) -> tf.Tensor:
@@ -33,16 +47,17 @@ def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Te
 
 
 def range_ids(
-    builder: Builder, plan: Plan, ranges: int, chooser: str, descending: bool, native: Any | None
+    builder: Builder, plan: Plan, ranges: int, chooser: str, descending: bool, native: Any | None, keyed: KeyMaker | None = None
 ) -> tuple[dict[int, list[tf.Tensor]], dict[int, tf.Tensor | None]]:
-    """Each non-empty shard's columns (``builder.inputs``), and each of its rows' range (int32; None where
-    ``ranges`` is 1), the splitters chosen on ``chooser`` from a sample of about ``SAMPLES`` rows per range."""
+    """Each non-empty shard's columns (``builder.inputs``, or ``keyed``'s key and values made from them), and each
+    of its rows' range (int32; None where ``ranges`` is 1), the splitters chosen on ``chooser`` from a sample of about
+    ``SAMPLES`` rows per range."""
     full = [s for s in plan.shards if s.rows > 0]
     tensors: dict[int, list[tf.Tensor]] = {}
     samples = []
     for shard in full:
         with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
-            tensors[shard.index] = builder.inputs(shard)
+            tensors[shard.index] = builder.inputs(shard) if keyed is None else list(keyed.fn(*builder.inputs(shard)))
             n = _sample_size(shard.rows, plan.rows, ranges)
             if n == shard.rows:
                 at = tf.range(shard.rows, dtype=tf.int64)
@@ -72,11 +87,11 @@ def range_ids(
 
 
 def partition_ranges(
-    builder: Builder, plan: Plan, ranges: int, chooser: str, descending: bool, native: Any | None
+    builder: Builder, plan: Plan, ranges: int, chooser: str, descending: bool, native: Any | None, keyed: KeyMaker | None = None
 ) -> dict[int, list[list[tf.Tensor]]]:
     """Each non-empty shard's columns split into ``ranges`` ranges (shard index → per column → its ranges)
     (:func:`range_ids`); each shard's ``mapped`` is called on its ranges."""
-    tensors, which = range_ids(builder, plan, ranges, chooser, descending, native)
+    tensors, which = range_ids(builder, plan, ranges, chooser, descending, native, keyed)
     pieces: dict[int, list[list[tf.Tensor]]] = {}
     for shard in (s for s in plan.shards if s.rows > 0):
         with tf.device(shard.device), tf.name_scope(f"partition{shard.index}"):

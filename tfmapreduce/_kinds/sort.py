@@ -51,7 +51,7 @@ from .._ops.splitters import FLOAT_DTYPES, INT_DTYPES, comparable, order_key
 from .._ops.splitters import sample_size as _sample_size
 from .._options import Options, RunOptions
 from .persist import persisted
-from .ranges import partition_ranges
+from .ranges import KeyMaker, partition_ranges
 from .shuffle.plan import resolve_reducers
 from .spilled_sort import sort_spilled
 
@@ -110,6 +110,8 @@ class Sort(KindBase[SortPlan]):
     argument: str = "x"
     """``"x"`` (sort: the values alone) or ``"keys"`` (sort_by_key: the first input's keys order the others); names
     the keys in messages."""
+    keyed: KeyMaker | None = None
+    """Where the key (and the values) are made from the inputs on each shard, in the graph (``ranges.KeyMaker``)."""
     phase: ClassVar[str] = "sort"
     refused: ClassVar[Mapping[str, str]] = {"speculate": NO_SPECULATION}
 
@@ -118,7 +120,7 @@ class Sort(KindBase[SortPlan]):
 
     @property
     def identity(self) -> Hashable:
-        return ("sort", self.descending, self.max_bytes)
+        return ("sort", self.descending, self.max_bytes, self.keyed)
 
     def sources(self, x: Any) -> tuple[Sources, Any]:
         srcs, encoding = keyed_sources(x)  # values may be strings (they travel as bytes); files come persisted (see sort)
@@ -134,7 +136,7 @@ class Sort(KindBase[SortPlan]):
                 f"{self.argument} must be 1-D (one key per row), got shape {key.shape}; sort one column, e.g. "
                 f"{self.argument}[:, 0], or flatten it with {self.argument}.reshape(-1)"
             )
-        if key.dtype not in INT_DTYPES + FLOAT_DTYPES and key.dtype.kind not in "OSU":
+        if self.keyed is None and key.dtype not in INT_DTYPES + FLOAT_DTYPES and key.dtype.kind not in "OSU":
             raise TypeError(
                 f"{self.argument} must hold integers (int8 to int64, uint8 to uint32), floats (float16 to float64) or "
                 f"strings (str or bytes), got dtype {key.dtype}; convert it, e.g. {self.argument}.astype(np.int64)"
@@ -154,7 +156,8 @@ class Sort(KindBase[SortPlan]):
         (source ``j``'s range ``r`` as shard ``r`` of the container ``{the run's name}_s{j}``)."""
         native = call.native
         full = [s for s in plan.plan.shards if s.rows > 0]
-        pieces = partition_ranges(builder, plan.plan, len(plan.reducers), plan.reducers[0], self.descending, native)
+        pieces = partition_ranges(builder, plan.plan, len(plan.reducers), plan.reducers[0], self.descending, native, self.keyed)
+        width = len(call.srcs) if self.keyed is None else len(self.keyed.dtypes)
         counts = []
         for r, device in enumerate(plan.reducers):
             if not full:
@@ -162,7 +165,7 @@ class Sort(KindBase[SortPlan]):
                 continue
             start = self._check_budget(r, device, [pieces[s.index] for s in full])
             with tf.device(device), tf.name_scope(f"range{r}"):
-                columns = [tf.concat([pieces[s.index][j][r][start:] for s in full], 0) for j in range(len(call.srcs))]
+                columns = [tf.concat([pieces[s.index][j][r][start:] for s in full], 0) for j in range(width)]
                 stored = [builder.store(device, f"_s{j}", r, c) for j, c in enumerate(self._sorted(columns, native))]
                 with tf.control_dependencies(stored):
                     counts.append(tf.size(columns[0], out_type=tf.int64))
@@ -192,17 +195,19 @@ class Sort(KindBase[SortPlan]):
         counts = [int(n) for n in value.value]
         available = [Device.parse(d) for d in call.cluster.devices]
         result = make_plan(sum(counts), counts, list(plan.reducers), available)
+        made = [(s.dtype, s.shape[1:], call.note) for s in call.srcs] if self.keyed is None else []
+        made += [(np.dtype(d), (), None) for d in (self.keyed.dtypes if self.keyed is not None else ())]
         outputs = tuple(
             Sharded(
                 call.cluster,
                 result,
-                src.dtype,
-                (result.rows, *src.shape[1:]),
+                dtype,
+                (result.rows, *inner),
                 f"{value.name}_s{j}",
                 (_lost,) * len(counts),
-                encoding=call.note if src.dtype == object else None,
+                encoding=note if dtype.kind == "O" else None,
             )
-            for j, src in enumerate(call.srcs)
+            for j, (dtype, inner, note) in enumerate(made)
         )
         return outputs[0] if len(outputs) == 1 else outputs
 

@@ -118,6 +118,8 @@ class Spec:
     """The aggregates, their output names left out (they change no graph)."""
     prelude: Prelude | None = None
     """Row-wise steps run first in the map (None: the columns are shipped as the aggregation reads them)."""
+    padded: bool = False
+    """Whether a top-k's lists come padded (``GroupOp.padded``): its result stays on the workers."""
 
     @property
     def ops(self) -> tuple[GroupOp, ...]:
@@ -126,7 +128,7 @@ class Spec:
         return tuple(
             GroupOp(a.op, None, None, None)
             if a.column == "*"
-            else GroupOp(a.op, self.inputs[at[a.column]][1], at[a.column], a.param)
+            else GroupOp(a.op, self.inputs[at[a.column]][1], at[a.column], a.param, self.padded)
             for a in self.aggregates
         )
 

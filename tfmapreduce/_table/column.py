@@ -8,7 +8,7 @@ A null's slot holds a canonical filler (0, ``""``, day 0), so equal keys are equ
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -99,7 +99,10 @@ class Column:
 class ResidentColumn:
     """A column whose shards live on the workers: ``values`` (a ``Sharded`` of ``type.storage``, strings as
     ``tf.string``) and ``valid`` (a ``Sharded`` of bool, True where not null) or None; a resident table's columns share
-    one row partition. Jobs take it where they take a host :class:`Column` (the same ``type``, ``values``, ``valid``)."""
+    one row partition. Jobs take it where they take a host :class:`Column` (the same ``type``, ``values``, ``valid``).
+
+    A list column (``type.inner``, a ``top_k``'s result) has no null: its ``values`` are ``[rows, width]`` (each row's
+    list, then the filler) and its ``valid`` the ``[rows, width]`` mask of the slots that hold an element."""
 
     type: ColumnType
     values: Sharded
@@ -110,8 +113,62 @@ class ResidentColumn:
 
     @property
     def nullable(self) -> bool:
-        """Whether the column has a validity mask (may hold a null)."""
-        return self.valid is not None
+        """Whether the column has a validity mask (may hold a null); a list column's mask is of its slots (no null)."""
+        return self.valid is not None and self.type.inner is None
+
+
+def padded(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """A list column's rows as ``[rows, width]`` values (each list, then the filler) and the mask of the slots that
+    hold an element, ``width`` the longest list's length (at least 1): a list column as it lives on the workers.
+
+    Example:
+        >>> lists = np.empty(2, object)
+        >>> lists[:] = [np.array([3, 1]), np.array([], np.int64)]
+        >>> values, slots = padded(Column(ColumnType("list<int64>", np.dtype(object)), lists))
+        >>> values.tolist(), slots.tolist()
+        ([[3, 1], [0, 0]], [[True, True], [False, False]])
+    """
+    inner = column.type.inner
+    assert inner is not None
+    lengths = [len(v) for v in column.values]
+    width = max([1, *lengths])
+    values = np.full((len(lengths), width), "" if inner == STRING else 0, inner.storage)
+    slots = np.zeros((len(lengths), width), bool)
+    for i, (row, n) in enumerate(zip(column.values, lengths, strict=True)):
+        values[i, :n], slots[i, :n] = row, True
+    return values, slots
+
+
+def unpadded(type_: ColumnType, values: np.ndarray[Any, Any], slots: np.ndarray[Any, Any]) -> Column:
+    """The list column of fetched ``[rows, width]`` ``values`` and their slot mask (see :func:`padded`); strings
+    fetched as ``bytes`` come back as ``str``."""
+    inner = type_.inner
+    assert inner is not None
+    lists: np.ndarray[Any, Any] = np.empty(len(values), object)
+    for i, (row, kept) in enumerate(zip(values, slots, strict=True)):
+        row = row[kept]
+        lists[i] = (
+            np.array([v.decode("utf-8") if isinstance(v, bytes) else v for v in row.tolist()], object)
+            if inner == STRING
+            else row.astype(inner.storage)
+        )
+    return Column(type_, lists, None)
+
+
+def no_lists(
+    columns: Mapping[str, Column] | Mapping[str, ResidentColumn], names: Sequence[str], method: str, which: str, fix: str
+) -> None:
+    """Refuse a list column (a ``top_k``'s) among ``names``, where ``method`` takes one value a row.
+
+    Raises:
+        TypeError: naming the column, its type, and ``fix``.
+    """
+    for name in names:
+        if columns[name].type.inner is not None:
+            raise TypeError(
+                f"{method}: {which}column {name!r}, a list column ({columns[name].type.name}, a top_k's result), which "
+                f"{method} does not take yet: it takes columns of one value a row{fix}"
+            )
 
 
 def made(type_: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None) -> Column:
@@ -128,17 +185,18 @@ def made(type_: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any,
 
 def placed(columns: Mapping[str, Column], keep_source: bool, place: dict[str, Any]) -> dict[str, ResidentColumn]:
     """Each column's values and validity scattered (``place``: the scatter's options), all on the partition and
-    devices of the first: the columns of a resident table."""
+    devices of the first: the columns of a resident table (a list column :func:`padded`)."""
     out: dict[str, ResidentColumn] = {}
     sent: list[Sharded] = []
     try:
         for name, c in columns.items():
-            values = scatter_array(c.values, keep_source=keep_source, **place)
+            host, mask = padded(c) if c.type.inner is not None else (c.values, c.valid)
+            values = scatter_array(host, keep_source=keep_source, **place)
             sent.append(values)
             place.update(sizes=list(values.plan.sizes), devices=[s.device for s in values.plan.shards])
             valid = None
-            if c.valid is not None:
-                valid = scatter_array(c.valid, keep_source=keep_source, **place)
+            if mask is not None:
+                valid = scatter_array(mask, keep_source=keep_source, **place)
                 sent.append(valid)
             out[name] = ResidentColumn(c.type, values, valid)
     except BaseException:
@@ -160,7 +218,7 @@ def unmasked(columns: Mapping[str, ResidentColumn], options: Mapping[str, Any]) 
     """``columns``, each validity that holds no null dropped (and freed): one run over the validity columns (none
     where there is none, or no row), so a resident table's schema says "nullable" where the client's would. A table
     made on the workers (a scan) knows its nulls only so."""
-    masked = [name for name, c in columns.items() if c.valid is not None]
+    masked = [name for name, c in columns.items() if c.nullable]
     if not masked:
         return dict(columns)
     rows = len(next(iter(columns.values())))

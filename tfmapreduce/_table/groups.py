@@ -27,12 +27,14 @@ from .schema import STRING, ColumnType
 @attrs.frozen
 class GroupOp:
     """One aggregate as the graphs see it: its op, its input column's type (None: a row count), the input's
-    position among the job's value columns (None: a row count) and its parameter (``q``, ``k`` or None)."""
+    position among the job's value columns (None: a row count) and its parameter (``q``, ``k`` or None); ``padded``:
+    a top-k's lists as a padded ``[keys, k]`` tensor and a mask of its slots (to stay on the workers), not ragged."""
 
     op: str
     source: ColumnType | None
     at: int | None
     param: float | int | None
+    padded: bool = False
 
 
 @attrs.frozen
@@ -87,7 +89,7 @@ def _sorted(flat: tf.Tensor, valid: tf.Tensor | None, ids: tf.Tensor, n: tf.Tens
 
 
 def _holistic(op: GroupOp, run: Runs) -> Any:
-    """One aggregate's per-key result from a column's sorted runs."""
+    """One aggregate's per-key result from a column's sorted runs (a top-k's ragged, or padded: see ``GroupOp``)."""
     counts, starts = run.counts, run.starts
     total = tf.size(run.ids, tf.int64)
     if op.op == "count_distinct":
@@ -101,7 +103,10 @@ def _holistic(op: GroupOp, run: Runs) -> Any:
         row = row_ids(splits)
         j = tf.range(splits[-1]) - tf.gather(splits, row)  # 0 .. k-1 within each key: the largest first
         offsets = tf.gather(starts + counts - 1, row) - j
-        return (tf.RaggedTensor.from_row_splits(tf.gather(run.values, offsets), splits, validate=False),)
+        lists = tf.RaggedTensor.from_row_splits(tf.gather(run.values, offsets), splits, validate=False)
+        if op.padded:  # each key's row of k slots (the filler after its values), and which slots hold a value
+            return lists.to_tensor(shape=[None, op.param]), tf.sequence_mask(lists.row_lengths(), op.param)
+        return (lists,)
 
     def at(position: tf.Tensor, values: tf.Tensor) -> tf.Tensor:  # a key's value at ``position`` in its run; a filler
         padded = tf.concat([values, tf.zeros([1], values.dtype)], 0)

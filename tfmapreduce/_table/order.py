@@ -1,5 +1,6 @@
-"""Sorting a table by several columns: one order-preserving byte key per row, sorted by the sort kind (or, for the
-first ``limit`` rows, each shard's ``limit`` smallest keys from one map-only run).
+"""Sorting a table by several columns: one order-preserving byte key per row, made on the workers in the sort's own
+run and range-partitioned by the sort kind (or, for the first ``limit`` rows, each shard's ``limit`` smallest keys
+from one map-only run). ``sort_keys`` makes the same bytes with numpy (the reference of ``resident_order.order_key``).
 
 The key of a row joins, column by column, a flag byte and the value's bytes, so that comparing two keys as byte
 strings compares the rows column by column::
@@ -17,17 +18,22 @@ A null's slot holds the column's canonical filler, so every null of a column has
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from .._engine import driver as _engine
 from .._io.resident import delete_all
 from .._kinds.map_api import map as map_rows
-from .._kinds.sort import sort_by_key
+from .._kinds.ranges import KeyMaker
+from .._kinds.sort import Sort
 from .._ops.grouping import string_ranks
+from .._options import RunOptions
 from .column import Column
+from .resident_order import order_key
 from .schema import STRING
 
 _INVERT = bytes(255 - i for i in range(256))
@@ -78,31 +84,74 @@ def _fixed(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return bits.astype(">u8").view(np.uint8).reshape(-1, 8)
 
 
-def sorted_rows(keys: np.ndarray[Any, Any], limit: int | None, options: Mapping[str, Any]) -> np.ndarray[Any, Any]:
-    """The rows in the order of their ``keys`` (equal keys in row order), the first ``limit`` of them when given.
+def sorted_rows(
+    columns: Sequence[Column],
+    descending: Sequence[bool],
+    nulls_last: Sequence[bool],
+    limit: int | None,
+    options: Mapping[str, Any],
+) -> np.ndarray[Any, Any]:
+    """The rows in the order of the ``columns`` (equal keys in row order), the first ``limit`` of them when given.
+    The columns travel as they are and each row's key (the bytes of :func:`sort_keys`) is made on the workers, in
+    the run's own graph: nothing is encoded on the client.
 
-    Every row: ``sort_by_key`` (range-partitioned, each range sorted on its reducer), fetching the row numbers.
-    The first ``limit``: one map-only run in which each shard keeps its ``limit`` smallest keys and their rows; the
-    client orders the candidates (at most ``limit`` a shard) by (key, row) and keeps the first ``limit``.
+    Every row: one run of the sort kind over the columns and the row numbers (``ranges.KeyMaker``: each shard makes its
+    keys, samples them for the range splitters, and sends each row's number to its range's reducer), fetching the row
+    numbers. The first ``limit``: one map-only run in which each shard makes its keys and keeps its ``limit``
+    smallest with their rows; the client orders the candidates (at most ``limit`` a shard) by (key, row) and keeps
+    the first ``limit``.
+
+    Examples:
+        >>> from tfmapreduce._table.convert import from_numpy
+        >>> a, b = from_numpy("a", np.array(["b", "a", "b"])), from_numpy("b", np.array([1, 2, 3]))
+        >>> sorted_rows([a, b], [False, True], [True, True], None, {"cluster": cluster}).tolist()
+        [1, 2, 0]
     """
-    rows = np.arange(len(keys), dtype=np.int64)
-    if limit is None or limit >= len(keys):
-        ordered, values = sort_by_key(keys, rows, **options)
+    arrays: list[np.ndarray[Any, Any]] = []
+    at: list[tuple[int, int | None]] = []
+    for c in columns:
+        at.append((len(arrays), None if c.valid is None else len(arrays) + 1))
+        arrays.extend([c.values] if c.valid is None else [c.values, c.valid])
+    rows = np.arange(len(columns[0]), dtype=np.int64)
+    keyed = _keyed(tuple(at), tuple(descending), tuple(nulls_last))
+    if limit is None or limit >= len(rows):
+        kind = Sort(False, None, "keys", KeyMaker(keyed, (np.dtype(object), np.dtype(np.int64))))
+        keys, ordered = _engine.run(kind, (*arrays, rows), RunOptions.of(**options), resident=True)
         try:
-            result: np.ndarray[Any, Any] = values.gather()
+            result: np.ndarray[Any, Any] = ordered.gather()
             return result
         finally:
-            delete_all([ordered, values])
-    texts = keys.astype(object)
-
-    def best(k: tf.Tensor, r: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        first = tf.argsort(string_ranks(k, None), stable=True)[:limit]
-        return tf.gather(k, first), tf.gather(r, first)
-
-    out = map_rows(best, (texts, rows), **options)
+            delete_all([keys, ordered])
+    out = map_rows(_best(keyed, limit), (*arrays, rows), **options)
     try:
-        found, at = out[0].gather(), out[1].gather()
+        found, numbers = out[0].gather(), out[1].gather()
     finally:
         delete_all(list(out))
-    order = sorted(range(len(at)), key=lambda i: (bytes(found[i]), int(at[i])))[:limit]
-    return np.asarray(at, np.int64)[order]
+    order = sorted(range(len(numbers)), key=lambda i: (bytes(found[i]), int(numbers[i])))[:limit]
+    return np.asarray(numbers, np.int64)[order]
+
+
+@functools.lru_cache(maxsize=256)
+def _keyed(
+    at: tuple[tuple[int, int | None], ...], descending: tuple[bool, ...], nulls_last: tuple[bool, ...]
+) -> Callable[..., tuple[tf.Tensor, tf.Tensor]]:
+    """A shard's (keys, row numbers) from its sort columns (values and validity at ``at``) and row numbers (last):
+    one function a spec, so that equal sorts share their compiled graphs."""
+
+    def keyed(*tensors: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        picked = [(tensors[v], None if m is None else tensors[m]) for v, m in at]
+        return order_key(picked, descending, nulls_last), tensors[-1]
+
+    return keyed
+
+
+@functools.lru_cache(maxsize=64)
+def _best(keyed: Callable[..., tuple[tf.Tensor, tf.Tensor]], limit: int) -> Callable[..., tuple[tf.Tensor, tf.Tensor]]:
+    """A shard's ``limit`` smallest keys and their row numbers, from its sort columns and row numbers."""
+
+    def best(*tensors: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        keys, rows = keyed(*tensors)
+        first = tf.argsort(string_ranks(keys, None), stable=True)[:limit]
+        return tf.gather(keys, first), tf.gather(rows, first)
+
+    return best

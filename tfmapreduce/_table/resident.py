@@ -3,10 +3,10 @@
 where it may hold a null), all on one row partition.
 
 Its jobs read the columns where they are: ``map``, ``filter`` and ``with_columns`` are map-only runs whose outputs
-stay on the workers (a new resident table), ``join`` and ``sort`` (``resident_join``, ``resident_order``) are the
-join and sort kinds over keys made on the workers, and ``unique`` a keyed move of the rows then a sort
-(``resident_unique``), their results resident too; ``group_by(...).agg(...)`` is the eager table's keyed run over
-the resident columns, whose result (one row a group) comes back as a client :class:`Table`, or with
+stay on the workers (a new resident table), ``join`` and ``sort`` (``resident_join``, ``resident_join_order``,
+``resident_order``) the join and sort kinds over keys made on the workers, and ``unique`` a keyed move of the rows
+then a sort (``resident_unique``), their results resident too; ``group_by(...).agg(...)`` is the eager table's keyed
+run over the resident columns, whose result (one row a group) comes back as a client :class:`Table`, or with
 ``resident=True`` stays on the reducers (``resident_aggregate``). The functions that build those runs
 (``maps.row_function``, ``aggregate``) are the eager table's own: only the inputs differ."""
 
@@ -24,11 +24,13 @@ from .._io.resident import Sharded, delete_all, gather_all
 from .._kinds.map_api import filter as filter_rows
 from .._kinds.map_api import map as map_rows
 from .._options import Options
-from .column import ResidentColumn, made
+from .aggregate import Aggregate
+from .column import ResidentColumn, made, no_lists, unpadded
 from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, dict_check, mask_check, row_function
 from .resident_aggregate import kept_aggregate
 from .resident_join import resident_joined
+from .resident_join_order import ORDERS, joined_in_left_order
 from .resident_order import resident_sorted
 from .resident_unique import resident_distinct
 from .schema import STRING, ColumnType, Field, Schema, check_name
@@ -98,7 +100,10 @@ class ResidentTable:
         for name, c in self._columns.items():
             values = next(fetched)
             valid = next(fetched) if c.valid is not None else None
-            out[name] = made(c.type, _text(values) if c.type == STRING else values, valid)
+            if c.type.inner is not None and valid is not None:  # a list column: its padded rows, the mask of their slots
+                out[name] = unpadded(c.type, values, valid)
+            else:
+                out[name] = made(c.type, _text(values) if c.type == STRING else values, valid)
         return Table(out)
 
     def to_dict(self, *, timeout: float | None = None) -> dict[str, np.ndarray[Any, Any]]:
@@ -182,6 +187,7 @@ class ResidentTable:
         reducers, in the same order (sorted by the keys, nulls last)."""
         self._check()
         names = GroupBy.of(self, keys).keys
+        no_lists(self._columns, list(names), "group_by", "", "; group by other columns")
         return ResidentGroupBy(self, names)
 
     @overload
@@ -205,16 +211,19 @@ class ResidentTable:
         right_on: str | Sequence[str] | None = None,
         how: str = "inner",
         suffix: str = "_right",
+        maintain_order: str = "none",
         **options: Any,
     ) -> ResidentTable:
         """This table joined with ``other`` (a resident table, or a client [`Table`][tfmapreduce.Table]) on equal keys,
         on the workers: a new resident table, and no row of a resident side passes through the client.
 
         Arguments, SQL's null rules and the result's columns as [`Table.join`][tfmapreduce.Table.join]'s; the
-        rows are those of the eager join, in no set order (as Spark's, and polars' without ``maintain_order``; pandas'
-        ``merge`` keeps the left rows' order): each shard holds the rows one device joined, and with
-        ``strategy="hash"`` every row of a key without nulls is on that key's reducer's shard. ``sort`` them where
-        order matters. The keywords are the join's run options
+        rows are those of the eager join. ``maintain_order="none"`` (the default): in no set order (as Spark's, and
+        polars' default): each shard holds the rows one device joined, and with ``strategy="hash"`` every row of a key
+        without nulls is on that key's reducer's shard. ``maintain_order="left"`` (polars' name): the left rows' order,
+        each with its matches in the right's order, then the unmatched right rows (``how="right"``, ``"outer"``) in
+        the right's order — pandas' ``merge`` order for the inner, left, semi and anti joins — at the cost of one
+        resident sort of the result. The keywords are the join's run options
         (``strategy=``, ``reducers=``, ``timeout=``, ...). A client ``other`` travels for this run alone.
 
         Examples:
@@ -233,10 +242,18 @@ class ResidentTable:
             )
         if how not in HOWS:
             raise ValueError(f"join: how= must be one of {list(HOWS)}, got {how!r}")
+        if maintain_order not in ORDERS:
+            raise ValueError(
+                f"join: maintain_order= must be one of {list(ORDERS)} ('none': no set order, the cheapest; 'left': the "
+                f"left rows' order, as pandas' merge), got {maintain_order!r}"
+            )
         _resident_only(options, "join")
         keys = key_names(on, left_on, right_on, self.columns, other.columns)
         right = other._columns if isinstance(other, ResidentTable) else {n: other.column(n) for n in other.columns}
-        return ResidentTable(resident_joined(self._columns, right, keys, how, suffix, dict(options)))
+        for side, columns in (("this table", self._columns), ("other", right)):
+            no_lists(columns, list(columns), "join", f"{side} has ", "; select() the other columns before the join")
+        join = joined_in_left_order if maintain_order == "left" else resident_joined
+        return ResidentTable(join(self._columns, right, keys, how, suffix, dict(options)))
 
     def sort(
         self,
@@ -267,6 +284,7 @@ class ResidentTable:
         if not names:
             raise ValueError("sort: expected at least one column to sort by, e.g. r.sort(['a', 'b']); got none")
         names = [check_name(n, self.columns, "sort") for n in names]
+        no_lists(self._columns, names, "sort", "by= names ", "; sort by the columns it was aggregated by")
         down, last = per_column(descending, names, "descending"), per_column(nulls_last, names, "nulls_last")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
             raise ValueError(f"sort: limit= must be None or an int ≥ 0, got {limit!r}")
@@ -292,6 +310,7 @@ class ResidentTable:
         if not names:
             raise ValueError("unique: expected at least one column, e.g. r.unique(['a', 'b']); got none")
         names = [check_name(n, self.columns, "unique") for n in names]
+        no_lists(self._columns, names, "unique", "", "; pass the other columns, e.g. r.unique(['k'])")
         if len(self) == 0:
             return self.select(names)  # nothing runs: no row
         return ResidentTable(resident_distinct(self._columns, names, dict(options)))
@@ -372,3 +391,10 @@ class ResidentGroupBy(GroupBy):
             return super().agg(**aggregates)
         columns, parsed, options = self.parsed(aggregates)
         return ResidentTable(kept_aggregate(columns, self.keys, parsed, options))
+
+    def parsed(self, aggregates: dict[str, Any]) -> tuple[dict[str, Any], list[Aggregate], dict[str, Any]]:
+        """As [`GroupBy.parsed`][tfmapreduce.GroupBy.parsed]'s; a list column aggregated: TypeError."""
+        columns, parsed, options = super().parsed(aggregates)
+        listed = [a.column for a in parsed if a.column != "*"]
+        no_lists(columns, listed, "agg", "aggregates ", "; aggregate the column it was made from")
+        return columns, parsed, options

@@ -1,10 +1,11 @@
 """A group-by's result kept on the workers (``agg(..., resident=True)``): no row passes through the client.
 
 Two runs, and the resident sort: the table's keyed job (``aggregate.job_of``, the eager group-by's own, its
-combiner or its group reducer) keeps each group's key and partials on the group's reducer (``resident=True``); a
-map-only run there makes the result's columns — the key columns decoded from the key in the graph
-(``KeyCodec.columns``), then each aggregate finished as the client finishes it (a mean its sum over its count, a
-group with no value a null); and the resident sort orders the groups by their keys, nulls last, as the eager
+combiner or its group reducer, a top-k's lists padded to ``k`` slots with a mask of those holding a value) keeps
+each group's key and partials on the group's reducer (``resident=True``); a map-only run there makes the
+result's columns — the key columns decoded from the key in the graph (``KeyCodec.columns``), then each aggregate
+finished as the client finishes it (a mean its sum over its count, a group with no value a null; a top-k's lists
+as they are, a list column: ``ResidentColumn``); and the resident sort orders the groups by their keys, nulls last, as the eager
 group-by gives them.
 """
 
@@ -35,16 +36,9 @@ def kept_aggregate(
 ) -> dict[str, ResidentColumn]:
     """The aggregated columns (the key columns, then the aggregates), one row per group sorted by the keys (nulls
     last), as new resident columns on the reducers: the same rows as ``aggregate.aggregate`` gives on the client.
-
-    Raises:
-        TypeError: a ``("top_k", k)`` aggregate (a list column cannot stay on the workers).
+    A ``("top_k", k)`` is a list column: each group's ``k`` slots and a mask of those holding a value (``GroupOp.padded``).
     """
     for a in aggregates:
-        if a.op == "top_k":
-            raise TypeError(
-                f"agg: {a.output}=({a.column!r}, ('top_k', {a.param})) makes a list column, which a resident table does "
-                "not hold; drop resident=True (the result comes back as a client Table), or aggregate it in another call"
-            )
         if a.column != "*":
             type_of(a.op, columns[a.column].type, a.output)  # refuse what does not apply before any run
     mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
@@ -55,7 +49,8 @@ def kept_aggregate(
         (name, columns[name].type, columns[name].nullable)
         for name in dict.fromkeys(a.column for a in aggregates if a.column != "*")
     )
-    spec = Spec(codec, tuple(keys), inputs, tuple(attrs.evolve(a, output="") for a in aggregates))
+    lists = any(a.op == "top_k" for a in aggregates)  # (only then another job than the client's)
+    spec = Spec(codec, tuple(keys), inputs, tuple(attrs.evolve(a, output="") for a in aggregates), padded=lists)
     arrays: list[Sharded] = []
     for name, _ in spec.layout:
         c = columns[name]
@@ -104,7 +99,10 @@ def _finisher(spec: Spec, leaves: tuple[int, ...], types: tuple[ColumnType, ...]
 
 def _finished(op: str, type_: ColumnType, partial: Sequence[tf.Tensor]) -> list[tf.Tensor]:
     """One aggregate's column from its merged partial, as the client's ``_finish`` and ``groups.finished`` make it:
-    a count as it is; another value and its validity (a group with no value: null, its slot the filler)."""
+    a count as it is; a top-k's padded lists and their mask as they are; another value and its validity (a group
+    with no value: null, its slot the filler)."""
+    if op == "top_k":
+        return list(partial)
     if op in ("count", "size", "count_distinct"):
         return [tf.cast(partial[0], tf.int64)]
     value, count = partial[0], partial[1]

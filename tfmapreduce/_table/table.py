@@ -15,7 +15,7 @@ from .column import Column, ResidentColumn
 from .convert import from_numpy, from_series
 from .join import HOWS, joined, key_names
 from .maps import TableRows, computed, kept
-from .order import sort_keys, sorted_rows
+from .order import sorted_rows
 from .schema import Field, Schema, check_name
 
 
@@ -214,7 +214,7 @@ class Table:
             raise ValueError(f"sort: limit= must be None or an int ≥ 0, got {limit!r}")
         if len(self) == 0 or limit == 0:
             return self.limit(0)
-        rows = sorted_rows(sort_keys(columns, down, last), None if limit is None else int(limit), options)
+        rows = sorted_rows(columns, down, last, None if limit is None else int(limit), options)
         return Table({n: c.take(rows) for n, c in self._columns.items()})
 
     def limit(self, n: int) -> Table:
