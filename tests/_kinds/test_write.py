@@ -456,19 +456,20 @@ def test_a_failed_write_waits_for_every_task_and_leaves_no_part_behind(
     pipes: list[int] = []
     readers: list[threading.Thread] = []
     raised = threading.Event()
-    ended: list[bool] = []  # whether task 1's write had ended (the pipe closed) before the write raised
+    let_go = threading.Event()  # the test stopped holding task 1's write: only from then on can that write end
+    never_began: list[bool] = []
     opened = write_module.open_attempt
 
     def read(pipe: int) -> None:
         while not select.select([pipe], [], [], 0.05)[0]:  # until task 1 has written into its part
             if raised.is_set():
-                ended.append(True)  # it never began (nor will: the attempt's marker is gone)
+                never_began.append(True)  # nor will it: the attempt's marker is gone
                 return
         raised.wait(_HOLD)
+        let_go.set()
         os.set_blocking(pipe, True)
         while os.read(pipe, 1 << 16):
             pass
-        ended.append(not raised.is_set())
 
     def open_attempt(folder: str) -> None:  # the attempt's folder as the client makes it, with task 1's part a pipe
         opened(folder)
@@ -484,12 +485,13 @@ def test_a_failed_write_waits_for_every_task_and_leaves_no_part_behind(
         with pytest.raises(tmr.OutputError, match=r"task /job:local/task:0 could not write part 0 .*No space left on device"):
             tmr.write_text(x, small_disk / "out", cluster=cluster, sizes=[1_000_000, 20_000], devices=devices)
     finally:
+        waited = let_go.is_set()  # read as the write raised, not once the pipe's end is seen (a race under load)
         raised.set()
         for reader in readers:
             reader.join()
         for pipe in pipes:
             os.close(pipe)
-    assert ended == [True]  # the clean-up waited for task 1's write
+    assert waited or never_began  # the clean-up waited for task 1's write, which could end only once let go
     assert os.listdir(small_disk) == []  # then removed all of the attempt: no part of any task, nor the directory
     monkeypatch.undo()
     written = tmr.write_text(np.arange(10.0), small_disk / "out", cluster=cluster, sizes=2)  # the disk takes the next write
