@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 import tfmapreduce as tmr
-from tfmapreduce import col
 
 from ._registry import Size, benchmark
 from ._table import Rows
@@ -39,8 +38,8 @@ def _eager(t: tmr.Table, lo: float, cluster: tmr.LocalCluster) -> tmr.Table:
 def _lazy(t: tmr.Table, lo: float, cluster: tmr.LocalCluster) -> tmr.Table:
     q = (
         tmr.lazy(t)
-        .filter((col("price") > lo) & (col("qty") < 40))
-        .with_columns(revenue=col("price") * col("qty"))
+        .filter((tmr.col("price") > lo) & (tmr.col("qty") < 40))
+        .with_columns(revenue=tmr.col("price") * tmr.col("qty"))
         .select("part", "revenue")
         .group_by("part")
         .agg(total=("revenue", "sum"))

@@ -39,7 +39,6 @@ import tfmapreduce as tmr
 from . import _peers
 from ._registry import Size, benchmark, flag
 from ._table import Rows
-from ._tpch_queries import Q1_AGGREGATES
 
 CUTOFF = "1998-09-02"
 SUMS = ("sum_qty", "sum_base_price", "sum_disc_price", "sum_charge")
@@ -112,6 +111,8 @@ def ours(t: tmr.Table, cluster: tmr.LocalCluster) -> Any:
         return {"disc_price": disc_price, "charge": disc_price * (1 + rows["l_tax"])}
 
     priced = shipped.with_columns(products, cluster=cluster, timeout=900)
+    from ._tpch_queries import Q1_AGGREGATES  # here, not at the top: its tfmapreduce imports would slow --help
+
     result = priced.group_by(["l_returnflag", "l_linestatus"]).agg(
         **Q1_AGGREGATES,
         cluster=cluster,
