@@ -169,6 +169,9 @@ def test_groups_of_nulls_one_row_groups_and_the_empty_table(cluster: tmr.LocalCl
     assert whole["d"].tolist() == [0]
     assert [list(v) for v in whole["top"]] == [[]]
     assert empty.agg(**aggregates, cluster=cluster).schema["top"].type.name == "list<float64>"
+    rows = t.agg(n=("*", "count"), cluster=cluster).to_dict()  # a row count alone reads one column for its rows
+    assert rows["n"].tolist() == [4]
+    assert tmr.lazy(t).filter(tmr.col("x") > 3.0).agg(n=("*", "count")).collect(cluster=cluster).to_dict()["n"].tolist() == [1]
 
 
 def test_list_columns_convert_to_pandas_and_keep_their_type(cluster: tmr.LocalCluster) -> None:

@@ -211,7 +211,10 @@ def aggregate(
     if rows == 0:
         return _empty(types, keys, aggregates)
     codec = KeyCodec(tuple(types[k] for k in keys), tuple(schema[k][1] for k in keys))
-    inputs = tuple((name, *schema[name]) for name in dict.fromkeys(a.column for a in aggregates if a.column != "*"))
+    read = dict.fromkeys(a.column for a in aggregates if a.column != "*") or dict.fromkeys(
+        list(schema)[:1]
+    )  # '*' alone: a column's rows
+    inputs = tuple((name, *schema[name]) for name in read)
     spec = Spec(codec, tuple(keys), inputs, tuple(attrs.evolve(a, output="") for a in aggregates), prelude)
     arrays: list[Any] = []  # numpy arrays, or Sharded on the workers
     for name, _ in spec.layout if prelude is None else prelude.reads:
