@@ -104,6 +104,16 @@ def test_files_are_mapped_batch_by_batch_on_the_workers(cluster: tmr.LocalCluste
         assert w.gather().tolist() == ["x", "y", "z", "w", "v", "u"]  # text read as str comes back as str
 
 
+def test_an_error_checked_in_a_reused_program_names_the_rows_of_the_failed_run(cluster: tmr.LocalCluster) -> None:
+    """A program over resident data is kept by its layout, so a run over data of other sizes reuses it: its in-graph
+    message, built with the first run's rows, is named anew from the failed run's own plan."""
+    fn = lambda v: (v, tf.boolean_mask(v, tf.not_equal(v, 7.0)))  # noqa: E731 - the shard holding 7 fails in the run
+    for rows, sizes in ((10, [4, 6]), (12, [4, 8])):
+        failed = pytest.raises(tmr.MapFunctionError, match=rf"on shard 1 \(rows 4:{rows} on .*different row counts")
+        with tmr.scatter(np.arange(float(rows)), cluster=cluster, sizes=sizes) as data, failed:
+            tmr.map(fn, data)
+
+
 def test_errors_name_the_function_what_it_returned_and_the_fix(cluster: tmr.LocalCluster) -> None:
     x = np.arange(10.0)
     with pytest.raises(TypeError, match="fn must be a callable"):

@@ -223,7 +223,7 @@ class Grouped(ByKey):
         return group_result(value, info, call.note, ordered=plan.partitioner == "range")
 
     def failure(self, error: JobError, plan: KeyedPlan) -> Exception | None:
-        found = mismatch(self.map_fn, error)
+        found = mismatch(self.map_fn, error, plan.plan.shards)
         if found is not None:
             return found
         text = f"{error}\n{error.details}"

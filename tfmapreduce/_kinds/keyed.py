@@ -128,7 +128,7 @@ class Keyed(ByKey):
                 "Spread the keys over more reducers (reducers=N), or raise max_bytes= where the host has the memory (a "
                 "fetched, hash-partitioned run spills to the workers' disks instead)",
             )
-        return mismatch(self.map_fn, error)
+        return mismatch(self.map_fn, error, plan.plan.shards)
 
 
 _NUMBERS = frozenset(c.per_key.partial for c in (SUM, WEIGHTED_MEAN, MIN, MAX, MOMENTS) if c.per_key is not None)

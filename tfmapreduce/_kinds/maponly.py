@@ -41,7 +41,7 @@ from .._io.keyed_input import keyed_sources
 from .._io.resident import Sharded, ShardedTuple
 from .._io.source import Batches, Sources, streamed
 from .._io.variables import named_per_run
-from .._ops.mapfn import call_map, callable_name, describe, where
+from .._ops.mapfn import call_map, callable_name, describe, restamp, where
 from .shuffle.map_side import emit, mismatch
 
 NO_SPECULATION = (
@@ -323,7 +323,7 @@ class MapOnly(KindBase[Plan]):
 
     def failure(self, error: JobError, plan: Plan) -> Exception | None:
         if self.by_key:
-            found = mismatch(self.fn, error, argument="fn")
+            found = mismatch(self.fn, error, plan.shards, argument="fn")
             if found is not None:
                 return found
         text = f"{error} {error.details}"
@@ -332,6 +332,6 @@ class MapOnly(KindBase[Plan]):
             (_MASK, "returned a mask of another length than its rows: it must return one boolean per row"),
         ):
             if mark in text:
-                said = text.split(mark + ": ", 1)[1].split(_END)[0]
+                said = restamp(text.split(mark + ": ", 1)[1].split(_END)[0], plan.shards)
                 return MapFunctionError(f"{said} {what}")
         return None

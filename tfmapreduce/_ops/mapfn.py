@@ -8,7 +8,7 @@ import io
 import re
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import tensorflow as tf
@@ -47,6 +47,22 @@ def callable_name(fn: object) -> str:
 def where(shard: Shard) -> str:
     """How messages name a shard: its index, rows and device."""
     return f"shard {shard.index} (rows {shard.start}:{shard.stop} on {shard.device})"
+
+
+_WHERE = re.compile(r"shard (\d+) \(rows \d+:\d+ on [^)]*\)")
+
+
+def restamp(text: str, shards: Sequence[Shard]) -> str:
+    """``text`` with each shard :func:`where` names named as in ``shards``, the failed run's own.  A message checked in
+    the graph names the rows of the run that built the program, and a later run of other sizes reuses that program.
+
+    Example:
+        >>> old = where(Shard(1, 0, 5, "/job:local/task:1/device:CPU:0"))
+        >>> restamp(f"failed on {old}", [Shard(1, 0, 8, "/job:local/task:1/device:CPU:0")])
+        'failed on shard 1 (rows 0:8 on /job:local/task:1/device:CPU:0)'
+    """
+    now = {s.index: where(s) for s in shards}
+    return _WHERE.sub(lambda m: now.get(int(m[1]), m[0]), text)
 
 
 def describe(output: Any) -> str:

@@ -25,7 +25,7 @@ from ..._io.keyed_input import keyed_sources
 from ..._io.source import DATA_OPTIONS, Batches, Sources, Streamed, streamed
 from ..._io.variables import named_per_run
 from ..._native.loader import has
-from ..._ops.mapfn import call_map, callable_name, check_same_outputs, describe, where
+from ..._ops.mapfn import call_map, callable_name, check_same_outputs, describe, restamp, where
 from ..._ops.per_key import buckets
 from ..._ops.splitters import choose, key_order, ranges_of, sample
 from ..map_job import MapJob
@@ -119,13 +119,13 @@ def map_shards(map_fn: Any, side: MapSide, builder: Builder, plan: KeyedPlan, ca
     return MappedShards(per_task, device, first)
 
 
-def mismatch(map_fn: Any, error: JobError, *, argument: str = "map_fn") -> MapFunctionError | None:
-    """The failed in-graph check of :func:`emit` as a MapFunctionError naming ``map_fn`` (as ``argument``); None for
-    another error."""
+def mismatch(map_fn: Any, error: JobError, shards: Sequence[Shard], *, argument: str = "map_fn") -> MapFunctionError | None:
+    """The failed in-graph check of :func:`emit` as a MapFunctionError naming ``map_fn`` (as ``argument``) and the shard
+    of ``shards`` (the failed run's); None for another error."""
     if MISMATCH in str(error) or MISMATCH in error.details:
         return MapFunctionError(
             f"{argument} {callable_name(map_fn)} returned keys and values of different lengths "
-            f"({str(error).split(MISMATCH)[-1].strip(' ():')}); they must have one value row per key"
+            f"({restamp(str(error).split(MISMATCH)[-1].strip(' ():'), shards)}); they must have one value row per key"
         )
     return None
 
