@@ -19,6 +19,7 @@ from .._table.column import Column
 from .._table.dictionary import PACKED, packed
 from .._table.schema import STRING, check_name
 from .._table.table import Table
+from .coded import coded
 from .compile import Compiler, lifted, shape
 from .expr import Col, Expr, used
 from .rowwise import composed
@@ -76,7 +77,10 @@ def _aggregated(
     outputs = [(n, env[n]) for n in wanted]
     exprs = ([] if where is None else [where]) + [e for _, e in outputs]
     reads = sorted(frozenset().union(*(used(e) for e in exprs))) or list(table.columns[:1])
-    inputs = {n: table.column(n) for n in reads}
+    rewrite, inputs = coded(exprs, {n: table.column(n) for n in reads})  # strings compared with literals: codes
+    where = None if where is None else rewrite(where)
+    outputs = [(n, rewrite(e)) for n, e in outputs]
+    exprs = ([] if where is None else [where]) + [e for _, e in outputs]
     signature = tuple((n, c.type.name, c.nullable) for n, c in inputs.items())
     key = (signature, None if where is None else shape(where), tuple((n, shape(e)) for n, e in outputs))
     literals = [v for e in exprs for v in lifted(e)]

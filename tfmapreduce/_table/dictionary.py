@@ -140,3 +140,22 @@ def _coded(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
             uniques, codes = np.unique(column.values, return_inverse=True)
             _CODES[column] = (codes.reshape(-1).astype(np.int64), uniques.astype(object))
     return _CODES[column]
+
+
+_NARROW: weakref.WeakKeyDictionary[Column, tuple[Column, np.ndarray[Any, Any]]] = weakref.WeakKeyDictionary()
+
+
+def coded_column(column: Column) -> tuple[Column, np.ndarray[Any, Any]]:
+    """A string column without nulls as its codes in its sorted distinct values (int8 to int32, the narrowest that
+    holds them) and those values; computed once a column.
+
+    Example:
+        >>> codes, dictionary = coded_column(Column(STRING, np.array(["b", "a", "b"], dtype=object)))
+        >>> codes.values.tolist(), dictionary.tolist()
+        ([1, 0, 1], ['a', 'b'])
+    """
+    if column not in _NARROW:
+        codes, dictionary = _coded(column)
+        narrow = next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if len(dictionary) <= np.iinfo(t).max)
+        _NARROW[column] = (made(ColumnType.of(narrow), codes.astype(narrow), None), dictionary)
+    return _NARROW[column]
