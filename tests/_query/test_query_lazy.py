@@ -139,10 +139,12 @@ def test_strings_compared_with_literals_travel_as_codes_and_new_strings_compile_
         return kept.with_columns(ship=col("mode") != "SHIP")
 
     got = ships(["MAIL", "TRUCK"], "AIR").collect(cluster=cluster).to_dict()
-    assert got["mode"].tolist() == ["MAIL", "AIR", "MAIL"] and got["x"].tolist() == [0, 2, 3]
+    assert got["mode"].tolist() == ["MAIL", "AIR", "MAIL"]
+    assert got["x"].tolist() == [0, 2, 3]
     assert got["ship"].tolist() == [True, True, True]
     again, runs = ships(["SHIP", "RAIL"], "NONE").collect(cluster=cluster, stats=True)
-    assert again.to_dict()["mode"].tolist() == ["SHIP", "RAIL"] and again.to_dict()["ship"].tolist() == [False, True]
+    assert again.to_dict()["mode"].tolist() == ["SHIP", "RAIL"]
+    assert again.to_dict()["ship"].tolist() == [False, True]
     assert [r.compiled for r in runs] == [False]
     counted = tmr.lazy(t).filter(col("mode") != "MAIL").group_by("x").agg(n=("*", "count"))  # in a group-by's map
     assert counted.collect(cluster=cluster).to_dict()["x"].tolist() == [1, 2, 4]
