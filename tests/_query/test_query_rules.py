@@ -250,6 +250,9 @@ def test_a_group_by_joined_on_its_keys_with_a_much_smaller_side_groups_only_that
     assert reduced.right.input.right is reduced.left  # type: ignore[union-attr]  # read twice, computed once
     wide = tmr.lazy(lines).filter(col("supplier") >= 0).select("order")  # 40 rows / 3: not a tenth of them
     assert semi_groups(wide.join(groups, on="order").plan).right.input is groups.plan.input  # type: ignore[union-attr]
+    filtered = semi_groups(tmr.lazy(few).join(groups.filter(col("n") > 1), on="order").plan)
+    assert show(filtered)[2:4] == ["  filter (col('n') > 1)", "    group_by [order] agg n=count_distinct(supplier)"]
+    assert show(filtered)[4] == "      join how=semi on order"  # below a filter of its groups
     twice = q.join(groups.select("order", (col("n") + 1).alias("m")), on="order")  # the group-by has two readers
     assert "join how=semi on order" not in show(semi_groups(twice.plan))
     expected = pd.DataFrame({"order": [3, 5], "tag": ["a", "b"], "n": [2, 2]})

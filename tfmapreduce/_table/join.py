@@ -131,6 +131,8 @@ def _as(column: Column, type_: ColumnType) -> Column:
 
 def _with_keys(columns: Sequence[Column]) -> np.ndarray[Any, Any]:
     """The rows (int64) whose key columns hold no null: the only ones that can match."""
+    if all(c.valid is None for c in columns):
+        return np.arange(len(columns[0]), dtype=np.int64)
     ok = np.ones(len(columns[0]), bool)
     for c in columns:
         if c.valid is not None:
@@ -138,11 +140,18 @@ def _with_keys(columns: Sequence[Column]) -> np.ndarray[Any, Any]:
     return np.flatnonzero(ok).astype(np.int64)
 
 
+def _at(column: Column, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``column``'s values at ``rows`` (the values themselves where ``rows`` are every row, in order: no copy)."""
+    return column.values if len(rows) == len(column) else column.values[rows]
+
+
 def _encoded(codec: KeyCodec, columns: Sequence[Column], rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """The key of each of ``rows`` (int64, or an object array of bytes), as ``codec`` encodes it in graphs."""
     if not len(rows):
         return np.zeros(0, np.int64)
-    tensors = [(tf.constant(c.values[rows].tolist() if c.type == STRING else c.values[rows]), None) for c in columns]
+    if codec.raw and columns[0].type != STRING:  # the int64 key itself: numpy casts it as the graph would
+        return _at(columns[0], rows).astype(np.int64)
+    tensors = [(tf.constant(_at(c, rows).tolist() if c.type == STRING else _at(c, rows)), None) for c in columns]
     key: np.ndarray[Any, Any] = codec.encode(tensors).numpy()
     return key
 
@@ -161,7 +170,7 @@ def _packing(
         return None
     bounds = []
     for lc, rc in zip(*columns, strict=True):
-        a, b = lc.values[rows[0]], rc.values[rows[1]]
+        a, b = _at(lc, rows[0]), _at(rc, rows[1])
         bounds.append((min(int(a.min()), int(b.min())), max(int(a.max()), int(b.max()))))
     if np.prod([float(high - low + 1) for low, high in bounds]) >= 2.0**62:
         return None
@@ -176,18 +185,18 @@ def _packed(pack: list[tuple[int, int]], columns: Sequence[Column], rows: np.nda
     """The packed int64 key of each of ``rows``: the sum of each column's value less its minimum times its stride."""
     key = np.zeros(len(rows), np.int64)
     for (low, stride), c in zip(pack, columns, strict=True):
-        key += (c.values[rows].astype(np.int64) - low) * stride
+        key += (_at(c, rows).astype(np.int64) - low) * stride
     return key
 
 
 def _distinct(keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The distinct keys: int64 keys of a range not much wider than their count marked in a table of that range (no
-    sort), other integers by numpy's ``unique``, strings in their first order."""
+    """The distinct keys: int64 keys of a range not much wider than their count (or of at most 2**24 values) marked
+    in a table of that range (no sort), other integers by numpy's ``unique``, strings in their first order."""
     if keys.dtype == object:
         return np.array(list(dict.fromkeys(keys.tolist())), dtype=object)
     if len(keys):
         low, high = int(keys.min()), int(keys.max())
-        if high - low <= 4 * len(keys) + 1024:
+        if high - low <= max(8 * len(keys), 1 << 24):  # a table of at most 16 MiB, or 8 bytes a key
             seen = np.zeros(high - low + 1, bool)
             seen[keys - low] = True
             return np.flatnonzero(seen).astype(np.int64) + low
