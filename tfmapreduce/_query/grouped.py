@@ -38,9 +38,9 @@ def grouped(
     options: Mapping[str, Any],
 ) -> Table:
     """``table`` through ``steps``, grouped by ``keys`` with ``aggs`` (``(output, column, op)``), in one keyed run:
-        the table ``Table.group_by(keys).agg(...)`` gives over the steps' output. String keys that the steps pass
-        through are packed into one integer key on the client (``_table/dictionary.py``); a count of the distinct values of
-    one column passed through is a count of the packed (keys, column) pairs' distinct values (``counted_runs``)."""
+    the table ``Table.group_by(keys).agg(...)`` gives over the steps' output. String keys that the steps pass
+    through are packed into one integer key on the client (``_table/dictionary.py``); a count of the distinct values
+    of one column passed through counts the distinct packed (keys, column) pairs (``counted_runs``)."""
     plan = composed(steps, table.columns)
     env = dict(plan.outputs)
     names = tuple(env)
