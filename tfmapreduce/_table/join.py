@@ -150,7 +150,7 @@ def _encoded(codec: KeyCodec, columns: Sequence[Column], rows: np.ndarray[Any, A
     if not len(rows):
         return np.zeros(0, np.int64)
     if codec.raw and columns[0].type != STRING:  # the int64 key itself: numpy casts it as the graph would
-        return _at(columns[0], rows).astype(np.int64)
+        return _at(columns[0], rows).astype(np.int64, copy=False)
     tensors = [(tf.constant(_at(c, rows).tolist() if c.type == STRING else _at(c, rows)), None) for c in columns]
     key: np.ndarray[Any, Any] = codec.encode(tensors).numpy()
     return key
