@@ -120,8 +120,10 @@ def joined(
     if how in ("right", "outer"):
         lost = np.setdiff1d(np.arange(n_right), rrows)
         li, ri = np.concatenate([li, np.full(len(lost), -1)]), np.concatenate([ri, lost])
-    order = np.lexsort((li, _last(ri, n_right))) if how == "right" else np.lexsort((ri, _last(li, n_left)))
-    li, ri = li[order], ri[order]
+    first, then = (_last(ri, n_right), li) if how == "right" else (_last(li, n_left), ri)
+    if not _ordered(first, then):  # a broadcast join's rows come in order already: no sort
+        order = np.lexsort((then, first))
+        li, ri = li[order], ri[order]
     return _columns(left, right, lkeys, rkeys, (lcols, rcols), (li, ri), suffix)
 
 
@@ -201,6 +203,19 @@ def _distinct(keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
             seen[keys - low] = True
             return np.flatnonzero(seen).astype(np.int64) + low
     return np.unique(keys)
+
+
+def _ordered(first: np.ndarray[Any, Any], then: np.ndarray[Any, Any]) -> bool:
+    """Whether the pairs ``(first, then)`` are in ascending order (by ``first``, then ``then``).
+
+    Example:
+        >>> _ordered(np.array([0, 1, 1]), np.array([5, 2, 3])), _ordered(np.array([0, 1, 1]), np.array([5, 3, 2]))
+        (True, False)
+    """
+    if len(first) < 2:
+        return True
+    step, same = first[1:] - first[:-1], then[1:] >= then[:-1]
+    return bool(np.all((step > 0) | ((step == 0) & same)))
 
 
 def _last(rows: np.ndarray[Any, Any], n: int) -> np.ndarray[Any, Any]:
