@@ -123,3 +123,28 @@ def test_a_query_used_twice_in_one_plan_is_computed_once(cluster: tmr.LocalClust
     assert len(runs) == 3  # the filter, the group-by, the join
     kept = LINES[LINES.price < 11.0]
     assert table.to_dict()["lines"].tolist() == kept.order.map(kept.order.value_counts()).tolist()
+
+
+def test_strings_compared_with_literals_travel_as_codes_and_new_strings_compile_nothing(cluster: tmr.LocalCluster) -> None:
+    from tfmapreduce._query.coded import coded
+
+    t = tmr.table({"mode": np.array(["MAIL", "SHIP", "AIR", "MAIL", "RAIL"], dtype=object), "x": np.arange(5)})
+    rewrite, inputs = coded([col("mode").isin(["MAIL", "TRUCK"])], {"mode": t.column("mode")})
+    assert inputs["mode"].values.tolist() == [1, 3, 0, 1, 2]  # codes in the sorted AIR, MAIL, RAIL, SHIP
+    assert repr(rewrite(col("mode").isin(["MAIL", "TRUCK"]))) == "col('mode').isin([1, -1])"  # TRUCK: no row's code
+    assert coded([col("mode").startswith("M")], {"mode": t.column("mode")})[1]["mode"] is t.column("mode")  # text read
+
+    def ships(modes: list[str], other: str) -> tmr.LazyTable:
+        kept = tmr.lazy(t).filter(col("mode").isin(modes) | (col("mode") == other))
+        return kept.with_columns(ship=col("mode") != "SHIP")
+
+    got = ships(["MAIL", "TRUCK"], "AIR").collect(cluster=cluster).to_dict()
+    assert got["mode"].tolist() == ["MAIL", "AIR", "MAIL"]
+    assert got["x"].tolist() == [0, 2, 3]
+    assert got["ship"].tolist() == [True, True, True]
+    again, runs = ships(["SHIP", "RAIL"], "NONE").collect(cluster=cluster, stats=True)
+    assert again.to_dict()["mode"].tolist() == ["SHIP", "RAIL"]
+    assert again.to_dict()["ship"].tolist() == [False, True]
+    assert [r.compiled for r in runs] == [False]
+    counted = tmr.lazy(t).filter(col("mode") != "MAIL").group_by("x").agg(n=("*", "count"))  # in a group-by's map
+    assert counted.collect(cluster=cluster).to_dict()["x"].tolist() == [1, 2, 4]

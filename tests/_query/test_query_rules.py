@@ -22,6 +22,7 @@ from tfmapreduce._query.rules import (
     optimize,
     prune,
     push_predicates,
+    semi_groups,
     share,
     sorted_groups,
     top_k,
@@ -228,6 +229,34 @@ def test_a_subplan_of_equal_structure_is_computed_once(cluster: tmr.LocalCluster
     kept = ORDERS[ORDERS.price > 6.0].dropna(subset=["user"])
     expected = kept.merge(kept.groupby("user", as_index=False).agg(n=("qty", "size")), on="user")
     same_with_and_without(q, share, cluster, expected)
+
+
+def test_a_group_by_joined_on_its_keys_with_a_much_smaller_side_groups_only_that_side_s_keys(
+    cluster: tmr.LocalCluster,
+) -> None:
+    lines = tmr.table(pd.DataFrame({"order": np.arange(40) % 20, "supplier": np.arange(40) % 7}))
+    few = tmr.table(pd.DataFrame({"order": np.array([3, 5, 99]), "tag": ["a", "b", "c"]}))
+    groups = tmr.lazy(lines).group_by("order").agg(n=("supplier", "count_distinct"))
+    q = tmr.lazy(few).join(groups, on="order")
+    reduced = semi_groups(q.plan)
+    assert show(reduced) == [
+        "join how=inner on order",
+        "  scan table of 3 rows [*]",
+        "  group_by [order] agg n=count_distinct(supplier)",
+        "    join how=semi on order",
+        "      scan table of 40 rows [*]",
+        "      scan table of 3 rows [*]",
+    ]
+    assert reduced.right.input.right is reduced.left  # type: ignore[union-attr]  # read twice, computed once
+    wide = tmr.lazy(lines).filter(col("supplier") >= 0).select("order")  # 40 rows / 3: not a tenth of them
+    assert semi_groups(wide.join(groups, on="order").plan).right.input is groups.plan.input  # type: ignore[union-attr]
+    filtered = semi_groups(tmr.lazy(few).join(groups.filter(col("n") > 1), on="order").plan)
+    assert show(filtered)[2:4] == ["  filter (col('n') > 1)", "    group_by [order] agg n=count_distinct(supplier)"]
+    assert show(filtered)[4] == "      join how=semi on order"  # below a filter of its groups
+    twice = q.join(groups.select("order", (col("n") + 1).alias("m")), on="order")  # the group-by has two readers
+    assert "join how=semi on order" not in show(semi_groups(twice.plan))
+    expected = pd.DataFrame({"order": [3, 5], "tag": ["a", "b"], "n": [2, 2]})
+    same_with_and_without(q, semi_groups, cluster, expected)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__)

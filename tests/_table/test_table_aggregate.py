@@ -243,3 +243,27 @@ def test_string_codes_without_pandas_equal_those_with_it(monkeypatch: pytest.Mon
     assert without is not None
     assert without.column.values.tolist() == with_pandas.column.values.tolist() == [4, 2, 0, 2, 5, 0, 3, 1]
     assert [d.tolist() for d in without.dictionaries] == [["", "a", "z", "zz", "é", "日本"]]
+
+
+def test_integer_keys_pack_into_one_key_and_distinct_counts_count_packed_pairs(cluster: tmr.LocalCluster) -> None:
+    frame = pd.DataFrame(
+        {
+            "a": np.array([3, -2, 3, 7, -2, 3, 7], np.int32),
+            "v": np.array([5, 1, 5, 9, 2, 6, 2**40], np.int64),
+            "s": ["x", "y", "x", "x", "z", "y", "é"],
+        }
+    )
+    t = tmr.table(frame)
+    pack = packed([t.column("a"), t.column("v")])
+    assert pack is not None
+    assert [c.values.tolist() for c in pack.unpacked(pack.column)] == [frame["a"].tolist(), frame["v"].tolist()]
+    assert packed([t.column("a")]) is None  # a lone integer column is its own key already
+    got = t.group_by(["a", "v"]).agg(rows=("*", "count"), cluster=cluster).to_pandas()
+    want = frame.groupby(["a", "v"], as_index=False).agg(rows=("v", "size"))
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    for column in ("v", "s"):  # one keyed run of the packed (a, column) pairs, counted per key on the client
+        with tmr.stats() as seen:
+            got = t.group_by("a").agg(n=(column, "count_distinct"), m=(column, "n_unique"), cluster=cluster).to_pandas()
+        want = frame.groupby("a", as_index=False).agg(n=(column, "nunique"), m=(column, "nunique"))
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+        assert len(seen.runs) == 1

@@ -128,6 +128,16 @@ def test_join_left_on_right_on_widens_integers_and_keeps_left_names(cluster: tmr
     assert got["x_right"].tolist() == [10.0, 11.0, None, 30.0]
 
 
+def test_join_on_several_integer_keys_packs_them_into_one(cluster: tmr.LocalCluster) -> None:
+    left = pd.DataFrame({"a": [3, -2, None, 3, 7], "b": np.array([1, 2**40, 5, 2, 1], np.int64), "x": np.arange(5)})
+    right = pd.DataFrame({"a": np.array([3, 3, 7, -2], np.int32), "b": np.array([1, 1, 5, 2**40], np.int64), "y": [9, 8, 7, 6]})
+    lt, rt = tmr.table(left.astype({"a": "Int64"})), tmr.table(right)
+    for how in ("inner", "semi", "anti"):
+        got = lt.join(rt, on=["a", "b"], how=how, cluster=cluster).to_pandas()
+        want = pandas_join(lt.to_pandas(), right, ["a", "b"], ["a", "b"], how)
+        assert rows_of(got, list(want.columns)) == rows_of(want, list(want.columns)), how
+
+
 def test_join_keys_are_exact_and_nulls_never_match(cluster: tmr.LocalCluster) -> None:
     # ("ab", "c") and ("a", "bc") join to the same text; a null key meets no null key
     left = tmr.table({"a": np.array(["ab", "a", None], object), "b": np.array(["c", "bc", "c"])})

@@ -14,11 +14,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from .._table.aggregate import Aggregate, Prelude, aggregate
+from .._table.aggregate import Aggregate, Prelude, aggregate, counted_runs, distinct_column
 from .._table.column import Column
 from .._table.dictionary import PACKED, packed
 from .._table.schema import STRING, check_name
 from .._table.table import Table
+from .coded import coded
 from .compile import Compiler, lifted, shape
 from .expr import Col, Expr, used
 from .rowwise import composed
@@ -38,13 +39,23 @@ def grouped(
 ) -> Table:
     """``table`` through ``steps``, grouped by ``keys`` with ``aggs`` (``(output, column, op)``), in one keyed run:
     the table ``Table.group_by(keys).agg(...)`` gives over the steps' output. String keys that the steps pass
-    through are packed into one integer key on the client (``_table/dictionary.py``)."""
+    through are packed into one integer key on the client (``_table/dictionary.py``); a count of the distinct values
+    of one column passed through counts the distinct packed (keys, column) pairs (``counted_runs``)."""
     plan = composed(steps, table.columns)
     env = dict(plan.outputs)
     names = tuple(env)
     parsed = [Aggregate.parse(out, (column, op), names) for out, column, op in aggs]
     keys = [check_name(k, names, "group_by") for k in keys]
     sources = [env[k] for k in keys]
+    counted = distinct_column(keys, parsed)
+    if counted is not None and all(isinstance(e, Col) for e in (*sources, env[counted])):
+        columns = [table.column(e.name) for e in (*sources, env[counted])]  # type: ignore[attr-defined]
+        pack = packed(columns)
+        if pack is not None:  # (keys, counted) distinct as one packed key, then counted per key on the client
+            table = Table({**{n: table.column(n) for n in table.columns}, PACKED: pack.column})
+            size = [Aggregate("", "*", "size")]
+            out = _aggregated(table, plan.where, {**env, PACKED: Col(PACKED)}, [PACKED], size, options)
+            return Table(counted_runs(keys, pack.unpacked(out[PACKED])[:-1], parsed))
     pack = packed([table.column(e.name) for e in sources]) if keys and all(isinstance(e, Col) for e in sources) else None  # type: ignore[attr-defined]
     if pack is None:
         return Table(_aggregated(table, plan.where, env, keys, parsed, options))
@@ -66,7 +77,10 @@ def _aggregated(
     outputs = [(n, env[n]) for n in wanted]
     exprs = ([] if where is None else [where]) + [e for _, e in outputs]
     reads = sorted(frozenset().union(*(used(e) for e in exprs))) or list(table.columns[:1])
-    inputs = {n: table.column(n) for n in reads}
+    rewrite, inputs = coded(exprs, {n: table.column(n) for n in reads})  # strings compared with literals: codes
+    where = None if where is None else rewrite(where)
+    outputs = [(n, rewrite(e)) for n, e in outputs]
+    exprs = ([] if where is None else [where]) + [e for _, e in outputs]
     signature = tuple((n, c.type.name, c.nullable) for n, c in inputs.items())
     key = (signature, None if where is None else shape(where), tuple((n, shape(e)) for n, e in outputs))
     literals = [v for e in exprs for v in lifted(e)]

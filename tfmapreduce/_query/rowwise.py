@@ -21,6 +21,7 @@ from .._kinds.map_api import map as map_rows
 from .._table.column import Column, made
 from .._table.schema import STRING, ColumnType, check_name
 from .._table.table import Table
+from .coded import coded
 from .compile import Compiler, lifted, shape
 from .expr import Col, Expr, Op, substituted, used
 
@@ -90,14 +91,21 @@ def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str
         return Table({n: table.column(e.name) for n, e in plan.outputs})  # type: ignore[attr-defined]
     exprs = ([] if plan.where is None else [plan.where]) + [e for _, e in plan.computed]
     reads = sorted(frozenset().union(*(used(e) for e in exprs))) or list(table.columns[:1])
-    inputs = {n: table.column(n) for n in reads}
+    rewrite, inputs = coded(exprs, {n: table.column(n) for n in reads})  # strings compared with literals: codes
+    where = None if plan.where is None else rewrite(plan.where)
+    computed = [rewrite(e) for _, e in plan.computed]
+    exprs = ([] if where is None else [where]) + computed
     signature = tuple((n, c.type.name, c.nullable) for n, c in inputs.items())
-    key = (signature, None if plan.where is None else shape(plan.where), tuple((n, shape(e)) for n, e in plan.computed))
+    key = (
+        signature,
+        None if where is None else shape(where),
+        tuple((n, shape(e)) for (n, _), e in zip(plan.computed, computed, strict=True)),
+    )
     arrays = [a for c in inputs.values() for a in ((c.values,) if c.valid is None else (c.values, c.valid))]
     literals = [v for e in exprs for v in lifted(e)]
     traced = _TRACED.get(key)
     if traced is None:  # traced once eagerly over no rows first: a type error is raised here, not inside a run
-        traced = _trace(inputs, plan.where, [e for _, e in plan.computed])
+        traced = _trace(inputs, where, computed)
         _run(traced.fn, [a[:0] for a in arrays], literals, options)
         _TRACED[key] = traced
         if len(_TRACED) > _KEPT:

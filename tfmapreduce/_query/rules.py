@@ -10,6 +10,8 @@
 - ``sorted_groups``: a sort of a group-by's result by its keys, ascending with nulls last, is dropped (a group-by
   gives its groups in that order).
 - ``join_order`` and ``join_sizes`` (``joins.py``): join order and expected strategy from the estimated sizes.
+- ``semi_groups`` (``sideways.py``): a group-by joined on its keys with a much smaller side groups only the rows of
+  that side's keys (a semi join first).
 - ``into_aggregates``: a fused step read by a group-by alone runs in the group-by's map (one keyed run; the rows it
   drops and the columns it makes never leave the workers).
 """
@@ -45,6 +47,7 @@ from .plan import (
     rebuilt,
     with_inputs,
 )
+from .sideways import semi_groups
 
 Rule = Callable[[Node], Node]
 
@@ -268,10 +271,22 @@ def into_aggregates(plan: Node) -> Node:
     return visit(plan)
 
 
-RULES: tuple[Rule, ...] = (share, push_predicates, top_k, sorted_groups, join_order, prune, fuse, into_aggregates, join_sizes)
+RULES: tuple[Rule, ...] = (
+    share,
+    push_predicates,
+    top_k,
+    sorted_groups,
+    join_order,
+    semi_groups,
+    prune,
+    fuse,
+    into_aggregates,
+    join_sizes,
+)
 """The rules ``optimize`` applies, in order: ``share`` first, so the others, which rewrite each node once, keep a
 shared subplan one node (``prune`` asks of it what all its readers use); the joins' order once the filters are down
-(their estimates read them), their strategies last, from the columns that travel."""
+(their estimates read them), then ``semi_groups`` (which reads the joins' final order), their strategies last, from
+the columns that travel."""
 
 
 def optimize(plan: Node, rules: Sequence[Rule] = RULES) -> Node:

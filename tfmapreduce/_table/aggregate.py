@@ -23,7 +23,7 @@ from .column import Column, ResidentColumn, made
 from .dictionary import PACKED, packed
 from .groups import GroupOp, finished, per_group
 from .keys import KeyCodec
-from .ops import OPS, PARAMETRIC, holistic, partial_of, type_of
+from .ops import INT64, OPS, PARAMETRIC, holistic, partial_of, type_of
 from .schema import ColumnType, check_name
 
 
@@ -196,6 +196,11 @@ def aggregate(
     last); with no keys, one row for the whole table. The columns are on the client (shipped for the run) or on the
     workers (read where they are): the same job either way. With a ``prelude``, ``columns`` are what it reads and the
     aggregation reads its output (``literals`` its run inputs), all in the one keyed run."""
+    counted = distinct_column(keys, aggregates)
+    pack = packed([columns[k] for k in (*keys, counted)]) if prelude is None and counted else None
+    if pack is not None:  # (keys, counted) distinct as one packed key, then counted per key on the client
+        out = aggregate({**columns, PACKED: pack.column}, [PACKED], [Aggregate("", "*", "size")], options)
+        return counted_runs(keys, pack.unpacked(out[PACKED])[:-1], aggregates)
     pack = packed([columns[k] for k in keys]) if prelude is None and keys else None
     if pack is not None:  # string keys as one integer key (``dictionary``), strings again once grouped
         out = aggregate({**columns, PACKED: pack.column}, [PACKED], aggregates, options)
@@ -231,6 +236,37 @@ def aggregate(
         order = sort_order([out[k] for k in keys])
         out = {name: c.take(order) for name, c in out.items()}
     return out
+
+
+def distinct_column(keys: Sequence[str], aggregates: Sequence[Aggregate]) -> str | None:
+    """The one column every aggregate counts the distinct values of, where each is a ``count_distinct`` of that
+    column (not a key) and there are keys; else None."""
+    columns = {a.column for a in aggregates}
+    if not keys or len(columns) != 1 or any(a.op != "count_distinct" for a in aggregates):
+        return None
+    column = next(iter(columns))
+    return None if column in keys else column
+
+
+def counted_runs(keys: Sequence[str], pairs: Sequence[Column], aggregates: Sequence[Aggregate]) -> dict[str, Column]:
+    """The distinct ``(keys..., value)`` pairs a keyed run gave, sorted (``pairs``: the key columns, no nulls), as
+    one row per key with each aggregate the number of its pairs: a count of distinct values without a group
+    reducer (a run of integers sums and sorts no values).
+
+    Example:
+        >>> k = made(INT64, np.array([1, 1, 2, 5, 5, 5]), None)
+        >>> counted_runs(["k"], [k], [Aggregate("n", "v", "count_distinct")])["n"].values.tolist()
+        [2, 1, 3]
+    """
+    rows = len(pairs[0])
+    change = np.zeros(rows, bool)
+    change[:1] = True
+    for c in pairs:
+        change[1:] |= c.values[1:] != c.values[:-1]
+    starts = np.flatnonzero(change)
+    counts = np.diff(np.append(starts, rows)).astype(np.int64)
+    out = {k: c.take(starts) for k, c in zip(keys, pairs, strict=True)}
+    return out | {a.output: made(INT64, counts, None) for a in aggregates}
 
 
 def _combiner(spec: Spec) -> Combiner:
@@ -288,6 +324,11 @@ def _empty(types: Mapping[str, ColumnType], keys: Sequence[str], aggregates: Seq
 
 def sort_order(columns: Sequence[Column]) -> np.ndarray[Any, Any]:
     """The rows' order sorted by ``columns`` (the first first), each ascending with its nulls last."""
+    if len(columns) == 1 and columns[0].valid is None and columns[0].values.dtype != object:
+        values = columns[0].values  # one column of numbers without nulls (a run's keys come sorted): no codes needed
+        if len(values) < 2 or bool(np.all(values[1:] >= values[:-1])):
+            return np.arange(len(values))
+        return np.argsort(values, kind="stable")
     codes = []
     for c in columns:
         valid = np.ones(len(c), bool) if c.valid is None else c.valid

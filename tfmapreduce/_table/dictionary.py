@@ -1,7 +1,8 @@
-"""String key columns as integer codes: a group-by over client-held string columns without nulls groups by one
-integer key (each column's code in its sorted dictionary, the columns packed into one number, the first the most
-significant), so the run ships and hashes integers instead of strings; the groups' codes are unpacked into the
-strings on the client. Codes keep the strings' order, so the groups come out in the same order.
+"""Key columns as integer codes: a group-by over client-held string or integer columns without nulls (strings among
+them, or several columns) groups by one integer key (each string column's code in its sorted dictionary, each integer
+column's value less its minimum, the columns packed into one number, the first the most significant), so the run
+ships and hashes one integer instead of strings or a byte string of several columns; the groups' codes are unpacked
+into the columns on the client. Codes keep the values' order, so the groups come out in the same order.
 
 A column's dictionary, and the packed key of a list of columns, are computed once (kept while the first column
 lives): a query over the same table again pays nothing for them.
@@ -27,18 +28,27 @@ _CODES: weakref.WeakKeyDictionary[Column, tuple[np.ndarray[Any, Any], np.ndarray
 
 @attrs.frozen(eq=False)
 class Packed:
-    """The key columns packed: ``column`` (one code a row, in the narrowest signed int that holds every code), each column's sorted ``dictionaries`` and the
-    ``strides`` of its code in the packed one."""
+    """The key columns packed: ``column`` (one code a row, in the narrowest signed int that holds every code), each
+    column's sorted ``dictionaries`` (a string column's distinct values; None for an integer column, whose code is its
+    value less ``minimums``), ``types`` and the ``strides`` of its code in the packed one."""
 
     column: Column
-    dictionaries: tuple[np.ndarray[Any, Any], ...]
+    dictionaries: tuple[np.ndarray[Any, Any] | None, ...]
     strides: tuple[int, ...]
+    types: tuple[ColumnType, ...] = ()
+    minimums: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
 
     def unpacked(self, codes: Column) -> list[Column]:
-        """The key columns of the packed ``codes`` (the groups'), strings again."""
+        """The key columns of the packed ``codes`` (the groups'), as they were."""
         out = []
-        for dictionary, stride in zip(self.dictionaries, self.strides, strict=True):
-            out.append(made(STRING, dictionary[(codes.values.astype(np.int64) // stride) % max(len(dictionary), 1)], None))
+        for i, stride in enumerate(self.strides):
+            code = (codes.values.astype(np.int64) // stride) % self.sizes[i]
+            dictionary = self.dictionaries[i]
+            if dictionary is not None:
+                out.append(made(STRING, dictionary[code], None))
+            else:
+                out.append(made(self.types[i], (code + self.minimums[i]).astype(self.types[i].storage), None))
         return out
 
 
@@ -46,10 +56,15 @@ _PACKED: weakref.WeakKeyDictionary[Column, tuple[tuple[weakref.ref[Column], ...]
 """The last packed key of each first column, with (weak references to) the columns it packs."""
 
 
+INTEGERS = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "date")
+"""Types whose column (without nulls) is packed by its value less its minimum."""
+
+
 def packed(columns: Sequence[Column | Any]) -> Packed | None:
     """``columns`` as one integer key column (int8 to int64, the narrowest that holds the codes: fewer bytes shipped),
-    where each is a client-held string column without nulls and the
-    product of their distinct counts fits an int64; else None (the key columns are encoded as they are).
+    where each is a client-held string or integer column (``INTEGERS``) without nulls, a string among them or more
+    than one column, and the product of their distinct counts (an integer column's: its range) fits an int64; else
+    None (the key columns are encoded as they are: a lone integer column is its own key already).
 
     Example:
         >>> texts = Column(STRING, np.array(["b", "a", "b"], dtype=object))
@@ -57,7 +72,9 @@ def packed(columns: Sequence[Column | Any]) -> Packed | None:
         >>> p.column.values.tolist(), [c.values.tolist() for c in p.unpacked(p.column)]
         ([3, 0, 3], [['b', 'a', 'b'], ['b', 'a', 'b']])
     """
-    if not columns or not all(isinstance(c, Column) and c.type == STRING and c.valid is None for c in columns):
+    if not columns or not all(isinstance(c, Column) and c.valid is None and _codable(c.type) for c in columns):
+        return None
+    if len(columns) == 1 and columns[0].type != STRING:
         return None
     refs, kept = _PACKED.get(columns[0], ((), None))
     if kept is not None and len(refs) == len(columns) and all(r() is c for r, c in zip(refs, columns, strict=True)):
@@ -68,24 +85,51 @@ def packed(columns: Sequence[Column | Any]) -> Packed | None:
     return made_
 
 
+def _codable(type_: ColumnType) -> bool:
+    return type_ == STRING or type_.name in INTEGERS
+
+
 def _pack(columns: Sequence[Column]) -> Packed | None:
-    coded = [_factorized(c) for c in columns]
-    if np.prod([float(max(len(d), 1)) for _, d in coded]) >= 2.0**62:
+    coded = [_factorized(c) if c.type == STRING else _ranged(c) for c in columns]
+    sizes = [max(len(d), 1) if d is not None else size for _, d, size, _ in coded]
+    if np.prod([float(n) for n in sizes]) >= 2.0**62:
         return None
     strides, stride = [], 1
-    for _, dictionary in reversed(coded):
+    for size in reversed(sizes):
         strides.append(stride)
-        stride *= max(len(dictionary), 1)
+        stride *= size
     strides.reverse()
     key = np.zeros(len(columns[0]), np.int64)
-    for (codes, _), s in zip(coded, strides, strict=True):
+    for (codes, _, _, _), s in zip(coded, strides, strict=True):
         key += codes * s if s != 1 else codes
     narrow = next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if stride <= np.iinfo(t).max)
-    return Packed(made(ColumnType.of(narrow), key.astype(narrow), None), tuple(d for _, d in coded), tuple(strides))
+    return Packed(
+        made(ColumnType.of(narrow), key.astype(narrow), None),
+        tuple(d for _, d, _, _ in coded),
+        tuple(strides),
+        tuple(c.type for c in columns),
+        tuple(low for _, _, _, low in coded),
+        tuple(sizes),
+    )
 
 
-def _factorized(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Each row's code (int64) in the column's sorted distinct values, and those values; computed once a column."""
+def _ranged(column: Column) -> tuple[np.ndarray[Any, Any], None, int, int]:
+    """An integer column's codes (each value less the minimum, int64), no dictionary, its range and its minimum."""
+    values = column.values.astype(np.int64)
+    if not len(values):
+        return values, None, 1, 0
+    low, high = int(values.min()), int(values.max())
+    return values - low, None, high - low + 1, low
+
+
+def _factorized(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int, int]:
+    """Each row's code (int64) in the column's sorted distinct values, those values, their count and 0 (codes start
+    at 0); computed once a column."""
+    codes, uniques = _coded(column)
+    return codes, uniques, max(len(uniques), 1), 0
+
+
+def _coded(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     if column not in _CODES:
         try:
             import pandas as pd  # type: ignore[import-untyped]  # optional: a hash table, faster than numpy's sort
@@ -96,3 +140,22 @@ def _factorized(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, A
             uniques, codes = np.unique(column.values, return_inverse=True)
             _CODES[column] = (codes.reshape(-1).astype(np.int64), uniques.astype(object))
     return _CODES[column]
+
+
+_NARROW: weakref.WeakKeyDictionary[Column, tuple[Column, np.ndarray[Any, Any]]] = weakref.WeakKeyDictionary()
+
+
+def coded_column(column: Column) -> tuple[Column, np.ndarray[Any, Any]]:
+    """A string column without nulls as its codes in its sorted distinct values (int8 to int32, the narrowest that
+    holds them) and those values; computed once a column.
+
+    Example:
+        >>> codes, dictionary = coded_column(Column(STRING, np.array(["b", "a", "b"], dtype=object)))
+        >>> codes.values.tolist(), dictionary.tolist()
+        ([1, 0, 1], ['a', 'b'])
+    """
+    if column not in _NARROW:
+        codes, dictionary = _coded(column)
+        narrow = next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if len(dictionary) <= np.iinfo(t).max)
+        _NARROW[column] = (made(ColumnType.of(narrow), codes.astype(narrow), None), dictionary)
+    return _NARROW[column]
