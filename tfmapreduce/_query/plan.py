@@ -7,6 +7,7 @@ Nodes compare by identity (``eq=False``): their expressions' ``==`` builds compa
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -155,6 +156,22 @@ def inputs(node: Node) -> tuple[Node, ...]:
     if isinstance(node, Joined):
         return (node.left, node.right)
     return (node.input,)
+
+
+def readers(plan: Node) -> Counter[int]:
+    """How many nodes of ``plan`` read each node, by its ``id`` (a node read twice is one node, counted once per reader)."""
+    counts: Counter[int] = Counter()
+    seen: set[int] = set()
+
+    def count(node: Node) -> None:
+        if id(node) not in seen:
+            seen.add(id(node))
+            counts.update(id(i) for i in inputs(node))
+            for i in inputs(node):
+                count(i)
+
+    count(plan)
+    return counts
 
 
 def with_inputs(node: Node, new: tuple[Node, ...]) -> Node:

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -44,6 +43,7 @@ from .plan import (
     join_names,
     key,
     names,
+    readers,
     rebuilt,
     with_inputs,
 )
@@ -246,23 +246,13 @@ def _unsorted(node: Node) -> Node:
 def into_aggregates(plan: Node) -> Node:
     """A ``Fused`` step that only a group-by reads as that group-by's ``steps``: one keyed run maps, filters and
     aggregates, and no row of the step's output passes through the client."""
-    readers: Counter[int] = Counter()
-    seen: set[int] = set()
-
-    def count(node: Node) -> None:
-        if id(node) not in seen:
-            seen.add(id(node))
-            readers.update(id(i) for i in inputs(node))
-            for i in inputs(node):
-                count(i)
-
-    count(plan)
+    read = readers(plan)
     done: dict[int, Node] = {}
 
     def visit(node: Node) -> Node:
         if id(node) not in done:
             below = node.input if isinstance(node, Aggregated) else None
-            if isinstance(node, Aggregated) and not node.steps and isinstance(below, Fused) and readers[id(below)] == 1:
+            if isinstance(node, Aggregated) and not node.steps and isinstance(below, Fused) and read[id(below)] == 1:
                 done[id(node)] = attrs.evolve(node, input=visit(below.input), steps=below.steps)
             else:
                 done[id(node)] = with_inputs(node, tuple(visit(i) for i in inputs(node)))

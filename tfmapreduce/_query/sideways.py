@@ -16,13 +16,12 @@ suppliers of the orders in ``late`` alone, where ``late`` is estimated a tenth o
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 
 import attrs
 
 from .estimate import estimate
-from .plan import Aggregated, Assign, Joined, Keep, Node, Where, inputs, names, with_inputs
+from .plan import Aggregated, Assign, Joined, Keep, Node, Where, inputs, names, readers, with_inputs
 
 SMALLER = 0.1
 """The largest fraction of the group-by's input rows the other side may be estimated at for the rule to apply."""
@@ -30,22 +29,12 @@ SMALLER = 0.1
 
 def semi_groups(plan: Node) -> Node:
     """Each group-by met by a much smaller side of an inner join on its keys grouping only that side's keys' rows."""
-    readers: Counter[int] = Counter()
-    seen: set[int] = set()
-
-    def count(node: Node) -> None:
-        if id(node) not in seen:
-            seen.add(id(node))
-            readers.update(id(i) for i in inputs(node))
-            for i in inputs(node):
-                count(i)
-
-    count(plan)
+    read = readers(plan)
     done: dict[int, Node] = {}
     origin: dict[int, Node] = {}  # each rebuilt node's node in ``plan``, whose readers were counted
 
     def readers_of(node: Node) -> int:
-        return readers[id(origin.get(id(node), node))]
+        return read[id(origin.get(id(node), node))]
 
     def visit(node: Node) -> Node:
         if id(node) not in done:
