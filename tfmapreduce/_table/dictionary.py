@@ -102,7 +102,7 @@ def _pack(columns: Sequence[Column]) -> Packed | None:
     key = np.zeros(len(columns[0]), np.int64)
     for (codes, _, _, _), s in zip(coded, strides, strict=True):
         key += codes * s if s != 1 else codes
-    narrow = next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if stride <= np.iinfo(t).max)
+    narrow = _narrowest(stride)
     return Packed(
         made(ColumnType.of(narrow), key.astype(narrow), None),
         tuple(d for _, d, _, _ in coded),
@@ -111,6 +111,11 @@ def _pack(columns: Sequence[Column]) -> Packed | None:
         tuple(low for _, _, _, low in coded),
         tuple(sizes),
     )
+
+
+def _narrowest(n: int) -> np.dtype[Any]:
+    """The narrowest signed int (int8 to int64) that holds ``n``."""
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if n <= np.iinfo(t).max)
 
 
 def _ranged(column: Column) -> tuple[np.ndarray[Any, Any], None, int, int]:
@@ -156,6 +161,6 @@ def coded_column(column: Column) -> tuple[Column, np.ndarray[Any, Any]]:
     """
     if column not in _NARROW:
         codes, dictionary = _coded(column)
-        narrow = next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if len(dictionary) <= np.iinfo(t).max)
+        narrow = _narrowest(len(dictionary))
         _NARROW[column] = (made(ColumnType.of(narrow), codes.astype(narrow), None), dictionary)
     return _NARROW[column]

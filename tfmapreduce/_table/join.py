@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from .._kinds.join.api import join as join_kind
 from .column import Column, made
+from .dictionary import INTEGERS
 from .keys import KeyCodec
 from .schema import STRING, ColumnType, check_name
 
@@ -158,9 +159,6 @@ def _encoded(codec: KeyCodec, columns: Sequence[Column], rows: np.ndarray[Any, A
     return key
 
 
-_PACKABLE = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "date")
-
-
 def _packing(
     types: Sequence[ColumnType],
     columns: tuple[Sequence[Column], Sequence[Column]],
@@ -168,7 +166,7 @@ def _packing(
 ) -> list[tuple[int, int]] | None:
     """Each key column's ``(minimum, stride)`` in one packed int64 key, where there are several key columns, all
     integer-like, and the product of their ranges (over both sides' rows that can match) fits; else None."""
-    if len(types) < 2 or not all(t.name in _PACKABLE for t in types) or not (len(rows[0]) and len(rows[1])):
+    if len(types) < 2 or not all(t.name in INTEGERS for t in types) or not (len(rows[0]) and len(rows[1])):
         return None
     bounds = []
     for lc, rc in zip(*columns, strict=True):
