@@ -372,3 +372,23 @@ def test_a_kept_list_column_goes_through_a_join_as_the_client_join_and_pandas_gi
     else:
         hit = frame["k"].isin(right["k"])
         assert [k for k, *_ in _listed(want)] == frame[hit if how == "semi" else ~hit]["k"].tolist()
+
+
+def test_a_client_join_gives_a_null_list_to_the_unmatched_rows_as_polars_and_the_workers_refuse_it(
+    cluster: tmr.LocalCluster,
+) -> None:
+    pl = pytest.importorskip("polars")
+    t = tmr.table({"k": np.array([1, 1, 2]), "x": np.ma.MaskedArray([5.0, 7.0, 1.0], mask=[False, False, True])})
+    tops = t.group_by("k").agg(top=("x", ("top_k", 2)), cluster=cluster)  # 1: [7, 5]; 2: [] (no value)
+    users = tmr.table({"k": np.array([2, 4, 1]), "n": np.array([20, 40, 10])})
+    got = users.join(tops, on="k", how="left", cluster=cluster)
+    want = pl.DataFrame({"k": [2, 4, 1], "n": [20, 40, 10]}).join(
+        pl.DataFrame({"k": [1, 2], "top": [[7.0, 5.0], []]}), on="k", how="left", maintain_order="left"
+    )
+    assert [None if v is None else v.tolist() for v in got.to_dict()["top"]] == want["top"].to_list() == [[], None, [7.0, 5.0]]
+    assert got.schema["top"].nullable
+    assert got.to_pandas()["top"].tolist()[1] is None
+    with pytest.raises(TypeError, match=r"join: other's key column 'top', a list column"):
+        users.join(tops, left_on="n", right_on="top", cluster=cluster)
+    with pytest.raises(TypeError, match=r"a list<float64> column holding a null list .*select\(\) the column away"):
+        tmr.scatter(got, cluster=cluster)
