@@ -331,7 +331,64 @@ def test_a_kept_list_column_is_refused_where_one_value_a_row_is_taken(cluster: t
             kept.group_by("top")
         with pytest.raises(TypeError, match=r"agg: aggregates column 'top'.*aggregate the column it was made from"):
             kept.agg(n=("top", "count"))
-        with pytest.raises(TypeError, match=r"join: other has column 'top'.*select\(\) the other columns"):
-            r.join(kept, on="k")
+        with pytest.raises(TypeError, match=r"join: other's key column 'top'"):
+            r.join(kept, left_on="s", right_on="top")
+        with pytest.raises(TypeError, match=r"join: other's column 'top' is a list column .*how='left'.*null list"):
+            r.join(kept, on="k", how="left")
         with tmr.scatter(kept.collect(), cluster=cluster) as back:  # a client list column scattered: the same rows
             assert [x.tolist() for x in back.to_dict()["top"]] == [["日本", "b"], [""]]
+
+
+def _listed(table: tmr.Table | tmr.ResidentTable) -> list[tuple[Any, ...]]:
+    """A table's rows as tuples, a list cell as a tuple of its elements, in the table's order."""
+    columns = table.to_dict()
+    cells = [[tuple(v.tolist()) if isinstance(v, np.ndarray) else v for v in c.tolist()] for c in columns.values()]
+    return list(zip(*cells, strict=True))
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "semi", "anti"])
+def test_a_kept_list_column_goes_through_a_join_as_the_client_join_and_pandas_give_it(
+    cluster: tmr.LocalCluster, how: str
+) -> None:
+    t = tmr.table({"k": np.array([1, 2, 1, 3, 4, 2]), "s": np.array(["b", None, "日本", "", None, "a"], object)})
+    other = tmr.table({"k": np.array([2, 4, 4, 5, 1]), "n": np.array([20, 40, 41, 50, 10])})
+    with tmr.scatter(t, cluster=cluster) as r, r.group_by("k").agg(top=("s", ("top_k", 2)), resident=True) as kept:
+        client = kept.collect()
+        assert [x.tolist() for x in client.to_dict()["top"]] == [["日本", "b"], ["a"], [""], []]  # 4: no value, []
+        want = client.join(other, on="k", how=how, cluster=cluster)
+        with tmr.scatter(other, cluster=cluster) as far:
+            with kept.join(other, on="k", how=how, maintain_order="left") as near, kept.join(far, on="k", how=how) as any_order:
+                assert near.schema == want.schema == any_order.schema
+                assert _listed(near) == _listed(want)  # the left's order, as pandas' merge
+                assert sorted(_listed(any_order), key=repr) == sorted(_listed(want), key=repr)
+            if how == "inner":  # the list on the right side: carried the same way
+                with far.join(kept, on="k", how=how, maintain_order="left") as flipped:
+                    assert _listed(flipped) == _listed(other.join(client, on="k", how=how, cluster=cluster))
+    frame, right = client.to_pandas(), other.to_pandas()
+    if how in ("inner", "left"):
+        merged = frame.merge(right, on="k", how=how)
+        rows = [(k, tuple(top), None if pd.isna(n) else int(n)) for k, top, n in merged.itertuples(index=False)]
+        assert _listed(want) == rows
+    else:
+        hit = frame["k"].isin(right["k"])
+        assert [k for k, *_ in _listed(want)] == frame[hit if how == "semi" else ~hit]["k"].tolist()
+
+
+def test_a_client_join_gives_a_null_list_to_the_unmatched_rows_as_polars_and_the_workers_refuse_it(
+    cluster: tmr.LocalCluster,
+) -> None:
+    pl = pytest.importorskip("polars")
+    t = tmr.table({"k": np.array([1, 1, 2]), "x": np.ma.MaskedArray([5.0, 7.0, 1.0], mask=[False, False, True])})
+    tops = t.group_by("k").agg(top=("x", ("top_k", 2)), cluster=cluster)  # 1: [7, 5]; 2: [] (no value)
+    users = tmr.table({"k": np.array([2, 4, 1]), "n": np.array([20, 40, 10])})
+    got = users.join(tops, on="k", how="left", cluster=cluster)
+    want = pl.DataFrame({"k": [2, 4, 1], "n": [20, 40, 10]}).join(
+        pl.DataFrame({"k": [1, 2], "top": [[7.0, 5.0], []]}), on="k", how="left", maintain_order="left"
+    )
+    assert [None if v is None else v.tolist() for v in got.to_dict()["top"]] == want["top"].to_list() == [[], None, [7.0, 5.0]]
+    assert got.schema["top"].nullable
+    assert got.to_pandas()["top"].tolist()[1] is None
+    with pytest.raises(TypeError, match=r"join: other's key column 'top', a list column"):
+        users.join(tops, left_on="n", right_on="top", cluster=cluster)
+    with pytest.raises(TypeError, match=r"a list<float64> column holding a null list .*select\(\) the column away"):
+        tmr.scatter(got, cluster=cluster)

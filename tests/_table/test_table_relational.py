@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from strategies import examples, size_lists
 
 import tfmapreduce as tmr
+from tfmapreduce._table import join_keys as keys_module
+from tfmapreduce._table.convert import from_numpy
 from tfmapreduce._table.order import sort_keys
 
 WORDS = np.array(["", "a", "a\0", "ab", "é", "日本", "\0"], dtype=object)
@@ -117,6 +119,75 @@ def test_join_equals_pandas_merge_with_sql_nulls(cluster: tmr.LocalCluster, side
             assert by_repr(rows_of(got, columns)) == by_repr(rows_of(want, columns)), (how, keys)
         if how in ("inner", "left"):  # in the left's order, as pandas gives it
             assert rows_of(got, columns) == rows_of(want, columns)
+
+
+KEY_POOLS: dict[str, tuple[list[Any], Any]] = {
+    "string": (WORDS.tolist(), object),
+    "float": ([-0.0, 0.0, 1.5, -1.5, math.nan], np.float64),
+    "wide": ([-(2**62), 0, 7, 2**62], np.int64),  # a range far wider than the rows: coded by distinct values
+    "small": ([-2, 0, 1], np.int32),
+    "uint64": ([0, 2**63, 2**64 - 1], np.uint64),
+    "bool": ([False, True], np.bool_),
+    "date": (["2024-02-28", "2024-02-29"], "datetime64[D]"),
+}
+
+
+def _comparable(v: Any) -> Any:
+    return "NaN" if isinstance(v, float) and math.isnan(v) else v  # every NaN one value, as a group-by's key
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(data=st.data(), tight=st.booleans())
+def test_join_keys_are_equal_exactly_where_every_key_column_is(data: st.DataObject, tight: bool) -> None:
+    # one int64 key a row, made on the client without a per-row Python step; ``tight``: the packed key re-coded
+    # after every column (as where the product of the columns' ranges would overflow an int64)
+    kinds = data.draw(st.lists(st.sampled_from(sorted(KEY_POOLS)), min_size=1, max_size=4))
+    rows = (data.draw(st.integers(0, 25)), data.draw(st.integers(0, 25)))
+    sides: tuple[list[Any], list[Any]] = ([], [])
+    for j, kind in enumerate(kinds):
+        pool, dtype = KEY_POOLS[kind]
+        for side, n in zip(sides, rows, strict=True):
+            side.append(from_numpy(f"k{j}", np.array(data.draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n)), dtype)))
+    with pytest.MonkeyPatch.context() as patch:
+        if tight:
+            patch.setattr(keys_module, "_FITS", 2.0)
+        lkey, rkey = keys_module.join_keys(*sides, (np.arange(rows[0]), np.arange(rows[1])))
+    assert lkey.dtype == rkey.dtype == np.int64
+    tuples = [
+        [tuple(_comparable(c.values[i : i + 1].tolist()[0]) for c in side) for i in range(n)]
+        for side, n in zip(sides, rows, strict=True)
+    ]
+    keys = [*lkey.tolist(), *rkey.tolist()]
+    every = [*tuples[0], *tuples[1]]
+    for a in range(len(keys)):
+        for b in range(len(keys)):
+            assert (keys[a] == keys[b]) == (every[a] == every[b]), (every[a], every[b])
+
+
+@settings(max_examples=examples(6), deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    rows=st.tuples(st.integers(0, 30), st.integers(0, 30)),
+    keys=st.lists(st.sampled_from(["s", "i", "d", "f", "u", "b", "t"]), min_size=1, max_size=4, unique=True),
+    how=st.sampled_from(["inner", "left", "right", "outer", "semi", "anti"]),
+)
+def test_join_on_drawn_keys_of_mixed_types_equals_pandas(
+    cluster: tmr.LocalCluster, seed: int, rows: tuple[int, int], keys: list[str], how: str
+) -> None:
+    # null keys, unicode and empty strings, several key columns of mixed types, empty tables
+    left, right = generated(seed, rows[0]), generated(seed + 1, rows[1], value="w")
+    joined = left.join(right, on=keys, how=how, cluster=cluster)
+    got, want = joined.to_pandas(), pandas_join(left.to_pandas(), right.to_pandas(), keys, keys, how)
+    columns = list(got.columns)  # the keys first (the left's columns as they are for semi and anti)
+    assert set(columns) == set(want.columns)
+    assert columns[: len(keys)] == keys if how not in ("semi", "anti") else columns == list(left.columns)
+    if how in ("inner", "left", "semi", "anti"):  # in the left's order, as pandas gives it
+        assert rows_of(got, columns) == rows_of(want, columns), (how, keys)
+    else:
+        assert by_repr(rows_of(got, columns)) == by_repr(rows_of(want, columns)), (how, keys)
+    for name in columns:  # each column of its table's type
+        side = left if name in left.columns else right
+        assert joined.schema[name].type == side.schema[name.removesuffix("_right")].type, name
 
 
 def test_join_left_on_right_on_widens_integers_and_keeps_left_names(cluster: tmr.LocalCluster) -> None:

@@ -48,10 +48,10 @@ class Column:
         timestamps ``datetime64`` (NaT for a null), numbers their dtype (a ``np.ma.MaskedArray`` when nulls); a list
         column an ``object`` array of one such array a row."""
         inner = self.type.inner
-        if inner is not None:
+        if inner is not None:  # (None for a null list: a join's unmatched row, as polars gives it)
             lists: np.ndarray[Any, Any] = np.empty(len(self), dtype=object)
-            for i, value in enumerate(self.values):
-                lists[i] = Column(inner, np.asarray(value, inner.storage)).to_numpy()
+            for i, (value, ok) in enumerate(zip(self.values, self._mask(), strict=True)):
+                lists[i] = Column(inner, np.asarray(value, inner.storage)).to_numpy() if ok else None
             return lists
         if self.type == STRING:
             text: np.ndarray[Any, Any] = self.values.copy()
@@ -127,9 +127,17 @@ def padded(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         >>> values, slots = padded(Column(ColumnType("list<int64>", np.dtype(object)), lists))
         >>> values.tolist(), slots.tolist()
         ([[3, 1], [0, 0]], [[True, True], [False, False]])
+
+    Raises:
+        TypeError: the column holds a null list (a client join's unmatched row), which the workers' form has no place for.
     """
     inner = column.type.inner
     assert inner is not None
+    if column.valid is not None:
+        raise TypeError(
+            f"a {column.type.name} column holding a null list (a join's unmatched row) cannot go to the workers: a "
+            "resident list column holds no null yet; join with how='inner', or select() the column away first"
+        )
     lengths = [len(v) for v in column.values]
     width = max([1, *lengths])
     values = np.full((len(lengths), width), "" if inner == STRING else 0, inner.storage)
@@ -179,7 +187,11 @@ def made(type_: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any,
         return Column(type_, values, None)
     valid = np.asarray(valid, dtype=bool)
     values = values.copy()
-    values[~valid] = "" if type_ == STRING else 0
+    if type_.inner is not None:  # a null list: an empty list in its slot
+        for i in np.flatnonzero(~valid).tolist():
+            values[i] = np.zeros(0, type_.inner.storage)
+    else:
+        values[~valid] = "" if type_ == STRING else 0
     return Column(type_, values, valid)
 
 

@@ -1,12 +1,11 @@
 """Joins of two tables on key columns through the join kind, in one distributed run.
 
-Each side's key columns become one exact key on the client, with ``keys.py``'s encoding (``KeyCodec``, run eagerly):
-one integer-like column is the int64 key itself, one string column the string, several integer-like columns one
-int64 packed from each column's value less the two sides' minimum (where their ranges' product fits), any other key
-one byte string. The
-values that travel are the rows' numbers (int64), so the run moves keys and row numbers only, and the client takes
-every column of the result from the two tables by those numbers. A row with a null in any key column never matches
-(SQL): it does not travel, and the joins that keep its side's unmatched rows add it back as one.
+Both sides' key columns become one int64 key a row on the client, coded over the two sides' values together
+(``join_keys``: an integer column's value, each other column's index among the distinct values, several columns
+packed into one number; vectorized, no per-row Python work). The values that travel are the rows' numbers (int64),
+so the run moves two int64 columns only, and the client takes every column of the result from the two tables by
+those numbers. A row with a null in any key column never matches (SQL): it does not travel, and the joins that keep
+its side's unmatched rows add it back as one.
 
 Semi and anti joins are left joins of the left side with the right side's distinct keys (deduplicated on the
 client), so each left row comes once; semi keeps the matched rows, anti the others (a null key's row among them).
@@ -18,13 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from .._kinds.join.api import join as join_kind
 from .column import Column, made
-from .dictionary import INTEGERS
-from .keys import KeyCodec
-from .schema import STRING, ColumnType, check_name
+from .join_keys import join_keys
+from .schema import ColumnType, check_name
 
 HOWS = ("inner", "left", "right", "outer", "semi", "anti")
 
@@ -90,12 +87,7 @@ def joined(
     lcols = [_as(left[a], t) for a, t in zip(lkeys, types, strict=True)]
     rcols = [_as(right[b], t) for b, t in zip(rkeys, types, strict=True)]
     lrows, rrows = _with_keys(lcols), _with_keys(rcols)
-    codec = KeyCodec(tuple(types), (False,) * len(types))
-    pack = _packing(types, (lcols, rcols), (lrows, rrows))
-    if pack is not None:
-        lkey, rkey = _packed(pack, lcols, lrows), _packed(pack, rcols, rrows)
-    else:
-        lkey, rkey = _encoded(codec, lcols, lrows), _encoded(codec, rcols, rrows)
+    lkey, rkey = join_keys(lcols, rcols, (lrows, rrows))
     n_left, n_right = len(lcols[0]), len(rcols[0])
     if how in ("semi", "anti"):
         distinct = _distinct(rkey)
@@ -143,57 +135,9 @@ def _with_keys(columns: Sequence[Column]) -> np.ndarray[Any, Any]:
     return np.flatnonzero(ok).astype(np.int64)
 
 
-def _at(column: Column, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """``column``'s values at ``rows`` (the values themselves where ``rows`` are every row, in order: no copy)."""
-    return column.values if len(rows) == len(column) else column.values[rows]
-
-
-def _encoded(codec: KeyCodec, columns: Sequence[Column], rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The key of each of ``rows`` (int64, or an object array of bytes), as ``codec`` encodes it in graphs."""
-    if not len(rows):
-        return np.zeros(0, np.int64)
-    if codec.raw and columns[0].type != STRING:  # the int64 key itself: numpy casts it as the graph would
-        return _at(columns[0], rows).astype(np.int64, copy=False)
-    tensors = [(tf.constant(_at(c, rows).tolist() if c.type == STRING else _at(c, rows)), None) for c in columns]
-    key: np.ndarray[Any, Any] = codec.encode(tensors).numpy()
-    return key
-
-
-def _packing(
-    types: Sequence[ColumnType],
-    columns: tuple[Sequence[Column], Sequence[Column]],
-    rows: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]],
-) -> list[tuple[int, int]] | None:
-    """Each key column's ``(minimum, stride)`` in one packed int64 key, where there are several key columns, all
-    integer-like, and the product of their ranges (over both sides' rows that can match) fits; else None."""
-    if len(types) < 2 or not all(t.name in INTEGERS for t in types) or not (len(rows[0]) and len(rows[1])):
-        return None
-    bounds = []
-    for lc, rc in zip(*columns, strict=True):
-        a, b = _at(lc, rows[0]), _at(rc, rows[1])
-        bounds.append((min(int(a.min()), int(b.min())), max(int(a.max()), int(b.max()))))
-    if np.prod([float(high - low + 1) for low, high in bounds]) >= 2.0**62:
-        return None
-    out, stride = [], 1
-    for low, high in reversed(bounds):
-        out.append((low, stride))
-        stride *= high - low + 1
-    return out[::-1]
-
-
-def _packed(pack: list[tuple[int, int]], columns: Sequence[Column], rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The packed int64 key of each of ``rows``: the sum of each column's value less its minimum times its stride."""
-    key = np.zeros(len(rows), np.int64)
-    for (low, stride), c in zip(pack, columns, strict=True):
-        key += (_at(c, rows).astype(np.int64) - low) * stride
-    return key
-
-
 def _distinct(keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The distinct keys: int64 keys of a range not much wider than their count (or of at most 2**24 values) marked
-    in a table of that range (no sort), other integers by numpy's ``unique``, strings in their first order."""
-    if keys.dtype == object:
-        return np.array(list(dict.fromkeys(keys.tolist())), dtype=object)
+    """The distinct int64 keys: of a range not much wider than their count (or of at most 2**24 values) marked in a
+    table of that range (no sort), others by numpy's ``unique``."""
     if len(keys):
         low, high = int(keys.min()), int(keys.max())
         if high - low <= max(8 * len(keys), 1 << 24):  # a table of at most 16 MiB, or 8 bytes a key

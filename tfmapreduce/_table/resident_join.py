@@ -6,8 +6,9 @@ Three steps, each a run over data that stay where they are::
     keys      a map-only run over each resident side's key columns makes one exact key a row (``keys.py``'s
               encoding, with the common type of the two columns); a client side's keys are encoded on the client
               by the same graph
-    join      the join kind joins the keys, every column of each side (values and validity) travelling as the
-              rows' values; its rows stay where they are made (``resident=True``)
+    join      the join kind joins the keys, every column of each side (values and validity; a list column's
+              ``[rows, width]`` values and slot mask) travelling as the rows' values; its rows stay where they are
+              made (``resident=True``)
     columns   a map-only run over the join's rows makes the result's columns: the key columns once (each row's key
               from the side it has), then each side's other columns, null where the row has no such side
 
@@ -103,7 +104,10 @@ def _maker(
 
     def made(lm: tf.Tensor, rm: tf.Tensor, *tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
         def column(at: tuple[int, int | None], present: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            return tensors[at[0]], present if at[1] is None else present & tensors[at[1]]
+            if at[1] is None:
+                return tensors[at[0]], present
+            mask = tensors[at[1]]  # a list column's: [rows, width], the slots of its elements
+            return tensors[at[0]], (present if mask.shape.rank == 1 else present[:, None]) & mask
 
         out: list[tf.Tensor] = []
         for type_, has_valid, lpos, rpos in outputs:
@@ -217,7 +221,7 @@ def _columns(
         plan.append((name, type_, left[name].nullable or (some_left and right[rname].nullable), -1, name))
     for name, c in left.items():
         if name not in lkeys:
-            plan.append((name, c.type, c.nullable or some_left, 0, name))
+            plan.append((name, c.type, c.valid is not None or some_left, 0, name))
     for name, rc in right.items():
         if name in rkeys:
             continue
@@ -227,7 +231,7 @@ def _columns(
                 f"join: the right column {name!r} would be {named!r}, which the result already has; pass another "
                 f"suffix= or select() other columns first"
             )
-        plan.append((named, rc.type, rc.nullable or some_right, 1, name))
+        plan.append((named, rc.type, rc.valid is not None or some_right, 1, name))
 
     outputs = []  # (type, has a validity, where its left values and validity are, where its right's), in order
     for _, type_, has_valid, side, source in plan:

@@ -11,7 +11,7 @@ from typing_extensions import Unpack
 from .._options import Options
 from .aggregate import Aggregate, aggregate
 from .arrow import from_arrow, to_arrow
-from .column import Column, ResidentColumn
+from .column import Column, ResidentColumn, no_lists
 from .convert import from_numpy, from_series
 from .join import HOWS, joined, key_names
 from .maps import TableRows, computed, kept
@@ -176,6 +176,8 @@ class Table:
             raise ValueError(f"join: how= must be one of {list(HOWS)}, got {how!r}")
         _eager_only(options, "join")
         keys = key_names(on, left_on, right_on, self.columns, other.columns)
+        for side, columns, names in zip(("this table's", "other's"), (self._columns, other._columns), keys, strict=True):
+            no_lists(columns, names, "join", f"{side} key ", "; join on the columns it was aggregated by")
         return Table(joined(self._columns, other._columns, keys, how, suffix, dict(options)))
 
     def sort(
