@@ -3,6 +3,8 @@
 - ``push_predicates``: a filter (each part of an ``a & b & ...``) moves below the steps that do not change its
   columns: ``with_columns`` that do not define them, selects, sorts without a limit, other filters, a group-by whose
   keys it reads, and a join, into the side that owns its columns (both sides for an inner join's keys).
+- ``scan_filters`` (``scan_filters.py``): a filter's column-literal comparisons on a Parquet scan become the scan's
+  ``filters=`` (row groups their statistics exclude are not read; the filter stays).
 - ``prune``: projection pushdown — each step asks its input for the columns it uses alone, down to the source.
 - ``fuse``: consecutive filters, ``with_columns`` and selects of expressions become one map run.
 - ``top_k``: a limit of a sort becomes the sort's ``limit=`` (each shard keeps its first rows; nothing sorts all).
@@ -47,6 +49,7 @@ from .plan import (
     rebuilt,
     with_inputs,
 )
+from .scan_filters import scan_filters
 from .sideways import semi_groups
 
 Rule = Callable[[Node], Node]
@@ -264,6 +267,7 @@ def into_aggregates(plan: Node) -> Node:
 RULES: tuple[Rule, ...] = (
     share,
     push_predicates,
+    scan_filters,
     top_k,
     sorted_groups,
     join_order,
@@ -274,7 +278,8 @@ RULES: tuple[Rule, ...] = (
     join_sizes,
 )
 """The rules ``optimize`` applies, in order: ``share`` first, so the others, which rewrite each node once, keep a
-shared subplan one node (``prune`` asks of it what all its readers use); the joins' order once the filters are down
+shared subplan one node (``prune`` asks of it what all its readers use); a Parquet scan's filters once the filters
+are down on it (its estimate then counts the row groups read); the joins' order once the filters are down
 (their estimates read them), then ``semi_groups`` (which reads the joins' final order), their strategies last, from
 the columns that travel."""
 
