@@ -14,6 +14,8 @@
 - ``join_order`` and ``join_sizes`` (``joins.py``): join order and expected strategy from the estimated sizes.
 - ``semi_groups`` (``sideways.py``): a group-by joined on its keys with a much smaller side groups only the rows of
   that side's keys (a semi join first).
+- ``partial_aggregates`` (``partial.py``): a group-by of a join that aggregates only its right side's columns
+  aggregates the right side by its join keys first (the join meets one row per key).
 - ``into_aggregates``: a fused step read by a group-by alone runs in the group-by's map (one keyed run; the rows it
   drops and the columns it makes never leave the workers).
 """
@@ -26,6 +28,7 @@ import attrs
 
 from .expr import Col, Expr, conjuncts, substituted, used
 from .joins import join_order, join_sizes
+from .partial import partial_aggregates
 from .plan import (
     Aggregated,
     Apply,
@@ -272,6 +275,7 @@ RULES: tuple[Rule, ...] = (
     sorted_groups,
     join_order,
     semi_groups,
+    partial_aggregates,
     prune,
     fuse,
     into_aggregates,
@@ -280,7 +284,7 @@ RULES: tuple[Rule, ...] = (
 """The rules ``optimize`` applies, in order: ``share`` first, so the others, which rewrite each node once, keep a
 shared subplan one node (``prune`` asks of it what all its readers use); a Parquet scan's filters once the filters
 are down on it (its estimate then counts the row groups read); the joins' order once the filters are down
-(their estimates read them), then ``semi_groups`` (which reads the joins' final order), their strategies last, from
+(their estimates read them), then ``semi_groups`` (which reads the joins' final order) and ``partial_aggregates``, their strategies last, from
 the columns that travel."""
 
 
