@@ -88,3 +88,9 @@ def check(got: Any, want: Any, who: str) -> None:
 def tables(scanned: Mapping[str, tmr.Table]) -> dict[str, tmr.LazyTable]:
     """The scanned tables as lazy tables, what each query takes."""
     return {n: tmr.lazy(t) for n, t in scanned.items()}
+
+
+def files(folder: str) -> dict[str, tmr.LazyTable]:
+    """Each table as a lazy table over its Parquet file (only the columns some query reads), read by each query."""
+    paths = {n: os.path.join(folder, f"{n}.parquet") for n in TABLES}
+    return {n: tmr.lazy(tmr.plan_parquet(path, columns=used(path))) for n, path in paths.items()}

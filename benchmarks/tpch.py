@@ -217,6 +217,7 @@ def measure(frame: Any, repeats: int, peers: frozenset[str]) -> Rows:
         flag("--data", metavar="FOLDER", help="the 22 queries over the tables tpchgen-cli wrote into FOLDER"),
         flag("--queries", type=str, default="", help="the queries timed, e.g. 1,6,14 (default: all 22)"),
         flag("--spark", action="store_true", help="time Spark local[2] SQL too (slow to start; needs pyspark and Java)"),
+        flag("--files", action="store_true", help="each query reads the Parquet files itself (lazy scans), not tables read once"),
     ),
 )
 def run(args: argparse.Namespace) -> None:
@@ -241,7 +242,7 @@ def _all(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="tpch-") as scratch, _peers.spark(args.peers if args.spark else ()) as spark:
         folder = args.data or _tpch_data.generate(args.scale, scratch)
         print(f"tpch: {len(queries)} queries at scale {args.scale if not args.data else folder}", flush=True)
-        rows = _tpch_suite.measure(folder, queries, args.repeats, _peers.on(args.peers, "polars"), spark)
+        rows = _tpch_suite.measure(folder, queries, args.repeats, _peers.on(args.peers, "polars"), spark, args.files)
     print("\n" + _tpch_suite.report(rows))
 
 

@@ -49,7 +49,8 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     if isinstance(node, Scan):
         return node.table if node.columns is None else node.table.select(node.columns)
     if isinstance(node, ParquetFiles):
-        read = scan_parquet(list(node.source.files), columns=list(names(node) or ()), **options)
+        filters = [(c, op, v) for c, op, v in node.filters] or None
+        read = scan_parquet(list(node.source.files), columns=list(names(node) or ()), filters=filters, **options)
         assert isinstance(read, Table)
         return read
     if isinstance(node, CsvFiles):

@@ -30,11 +30,14 @@ class Scan:
 @attrs.frozen(eq=False)
 class ParquetFiles:
     """Parquet files read by ``collect()`` (``tmr.lazy(tmr.plan_parquet(paths))``): ``source`` what a scan of every
-    column reads, ``sizes`` each column's uncompressed bytes in the files' footers, ``columns`` as ``Scan``'s."""
+    column reads, ``sizes`` each column's uncompressed bytes in the footers of the row groups read, ``columns`` as
+    ``Scan``'s, ``filters`` the query's ``(column, op, value)`` conditions the scan takes (``rules.scan_filters``;
+    ``source`` is planned with them: the row groups their statistics exclude are not read)."""
 
     source: ParquetPlan
     sizes: tuple[tuple[str, int], ...]
     columns: tuple[str, ...] | None = None
+    filters: tuple[tuple[str, str, Any], ...] = ()
 
 
 @attrs.frozen(eq=False)
@@ -258,7 +261,11 @@ def label(node: Node) -> str:
         return f"scan table of {len(node.table)} rows [{cols}]"
     if isinstance(node, ParquetFiles):
         cols = "*" if node.columns is None else ", ".join(node.columns)
-        return f"scan parquet of {len(node.source.files)} files, {node.source.read} row groups [{cols}]"
+        skipped = ""
+        if node.filters:
+            conditions = ", ".join(f"{c} {op} {_literal(v)}" for c, op, v in node.filters)
+            skipped = f", {node.source.skipped} skipped by [{conditions}]"
+        return f"scan parquet of {len(node.source.files)} files, {node.source.read} row groups{skipped} [{cols}]"
     if isinstance(node, CsvFiles):
         cols = "*" if node.columns is None else ", ".join(node.columns)
         return f"scan csv of {len(node.source.files)} files, {sum(node.source.sizes)} bytes [{cols}]"
@@ -285,6 +292,13 @@ def label(node: Node) -> str:
     if isinstance(node, Limited):
         return f"limit {node.n}"
     return "unique " + ", ".join(node.columns)
+
+
+def _literal(value: Any) -> str:
+    """A scan filter's value as ``explain()`` prints it: a date in ISO form, a list of values in brackets."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return value.isoformat() if hasattr(value, "isoformat") else repr(value)
 
 
 def _step(step: tuple[str, Any]) -> str:

@@ -3,6 +3,8 @@
 - ``push_predicates``: a filter (each part of an ``a & b & ...``) moves below the steps that do not change its
   columns: ``with_columns`` that do not define them, selects, sorts without a limit, other filters, a group-by whose
   keys it reads, and a join, into the side that owns its columns (both sides for an inner join's keys).
+- ``scan_filters`` (``scan_filters.py``): a filter's column-literal comparisons on a Parquet scan become the scan's
+  ``filters=`` (row groups their statistics exclude are not read; the filter stays).
 - ``prune``: projection pushdown — each step asks its input for the columns it uses alone, down to the source.
 - ``fuse``: consecutive filters, ``with_columns`` and selects of expressions become one map run.
 - ``top_k``: a limit of a sort becomes the sort's ``limit=`` (each shard keeps its first rows; nothing sorts all).
@@ -12,6 +14,8 @@
 - ``join_order`` and ``join_sizes`` (``joins.py``): join order and expected strategy from the estimated sizes.
 - ``semi_groups`` (``sideways.py``): a group-by joined on its keys with a much smaller side groups only the rows of
   that side's keys (a semi join first).
+- ``partial_aggregates`` (``partial.py``): a group-by of a join that aggregates only its right side's columns
+  aggregates the right side by its join keys first (the join meets one row per key).
 - ``into_aggregates``: a fused step read by a group-by alone runs in the group-by's map (one keyed run; the rows it
   drops and the columns it makes never leave the workers).
 """
@@ -24,6 +28,7 @@ import attrs
 
 from .expr import Col, Expr, conjuncts, substituted, used
 from .joins import join_order, join_sizes
+from .partial import partial_aggregates
 from .plan import (
     Aggregated,
     Apply,
@@ -47,6 +52,7 @@ from .plan import (
     rebuilt,
     with_inputs,
 )
+from .scan_filters import scan_filters
 from .sideways import semi_groups
 
 Rule = Callable[[Node], Node]
@@ -264,18 +270,21 @@ def into_aggregates(plan: Node) -> Node:
 RULES: tuple[Rule, ...] = (
     share,
     push_predicates,
+    scan_filters,
     top_k,
     sorted_groups,
     join_order,
     semi_groups,
+    partial_aggregates,
     prune,
     fuse,
     into_aggregates,
     join_sizes,
 )
 """The rules ``optimize`` applies, in order: ``share`` first, so the others, which rewrite each node once, keep a
-shared subplan one node (``prune`` asks of it what all its readers use); the joins' order once the filters are down
-(their estimates read them), then ``semi_groups`` (which reads the joins' final order), their strategies last, from
+shared subplan one node (``prune`` asks of it what all its readers use); a Parquet scan's filters once the filters
+are down on it (its estimate then counts the row groups read); the joins' order once the filters are down
+(their estimates read them), then ``semi_groups`` (which reads the joins' final order) and ``partial_aggregates``, their strategies last, from
 the columns that travel."""
 
 
