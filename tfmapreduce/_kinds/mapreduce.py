@@ -48,10 +48,11 @@ class MapReduce(Generic[R]):
     each key travels to its reducer, which calls ``fn(keys, ragged values)``.
     A keyed job checks that each reducer's share of per-key partials fits its budget
     before it travels (``max_bytes=N`` bytes, else a quarter of the reducer host's
-    available memory); over it, the run spills to the workers' disks (one hash
-    sub-partition per reducer at a time, the same result; resident or
-    range-partitioned runs raise ``ReducerMemoryError``).  A group reducer over its
-    budget (``tmr.per_group(fn, max_bytes=)``) spills the same way.
+    available memory); over it, the run spills to the workers' disks (one
+    sub-partition per reducer at a time, the same result; a resident run keeps each
+    reducer's rounds concatenated there, a range-partitioned run spills by ranges).
+    A group reducer over its budget (``tmr.per_group(fn, max_bytes=)``) spills the
+    same way where it is fetched and hash-partitioned.
 
     Examples:
         The lesson's distributed mean over uneven slices:
@@ -146,9 +147,17 @@ class MapReduce(Generic[R]):
         budget = self._kind.form.max_bytes if isinstance(self._kind, Grouped) else getattr(self._kind, "max_bytes", None)
         if not isinstance(planned, KeyedPlan):
             return planned
-        return attrs.evolve(
-            planned, spill=keyed_forecast(planned.plan, len(planned.reducers), call.srcs, budget, planned_folder())
+        combines = isinstance(self._kind, Keyed)
+        forecast = keyed_forecast(
+            planned.plan,
+            len(planned.reducers),
+            call.srcs,
+            budget,
+            planned_folder(),
+            combines=combines,
+            partitioner=planned.partitioner if combines else "hash",
         )
+        return attrs.evolve(planned, spill=forecast)
 
     @overload
     def run(
@@ -217,9 +226,9 @@ class MapReduce(Generic[R]):
         try:
             return _engine.run(kind, x, settings, broadcast, resident=resident)
         except OverBudget as refused:  # a reducer's share over its budget: through the workers' disks instead
-            if not (isinstance(kind, (Grouped, Keyed)) and spillable(settings, resident)):
+            if not (isinstance(kind, (Grouped, Keyed)) and spillable(kind, settings, resident)):
                 raise
-            return group_spilled(kind, x, settings, broadcast, refused)
+            return group_spilled(kind, x, settings, broadcast, refused, resident=resident)
 
     def _word_ones(self, broadcast: Sequence[Any]) -> tf.DType | None:
         """The dtype of the ones this job sums over the words of its lines, where it is a word count (``fuse``)."""

@@ -133,8 +133,8 @@ def count_by_key(keys: Any, /, *, resident: bool = False, max_bytes: int | None 
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         max_bytes: the bytes of keys and partials one reducer may receive (None: a quarter of its host's available
-            memory); over it, a fetched, hash-partitioned run spills to the workers' disks with the same result
-            (see [`plan_by_key`][tfmapreduce.plan_by_key]), a resident or range-partitioned one raises ``ReducerMemoryError``.
+            memory); over it, the run spills to the workers' disks with the same result
+            (see [`plan_by_key`][tfmapreduce.plan_by_key]; a resident one is kept on the reducers as in memory).
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows``, ``partitioner`` (see ``RunOptions``).
 
@@ -165,8 +165,8 @@ def sum_by_key(
             its key column may hold no null).
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         max_bytes: the bytes of keys and partials one reducer may receive (None: a quarter of its host's available
-            memory); over it, a fetched, hash-partitioned run spills to the workers' disks with the same result
-            (see [`plan_by_key`][tfmapreduce.plan_by_key]), a resident or range-partitioned one raises ``ReducerMemoryError``.
+            memory); over it, the run spills to the workers' disks with the same result
+            (see [`plan_by_key`][tfmapreduce.plan_by_key]; a resident one is kept on the reducers as in memory).
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows``, ``partitioner`` (see ``RunOptions``).
 

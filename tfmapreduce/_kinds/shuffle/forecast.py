@@ -61,6 +61,8 @@ class SpillForecast:
     """What does not spill, for the printed plan."""
     cap: int | None = None
     """The most sub-partitions per reducer the run plans whatever the bytes (a join's: one per 256 rows of its sides)."""
+    partitioner: str = "hash"
+    """How the sub-partitions split the keys: ``"hash"``, or ``"range"`` (a range-partitioned keyed combine's)."""
 
     @property
     def spills(self) -> bool:
@@ -90,7 +92,7 @@ class SpillForecast:
         lines = [
             f"spills: {estimate}, over {budget}; the in-memory run is refused before a row travels, then "
             f"{total:,} bytes are written to {self.folder} on their tasks, in {self.reducers} × {self.parts} "
-            f"hash sub-partitions of about {self.part_bytes:,} bytes, each reducer reducing one per round "
+            f"{self.partitioner} sub-partitions of about {self.part_bytes:,} bytes, each reducer reducing one per round "
             f"({self.parts} rounds; {self.instead}):"
         ]
         lines += [f"  {task}: {size:,} bytes" for task, size in self.written]
@@ -159,9 +161,23 @@ def table_row(srcs: Sequence[Source]) -> int | None:
     return key + math.prod(src.shape[1:]) * np.dtype(src.dtype).itemsize
 
 
-def keyed_forecast(plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes: int | None, folder: str) -> SpillForecast:
+COMBINED = "resident=True keeps each reducer's rounds concatenated there"
+"""What a keyed combine's spill does with a resident result, for the printed plan."""
+
+
+def keyed_forecast(
+    plan: Plan,
+    reducers: int,
+    srcs: Sequence[Source],
+    max_bytes: int | None,
+    folder: str,
+    *,
+    combines: bool = False,
+    partitioner: str = "hash",
+) -> SpillForecast:
     """The forecast of a keyed or group run over ``plan``: every input row sent to one of ``reducers`` by key hash (a
-    CSV table's rows estimated from its files' bytes, :func:`in_rows`)."""
+    CSV table's rows estimated from its files' bytes, :func:`in_rows`).  ``combines``: a keyed combine's, which spills
+    resident and range-partitioned runs too (by ``partitioner``); else a group run's, which refuses them."""
     table = table_row(srcs)
     row = row_bytes(srcs) if table is None else table
     rows, per_unit = in_rows(plan.rows, row, "rows" if table is None else "bytes")
@@ -171,7 +187,9 @@ def keyed_forecast(plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes:
     what = "each reducer's share of (key, value) rows, estimated from the input's rows"
     if table is not None:
         what += " (a CSV table's rows as its files' bytes over a row's bytes in memory)"
-    return SpillForecast(what, share, budget, limit, reducers, tasks, folder)
+    if not combines:
+        return SpillForecast(what, share, budget, limit, reducers, tasks, folder)
+    return SpillForecast(what, share, budget, limit, reducers, tasks, folder, COMBINED, partitioner=partitioner)
 
 
 ROWS_PER_PART = 256
