@@ -107,10 +107,14 @@ def test_a_range_partitioned_keyed_count_over_its_budget_spills_in_key_order(
 
 def test_the_plan_of_a_keyed_run_says_a_resident_or_ranged_run_spills_too(cluster: tmr.LocalCluster) -> None:
     keys = np.arange(60_000) % 40_000
-    plan = tmr.plan_by_key(keys, np.ones(keys.size), max_bytes=BUDGET, reducers=2, partitioner="range", cluster=cluster)
+    options = {"max_bytes": BUDGET, "reducers": 2, "cluster": cluster}
+    plan = tmr.plan_by_key(keys, np.ones(keys.size), recipe=tmr.sum_by_key, partitioner="range", **options)
     assert plan.spill.spills
     assert "range sub-partitions" in str(plan)
     assert "resident=True keeps each reducer's rounds concatenated" in str(plan)
+    group = tmr.plan_by_key(keys, np.ones(keys.size), recipe=tmr.median_by_key, **options)  # a group recipe's refuses
+    assert "hash sub-partitions" in str(group)
+    assert "a resident result or partitioner='range' is refused instead" in str(group)
 
 
 def test_a_resident_group_reducer_over_its_budget_is_still_refused_saying_how_to_fix_it(

@@ -21,7 +21,8 @@ from .fuse import counts_words, fused
 from .grace import planned_folder
 from .grouped import Grouped
 from .keyed import Keyed, check_keyed_combiner
-from .shuffle.forecast import keyed_forecast
+from .shuffle.forecast import keyed_forecast, row_bytes
+from .shuffle.partials import traced
 from .shuffle.plan import KeyedPlan
 from .spill import OverBudget
 from .spilled_group import group_spilled, spillable
@@ -141,13 +142,24 @@ class MapReduce(Generic[R]):
             ClusterError: no cluster, or a closed or unreachable one.
             TypeError: ``x`` is not numeric, or an option has the wrong type.
         """
-        settings = RunOptions.of(**options)
+        return self.planned(x, RunOptions.of(**options))
+
+    def planned(self, x: Any, settings: RunOptions, *, partials: bool = True) -> Any:
+        """[`plan`][tfmapreduce.MapReduce.plan] with options already validated (what recipes call).  ``partials``: a
+        keyed combine's estimate counts its per-key partials (``shuffle.partials``); False: its input rows, each sent
+        whole (what a group recipe sends: ``tmr.plan_by_key`` without ``recipe=``)."""
         kind: Kind[Any] = self._kind
         planned, call = _engine.planned(kind, x, settings)
         budget = self._kind.form.max_bytes if isinstance(self._kind, Grouped) else getattr(self._kind, "max_bytes", None)
         if not isinstance(planned, KeyedPlan):
             return planned
-        combines = isinstance(self._kind, Keyed)
+        combines = isinstance(self._kind, Keyed) and partials  # (else planned as a group recipe: resident refused)
+        form = self.combiner.per_key
+        traced_partials = (
+            traced(self.map_fn, form, call.srcs, row_bytes(call.srcs[:1]))
+            if combines and form is not None and call.srcs
+            else None
+        )
         forecast = keyed_forecast(
             planned.plan,
             len(planned.reducers),
@@ -156,6 +168,7 @@ class MapReduce(Generic[R]):
             planned_folder(),
             combines=combines,
             partitioner=planned.partitioner if combines else "hash",
+            partials=traced_partials,
         )
         return attrs.evolve(planned, spill=forecast)
 
