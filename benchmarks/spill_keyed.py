@@ -6,7 +6,9 @@
   2-worker LocalCluster, summed per key over two reducers (``tmr.sum_by_key``);
 - each run without a budget (in memory) and with ``max_bytes=`` ``--budget`` (default 4e6 bytes, an eighth of a
   reducer's share of partials at the default size: spilled through the workers' disks), fetched
-  and ``resident=True`` (the result kept on the reducers, then freed), by hash and with ``partitioner="range"``.
+  and ``resident=True`` (the result kept on the reducers, then freed), by hash and with ``partitioner="range"``;
+- ``tmr.plan_by_key`` of the same keys and values held on the client, without ``recipe=`` (every row counted) and with
+  ``recipe=tmr.sum_by_key`` (per-key partials, each task's bounded by its keys' range: a scan of the keys).
 
 Every result is checked against numpy (``np.unique`` and ``np.bincount``) before it is timed; each row is the median
 of ``--repeats`` calls after one warm-up.
@@ -66,6 +68,14 @@ def run(args: argparse.Namespace) -> None:
                     how = "in memory" if limit is None else f"max_bytes={limit:,}: spilled"
                     name = f"sum_by_key, {partitioner}, {'resident' if resident else 'fetched'}, {how}"
                     table.add(name, lambda r=resident, b=limit, p=partitioner: _run(kd, vd, r, max_bytes=b, partitioner=p), n)
+        for recipe in (None, tmr.sum_by_key):  # the plan of host arrays: rows, or partials bounded by the keys' range
+            plan = tmr.plan_by_key(keys, values, recipe=recipe, max_bytes=budget, reducers=2, cluster=cluster)
+            print(f"  plan_by_key(recipe={getattr(recipe, '__name__', None)}): {plan.spill.explain().splitlines()[0][:160]}")
+            table.add(
+                f"plan_by_key, recipe={getattr(recipe, '__name__', None)}",
+                lambda r=recipe: tmr.plan_by_key(keys, values, recipe=r, max_bytes=budget, reducers=2, cluster=cluster),
+                n,
+            )
     table.print("rows")
 
 
