@@ -63,8 +63,8 @@ def test_a_combining_run_spills_no_more_than_its_plan_said(
     cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int]
 ) -> None:
     rng = np.random.default_rng(32)
-    few = rng.integers(0, 1_000, 40_000)
-    many = rng.integers(0, 30_000, 40_000)
+    few = rng.integers(0, 1_000, 20_000)  # 24 kB of partials per reducer, planned
+    many = rng.integers(0, 3_000, 20_000)  # 72 kB planned, about 70 kB in the run
     values = rng.normal(size=few.size)
     options = {"max_bytes": BUDGET, "reducers": 2, "sizes": 2, "cluster": cluster}
     assert not tmr.plan_by_key(few, values, recipe=tmr.mean_by_key, **options).spill.spills

@@ -37,10 +37,10 @@ def test_a_resident_keyed_sum_over_its_budget_is_kept_where_the_in_memory_run_ke
     cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int]
 ) -> None:
     rng = np.random.default_rng(21)
-    keys = rng.integers(0, 40_000, 100_000)  # ~36k distinct keys: about 450 kB of keys and sums per reducer of two
+    keys = rng.integers(0, 12_000, 30_000)  # ~8.6k distinct keys per task: about 140 kB of keys and sums per reducer
     values = rng.normal(size=keys.size)
-    sizes = [0, 50_000, 50_000]  # an empty shard
-    job = tmr.MapReduce(_pairs, tmr.combiners.sum, by_key=True, max_bytes=BUDGET)
+    sizes = [0, 15_000, 15_000]  # an empty shard
+    job = tmr.MapReduce(_pairs, tmr.combiners.sum, by_key=True, max_bytes=100_000)
     roomy = tmr.MapReduce(_pairs, tmr.combiners.sum, by_key=True)
     expected = pd.Series(values).groupby(keys).sum()
     with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
