@@ -11,12 +11,14 @@
   ``recipe=tmr.sum_by_key`` (per-key partials, each task's bounded by its keys' range: a scan of the keys).
 
 Every result is checked against numpy (``np.unique`` and ``np.bincount``) before it is timed; each row is the median
-of ``--repeats`` calls after one warm-up.
+of ``--repeats`` calls after one warm-up.  Then one more call of each run: the largest growth of a worker's resident
+memory over it (``VmHWM``, reset through ``/proc/PID/clear_refs`` just before, less ``VmRSS`` before).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any
 
@@ -26,6 +28,17 @@ import tfmapreduce as tmr
 
 from ._registry import Size, benchmark
 from ._table import Rows
+from .spill import _memory, _reset_peaks
+
+
+def _growth(pids: tuple[int, ...], fn: Any) -> int:
+    """The largest growth of a worker's resident memory over one call of ``fn`` (its ``VmHWM`` after, reset just
+    before, less its ``VmRSS`` before), bytes; 0 where /proc does not tell."""
+    before = [_memory((pid,), "VmRSS") for pid in pids]
+    if not _reset_peaks(pids):
+        return 0
+    fn()
+    return max(_memory((pid,), "VmHWM") - b for pid, b in zip(pids, before, strict=True))
 
 
 def _run(keys: Any, values: Any, resident: bool, **options: Any) -> Any:
@@ -54,6 +67,7 @@ def run(args: argparse.Namespace) -> None:
     distinct, ids = np.unique(keys, return_inverse=True)
     sums = np.bincount(ids, weights=values)
     table = Rows(args.repeats)
+    growth: list[tuple[str, int]] = []
     with (
         tmr.LocalCluster(workers=2) as cluster,
         tmr.scatter(keys, cluster=cluster) as kd,
@@ -67,7 +81,9 @@ def run(args: argparse.Namespace) -> None:
                 for resident in (False, True):
                     how = "in memory" if limit is None else f"max_bytes={limit:,}: spilled"
                     name = f"sum_by_key, {partitioner}, {'resident' if resident else 'fetched'}, {how}"
-                    table.add(name, lambda r=resident, b=limit, p=partitioner: _run(kd, vd, r, max_bytes=b, partitioner=p), n)
+                    call = functools.partial(_run, kd, vd, resident, max_bytes=limit, partitioner=partitioner)
+                    table.add(name, call, n)
+                    growth.append((name, _growth(cluster.pids, call)))
         for recipe in (None, tmr.sum_by_key):  # the plan of host arrays: rows, or partials bounded by the keys' range
             plan = tmr.plan_by_key(keys, values, recipe=recipe, max_bytes=budget, reducers=2, cluster=cluster)
             print(f"  plan_by_key(recipe={getattr(recipe, '__name__', None)}): {plan.spill.explain().splitlines()[0][:160]}")
@@ -77,6 +93,9 @@ def run(args: argparse.Namespace) -> None:
                 n,
             )
     table.print("rows")
+    print("\n| run | largest worker's memory growth (MB) |\n|---|---:|")
+    for name, grew in growth:
+        print(f"| {name} | {grew / 1e6:.0f} |")
 
 
 if __name__ == "__main__":
