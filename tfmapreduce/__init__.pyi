@@ -97,8 +97,8 @@ from .recipes._by_key import count_by_key as count_by_key
 from .recipes._by_key import max_by_key as max_by_key
 from .recipes._by_key import mean_by_key as mean_by_key
 from .recipes._by_key import min_by_key as min_by_key
-from .recipes._by_key import plan_by_key as plan_by_key
 from .recipes._by_key import sum_by_key as sum_by_key
+from .recipes._plan_by_key import plan_by_key as plan_by_key
 from .recipes._quantile import median as median
 from .recipes._quantile import percentile as percentile
 from .recipes._quantile import quantile as quantile

@@ -157,7 +157,7 @@ def test_a_keyed_combine_with_many_keys_over_its_budget_spills_and_equals_pandas
     assert os.listdir(spill) == []
 
 
-def test_a_keyed_combine_over_string_keys_spills_and_a_resident_run_is_refused(cluster: tmr.LocalCluster, spill: Path) -> None:
+def test_a_keyed_combine_over_string_keys_spills(cluster: tmr.LocalCluster, spill: Path) -> None:
     words = np.array([f"word{i}" for i in range(30_000)] * 2)
     job = tmr.MapReduce(lambda k: (k, tf.ones_like(k, tf.int64)), tmr.combiners.sum, by_key=True, max_bytes=BUDGET)
     got, stats = job.run(words, reducers=2, cluster=cluster, return_stats=True)
@@ -166,11 +166,6 @@ def test_a_keyed_combine_over_string_keys_spills_and_a_resident_run_is_refused(c
     roomy = tmr.MapReduce(lambda k: (k, tf.ones_like(k, tf.int64)), tmr.combiners.sum, by_key=True, max_bytes=10**9)
     with roomy.run(words, reducers=2, cluster=cluster, resident=True) as kept:  # within its budget: as before
         assert kept.gather().to_dict() == got.to_dict()
-    with pytest.raises(
-        tmr.ReducerMemoryError,
-        match=r"reducer \d \(/job:local/.*\) would receive [\d,]+ keys' partials \([\d,]+ bytes.*max_bytes=200000.*nothing was sent",
-    ):
-        job.run(words, reducers=2, cluster=cluster, resident=True)
     assert os.listdir(spill) == []
     with pytest.raises(TypeError, match=r"max_bytes=10 bounds what one reducer of a keyed combine receives.*by_key=True"):
         tmr.MapReduce(tf.reduce_sum, tmr.combiners.sum, max_bytes=10)

@@ -6,7 +6,8 @@ folders (``spilled_group`` runs the rounds), in 1 + P distributed runs::
 
     run 1, the spill          each shard mapped as the in-memory run maps it (``map_shards``: a group job's rows, or
                               a recipe's precombined rows; a keyed job's per-key partials), each task's rows merged,
-                              then split by the stable key hash into R × P sub-partitions (P per reducer, enough that
+                              then split by the stable key hash (a range-partitioned keyed job's: by sampled ranges;
+                              ``sub_partition_ids``) into R × P sub-partitions (P per reducer, enough that
                               one fits the budget ``MARGIN`` times over); each piece's keys and value leaves written
                               (``serialize_tensor``) to the spill folder on the task's own disk:
                               SPILL/tfmapreduce-spill-<job>/<attempt>/b<sub-partition>-t<task>-c<leaf>; the client
@@ -47,6 +48,7 @@ from .._io.source import Sources
 from .._native.loader import has
 from .._ops.grouping import nbytes
 from .._ops.per_key import buckets
+from .._ops.splitters import choose, ranges_of, sample
 from .grouped import Grouped, group_native, map_side
 from .keyed import Keyed
 from .shuffle.map_side import map_shards
@@ -135,7 +137,8 @@ class GracePlan(Generic[K]):
         """The keyed plan, then how its reducers' shares spill."""
         return (
             f"{self.keyed.explain()}\nspills every (key, value) row to {self.folder} on its task, in "
-            f"{len(self.keyed.reducers)} × {self.parts} hash sub-partitions; each reducer reduces one at a time, "
+            f"{len(self.keyed.reducers)} × {self.parts} {getattr(self.keyed, 'partitioner', 'hash')} sub-partitions; "
+            "each reducer reduces one at a time, "
             f"within {self.budget:,} bytes"
         )
 
@@ -246,11 +249,13 @@ class GraceSpill(GraceKind[KeyedPlan]):
         if isinstance(group, Grouped) and group.form.sort_values:
             group._check_sortable(mapped.first)
         folder = builder.per_run("spill")
-        counts, first = [], mapped.first[1]
+        counts, first, merged = [], mapped.first[1], []
         for t, (task, parts) in enumerate(mapped.per_task.items()):
             with tf.device(mapped.device[task]), tf.name_scope(f"grace_split{t}"):
-                keys, values = side.merge(parts)
-                ids = buckets(keys, plan.ranges)
+                merged.append((mapped.device[task], side.merge(parts)))
+        split = sub_partition_ids([(device, keys) for device, (keys, _) in merged], keyed, plan.parts)
+        for t, (task, (device, (keys, values)), ids) in enumerate(zip(mapped.per_task, merged, split, strict=True)):
+            with tf.device(device), tf.name_scope(f"grace_split{t}"):
                 pieces = [tf.dynamic_partition(x, ids, plan.ranges) for x in [keys, *tf.nest.flatten(values)]]
             with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"grace_spill{t}"):
                 written = [
@@ -274,6 +279,44 @@ class GraceSpill(GraceKind[KeyedPlan]):
         rows = np.array([np.asarray(r) for r, _ in value], np.int64).reshape(len(tasks), plan.ranges)
         size = np.array([np.asarray(s) for _, s in value], np.int64).reshape(len(tasks), plan.ranges)
         return Graced(plan, self.fed(plan, "spill"), tasks, rows, size, key_dtype, structure, leaves)
+
+
+def sub_partition_ids(keys: list[tuple[str, tf.Tensor]], keyed: KeyedPlan, parts: int) -> list[tf.Tensor]:
+    """Each task's sub-partition of each of its keys (``keys``: each task's device and merged keys, in task order), in
+    ``range(R · parts)``: ``b = r · parts + j``, read by reducer ``r`` in round ``j``.
+
+    By hash, ``r`` is the key's reducer in the in-memory run (its stable hash mod R) and ``j`` its hash mod R·P, div R:
+    a spilled run's reducer holds the keys it holds in memory (a resident result is partitioned as the in-memory one).
+    By range (``partitioner="range"``), R·P ranges of splitters sampled from every task's keys, as the in-memory run
+    samples R: reducer r's rounds are consecutive ranges, each below the next.
+
+    Example (R = 2, P = 3: a key of reducer 1 is in sub-partition 3, 4 or 5):
+        >>> from tfmapreduce._ops.per_key import int_bucket
+        >>> plan = tmr.MapReduce(lambda k: (k, k), tmr.combiners.sum, by_key=True).plan(np.arange(8), reducers=2, cluster=cluster)
+        >>> ids = sub_partition_ids([("", tf.constant([5, 6, 7]))], plan, 3)[0]
+        >>> [int(b) // 3 for b in ids] == [int_bucket(k, 2) for k in (5, 6, 7)]  # each key on its in-memory reducer
+        True
+    """
+    reducers = len(keyed.reducers)
+    ranges = reducers * parts
+    if keyed.partitioner == "range":
+        samples = []
+        for i, (device, k) in enumerate(keys):
+            with tf.device(device), tf.name_scope(f"sample{i}"):
+                samples.append(sample(k, i, ranges))
+        with tf.device(f"{Device.parse(keyed.reducers[0]).task}/device:CPU:0"), tf.name_scope("splitters"):
+            splitters = choose(samples, ranges)
+        ids = []
+        for device, k in keys:
+            with tf.device(device):
+                ids.append(ranges_of(k, splitters))
+        return ids
+    ids = []
+    for device, k in keys:
+        with tf.device(device):
+            b = buckets(k, ranges)
+            ids.append(tf.math.floormod(b, reducers) * parts + tf.math.floordiv(b, reducers))
+    return ids
 
 
 def spill_failure(job: str, error: JobError, plan: GracePlan[Any]) -> OutputError | None:

@@ -125,8 +125,8 @@ class Keyed(ByKey):
                 big,
                 f"{self!r}: reducer {big.part} ({big.device}) would receive {big.rows:,} keys' partials ({big.size:,} bytes "
                 f"of keys and partials), more than its budget of {big.budget:,} bytes ({big.limit}); nothing was sent. "
-                "Spread the keys over more reducers (reducers=N), or raise max_bytes= where the host has the memory (a "
-                "fetched, hash-partitioned run spills to the workers' disks instead)",
+                "Spread the keys over more reducers (reducers=N), or raise max_bytes= where the host has the memory (where "
+                "every task has the native kernels' spill family, the run spills to the workers' disks instead)",
             )
         return mismatch(self.map_fn, error, plan.plan.shards)
 

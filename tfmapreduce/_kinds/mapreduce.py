@@ -21,7 +21,8 @@ from .fuse import counts_words, fused
 from .grace import planned_folder
 from .grouped import Grouped
 from .keyed import Keyed, check_keyed_combiner
-from .shuffle.forecast import keyed_forecast
+from .shuffle.forecast import keyed_forecast, row_bytes
+from .shuffle.partials import traced
 from .shuffle.plan import KeyedPlan
 from .spill import OverBudget
 from .spilled_group import group_spilled, spillable
@@ -48,10 +49,11 @@ class MapReduce(Generic[R]):
     each key travels to its reducer, which calls ``fn(keys, ragged values)``.
     A keyed job checks that each reducer's share of per-key partials fits its budget
     before it travels (``max_bytes=N`` bytes, else a quarter of the reducer host's
-    available memory); over it, the run spills to the workers' disks (one hash
-    sub-partition per reducer at a time, the same result; resident or
-    range-partitioned runs raise ``ReducerMemoryError``).  A group reducer over its
-    budget (``tmr.per_group(fn, max_bytes=)``) spills the same way.
+    available memory); over it, the run spills to the workers' disks (one
+    sub-partition per reducer at a time, the same result; a resident run keeps each
+    reducer's rounds concatenated there, a range-partitioned run spills by ranges).
+    A group reducer over its budget (``tmr.per_group(fn, max_bytes=)``) spills the
+    same way where it is fetched and hash-partitioned.
 
     Examples:
         The lesson's distributed mean over uneven slices:
@@ -124,8 +126,9 @@ class MapReduce(Generic[R]):
         """The plan a run would follow: the shards, their rows and devices.  Nothing runs.
 
         A keyed job's plan is a ``KeyedPlan``, which also shows the reducers, and ends with what its budget expects
-        (``plan.spill``, estimated from the input's rows): in memory, or spilled through the workers' disks in how many
-        sub-partitions per reducer, and what each task writes.
+        (``plan.spill``): in memory, or spilled through the workers' disks in how many sub-partitions per reducer, and
+        what each task writes.  A group job's is estimated from the input's rows; a keyed combine's from its per-key
+        partials, each task's at most min(its rows, its integer keys' range) (``shuffle.partials``).
 
         Args:
             x: an array (numpy, tf.Tensor, nested list), a tuple of arrays with
@@ -140,15 +143,35 @@ class MapReduce(Generic[R]):
             ClusterError: no cluster, or a closed or unreachable one.
             TypeError: ``x`` is not numeric, or an option has the wrong type.
         """
-        settings = RunOptions.of(**options)
+        return self.planned(x, RunOptions.of(**options))
+
+    def planned(self, x: Any, settings: RunOptions, *, partials: bool = True) -> Any:
+        """[`plan`][tfmapreduce.MapReduce.plan] with options already validated (what recipes call).  ``partials``: a
+        keyed combine's estimate counts its per-key partials (``shuffle.partials``); False: its input rows, each sent
+        whole (what a group recipe sends: ``tmr.plan_by_key`` without ``recipe=``)."""
         kind: Kind[Any] = self._kind
         planned, call = _engine.planned(kind, x, settings)
         budget = self._kind.form.max_bytes if isinstance(self._kind, Grouped) else getattr(self._kind, "max_bytes", None)
         if not isinstance(planned, KeyedPlan):
             return planned
-        return attrs.evolve(
-            planned, spill=keyed_forecast(planned.plan, len(planned.reducers), call.srcs, budget, planned_folder())
+        combines = isinstance(self._kind, Keyed) and partials  # (else planned as a group recipe: resident refused)
+        form = self.combiner.per_key
+        traced_partials = (
+            traced(self.map_fn, form, call.srcs, row_bytes(call.srcs[:1]))
+            if combines and form is not None and call.srcs
+            else None
         )
+        forecast = keyed_forecast(
+            planned.plan,
+            len(planned.reducers),
+            call.srcs,
+            budget,
+            planned_folder(),
+            combines=combines,
+            partitioner=planned.partitioner if combines else "hash",
+            partials=traced_partials,
+        )
+        return attrs.evolve(planned, spill=forecast)
 
     @overload
     def run(
@@ -217,9 +240,9 @@ class MapReduce(Generic[R]):
         try:
             return _engine.run(kind, x, settings, broadcast, resident=resident)
         except OverBudget as refused:  # a reducer's share over its budget: through the workers' disks instead
-            if not (isinstance(kind, (Grouped, Keyed)) and spillable(settings, resident)):
+            if not (isinstance(kind, (Grouped, Keyed)) and spillable(kind, settings, resident)):
                 raise
-            return group_spilled(kind, x, settings, broadcast, refused)
+            return group_spilled(kind, x, settings, broadcast, refused, resident=resident)
 
     def _word_ones(self, broadcast: Sequence[Any]) -> tf.DType | None:
         """The dtype of the ones this job sums over the words of its lines, where it is a word count (``fuse``)."""

@@ -56,7 +56,7 @@ from .._native.loader import has
 from .._ops.budget import Overrun
 from .ranges import range_ids
 from .shuffle import forecast
-from .shuffle.forecast import STRING_BYTES
+from .shuffle.partials import STRING_BYTES
 from .shuffle.plan import resolve_reducers
 
 

@@ -27,20 +27,31 @@ from .._options import RunOptions
 from .grace import Graced, GracePlan, GraceSpill, spill_root
 from .grouped import GroupBuilt, Grouped, group_native, group_result
 from .keyed import Keyed
+from .shuffle.map_side import in_key_order
 from .shuffle.plan import KeyedPlan
 from .shuffle.result import concatenated, sorted_result
 from .shuffle.sharded import KeyedBuilt
 from .spill import OverBudget, log
+from .spilled_keep import kept, written
 from .spilled_sort import SpillCall
 
 
-def spillable(settings: RunOptions, resident: bool) -> bool:
-    """Whether a refused group run may spill: fetched (not resident) and hash-partitioned."""
-    return not resident and settings.partitioner == "hash"
+def spillable(kind: Any, settings: RunOptions, resident: bool) -> bool:
+    """Whether a refused run of ``kind`` may spill: a keyed combine always (fetched or resident, by hash or by range); a
+    group reducer where it is fetched and hash-partitioned."""
+    if isinstance(kind, Keyed):
+        return True
+    return isinstance(kind, Grouped) and not resident and settings.partitioner == "hash"
 
 
-def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast: Sequence[Any], refused: OverBudget) -> Any:
+def group_spilled(
+    kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast: Sequence[Any], refused: OverBudget, *, resident: bool = False
+) -> Any:
     """Run ``kind`` over ``x`` through each worker's disk (see the module), after the in-memory run was ``refused``.
+
+    A keyed combine with ``resident=True`` writes each round's per-key results on its reducer's disk, then keeps their
+    concatenation on each reducer (``spilled_keep``): the ``KeyedSharded`` of the in-memory run, its keys on the same
+    reducers.
 
     Raises:
         ReducerMemoryError: one key's values alone exceed a reducer's budget (named, with its bytes; nothing reduced).
@@ -67,33 +78,45 @@ def group_spilled(kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast
             largest,
             graced.plan.budget,
         )
-        value: list[tuple[Any, list[Any]]] = []
-        info: GroupBuilt | None = None
+        value: dict[int, Any] = {}
+        info: Any = None
         native = group_native(graced.plan.keyed, call) if isinstance(kind, Grouped) else call.native
         for j in range(graced.plan.parts):
             graph = tf.Graph()
             with graph.as_default():
                 outputs, built = (
-                    reduce_round(kind, graced, j, native) if isinstance(kind, Grouped) else merge_round(kind, graced, j, native)
+                    reduce_round(kind, graced, j, native)
+                    if isinstance(kind, Grouped)
+                    else merge_round(kind, graced, j, native, keep=resident)
                 )
             if not outputs:
                 continue
             info = info or built
             try:
                 with run.stage(f"round {j + 1} of {graced.plan.parts} (each reducer reducing one sub-partition)"):
-                    value += call.cluster.run(graph, outputs, {}, tasks=list(graced.plan.tasks), timeout=settings.seconds())
+                    order = sorted(outputs)
+                    fetched = call.cluster.run(
+                        graph, [outputs[b] for b in order], {}, tasks=list(graced.plan.tasks), timeout=settings.seconds()
+                    )
+                value.update(zip(order, fetched, strict=True))
             except JobError as e:  # the group's own reading of it (fn's rows per key), as the in-memory run gives
                 raise (kind.failure(e, graced.plan.keyed) or e) from None
             finally:
                 call.cluster.forget(graph)
+        decode = call.note[0] if graced.key_dtype == tf.string else None
+        if resident:  # each reducer's rounds, read back from its disk and kept there (before the spill folder goes)
+            with run.stage("keeping each reducer's rounds (resident=True)"):
+                result: Any = kept(graced, {b: int(n) for b, n in value.items()}, info, call, decode, settings.seconds())
+            return (result, stats) if settings.return_stats else result
     finally:
         run.remove()
+    parts = [value[b] for b in sorted(value)]  # reducer r's rounds, then r + 1's: a range partition's key order
     if isinstance(kind, Grouped):
         assert info is not None  # (a refused share has rows)
-        result = group_result(value, info, call.note[0], ordered=False)
+        result = group_result(parts, info, call.note[0], ordered=False)
     else:
-        keys, per_key = concatenated(value)
-        result = sorted_result(keys, per_key, decode=call.note[0] if graced.key_dtype == tf.string else None)
+        keys, per_key = concatenated(parts)
+        result = sorted_result(keys, per_key, decode=decode, ordered=graced.plan.keyed.partitioner == "range")
     return (result, stats) if settings.return_stats else result
 
 
@@ -110,11 +133,14 @@ def read_pieces(graced: Graced[Any], b: int, c: int) -> list[tf.Tensor]:
     return pieces
 
 
-def reduce_round(kind: Grouped, graced: Graced[KeyedPlan], j: int, native: Any | None) -> tuple[list[Any], GroupBuilt | None]:
+def reduce_round(
+    kind: Grouped, graced: Graced[KeyedPlan], j: int, native: Any | None
+) -> tuple[dict[int, Any], GroupBuilt | None]:
     """In the current graph, round ``j``: each reducer r reads sub-partition r·P + j from every task's disk and reduces
-    it as the in-memory run reduces its share; the fetches (keys, leaves) of the reducers with rows, and the build."""
+    it as the in-memory run reduces its share; the fetches (keys, leaves) of the reducers with rows, by sub-partition,
+    and the build."""
     plan = graced.plan
-    outputs: list[Any] = []
+    outputs: dict[int, Any] = {}
     built = None
     for r, device in enumerate(plan.keyed.reducers):
         b = r * plan.parts + j
@@ -125,7 +151,7 @@ def reduce_round(kind: Grouped, graced: Graced[KeyedPlan], j: int, native: Any |
             values = tf.nest.pack_sequence_as(graced.structure, columns[1:])
             keys, output = kind._reduce(r, device, columns[0], values, native)
             result, shape, ragged = kind._leaves(r, device, keys, output)
-            outputs.append((tf.identity(keys), result))
+            outputs[b] = (tf.identity(keys), result)
         if built is None:
             leaves = [leaf[0] if is_ragged else leaf for leaf, is_ragged in zip(result, ragged, strict=True)]
             specs = tf.nest.pack_sequence_as(shape, [tf.TensorSpec(t.shape[1:], t.dtype) for t in leaves])
@@ -133,12 +159,17 @@ def reduce_round(kind: Grouped, graced: Graced[KeyedPlan], j: int, native: Any |
     return outputs, built
 
 
-def merge_round(kind: Keyed, graced: Graced[KeyedPlan], j: int, native: Any | None) -> tuple[list[Any], None]:
+def merge_round(
+    kind: Keyed, graced: Graced[KeyedPlan], j: int, native: Any | None, *, keep: bool = False
+) -> tuple[dict[int, Any], Any]:
     """In the current graph, round ``j`` of a keyed job: each reducer r reads sub-partition r·P + j from every task's
-    disk, merges the tasks' per-key partials and finalizes them, as the in-memory run merges its share; the fetches."""
+    disk, merges the tasks' per-key partials and finalizes them (a range partition's: sorted by key), as the in-memory
+    run merges its share; the fetches by sub-partition, and the values' row specs.  ``keep``: each reducer's result is
+    written on its own disk instead (``spilled_keep.written``), and its rows fetched."""
     plan, form = graced.plan, kind.combiner.per_key
     assert form is not None  # (a keyed job's combiner has its per-key form)
-    outputs: list[Any] = []
+    outputs: dict[int, Any] = {}
+    specs = None
     for r, device in enumerate(plan.keyed.reducers):
         b = r * plan.parts + j
         if not int(graced.rows[:, b].sum()):
@@ -148,8 +179,11 @@ def merge_round(kind: Keyed, graced: Graced[KeyedPlan], j: int, native: Any | No
             parts = [(k, tf.nest.pack_sequence_as(graced.structure, list(v))) for k, *v in zip(*columns, strict=True)]
             keys, partial = merge(parts, form, native)
             values = form.finalize(partial)
-            outputs.append((tf.identity(keys), tf.nest.map_structure(tf.identity, values)))
-    return outputs, None
+            if plan.keyed.partitioner == "range":
+                keys, values = in_key_order(keys, values)
+        specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), values)
+        outputs[b] = written(graced, b, keys, values) if keep else (tf.identity(keys), tf.nest.map_structure(tf.identity, values))
+    return outputs, specs
 
 
 def check_parts(kind: Grouped | Keyed, graced: Graced[KeyedPlan], refused: OverBudget, cluster: Any, timeout: float) -> None:

@@ -22,7 +22,6 @@ from .._base.errors import InputError
 from .._io.files.files import Files
 from .._io.source import Input
 from .._kinds.mapreduce import MapReduce
-from .._kinds.shuffle.plan import KeyedPlan
 from .._kinds.shuffle.result import KeyedResult
 from .._kinds.shuffle.sharded import KeyedSharded
 from .._ops.combine import COUNT, MAX, MEAN, MIN, SUM
@@ -133,8 +132,8 @@ def count_by_key(keys: Any, /, *, resident: bool = False, max_bytes: int | None 
         keys: a 1-D array of int32, int64 or strings (str or bytes), or resident ``Sharded`` keys.
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         max_bytes: the bytes of keys and partials one reducer may receive (None: a quarter of its host's available
-            memory); over it, a fetched, hash-partitioned run spills to the workers' disks with the same result
-            (see [`plan_by_key`][tfmapreduce.plan_by_key]), a resident or range-partitioned one raises ``ReducerMemoryError``.
+            memory); over it, the run spills to the workers' disks with the same result
+            (see [`plan_by_key`][tfmapreduce.plan_by_key]; a resident one is kept on the reducers as in memory).
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows``, ``partitioner`` (see ``RunOptions``).
 
@@ -165,8 +164,8 @@ def sum_by_key(
             its key column may hold no null).
         resident: keep the result on the reducers as a ``KeyedSharded`` instead of fetching it.
         max_bytes: the bytes of keys and partials one reducer may receive (None: a quarter of its host's available
-            memory); over it, a fetched, hash-partitioned run spills to the workers' disks with the same result
-            (see [`plan_by_key`][tfmapreduce.plan_by_key]), a resident or range-partitioned one raises ``ReducerMemoryError``.
+            memory); over it, the run spills to the workers' disks with the same result
+            (see [`plan_by_key`][tfmapreduce.plan_by_key]; a resident one is kept on the reducers as in memory).
         **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``timeout``, ``reducers``,
             ``batch_rows``, ``partitioner`` (see ``RunOptions``).
 
@@ -286,46 +285,3 @@ def word_count(lines: Any, /, *, resident: bool = False, max_bytes: int | None =
         lines = array if array.size else np.array([], dtype="U1")
     job, lines = job_of(("word_count",), lambda: (_words, SUM), lines, max_bytes)  # counted natively where it can be (fuse)
     return job.execute(lines, RunOptions.of(**options), resident=resident)
-
-
-@overload
-def plan_by_key(keys: Any, values: Any = None, /, *, max_bytes: int | None = None, **options: Unpack[Options]) -> KeyedPlan: ...
-@overload
-def plan_by_key(
-    table: Files | Table,
-    /,
-    *,
-    keys: str | int,
-    values: str | int | Sequence[str | int] | None = None,
-    max_bytes: int | None = None,
-    **options: Unpack[Options],
-) -> KeyedPlan: ...
-def plan_by_key(keys: Any, values: Any = None, /, *, max_bytes: int | None = None, **options: Any) -> KeyedPlan:
-    """The plan a by-key recipe (``sum_by_key``, ``median_by_key``, ...) would follow over ``keys`` and ``values`` with
-    the same keywords: its shards, its reducers, and whether each reducer's share fits its budget or spills.  Nothing runs.
-
-    The plan ends with one line (``plan.spill``): ``in memory: ...`` where each reducer's share fits ``max_bytes`` (None:
-    a quarter of this host's available memory), or ``spills: ...`` with the sub-partitions per reducer (one round each)
-    and what each task writes to its spill folder.  The share is estimated from the input's rows, each sent whole to
-    one reducer: what a group recipe (``median_by_key``, ``quantile_by_key``, ``collect_by_key``) sends, and the most a
-    combining one (``sum_by_key``, ``mean_by_key``, ...) sends, whose per-key partials are at most one a row.
-
-    Args:
-        keys, values: as for [`sum_by_key`][tfmapreduce.sum_by_key] (``values`` left out: the keys alone, as for
-            ``count_by_key``); a CSV table or a ``Table`` with its columns named by ``keys=`` and ``values=``.
-        max_bytes: the bytes one reducer may receive, as the recipe's ``max_bytes=``.
-        **options: ``cluster``, ``sizes``, ``devices``, ``fallback``, ``reducers``, ``batch_rows``, ``partitioner``.
-
-    Examples:
-        >>> keys = np.arange(40_000) % 1_500  # 320,000 bytes of keys and values per reducer of two
-        >>> plan = tmr.plan_by_key(keys, np.ones(keys.size), max_bytes=200_000, reducers=2, cluster=cluster)
-        >>> plan.spill.spills, plan.spill.parts
-        (True, 4)
-        >>> str(plan).splitlines()[-3][:40]
-        "spills: each reducer's share of (key, va"
-    """
-    with_values = values is not None or "values" in options
-    x = keyed_input("plan_by_key", keys, values, options, with_values=with_values)
-    job, x = job_of(("plan_by_key", with_values), lambda: (pair if with_values else _keys_only, COUNT), x, max_bytes)
-    plan: KeyedPlan = job.plan(x, **options)
-    return plan

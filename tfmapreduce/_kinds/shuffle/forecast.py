@@ -23,12 +23,10 @@ from ..._io.files.csv import CsvTable
 from ..._io.files.source import FileSource
 from ..._io.source import Source
 from ..._ops.budget import budget_of
+from .partials import STRING_BYTES, Partials
 
 MARGIN = 2
 """Sub-partitions are planned at half the budget (as ``grace.MARGIN``)."""
-
-STRING_BYTES = 32
-"""What a string costs beside its bytes, as the budget checks count it (``grouping.nbytes``)."""
 
 SAMPLE = 10_000
 """The strings whose lengths estimate a string column's bytes."""
@@ -61,6 +59,8 @@ class SpillForecast:
     """What does not spill, for the printed plan."""
     cap: int | None = None
     """The most sub-partitions per reducer the run plans whatever the bytes (a join's: one per 256 rows of its sides)."""
+    partitioner: str = "hash"
+    """How the sub-partitions split the keys: ``"hash"``, or ``"range"`` (a range-partitioned keyed combine's)."""
 
     @property
     def spills(self) -> bool:
@@ -90,7 +90,7 @@ class SpillForecast:
         lines = [
             f"spills: {estimate}, over {budget}; the in-memory run is refused before a row travels, then "
             f"{total:,} bytes are written to {self.folder} on their tasks, in {self.reducers} × {self.parts} "
-            f"hash sub-partitions of about {self.part_bytes:,} bytes, each reducer reducing one per round "
+            f"{self.partitioner} sub-partitions of about {self.part_bytes:,} bytes, each reducer reducing one per round "
             f"({self.parts} rounds; {self.instead}):"
         ]
         lines += [f"  {task}: {size:,} bytes" for task, size in self.written]
@@ -115,7 +115,7 @@ def row_bytes(srcs: Sequence[Source]) -> int:
         if np.dtype(src.dtype).kind in "OSU":
             array = getattr(src, "array", None)
             sample = np.asarray(array).ravel()[:SAMPLE].tolist() if array is not None and src.rows else []
-            lengths = [len(s) for s in sample] or [16]
+            lengths = [len(s.encode() if isinstance(s, str) else s) for s in sample] or [16]  # UTF-8 bytes
             total += per_row * (STRING_BYTES + math.ceil(sum(lengths) / max(1, len(lengths))))
         else:
             total += per_row * np.dtype(src.dtype).itemsize
@@ -159,10 +159,29 @@ def table_row(srcs: Sequence[Source]) -> int | None:
     return key + math.prod(src.shape[1:]) * np.dtype(src.dtype).itemsize
 
 
-def keyed_forecast(plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes: int | None, folder: str) -> SpillForecast:
+COMBINED = "resident=True keeps each reducer's rounds concatenated there"
+"""What a keyed combine's spill does with a resident result, for the printed plan."""
+
+
+def keyed_forecast(
+    plan: Plan,
+    reducers: int,
+    srcs: Sequence[Source],
+    max_bytes: int | None,
+    folder: str,
+    *,
+    combines: bool = False,
+    partitioner: str = "hash",
+    partials: Partials | None = None,
+) -> SpillForecast:
     """The forecast of a keyed or group run over ``plan``: every input row sent to one of ``reducers`` by key hash (a
-    CSV table's rows estimated from its files' bytes, :func:`in_rows`)."""
+    CSV table's rows estimated from its files' bytes, :func:`in_rows`).  ``combines``: a keyed combine's, which spills
+    resident and range-partitioned runs too (by ``partitioner``); else a group run's, which refuses them.
+    ``partials``: a keyed combine's, traced (``partials.traced``): what each task sends is counted in per-key
+    partials, at most one per distinct key (bounded soundly: ``Partials.per_task``), not in rows."""
     table = table_row(srcs)
+    if combines and partials is not None and table is None:
+        return _combined(plan, reducers, srcs, max_bytes, folder, partitioner, partials)
     row = row_bytes(srcs) if table is None else table
     rows, per_unit = in_rows(plan.rows, row, "rows" if table is None else "bytes")
     budget, limit = limit_of(max_bytes)
@@ -171,7 +190,31 @@ def keyed_forecast(plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes:
     what = "each reducer's share of (key, value) rows, estimated from the input's rows"
     if table is not None:
         what += " (a CSV table's rows as its files' bytes over a row's bytes in memory)"
-    return SpillForecast(what, share, budget, limit, reducers, tasks, folder)
+    if not combines:
+        return SpillForecast(what, share, budget, limit, reducers, tasks, folder)
+    return SpillForecast(what, share, budget, limit, reducers, tasks, folder, COMBINED, partitioner=partitioner)
+
+
+def _combined(
+    plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes: int | None, folder: str, partitioner: str, partials: Partials
+) -> SpillForecast:
+    """The forecast of a keyed combine whose partials were traced: each task's partials (:meth:`Partials.per_task`)
+    of ``partials.row`` bytes, spread evenly over the reducers."""
+    budget, limit = limit_of(max_bytes)
+    if partials.passes_keys:
+        counts = partials.per_task(plan, srcs)
+        row = partials.row
+        what = (
+            f"each reducer's share of per-key partials ({row} bytes each; a task's at most min(its rows, its "
+            "integer keys' range)), estimated before the run"
+        )
+    else:  # the map makes its keys: its rows are unknown, counted as one a row
+        counts = dict(written(plan, lambda s: s.rows))
+        row = max(partials.row, row_bytes(srcs))
+        what = f"each reducer's share of per-key partials, one a row at most ({row} bytes each), estimated before the run"
+    share = math.ceil(sum(counts.values()) * row / max(1, reducers))
+    tasks = tuple((task, n * row) for task, n in counts.items())
+    return SpillForecast(what, share, budget, limit, reducers, tasks, folder, COMBINED, partitioner=partitioner)
 
 
 ROWS_PER_PART = 256
