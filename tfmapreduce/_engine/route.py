@@ -56,11 +56,13 @@ def _probe(cluster: Cluster, task: Task, mechanism: str, timeout: float) -> bool
         if mechanism == "memfd":
             with open(f"/proc/{os.getpid()}/stat", "rb") as f:
                 mine = _identity(f.read())
-            seen = cluster.run(graph, fetch, {path: f"/proc/{os.getpid()}/stat"}, tasks=[task], timeout=_left(end))
+            seen = cluster.run(
+                graph, fetch, {path: f"/proc/{os.getpid()}/stat"}, tasks=[task], timeout=_left(end), hang_check=True
+            )
             if _identity(bytes(seen)) != mine:
                 return False
         with Staging(mechanism) as staging:
-            got = cluster.run(graph, fetch, {path: staging.write(token)}, tasks=[task], timeout=_left(end))
+            got = cluster.run(graph, fetch, {path: staging.write(token)}, tasks=[task], timeout=_left(end), hang_check=True)
     except JobError:  # NotFound, PermissionDenied: the task cannot open the client's files
         return False
     finally:  # a task that is down or hung raises its named error: the run would fail on it anyway
