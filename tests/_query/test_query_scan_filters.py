@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -122,3 +123,28 @@ def test_a_traced_filter_or_a_scan_read_twice_is_left_alone(path: Path, cluster:
         stack.extend(inputs(node))
     assert [s.filters for s in seen.values()] == [()]  # one scan, two readers: neither's filter is its alone
     assert both.collect(cluster=cluster).to_pandas().k.tolist() == list(range(50, 100))
+
+
+@pytest.mark.parametrize(
+    ("where", "literals", "sql"),
+    [
+        (lambda d: col("day") == d, [DAY + datetime.timedelta(days=305), DAY + datetime.timedelta(days=306)], "day = DATE '{}'"),
+        (lambda ks: col("k").isin(ks) & (col("x") > 1.0), [[3, 250], [4, 251]], "k IN {} AND x > 1.0"),
+    ],
+)
+def test_a_new_literal_compiles_nothing(path: Path, cluster: tmr.LocalCluster, where: Any, literals: list[Any], sql: str) -> None:
+    """The scan's filter values are its run's inputs, not constants in its graph: the same query with another literal
+    (the same row groups read, as many rows kept) runs the programs the first one compiled, with the new answer."""
+    answers = []
+    for i, literal in enumerate(literals):
+        q = tmr.lazy(tmr.plan_parquet(path)).filter(where(literal)).select("k", "city")
+        assert scan_of(optimize(q.plan)).filters  # the scan takes the filter
+        got, runs = q.collect(stats=True, cluster=cluster)
+        bound = sql.format(tuple(literal) if isinstance(literal, list) else literal)
+        want = duckdb.sql(f"SELECT k, city FROM read_parquet('{path}') WHERE {bound} ORDER BY k").df()
+        assert got.to_pandas().reset_index(drop=True).equals(want)
+        answers.append(want.k.tolist())
+        if i:
+            assert runs
+            assert [r.compiled for r in runs] == [False] * len(runs)
+    assert answers[0] != answers[1]

@@ -10,6 +10,8 @@ exactly in its storage: an int in an int column's range, an int or float a float
 ``|``, a traced function, two columns, a computed column, a bool or timestamp column) is left alone. The scan must
 have no other reader (another reader would lose the rows these filters drop), and the conditions must be estimated
 to keep at most ``KEPT`` of its rows (from the row groups' min/max: see ``kept``).
+The scan's filter values are its run's inputs, not constants of its graph: the query with another number or date
+that reads the same row groups runs the scan's compiled program (a string value is in the graph).
 
 Example: ``tmr.lazy(tmr.plan_parquet(path)).filter(col("day") >= datetime.date(1994, 1, 1))`` reads only the row
 groups whose ``day`` reaches 1994; ``explain()`` prints ``scan parquet of 1 files, 2 row groups, 3 skipped by

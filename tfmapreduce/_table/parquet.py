@@ -10,13 +10,14 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, overload
 
+import attrs
 import numpy as np
 import tensorflow as tf
 from typing_extensions import Unpack
 
 from .._base.errors import JobError
 from .._cluster.cluster import Cluster
-from .._io.files.parquet import INSTALL, ParquetPlan, native_reader, plan, read_split, split_ranges
+from .._io.files.parquet import INSTALL, ParquetPlan, fed, native_reader, plan, read_split, row_filter, split_ranges
 from .._io.files.parquet_writer import ParquetWriter
 from .._io.files.pipeline import Pipeline, read_dataset
 from .._io.files.written import Written
@@ -117,7 +118,8 @@ def scan_parquet(
         return ResidentTable(placed(empty, True, placing(options))) if resident else Table(empty)
     native_reader()  # RuntimeError here, before a run, where the kernels did not build
     try:
-        out = map_rows(_columns, _pipeline(scan, tuple(split_ranges(scan, _splits(options)))), **options)
+        pipeline = _pipeline(_unvalued(scan), tuple(split_ranges(scan, _splits(options))))
+        out = map_rows(row_filter(scan), pipeline, broadcast=fed(scan), **options)
     except JobError as e:
         if NOT_REGISTERED not in str(e):
             raise
@@ -175,15 +177,15 @@ def _has_parquet(cluster: Cluster, task: Any, timeout: object) -> bool:
     return True
 
 
-def _columns(*columns: Any) -> tuple[Any, ...]:
-    """The map of a scan: the decoded columns as they are (one function, so a scan like the last reuses its program)."""
-    return columns
+def _unvalued(scan: ParquetPlan) -> ParquetPlan:
+    """``scan`` without its filters' values (its splits' graph does not read them: they are the run's inputs)."""
+    return attrs.evolve(scan, filters=tuple(attrs.evolve(c, value=None) for c in scan.filters), skipped=0)
 
 
 @functools.lru_cache(maxsize=16)
 def _pipeline(scan: ParquetPlan, ranges: tuple[tuple[int, int], ...]) -> Pipeline:
-    """The splits of ``scan``, one a range of row groups; the same object for the same scan, so the run's program
-    (keyed by its input) is built once."""
+    """The splits of ``scan``, one a range of row groups; the same object for the same scan (filter values aside),
+    so the run's program (keyed by its input) is built once."""
     return read_dataset(lambda split, _: read_split(scan, ranges[split]), splits=len(ranges), batched=True)
 
 

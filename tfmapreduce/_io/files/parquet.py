@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import functools
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -284,16 +285,56 @@ def _excludes(condition: Filter, group: Any, index: int, arrow_type: Any) -> boo
         return False
 
 
-def _passes(condition: Filter, values: tf.Tensor, valid: tf.Tensor) -> tf.Tensor:
-    """In the graph: which rows pass ``condition`` (a null passes no condition, as pyarrow's filters)."""
-    op = condition.op
+def fed(scan: ParquetPlan) -> list[np.ndarray[Any, Any]]:
+    """The values of the scan's filters that are the run's inputs (broadcast, not graph constants: a new value compiles
+    nothing), in filter order: each non-string filter's value (an array for ``in``) as the column's dtype holds it
+    (converted as ``tf.constant`` does, here on the client). A string filter's values are in its graph."""
+    return [tf.constant(c.value, dtype_of(c.kind)).numpy() for c in scan.filters if c.kind != "string"]
+
+
+def row_filter(scan: ParquetPlan) -> Callable[..., tuple[tf.Tensor, ...]]:
+    """The map function of a scan's run: ``fn(*columns, *tested, *fed(scan))`` takes what :func:`read_split` yields
+    and the filters' values, and returns the columns' rows that pass every filter; one function object per filter
+    shape (ops, columns, dtypes, string values), so a scan with other values finds its compiled program.
+
+    Example: ``filters=[("day", ">=", "1994-01-01")]`` on columns ``("k",)`` gives ``fn(k, day, day_valid, value)``
+    returning ``(k[(day >= value) & day_valid],)``.
+    """
+    tested = list(dict.fromkeys(c.column for c in scan.filters))
+    tests = tuple((tested.index(c.column), c.op, c.kind, c.value if c.kind == "string" else None) for c in scan.filters)
+    return _row_filter(len(scan.columns) + sum(scan.nullable), len(tested), tests)
+
+
+@functools.lru_cache(maxsize=64)
+def _row_filter(outputs: int, tested: int, tests: tuple[tuple[int, str, str, Any], ...]) -> Callable[..., Any]:
+    """The map function of one filter shape: ``outputs`` tensors kept, ``tested`` columns' values then validity."""
+    if not tests:
+        return _all_rows
+
+    def kept(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        out, values = tensors[:outputs], tensors[outputs : outputs + tested]
+        valid, given = tensors[outputs + tested : outputs + 2 * tested], iter(tensors[outputs + 2 * tested :])
+        passes = []
+        for at, op, kind, strings in tests:
+            v = tf.constant(strings, tf.string) if kind == "string" else tf.cast(next(given), values[at].dtype)
+            passes.append(valid[at] & _passes(op, values[at], v))
+        keep = tf.reduce_all(tf.stack(passes), axis=0)
+        return tuple(tf.boolean_mask(t, keep) for t in out)
+
+    return kept
+
+
+def _all_rows(*columns: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """The map function of a scan without filters: the decoded columns as they are."""
+    return columns
+
+
+def _passes(op: str, values: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
+    """In the graph: which of ``values`` pass ``op`` with ``v`` (a 1-D tensor of the values for ``in``)."""
     if op == "in":
-        hits = [tf.equal(values, tf.constant(v, values.dtype)) for v in condition.value]
-        found = tf.reduce_any(tf.stack(hits), axis=0) if hits else tf.zeros_like(valid)
-        return valid & found
-    v = tf.constant(condition.value, values.dtype)
+        return tf.reduce_any(tf.equal(tf.expand_dims(values, 1), tf.reshape(v, [1, -1])), axis=1)
     compare = {"==": tf.equal, "!=": tf.not_equal, "<": tf.less, "<=": tf.less_equal, ">": tf.greater, ">=": tf.greater_equal}
-    return valid & compare[op](values, v)
+    return compare[op](values, v)
 
 
 def native_reader() -> Any:
@@ -325,14 +366,16 @@ def split_ranges(scan: ParquetPlan, splits: int) -> list[tuple[int, int]]:
 
 def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
     """In the graph being built, on the split's task: the scan's row groups ``groups`` (a ``[start, stop)`` range), a
-    batch each, as a tuple of each column's values then the validity of each nullable column, the rows that fail the
-    filters dropped there."""
+    batch each, as a tuple of each column's values, then the validity of each nullable column, then the values and
+    then the validity of each column the filters test (every row: :func:`row_filter` drops those that fail them; the
+    filters' values are not read here, so a scan that differs only in them reads its splits with the same graph)."""
     native = native_reader()
     chosen = scan.row_groups[groups[0] : groups[1]]
     field = dict(zip(scan.columns, zip(scan.indices, scan.kinds, strict=True), strict=True))
     for c in scan.filters:
         field.setdefault(c.column, (c.index, c.kind))
     names = list(field)
+    tested = list(dict.fromkeys(c.column for c in scan.filters))
 
     def decode(path: tf.Tensor, index: tf.Tensor) -> tuple[tf.Tensor, ...]:
         out = native.tmr_read_parquet(
@@ -343,12 +386,13 @@ def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
             n=len(names),
         )
         values, valid = dict(zip(names, out[0], strict=True)), dict(zip(names, out[1], strict=True))
-        if scan.filters:
-            keep = tf.reduce_all(tf.stack([_passes(c, values[c.column], valid[c.column]) for c in scan.filters]), axis=0)
-            values = {c: tf.boolean_mask(t, keep) for c, t in values.items()}
-            valid = {c: tf.boolean_mask(t, keep) for c, t in valid.items()}
         nullable = [c for c, n in zip(scan.columns, scan.nullable, strict=True) if n]
-        return (*(values[c] for c in scan.columns), *(valid[c] for c in nullable))
+        return (
+            *(values[c] for c in scan.columns),
+            *(valid[c] for c in nullable),
+            *(values[c] for c in tested),
+            *(valid[c] for c in tested),
+        )
 
     paths = tf.constant([g.path for g in chosen])
     indices = tf.constant([g.index for g in chosen], tf.int64)
