@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -233,6 +234,24 @@ def test_a_killed_worker_fails_the_run_within_2_s_naming_it(own: LocalCluster, c
     # and the client process is fine: another cluster runs the same graph
     g, x, y = both_tasks()
     assert cluster.run(g, y, {x: 2}, tasks=list(cluster.tasks), timeout=20) == 238
+
+
+def test_a_step_failed_on_a_lost_peer_names_the_lost_task_not_the_one_whose_message_came_first() -> None:
+    """A worker killed mid-run can make its live peer's step fail first, with a message that names the peer (seen in a
+    spilled run: task 0 named for task 1's kill); the task whose address refuses connections is the one gone."""
+    with socket.socket() as live, socket.socket() as closed:
+        live.bind(("127.0.0.1", 0))
+        live.listen()
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: a connection to it is refused, as to a killed worker's
+        addresses = {
+            tmr.Task("local", 0): f"127.0.0.1:{live.getsockname()[1]}",
+            tmr.Task("local", 1): f"127.0.0.1:{closed.getsockname()[1]}",
+        }
+        error = tf.errors.UnavailableError(None, None, "Socket closed; from /job:local/replica:0/task:0 while receiving")
+        named = _backend._named(error, addresses, 3.0)
+    assert isinstance(named, WorkerUnavailableError)
+    assert named.task == tmr.Task("local", 1)
+    assert f"task /job:local/task:1 at {addresses[tmr.Task('local', 1)]} is gone" in str(named)
 
 
 @pytest.mark.parametrize("runs", [1, _backend.QUICK_AFTER + 3], ids=["one run", "quick runs"])

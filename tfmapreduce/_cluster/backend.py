@@ -141,7 +141,7 @@ def _named(e: tf.errors.OpError, addresses: dict[Task, str], timeout: float) -> 
             addresses, f"the run did not finish within its {timeout:g} s deadline (its step was cancelled on the workers)"
         )
     if isinstance(e, (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)):
-        task = Task.find(e.message or "")
+        task = _refusing(addresses) or Task.find(e.message or "")
         if task is not None and task in addresses:
             return WorkerUnavailableError(
                 f"task {task} at {addresses[task]} is gone ({first_line(e)}); its worker process died or "
@@ -153,6 +153,16 @@ def _named(e: tf.errors.OpError, addresses: dict[Task, str], timeout: float) -> 
     error = JobError(f"the job failed on the cluster: {first_line(e)}")
     error.details = e.message or ""
     return error
+
+
+def _refusing(addresses: dict[Task, str]) -> Task | None:
+    """The first task whose address refuses a connection (its process is gone), or None: the one to name when a step
+    fails on a lost peer, whichever task's message reported the failure first."""
+    try:
+        check_listening(addresses, WATCH_CONNECT)
+    except WorkerUnavailableError as gone:
+        return gone.task
+    return None
 
 
 def _check_answering(addresses: dict[Task, str], silent: dict[Task, int]) -> None:
