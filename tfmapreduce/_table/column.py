@@ -179,6 +179,12 @@ def no_lists(
             )
 
 
+def travelling(column: Column) -> Column:
+    """A client column as it travels beside a resident table: a list column as its ``[rows, width]`` values and slot
+    mask (:func:`padded`), any other as it is."""
+    return column if column.type.inner is None else Column(column.type, *padded(column))
+
+
 def made(type_: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None) -> Column:
     """A column of ``values`` with nulls where ``valid`` is False: the mask is dropped where nothing is null, and
     each null's slot holds the canonical filler."""

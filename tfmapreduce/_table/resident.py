@@ -25,11 +25,11 @@ from .._kinds.map_api import filter as filter_rows
 from .._kinds.map_api import map as map_rows
 from .._options import Options
 from .aggregate import Aggregate
-from .column import Column, ResidentColumn, made, no_lists, padded, unpadded
+from .column import ResidentColumn, made, no_lists, travelling, unpadded
 from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, dict_check, mask_check, row_function
 from .resident_aggregate import kept_aggregate
-from .resident_join import resident_joined
+from .resident_join import check_lists, resident_joined
 from .resident_join_order import ORDERS, joined_in_left_order
 from .resident_order import resident_sorted
 from .resident_unique import resident_distinct
@@ -249,18 +249,8 @@ class ResidentTable:
             )
         _resident_only(options, "join")
         keys = key_names(on, left_on, right_on, self.columns, other.columns)
-        right = other._columns if isinstance(other, ResidentTable) else {n: _padded(other.column(n)) for n in other.columns}
-        missing = (how in ("right", "outer"), how in ("left", "outer"))  # whether a side's columns may be null
-        for side, columns, names, null in zip(("this table's", "other's"), (self._columns, right), keys, missing, strict=True):
-            no_lists(columns, list(names), "join", f"{side} key ", "; join on the columns it was aggregated by")
-            listed = [name for name, c in columns.items() if c.type.inner is not None]
-            if null and listed:
-                raise TypeError(
-                    f"join: {side} column {listed[0]!r} is a list column ({columns[listed[0]].type.name}, a top_k's "
-                    f"result), which a how={how!r} join does not carry yet: that side's unmatched rows would need a "
-                    "null list (as polars gives), which a resident list column does not hold; join with how='inner' "
-                    "(or 'left' with the list on the left), or select() the column away before the join"
-                )
+        right = other._columns if isinstance(other, ResidentTable) else {n: travelling(other.column(n)) for n in other.columns}
+        check_lists(self._columns, right, keys, how)
         join = joined_in_left_order if maintain_order == "left" else resident_joined
         return ResidentTable(join(self._columns, right, keys, how, suffix, dict(options)))
 
@@ -368,15 +358,6 @@ def _resident_only(options: Mapping[str, Any], method: str) -> None:
 
 def _type(part: Sharded) -> ColumnType:
     return STRING if part.dtype == object else ColumnType.of(part.dtype)
-
-
-def _padded(column: Column) -> Column:
-    """A client list column as it travels beside a resident table: its ``[rows, width]`` values and slot mask
-    (:func:`padded`); any other column as it is."""
-    if column.type.inner is None:
-        return column
-    values, slots = padded(column)
-    return Column(column.type, values, slots)
 
 
 def _text(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -33,7 +33,7 @@ from .._kinds.map_api import filter as filter_rows
 from .._kinds.map_api import map as map_rows
 from .._kinds.mapreduce import MapReduce
 from .._ops.combine import COUNT
-from .column import Column, ResidentColumn
+from .column import Column, ResidentColumn, no_lists
 from .join import common_type
 from .keys import KeyCodec
 from .maps import arrays_of
@@ -245,3 +245,19 @@ def _columns(
     result = map_rows(made, (pairs.left_matched, pairs.right_matched, *sides[0], *sides[1]), **options)
     parts = iter(list(result) if isinstance(result, tuple) else [result])
     return {name: ResidentColumn(type_, next(parts), next(parts) if has else None) for name, type_, has, _, _ in plan}
+
+
+def check_lists(left: Mapping[str, ResidentColumn], right: Columns, keys: tuple[Sequence[str], Sequence[str]], how: str) -> None:
+    """Refuse a list column among the join's keys, and on a side whose unmatched rows would need a null list, which a
+    resident list column does not hold (TypeError naming the column and the joins that carry it)."""
+    missing = (how in ("right", "outer"), how in ("left", "outer"))  # whether a side's columns may be null
+    for side, columns, names, null in zip(("this table's", "other's"), (left, right), keys, missing, strict=True):
+        no_lists(columns, list(names), "join", f"{side} key ", "; join on the columns it was aggregated by")
+        listed = [name for name, c in columns.items() if c.type.inner is not None]
+        if null and listed:
+            raise TypeError(
+                f"join: {side} column {listed[0]!r} is a list column ({columns[listed[0]].type.name}, a top_k's "
+                f"result), which a how={how!r} join does not carry yet: that side's unmatched rows would need a "
+                "null list (as polars gives), which a resident list column does not hold; join with how='inner' "
+                "(or 'left' with the list on the left), or select() the column away before the join"
+            )

@@ -286,9 +286,8 @@ def _excludes(condition: Filter, group: Any, index: int, arrow_type: Any) -> boo
 
 
 def fed(scan: ParquetPlan) -> list[np.ndarray[Any, Any]]:
-    """The values of the scan's filters that are the run's inputs (broadcast, not graph constants: a new value compiles
-    nothing), in filter order: each non-string filter's value (an array for ``in``) as the column's dtype holds it
-    (converted as ``tf.constant`` does, here on the client). A string filter's values are in its graph."""
+    """The run's inputs (broadcast, not graph constants: a new value compiles nothing): each non-string filter's value
+    (an array for ``in``), in filter order, as ``tf.constant`` makes it the column's dtype. Strings stay in the graph."""
     return [tf.constant(c.value, dtype_of(c.kind)).numpy() for c in scan.filters if c.kind != "string"]
 
 
