@@ -18,17 +18,14 @@ from typing import Any
 import tfmapreduce as tmr
 
 from . import _tpch_data
+from ._timing import repeat
 from ._tpch_queries2 import QUERIES
 from ._tpch_sql import SQL, TABLES
 
 
 def _median(fn: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    """The median seconds of ``repeats`` calls (each query was run once already, to check its answer)."""
+    return statistics.median(repeat(fn, repeats, warmup=0)[0])
 
 
 def _peer(name: str, answer: Callable[[int], Any], want: Any, number: int, repeats: int) -> float | str:

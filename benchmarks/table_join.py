@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ import tfmapreduce as tmr
 
 from . import _peers
 from ._registry import Size, benchmark
+from ._timing import repeat
 
 
 def frames(rows: int, right: int) -> tuple[Any, Any]:
@@ -39,13 +39,8 @@ def frames(rows: int, right: int) -> tuple[Any, Any]:
 
 
 def _best(fn: Any, repeats: int) -> float:
-    fn()  # the warm-up: traces and compiles
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+    """The least seconds of ``repeats`` calls after one warm-up (it traces and compiles)."""
+    return min(repeat(fn, repeats)[0])
 
 
 @benchmark(
