@@ -36,6 +36,7 @@ from .plan import (
     Aggregated,
     Apply,
     Assign,
+    Bound,
     CsvFiles,
     Distinct,
     Fused,
@@ -114,6 +115,8 @@ def _estimate(node: Node, below: list[Estimate]) -> Estimate:
     if isinstance(node, CsvFiles):
         widths = dict(node.widths)
         return _of(node.rows, {c: widths[c] for c in (node.columns or node.source.columns)}, 1.0)
+    if isinstance(node, Bound):
+        return below[-1]  # the plan's own estimate (its scalar subqueries: one row each)
     (first, *other) = below
     widths = dict(first.widths)
     if isinstance(node, (Where, Apply, Fused, Assign, Keep)):
