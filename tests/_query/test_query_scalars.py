@@ -84,6 +84,13 @@ def test_a_scalar_in_new_columns_is_a_run_input_and_new_values_compile_nothing(c
     np.testing.assert_allclose(again.to_pandas()["part_of"].to_numpy(float), (dearer.cost / dearer.cost.sum()).to_numpy())
     assert [r.compiled for r in runs] == [False] * len(runs)
 
+    supply = tmr.lazy(SUPPLY)  # read in a group-by's own map: the keyed run's literal
+    dear = supply.filter(col("cost") > supply.agg(mean=("cost", "mean")).scalar()).group_by("supplier").agg(n=("*", "count"))
+    assert "after [filter (col('cost') > scalar(0))]" in dear.explain()
+    want = SUPPLY[SUPPLY.cost > SUPPLY.cost.mean()].groupby("supplier").size()
+    got = dear.collect(cluster=cluster).to_pandas()
+    assert dict(zip(got["supplier"], got["n"], strict=True)) == want.to_dict()
+
 
 def test_a_scalar_subquery_of_other_than_one_value_is_refused_naming_it(cluster: tmr.LocalCluster) -> None:
     supply = tmr.lazy(SUPPLY)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 
 from .._table.table import Table
@@ -58,11 +59,7 @@ def resolved(node: Node, values: dict[int, Any]) -> Node:
     if isinstance(node, Assign) and any(_reads(e, Param) for _, e in node.columns):
         return Assign(node.input, tuple((n, _literal(e, values)) for n, e in node.columns))
     if isinstance(node, (Fused, Aggregated)) and any(_reads(e, Param) for e in _expressions(node.steps)):
-        return (
-            Fused(node.input, _steps(node.steps, values))
-            if isinstance(node, Fused)
-            else Aggregated(node.input, node.keys, node.aggs, _steps(node.steps, values))
-        )
+        return attrs.evolve(node, steps=_steps(node.steps, values))
     return node
 
 
