@@ -89,8 +89,9 @@ class ParquetPlan:
     nullable: tuple[bool, ...] = ()
     """Whether each column may hold nulls (in any file's schema): only those have a validity to read."""
     footers: Footers | None = attrs.field(default=None, eq=False)
-    """The statistics of every column of the row groups read, from the footers ``plan`` read (None in a plan made by
-    hand): :func:`narrowed` and the optimizer read them, opening no file. Not part of the plan's equality."""
+    """The statistics of every column of the row groups read, from the footers the plan was made from (None in a plan
+    made by hand): a lazy query's optimizer reads them, and adds filters to the plan, opening no file. Not part of the
+    plan's equality."""
 
     @property
     def read(self) -> int:
