@@ -2,7 +2,8 @@
 ``q<N>(t, run)`` takes the 8 tables as lazy tables (``t["lineitem"]``, ...) and the run options ``run`` (``cluster=``,
 ...) and returns the query as a lazy table whose columns are the SQL answer's, in its order (``_tpch_sql.SQL[N]``).
 
-A scalar subquery (Q11's total, Q15's maximum, Q22's average) is collected first and enters the query as a literal;
+A scalar subquery (Q11's total, Q15's maximum, Q22's average) is ``query.scalar()``, an expression of the outer
+query computed in its ``collect()`` (what both read runs once) that enters the query as a literal;
 ``EXISTS`` and ``IN`` are semi joins, ``NOT EXISTS`` and ``NOT IN`` anti joins, and a correlated aggregate (Q2, Q17,
 Q20) a group-by joined back on its keys. Q21's two ``EXISTS`` over other suppliers of the order are counts of distinct
 suppliers per order (any other supplier: more than one; no other late one: exactly one late).
@@ -32,12 +33,6 @@ Q1_AGGREGATES: dict[str, tuple[str, str]] = {
     "count_order": ("*", "count"),
 }
 """Q1's eight aggregates over its shipped, priced lines (the lazy query here and the eager one of ``tpch.py``)."""
-
-
-def scalar(query: tmr.LazyTable, run: Run) -> Any:
-    """The one value of a one-row, one-column query (a scalar subquery), collected now."""
-    table = query.collect(**run)
-    return table.to_dict()[table.columns[0]][0].item()
 
 
 def q1(t: Tables, run: Run) -> tmr.LazyTable:
@@ -212,7 +207,7 @@ def q11(t: Tables, run: Run) -> tmr.LazyTable:
         .join(suppliers, left_on="ps_suppkey", right_on="s_suppkey", how="semi")
         .with_columns(value=col("ps_supplycost") * col("ps_availqty"))
     )
-    threshold = scalar(stock.agg(total=("value", "sum")), run) * 0.0001
+    threshold = stock.agg(total=("value", "sum")).scalar() * 0.0001  # its joins are the outer query's: run once
     return (
         stock.group_by("ps_partkey").agg(value=("value", "sum")).filter(col("value") > threshold).sort("value", descending=True)
     )

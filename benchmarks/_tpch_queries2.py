@@ -11,7 +11,7 @@ import tfmapreduce as tmr
 from tfmapreduce import col, when
 
 from . import _tpch_queries as first
-from ._tpch_queries import REVENUE, Run, Tables, scalar
+from ._tpch_queries import REVENUE, Run, Tables
 
 
 def q12(t: Tables, run: Run) -> tmr.LazyTable:
@@ -64,12 +64,11 @@ def q15(t: Tables, run: Run) -> tmr.LazyTable:
         .with_columns(volume=REVENUE)
         .group_by("l_suppkey")
         .agg(total_revenue=("volume", "sum"))
-        .collect(**run)
-    )  # the view, computed once: its maximum and the join both read it
-    top = scalar(tmr.lazy(revenue).agg(top=("total_revenue", "max")), run)
+    )  # the view, one node of the plan: its maximum and the join both read it, computed once
+    top = revenue.agg(top=("total_revenue", "max")).scalar()
     return (
         t["supplier"]
-        .join(tmr.lazy(revenue).filter(col("total_revenue") == top), left_on="s_suppkey", right_on="l_suppkey")
+        .join(revenue.filter(col("total_revenue") == top), left_on="s_suppkey", right_on="l_suppkey")
         .select("s_suppkey", "s_name", "s_address", "s_phone", "total_revenue")
         .sort("s_suppkey")
     )
@@ -199,7 +198,7 @@ def q21(t: Tables, run: Run) -> tmr.LazyTable:
 def q22(t: Tables, run: Run) -> tmr.LazyTable:
     codes = ["13", "31", "23", "29", "30", "18", "17"]
     customers = t["customer"].with_columns(cntrycode=col("c_phone").substr(1, 2)).filter(col("cntrycode").isin(codes))
-    average = scalar(customers.filter(col("c_acctbal") > 0.0).agg(average=("c_acctbal", "mean")), run)
+    average = customers.filter(col("c_acctbal") > 0.0).agg(average=("c_acctbal", "mean")).scalar()
     return (
         customers.filter(col("c_acctbal") > average)
         .join(t["orders"], left_on="c_custkey", right_on="o_custkey", how="anti")

@@ -148,3 +148,21 @@ def test_a_new_literal_compiles_nothing(path: Path, cluster: tmr.LocalCluster, w
             assert runs
             assert [r.compiled for r in runs] == [False] * len(runs)
     assert answers[0] != answers[1]
+
+
+def test_the_rule_reads_the_statistics_the_plan_keeps_and_opens_no_file(path: Path, tmp_path: Path) -> None:
+    """The footers are read once, by ``plan_parquet``: with the file moved away, the rule still takes the filters
+    and skips the same row groups, and the estimates are the footers' (as ``plan_parquet(filters=)`` gives them)."""
+    moved = tmp_path / "t.parquet"
+    moved.write_bytes(path.read_bytes())
+    late = DAY + datetime.timedelta(days=250)
+    q = tmr.lazy(tmr.plan_parquet(moved)).filter((col("day") >= late) & (col("k") < 450)).select("k", "x")
+    moved.unlink()
+    scan = scan_of(optimize(q.plan))
+    assert scan.filters == (("day", ">=", late), ("k", "<", 450))
+    assert [g.index for g in scan.source.row_groups] == [2, 3, 4]
+    direct = tmr.plan_parquet(path, filters=[("day", ">=", late), ("k", "<", 450)])
+    assert (scan.source.filters, scan.source.skipped, scan.source.footers) == (direct.filters, direct.skipped, direct.footers)
+    footer = pq.ParquetFile(path).metadata
+    for name, index in (("k", 1), ("x", 2)):  # each column's uncompressed bytes over the row groups read
+        assert dict(scan.sizes)[name] == sum(footer.row_group(g).column(index).total_uncompressed_size for g in (2, 3, 4))

@@ -25,8 +25,8 @@ from benchmarks._tpch_sql import SQL  # noqa: E402
 
 pytestmark = pytest.mark.slow  # 22 queries of 2 to 14 runs each: about 2 minutes on 2 loaded cores
 
-RUNS = {1: 3, 2: 9, 3: 8, 4: 5, 5: 10, 6: 2, 7: 11, 8: 14, 9: 9, 10: 8, 11: 12}
-RUNS |= {12: 5, 13: 5, 14: 5, 15: 6, 16: 5, 17: 2, 18: 7, 19: 5, 20: 10, 21: 16, 22: 6}
+RUNS = {1: 3, 2: 9, 3: 8, 4: 5, 5: 10, 6: 2, 7: 11, 8: 14, 9: 9, 10: 8, 11: 7}
+RUNS |= {12: 5, 13: 5, 14: 5, 15: 5, 16: 5, 17: 2, 18: 7, 19: 5, 20: 10, 21: 16, 22: 4}
 """The distributed runs each query makes at most (one per step the planner does not fuse, and its scalar subqueries;
 Q21's two more are the semi joins of ``semi_groups``, which make its distinct counts read a few orders' rows)."""
 

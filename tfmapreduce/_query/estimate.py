@@ -28,7 +28,7 @@ import attrs
 import numpy as np
 
 from .._io.files.csv_scan import CsvScan
-from .._io.files.parquet import ParquetPlan, pyarrow_parquet
+from .._io.files.parquet import ParquetPlan
 from .._table.parquet import column_type
 from .._table.schema import STRING
 from .expr import ARITHMETIC, MATCHES, Alias, Col, Expr, Op
@@ -36,6 +36,7 @@ from .plan import (
     Aggregated,
     Apply,
     Assign,
+    Bound,
     CsvFiles,
     Distinct,
     Fused,
@@ -114,6 +115,8 @@ def _estimate(node: Node, below: list[Estimate]) -> Estimate:
     if isinstance(node, CsvFiles):
         widths = dict(node.widths)
         return _of(node.rows, {c: widths[c] for c in (node.columns or node.source.columns)}, 1.0)
+    if isinstance(node, Bound):
+        return below[-1]  # the plan's own estimate (its scalar subqueries: one row each)
     (first, *other) = below
     widths = dict(first.widths)
     if isinstance(node, (Where, Apply, Fused, Assign, Keep)):
@@ -213,18 +216,10 @@ def _expr_width(expr: Expr, widths: dict[str, float]) -> float:
 
 
 def parquet_sizes(source: ParquetPlan) -> tuple[tuple[str, int], ...]:
-    """Each column of ``source``: its uncompressed bytes over the row groups read, from the files' footers."""
-    pq = pyarrow_parquet()
-    read = {(g.path, g.index) for g in source.row_groups}
-    sizes = dict.fromkeys(source.columns, 0)
-    for path in source.files:
-        meta = pq.ParquetFile(path).metadata
-        for g in range(meta.num_row_groups):
-            if (path, g) in read:
-                group = meta.row_group(g)
-                for name, index in zip(source.columns, source.indices, strict=True):
-                    sizes[name] += group.column(index).total_uncompressed_size
-    return tuple(sizes.items())
+    """Each column of ``source``: its uncompressed bytes over the row groups read, from the footers' statistics the
+    plan keeps (no file is opened; 0 where a plan made by hand keeps none)."""
+    groups = () if source.footers is None else source.footers.groups
+    return tuple((name, sum(g[index].size for g in groups)) for name, index in zip(source.columns, source.indices, strict=True))
 
 
 def csv_sizes(scan: CsvScan, sample: int = 1 << 20) -> tuple[int, tuple[tuple[str, float], ...]]:

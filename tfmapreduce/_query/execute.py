@@ -1,5 +1,6 @@
 """A plan run through the eager table operations, one node after the other (each node once, however many nodes read
-it), and ``physical``: the steps that will run, one line each with its kind, before anything runs.
+it; a ``Bound`` root's scalar subqueries first, their values the literals of the nodes that read them), and
+``physical``: the steps that will run, one line each with its kind, before anything runs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .grouped import grouped
 from .plan import (
     Aggregated,
     Apply,
+    Bound,
     CsvFiles,
     Distinct,
     Fused,
@@ -31,15 +33,21 @@ from .plan import (
 )
 from .rowwise import rowwise
 from .rules import row_step
+from .scalars import resolved, value_of
 
 
 def execute(plan: Node, options: Mapping[str, Any]) -> Table:
     """The table ``plan`` computes, each node computed once; ``options`` are every run's options (``cluster=``...)."""
     done: dict[int, Table] = {}
+    values: dict[int, Any] = {}  # each scalar subquery's value, by its index (scalars.py)
 
     def run(node: Node) -> Table:
-        if id(node) not in done:
-            done[id(node)] = _step(node, [run(i) for i in inputs(node)], dict(options))
+        if id(node) not in done and isinstance(node, Bound):
+            for at, query in enumerate(node.queries):  # in order: a query may read the ones before it
+                values[at] = value_of(run(query), at)
+            done[id(node)] = run(node.input)
+        elif id(node) not in done:
+            done[id(node)] = _step(resolved(node, values), [run(i) for i in inputs(node)], dict(options))
         return done[id(node)]
 
     return run(plan)
@@ -93,7 +101,7 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
 def kind(node: Node) -> str:
     """What computing ``node`` takes: ``"map run"``, ``"keyed run"``, ``"join run"``, ``"sort run"``, or
     ``"client"`` (nothing runs on the workers)."""
-    if isinstance(node, (Scan, Limited)):
+    if isinstance(node, (Scan, Limited, Bound)):
         return "client"
     step = row_step(node)
     if step is not None or isinstance(node, Fused):

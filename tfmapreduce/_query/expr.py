@@ -279,6 +279,35 @@ def when(condition: Expr) -> When:
     return When(condition)
 
 
+@attrs.frozen(eq=False, repr=False)
+class Subquery(Expr):
+    """The one value of a one-row, one-column query, as written (``LazyTable.scalar()``): ``plan`` is its plan's root
+    node; the optimizer lifts it into a ``Param`` of the plan's ``Bound`` root (``scalars.lifted``)."""
+
+    plan: Any
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return ("subquery", id(self.plan))
+
+    def __repr__(self) -> str:
+        return "scalar(subquery)"
+
+
+@attrs.frozen(eq=False, repr=False)
+class Param(Expr):
+    """The value of the ``index``-th query of the plan's ``Bound`` root: a literal once that query has run."""
+
+    index: int
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return ("param", self.index)
+
+    def __repr__(self) -> str:
+        return f"scalar({self.index})"
+
+
 def wrap(value: object, where: str) -> Expr:
     """``value`` as an expression: an expression itself, or a literal number, bool, string or ``datetime.date``."""
     if isinstance(value, Expr):

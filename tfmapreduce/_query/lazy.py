@@ -16,7 +16,7 @@ from .._table.join import HOWS
 from .._table.table import Table, table
 from .estimate import csv_sizes, parquet_sizes
 from .execute import execute, physical
-from .expr import Col, Expr, named, wrap
+from .expr import Col, Expr, Subquery, named, wrap
 from .plan import (
     Aggregated,
     Apply,
@@ -179,6 +179,24 @@ class LazyTable:
         if cols is None:
             raise ValueError("unique: the columns come from a traced function here; name them, e.g. unique(['a', 'b'])")
         return LazyTable(Distinct(self.plan, cols))
+
+    def scalar(self) -> Expr:
+        """The one value of this one-row, one-column query, as an expression of another query (SQL's scalar
+        subquery): computed in the other query's ``collect()``, in the same plan, so a step both read runs once.
+
+        Example (TPC-H Q11): ``total = stock.agg(total=("value", "sum")).scalar()``, then
+        ``stock.group_by("part").agg(value=("value", "sum")).filter(tmr.col("value") > total * 0.0001)``.
+
+        Raises:
+            ValueError: a query of other than one column (when it runs: other than one row, or a null value).
+        """
+        columns = names(self.plan)
+        if columns is not None and len(columns) != 1:
+            raise ValueError(
+                f"scalar: a scalar subquery gives one column, this query gives {list(columns)}; select one, e.g. "
+                ".agg(total=('x', 'sum')).scalar()"
+            )
+        return Subquery(self.plan)
 
     def collect(self, *, stats: bool = False, **options: Any) -> Any:
         """The optimized plan run on the workers: a [`Table`][tfmapreduce.Table]; with ``stats=True`` the pair

@@ -148,7 +148,32 @@ class Distinct:
     columns: tuple[str, ...]
 
 
-Node = Scan | ParquetFiles | CsvFiles | Where | Assign | Keep | Apply | Fused | Joined | Aggregated | Sorted | Limited | Distinct
+@attrs.frozen(eq=False)
+class Bound:
+    """``input``, whose expressions may read ``scalar(i)``: the one value of ``queries[i]`` (a one-row, one-column
+    plan), computed first, in order, in the same run of the plan as ``input`` (a node both read is computed once).
+    ``scalars.lifted`` makes it, the plan's root, from ``LazyTable.scalar()`` expressions."""
+
+    input: Node
+    queries: tuple[Node, ...]
+
+
+Node = (
+    Scan
+    | ParquetFiles
+    | CsvFiles
+    | Where
+    | Assign
+    | Keep
+    | Apply
+    | Fused
+    | Joined
+    | Aggregated
+    | Sorted
+    | Limited
+    | Distinct
+    | Bound
+)
 """A plan: its root node."""
 
 
@@ -158,18 +183,21 @@ def inputs(node: Node) -> tuple[Node, ...]:
         return ()
     if isinstance(node, Joined):
         return (node.left, node.right)
+    if isinstance(node, Bound):
+        return (*node.queries, node.input)
     return (node.input,)
 
 
-def readers(plan: Node) -> Counter[int]:
-    """How many nodes of ``plan`` read each node, by its ``id`` (a node read twice is one node, counted once per reader)."""
+def readers(plan: Node, which: Callable[[Node], bool] = lambda node: True) -> Counter[int]:
+    """How many nodes of ``plan`` (those ``which`` is true of) read each node, by its ``id`` (a node read twice is
+    one node, counted once per reader)."""
     counts: Counter[int] = Counter()
     seen: set[int] = set()
 
     def count(node: Node) -> None:
         if id(node) not in seen:
             seen.add(id(node))
-            counts.update(id(i) for i in inputs(node))
+            counts.update(id(i) for i in inputs(node) if which(node))
             for i in inputs(node):
                 count(i)
 
@@ -183,6 +211,8 @@ def with_inputs(node: Node, new: tuple[Node, ...]) -> Node:
         return node
     if isinstance(node, Joined):
         return attrs.evolve(node, left=new[0], right=new[1])
+    if isinstance(node, Bound):
+        return Bound(new[-1], new[:-1])
     evolve: Any = attrs.evolve  # every other node reads one input, named input
     return evolve(node, input=new[0])  # type: ignore[no-any-return]
 
@@ -291,6 +321,12 @@ def label(node: Node) -> str:
         return f"sort {order}" + ("" if node.limit is None else f" limit {node.limit}")
     if isinstance(node, Limited):
         return f"limit {node.n}"
+    if isinstance(node, Bound):
+        return (
+            "bind "
+            + ", ".join(f"scalar({i})" for i in range(len(node.queries)))
+            + " (the queries below, in order; the plan last)"
+        )
     return "unique " + ", ".join(node.columns)
 
 

@@ -33,6 +33,7 @@ from .plan import (
     Aggregated,
     Apply,
     Assign,
+    Bound,
     CsvFiles,
     Distinct,
     Fused,
@@ -52,6 +53,7 @@ from .plan import (
     rebuilt,
     with_inputs,
 )
+from .scalars import lifted
 from .scan_filters import scan_filters
 from .sideways import semi_groups
 
@@ -150,6 +152,8 @@ def _needs(node: Node, need: frozenset[str] | None) -> list[frozenset[str] | Non
         return [cols or (frozenset(first[:1]) if first else None)]
     if isinstance(node, Joined):
         return _join_needs(node, need)
+    if isinstance(node, Bound):
+        return [*(None if names(q) is None else frozenset(names(q) or ()) for q in node.queries), need]
     return []
 
 
@@ -250,15 +254,22 @@ def _unsorted(node: Node) -> Node:
 
 
 def into_aggregates(plan: Node) -> Node:
-    """A ``Fused`` step that only a group-by reads as that group-by's ``steps``: one keyed run maps, filters and
-    aggregates, and no row of the step's output passes through the client."""
+    """A ``Fused`` step that only group-bys read as each group-by's ``steps``: one keyed run maps, filters and
+    aggregates, and no row of the step's output passes through the client (a step two group-bys read, a query's
+    and its scalar subquery's, runs in both maps: cheaper than a run of its own whose rows both read)."""
     read = readers(plan)
+    grouped = readers(plan, lambda node: isinstance(node, Aggregated) and not node.steps)
     done: dict[int, Node] = {}
 
     def visit(node: Node) -> Node:
         if id(node) not in done:
             below = node.input if isinstance(node, Aggregated) else None
-            if isinstance(node, Aggregated) and not node.steps and isinstance(below, Fused) and read[id(below)] == 1:
+            if (
+                isinstance(node, Aggregated)
+                and not node.steps
+                and isinstance(below, Fused)
+                and read[id(below)] == grouped[id(below)]
+            ):
                 done[id(node)] = attrs.evolve(node, input=visit(below.input), steps=below.steps)
             else:
                 done[id(node)] = with_inputs(node, tuple(visit(i) for i in inputs(node)))
@@ -289,7 +300,9 @@ the columns that travel."""
 
 
 def optimize(plan: Node, rules: Sequence[Rule] = RULES) -> Node:
-    """``plan`` through each of ``rules`` in order (the default: all of them)."""
+    """``plan`` with its scalar subqueries lifted into it (``scalars.lifted``: always, whatever ``rules``), then
+    through each of ``rules`` in order (the default: all of them)."""
+    plan = lifted(plan)
     for rule in rules:
         plan = rule(plan)
     return plan

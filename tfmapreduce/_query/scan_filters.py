@@ -26,8 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .._io.files.parquet import ParquetPlan, pyarrow_parquet
-from .._io.files.parquet import plan as plan_files
+from .._io.files.parquet import ParquetPlan, narrowed
 from .estimate import EQUAL, parquet_sizes
 from .expr import Col, Expr, Lit, Op
 from .plan import Node, ParquetFiles, Where, inputs, readers, with_inputs
@@ -71,11 +70,10 @@ def filtered(scan: ParquetFiles, predicates: list[Expr]) -> ParquetFiles:
     """``scan`` with the conditions of ``predicates`` it can take added to its filters (its row groups planned again)."""
     kinds = dict(zip(scan.source.columns, scan.source.kinds, strict=True))
     taken = [c for p in predicates if (c := condition(p, kinds)) is not None and c not in scan.filters]
-    if not taken or kept(taken, scan.source) > KEPT:
+    if not taken or scan.source.footers is None or kept(taken, scan.source) > KEPT:
         return scan
-    filters = (*scan.filters, *taken)
-    source = plan_files(list(scan.source.files), list(scan.source.columns), list(filters))
-    return attrs.evolve(scan, source=source, sizes=parquet_sizes(source), filters=filters)
+    source = narrowed(scan.source, taken)
+    return attrs.evolve(scan, source=source, sizes=parquet_sizes(source), filters=(*scan.filters, *taken))
 
 
 def kept(conditions: list[tuple[str, str, Any]], source: ParquetPlan) -> float:
@@ -100,17 +98,15 @@ def kept(conditions: list[tuple[str, str, Any]], source: ParquetPlan) -> float:
 
 
 def _bounds(source: ParquetPlan, column: str) -> tuple[float, float] | None:
-    """The least minimum and the greatest maximum of ``column`` over the row groups read, or None (no statistics)."""
-    index = source.indices[source.columns.index(column)]
-    metas = {path: pyarrow_parquet().ParquetFile(path).metadata for path in {g.path for g in source.row_groups}}
-    lows, highs = [], []
-    for group in source.row_groups:
-        stats = metas[group.path].row_group(group.index).column(index).statistics
-        if stats is None or not stats.has_min_max:
-            return None
-        lows.append(_number(stats.min))
-        highs.append(_number(stats.max))
-    return (min(lows), max(highs)) if lows else None
+    """The least minimum and the greatest maximum of ``column`` over the row groups read (the footers' statistics the
+    plan keeps: no file is opened), or None (no statistics)."""
+    if source.footers is None:
+        return None
+    index = source.footers.names.index(column)
+    stats = [group[index] for group in source.footers.groups]
+    if not stats or any(s.low is None or s.high is None for s in stats):
+        return None
+    return min(_number(s.low) for s in stats), max(_number(s.high) for s in stats)
 
 
 def _number(value: Any) -> float:

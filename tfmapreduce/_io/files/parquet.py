@@ -9,7 +9,6 @@ passes through it while a split is read.  A column's *kind* is its logical type'
 
 from __future__ import annotations
 
-import datetime
 import difflib
 import functools
 import itertools
@@ -22,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..._native.loader import has, kernels
+from .parquet_footers import Footers, count, excludes, group_stats
 from .source import table_files
 
 INSTALL = "pip install tfmapreduce[parquet]"
@@ -88,6 +88,10 @@ class ParquetPlan:
     filters: tuple[Filter, ...] = ()
     nullable: tuple[bool, ...] = ()
     """Whether each column may hold nulls (in any file's schema): only those have a validity to read."""
+    footers: Footers | None = attrs.field(default=None, eq=False)
+    """The statistics of every column of the row groups read, from the footers the plan was made from (None in a plan
+    made by hand): a lazy query's optimizer reads them, and adds filters to the plan, opening no file. Not part of the
+    plan's equality."""
 
     @property
     def read(self) -> int:
@@ -178,21 +182,49 @@ def plan(
                 )
     chosen = names if columns is None else tuple(_check(c, names, "columns") for c in _listed(columns))
     kinds = tuple(kind_of(c, schema.field(c).type) for c in chosen)
-    conditions = tuple(_condition(f, names, schema) for f in filters or ())
-    groups, skipped = [], 0
+    every = tuple(kind_of_or_none(schema.field(n).type) for n in names)
+    types = [schema.field(n).type for n in names]
+    groups, stats = [], []
     for f, meta in zip(files, metas, strict=True):
         for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            if group.num_rows == 0:
-                continue
-            if any(_excludes(c, group, names.index(c.column), schema.field(c.column).type) for c in conditions):
-                skipped += 1
-                continue
-            groups.append(RowGroup(f, g, group.num_rows))
+            if meta.row_group(g).num_rows:
+                groups.append(RowGroup(f, g, meta.row_group(g).num_rows))
+                stats.append(group_stats(meta.row_group(g), types, every))
     indices = tuple(names.index(c) for c in chosen)
     schemas = [m.schema.to_arrow_schema() for m in metas]
     nullable = tuple(any(s.field(c).nullable for s in schemas) for c in chosen)
-    return ParquetPlan(tuple(files), chosen, kinds, indices, tuple(groups), skipped, conditions, nullable)
+    footers = Footers(names, every, tuple(stats))
+    return narrowed(ParquetPlan(tuple(files), chosen, kinds, indices, tuple(groups), 0, (), nullable, footers), filters or ())
+
+
+def narrowed(scan: ParquetPlan, filters: Sequence[tuple[str, str, Any]]) -> ParquetPlan:
+    """``scan`` with ``filters`` added to its own: of the row groups it reads, those whose kept statistics do not
+    exclude them (opening no file: ``scan.footers`` holds what ``plan`` read).
+
+    Example: ``narrowed(plan(path), [("day", ">=", datetime.date(1994, 1, 1))])`` is ``plan(path, filters=...)``.
+
+    Raises:
+        ValueError: a scan without footers (made by hand: plan it with ``tmr.plan_parquet``), a malformed filter.
+        KeyError: an unknown column.
+    """
+    footers = scan.footers
+    if footers is None:
+        raise ValueError("scan_parquet: this plan keeps no footers' statistics; make it with tmr.plan_parquet(paths)")
+    added = tuple(_condition(f, footers.names, footers.kinds) for f in filters)
+    if not added:
+        return scan
+    kept = [
+        (g, s)
+        for g, s in zip(scan.row_groups, footers.groups, strict=True)
+        if not any(excludes(s[c.index], g.rows, c.op, c.value) for c in added)
+    ]
+    return attrs.evolve(
+        scan,
+        row_groups=tuple(g for g, _ in kept),
+        skipped=scan.skipped + len(scan.row_groups) - len(kept),
+        filters=(*scan.filters, *added),
+        footers=attrs.evolve(footers, groups=tuple(s for _, s in kept)),
+    )
 
 
 def _listed(columns: Any) -> list[Any]:
@@ -212,9 +244,9 @@ def _check(name: object, names: tuple[str, ...], argument: str) -> str:
 def _storage(value: Any, kind: str) -> Any:
     """A filter's value as the column's storage holds it (a date as int32 days, a timestamp as int64 of its unit)."""
     if kind == "date":
-        return _count(value, "D")
+        return count(value, "D")
     if kind.startswith("timestamp["):
-        return _count(value, kind[len("timestamp[") : -1])
+        return count(value, kind[len("timestamp[") : -1])
     if kind == "string":
         if not isinstance(value, str):
             raise TypeError(f"scan_parquet: filters compare a string column with a str, got {type(value).__name__} {value!r}")
@@ -222,67 +254,24 @@ def _storage(value: Any, kind: str) -> Any:
     return value
 
 
-def _condition(item: Any, names: tuple[str, ...], schema: Any) -> Filter:
+def _condition(item: Any, names: tuple[str, ...], kinds: tuple[str | None, ...]) -> Filter:
     if not isinstance(item, (tuple, list)) or len(item) != 3:
         raise ValueError(f"scan_parquet: each filter is a (column, op, value) tuple, e.g. ('x', '>', 3); got {item!r}")
     column, op, value = item
     column = _check(column, names, "filters")
     if op not in OPS:
         raise ValueError(f"scan_parquet: a filter's op is one of {list(OPS)}, got {op!r} (in {item!r})")
-    kind = kind_of(column, schema.field(column).type)
+    kind = kinds[names.index(column)]
+    if kind is None:
+        raise TypeError(
+            f"scan_parquet: filters: column {column!r} is of a type a table column cannot hold (nested, binary, "
+            "times...); filter on another column, or on the table after reading"
+        )
     if op == "in":
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise ValueError(f"scan_parquet: 'in' takes a list of values, e.g. ('x', 'in', [1, 2]); got {value!r}")
         return Filter(column, op, tuple(_storage(v, kind) for v in value), names.index(column), kind)
     return Filter(column, op, _storage(value, kind), names.index(column), kind)
-
-
-def _count(value: Any, unit: str) -> int:
-    """A date or time as a count of ``unit`` (``"D"``, ``"ms"``...) since 1970-01-01."""
-    return int(np.array([value], dtype=f"datetime64[{unit}]").astype(np.int64)[0])
-
-
-def _stat(value: Any, arrow_type: Any) -> Any:
-    """A statistic as the column's storage holds it."""
-    text = str(arrow_type)
-    if text.startswith("timestamp[") and not isinstance(value, int):
-        return _count(value, str(arrow_type.unit))
-    if isinstance(value, datetime.date):
-        return _count(value, "D")
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if type(value).__name__ == "Decimal":
-        return float(value)
-    return value
-
-
-def _excludes(condition: Filter, group: Any, index: int, arrow_type: Any) -> bool:
-    """Whether a row group's statistics prove that no row of it passes ``condition`` (a null passes none)."""
-    stats = group.column(index).statistics
-    if stats is None:
-        return False
-    if stats.has_null_count and stats.null_count == group.num_rows:
-        return True  # every value is null
-    if not stats.has_min_max:
-        return False
-    low, high = _stat(stats.min, arrow_type), _stat(stats.max, arrow_type)
-    v, op = condition.value, condition.op
-    try:
-        if op == "==":
-            return bool(v < low or v > high)
-        if op == "!=":
-            return bool(low == high == v)
-        if op == "<":
-            return bool(low >= v)
-        if op == "<=":
-            return bool(low > v)
-        if op == ">":
-            return bool(high <= v)
-        if op == ">=":
-            return bool(high < v)
-        return all(x < low or x > high for x in v)
-    except TypeError:  # a value that does not compare with the column's: the rows decide
-        return False
 
 
 def fed(scan: ParquetPlan) -> list[np.ndarray[Any, Any]]:
