@@ -333,8 +333,6 @@ def test_a_kept_list_column_is_refused_where_one_value_a_row_is_taken(cluster: t
             kept.agg(n=("top", "count"))
         with pytest.raises(TypeError, match=r"join: other's key column 'top'"):
             r.join(kept, left_on="s", right_on="top")
-        with pytest.raises(TypeError, match=r"join: other's column 'top' is a list column .*how='left'.*null list"):
-            r.join(kept, on="k", how="left")
         with tmr.scatter(kept.collect(), cluster=cluster) as back:  # a client list column scattered: the same rows
             assert [x.tolist() for x in back.to_dict()["top"]] == [["日本", "b"], [""]]
 
@@ -374,7 +372,7 @@ def test_a_kept_list_column_goes_through_a_join_as_the_client_join_and_pandas_gi
         assert [k for k, *_ in _listed(want)] == frame[hit if how == "semi" else ~hit]["k"].tolist()
 
 
-def test_a_client_join_gives_a_null_list_to_the_unmatched_rows_as_polars_and_the_workers_refuse_it(
+def test_a_client_join_gives_a_null_list_to_the_unmatched_rows_as_polars_and_the_workers_keep_it(
     cluster: tmr.LocalCluster,
 ) -> None:
     pl = pytest.importorskip("polars")
@@ -390,5 +388,65 @@ def test_a_client_join_gives_a_null_list_to_the_unmatched_rows_as_polars_and_the
     assert got.to_pandas()["top"].tolist()[1] is None
     with pytest.raises(TypeError, match=r"join: other's key column 'top', a list column"):
         users.join(tops, left_on="n", right_on="top", cluster=cluster)
-    with pytest.raises(TypeError, match=r"a list<float64> column holding a null list .*select\(\) the column away"):
-        tmr.scatter(got, cluster=cluster)
+    with tmr.scatter(got, cluster=cluster, sizes=[0, 2, 1]) as r:  # the null list stays one, the empty list empty
+        assert r.schema == got.schema
+        assert _listed(r) == _listed(got) == [(2, 20, ()), (4, 40, None), (1, 10, (7.0, 5.0))]
+        assert r.to_pandas()["top"].tolist()[1] is None
+        with r.filter(lambda rows: tf.not_equal(rows["n"], 20)) as some, r.sort("n", descending=True) as down:
+            assert _listed(some) == [(4, 40, None), (1, 10, (7.0, 5.0))]
+            assert _listed(down) == [(4, 40, None), (2, 20, ()), (1, 10, (7.0, 5.0))]
+
+
+def _lists(cells: list[Any]) -> list[Any]:
+    """polars' list cells (lists, None) as ``_listed``'s (tuples, None)."""
+    return [tuple(v) if isinstance(v, list) else v for v in cells]
+
+
+@pytest.mark.parametrize("how", ["left", "right", "outer"])
+def test_a_kept_list_column_on_a_side_that_may_be_missing_gets_null_lists_as_the_client_join_and_polars(
+    cluster: tmr.LocalCluster, how: str
+) -> None:
+    pl = pytest.importorskip("polars")
+    t = tmr.table({"k": np.array([1, 2, 1, 3, 4, 2]), "s": np.array(["b", None, "日本", "", None, "a"], object)})
+    other = tmr.table({"k": np.array([2, 4, 4, 5, 1, 6]), "n": np.array([20, 40, 41, 50, 10, 60])})
+    with (
+        tmr.scatter(t, cluster=cluster, sizes=[3, 0, 3]) as r,
+        r.group_by("k").agg(top=("s", ("top_k", 2)), resident=True) as kept,
+    ):
+        client = kept.collect()  # 1: [日本, b]; 2: [a]; 3: [""]; 4: [] (no value)
+        lists = pl.DataFrame({"k": [1, 2, 3, 4], "top": [["日本", "b"], ["a"], [""], []]})
+        numbers = pl.DataFrame({"k": [2, 4, 4, 5, 1, 6], "n": [20, 40, 41, 50, 10, 60]})
+        with tmr.scatter(other, cluster=cluster, sizes=[0, 6]) as far:
+            for a, b, a_pl, b_pl in ((kept, far, lists, numbers), (far, kept, numbers, lists)):  # the list on each side
+                want = (client if a is kept else other).join(client if b is kept else other, on="k", how=how, cluster=cluster)
+                may_miss = how == "outer" or (how == "left") == (b is kept)  # the list's side may be missing
+                with a.join(b, on="k", how=how) as near:
+                    assert near.schema == want.schema
+                    assert near.schema["top"].nullable == may_miss
+                    got = sorted(_listed(near), key=repr)
+                    assert got == sorted(_listed(want), key=repr)
+                    ours = a_pl.join(b_pl, on="k", how="full" if how == "outer" else how, coalesce=True)
+                    assert got == sorted(zip(*(_lists(ours[c].to_list()) for c in near.columns), strict=True), key=repr)
+                    tops = [row[near.columns.index("top")] for row in got]
+                    assert (None in tops) == may_miss  # a null list: 5 and 6 have no list
+                    assert () in tops  # 4's empty list stays empty
+                    frame = near.to_pandas()
+                    assert all(v is None or isinstance(v, np.ndarray) for v in frame["top"])
+                    assert frame["top"].isna().sum() == sum(row[near.columns.index("top")] is None for row in got)
+
+
+def test_a_null_list_survives_a_second_join_and_an_empty_shard(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"k": np.array([1, 1, 2]), "x": np.array([3, 4, 5])})
+    other = tmr.table({"k": np.array([2, 7]), "y": np.array(["b", "z"])})
+    with tmr.scatter(t, cluster=cluster, sizes=[0, 3]) as r, r.group_by("k").agg(top=("x", ("top_k", 1)), resident=True) as kept:
+        client = kept.collect()
+        want = other.join(client, on="k", how="left", cluster=cluster)
+        with (
+            tmr.scatter(other, cluster=cluster) as far,
+            far.join(kept, on="k", how="left") as once,
+            once.join(far, on="k", how="inner") as twice,
+            once.join(far, on="k", how="outer", maintain_order="left") as ordered,
+        ):
+            assert sorted(_listed(once), key=repr) == sorted(_listed(want), key=repr) == [(2, "b", (5,)), (7, "z", None)]
+            assert sorted(_listed(twice), key=repr) == [(2, "b", (5,), "b"), (7, "z", None, "z")]
+            assert _listed(ordered) == _listed(want.join(other, on="k", how="outer", cluster=cluster))

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from .._io.resident import delete_all
 from .._kinds.map_api import map as map_rows
-from .column import Column, ResidentColumn, made
+from .column import Column, ResidentColumn, column_arrays, made
 from .schema import STRING, ColumnType
 
 
@@ -37,12 +37,7 @@ Columns = Mapping[str, Column] | Mapping[str, ResidentColumn]
 def arrays_of(columns: Columns) -> tuple[Any, ...]:
     """The inputs of a map over ``columns``: each column's values, then its validity where it has one (numpy arrays
     on the client, ``Sharded`` on the workers: co-partitioned either way)."""
-    arrays: list[Any] = []
-    for c in columns.values():
-        arrays.append(c.values)
-        if c.valid is not None:
-            arrays.append(c.valid)
-    return tuple(arrays)
+    return tuple(a for c in columns.values() for a in column_arrays(c))
 
 
 def row_function(
@@ -50,21 +45,25 @@ def row_function(
 ) -> Callable[..., tuple[tf.Tensor, ...]]:
     """The map function of a job over ``columns`` (whose inputs are :func:`arrays_of`): ``check(fn(rows))``."""
     names = list(columns)
-    nullable = [columns[n].valid is not None for n in names]
+    forms = [(len(column_arrays(columns[n])), columns[n].type.inner is not None) for n in names]
 
     def mapped(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
         values, valid, i = {}, {}, 0
-        for name, has_nulls in zip(names, nullable, strict=True):
-            values[name] = tensors[i]
-            i += 1
-            if has_nulls:
-                valid[name] = tensors[i]
-                i += 1
-            else:
-                valid[name] = tf.ones(tf.shape(values[name]), tf.bool)
+        for name, (n, listed) in zip(names, forms, strict=True):
+            values[name], valid[name] = _seen(tensors[i : i + n], listed)
+            i += n
         return check(fn(TableRows(values, valid)))
 
     return functools.update_wrapper(mapped, fn, assigned=("__name__", "__qualname__"), updated=())  # errors name fn
+
+
+def _seen(parts: tuple[tf.Tensor, ...], listed: bool) -> tuple[Any, tf.Tensor]:
+    """A column as a map function sees it, from its arrays: its values and its validity (all True where it has none);
+    a list column as its ``[rows, width]`` values and its slot mask."""
+    values = parts[0]
+    if listed:  # values [rows, width], the slot mask, [the rows' validity]
+        return values, parts[1]
+    return values, parts[1] if len(parts) > 1 else tf.ones(tf.shape(values), tf.bool)
 
 
 def _run(
