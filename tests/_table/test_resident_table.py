@@ -450,3 +450,58 @@ def test_a_null_list_survives_a_second_join_and_an_empty_shard(cluster: tmr.Loca
             assert sorted(_listed(once), key=repr) == sorted(_listed(want), key=repr) == [(2, "b", (5,)), (7, "z", None)]
             assert sorted(_listed(twice), key=repr) == [(2, "b", (5,), "b"), (7, "z", None, "z")]
             assert _listed(ordered) == _listed(want.join(other, on="k", how="outer", cluster=cluster))
+
+
+def test_a_list_column_reaches_a_map_function_as_a_ragged_tensor_as_pandas_sees_its_lists(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table(
+        {
+            "k": np.array([1, 2, 1, 3, 4, 2, 1]),
+            "s": np.array(["b", None, "日本", "", None, "a", "c"], object),
+            "x": np.ma.MaskedArray([5.0, 1.0, 7.0, 2.0, 0.0, 3.0, 6.0], mask=[False, False, False, False, True, False, False]),
+        }
+    )
+    other = tmr.table({"k": np.array([2, 9, 4, 1, 3])})
+
+    def counted(rows: Any) -> dict[str, tf.Tensor]:
+        return {
+            "n": rows["top"].row_lengths(),
+            "total": tf.reduce_sum(rows["big"], axis=1),
+            "first": tf.strings.reduce_join(rows["top"][:, :1], axis=1),
+            "null": tf.logical_not(rows.valid["top"]),
+        }
+
+    def exploded(rows: Any) -> dict[str, tf.Tensor]:
+        return {"k": tf.repeat(rows["k"], rows["top"].row_lengths()), "s": rows["top"].flat_values}
+
+    aggregates = {"top": ("s", ("top_k", 2)), "big": ("x", ("top_k", 3))}
+    with (
+        tmr.scatter(t, cluster=cluster, sizes=[4, 0, 3]) as r,
+        r.group_by("k").agg(**aggregates, resident=True) as kept,
+        tmr.scatter(other, cluster=cluster, sizes=[2, 0, 3]) as far,
+        far.join(kept, on="k", how="left", maintain_order="left") as joined,  # 9: null lists; 4: empty ones
+        joined.with_columns(counted) as near,
+        joined.filter(lambda rows: rows["top"].row_lengths() > 0) as some,
+        joined.map(exploded) as words,
+    ):
+        client = joined.collect()
+        frame = client.to_pandas()
+        assert frame["top"].isna().tolist() == [False, True, False, False, False]
+        want = pd.DataFrame(
+            {
+                "n": [0 if v is None else len(v) for v in frame["top"]],
+                "total": [0.0 if v is None else float(sum(v)) for v in frame["big"]],
+                "first": ["" if v is None or not len(v) else v[0] for v in frame["top"]],
+                "null": frame["top"].isna(),
+            }
+        )
+        for got in (near.to_pandas(), client.with_columns(counted, cluster=cluster).to_pandas()):  # resident, client
+            assert_cells(got[list(want.columns)], want)
+        assert (
+            some.to_pandas()["k"].tolist()
+            == client.filter(lambda rows: rows["top"].row_lengths() > 0, cluster=cluster).to_pandas()["k"].tolist()
+            == [2, 1, 3]
+        )
+        pairs = [(k, s) for k, top in zip(frame["k"], frame["top"], strict=True) if top is not None for s in top]
+        assert list(zip(*words.to_dict().values(), strict=True)) == pairs == [(2, "a"), (1, "日本"), (1, "c"), (3, "")]
+        with pytest.raises(tmr.MapFunctionError, match=r"column 'top' is a tf.RaggedTensor .*\.flat_values"):
+            joined.with_columns(lambda rows: {"top": rows["top"]}).delete()
