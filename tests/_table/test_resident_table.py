@@ -395,6 +395,8 @@ def test_a_client_join_gives_a_null_list_to_the_unmatched_rows_as_polars_and_the
         with r.filter(lambda rows: tf.not_equal(rows["n"], 20)) as some, r.sort("n", descending=True) as down:
             assert _listed(some) == [(4, 40, None), (1, 10, (7.0, 5.0))]
             assert _listed(down) == [(4, 40, None), (2, 20, ()), (1, 10, (7.0, 5.0))]
+        with r.select(["k"]).join(got, on="k") as again:  # a client side's null lists travel with its rows
+            assert sorted(_listed(again), key=repr) == sorted(_listed(got), key=repr)
 
 
 def _lists(cells: list[Any]) -> list[Any]:
