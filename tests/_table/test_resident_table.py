@@ -333,8 +333,6 @@ def test_a_kept_list_column_is_refused_where_one_value_a_row_is_taken(cluster: t
             kept.agg(n=("top", "count"))
         with pytest.raises(TypeError, match=r"join: other's key column 'top'"):
             r.join(kept, left_on="s", right_on="top")
-        with pytest.raises(TypeError, match=r"join: other's column 'top' is a list column .*how='left'.*null list"):
-            r.join(kept, on="k", how="left")
         with tmr.scatter(kept.collect(), cluster=cluster) as back:  # a client list column scattered: the same rows
             assert [x.tolist() for x in back.to_dict()["top"]] == [["日本", "b"], [""]]
 
@@ -374,7 +372,7 @@ def test_a_kept_list_column_goes_through_a_join_as_the_client_join_and_pandas_gi
         assert [k for k, *_ in _listed(want)] == frame[hit if how == "semi" else ~hit]["k"].tolist()
 
 
-def test_a_client_join_gives_a_null_list_to_the_unmatched_rows_as_polars_and_the_workers_refuse_it(
+def test_a_client_join_gives_a_null_list_to_the_unmatched_rows_as_polars_and_the_workers_keep_it(
     cluster: tmr.LocalCluster,
 ) -> None:
     pl = pytest.importorskip("polars")
@@ -390,5 +388,122 @@ def test_a_client_join_gives_a_null_list_to_the_unmatched_rows_as_polars_and_the
     assert got.to_pandas()["top"].tolist()[1] is None
     with pytest.raises(TypeError, match=r"join: other's key column 'top', a list column"):
         users.join(tops, left_on="n", right_on="top", cluster=cluster)
-    with pytest.raises(TypeError, match=r"a list<float64> column holding a null list .*select\(\) the column away"):
-        tmr.scatter(got, cluster=cluster)
+    with tmr.scatter(got, cluster=cluster, sizes=[0, 2, 1]) as r:  # the null list stays one, the empty list empty
+        assert r.schema == got.schema
+        assert _listed(r) == _listed(got) == [(2, 20, ()), (4, 40, None), (1, 10, (7.0, 5.0))]
+        assert r.to_pandas()["top"].tolist()[1] is None
+        with r.filter(lambda rows: tf.not_equal(rows["n"], 20)) as some, r.sort("n", descending=True) as down:
+            assert _listed(some) == [(4, 40, None), (1, 10, (7.0, 5.0))]
+            assert _listed(down) == [(4, 40, None), (2, 20, ()), (1, 10, (7.0, 5.0))]
+        with r.select(["k"]).join(got, on="k") as again:  # a client side's null lists travel with its rows
+            assert sorted(_listed(again), key=repr) == sorted(_listed(got), key=repr)
+
+
+def _lists(cells: list[Any]) -> list[Any]:
+    """polars' list cells (lists, None) as ``_listed``'s (tuples, None)."""
+    return [tuple(v) if isinstance(v, list) else v for v in cells]
+
+
+@pytest.mark.parametrize("how", ["left", "right", "outer"])
+def test_a_kept_list_column_on_a_side_that_may_be_missing_gets_null_lists_as_the_client_join_and_polars(
+    cluster: tmr.LocalCluster, how: str
+) -> None:
+    pl = pytest.importorskip("polars")
+    t = tmr.table({"k": np.array([1, 2, 1, 3, 4, 2]), "s": np.array(["b", None, "日本", "", None, "a"], object)})
+    other = tmr.table({"k": np.array([2, 4, 4, 5, 1, 6]), "n": np.array([20, 40, 41, 50, 10, 60])})
+    with (
+        tmr.scatter(t, cluster=cluster, sizes=[3, 0, 3]) as r,
+        r.group_by("k").agg(top=("s", ("top_k", 2)), resident=True) as kept,
+    ):
+        client = kept.collect()  # 1: [日本, b]; 2: [a]; 3: [""]; 4: [] (no value)
+        lists = pl.DataFrame({"k": [1, 2, 3, 4], "top": [["日本", "b"], ["a"], [""], []]})
+        numbers = pl.DataFrame({"k": [2, 4, 4, 5, 1, 6], "n": [20, 40, 41, 50, 10, 60]})
+        with tmr.scatter(other, cluster=cluster, sizes=[0, 6]) as far:
+            for a, b, a_pl, b_pl in ((kept, far, lists, numbers), (far, kept, numbers, lists)):  # the list on each side
+                want = (client if a is kept else other).join(client if b is kept else other, on="k", how=how, cluster=cluster)
+                may_miss = how == "outer" or (how == "left") == (b is kept)  # the list's side may be missing
+                with a.join(b, on="k", how=how) as near:
+                    assert near.schema == want.schema
+                    assert near.schema["top"].nullable == may_miss
+                    got = sorted(_listed(near), key=repr)
+                    assert got == sorted(_listed(want), key=repr)
+                    ours = a_pl.join(b_pl, on="k", how="full" if how == "outer" else how, coalesce=True)
+                    assert got == sorted(zip(*(_lists(ours[c].to_list()) for c in near.columns), strict=True), key=repr)
+                    tops = [row[near.columns.index("top")] for row in got]
+                    assert (None in tops) == may_miss  # a null list: 5 and 6 have no list
+                    assert () in tops  # 4's empty list stays empty
+                    frame = near.to_pandas()
+                    assert all(v is None or isinstance(v, np.ndarray) for v in frame["top"])
+                    assert frame["top"].isna().sum() == sum(row[near.columns.index("top")] is None for row in got)
+
+
+def test_a_null_list_survives_a_second_join_and_an_empty_shard(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table({"k": np.array([1, 1, 2]), "x": np.array([3, 4, 5])})
+    other = tmr.table({"k": np.array([2, 7]), "y": np.array(["b", "z"])})
+    with tmr.scatter(t, cluster=cluster, sizes=[0, 3]) as r, r.group_by("k").agg(top=("x", ("top_k", 1)), resident=True) as kept:
+        client = kept.collect()
+        want = other.join(client, on="k", how="left", cluster=cluster)
+        with (
+            tmr.scatter(other, cluster=cluster) as far,
+            far.join(kept, on="k", how="left") as once,
+            once.join(far, on="k", how="inner") as twice,
+            once.join(far, on="k", how="outer", maintain_order="left") as ordered,
+        ):
+            assert sorted(_listed(once), key=repr) == sorted(_listed(want), key=repr) == [(2, "b", (5,)), (7, "z", None)]
+            assert sorted(_listed(twice), key=repr) == [(2, "b", (5,), "b"), (7, "z", None, "z")]
+            assert _listed(ordered) == _listed(want.join(other, on="k", how="outer", cluster=cluster))
+
+
+def test_a_list_column_reaches_a_map_function_as_a_ragged_tensor_as_pandas_sees_its_lists(cluster: tmr.LocalCluster) -> None:
+    t = tmr.table(
+        {
+            "k": np.array([1, 2, 1, 3, 4, 2, 1]),
+            "s": np.array(["b", None, "日本", "", None, "a", "c"], object),
+            "x": np.ma.MaskedArray([5.0, 1.0, 7.0, 2.0, 0.0, 3.0, 6.0], mask=[False, False, False, False, True, False, False]),
+        }
+    )
+    other = tmr.table({"k": np.array([2, 9, 4, 1, 3])})
+
+    def counted(rows: Any) -> dict[str, tf.Tensor]:
+        return {
+            "n": rows["top"].row_lengths(),
+            "total": tf.reduce_sum(rows["big"], axis=1),
+            "first": tf.strings.reduce_join(rows["top"][:, :1], axis=1),
+            "null": tf.logical_not(rows.valid["top"]),
+        }
+
+    def exploded(rows: Any) -> dict[str, tf.Tensor]:
+        return {"k": tf.repeat(rows["k"], rows["top"].row_lengths()), "s": rows["top"].flat_values}
+
+    aggregates = {"top": ("s", ("top_k", 2)), "big": ("x", ("top_k", 3))}
+    with (
+        tmr.scatter(t, cluster=cluster, sizes=[4, 0, 3]) as r,
+        r.group_by("k").agg(**aggregates, resident=True) as kept,
+        tmr.scatter(other, cluster=cluster, sizes=[2, 0, 3]) as far,
+        far.join(kept, on="k", how="left", maintain_order="left") as joined,  # 9: null lists; 4: empty ones
+        joined.with_columns(counted) as near,
+        joined.filter(lambda rows: rows["top"].row_lengths() > 0) as some,
+        joined.map(exploded) as words,
+    ):
+        client = joined.collect()
+        frame = client.to_pandas()
+        assert frame["top"].isna().tolist() == [False, True, False, False, False]
+        want = pd.DataFrame(
+            {
+                "n": [0 if v is None else len(v) for v in frame["top"]],
+                "total": [0.0 if v is None else float(sum(v)) for v in frame["big"]],
+                "first": ["" if v is None or not len(v) else v[0] for v in frame["top"]],
+                "null": frame["top"].isna(),
+            }
+        )
+        for got in (near.to_pandas(), client.with_columns(counted, cluster=cluster).to_pandas()):  # resident, client
+            assert_cells(got[list(want.columns)], want)
+        assert (
+            some.to_pandas()["k"].tolist()
+            == client.filter(lambda rows: rows["top"].row_lengths() > 0, cluster=cluster).to_pandas()["k"].tolist()
+            == [2, 1, 3]
+        )
+        pairs = [(k, s) for k, top in zip(frame["k"], frame["top"], strict=True) if top is not None for s in top]
+        assert list(zip(*words.to_dict().values(), strict=True)) == pairs == [(2, "a"), (1, "日本"), (1, "c"), (3, "")]
+        with pytest.raises(tmr.MapFunctionError, match=r"column 'top' is a tf.RaggedTensor .*\.flat_values"):
+            joined.with_columns(lambda rows: {"top": rows["top"]}).delete()

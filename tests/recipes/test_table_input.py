@@ -1,5 +1,6 @@
 """Every by-key recipe takes a ``tmr.Table`` with ``keys=``/``values=`` column names, alike, and gives what it gives
-for the columns' arrays (rows of a null value left out) — on real workers."""
+for the columns' arrays (rows of a null value left out; a list column's elements, as pandas' explode) — on real
+workers."""
 
 from __future__ import annotations
 
@@ -63,3 +64,23 @@ def test_a_table_without_column_names_or_with_null_keys_is_refused(cluster: tmr.
         tmr.median_by_key(t, keys="k", values="v", cluster=cluster)
     with pytest.raises(KeyError, match="did you mean 'key'"):
         tmr.top_k_by_key(t, keys="keys", values="v", k=1, cluster=cluster)
+
+
+@pytest.mark.parametrize("name", ["sum", "median", "count_distinct"])
+def test_a_list_column_gives_its_elements_as_pandas_explode_does(cluster: tmr.LocalCluster, name: str) -> None:
+    t = tmr.table(
+        {"k": np.array([1, 1, 2, 3, 1, 2]), "x": np.ma.MaskedArray([5.0, 7.0, 1.0, 2.0, 6.0, 0.0], mask=[0, 0, 1, 0, 0, 1])}
+    )
+    tops = t.group_by("k").agg(top=("x", ("top_k", 2)), cluster=cluster)  # 1: [7, 6]; 2: [] (no value); 3: [2]
+    lists = tmr.table({"g": np.array(["a", "b", "a", "c", "d"], object), "i": np.array([1, 2, 3, 9, 1])}).join(
+        tops, left_on="i", right_on="k", how="left", cluster=cluster
+    )  # b: an empty list; c: a null list (no k 9)
+    got = _plain(RECIPES[name](lists, keys="g", values="top", cluster=cluster, sizes=[2, 0, 3]))
+    exploded = lists.to_pandas().explode("top").dropna(subset=["top"]).astype({"top": float})
+    want = exploded.groupby("g")["top"].agg({"count_distinct": "nunique"}.get(name, name))
+    assert got == {g: np.asarray(v).tolist() for g, v in want.items()}
+    assert set(got) == {"a", "d"}  # b and c have no element
+    with pytest.raises(TypeError, match=r"sum_by_key: key column 'top', a list column .*group by the columns"):
+        tmr.sum_by_key(lists, keys="top", values="i", cluster=cluster)
+    with pytest.raises(TypeError, match=r"sum_by_key: value column 'top', a list column"):
+        tmr.sum_by_key(lists, keys="g", values=["i", "top"], cluster=cluster)

@@ -8,7 +8,7 @@ A null's slot holds a canonical filler (0, ``""``, day 0), so equal keys are equ
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -24,11 +24,15 @@ from .schema import STRING, ColumnType
 
 @attrs.frozen(eq=False)
 class Column:
-    """A column: ``values`` (1-D, ``type.storage``), and ``valid`` (bool, True where not null) or None (no nulls)."""
+    """A column: ``values`` (1-D, ``type.storage``), and ``valid`` (bool, True where not null) or None (no nulls).
+
+    A list column's travelling form (:func:`travelling`) is the resident one: ``[rows, width]`` values, ``valid`` the
+    slot mask, and ``present`` the rows' validity (None where no list is null); ``present`` is None in any other."""
 
     type: ColumnType
     values: np.ndarray[Any, Any]
     valid: np.ndarray[Any, Any] | None = None
+    present: np.ndarray[Any, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.values)
@@ -101,55 +105,69 @@ class ResidentColumn:
     ``tf.string``) and ``valid`` (a ``Sharded`` of bool, True where not null) or None; a resident table's columns share
     one row partition. Jobs take it where they take a host :class:`Column` (the same ``type``, ``values``, ``valid``).
 
-    A list column (``type.inner``, a ``top_k``'s result) has no null: its ``values`` are ``[rows, width]`` (each row's
-    list, then the filler) and its ``valid`` the ``[rows, width]`` mask of the slots that hold an element."""
+    A list column (``type.inner``, a ``top_k``'s result) is three arrays: its ``values`` are ``[rows, width]`` (each
+    row's list, then the filler), its ``valid`` the ``[rows, width]`` mask of the slots that hold an element, and its
+    ``present`` the rows' validity, 1-D bool (False: a null list, whose slots are all empty; an empty list is True
+    with no slot), or None where no list is null, as polars and Arrow tell a null list from an empty one."""
 
     type: ColumnType
     values: Sharded
     valid: Sharded | None = None
+    present: Sharded | None = None
 
     def __len__(self) -> int:
         return self.values.shape[0]
 
     @property
     def nullable(self) -> bool:
-        """Whether the column has a validity mask (may hold a null); a list column's mask is of its slots (no null)."""
-        return self.valid is not None and self.type.inner is None
+        """Whether the column may hold a null: a validity mask, or for a list column a ``present`` (null lists)."""
+        return self.present is not None if self.type.inner is not None else self.valid is not None
 
 
-def padded(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """A list column's rows as ``[rows, width]`` values (each list, then the filler) and the mask of the slots that
-    hold an element, ``width`` the longest list's length (at least 1): a list column as it lives on the workers.
+def column_arrays(column: Column | ResidentColumn) -> tuple[Any, ...]:
+    """A column's arrays as jobs take them, in order: its values, its validity (a list column's slot mask) where it
+    has one, a list column's ``present`` where it has one."""
+    return tuple(a for a in (column.values, column.valid, column.present) if a is not None)
+
+
+def refilled(column: ResidentColumn, parts: Iterator[Sharded]) -> ResidentColumn:
+    """``column`` made of the next arrays of ``parts`` (a job's outputs over :func:`column_arrays`, one each it has)."""
+    values = next(parts)
+    valid = next(parts) if column.valid is not None else None
+    return ResidentColumn(column.type, values, valid, next(parts) if column.present is not None else None)
+
+
+def padded(column: Column) -> Column:
+    """A list column's rows as ``[rows, width]`` values (each list, then the filler), the mask of the slots that
+    hold an element, ``width`` the longest list's length (at least 1), and the rows' validity where a list is null
+    (its slots empty): a list column as it lives on the workers.
 
     Example:
-        >>> lists = np.empty(2, object)
-        >>> lists[:] = [np.array([3, 1]), np.array([], np.int64)]
-        >>> values, slots = padded(Column(ColumnType("list<int64>", np.dtype(object)), lists))
-        >>> values.tolist(), slots.tolist()
-        ([[3, 1], [0, 0]], [[True, True], [False, False]])
-
-    Raises:
-        TypeError: the column holds a null list (a client join's unmatched row), which the workers' form has no place for.
+        >>> lists = np.empty(3, object)
+        >>> lists[:] = [np.array([3, 1]), np.array([], np.int64), None]
+        >>> valid = np.array([True, True, False])
+        >>> form = padded(Column(ColumnType("list<int64>", np.dtype(object)), lists, valid))
+        >>> form.values.tolist(), form.valid.tolist(), form.present.tolist()
+        ([[3, 1], [0, 0], [0, 0]], [[True, True], [False, False], [False, False]], [True, True, False])
     """
     inner = column.type.inner
     assert inner is not None
-    if column.valid is not None:
-        raise TypeError(
-            f"a {column.type.name} column holding a null list (a join's unmatched row) cannot go to the workers: a "
-            "resident list column holds no null yet; join with how='inner', or select() the column away first"
-        )
-    lengths = [len(v) for v in column.values]
+    present = column.valid
+    lengths = [0 if present is not None and not present[i] else len(v) for i, v in enumerate(column.values)]
     width = max([1, *lengths])
     values = np.full((len(lengths), width), "" if inner == STRING else 0, inner.storage)
     slots = np.zeros((len(lengths), width), bool)
     for i, (row, n) in enumerate(zip(column.values, lengths, strict=True)):
-        values[i, :n], slots[i, :n] = row, True
-    return values, slots
+        if n:
+            values[i, :n], slots[i, :n] = row, True
+    return Column(column.type, values, slots, None if present is None else np.asarray(present, bool))
 
 
-def unpadded(type_: ColumnType, values: np.ndarray[Any, Any], slots: np.ndarray[Any, Any]) -> Column:
-    """The list column of fetched ``[rows, width]`` ``values`` and their slot mask (see :func:`padded`); strings
-    fetched as ``bytes`` come back as ``str``."""
+def unpadded(
+    type_: ColumnType, values: np.ndarray[Any, Any], slots: np.ndarray[Any, Any], present: np.ndarray[Any, Any] | None
+) -> Column:
+    """The list column of fetched ``[rows, width]`` ``values``, their slot mask and the rows' validity (None: no
+    null list; see :func:`padded`); strings fetched as ``bytes`` come back as ``str``, a null list as None."""
     inner = type_.inner
     assert inner is not None
     lists: np.ndarray[Any, Any] = np.empty(len(values), object)
@@ -160,7 +178,7 @@ def unpadded(type_: ColumnType, values: np.ndarray[Any, Any], slots: np.ndarray[
             if inner == STRING
             else row.astype(inner.storage)
         )
-    return Column(type_, lists, None)
+    return made(type_, lists, present)
 
 
 def no_lists(
@@ -180,9 +198,9 @@ def no_lists(
 
 
 def travelling(column: Column) -> Column:
-    """A client column as it travels beside a resident table: a list column as its ``[rows, width]`` values and slot
-    mask (:func:`padded`), any other as it is."""
-    return column if column.type.inner is None else Column(column.type, *padded(column))
+    """A client column as it travels beside a resident table: a list column as its ``[rows, width]`` values, slot
+    mask and rows' validity (:func:`padded`), any other as it is."""
+    return column if column.type.inner is None else padded(column)
 
 
 def made(type_: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None) -> Column:
@@ -208,15 +226,18 @@ def placed(columns: Mapping[str, Column], keep_source: bool, place: dict[str, An
     sent: list[Sharded] = []
     try:
         for name, c in columns.items():
-            host, mask = padded(c) if c.type.inner is not None else (c.values, c.valid)
-            values = scatter_array(host, keep_source=keep_source, **place)
+            host = travelling(c)
+            values = scatter_array(host.values, keep_source=keep_source, **place)
             sent.append(values)
             place.update(sizes=list(values.plan.sizes), devices=[s.device for s in values.plan.shards])
-            valid = None
-            if mask is not None:
-                valid = scatter_array(mask, keep_source=keep_source, **place)
+            valid = present = None
+            if host.valid is not None:
+                valid = scatter_array(host.valid, keep_source=keep_source, **place)
                 sent.append(valid)
-            out[name] = ResidentColumn(c.type, values, valid)
+            if host.present is not None:
+                present = scatter_array(host.present, keep_source=keep_source, **place)
+                sent.append(present)
+            out[name] = ResidentColumn(c.type, values, valid, present)
     except BaseException:
         delete_all(sent)
         raise
@@ -236,7 +257,7 @@ def unmasked(columns: Mapping[str, ResidentColumn], options: Mapping[str, Any]) 
     """``columns``, each validity that holds no null dropped (and freed): one run over the validity columns (none
     where there is none, or no row), so a resident table's schema says "nullable" where the client's would. A table
     made on the workers (a scan) knows its nulls only so."""
-    masked = [name for name, c in columns.items() if c.nullable]
+    masked = [name for name, c in columns.items() if c.nullable and c.type.inner is None]
     if not masked:
         return dict(columns)
     rows = len(next(iter(columns.values())))

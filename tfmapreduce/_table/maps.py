@@ -4,7 +4,8 @@ columns), each one map-only run over the table's columns shipped as co-partition
 The function receives a :class:`TableRows`, a dict ``{name: tensor}`` of a shard's batch: numbers and bool as their
 dtype, strings ``tf.string`` (UTF-8), dates int32 days since 1970-01-01, timestamps int64 counts of their unit. A
 null's slot holds 0, ``""`` or day 0; ``rows.valid[name]`` is each column's validity (a bool tensor, all True where
-the column holds no null).
+the column holds no null). A list column (a ``top_k``'s) is a ``tf.RaggedTensor`` ``[rows, None]`` of its elements
+(of those types), a null list an empty row whose ``rows.valid[name]`` is False.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import tensorflow as tf
 
 from .._io.resident import delete_all
 from .._kinds.map_api import map as map_rows
-from .column import Column, ResidentColumn, made
+from .column import Column, ResidentColumn, column_arrays, made, travelling
 from .schema import STRING, ColumnType
 
 
 class TableRows(dict[str, tf.Tensor]):
-    """A batch of a table's rows as ``{name: tensor}``; ``valid`` maps each name to its validity (a bool tensor)."""
+    """A batch of a table's rows as ``{name: tensor}`` (a list column's a ``tf.RaggedTensor``); ``valid`` maps each name to
+    its validity (a bool tensor, one a row)."""
 
     def __init__(self, values: Mapping[str, tf.Tensor], valid: Mapping[str, tf.Tensor]) -> None:
         super().__init__(values)
@@ -37,12 +39,7 @@ Columns = Mapping[str, Column] | Mapping[str, ResidentColumn]
 def arrays_of(columns: Columns) -> tuple[Any, ...]:
     """The inputs of a map over ``columns``: each column's values, then its validity where it has one (numpy arrays
     on the client, ``Sharded`` on the workers: co-partitioned either way)."""
-    arrays: list[Any] = []
-    for c in columns.values():
-        arrays.append(c.values)
-        if c.valid is not None:
-            arrays.append(c.valid)
-    return tuple(arrays)
+    return tuple(a for c in columns.values() for a in column_arrays(c))
 
 
 def row_function(
@@ -50,21 +47,26 @@ def row_function(
 ) -> Callable[..., tuple[tf.Tensor, ...]]:
     """The map function of a job over ``columns`` (whose inputs are :func:`arrays_of`): ``check(fn(rows))``."""
     names = list(columns)
-    nullable = [columns[n].valid is not None for n in names]
+    forms = [(len(column_arrays(columns[n])), columns[n].type.inner is not None) for n in names]
 
     def mapped(*tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
         values, valid, i = {}, {}, 0
-        for name, has_nulls in zip(names, nullable, strict=True):
-            values[name] = tensors[i]
-            i += 1
-            if has_nulls:
-                valid[name] = tensors[i]
-                i += 1
-            else:
-                valid[name] = tf.ones(tf.shape(values[name]), tf.bool)
+        for name, (n, listed) in zip(names, forms, strict=True):
+            values[name], valid[name] = _seen(tensors[i : i + n], listed)
+            i += n
         return check(fn(TableRows(values, valid)))
 
     return functools.update_wrapper(mapped, fn, assigned=("__name__", "__qualname__"), updated=())  # errors name fn
+
+
+def _seen(parts: tuple[tf.Tensor, ...], listed: bool) -> tuple[Any, tf.Tensor]:
+    """A column as a map function sees it, from its arrays: its values and its validity (all True where it has none);
+    a list column as a ``tf.RaggedTensor`` of its rows' elements (a null list an empty row) and its rows' validity."""
+    values = parts[0]
+    if listed:  # values [rows, width], the slot mask, [the rows' validity]
+        lists = tf.ragged.boolean_mask(values, parts[1])
+        return lists, parts[2] if len(parts) > 2 else tf.ones(tf.shape(values)[:1], tf.bool)
+    return values, parts[1] if len(parts) > 1 else tf.ones(tf.shape(values), tf.bool)
 
 
 def _run(
@@ -74,6 +76,7 @@ def _run(
     options: Mapping[str, Any],
 ) -> list[np.ndarray[Any, Any]]:
     """``check(fn(rows))``'s tensors of every row, in row order, from one map-only run (an eager call on no rows)."""
+    columns = {name: travelling(c) for name, c in columns.items()}  # a list column as the workers hold one
     arrays, mapped = arrays_of(columns), row_function(columns, fn, check)
     if not len(arrays[0]):
         return [t.numpy() for t in mapped(*(tf.constant(a) for a in arrays))]
@@ -113,6 +116,13 @@ def dict_check(names: list[str], method: str) -> Callable[[Any], tuple[tf.Tensor
                 f"{method}: fn must return a dict of new columns, e.g. lambda rows: {{'y': rows['x'] * 2}}; got {type(out).__name__}"
             )
         names[:] = [str(n) for n in out]
+        for name, t in zip(names, out.values(), strict=True):
+            if isinstance(t, tf.RaggedTensor):
+                raise TypeError(
+                    f"{method}: column {name!r} is a tf.RaggedTensor (a list a row), and new columns hold one value a "
+                    "row yet; reduce each list (e.g. tf.reduce_sum(rows['top'], axis=1)), or return its .flat_values "
+                    "from map() (one row an element)"
+                )
         tensors = tuple(tf.convert_to_tensor(t) for t in out.values())
         for name, t in zip(names, tensors, strict=True):
             if t.shape.rank != 1:

@@ -25,7 +25,7 @@ from .._kinds.map_api import filter as filter_rows
 from .._kinds.map_api import map as map_rows
 from .._options import Options
 from .aggregate import Aggregate
-from .column import ResidentColumn, made, no_lists, travelling, unpadded
+from .column import ResidentColumn, column_arrays, made, no_lists, refilled, travelling, unpadded
 from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, dict_check, mask_check, row_function
 from .resident_aggregate import kept_aggregate
@@ -67,7 +67,7 @@ class ResidentTable:
             _holders[id(a)] += 1
 
     def _arrays(self) -> list[Sharded]:
-        return [a for c in self._columns.values() for a in (c.values, c.valid) if a is not None]
+        return [a for c in self._columns.values() for a in column_arrays(c)]
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -100,8 +100,8 @@ class ResidentTable:
         for name, c in self._columns.items():
             values = next(fetched)
             valid = next(fetched) if c.valid is not None else None
-            if c.type.inner is not None and valid is not None:  # a list column: its padded rows, the mask of their slots
-                out[name] = unpadded(c.type, values, valid)
+            if c.type.inner is not None and valid is not None:  # a list column: padded rows, slot mask, [rows' validity]
+                out[name] = unpadded(c.type, values, valid, next(fetched) if c.present is not None else None)
             else:
                 out[name] = made(c.type, _text(values) if c.type == STRING else values, valid)
         return Table(out)
@@ -153,12 +153,7 @@ class ResidentTable:
         arrays = arrays_of(self._columns)
         out = filter_rows(lambda *t: row_function(self._columns, fn, check)(*t)[0], arrays, **options)
         parts = iter(list(out) if isinstance(out, tuple) else [out])
-        return ResidentTable(
-            {
-                name: ResidentColumn(c.type, next(parts), next(parts) if c.valid is not None else None)
-                for name, c in self._columns.items()
-            }
-        )
+        return ResidentTable({name: refilled(c, parts) for name, c in self._columns.items()})
 
     def with_columns(self, fn: Callable[[TableRows], Any], /, **options: Unpack[Options]) -> ResidentTable:
         """A new resident table: this one's columns (shared) with those ``fn`` returns added or replaced, from one
@@ -250,7 +245,7 @@ class ResidentTable:
         _resident_only(options, "join")
         keys = key_names(on, left_on, right_on, self.columns, other.columns)
         right = other._columns if isinstance(other, ResidentTable) else {n: travelling(other.column(n)) for n in other.columns}
-        check_lists(self._columns, right, keys, how)
+        check_lists(self._columns, right, keys)
         join = joined_in_left_order if maintain_order == "left" else resident_joined
         return ResidentTable(join(self._columns, right, keys, how, suffix, dict(options)))
 

@@ -7,10 +7,11 @@ Three steps, each a run over data that stay where they are::
               encoding, with the common type of the two columns); a client side's keys are encoded on the client
               by the same graph
     join      the join kind joins the keys, every column of each side (values and validity; a list column's
-              ``[rows, width]`` values and slot mask) travelling as the rows' values; its rows stay where they are
-              made (``resident=True``)
+              ``[rows, width]`` values, slot mask and rows' validity) travelling as the rows' values; its rows stay
+              where they are made (``resident=True``)
     columns   a map-only run over the join's rows makes the result's columns: the key columns once (each row's key
-              from the side it has), then each side's other columns, null where the row has no such side
+              from the side it has), then each side's other columns, null where the row has no such side (a list
+              column's: a null list, no slot and its rows' validity False)
 
 SQL's nulls without moving a row aside: a key with a null is encoded with its flag bytes and one more byte that
 names its side, so it equals no key of the other side (whose keys end otherwise) and its row is an unmatched row of
@@ -33,7 +34,7 @@ from .._kinds.map_api import filter as filter_rows
 from .._kinds.map_api import map as map_rows
 from .._kinds.mapreduce import MapReduce
 from .._ops.combine import COUNT
-from .column import Column, ResidentColumn, no_lists
+from .column import Column, ResidentColumn, column_arrays, no_lists, refilled
 from .join import common_type
 from .keys import KeyCodec
 from .maps import arrays_of
@@ -80,10 +81,7 @@ def resident_joined(
             out = filter_rows(keep, (pairs.right_matched, *pairs.left), **mapped)
             parts = iter(list(out) if isinstance(out, tuple) else [out])
             next(parts)
-            return {
-                name: ResidentColumn(c.type, next(parts), next(parts) if c.valid is not None else None)
-                for name, c in left.items()
-            }
+            return {name: refilled(c, parts) for name, c in left.items()}
         rkey = _keys(right, rkeys, codec, b"R", mapped)
         if isinstance(rkey, Sharded):
             made.append(rkey)
@@ -94,34 +92,45 @@ def resident_joined(
         delete_all(list({id(a): a for a in made}.values()))
 
 
+Where = tuple[int, int | None, int | None]
+"""Where a column's arrays are among a map's inputs: its values, its validity (a list's slot mask), a list's rows'
+validity (``present``); None where it has none."""
+
+
 @functools.lru_cache(maxsize=256)
 def _maker(
-    outputs: tuple[tuple[ColumnType, bool, tuple[int, int | None] | None, tuple[int, int | None] | None], ...],
+    outputs: tuple[tuple[ColumnType, bool, bool, Where | None, Where | None], ...],
 ) -> Callable[..., tuple[tf.Tensor, ...]]:
     """The map function making a join's columns from its rows ``(left matched, right matched, *left, *right)``: each
-    output's type, whether it has a validity, and where its left and right values and validity are (a key column has
-    both: each row's from the side it has)."""
+    output's type, whether it has a validity and (a list column) a rows' validity, and where its left and right
+    arrays are (a key column has both: each row's from the side it has). A list column of a row without its side is
+    a null list: no slot, its rows' validity False."""
 
     def made(lm: tf.Tensor, rm: tf.Tensor, *tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
-        def column(at: tuple[int, int | None], present: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        def column(at: Where, matched: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
             if at[1] is None:
-                return tensors[at[0]], present
+                return tensors[at[0]], matched, matched
             mask = tensors[at[1]]  # a list column's: [rows, width], the slots of its elements
-            return tensors[at[0]], (present if mask.shape.rank == 1 else present[:, None]) & mask
+            if mask.shape.rank == 1:
+                return tensors[at[0]], matched & mask, matched
+            present = matched if at[2] is None else matched & tensors[at[2]]
+            return tensors[at[0]], present[:, None] & mask, present
 
         out: list[tf.Tensor] = []
-        for type_, has_valid, lpos, rpos in outputs:
+        for type_, has_valid, has_present, lpos, rpos in outputs:
             if lpos is not None and rpos is not None:
-                (a, av), (b, bv) = column(lpos, lm), column(rpos, rm)
+                (a, av, _), (b, bv, _) = column(lpos, lm), column(rpos, rm)
                 if type_ != STRING:
                     a, b = tf.cast(a, type_.storage), tf.cast(b, type_.storage)
-                values, valid = tf.where(lm, a, b), tf.where(lm, av, bv)
+                values, valid, present = tf.where(lm, a, b), tf.where(lm, av, bv), lm
             else:
-                values, valid = column(lpos, lm) if lpos is not None else column(rpos, rm)  # type: ignore[arg-type]
+                values, valid, present = column(lpos, lm) if lpos is not None else column(rpos, rm)  # type: ignore[arg-type]
             filler = tf.constant("") if type_ == STRING else tf.zeros([], values.dtype)
             out.append(tf.where(valid, values, filler))
             if has_valid:
                 out.append(valid)
+            if has_present:
+                out.append(present)
         return tuple(out)
 
     return made
@@ -139,7 +148,7 @@ def _keys(columns: Columns, names: Sequence[str], codec: KeyCodec, side: bytes, 
     """Each row's key (a resident ``Sharded``, or a numpy array for a client side): ``codec``'s, and ``side`` after
     the key of a row with a null in a key column, so that it matches no row of the other side."""
     at = _positions(columns)
-    keyed = _keyer(tuple(at[list(columns).index(n)] for n in names), codec, side)
+    keyed = _keyer(tuple(at[list(columns).index(n)][:2] for n in names), codec, side)
     arrays = arrays_of(columns)
     if isinstance(arrays[0], Sharded):
         return map_rows(keyed, arrays, **options)
@@ -171,12 +180,13 @@ def _keyer(at: tuple[tuple[int, int | None], ...], codec: KeyCodec, side: bytes)
     return keyed
 
 
-def _positions(columns: Columns) -> list[tuple[int, int | None]]:
-    """Where each column's values and validity are among :func:`arrays_of`'s arrays."""
+def _positions(columns: Columns) -> list[Where]:
+    """Where each column's arrays are among :func:`arrays_of`'s (see :data:`Where`)."""
     out, i = [], 0
     for c in columns.values():
-        out.append((i, i + 1 if c.valid is not None else None))
-        i += 2 if c.valid is not None else 1
+        valid = i + 1 if c.valid is not None else None
+        out.append((i, valid, i + 2 if c.present is not None else None))
+        i += len(column_arrays(c))
     return out
 
 
@@ -213,15 +223,15 @@ def _columns(
     """The result's columns from the join's rows, in one map-only run (names and order as the eager join's)."""
     lkeys, rkeys = keys
     lat, rat = _positions(left), _positions(right)
-    nl = sum(2 if c.valid is not None else 1 for c in left.values())
+    nl = len(arrays_of(left))
     lorder, rorder = list(left), list(right)
     some_left, some_right = how in ("right", "outer"), how in ("left", "outer")  # a side that may be missing
-    plan: list[tuple[str, ColumnType, bool, int, str]] = []  # (name, type, has a validity, side, source) in order
+    plan: list[tuple[str, ColumnType, bool, bool, int, str]] = []  # (name, type, validity, present, side, source)
     for name, type_, rname in zip(lkeys, types, rkeys, strict=True):
-        plan.append((name, type_, left[name].nullable or (some_left and right[rname].nullable), -1, name))
+        plan.append((name, type_, left[name].nullable or (some_left and right[rname].nullable), False, -1, name))
     for name, c in left.items():
         if name not in lkeys:
-            plan.append((name, c.type, c.valid is not None or some_left, 0, name))
+            plan.append((name, c.type, c.valid is not None or some_left, _nulls(c, some_left), 0, name))
     for name, rc in right.items():
         if name in rkeys:
             continue
@@ -231,33 +241,32 @@ def _columns(
                 f"join: the right column {name!r} would be {named!r}, which the result already has; pass another "
                 f"suffix= or select() other columns first"
             )
-        plan.append((named, rc.type, rc.valid is not None or some_right, 1, name))
+        plan.append((named, rc.type, rc.valid is not None or some_right, _nulls(rc, some_right), 1, name))
 
-    outputs = []  # (type, has a validity, where its left values and validity are, where its right's), in order
-    for _, type_, has_valid, side, source in plan:
+    outputs = []  # (type, has a validity, has a rows' validity, where its left arrays are, where its right's), in order
+    for _, type_, has_valid, has_present, side, source in plan:
         lpos = lat[lorder.index(source)] if side <= 0 else None
         rpos = rat[rorder.index(rkeys[lkeys.index(source)] if side < 0 else source)] if side != 0 else None
-        rpos = None if rpos is None else (nl + rpos[0], None if rpos[1] is None else nl + rpos[1])
-        outputs.append((type_, has_valid, lpos, rpos))
+        rpos = None if rpos is None else (nl + rpos[0], *(None if p is None else nl + p for p in rpos[1:]))  # type: ignore[assignment]
+        outputs.append((type_, has_valid, has_present, lpos, rpos))
     made = _maker(tuple(outputs))
 
     sides = [s if isinstance(s, tuple) else (s,) for s in (pairs.left, pairs.right)]
     result = map_rows(made, (pairs.left_matched, pairs.right_matched, *sides[0], *sides[1]), **options)
     parts = iter(list(result) if isinstance(result, tuple) else [result])
-    return {name: ResidentColumn(type_, next(parts), next(parts) if has else None) for name, type_, has, _, _ in plan}
+    return {
+        name: ResidentColumn(type_, next(parts), next(parts) if has else None, next(parts) if present else None)
+        for name, type_, has, present, _, _ in plan
+    }
 
 
-def check_lists(left: Mapping[str, ResidentColumn], right: Columns, keys: tuple[Sequence[str], Sequence[str]], how: str) -> None:
-    """Refuse a list column among the join's keys, and on a side whose unmatched rows would need a null list, which a
-    resident list column does not hold (TypeError naming the column and the joins that carry it)."""
-    missing = (how in ("right", "outer"), how in ("left", "outer"))  # whether a side's columns may be null
-    for side, columns, names, null in zip(("this table's", "other's"), (left, right), keys, missing, strict=True):
+def _nulls(column: Column | ResidentColumn, missing: bool) -> bool:
+    """Whether a side's column in a join's result has a rows' validity (a list column that holds a null list, or
+    whose side may be missing)."""
+    return column.type.inner is not None and (column.present is not None or missing)
+
+
+def check_lists(left: Mapping[str, ResidentColumn], right: Columns, keys: tuple[Sequence[str], Sequence[str]]) -> None:
+    """Refuse a list column among the join's keys (TypeError naming the column)."""
+    for side, columns, names in zip(("this table's", "other's"), (left, right), keys, strict=True):
         no_lists(columns, list(names), "join", f"{side} key ", "; join on the columns it was aggregated by")
-        listed = [name for name, c in columns.items() if c.type.inner is not None]
-        if null and listed:
-            raise TypeError(
-                f"join: {side} column {listed[0]!r} is a list column ({columns[listed[0]].type.name}, a top_k's "
-                f"result), which a how={how!r} join does not carry yet: that side's unmatched rows would need a "
-                "null list (as polars gives), which a resident list column does not hold; join with how='inner' "
-                "(or 'left' with the list on the left), or select() the column away before the join"
-            )

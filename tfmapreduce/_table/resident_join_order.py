@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from .._io.generate import generate
 from .._io.resident import Sharded, delete_all
-from .column import Column, ResidentColumn
+from .column import Column, ResidentColumn, column_arrays
 from .resident_join import Columns, resident_joined
 from .resident_order import resident_sorted
 from .schema import ColumnType
@@ -57,10 +57,10 @@ def joined_in_left_order(
                 others[_RIGHT] = Column(_INT64, np.arange(len(first), dtype=np.int64))
             by.append(_RIGHT)
         rows = resident_joined(sides, others, keys, how, suffix, options)
-        made.extend(a for c in rows.values() for a in (c.values, c.valid) if a is not None)
+        made.extend(a for c in rows.values() for a in column_arrays(c))
         sort: dict[str, Any] = {k: options[k] for k in ("cluster", "timeout", "retries") if k in options}
         ordered = resident_sorted(rows, by, [False] * len(by), [True] * len(by), None, sort)
-        made.extend(a for name in by for a in (ordered[name].values, ordered[name].valid) if a is not None)
+        made.extend(a for name in by for a in column_arrays(ordered[name]))
         return {name: c for name, c in ordered.items() if name not in by}
     finally:
         delete_all(list({id(a): a for a in made}.values()))

@@ -21,7 +21,7 @@ from .._io.resident import Sharded, delete_all
 from .._kinds.map_api import map as map_rows
 from .._kinds.sort import sort_by_key
 from .._ops.grouping import string_ranks
-from .column import ResidentColumn
+from .column import ResidentColumn, column_arrays, refilled
 from .maps import arrays_of
 
 _MAP_OPTIONS = ("cluster", "timeout", "retries")
@@ -98,7 +98,7 @@ def resident_sorted(
     at, i = {}, 0
     for name, c in columns.items():
         at[name] = (i, i + 1 if c.valid is not None else None)
-        i += 2 if c.valid is not None else 1
+        i += len(column_arrays(c))
     keyed = _keyer(tuple(at[n] for n in by), tuple(descending), tuple(nulls_last))
     mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
     arrays = arrays_of(columns)
@@ -120,9 +120,7 @@ def resident_sorted(
     finally:
         delete_all(list({id(a): a for a in made}.values()))
     parts = iter(values)
-    return {
-        name: ResidentColumn(c.type, next(parts), next(parts) if c.valid is not None else None) for name, c in columns.items()
-    }
+    return {name: refilled(c, parts) for name, c in columns.items()}
 
 
 @functools.lru_cache(maxsize=256)

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from .._io.resident import Sharded, delete_all
 from .._kinds.map_api import map as map_rows
-from .column import ResidentColumn
+from .column import ResidentColumn, refilled
 from .keys import KeyCodec
 from .maps import arrays_of
 from .resident_order import resident_sorted
@@ -41,7 +41,7 @@ def resident_distinct(
         parts = list(out) if isinstance(out, tuple) else [out]
         made.extend(parts)
         it = iter(parts[1:])
-        distinct = {n: ResidentColumn(c.type, next(it), next(it) if c.valid is not None else None) for n, c in chosen.items()}
+        distinct = {n: refilled(c, it) for n, c in chosen.items()}
         n = len(names)
         return resident_sorted(distinct, list(names), [False] * n, [True] * n, None, options)
     finally:

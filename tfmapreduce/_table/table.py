@@ -96,7 +96,8 @@ class Table:
 
         ``fn(rows)`` gets a batch of rows as ``{name: tensor}`` (strings ``tf.string``, dates int32 days since
         1970-01-01, timestamps int64 counts of their unit; a null's slot holds 0, ``""`` or day 0, and
-        ``rows.valid[name]`` says which are not null) and returns one bool a row.
+        ``rows.valid[name]`` says which are not null; a list column a ``tf.RaggedTensor``, a null list an empty row)
+        and returns one bool a row.
 
         Examples:
             >>> t = tmr.table({"city": np.array(["Oslo", "Rome"]), "n": np.array([1, 2])})

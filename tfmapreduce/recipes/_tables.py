@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._table.column import no_lists
 from .._table.table import Table
 
 
@@ -19,14 +20,16 @@ def table_columns(name: str, table: Table, keys: Any, values: Any, with_values: 
     """A ``Table``'s columns as a by-key recipe takes them: ``(keys, values)`` arrays (``keys`` alone without values).
 
     The key column (integers, strings, or dates and timestamps as their int days and counts) must hold no null; a
-    row whose value is null is left out (aggregates skip nulls, as SQL's do); several value columns (a list of
-    names) become one 2-D array, as a CSV table's do, and may hold no null.
+    row whose value is null is left out (aggregates skip nulls, as SQL's do); a list column's values are its elements,
+    each a row of its row's key (pandas' ``explode``; an empty or null list gives no row); several value columns (a
+    list of names, no list column among them) become one 2-D array, as a CSV table's do, and may hold no null.
 
     The caller checks the keys as it checks any keys (``_by_key._check_keys``: int32, int64 or strings).
 
     Raises:
-        TypeError: ``keys=`` (or ``values=``) missing, not column names, or a null in the key column or in one of
-        several value columns; KeyError: an unknown column (with the closest name).
+        TypeError: ``keys=`` (or ``values=``) missing, not column names, a list column as the key or among several
+        value columns, or a null in the key column or in one of several value columns; KeyError: an unknown column
+        (with the closest name).
     """
     if not isinstance(keys, str) or (with_values and not (isinstance(values, str) or _names(values))):
         raise TypeError(
@@ -35,6 +38,9 @@ def table_columns(name: str, table: Table, keys: Any, values: Any, with_values: 
             + f", e.g. {call_of(name, with_values)}; got keys={keys!r}"
             + (f", values={values!r}" if with_values else "")
         )
+    columns_of = {n: table.column(n) for n in (keys, *([values] if isinstance(values, str) else values or []))}
+    no_lists(columns_of, [keys], name, "key ", "; group by the columns it was aggregated by")
+    no_lists(columns_of, [] if isinstance(values, str) else list(values or []), name, "value ", "; pass it alone")
     key = table.column(keys)
     if key.valid is not None:
         raise TypeError(
@@ -51,6 +57,10 @@ def table_columns(name: str, table: Table, keys: Any, values: Any, with_values: 
         return key_values
     if isinstance(values, str):
         column = table.column(values)
+        if column.type.inner is not None:  # each element a row of its row's key, as pandas' explode (none: no row)
+            lengths = [len(v) for v in column.values]
+            elements = [np.zeros(0, column.type.inner.storage), *column.values]
+            return np.repeat(key_values, lengths), np.concatenate(elements).astype(column.type.inner.storage)
         if column.valid is None:
             return key_values, column.values
         return key_values[column.valid], column.values[column.valid]
