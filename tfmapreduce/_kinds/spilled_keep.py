@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from .._base.device import Device
 from .._base.errors import TfMapReduceError
+from .._base.task import Task
 from .._engine.call import Call
 from .._engine.program import Stored
 from .._io.strings import Encoding
@@ -128,19 +129,23 @@ def kept(
 
 
 def _discard(keyed: KeyedPlan, name: str, stored: list[Column], call: Call, timeout: float) -> None:
-    """Free what a failed :func:`kept` may have stored, on the reducers still live (best effort)."""
-    graph = tf.Graph()
-    with graph.as_default():
-        ops = []
-        for r, device in enumerate(keyed.reducers):
-            if Device.parse(device).task in call.cluster.lost:
-                continue
-            with tf.device(device):
-                ops += [destroy_shard(name + column.suffix, r, column.dtype) for column in stored]
-    try:
-        if ops:
-            call.cluster.run(graph, ops, {}, tasks=list(keyed.tasks), timeout=timeout)
-    except TfMapReduceError:
-        pass  # a task lost since: its memory went with it
-    finally:
-        call.cluster.forget(graph)
+    """Free what a failed :func:`kept` may have stored, one run per reducer task (best effort): a task the failure
+    lost, marked lost or not, fails only its own run, and the survivors' halves are freed."""
+    by_task: dict[Task, list[tuple[int, str]]] = {}
+    for r, device in enumerate(keyed.reducers):
+        by_task.setdefault(Device.parse(device).task, []).append((r, device))
+    for task, reducers in by_task.items():
+        if task in call.cluster.lost:
+            continue
+        graph = tf.Graph()
+        with graph.as_default():
+            ops = []
+            for r, device in reducers:
+                with tf.device(device):
+                    ops += [destroy_shard(name + column.suffix, r, column.dtype) for column in stored]
+        try:
+            call.cluster.run(graph, ops, {}, tasks=[task], timeout=timeout)
+        except TfMapReduceError:
+            pass  # a task lost since: its memory went with it
+        finally:
+            call.cluster.forget(graph)
