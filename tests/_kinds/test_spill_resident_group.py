@@ -80,26 +80,22 @@ def test_a_resident_top_k_over_unicode_keys_spilled_keeps_its_ragged_values(
     assert os.listdir(spill) == []
 
 
-@pytest.mark.parametrize("resident", [False, True])
-def test_a_range_partitioned_median_over_its_budget_spills_in_key_order(
-    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int], resident: bool
+def test_a_resident_range_partitioned_median_over_its_budget_is_kept_in_key_order(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int]
 ) -> None:
     rng = np.random.default_rng(33)
     keys = rng.integers(-20_000, 20_000, 30_000)
     values = rng.normal(size=keys.size)
     expected = pd.Series(values).groupby(keys).median()
     with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
-        got = tmr.median_by_key(
-            keys, values, max_bytes=BUDGET, reducers=2, partitioner="range", cluster=cluster, resident=resident
-        )
+        kept = tmr.median_by_key(keys, values, max_bytes=BUDGET, reducers=2, partitioner="range", cluster=cluster, resident=True)
     assert spilled_parts() >= 2
-    if isinstance(got, tmr.KeyedSharded):
-        with got:
-            shards = _per_reducer(got)
-            assert all(s.size for s in shards)
-            assert shards[0].max() < shards[1].min()
-            assert got.keys.gather().tolist() == expected.index.tolist()  # each shard sorted: in key order, not re-sorted
-            got = got.gather()
+    with kept:
+        shards = _per_reducer(kept)
+        assert all(s.size for s in shards)
+        assert shards[0].max() < shards[1].min()
+        assert kept.keys.gather().tolist() == expected.index.tolist()  # each shard sorted: in key order, not re-sorted
+        got = kept.gather()
     np.testing.assert_array_equal(got.keys, expected.index.to_numpy())
     np.testing.assert_array_equal(got.values, expected.to_numpy())
     assert os.listdir(spill) == []
