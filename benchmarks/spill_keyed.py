@@ -1,16 +1,18 @@
-"""Keyed combines over their budget: a keyed sum in memory against spilled, fetched, resident and range-partitioned.
+"""Keyed combines and group reducers over their budget: a keyed sum (or median) in memory against spilled, fetched,
+resident and range-partitioned.
 
 ``python -m benchmarks spill_keyed``:
 
 - ``--rows`` (default 2e6) int64 keys with about half as many distinct values and float64 values, resident on a
-  2-worker LocalCluster, summed per key over two reducers (``tmr.sum_by_key``);
+  2-worker LocalCluster, summed per key over two reducers (``tmr.sum_by_key``; ``--recipe median_by_key``: their
+  median per key, a group reducer, every row sent to its key's reducer);
 - each run without a budget (in memory) and with ``max_bytes=`` ``--budget`` (default 4e6 bytes, an eighth of a
   reducer's share of partials at the default size: spilled through the workers' disks), fetched
   and ``resident=True`` (the result kept on the reducers, then freed), by hash and with ``partitioner="range"``;
 - ``tmr.plan_by_key`` of the same keys and values held on the client, without ``recipe=`` (every row counted) and with
   ``recipe=tmr.sum_by_key`` (per-key partials, each task's bounded by its keys' range: a scan of the keys).
 
-Every result is checked against numpy (``np.unique`` and ``np.bincount``) before it is timed; each row is the median
+Every result is checked against numpy (``np.unique`` and ``np.bincount``; a median against pandas) before it is timed; each row is the median
 of ``--repeats`` calls after one warm-up.  Then one more call of each run: the largest growth of a worker's resident
 memory over it (``VmHWM``, reset through ``/proc/PID/clear_refs`` just before, less ``VmRSS`` before).
 """
@@ -26,7 +28,7 @@ import numpy as np
 
 import tfmapreduce as tmr
 
-from ._registry import Size, benchmark
+from ._registry import Size, benchmark, flag
 from ._table import Rows
 from .spill import _memory, _reset_peaks
 
@@ -41,9 +43,9 @@ def _growth(pids: tuple[int, ...], fn: Any) -> int:
     return max(_memory((pid,), "VmHWM") - b for pid, b in zip(pids, before, strict=True))
 
 
-def _run(keys: Any, values: Any, resident: bool, **options: Any) -> Any:
-    """One keyed sum; a resident result gathered's length taken, then freed."""
-    out = tmr.sum_by_key(keys, values, resident=resident, reducers=2, **options)
+def _run(recipe: Any, keys: Any, values: Any, resident: bool, **options: Any) -> Any:
+    """One call of ``recipe``; a resident result's length taken, then freed."""
+    out = recipe(keys, values, resident=resident, reducers=2, **options)
     if not resident:
         return out
     with out:
@@ -57,6 +59,14 @@ def _run(keys: Any, values: Any, resident: bool, **options: Any) -> Any:
         "budget": Size(4e5, 4e6, "bytes one reducer may receive in the spilled runs (max_bytes=)"),
         "repeats": Size(1, 5, "timed calls per row after one warm-up (median reported)"),
     },
+    flags=[
+        flag(
+            "--recipe",
+            choices=("sum_by_key", "median_by_key"),
+            default="sum_by_key",
+            help="the by-key recipe timed: a keyed combine (sum_by_key, the default) or a group reducer (median_by_key)",
+        )
+    ],
 )
 def run(args: argparse.Namespace) -> None:
     """Measure and print the table."""
@@ -64,8 +74,14 @@ def run(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(0)
     keys = rng.integers(0, n // 2, n, dtype=np.int64)
     values = rng.random(n)
+    recipe = getattr(tmr, args.recipe)
     distinct, ids = np.unique(keys, return_inverse=True)
-    sums = np.bincount(ids, weights=values)
+    if args.recipe == "median_by_key":
+        import pandas as pd
+
+        expected = pd.Series(values).groupby(keys).median().to_numpy()
+    else:
+        expected = np.bincount(ids, weights=values)
     table = Rows(args.repeats)
     growth: list[tuple[str, int]] = []
     with (
@@ -75,21 +91,21 @@ def run(args: argparse.Namespace) -> None:
     ):
         for partitioner in ("hash", "range"):
             for limit in (None, budget):
-                got = tmr.sum_by_key(kd, vd, max_bytes=limit, reducers=2, partitioner=partitioner)
+                got = recipe(kd, vd, max_bytes=limit, reducers=2, partitioner=partitioner)
                 np.testing.assert_array_equal(got.keys, distinct)
-                np.testing.assert_allclose(got.values, sums, rtol=1e-9)
+                np.testing.assert_allclose(got.values, expected, rtol=1e-9)
                 for resident in (False, True):
                     how = "in memory" if limit is None else f"max_bytes={limit:,}: spilled"
-                    name = f"sum_by_key, {partitioner}, {'resident' if resident else 'fetched'}, {how}"
-                    call = functools.partial(_run, kd, vd, resident, max_bytes=limit, partitioner=partitioner)
+                    name = f"{args.recipe}, {partitioner}, {'resident' if resident else 'fetched'}, {how}"
+                    call = functools.partial(_run, recipe, kd, vd, resident, max_bytes=limit, partitioner=partitioner)
                     table.add(name, call, n)
                     growth.append((name, _growth(cluster.pids, call)))
-        for recipe in (None, tmr.sum_by_key):  # the plan of host arrays: rows, or partials bounded by the keys' range
-            plan = tmr.plan_by_key(keys, values, recipe=recipe, max_bytes=budget, reducers=2, cluster=cluster)
-            print(f"  plan_by_key(recipe={getattr(recipe, '__name__', None)}): {plan.spill.explain().splitlines()[0][:160]}")
+        for planned in (None, recipe):  # the plan of host arrays: rows, or partials bounded by the keys' range
+            plan = tmr.plan_by_key(keys, values, recipe=planned, max_bytes=budget, reducers=2, cluster=cluster)
+            print(f"  plan_by_key(recipe={getattr(planned, '__name__', None)}): {plan.spill.explain().splitlines()[0][:160]}")
             table.add(
-                f"plan_by_key, recipe={getattr(recipe, '__name__', None)}",
-                lambda r=recipe: tmr.plan_by_key(keys, values, recipe=r, max_bytes=budget, reducers=2, cluster=cluster),
+                f"plan_by_key, recipe={getattr(planned, '__name__', None)}",
+                lambda r=planned: tmr.plan_by_key(keys, values, recipe=r, max_bytes=budget, reducers=2, cluster=cluster),
                 n,
             )
     table.print("rows")

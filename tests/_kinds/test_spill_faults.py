@@ -1,5 +1,6 @@
-"""Spilled runs that end badly, on real workers: one whose deadline ends it, one that loses a worker mid-spill.  Each
-raises an error naming the spilled job's stage (and the lost task), and leaves no spill folder on a worker that lives."""
+"""Spilled runs that end badly, on real workers: one whose deadline ends it, one that loses a worker mid-spill, a resident
+one that loses a worker as it keeps its rounds.  Each raises an error naming the spilled job's stage (and the lost
+task), and leaves no spill folder (nor a half-kept result) on a worker that lives."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
+from tfmapreduce._base.device import Device
+from tfmapreduce._kinds import spilled_group, spilled_keep
 from tfmapreduce._native.loader import has, kernels
 
 pytestmark = pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
@@ -85,3 +89,87 @@ def test_a_worker_killed_mid_spill_fails_the_run_naming_it_and_the_survivor_keep
         assert re.match(r"spilled MapReduce\(.*lambda>/per_group\(_stuck\)\), (the spill|round 1 of 4) ", str(raised.value))
         assert "/job:local/task:1" in str(raised.value) or "task 1" in str(raised.value)
         assert _spill_folders(spill) == []  # the survivor removed the job's folder (and, on this one disk, the rest)
+
+
+def _kept_shard(cluster: tmr.LocalCluster, name: str, index: int, device: str) -> bool:
+    """Whether ``device`` holds shard ``index`` of the resident keys named ``name`` (its reducer's variable)."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(device):
+        handle = tf.raw_ops.VarHandleOp(
+            dtype=tf.int64, shape=tf.TensorShape(None), container=f"{name}_keys", shared_name=f"shard{index}"
+        )
+        held = tf.raw_ops.VarIsInitializedOp(resource=handle)
+    try:
+        return bool(cluster.run(graph, held, {}, tasks=[Device.parse(device).task], timeout=30))
+    finally:
+        cluster.forget(graph)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_as_a_spilled_resident_run_keeps_its_rounds_fails_it_naming_it_and_leaves_nothing(
+    spill: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = np.arange(8_000) % 500
+    names: list[tuple[str, int, str]] = []
+    with tmr.LocalCluster(workers=2) as pair:
+        pair.devices  # noqa: B018 - ask for the devices while both workers answer
+        keep, assign = spilled_group.kept, spilled_keep.assign_shard
+
+        def kill_then_keep(graced: Any, *args: Any) -> Any:  # every round done: task 1 killed as the keep step starts
+            assert [Device.parse(d).task for d in graced.plan.keyed.reducers] == list(pair.tasks)
+            assert glob.glob(str(spill / "tfmapreduce-spill-*" / "*" / "kept-b*"))  # each round's results, on disk
+            os.kill(pair.pids[1], signal.SIGKILL)
+            return keep(graced, *args)
+
+        def named(container: str, index: int, value: tf.Tensor) -> tf.Operation:
+            if container.endswith("_keys"):
+                names.append((container.removesuffix("_keys"), index, tf.no_op().device))  # (in the reducer's scope)
+            if container.endswith("_keys") and index == 0:  # reducer 0 kept its half before task 1's failed the step
+                graph = tf.Graph()
+                with graph.as_default(), tf.device(names[-1][2]):
+                    half = assign(container, 0, tf.constant([7], tf.int64))
+                try:
+                    pair.run(graph, half, {}, tasks=[pair.tasks[0]], timeout=30)
+                finally:
+                    pair.forget(graph)
+            return assign(container, index, value)
+
+        monkeypatch.setattr(spilled_group, "kept", kill_then_keep)
+        monkeypatch.setattr(spilled_keep, "assign_shard", named)
+        with pytest.raises(tmr.WorkerUnavailableError) as raised:
+            tmr.median_by_key(keys, np.ones(keys.size), max_bytes=BUDGET, reducers=2, cluster=pair, resident=True, retries=0)
+        message = str(raised.value)
+        assert re.match(r"spilled MapReduce\(median_by_key\), keeping each reducer's rounds \(resident=True\): ", message)
+        assert raised.value.task == pair.tasks[1]
+        assert _spill_folders(spill) == []  # the survivor removed the job's folder (and, on this one disk, the rest)
+        assert [index for _, index, _ in names] == [0, 1]
+        assert not _kept_shard(pair, *names[0])  # the survivor keeps no half of the result
+
+
+def test_a_spilled_resident_run_whose_keep_step_fails_on_one_reducer_keeps_no_half_of_its_result(
+    cluster: tmr.LocalCluster, spill: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = np.arange(8_000) % 500
+    names: list[tuple[str, int, str]] = []
+    assign = spilled_keep.assign_shard
+
+    def taken(container: str, index: int, value: tf.Tensor) -> tf.Operation:  # reducer 1's keys: a float variable there
+        if container.endswith("_keys"):
+            names.append((container.removesuffix("_keys"), index, tf.no_op().device))  # (in the reducer's scope)
+        if container.endswith("_keys") and index == 1:
+            graph = tf.Graph()
+            with graph.as_default(), tf.device(names[-1][2]):
+                held = assign(container, 1, tf.constant([0.5], tf.float32))
+            try:
+                cluster.run(graph, held, {}, tasks=[Device.parse(names[-1][2]).task], timeout=30)
+            finally:
+                cluster.forget(graph)
+        return assign(container, index, value)
+
+    monkeypatch.setattr(spilled_keep, "assign_shard", taken)
+    with pytest.raises(tmr.JobError, match=r"op keep1/AssignVariableOp.*wrong dtype"):
+        tmr.median_by_key(keys, np.ones(keys.size), max_bytes=BUDGET, reducers=2, cluster=cluster, resident=True)
+    assert _spill_folders(spill) == []
+    assert [index for _, index, _ in names] == [0, 1]
+    assert not _kept_shard(cluster, *names[0])  # reducer 0's half, stored in the failed step: freed
+    assert not _kept_shard(cluster, *names[1])

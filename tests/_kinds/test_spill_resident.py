@@ -112,15 +112,3 @@ def test_the_plan_of_a_keyed_run_says_a_resident_or_ranged_run_spills_too(cluste
     assert plan.spill.spills
     assert "range sub-partitions" in str(plan)
     assert "resident=True keeps each reducer's rounds concatenated" in str(plan)
-    group = tmr.plan_by_key(keys, np.ones(keys.size), recipe=tmr.median_by_key, **options)  # a group recipe's refuses
-    assert "hash sub-partitions" in str(group)
-    assert "a resident result or partitioner='range' is refused instead" in str(group)
-
-
-def test_a_resident_group_reducer_over_its_budget_is_still_refused_saying_how_to_fix_it(
-    cluster: tmr.LocalCluster, spill: Path
-) -> None:
-    keys = np.arange(40_000) % 3_000
-    with pytest.raises(tmr.ReducerMemoryError, match=r"more than its budget.*fetch the result \(no resident=True"):
-        tmr.median_by_key(keys, np.ones(keys.size), max_bytes=BUDGET, reducers=2, cluster=cluster, resident=True)
-    assert os.listdir(spill) == []

@@ -6,7 +6,7 @@ folders (``spilled_group`` runs the rounds), in 1 + P distributed runs::
 
     run 1, the spill          each shard mapped as the in-memory run maps it (``map_shards``: a group job's rows, or
                               a recipe's precombined rows; a keyed job's per-key partials), each task's rows merged,
-                              then split by the stable key hash (a range-partitioned keyed job's: by sampled ranges;
+                              then split by the stable key hash (a range-partitioned job's: by sampled ranges;
                               ``sub_partition_ids``) into R × P sub-partitions (P per reducer, enough that
                               one fits the budget ``MARGIN`` times over); each piece's keys and value leaves written
                               (``serialize_tensor``) to the spill folder on the task's own disk:

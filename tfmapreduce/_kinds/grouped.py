@@ -235,8 +235,8 @@ class Grouped(ByKey):
                 f"values), more than its budget of {big.budget:,} bytes ({big.limit}); nothing was sent. Spread the keys over more reducers "
                 "(reducers=N, up to the cluster's devices), use a combiner recipe (sum/mean/min/max/variance_by_key) whose "
                 "partials are one row per key, or, if its host has the memory, raise per_group(..., max_bytes=); one hot key "
-                "stays on one reducer however many there are. A group reducer spills to the workers' disks where you fetch "
-                "the result (no resident=True) and partition by hash (no partitioner='range')",
+                "stays on one reducer however many there are (where every task has the native kernels' spill family, the "
+                "run spills to the workers' disks instead)",
             )
         wrong = re.search(re.escape(_ROWS) + _FOUND, text)
         if wrong is not None:

@@ -25,7 +25,7 @@ from .shuffle.forecast import keyed_forecast, row_bytes
 from .shuffle.partials import traced
 from .shuffle.plan import KeyedPlan
 from .spill import OverBudget
-from .spilled_group import group_spilled, spillable
+from .spilled_group import group_spilled
 from .whole import WholeInput
 
 R = TypeVar("R")
@@ -53,7 +53,7 @@ class MapReduce(Generic[R]):
     sub-partition per reducer at a time, the same result; a resident run keeps each
     reducer's rounds concatenated there, a range-partitioned run spills by ranges).
     A group reducer over its budget (``tmr.per_group(fn, max_bytes=)``) spills the
-    same way where it is fetched and hash-partitioned.
+    same way, fetched or resident, by hash or by range.
 
     Examples:
         The lesson's distributed mean over uneven slices:
@@ -154,7 +154,7 @@ class MapReduce(Generic[R]):
         budget = self._kind.form.max_bytes if isinstance(self._kind, Grouped) else getattr(self._kind, "max_bytes", None)
         if not isinstance(planned, KeyedPlan):
             return planned
-        combines = isinstance(self._kind, Keyed) and partials  # (else planned as a group recipe: resident refused)
+        combines = isinstance(self._kind, Keyed) and partials  # (else planned as a group recipe: rows sent whole)
         form = self.combiner.per_key
         traced_partials = (
             traced(self.map_fn, form, call.srcs, row_bytes(call.srcs[:1]))
@@ -167,8 +167,7 @@ class MapReduce(Generic[R]):
             call.srcs,
             budget,
             planned_folder(),
-            combines=combines,
-            partitioner=planned.partitioner if combines else "hash",
+            partitioner=planned.partitioner,
             partials=traced_partials,
         )
         return attrs.evolve(planned, spill=forecast)
@@ -240,7 +239,7 @@ class MapReduce(Generic[R]):
         try:
             return _engine.run(kind, x, settings, broadcast, resident=resident)
         except OverBudget as refused:  # a reducer's share over its budget: through the workers' disks instead
-            if not (isinstance(kind, (Grouped, Keyed)) and spillable(kind, settings, resident)):
+            if not isinstance(kind, (Grouped, Keyed)):
                 raise
             return group_spilled(kind, x, settings, broadcast, refused, resident=resident)
 

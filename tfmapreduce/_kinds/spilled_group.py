@@ -23,6 +23,7 @@ from .._base.device import Device
 from .._base.errors import JobError, ReducerMemoryError
 from .._engine import driver as _engine
 from .._ops.per_key import merge
+from .._ops.splitters import key_order
 from .._options import RunOptions
 from .grace import Graced, GracePlan, GraceSpill, spill_root
 from .grouped import GroupBuilt, Grouped, group_native, group_result
@@ -36,22 +37,14 @@ from .spilled_keep import kept, written
 from .spilled_sort import SpillCall
 
 
-def spillable(kind: Any, settings: RunOptions, resident: bool) -> bool:
-    """Whether a refused run of ``kind`` may spill: a keyed combine always (fetched or resident, by hash or by range); a
-    group reducer where it is fetched and hash-partitioned."""
-    if isinstance(kind, Keyed):
-        return True
-    return isinstance(kind, Grouped) and not resident and settings.partitioner == "hash"
-
-
 def group_spilled(
     kind: Grouped | Keyed, x: Any, settings: RunOptions, broadcast: Sequence[Any], refused: OverBudget, *, resident: bool = False
 ) -> Any:
     """Run ``kind`` over ``x`` through each worker's disk (see the module), after the in-memory run was ``refused``.
 
-    A keyed combine with ``resident=True`` writes each round's per-key results on its reducer's disk, then keeps their
-    concatenation on each reducer (``spilled_keep``): the ``KeyedSharded`` of the in-memory run, its keys on the same
-    reducers.
+    With ``resident=True`` each round's per-key results are written on their reducer's disk, then their concatenation
+    kept on each reducer (``spilled_keep``): the ``KeyedSharded`` of the in-memory run, its keys on the same reducers.
+    With ``partitioner="range"`` the sub-partitions are ranges and each round's results sorted: the result in key order.
 
     Raises:
         ReducerMemoryError: one key's values alone exceed a reducer's budget (named, with its bytes; nothing reduced).
@@ -85,7 +78,7 @@ def group_spilled(
             graph = tf.Graph()
             with graph.as_default():
                 outputs, built = (
-                    reduce_round(kind, graced, j, native)
+                    reduce_round(kind, graced, j, native, keep=resident)
                     if isinstance(kind, Grouped)
                     else merge_round(kind, graced, j, native, keep=resident)
                 )
@@ -105,18 +98,21 @@ def group_spilled(
                 call.cluster.forget(graph)
         decode = call.note[0] if graced.key_dtype == tf.string else None
         if resident:  # each reducer's rounds, read back from its disk and kept there (before the spill folder goes)
+            built = info.built if isinstance(info, GroupBuilt) else KeyedBuilt(graced.key_dtype, info)
+            counts = {b: np.asarray(n, np.int64).ravel() for b, n in value.items()}
             with run.stage("keeping each reducer's rounds (resident=True)"):
-                result: Any = kept(graced, {b: int(n) for b, n in value.items()}, info, call, decode, settings.seconds())
+                result: Any = kept(graced, counts, built, call, decode, settings.seconds())
             return (result, stats) if settings.return_stats else result
     finally:
         run.remove()
     parts = [value[b] for b in sorted(value)]  # reducer r's rounds, then r + 1's: a range partition's key order
+    ordered = graced.plan.keyed.partitioner == "range"
     if isinstance(kind, Grouped):
         assert info is not None  # (a refused share has rows)
-        result = group_result(parts, info, call.note[0], ordered=False)
+        result = group_result(parts, info, call.note[0], ordered=ordered)
     else:
         keys, per_key = concatenated(parts)
-        result = sorted_result(keys, per_key, decode=decode, ordered=graced.plan.keyed.partitioner == "range")
+        result = sorted_result(keys, per_key, decode=decode, ordered=ordered)
     return (result, stats) if settings.return_stats else result
 
 
@@ -134,11 +130,12 @@ def read_pieces(graced: Graced[Any], b: int, c: int) -> list[tf.Tensor]:
 
 
 def reduce_round(
-    kind: Grouped, graced: Graced[KeyedPlan], j: int, native: Any | None
+    kind: Grouped, graced: Graced[KeyedPlan], j: int, native: Any | None, *, keep: bool = False
 ) -> tuple[dict[int, Any], GroupBuilt | None]:
     """In the current graph, round ``j``: each reducer r reads sub-partition r·P + j from every task's disk and reduces
-    it as the in-memory run reduces its share; the fetches (keys, leaves) of the reducers with rows, by sub-partition,
-    and the build."""
+    it as the in-memory run reduces its share (a range partition's: sorted by key); the fetches (keys, leaves; ragged
+    ones as (flat values, row splits)) of the reducers with rows, by sub-partition, and the build.  ``keep``: each
+    reducer's result is written on its own disk instead (``spilled_keep.written``), and its counts fetched."""
     plan = graced.plan
     outputs: dict[int, Any] = {}
     built = None
@@ -150,13 +147,26 @@ def reduce_round(
             columns = [tf.concat(read_pieces(graced, b, c), 0) for c in range(1 + len(graced.leaves))]
             values = tf.nest.pack_sequence_as(graced.structure, columns[1:])
             keys, output = kind._reduce(r, device, columns[0], values, native)
-            result, shape, ragged = kind._leaves(r, device, keys, output)
-            outputs[b] = (tf.identity(keys), result)
+            order = key_order(keys, native) if plan.keyed.partitioner == "range" else None
+            result, shape, ragged = kind._leaves(r, device, keys, output, order)
+            keys = tf.identity(keys if order is None else tf.gather(keys, order))
+            if keep:
+                outputs[b] = written(graced, b, keys, tf.nest.pack_sequence_as(shape, _leaves_of(result, ragged)))
+            else:
+                outputs[b] = (keys, result)
         if built is None:
             leaves = [leaf[0] if is_ragged else leaf for leaf, is_ragged in zip(result, ragged, strict=True)]
             specs = tf.nest.pack_sequence_as(shape, [tf.TensorSpec(t.shape[1:], t.dtype) for t in leaves])
             built = GroupBuilt(KeyedBuilt(graced.key_dtype, specs, False, ragged), shape)
     return outputs, built
+
+
+def _leaves_of(result: list[Any], ragged: tuple[bool, ...]) -> list[Any]:
+    """A group round's result leaves as tensors: a ragged one's (flat values, row splits) as its ``tf.RaggedTensor``."""
+    return [
+        tf.RaggedTensor.from_row_splits(*leaf, validate=False) if is_ragged else leaf
+        for leaf, is_ragged in zip(result, ragged, strict=True)
+    ]
 
 
 def merge_round(

@@ -1,12 +1,14 @@
-"""A resident keyed combine over its reducers' budget, spilled: its rounds' results kept on their reducers.
+"""A resident keyed combine or group reducer over its reducers' budget, spilled: its rounds' results kept on their
+reducers.
 
-``resident=True`` promises the result stays on the reducers.  Spilled (``spilled_group``), reducer r merges one
-sub-partition of its keys per round; each round's per-key results are written to the job's spill folder on
-reducer r's own disk (:func:`written`), then one last run (:func:`kept`) reads them back on each reducer, concatenates
-them in round order and stores the concatenation as shard r of the result's variables: the ``KeyedSharded`` of the
-in-memory run, partitioned as it is (by hash: the same keys on each reducer, so it joins co-partitioned with the
-in-memory run's; by range: reducer r's rounds are its consecutive ranges, sorted).  A reducer holds one round's
-merge at a time, then its whole result twice while it concatenates (the rounds read back, and their concatenation).
+``resident=True`` promises the result stays on the reducers.  Spilled (``spilled_group``), reducer r merges (or
+groups and reduces) one sub-partition of its keys per round; each round's per-key results are written to the job's
+spill folder on reducer r's own disk (:func:`written`; a group reducer's ragged leaf as its flat values and row
+lengths), then one last run (:func:`kept`) reads them back on each reducer, concatenates them in round order and
+stores the concatenation as shard r of the result's variables: the ``KeyedSharded`` of the in-memory run,
+partitioned as it is (by hash: the same keys on each reducer, so it joins co-partitioned with the in-memory run's;
+by range: reducer r's rounds are its consecutive ranges, sorted).  A reducer holds one round's reduction at a time,
+then its whole result twice while it concatenates (the rounds read back, and their concatenation).
 
 Example:
     >>> keys = np.arange(8_000) % 3_000
@@ -21,10 +23,13 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+import attrs
+import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
 from .._base.errors import TfMapReduceError
+from .._base.task import Task
 from .._engine.call import Call
 from .._engine.program import Stored
 from .._io.strings import Encoding
@@ -42,70 +47,105 @@ def _cpu(device: str) -> str:
     return f"{Device.parse(device).task}/device:CPU:0"
 
 
+@attrs.frozen
+class Column:
+    """One stored column of a resident result: its container suffix, dtype and row shape, and which of a reducer's
+    counts (0: its keys; k: its k-th ragged leaf's values) is its rows."""
+
+    suffix: str
+    dtype: tf.DType
+    row: tuple[int, ...]
+    count: int
+
+
+def columns(built: KeyedBuilt) -> list[Column]:
+    """The columns ``keep_fetch`` stores for a result of ``built``: the keys, then each value leaf (a ragged leaf's flat
+    values and row lengths), as :func:`written` writes them and ``shuffle.sharded.keep`` reads them."""
+    found = [Column("_keys", built.key_dtype, (), 0)]
+    ragged = 0
+    for j, spec in enumerate(tf.nest.flatten(built.value_specs)):
+        if built.ragged and built.ragged[j]:
+            ragged += 1
+            found += [Column(f"_v{j}", spec.dtype, tuple(spec.shape), ragged), Column(f"_l{j}", tf.int64, (), 0)]
+        else:
+            found.append(Column(f"_v{j}", spec.dtype, tuple(spec.shape), 0))
+    return found
+
+
 def written(graced: Graced[KeyedPlan], b: int, keys: tf.Tensor, values: Any) -> tf.Tensor:
-    """In the current graph: sub-partition ``b``'s per-key results (``keys``, ``values``, made on its reducer) written
-    to the spill folder on the reducer's own task; what to fetch: their rows, once written."""
+    """In the current graph: sub-partition ``b``'s per-key results (``keys``, ``values``, made on its reducer; a
+    ``tf.RaggedTensor`` leaf as its flat values and row lengths) written to the spill folder on the reducer's own
+    task; what to fetch once written: the keys' count, then each ragged leaf's value count (as ``keep_fetch``)."""
     device = graced.plan.keyed.reducers[b // graced.plan.parts]
+    with tf.device(device), tf.name_scope(f"kept{b}"):
+        data, counts = [keys], [tf.size(keys, tf.int64)]
+        for leaf in tf.nest.flatten(values):
+            if isinstance(leaf, tf.RaggedTensor):
+                data += [leaf.flat_values, leaf.row_lengths()]
+                counts.append(tf.shape(leaf.flat_values, out_type=tf.int64)[0])
+            else:
+                data.append(leaf)
     with tf.device(_cpu(device)), tf.name_scope(f"kept{b}"):
-        ops = [
-            tf.io.write_file(_path(graced, b, c), tf.io.serialize_tensor(leaf))
-            for c, leaf in enumerate([keys, *tf.nest.flatten(values)])
-        ]
+        ops = [tf.io.write_file(_path(graced, b, c), tf.io.serialize_tensor(x)) for c, x in enumerate(data)]
         with tf.control_dependencies(ops):
-            return tf.size(keys, tf.int64)
+            return tf.stack(counts)
 
 
 def kept(
-    graced: Graced[KeyedPlan], rows: dict[int, int], specs: Any, call: Call, decode: Encoding, timeout: float
+    graced: Graced[KeyedPlan], counts: dict[int, np.ndarray], built: KeyedBuilt, call: Call, decode: Encoding, timeout: float
 ) -> KeyedSharded:
-    """Each reducer's rounds (``rows``: the rows :func:`written` wrote, by sub-partition) read back from its disk,
-    concatenated in round order and kept as its shard of a new resident result (``specs``: the values' row specs);
-    the ``KeyedSharded``.  What a failed run stored is freed."""
+    """Each reducer's rounds (``counts``: what :func:`written` fetched, by sub-partition) read back from its disk,
+    concatenated in round order and kept as its shard of a new resident result of ``built``; the ``KeyedSharded``.
+    What a failed run stored is freed."""
     plan = graced.plan
-    columns = [tf.TensorSpec((), graced.key_dtype), *tf.nest.flatten(specs)]
-    suffixes = ["_keys", *(f"_v{j}" for j in range(len(columns) - 1))]
+    stored = columns(built)
     name = f"tfmapreduce_{secrets.token_hex(8)}"
     graph = tf.Graph()
     with graph.as_default():
         fetch = []
         for r, device in enumerate(plan.keyed.reducers):
-            rounds = [b for b in range(r * plan.parts, (r + 1) * plan.parts) if rows.get(b)]
+            rounds = [b for b in range(r * plan.parts, (r + 1) * plan.parts) if b in counts and counts[b][0]]
             ops = []
-            for c, (spec, suffix) in enumerate(zip(columns, suffixes, strict=True)):
+            for c, column in enumerate(stored):
                 pieces = []
                 for b in rounds:
                     with tf.device(_cpu(device)), tf.name_scope(f"read{b}"):
-                        data = tf.io.parse_tensor(tf.io.read_file(_path(graced, b, c)), spec.dtype)
-                        pieces.append(tf.ensure_shape(data, (rows[b], *spec.shape)))
+                        data = tf.io.parse_tensor(tf.io.read_file(_path(graced, b, c)), column.dtype)
+                        pieces.append(tf.ensure_shape(data, (int(counts[b][column.count]), *column.row)))
                 with tf.device(device), tf.name_scope(f"keep{r}"):
-                    column = tf.concat(pieces, 0) if pieces else tf.zeros((0, *spec.shape), spec.dtype)
-                    ops.append(assign_shard(name + suffix, r, column))
+                    value = tf.concat(pieces, 0) if pieces else tf.zeros((0, *column.row), column.dtype)
+                    ops.append(assign_shard(name + column.suffix, r, value))
+            total = np.sum([counts[b] for b in rounds], axis=0) if rounds else np.zeros(1 + sum(built.ragged), np.int64)
             with tf.device(device), tf.control_dependencies(ops):
-                fetch.append(tf.constant([sum(rows.get(b, 0) for b in rounds)], tf.int64))
+                fetch.append(tf.constant(total, tf.int64))
     try:
         value = call.cluster.run(graph, fetch, {}, tasks=list(plan.tasks), timeout=timeout)
     except BaseException:
-        _discard(plan.keyed, name, columns, suffixes, call, timeout)
+        _discard(plan.keyed, name, stored, call, timeout)
         raise
     finally:
         call.cluster.forget(graph)
-    return keep(call.cluster, plan.keyed, Stored(value, name), KeyedBuilt(graced.key_dtype, specs, True), decode)
+    return keep(call.cluster, plan.keyed, Stored(value, name), attrs.evolve(built, resident=True), decode)
 
 
-def _discard(keyed: KeyedPlan, name: str, columns: list[tf.TensorSpec], suffixes: list[str], call: Call, timeout: float) -> None:
-    """Free what a failed :func:`kept` may have stored, on the reducers still live (best effort)."""
-    graph = tf.Graph()
-    with graph.as_default():
-        ops = []
-        for r, device in enumerate(keyed.reducers):
-            if Device.parse(device).task in call.cluster.lost:
-                continue
-            with tf.device(device):
-                ops += [destroy_shard(name + suffix, r, spec.dtype) for spec, suffix in zip(columns, suffixes, strict=True)]
-    try:
-        if ops:
-            call.cluster.run(graph, ops, {}, tasks=list(keyed.tasks), timeout=timeout)
-    except TfMapReduceError:
-        pass  # a task lost since: its memory went with it
-    finally:
-        call.cluster.forget(graph)
+def _discard(keyed: KeyedPlan, name: str, stored: list[Column], call: Call, timeout: float) -> None:
+    """Free what a failed :func:`kept` may have stored, one run per reducer task (best effort): a task the failure
+    lost, marked lost or not, fails only its own run, and the survivors' halves are freed."""
+    by_task: dict[Task, list[tuple[int, str]]] = {}
+    for r, device in enumerate(keyed.reducers):
+        by_task.setdefault(Device.parse(device).task, []).append((r, device))
+    for task, reducers in by_task.items():
+        if task in call.cluster.lost:
+            continue
+        graph = tf.Graph()
+        with graph.as_default():
+            ops = []
+            for r, device in reducers:
+                with tf.device(device):
+                    ops += [destroy_shard(name + column.suffix, r, column.dtype) for column in stored]
+        try:
+            call.cluster.run(graph, ops, {}, tasks=[task], timeout=timeout)
+        except TfMapReduceError:
+            pass  # a task lost since: its memory went with it
+        finally:
+            call.cluster.forget(graph)

@@ -47,7 +47,10 @@ def per_group(fn: Callable[[tf.Tensor, Any], Any], *, sort_values: bool = False,
     Every (key, value) row travels to its key's reducer: no map-side combine is possible for a
     general ``fn``.  A reducer holds its whole partition; before any value travels, each reducer
     checks that its partition's keys and values fit in ``max_bytes`` (None: a quarter of the memory
-    its host has available, from ``/proc/meminfo``), and the run raises ``ReducerMemoryError`` otherwise.
+    its host has available, from ``/proc/meminfo``); over it, the run spills to the workers' disks and
+    each reducer reduces one sub-partition of its keys at a time (fetched or ``resident=True``, by hash
+    or by range: the in-memory run's result).  ``ReducerMemoryError`` is left for one key whose values
+    alone exceed the budget.
 
     Args:
         fn: ``(keys, values) -> rows``, built from TensorFlow ops (it is traced in a graph).

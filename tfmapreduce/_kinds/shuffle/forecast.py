@@ -55,7 +55,7 @@ class SpillForecast:
     """The bytes each task would write to its spill folder (its rows), in the plan's task order."""
     folder: str
     """Where each task would write: the run's spill folder, named as a run names it (``<tmp>/tfmapreduce-spill-<run>``)."""
-    instead: str = "a resident result or partitioner='range' is refused instead"
+    instead: str = "resident=True keeps each reducer's rounds concatenated there"
     """What does not spill, for the printed plan."""
     cap: int | None = None
     """The most sub-partitions per reducer the run plans whatever the bytes (a join's: one per 256 rows of its sides)."""
@@ -159,10 +159,6 @@ def table_row(srcs: Sequence[Source]) -> int | None:
     return key + math.prod(src.shape[1:]) * np.dtype(src.dtype).itemsize
 
 
-COMBINED = "resident=True keeps each reducer's rounds concatenated there"
-"""What a keyed combine's spill does with a resident result, for the printed plan."""
-
-
 def keyed_forecast(
     plan: Plan,
     reducers: int,
@@ -170,17 +166,16 @@ def keyed_forecast(
     max_bytes: int | None,
     folder: str,
     *,
-    combines: bool = False,
     partitioner: str = "hash",
     partials: Partials | None = None,
 ) -> SpillForecast:
     """The forecast of a keyed or group run over ``plan``: every input row sent to one of ``reducers`` by key hash (a
-    CSV table's rows estimated from its files' bytes, :func:`in_rows`).  ``combines``: a keyed combine's, which spills
-    resident and range-partitioned runs too (by ``partitioner``); else a group run's, which refuses them.
+    CSV table's rows estimated from its files' bytes, :func:`in_rows`), split into sub-partitions by ``partitioner``
+    (a resident result kept on its reducers, as in memory).
     ``partials``: a keyed combine's, traced (``partials.traced``): what each task sends is counted in per-key
     partials, at most one per distinct key (bounded soundly: ``Partials.per_task``), not in rows."""
     table = table_row(srcs)
-    if combines and partials is not None and table is None:
+    if partials is not None and table is None:
         return _combined(plan, reducers, srcs, max_bytes, folder, partitioner, partials)
     row = row_bytes(srcs) if table is None else table
     rows, per_unit = in_rows(plan.rows, row, "rows" if table is None else "bytes")
@@ -190,9 +185,7 @@ def keyed_forecast(
     what = "each reducer's share of (key, value) rows, estimated from the input's rows"
     if table is not None:
         what += " (a CSV table's rows as its files' bytes over a row's bytes in memory)"
-    if not combines:
-        return SpillForecast(what, share, budget, limit, reducers, tasks, folder)
-    return SpillForecast(what, share, budget, limit, reducers, tasks, folder, COMBINED, partitioner=partitioner)
+    return SpillForecast(what, share, budget, limit, reducers, tasks, folder, partitioner=partitioner)
 
 
 def _combined(
@@ -214,7 +207,7 @@ def _combined(
         what = f"each reducer's share of per-key partials, one a row at most ({row} bytes each), estimated before the run"
     share = math.ceil(sum(counts.values()) * row / max(1, reducers))
     tasks = tuple((task, n * row) for task, n in counts.items())
-    return SpillForecast(what, share, budget, limit, reducers, tasks, folder, COMBINED, partitioner=partitioner)
+    return SpillForecast(what, share, budget, limit, reducers, tasks, folder, partitioner=partitioner)
 
 
 ROWS_PER_PART = 256
