@@ -48,7 +48,7 @@ def _cpu(device: str) -> str:
 
 
 @attrs.frozen
-class Column:
+class StoredColumn:
     """One stored column of a resident result: its container suffix, dtype and row shape, and which of a reducer's
     counts (0: its keys; k: its k-th ragged leaf's values) is its rows."""
 
@@ -58,17 +58,17 @@ class Column:
     count: int
 
 
-def columns(built: KeyedBuilt) -> list[Column]:
+def columns(built: KeyedBuilt) -> list[StoredColumn]:
     """The columns ``keep_fetch`` stores for a result of ``built``: the keys, then each value leaf (a ragged leaf's flat
     values and row lengths), as :func:`written` writes them and ``shuffle.sharded.keep`` reads them."""
-    found = [Column("_keys", built.key_dtype, (), 0)]
+    found = [StoredColumn("_keys", built.key_dtype, (), 0)]
     ragged = 0
     for j, spec in enumerate(tf.nest.flatten(built.value_specs)):
         if built.ragged and built.ragged[j]:
             ragged += 1
-            found += [Column(f"_v{j}", spec.dtype, tuple(spec.shape), ragged), Column(f"_l{j}", tf.int64, (), 0)]
+            found += [StoredColumn(f"_v{j}", spec.dtype, tuple(spec.shape), ragged), StoredColumn(f"_l{j}", tf.int64, (), 0)]
         else:
-            found.append(Column(f"_v{j}", spec.dtype, tuple(spec.shape), 0))
+            found.append(StoredColumn(f"_v{j}", spec.dtype, tuple(spec.shape), 0))
     return found
 
 
@@ -128,7 +128,7 @@ def kept(
     return keep(call.cluster, plan.keyed, Stored(value, name), attrs.evolve(built, resident=True), decode)
 
 
-def _discard(keyed: KeyedPlan, name: str, stored: list[Column], call: Call, timeout: float) -> None:
+def _discard(keyed: KeyedPlan, name: str, stored: list[StoredColumn], call: Call, timeout: float) -> None:
     """Free what a failed :func:`kept` may have stored, one run per reducer task (best effort): a task the failure
     lost, marked lost or not, fails only its own run, and the survivors' halves are freed."""
     by_task: dict[Task, list[tuple[int, str]]] = {}
