@@ -105,10 +105,14 @@ def test_a_range_partitioned_keyed_count_over_its_budget_spills_in_key_order(
     assert os.listdir(spill) == []
 
 
-def test_the_plan_of_a_keyed_run_says_a_resident_or_ranged_run_spills_too(cluster: tmr.LocalCluster) -> None:
+@pytest.mark.parametrize("recipe", [tmr.sum_by_key, tmr.median_by_key], ids=lambda r: r.__name__)
+def test_the_plan_of_a_keyed_run_says_a_resident_or_ranged_run_spills_too(cluster: tmr.LocalCluster, recipe: object) -> None:
     keys = np.arange(60_000) % 40_000
-    options = {"max_bytes": BUDGET, "reducers": 2, "cluster": cluster}
-    plan = tmr.plan_by_key(keys, np.ones(keys.size), recipe=tmr.sum_by_key, partitioner="range", **options)
+    options = {"max_bytes": BUDGET, "reducers": 2, "cluster": cluster, "recipe": recipe}
+    plan = tmr.plan_by_key(keys, np.ones(keys.size), partitioner="range", **options)
     assert plan.spill.spills
     assert "range sub-partitions" in str(plan)
     assert "resident=True keeps each reducer's rounds concatenated" in str(plan)
+    hashed = tmr.plan_by_key(keys, np.ones(keys.size), **options)
+    assert "hash sub-partitions" in str(hashed)
+    assert "is refused instead" not in str(hashed)

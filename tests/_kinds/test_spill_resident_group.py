@@ -118,18 +118,6 @@ def test_a_range_partitioned_per_group_over_string_keys_spilled_equals_pandas(
     assert os.listdir(spill) == []
 
 
-def test_the_plan_of_a_group_reducer_says_a_resident_or_ranged_run_spills_too(cluster: tmr.LocalCluster) -> None:
-    keys = np.arange(60_000) % 40_000
-    options = {"max_bytes": BUDGET, "reducers": 2, "cluster": cluster}
-    plan = tmr.plan_by_key(keys, np.ones(keys.size), recipe=tmr.median_by_key, partitioner="range", **options)
-    assert plan.spill.spills
-    assert "range sub-partitions" in str(plan)
-    assert "resident=True keeps each reducer's rounds concatenated there" in str(plan)
-    hashed = tmr.plan_by_key(keys, np.ones(keys.size), recipe=tmr.median_by_key, **options)
-    assert "hash sub-partitions" in str(hashed)
-    assert "is refused instead" not in str(hashed)
-
-
 def test_one_key_over_the_budget_of_a_resident_median_is_refused_named_and_leaves_no_spill(
     cluster: tmr.LocalCluster, spill: Path
 ) -> None:
