@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -42,9 +43,25 @@ def test_the_command_line_imports_no_tensorflow_for_help_or_bad_arguments(args: 
 
 def test_import_and_first_use_print_nothing_to_stderr() -> None:
     code = "import tfmapreduce as tmr\nassert callable(tmr.mean) and tmr.recipes.kmeans and tmr.combiners.sum\n"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
+
+
+def test_the_demo_runs_the_lesson_and_prints_nothing_to_stderr() -> None:
+    """The README's first command (TF_CPP_MIN_LOG_LEVEL unset): the lesson's means equal numpy's, and none of
+    TensorFlow's start-up lines reach the terminal (the demo imported TensorFlow itself, unsilenced, before)."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "tfmapreduce", "demo"], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    means = re.findall(r"mean +tfmapreduce: (\S+) +numpy: (\S+)", result.stdout)
+    assert means, result.stdout
+    assert all(ours == numpy for ours, numpy in means), result.stdout
+    assert "The workers have stopped." in result.stdout
 
 
 TENSORFLOW_FIRST = """

@@ -70,8 +70,8 @@ def import_tensorflow() -> None:
     :func:`set_cpp_log_level` when the user imported it first (the variable, read only at load, would do
     nothing then).  Without this the sessions of every run watched for over a second log
     ``GrpcSession::ListDevices will initialize the session with an empty graph`` about twice a second.
-    A few start-up lines are written whatever the level, so the import itself runs with stderr pointed at
-    /dev/null.  An import error is still raised (and printed by Python) as usual.
+    A few start-up lines are written whatever the level, so the import itself (and the devices' first listing) runs with
+    stderr pointed at /dev/null.  An import error is still raised (and printed by Python) as usual.
     """
     global _quieted
     if "tensorflow" in sys.modules:
@@ -82,4 +82,9 @@ def import_tensorflow() -> None:
     os.environ.setdefault(LEVEL_VARIABLE, str(_ERROR))
     _quieted = True
     with _stderr_silenced():
-        import tensorflow  # noqa: F401
+        import tensorflow
+
+        # The first use of a device platform logs an ERROR line where TensorFlow's CUDA build finds no GPU driver
+        # ("failed call to cuInit"), at the client's first eager op: listing the devices here (under a millisecond)
+        # writes it to /dev/null.
+        tensorflow.config.list_physical_devices()

@@ -58,6 +58,9 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from .._base.quiet import import_tensorflow
+
+    import_tensorflow()  # before the demo's own import of it: TensorFlow's start-up lines silenced
     from .demo import main
 
     return main(workers=args.workers)
