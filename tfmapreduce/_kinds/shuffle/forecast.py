@@ -173,7 +173,8 @@ def keyed_forecast(
     CSV table's rows estimated from its files' bytes, :func:`in_rows`), split into sub-partitions by ``partitioner``
     (a resident result kept on its reducers, as in memory).
     ``partials``: a keyed combine's, traced (``partials.traced``): what each task sends is counted in per-key
-    partials, at most one per distinct key (bounded soundly: ``Partials.per_task``), not in rows."""
+    partials, one per distinct key (counted where the keys are on the client, else bounded soundly by the rows:
+    ``Partials.per_task``), not in rows."""
     table = table_row(srcs)
     if partials is not None and table is None:
         return _combined(plan, reducers, srcs, max_bytes, folder, partitioner, partials)
@@ -191,22 +192,25 @@ def keyed_forecast(
 def _combined(
     plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes: int | None, folder: str, partitioner: str, partials: Partials
 ) -> SpillForecast:
-    """The forecast of a keyed combine whose partials were traced: each task's partials (:meth:`Partials.per_task`)
-    of ``partials.row`` bytes, spread evenly over the reducers."""
+    """The forecast of a keyed combine whose partials were traced: each task's partials' bytes
+    (:meth:`Partials.per_task`), spread evenly over the reducers."""
     budget, limit = limit_of(max_bytes)
     if partials.passes_keys:
-        counts = partials.per_task(plan, srcs)
-        row = partials.row
+        sent, counted = partials.per_task(plan, srcs)
+        leaves = partials.row - partials.key
         what = (
-            f"each reducer's share of per-key partials ({row} bytes each; a task's at most min(its rows, its "
-            "integer keys' range)), estimated before the run"
+            f"each reducer's share of per-key partials (each key's bytes and {leaves} of partial; a task's distinct keys "
+            "counted on the client), estimated before the run"
+            if counted
+            else f"each reducer's share of per-key partials ({partials.row} bytes each; a task's at most its rows), "
+            "estimated before the run"
         )
+        tasks = tuple((task, size) for task, (_, size) in sent.items())
     else:  # the map makes its keys: its rows are unknown, counted as one a row
-        counts = dict(written(plan, lambda s: s.rows))
         row = max(partials.row, row_bytes(srcs))
+        tasks = written(plan, lambda s: s.rows * row)
         what = f"each reducer's share of per-key partials, one a row at most ({row} bytes each), estimated before the run"
-    share = math.ceil(sum(counts.values()) * row / max(1, reducers))
-    tasks = tuple((task, n * row) for task, n in counts.items())
+    share = math.ceil(sum(size for _, size in tasks) / max(1, reducers))
     return SpillForecast(what, share, budget, limit, reducers, tasks, folder, partitioner=partitioner)
 
 
