@@ -1,5 +1,6 @@
 """The client's cost of planning a keyed combine: ``tmr.plan_by_key(keys, values, recipe=tmr.sum_by_key)`` over string
-keys held on the client (the plan counts each task's distinct keys), the median of 5 plans after one warm-up.
+keys held on the client (the plan counts each task's distinct keys), then resident (``tmr.scatter``: the plan samples
+their lengths on the workers), the median of 5 plans after one warm-up.
 
     python scripts/plan_cost.py [--rows 2000000] [--distinct 500000]
 """
@@ -24,13 +25,21 @@ def main() -> None:
     keys = np.array([f"user-{i}" for i in rng.integers(0, args.distinct, args.rows)], dtype=object)
     values = np.ones(keys.size)
     with tmr.LocalCluster(workers=2) as cluster:
-        for label, recipe in [("rows (no recipe)", None), ("sum_by_key", tmr.sum_by_key)]:
+        resident = (tmr.scatter(keys, cluster=cluster), tmr.scatter(values, cluster=cluster))
+        for label, x, recipe in [
+            ("host keys, rows (no recipe)", (keys, values), None),
+            ("host keys, sum_by_key", (keys, values), tmr.sum_by_key),
+            ("resident keys, sum_by_key", resident, tmr.sum_by_key),
+        ]:
             times = []
             for _ in range(6):
                 start = time.perf_counter()
-                plan = tmr.plan_by_key(keys, values, recipe=recipe, max_bytes=10**8, reducers=2, cluster=cluster)
+                plan = tmr.plan_by_key(*x, recipe=recipe, max_bytes=10**8, reducers=2, cluster=cluster)
                 times.append(time.perf_counter() - start)
+            assert plan.spill is not None
             print(f"{label}: {statistics.median(times[1:]):.3f} s median of 5, share {plan.spill.share:,} bytes")
+        for data in resident:
+            data.delete()
 
 
 if __name__ == "__main__":

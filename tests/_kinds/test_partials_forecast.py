@@ -113,3 +113,31 @@ def test_a_combining_run_spills_no_more_than_its_plan_said(
     assert plan.spill.spills
     assert spilled_parts() <= plan.spill.parts  # the plan's share is the most the run holds
     np.testing.assert_allclose(got[int(many[0])], values[many == many[0]].mean(), rtol=1e-12)
+
+
+@pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
+def test_resident_strings_are_planned_from_lengths_sampled_on_the_workers(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int]
+) -> None:
+    rows = 4_000
+    short = np.array([f"k{i % 1_000:03d}" for i in range(rows)], dtype=object)  # 4 bytes each, 1,000 keys
+    long = np.array(["é" * 100 + f"{i % 1_000:03d}" for i in range(rows)], dtype=object)  # 203 bytes each
+    values = np.random.default_rng(33).normal(size=rows)
+    options = {"max_bytes": 160_000, "reducers": 2, "cluster": cluster}
+    with tmr.scatter(values, cluster=cluster) as resident_values:
+        for keys, length, spills in [(short, 4, False), (long, 203, True)]:
+            with tmr.scatter(keys, cluster=cluster) as resident_keys:
+                plan = tmr.plan_by_key(resident_keys, resident_values, **options)  # rows whole, as median_by_key's
+                assert plan.spill.share == rows * (32 + length + 8) // 2
+                assert plan.spill.spills is spills
+                sums = tmr.plan_by_key(resident_keys, resident_values, recipe=tmr.sum_by_key, **options)
+                assert sums.spill.share == plan.spill.share  # resident keys: the rows bound the partials
+                caplog.clear()
+                with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
+                    got = tmr.median_by_key(resident_keys, resident_values, **options)
+                assert bool(caplog.records) is spills
+                if spills:
+                    assert spilled_parts() <= plan.spill.parts
+                expected = pd.Series(values).groupby(keys).median()
+                assert dict(zip(got.keys, got.values, strict=True)) == pytest.approx(expected.to_dict(), rel=1e-12)
+    assert not any(spill.iterdir())

@@ -21,9 +21,10 @@ from ..._base.plan import Plan
 from ..._base.task import Task
 from ..._io.files.csv import CsvTable
 from ..._io.files.source import FileSource
+from ..._io.resident_source import Resident
 from ..._io.source import Source
 from ..._ops.budget import budget_of
-from .partials import STRING_BYTES, Partials
+from .partials import STRING_BYTES, UNKNOWN_STRING, Partials
 
 MARGIN = 2
 """Sub-partitions are planned at half the budget (as ``grace.MARGIN``)."""
@@ -101,8 +102,10 @@ class SpillForecast:
 
 
 def row_bytes(srcs: Sequence[Source]) -> int:
-    """The bytes of one row of ``srcs`` as the budget checks count them: numbers their size, strings their bytes (on
-    average over at most ``SAMPLE`` of them, where the array is on the host; else 16) and ``STRING_BYTES`` each.
+    """The bytes of one row of ``srcs`` as the budget checks count them: numbers their size, strings ``STRING_BYTES``
+    each and their UTF-8 bytes, the mean over a sample of them, rounded up: the first ``SAMPLE`` where the array is on
+    the host, about ``SAMPLE`` rows drawn on the workers where it is resident (``Sharded.sample_lengths``: one small
+    run), else (files) ``UNKNOWN_STRING``.
 
     Example:
         >>> from tfmapreduce._io.source import Shipped
@@ -113,13 +116,21 @@ def row_bytes(srcs: Sequence[Source]) -> int:
     for src in srcs:
         per_row = math.prod(src.shape[1:])
         if np.dtype(src.dtype).kind in "OSU":
-            array = getattr(src, "array", None)
-            sample = np.asarray(array).ravel()[:SAMPLE].tolist() if array is not None and src.rows else []
-            lengths = [len(s.encode() if isinstance(s, str) else s) for s in sample] or [16]  # UTF-8 bytes
-            total += per_row * (STRING_BYTES + math.ceil(sum(lengths) / max(1, len(lengths))))
+            lengths = _lengths(src) or [UNKNOWN_STRING]
+            total += per_row * (STRING_BYTES + math.ceil(sum(lengths) / len(lengths)))
         else:
             total += per_row * np.dtype(src.dtype).itemsize
     return total
+
+
+def _lengths(src: Source) -> list[int]:
+    """The UTF-8 bytes of a sample of ``src``'s strings: a host array's first ``SAMPLE``, a resident one's sampled on
+    its workers; empty where neither (a file's)."""
+    if isinstance(src, Resident):
+        return [int(n) for n in src.sharded.sample_lengths(SAMPLE)]
+    array = getattr(src, "array", None)
+    sample = np.asarray(array).ravel()[:SAMPLE].tolist() if array is not None and src.rows else []
+    return [len(s.encode() if isinstance(s, str) else s) for s in sample]
 
 
 def written(plan: Plan, bytes_of: Any) -> tuple[tuple[Task, int], ...]:
