@@ -112,7 +112,7 @@ class Sharded(Input):
         shard's share of ``count`` (in proportion to its rows, rounded up) drawn at random there (a fixed seed per
         shard: the same sample each time), so only the lengths travel.  Empty where it holds no strings or no rows.
 
-        Example:
+        Examples:
             >>> with tmr.scatter(np.array(["a", "bcd", "éé"] * 100, object), cluster=cluster) as words:
             ...     lengths = words.sample_lengths(30)
             >>> lengths.size, sorted(set(lengths.tolist()))  # 8 rows of each of its 4 shards; "éé" is 4 bytes
