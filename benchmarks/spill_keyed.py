@@ -10,7 +10,7 @@ resident and range-partitioned.
   reducer's share of partials at the default size: spilled through the workers' disks), fetched
   and ``resident=True`` (the result kept on the reducers, then freed), by hash and with ``partitioner="range"``;
 - ``tmr.plan_by_key`` of the same keys and values held on the client, without ``recipe=`` (every row counted) and with
-  ``recipe=tmr.sum_by_key`` (per-key partials, each task's bounded by its keys' range: a scan of the keys).
+  ``recipe=tmr.sum_by_key`` (per-key partials, each task's distinct keys counted on the client: one pass over the keys).
 
 Every result is checked against numpy (``np.unique`` and ``np.bincount``; a median against pandas) before it is timed; each row is the median
 of ``--repeats`` calls after one warm-up.  Then one more call of each run: the largest growth of a worker's resident
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> None:
                     call = functools.partial(_run, recipe, kd, vd, resident, max_bytes=limit, partitioner=partitioner)
                     table.add(name, call, n)
                     growth.append((name, _growth(cluster.pids, call)))
-        for planned in (None, recipe):  # the plan of host arrays: rows, or partials bounded by the keys' range
+        for planned in (None, recipe):  # the plan of host arrays: rows, or each task's distinct keys' partials
             plan = tmr.plan_by_key(keys, values, recipe=planned, max_bytes=budget, reducers=2, cluster=cluster)
             print(f"  plan_by_key(recipe={getattr(planned, '__name__', None)}): {plan.spill.explain().splitlines()[0][:160]}")
             table.add(

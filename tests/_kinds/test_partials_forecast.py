@@ -1,6 +1,6 @@
-"""A keyed combine's plan counts per-key partials, not input rows: each task sends at most one per distinct key it
-holds, bounded soundly before the run (min(its rows, its integer keys' range)), each of the combiner's partial bytes;
-the runs then stay within what their plans said."""
+"""A keyed combine's plan counts per-key partials, not input rows: each task sends one per distinct key it holds,
+counted on the client where the keys are there (integers, strings), else bounded soundly by its rows, each of its
+key's and the combiner's partial bytes; the runs then stay within what their plans said."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import tfmapreduce as tmr
@@ -35,8 +36,9 @@ def test_plan_by_key_counts_a_combining_recipes_partials_of_its_own_bytes(cluste
         row = 8 + partial
         assert plan.spill.share == 2 * 1_500 * row // 2, recipe  # 1,500 partials per task, spread over 2 reducers
         assert not plan.spill.spills
-        assert f"in memory: each reducer's share of per-key partials ({row} bytes each; a task's at most min(its rows, " in str(
-            plan
+        assert (
+            f"in memory: each reducer's share of per-key partials (each key's bytes and {partial} of partial; a task's "
+            in str(plan)
         )
     median = tmr.plan_by_key(keys, values, recipe=tmr.median_by_key, **options)
     assert median.spill.share == rows.spill.share  # a group recipe sends its rows
@@ -44,18 +46,53 @@ def test_plan_by_key_counts_a_combining_recipes_partials_of_its_own_bytes(cluste
         tmr.plan_by_key(keys, values, recipe=len, **options)
 
 
-def test_keys_of_unknown_distinct_count_are_bounded_by_the_rows(cluster: tmr.LocalCluster) -> None:
+def _exact(plan: tmr.KeyedPlan, keys: np.ndarray, partial: int, key_bytes: Callable[[object], int]) -> list[int]:
+    """Each task's partials' bytes, from pandas: its distinct keys' own bytes and ``partial`` each."""
+    tasks: dict[object, list[int]] = {}
+    for shard in plan.plan.shards:
+        tasks.setdefault(shard.task, []).extend(range(shard.start, shard.stop))
+    return [sum(key_bytes(k) + partial for k in pd.unique(keys[rows])) for rows in tasks.values()]
+
+
+def test_client_keys_are_counted_exactly_strings_and_sparse_integers(cluster: tmr.LocalCluster) -> None:
     rng = np.random.default_rng(31)
-    spread = rng.integers(-(2**62), 2**62, 20_000)  # a range far over the rows: the rows bound them
-    words = np.array([f"wört{i % 100}" for i in range(20_000)], dtype=object)  # strings: the rows bound them
-    options = {"reducers": 2, "sizes": 2, "cluster": cluster, "max_bytes": 10**9}
-    assert tmr.plan_by_key(spread, np.ones(spread.size), recipe=tmr.sum_by_key, **options).spill.share == 20_000 * 16 // 2
-    text = tmr.plan_by_key(words, np.ones(words.size), recipe=tmr.sum_by_key, **options).spill
-    assert text.share == 20_000 * (32 + 7 + 8) // 2  # 32 per string and its UTF-8 bytes, 6.9 on average
+    spread = rng.choice(rng.integers(-(2**62), 2**62, 700), 20_000)  # 700 keys over a range far over the rows
+    words = np.array([f"wört{i % 150}" + "ü" * (i % 7) for i in range(20_000)], dtype=object)  # unicode, 7 lengths
+    options = {"reducers": 2, "sizes": [9_000, 11_000], "cluster": cluster, "max_bytes": 10**9}
+    plan = tmr.plan_by_key(spread, np.ones(spread.size), recipe=tmr.sum_by_key, **options)
+    exact = _exact(plan, spread, 8, lambda _: 8)
+    assert [size for _, size in plan.spill.written] == exact
+    assert plan.spill.share == -(-sum(exact) // 2)  # not the rows' 20,000 × 16 bytes over 2
+    text = tmr.plan_by_key(words, np.ones(words.size), recipe=tmr.mean_by_key, **options)
+    exact = _exact(text, words, 16, lambda k: 32 + len(str(k).encode()))  # 32 a string beside its UTF-8 bytes
+    assert [size for _, size in text.spill.written] == exact
+    assert text.spill.share == -(-sum(exact) // 2)
+    assert "a task's distinct keys counted on the client" in str(text)
+    empty = tmr.plan_by_key(words[:0], np.ones(0), recipe=tmr.sum_by_key, cluster=cluster, max_bytes=10**9)
+    assert empty.spill.share == 0
     made = tmr.MapReduce(lambda k, v: (k * 2, v), tmr.combiners.mean, by_key=True, max_bytes=10**9)
     plan = made.plan((spread, np.ones(spread.size)), **{k: v for k, v in options.items() if k != "max_bytes"})
     assert plan.spill.share == 20_000 * 24 // 2  # keys the map makes: one partial a row, of the partial's 24 bytes
     assert "per-key partials, one a row at most (24 bytes each)" in str(plan)
+
+
+@pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
+def test_a_run_over_few_distinct_strings_is_planned_and_run_in_memory(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = np.array([f"clé-{i % 1_000}" for i in range(40_000)], dtype=object)  # 40,000 rows, 1,000 distinct keys
+    values = np.arange(keys.size, dtype=np.float64)
+    options = {"max_bytes": 100_000, "reducers": 2, "sizes": 2, "cluster": cluster}
+    assert tmr.plan_by_key(keys, values, **options).spill.spills  # the rows (what the rows' bound said): 1.9 MB
+    plan = tmr.plan_by_key(keys, values, recipe=tmr.sum_by_key, **options)
+    assert not plan.spill.spills  # 2 tasks × 1,000 partials of 32 + a key's UTF-8 bytes + 8, over 2 reducers
+    assert plan.spill.share == 1_000 * (32 + 8) + sum(len(k.encode()) for k in set(keys))
+    with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
+        got = tmr.sum_by_key(keys, values, **options)
+    assert not caplog.records  # in memory, as planned
+    expected = pd.Series(values).groupby(keys).sum()
+    assert got.to_dict() == expected.to_dict()
+    assert not any(spill.iterdir())
 
 
 @pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
@@ -76,3 +113,31 @@ def test_a_combining_run_spills_no_more_than_its_plan_said(
     assert plan.spill.spills
     assert spilled_parts() <= plan.spill.parts  # the plan's share is the most the run holds
     np.testing.assert_allclose(got[int(many[0])], values[many == many[0]].mean(), rtol=1e-12)
+
+
+@pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
+def test_resident_strings_are_planned_from_lengths_sampled_on_the_workers(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, spilled_parts: Callable[[], int]
+) -> None:
+    rows = 4_000
+    short = np.array([f"k{i % 1_000:03d}" for i in range(rows)], dtype=object)  # 4 bytes each, 1,000 keys
+    long = np.array(["é" * 100 + f"{i % 1_000:03d}" for i in range(rows)], dtype=object)  # 203 bytes each
+    values = np.random.default_rng(33).normal(size=rows)
+    options = {"max_bytes": 160_000, "reducers": 2, "cluster": cluster}
+    with tmr.scatter(values, cluster=cluster) as resident_values:
+        for keys, length, spills in [(short, 4, False), (long, 203, True)]:
+            with tmr.scatter(keys, cluster=cluster) as resident_keys:
+                plan = tmr.plan_by_key(resident_keys, resident_values, **options)  # rows whole, as median_by_key's
+                assert plan.spill.share == rows * (32 + length + 8) // 2
+                assert plan.spill.spills is spills
+                sums = tmr.plan_by_key(resident_keys, resident_values, recipe=tmr.sum_by_key, **options)
+                assert sums.spill.share == plan.spill.share  # resident keys: the rows bound the partials
+                caplog.clear()
+                with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
+                    got = tmr.median_by_key(resident_keys, resident_values, **options)
+                assert bool(caplog.records) is spills
+                if spills:
+                    assert spilled_parts() <= plan.spill.parts
+                expected = pd.Series(values).groupby(keys).median()
+                assert dict(zip(got.keys, got.values, strict=True)) == pytest.approx(expected.to_dict(), rel=1e-12)
+    assert not any(spill.iterdir())

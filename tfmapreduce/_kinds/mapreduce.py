@@ -128,7 +128,8 @@ class MapReduce(Generic[R]):
         A keyed job's plan is a ``KeyedPlan``, which also shows the reducers, and ends with what its budget expects
         (``plan.spill``): in memory, or spilled through the workers' disks in how many sub-partitions per reducer, and
         what each task writes.  A group job's is estimated from the input's rows; a keyed combine's from its per-key
-        partials, each task's at most min(its rows, its integer keys' range) (``shuffle.partials``).
+        partials, each task's distinct keys where they are on the client (counted), else at most its rows
+        (``shuffle.partials``).
 
         Args:
             x: an array (numpy, tf.Tensor, nested list), a tuple of arrays with

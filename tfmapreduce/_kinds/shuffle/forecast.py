@@ -21,9 +21,10 @@ from ..._base.plan import Plan
 from ..._base.task import Task
 from ..._io.files.csv import CsvTable
 from ..._io.files.source import FileSource
+from ..._io.resident_source import Resident
 from ..._io.source import Source
 from ..._ops.budget import budget_of
-from .partials import STRING_BYTES, Partials
+from .partials import STRING_BYTES, UNKNOWN_STRING, Partials
 
 MARGIN = 2
 """Sub-partitions are planned at half the budget (as ``grace.MARGIN``)."""
@@ -101,8 +102,10 @@ class SpillForecast:
 
 
 def row_bytes(srcs: Sequence[Source]) -> int:
-    """The bytes of one row of ``srcs`` as the budget checks count them: numbers their size, strings their bytes (on
-    average over at most ``SAMPLE`` of them, where the array is on the host; else 16) and ``STRING_BYTES`` each.
+    """The bytes of one row of ``srcs`` as the budget checks count them: numbers their size, strings ``STRING_BYTES``
+    each and their UTF-8 bytes, the mean over a sample of them, rounded up: the first ``SAMPLE`` where the array is on
+    the host, about ``SAMPLE`` rows drawn on the workers where it is resident (``Sharded.sample_lengths``: one small
+    run), else (files) ``UNKNOWN_STRING``.
 
     Example:
         >>> from tfmapreduce._io.source import Shipped
@@ -113,13 +116,21 @@ def row_bytes(srcs: Sequence[Source]) -> int:
     for src in srcs:
         per_row = math.prod(src.shape[1:])
         if np.dtype(src.dtype).kind in "OSU":
-            array = getattr(src, "array", None)
-            sample = np.asarray(array).ravel()[:SAMPLE].tolist() if array is not None and src.rows else []
-            lengths = [len(s.encode() if isinstance(s, str) else s) for s in sample] or [16]  # UTF-8 bytes
-            total += per_row * (STRING_BYTES + math.ceil(sum(lengths) / max(1, len(lengths))))
+            lengths = _lengths(src) or [UNKNOWN_STRING]
+            total += per_row * (STRING_BYTES + math.ceil(sum(lengths) / len(lengths)))
         else:
             total += per_row * np.dtype(src.dtype).itemsize
     return total
+
+
+def _lengths(src: Source) -> list[int]:
+    """The UTF-8 bytes of a sample of ``src``'s strings: a host array's first ``SAMPLE``, a resident one's sampled on
+    its workers; empty where neither (a file's)."""
+    if isinstance(src, Resident):
+        return [int(n) for n in src.sharded.sample_lengths(SAMPLE)]
+    array = getattr(src, "array", None)
+    sample = np.asarray(array).ravel()[:SAMPLE].tolist() if array is not None and src.rows else []
+    return [len(s.encode() if isinstance(s, str) else s) for s in sample]
 
 
 def written(plan: Plan, bytes_of: Any) -> tuple[tuple[Task, int], ...]:
@@ -173,7 +184,8 @@ def keyed_forecast(
     CSV table's rows estimated from its files' bytes, :func:`in_rows`), split into sub-partitions by ``partitioner``
     (a resident result kept on its reducers, as in memory).
     ``partials``: a keyed combine's, traced (``partials.traced``): what each task sends is counted in per-key
-    partials, at most one per distinct key (bounded soundly: ``Partials.per_task``), not in rows."""
+    partials, one per distinct key (counted where the keys are on the client, else bounded soundly by the rows:
+    ``Partials.per_task``), not in rows."""
     table = table_row(srcs)
     if partials is not None and table is None:
         return _combined(plan, reducers, srcs, max_bytes, folder, partitioner, partials)
@@ -191,22 +203,25 @@ def keyed_forecast(
 def _combined(
     plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes: int | None, folder: str, partitioner: str, partials: Partials
 ) -> SpillForecast:
-    """The forecast of a keyed combine whose partials were traced: each task's partials (:meth:`Partials.per_task`)
-    of ``partials.row`` bytes, spread evenly over the reducers."""
+    """The forecast of a keyed combine whose partials were traced: each task's partials' bytes
+    (:meth:`Partials.per_task`), spread evenly over the reducers."""
     budget, limit = limit_of(max_bytes)
     if partials.passes_keys:
-        counts = partials.per_task(plan, srcs)
-        row = partials.row
+        sent, counted = partials.per_task(plan, srcs)
+        leaves = partials.row - partials.key
         what = (
-            f"each reducer's share of per-key partials ({row} bytes each; a task's at most min(its rows, its "
-            "integer keys' range)), estimated before the run"
+            f"each reducer's share of per-key partials (each key's bytes and {leaves} of partial; a task's distinct keys "
+            "counted on the client), estimated before the run"
+            if counted
+            else f"each reducer's share of per-key partials ({partials.row} bytes each; a task's at most its rows), "
+            "estimated before the run"
         )
+        tasks = tuple((task, size) for task, (_, size) in sent.items())
     else:  # the map makes its keys: its rows are unknown, counted as one a row
-        counts = dict(written(plan, lambda s: s.rows))
         row = max(partials.row, row_bytes(srcs))
+        tasks = written(plan, lambda s: s.rows * row)
         what = f"each reducer's share of per-key partials, one a row at most ({row} bytes each), estimated before the run"
-    share = math.ceil(sum(counts.values()) * row / max(1, reducers))
-    tasks = tuple((task, n * row) for task, n in counts.items())
+    share = math.ceil(sum(size for _, size in tasks) / max(1, reducers))
     return SpillForecast(what, share, budget, limit, reducers, tasks, folder, partitioner=partitioner)
 
 

@@ -1,12 +1,13 @@
 """What a keyed combine's tasks send its reducers at most, said before any run: per-key partials, not input rows.
 
 With a combiner, each task merges its shards' rows by key before anything travels, so a task sends at most one
-partial per distinct key it holds: at most ``min(its rows, its distinct keys)`` partials of one key and one partial
-each.  The number of distinct keys is unknown before the run; the bound taken for it is sound (never below the real
-number):
+partial per distinct key it holds: its distinct keys' partials, of one key and one partial each.  Where they are
+known before the run they are counted; elsewhere the bound taken is sound (never below the real number):
 
-- integer keys that are the map's own first input, held on the client: each task's ``max - min + 1`` over its rows;
-- any other keys the map passes through unchanged (strings, resident or file inputs): the task's rows;
+- keys that are the map's own first input, held on the client (integers, strings, floats): each task's distinct keys
+  counted exactly, and a string key's own bytes (``distinct``);
+- any other keys the map passes through unchanged (resident or file inputs): the task's rows, each key of a row's
+  bytes (a resident string's from a sample of lengths taken on the workers, ``forecast.row_bytes``);
 - keys the map makes (not its first input, as it is): unknown, so the input's rows each count ``max(a row's bytes,
   a partial's bytes)`` (as a run of a map that emits one row per row at most).
 
@@ -28,6 +29,7 @@ from ..._base.plan import Plan
 from ..._base.task import Task
 from ..._io.source import Source
 from ..._ops.combine import SegmentForm
+from .distinct import per_task as distinct_per_task
 
 STRING_BYTES = 32
 """What a string costs beside its bytes, as the budget checks count it (``grouping.nbytes``)."""
@@ -42,33 +44,35 @@ class Partials:
     passes its first input through as the keys, one a row (then each task's distinct keys bound its partials)."""
 
     row: int
-    """The bytes of one key's partial: the key, and the combiner's partial of its values."""
+    """The bytes of one key's partial: the key (``key`` bytes, as estimated), and the combiner's partial of its values."""
     passes_keys: bool
+    key: int = 0
+    """The bytes of one key in ``row``: where the keys are counted (``per_task``), each key's own bytes replace it."""
 
-    def per_task(self, plan: Plan, srcs: Sequence[Source]) -> dict[Task, int]:
-        """The partials each task sends at most: ``min(its rows, its integer keys' range)`` where the map passes its
-        keys through (the range where the keys are integers on the client), else its rows.
+    def per_task(self, plan: Plan, srcs: Sequence[Source]) -> tuple[dict[Task, tuple[int, int]], bool]:
+        """The partials each task sends at most and their bytes, and whether they were counted: where the map passes
+        its keys through and they are a 1-D array on the client, its distinct keys (``distinct.per_task``) and their
+        own bytes beside the combiner's partials; else its rows, each of ``row`` bytes.
 
-        Example:
+        Example (1,000 keys of 10 distinct, int64 keys beside a float64 sum):
             >>> from tfmapreduce._base.plan import make_plan
             >>> from tfmapreduce._base.device import Device
             >>> from tfmapreduce._io.source import Shipped
             >>> cpu = Device.parse("/job:w/task:0/device:CPU:0")
             >>> keys = Shipped(np.arange(1_000) % 10)
-            >>> list(Partials(16, True).per_task(make_plan(1_000, [1_000], [cpu], [cpu]), [keys]).values())
-            [10]
+            >>> sent, counted = Partials(16, True, 8).per_task(make_plan(1_000, [1_000], [cpu], [cpu]), [keys])
+            >>> list(sent.values()), counted
+            ([(10, 160)], True)
         """
+        array = getattr(srcs[0], "array", None) if srcs and self.passes_keys else None
+        counted = distinct_per_task(plan, np.asarray(array)) if array is not None else None
+        if counted is not None:
+            leaves = self.row - self.key
+            return {task: (d.keys, d.bytes + d.keys * leaves) for task, d in counted.items()}, True
         rows: dict[Task, int] = {}
-        spans: dict[Task, tuple[int, int]] = {}
-        array = getattr(srcs[0], "array", None) if srcs else None
-        integers = self.passes_keys and array is not None and np.asarray(array).dtype.kind in "iu"
         for shard in plan.shards:
             rows[shard.task] = rows.get(shard.task, 0) + shard.rows
-            if integers and shard.rows:
-                part = np.asarray(array)[shard.start : shard.start + shard.rows]
-                low, high = spans.get(shard.task, (int(part.min()), int(part.max())))
-                spans[shard.task] = (min(low, int(part.min())), max(high, int(part.max())))
-        return {task: min(n, spans[task][1] - spans[task][0] + 1) if task in spans else n for task, n in rows.items()}
+        return {task: (n, n * self.row) for task, n in rows.items()}, False
 
 
 def _dtype(src: Source) -> tf.DType:
@@ -102,4 +106,5 @@ def traced(map_fn: Any, form: SegmentForm, srcs: Sequence[Source], key_bytes: in
     if any(b is None for b in leaves) or not isinstance(keys, tf.Tensor):
         return None
     own = STRING_BYTES + UNKNOWN_STRING if keys.dtype == tf.string else keys.dtype.size
-    return Partials((key_bytes if passes else own) + sum(b for b in leaves if b is not None), passes)
+    key = key_bytes if passes else own
+    return Partials(key + sum(b for b in leaves if b is not None), passes, key)
