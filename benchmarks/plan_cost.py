@@ -1,0 +1,58 @@
+"""The client's cost of planning a keyed combine over string keys.
+
+``python -m benchmarks plan_cost`` (``--rows``, default 2e6; ``--distinct``, default 5e5 distinct keys):
+``tmr.plan_by_key(keys, values, ...)`` of string keys held on the client without ``recipe=`` (every row counted) and
+with ``recipe=tmr.sum_by_key`` (each task's distinct keys counted on the client), then of the same keys resident
+(``tmr.scatter``: their lengths sampled on the workers), on a 2-worker LocalCluster; each the median of
+``--repeats`` plans after one warm-up, with the reducer share the plan forecasts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import numpy as np
+
+import tfmapreduce as tmr
+
+from ._registry import Size, benchmark
+from ._timing import repeat
+
+
+@benchmark(
+    "plan_cost",
+    sizes={
+        "rows": Size(2e5, 2e6, "string keys"),
+        "distinct": Size(5e4, 5e5, "distinct keys"),
+        "repeats": Size(1, 5, "timed plans per row after one warm-up (median reported)"),
+    },
+)
+def run(args: argparse.Namespace) -> None:
+    """Plan each way; print the median seconds and the forecast share."""
+    rng = np.random.default_rng(0)
+    keys = np.array([f"user-{i}" for i in rng.integers(0, int(args.distinct), int(args.rows))], dtype=object)
+    values = np.ones(keys.size)
+    with tmr.LocalCluster(workers=2) as cluster:
+        resident = (tmr.scatter(keys, cluster=cluster), tmr.scatter(values, cluster=cluster))
+        try:
+            for label, x, recipe in [
+                ("host keys, rows (no recipe)", (keys, values), None),
+                ("host keys, sum_by_key", (keys, values), tmr.sum_by_key),
+                ("resident keys, sum_by_key", resident, tmr.sum_by_key),
+            ]:
+                seconds, plan = repeat(
+                    lambda x=x, recipe=recipe: tmr.plan_by_key(*x, recipe=recipe, max_bytes=10**8, reducers=2, cluster=cluster),
+                    int(args.repeats),
+                )
+                print(f"  {label}: {statistics.median(seconds):.3f} s, share {plan.spill.share:,} bytes", flush=True)
+        finally:
+            for data in resident:
+                data.delete()
+
+
+if __name__ == "__main__":
+    from ._runner import main
+
+    sys.exit(main(["plan_cost", *sys.argv[1:]]))
