@@ -2,6 +2,7 @@
 and its run stats (``RunStats.compiled``: built and not equal to a kept graph), on a local cluster of 2 workers.
 
     python scripts/compiles.py chain              # sum_by_key over 4 fresh filter outputs of one input
+    python scripts/compiles.py rows               # sum_by_key over host arrays of 4 new row counts, each twice
     python scripts/compiles.py tpch --scale 0.01  # each lazy TPC-H query twice over the same data (cold, warm), then
                                                   # once over other data of the same schema (--other-scale)
 
@@ -62,6 +63,20 @@ def chain(cluster: tmr.LocalCluster, built: Built) -> None:
             print(f"sum_by_key over fresh filter output {i} ({kk.shape[0]} rows): built {n[0]}, compiled {n[1]}, {took:.3f} s")
 
 
+def rows(cluster: tmr.LocalCluster, built: Built) -> None:
+    """sum_by_key over host arrays (each shard under 1 MiB: fed) of a first row count, then of 4 new ones, each twice:
+    the first call over a new row count against the repeated one."""
+    rng = np.random.default_rng(0)
+    for n in (100_000, 110_000, 120_000, 130_000, 140_000):
+        keys, values = rng.integers(0, 1000, n), rng.random(n)
+        cells = []
+        for _ in range(2):
+            started = time.perf_counter()
+            b, c, _ = counted(built, lambda keys=keys, values=values: tmr.sum_by_key(keys, values, cluster=cluster))
+            cells.append(f"{time.perf_counter() - started:.3f} s (built {b}, compiled {c})")
+        print(f"sum_by_key over {n} host rows: first {cells[0]}, repeated {cells[1]}")
+
+
 def tpch(cluster: tmr.LocalCluster, built: Built, scale: float, other: float, folder: str) -> None:
     from benchmarks import _tpch_data
     from benchmarks._tpch_queries2 import QUERIES
@@ -83,7 +98,7 @@ def tpch(cluster: tmr.LocalCluster, built: Built, scale: float, other: float, fo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["chain", "tpch"])
+    parser.add_argument("what", choices=["chain", "rows", "tpch"])
     parser.add_argument("--scale", type=float, default=0.01)
     parser.add_argument("--other-scale", type=float, default=0.011, help="the other data's scale (other row counts)")
     parser.add_argument("--data", default=None, help="where the TPC-H Parquet files are kept")
@@ -95,6 +110,8 @@ def main() -> None:
     with tmr.LocalCluster(workers=2) as cluster:
         if args.what == "chain":
             chain(cluster, built)
+        elif args.what == "rows":
+            rows(cluster, built)
         else:
             with tempfile.TemporaryDirectory() as scratch:
                 tpch(cluster, built, args.scale, args.other_scale, args.data or scratch)

@@ -17,6 +17,7 @@ import tensorflow as tf
 from .._base.log import COMPILE
 from .._base.state import ClusterVar
 from .._cluster.cluster import Cluster
+from .._ops.mapfn import unstamped
 
 SIZE = 64
 """Compiled programs a cluster keeps (each holds a graph and a session)."""
@@ -131,12 +132,15 @@ def _digest(program: Any) -> bytes:
     a map whose outputs are its inputs passed through adds no node for them. What differs between two builds of one
     job is left out: a function's name ends in a number TensorFlow counts up
     for every function traced in the process (each tf.data function of a program), so the names are numbered again
-    in the order the nodes, then the functions named, first name them; the progress counters' token.
+    in the order the nodes, then the functions named, first name them; the progress counters' token; the rows of the
+    shards its in-graph messages name (``mapfn.unstamped``: a program kept by its plan's shape serves other rows, and
+    a failed run's message names its own, ``mapfn.restamp``).
     """
     graph_def = program.graph.as_graph_def()
-    functions = {f.signature.name: str(f) for f in graph_def.library.function}
+    functions = {f.signature.name: unstamped(str(f)) for f in graph_def.library.function}
     # what the kind fetches and keeps of the build too: two maps whose outputs pass inputs through make one graph
     nodes = repr(getattr(program, "fetch", None)) + repr(getattr(program, "info", None)) + "".join(map(str, graph_def.node))
+    nodes = unstamped(nodes)
     counters = getattr(program, "counters", None)
     if counters is not None:
         nodes = nodes.replace(counters.token, "<counters>")

@@ -167,10 +167,11 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
         variant = kind.variant(planned, call)
         timed = shards.measured is not None
         counted = current.progress is not False and shards.rows >= _progress.COUNTED
+        shape, rows_free = _shape(kind, planned, call, shards, timed)
 
         def build() -> Program:
             counters = _progress.Counters(kind.phase) if counted else None
-            builder = Builder.of(call, timed=timed, counters=counters)
+            builder = Builder.of(call, timed=timed, counters=counters, rows_free=rows_free)
             with builder.graph.as_default(), recording() as uses:
                 program = traced(lambda: kind.build(builder, planned, call))
             return attrs.evolve(program, models=tuple(uses)) if uses else program
@@ -184,7 +185,7 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
         feeds_only = call.settings.transfer == "feed"  # no result written into a file (Builder.fetched)
         key = (
             kind.identity,
-            _shape(kind, planned, call, timed),
+            shape,
             *_signature(call, shards),
             timed,
             counted,
@@ -212,14 +213,15 @@ def _run_call(kind: Kind[Any], call: Call, settings: RunOptions, started: float)
     return (result, stats) if settings.return_stats else result
 
 
-def _shape(kind: Kind[P], planned: P, call: Call, timed: bool) -> Hashable:
-    """What the run's program depends on of its plan: the kind's shape of it where every input is resident data read
-    through fed handles (no row count in the graph: its progress counters count the rows read) and the run does not
-    time its shards (``sizes="auto"``: clocks per shard of the plan); else the whole plan."""
-    if timed or not all(rows_free(s) for s in call.srcs):
-        return planned
+def _shape(kind: Kind[P], planned: P, call: Call, shards: Plan, timed: bool) -> tuple[Hashable, bool]:
+    """What the run's program depends on of its plan, and whether it is built rows-free: the kind's shape of it where
+    every input is resident data read through fed handles or host arrays fed shard by shard (``rows_free``: no row
+    count in the graph, a host array's placeholders of unknown rows; its progress counters count the rows read) and
+    the run does not time its shards (``sizes="auto"``: clocks per shard of the plan); else the whole plan."""
+    if timed or not all(rows_free(s, shards) for s in call.srcs):
+        return planned, False
     shaped = kind.shape_of(planned)
-    return planned if shaped is None else ("shape", shaped)
+    return (planned, False) if shaped is None else (("shape", shaped), True)
 
 
 def _signature(call: Call, shards: Plan) -> tuple[tuple[Hashable, ...], tuple[Any, ...]]:
@@ -252,11 +254,16 @@ def _execute_once(kind: Kind[P], program: Program, shards: Plan, plan: P, call: 
     # Feed THIS run's data: the compiled program is shared by every run of the same signature.
     # Staged shards travel as shared-memory files, closed or unlinked when the run ends, however it ends.
     with Staging() if program.staged else contextlib.nullcontext() as staging:
+        # Each placeholder takes this run's shard of its index: a program kept by the plan's shape (``_shape``) was
+        # built for shards of other rows, at the same places.
+        now = {s.index: s for s in shards.shards}
         feed: dict[Any, Any]
         if staging is None:
-            feed = {f.placeholder: srcs[f.source].feed(f.shard) for f in program.feeds}
+            feed = {f.placeholder: srcs[f.source].feed(now.get(f.shard.index, f.shard)) for f in program.feeds}
         else:
-            feed = staging.feed_dict((f.placeholder, srcs[f.source].feed(f.shard), f.staged) for f in program.feeds)
+            feed = staging.feed_dict(
+                (f.placeholder, srcs[f.source].feed(now.get(f.shard.index, f.shard)), f.staged) for f in program.feeds
+            )
         feed.update(zip(program.broadcast, call.values, strict=True))
         if program.fed:  # what the plan gives each run (a write's attempt folder): the kinds with such programs implement it
             feed.update({placeholder: cast(Fed[P], kind).fed(plan, name) for name, placeholder in program.fed})

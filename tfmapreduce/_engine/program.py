@@ -17,7 +17,7 @@ from .._base.task import Task
 from .._io.mapped import size_checks
 from .._io.results import read_returned, write_result
 from .._io.shm import DECODABLE, MIN_BYTES, MappedBuffer, guard
-from .._io.source import Batches, Sources, Streamed
+from .._io.source import Batches, Shipped, Sources, Streamed
 from .._io.variables import assign_named, assign_shard, named_per_run
 from .._native.loader import has
 from .._ops.models import Use
@@ -165,6 +165,9 @@ class Builder:
     returns: list[Returned] = attrs.field(factory=list)
     counters: Counters | None = None
     """Where the run counts its shards' mapped rows (:meth:`batches` and :meth:`mapped`); None: it counts nothing."""
+    rows_free: bool = False
+    """The program is kept by its plan's shape (the driver's ``_shape``): host arrays' fed shards enter as placeholders
+    of unknown rows (``Shipped.tensor``), so runs over arrays of other rows share it."""
     slots: list[Slot] = attrs.field(factory=list)
     named: str | None = None
     """The name of what a program for one run alone stores (on devices whose variables are named in the graph)."""
@@ -175,8 +178,8 @@ class Builder:
     )  # shard → (its start clock, its mapped tensors, its first input)
 
     @classmethod
-    def of(cls, call: Call, *, timed: bool, counters: Counters | None = None) -> Builder:
-        builder = cls(call.srcs, timed, call, counters=counters)
+    def of(cls, call: Call, *, timed: bool, counters: Counters | None = None, rows_free: bool = False) -> Builder:
+        builder = cls(call.srcs, timed, call, counters=counters, rows_free=rows_free)
         with builder.graph.as_default():
             builder.broadcast = tuple(
                 tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape, name=f"broadcast{i}") for i, v in enumerate(call.values)
@@ -188,7 +191,7 @@ class Builder:
         start = tf.timestamp(name="clock_start") if self.timed else None
         tensors, in_memory = [], []
         for i, src in enumerate(self.srcs):
-            data = src.tensor(shard)
+            data = src.tensor(shard, rows_free=True) if self.rows_free and isinstance(src, Shipped) else src.tensor(shard)
             value = data.value
             if start is not None:
                 with tf.control_dependencies([start]):

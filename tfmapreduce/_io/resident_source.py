@@ -18,7 +18,7 @@ from .._base.errors import JobError, ShardLostError
 from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
-from .source import ShardTensor
+from .source import ShardTensor, Shipped
 from .variables import handle, named_per_run, read_named
 
 
@@ -121,6 +121,9 @@ class Resident:
         )
 
 
-def rows_free(src: object) -> bool:
-    """Whether ``src``'s graph holds none of its shards' row counts: resident data read through fed handles."""
+def rows_free(src: object, plan: Plan) -> bool:
+    """Whether ``src``'s graph over ``plan`` can hold none of its shards' row counts: resident data read through fed
+    handles, or host arrays whose every shard is fed (``Shipped.fed_only``: placeholders of unknown rows)."""
+    if isinstance(src, Shipped):
+        return src.fed_only(plan)
     return isinstance(src, Resident) and src.fed

@@ -286,9 +286,12 @@ class Shipped:
         """Whether ``shard`` may travel through a shared-memory file (a decodable type, at least ``min_bytes``)."""
         return can_stage(self.array.dtype, self.bytes_sent(shard), min_bytes)
 
-    def tensor(self, shard: Shard) -> ShardTensor:
-        shape = (shard.rows, *self.array.shape[1:])
+    def tensor(self, shard: Shard, *, rows_free: bool = False) -> ShardTensor:
+        """The shard's tensor: mapped from shared memory, read from a staged file, or a fed placeholder of the shard's
+        rows; with ``rows_free``, a fed shard's placeholder leaves its rows unknown (``None``), so a program keyed on
+        the plan's shape serves host arrays of any rows (a staged or mapped shard keeps its rows: its buffer is sized)."""
         staged = shard.path in ("shm", STAGED) and self.stageable(shard, 1)
+        shape = (None if rows_free and not staged else shard.rows, *self.array.shape[1:])
         buffer = MappedBuffer.reserve(self.bytes_sent(shard)) if staged and shard.path == "shm" else None  # the program's own
         placeholder: tf.Tensor | MappedBuffer
         if buffer is not None:  # mapped
@@ -302,6 +305,11 @@ class Shipped:
 
     def feed(self, shard: Shard) -> np.ndarray[Any, Any]:
         return self.array[shard.start : shard.stop]
+
+    def fed_only(self, plan: Plan) -> bool:
+        """Whether every shard of ``plan`` travels by feed (``shard.path == "feed"``): its placeholders may then leave
+        their rows unknown (:meth:`tensor` with ``rows_free``), none of its bytes in a buffer or file sized per shard."""
+        return all(s.path == "feed" for s in plan.shards)
 
     def bytes_sent(self, shard: Shard) -> int:
         return shard.rows * math.prod(self.array.shape[1:]) * self.array.dtype.itemsize

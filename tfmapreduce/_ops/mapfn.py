@@ -50,6 +50,7 @@ def where(shard: Shard) -> str:
 
 
 _WHERE = re.compile(r"shard (\d+) \(rows \d+:\d+ on [^)]*\)")
+_ROWS = re.compile(r"(shard \d+ \(rows )\d+:\d+(?= on [^)]*\))")
 
 
 def restamp(text: str, shards: Sequence[Shard]) -> str:
@@ -63,6 +64,17 @@ def restamp(text: str, shards: Sequence[Shard]) -> str:
     """
     now = {s.index: where(s) for s in shards}
     return _WHERE.sub(lambda m: now.get(int(m[1]), m[0]), text)
+
+
+def unstamped(text: str) -> str:
+    """``text`` with the rows of each shard :func:`where` names left out: what two builds of one program for shards of
+    other rows, at the same places, differ by (their in-graph messages, named anew by :func:`restamp` on failure).
+
+    Example:
+        >>> unstamped(f"failed on {where(Shard(1, 0, 5, '/job:local/task:1/device:CPU:0'))}")
+        'failed on shard 1 (rows ? on /job:local/task:1/device:CPU:0)'
+    """
+    return _ROWS.sub(r"\1?", text)
 
 
 def describe(output: Any) -> str:
