@@ -11,7 +11,8 @@ compiles nothing), and each left row finds its key there by a binary search (sor
 
 The steps are a filter, new columns and a select, which ``fuse`` and ``into_aggregates`` put in the map of the step
 that reads the join (a group-by's, another filter's, or the next lookup's): a chain of small joins and a group-by
-is one keyed run. The rule applies where the right side is estimated at most ``LOOKUP_ROWS`` rows, both keys are
+is one keyed run. The rule applies where the right side is estimated at most ``LOOKUP_ROWS`` rows (and a large left side is estimated
+to keep at least ``KEEPS`` of its rows: see ``LARGE_LEFT``), both keys are
 columns of a client table of an integer or date type (``DATE``), and, for an inner or left join, the right side is
 unique on its key (known from the plan: a client table's column checked once, a group-by by that key, a filter or a
 join that keeps it unique): a right key met twice would give a left row twice, which a lookup cannot. String
@@ -55,6 +56,13 @@ from .plan import (
 LOOKUP_ROWS = 100_000
 """The most rows the right side may be estimated at: its keys and columns travel to every worker with each run
 (TPC-H sf1: supplier's 10,000 rows, nation's 25, a part filter's ~40,000 estimated)."""
+
+LARGE_LEFT = 1_000_000
+KEEPS = 0.5
+"""A left side estimated above ``LARGE_LEFT`` rows is looked up only where the join is estimated to keep at least
+``KEEPS`` of its rows: the step that reads a lookup ships its columns for every left row, where a join run ships the
+keys alone and the step then reads the rows kept (TPC-H Q19 at scale 1: lineitem's strings for 6e6 rows, not
+for the few of the parts kept)."""
 
 HOWS = ("inner", "left", "semi", "anti")
 
@@ -190,8 +198,13 @@ def _applies(node: Joined, table: Callable[[int], Node | None]) -> bool:
     left, right = _source(node.left, node.left_on[0], table), _source(node.right, node.right_on[0], table)
     if left is None or right is None or not _keyed(left.type) or not _keyed(right.type):
         return False
+    if (left.type == DATE) != (right.type == DATE):  # a date meets a date only, as the eager join
+        return False
     if estimate(node.right).rows > LOOKUP_ROWS:
         return False
+    left_rows = estimate(node.left).rows
+    if left_rows > LARGE_LEFT and estimate(node).rows < KEEPS * left_rows:
+        return False  # a join that drops most rows of a large side: its run first, so the next step ships fewer
     if node.how in ("semi", "anti"):
         return True
     brought = [src for _, side, src in join_names(node) if side == "right"]
