@@ -139,3 +139,13 @@ def test_chained_small_joins_read_by_a_group_by_run_in_its_map_and_new_small_dat
     )
     assert [r.compiled for r in runs] == [False, False]  # new values of the small sides: run inputs, nothing compiled
     assert again.to_dict()["n"].tolist() == [2, 4]
+
+
+def test_a_large_left_side_is_looked_up_only_where_the_join_keeps_most_of_its_rows() -> None:
+    big = tmr.lazy({"k": np.arange(200_000) % 4, "v": np.zeros(200_000)})  # above LARGE_LEFT: planned, never run
+    every = big.join(tmr.lazy(SMALL), on="k", how="semi")  # the right side unfiltered: estimated to keep every row
+    assert "found_in" in "\n".join(show(lookup_joins(prune(every.plan))))
+    few = big.join(tmr.lazy(SMALL).filter(col("w") == 20), on="k", how="semi")  # estimated to keep a fifth
+    assert "found_in" not in "\n".join(show(lookup_joins(prune(few.plan))))
+    small = tmr.lazy(LINES).join(tmr.lazy(SMALL).filter(col("w") == 20), on="k", how="semi")  # a small left side
+    assert "found_in" in "\n".join(show(lookup_joins(prune(small.plan))))

@@ -57,11 +57,11 @@ LOOKUP_ROWS = 100_000
 """The most rows the right side may be estimated at: its keys and columns travel to every worker with each run
 (TPC-H sf1: supplier's 10,000 rows, nation's 25, a part filter's ~40,000 estimated)."""
 
-LARGE_LEFT = 1_000_000
+LARGE_LEFT = 100_000
 KEEPS = 0.5
 """A left side estimated above ``LARGE_LEFT`` rows is looked up only where the join is estimated to keep at least
 ``KEEPS`` of its rows: the step that reads a lookup ships its columns for every left row, where a join run ships the
-keys alone and the step then reads the rows kept (TPC-H Q19 at scale 1: lineitem's strings for 6e6 rows, not
+keys alone and the step then reads the rows kept (TPC-H Q19 at scale 1: lineitem's strings for 7e5 rows, not
 for the few of the parts kept)."""
 
 HOWS = ("inner", "left", "semi", "anti")
