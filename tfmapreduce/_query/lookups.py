@@ -11,9 +11,9 @@ compiles nothing), and each left row finds its key there by a binary search (sor
 
 The steps are a filter, new columns and a select, which ``fuse`` and ``into_aggregates`` put in the map of the step
 that reads the join (a group-by's, another filter's, or the next lookup's): a chain of small joins and a group-by
-is one keyed run. The rule applies where the right side is estimated at most ``LOOKUP_ROWS`` rows (and a large left side is estimated
-to keep at least ``KEEPS`` of its rows: see ``LARGE_LEFT``), both keys are
-columns of a client table of an integer or date type (``DATE``), and, for an inner or left join, the right side is
+is one keyed run. The rule applies where the right side is estimated at most ``LOOKUP_ROWS`` rows (and a left side
+above ``LARGE_LEFT`` rows is estimated to keep at least ``KEEPS`` of its rows), both keys are columns of a client
+table of an integer or date type (``DATE``), and, for an inner or left join, the right side is
 unique on its key (known from the plan: a client table's column checked once, a group-by by that key, a filter or a
 join that keeps it unique): a right key met twice would give a left row twice, which a lookup cannot. String
 columns of the right side travel as their Unicode code points (run inputs too), made strings on the workers.
