@@ -23,6 +23,8 @@ from .expr import ARITHMETIC, COMPARISONS, MATCHES, Alias, Col, Expr, Lit, Op
 
 BOOL = ColumnType("bool", np.dtype(np.bool_))
 _EPOCH = datetime.date(1970, 1, 1)
+LOOKUPS = ("found_in", "lookup")
+"""The lookups of a small table's rows (``lookups.py``): their table's inputs are lifted whole."""
 
 Compiled = tuple[tf.Tensor, "tf.Tensor | None", ColumnType]
 """An expression's values, validity (None: never null) and type."""
@@ -52,6 +54,8 @@ def shape(expr: Expr) -> tuple[Any, ...]:
             array = _array(expr.value)
             return ("slot", array.dtype.str, array.shape)
         return expr.key
+    if isinstance(expr, Op) and expr.op in LOOKUPS:
+        return (expr.op, shape(expr.args[0]), _table(expr).shape(_looked(expr)))
     if isinstance(expr, Op):
         return (expr.op, *(shape(a) for a in expr.args))
     if isinstance(expr, Alias):
@@ -59,10 +63,25 @@ def shape(expr: Expr) -> tuple[Any, ...]:
     return expr.key
 
 
+def _table(expr: Op) -> Any:
+    """A lookup's table (``lookups.LookupTable``: its ``table(i)`` resolved, ``scalars.resolved``)."""
+    table = expr.args[1]
+    if not isinstance(table, Lit):
+        raise TypeError(f"{expr!r}: its table is read once the plan runs, not before")
+    return table.value
+
+
+def _looked(expr: Op) -> str | None:
+    """The column a ``lookup`` takes; None for ``found_in``."""
+    return expr.args[2].value if expr.op == "lookup" else None  # type: ignore[attr-defined]
+
+
 def lifted(expr: Expr) -> list[np.ndarray[Any, Any]]:
     """The values of ``expr``'s lifted literals, in the order its compiled ops read them."""
     if isinstance(expr, Lit):
         return [_array(expr.value)] if _liftable(expr.value) else []
+    if isinstance(expr, Op) and expr.op in LOOKUPS:
+        return [*lifted(expr.args[0]), *_table(expr).inputs(_looked(expr))]
     if isinstance(expr, Op):
         return [v for a in expr.args for v in lifted(a)]
     if isinstance(expr, Alias):
@@ -130,6 +149,8 @@ class Compiler:
 
     def _op(self, expr: Op) -> Compiled:
         op = expr.op
+        if op in LOOKUPS:
+            return self._lookup(expr)
         parts = [self(a) for a in expr.args]
         if op == "is_null":
             ok = parts[0][1]
@@ -153,6 +174,32 @@ class Compiler:
             return tf.math.truediv(tf.cast(a, tf.float64), tf.cast(b, tf.float64)), _both(a_ok, b_ok), _type_of_literal(0.0)
         fn = {"add": tf.add, "sub": tf.subtract}.get(op, tf.multiply)
         return fn(a, b), _both(a_ok, b_ok), common
+
+    def _lookup(self, expr: Op) -> Compiled:
+        """``found_in`` or ``lookup``: the key's row in the table's sorted keys by a binary search (its inputs:
+        ``LookupTable.inputs``, in that order after the key's own)."""
+        key, ok, kind = self(expr.args[0])
+        if not (kind == DATE or (kind.is_numeric and kind.storage.kind in "iu")):
+            raise TypeError(f"{expr!r}: a lookup's key must be an integer or date column, got a {kind.name}")
+        keys, count = next(self.slots), next(self.slots)
+        key = tf.cast(key, tf.int64)
+        at = tf.searchsorted(keys, key, side="left", out_type=tf.int64)
+        near = tf.minimum(at, count)  # the keys are padded past count: a valid index
+        hit = tf.logical_and(at < count, tf.equal(tf.gather(keys, near), key))
+        hit = hit if ok is None else tf.logical_and(hit, ok)
+        if expr.op == "found_in":
+            return hit, None, BOOL
+        column = _looked(expr)
+        assert column is not None
+        looked, nullable = _table(expr).kind(column)
+        if looked == STRING:  # code points and lengths: the table's strings, made once, then gathered
+            points = next(self.slots)
+            texts = tf.RaggedTensor.from_tensor(points, lengths=next(self.slots))
+            value = tf.gather(tf.strings.unicode_encode(texts, "UTF-8"), near)
+        else:
+            value = tf.gather(next(self.slots), near)
+        valid = tf.logical_and(hit, tf.gather(next(self.slots), near)) if nullable else hit
+        return value, valid, looked
 
     def _logic(self, op: str, parts: list[Compiled]) -> Compiled:
         for _, _, kind in parts:

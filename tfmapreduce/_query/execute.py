@@ -14,6 +14,7 @@ from .._table.table import Table
 from .estimate import estimates
 from .expr import Col
 from .grouped import grouped
+from .lookups import LookupTable
 from .plan import (
     Aggregated,
     Apply,
@@ -33,21 +34,32 @@ from .plan import (
 )
 from .rowwise import rowwise
 from .rules import row_step
-from .scalars import resolved, value_of
+from .scalars import params, resolved, value_of
 
 
 def execute(plan: Node, options: Mapping[str, Any]) -> Table:
     """The table ``plan`` computes, each node computed once; ``options`` are every run's options (``cluster=``...)."""
     done: dict[int, Table] = {}
-    values: dict[int, Any] = {}  # each scalar subquery's value, by its index (scalars.py)
+    values: dict[int, Any] = {}  # each scalar subquery's value, each lookup's table, by its index (scalars.py)
+    bound = plan if isinstance(plan, Bound) else None
+
+    def value(at: int) -> None:
+        if at not in values:  # a query when a step first reads it (a lookup's table may be read inside a subquery)
+            assert bound is not None
+            whole = dict(bound.tables)
+            table = run(bound.queries[at])
+            values[at] = LookupTable.of(table, whole[at]) if at in whole else value_of(table, at)
 
     def run(node: Node) -> Table:
         if id(node) not in done and isinstance(node, Bound):
-            for at, query in enumerate(node.queries):  # in order: a query may read the ones before it
-                values[at] = value_of(run(query), at)
+            for at in range(len(node.queries)):  # in order: a query may read the ones before it
+                value(at)
             done[id(node)] = run(node.input)
         elif id(node) not in done:
-            done[id(node)] = _step(resolved(node, values), [run(i) for i in inputs(node)], dict(options))
+            tables = [run(i) for i in inputs(node)]
+            for at in params(node):
+                value(at)
+            done[id(node)] = _step(resolved(node, values), tables, dict(options))
         return done[id(node)]
 
     return run(plan)
@@ -121,6 +133,7 @@ def physical(plan: Node) -> list[str]:
     """The steps that run, inputs first, each once: ``"<kind>: <step>  [<estimated rows and bytes>]"``, numbered
     where it is a distributed run."""
     sizes = estimates(plan)
+    bound = plan if isinstance(plan, Bound) else None
     lines: list[str] = []
     seen: set[int] = set()
     runs = 0
@@ -132,6 +145,9 @@ def physical(plan: Node) -> list[str]:
         seen.add(id(node))
         for i in inputs(node):
             visit(i)
+        for at in params(node):  # a lookup's table (a query of the Bound root) before its first reader
+            if bound is not None:
+                visit(bound.queries[at])
         what = kind(node)
         if what == "client":
             lines.append(f"client: {label(node)}  [{sizes[id(node)]}]")

@@ -206,7 +206,7 @@ class Op(Expr):
             return f"~{self.args[0]!r}"
         if self.op == "if":
             return f"when({self.args[0]!r}).then({self.args[1]!r}).otherwise({self.args[2]!r})"
-        if self.op in ("is_null", "isin", "year", "substr", *MATCHES):
+        if self.op in ("is_null", "isin", "year", "substr", "found_in", "lookup", *MATCHES):
             inside = ", ".join(repr(a) for a in self.args[1:])
             return f"{self.args[0]!r}.{self.op}({inside})"
         sign = {**ARITHMETIC, **COMPARISONS, **LOGIC}[self.op]
@@ -306,6 +306,19 @@ class Param(Expr):
 
     def __repr__(self) -> str:
         return f"scalar({self.index})"
+
+
+@attrs.frozen(eq=False, repr=False)
+class Rows(Param):
+    """The rows of the ``index``-th query of the plan's ``Bound`` root, read whole by a lookup
+    (``lookups.lookup_joins``): ``col(k).found_in(table(i))``, ``col(k).lookup(table(i), 'c')``."""
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return ("rows", self.index)
+
+    def __repr__(self) -> str:
+        return f"table({self.index})"
 
 
 def wrap(value: object, where: str) -> Expr:

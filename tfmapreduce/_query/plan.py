@@ -152,10 +152,13 @@ class Distinct:
 class Bound:
     """``input``, whose expressions may read ``scalar(i)``: the one value of ``queries[i]`` (a one-row, one-column
     plan), computed first, in order, in the same run of the plan as ``input`` (a node both read is computed once).
-    ``scalars.lifted`` makes it, the plan's root, from ``LazyTable.scalar()`` expressions."""
+    ``scalars.lifted`` makes it, the plan's root, from ``LazyTable.scalar()`` expressions. ``tables`` are the
+    queries read whole, by ``(index, key column)``: ``table(i)`` of a lookup (``lookups.lookup_joins``), its rows
+    ready for lookups of that key rather than one value."""
 
     input: Node
     queries: tuple[Node, ...]
+    tables: tuple[tuple[int, str], ...] = ()
 
 
 Node = (
@@ -212,7 +215,7 @@ def with_inputs(node: Node, new: tuple[Node, ...]) -> Node:
     if isinstance(node, Joined):
         return attrs.evolve(node, left=new[0], right=new[1])
     if isinstance(node, Bound):
-        return Bound(new[-1], new[:-1])
+        return Bound(new[-1], new[:-1], node.tables)
     evolve: Any = attrs.evolve  # every other node reads one input, named input
     return evolve(node, input=new[0])  # type: ignore[no-any-return]
 
@@ -322,11 +325,9 @@ def label(node: Node) -> str:
     if isinstance(node, Limited):
         return f"limit {node.n}"
     if isinstance(node, Bound):
-        return (
-            "bind "
-            + ", ".join(f"scalar({i})" for i in range(len(node.queries)))
-            + " (the queries below, in order; the plan last)"
-        )
+        whole = dict(node.tables)
+        bound = (f"table({i}) by {whole[i]}" if i in whole else f"scalar({i})" for i in range(len(node.queries)))
+        return "bind " + ", ".join(bound) + " (the queries below, in order; the plan last)"
     return "unique " + ", ".join(node.columns)
 
 

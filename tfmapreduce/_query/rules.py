@@ -16,6 +16,8 @@
   that side's keys (a semi join first).
 - ``partial_aggregates`` (``partial.py``): a group-by of a join that aggregates only its right side's columns
   aggregates the right side by its join keys first (the join meets one row per key).
+- ``lookup_joins`` (``lookups.py``): a join of a small right side on one integer key becomes a lookup (a filter and
+  new columns reading ``table(i)``) in the map of the step that reads it.
 - ``into_aggregates``: a fused step read by a group-by alone runs in the group-by's map (one keyed run; the rows it
   drops and the columns it makes never leave the workers).
 """
@@ -28,6 +30,7 @@ import attrs
 
 from .expr import Col, Expr, conjuncts, substituted, used
 from .joins import join_order, join_sizes
+from .lookups import lookup_joins
 from .partial import partial_aggregates
 from .plan import (
     Aggregated,
@@ -288,6 +291,7 @@ RULES: tuple[Rule, ...] = (
     semi_groups,
     partial_aggregates,
     prune,
+    lookup_joins,
     fuse,
     into_aggregates,
     join_sizes,
@@ -295,8 +299,9 @@ RULES: tuple[Rule, ...] = (
 """The rules ``optimize`` applies, in order: ``share`` first, so the others, which rewrite each node once, keep a
 shared subplan one node (``prune`` asks of it what all its readers use); a Parquet scan's filters once the filters
 are down on it (its estimate then counts the row groups read); the joins' order once the filters are down
-(their estimates read them), then ``semi_groups`` (which reads the joins' final order) and ``partial_aggregates``, their strategies last, from
-the columns that travel."""
+(their estimates read them), then ``semi_groups`` (which reads the joins' final order) and ``partial_aggregates``;
+``lookup_joins`` once ``prune`` has left each small side the columns used, before ``fuse`` puts its lookups in the
+map of the step that reads them; the joins' strategies last, from the columns that travel."""
 
 
 def optimize(plan: Node, rules: Sequence[Rule] = RULES) -> Node:

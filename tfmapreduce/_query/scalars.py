@@ -63,6 +63,32 @@ def resolved(node: Node, values: dict[int, Any]) -> Node:
     return node
 
 
+def params(node: Node) -> list[int]:
+    """The indexes of the ``Param`` (and ``Rows``) that ``node``'s expressions read, each once, in order."""
+    if isinstance(node, Where):
+        exprs = [node.predicate]
+    elif isinstance(node, Assign):
+        exprs = [e for _, e in node.columns]
+    elif isinstance(node, (Fused, Aggregated)):
+        exprs = _expressions(node.steps)
+    else:
+        return []
+    found: list[int] = []
+    for e in exprs:
+        _collect(e, found)
+    return list(dict.fromkeys(found))
+
+
+def _collect(expr: Expr, found: list[int]) -> None:
+    if isinstance(expr, Param):
+        found.append(expr.index)
+    elif isinstance(expr, Op):
+        for a in expr.args:
+            _collect(a, found)
+    elif isinstance(expr, Alias):
+        _collect(expr.arg, found)
+
+
 def value_of(table: Table, index: int) -> Any:
     """The one value of ``table``, the result of the query of ``scalar(index)``, as a Python literal.
 

@@ -1,0 +1,151 @@
+"""``lookup_joins``: a join of a small right side as a lookup in the map of the step that reads it. The plan before
+and after the rule, the same answer as DuckDB and as the rule off (null keys on both sides, unicode strings, nulls
+in the right side's columns, an empty right side, duplicate right keys), and fewer runs."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+import tfmapreduce as tmr
+from tfmapreduce import col
+from tfmapreduce._query.execute import execute
+from tfmapreduce._query.lookups import lookup_joins
+from tfmapreduce._query.plan import show
+from tfmapreduce._query.rules import RULES, optimize, prune
+
+LINES = pd.DataFrame(
+    {
+        "id": np.arange(8),
+        "k": pd.array([1, 2, None, 3, 9, 2, 1, 3], dtype="Int64"),
+        "v": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, np.nan, 8.0],
+    }
+)
+SMALL = pd.DataFrame(
+    {
+        "k": pd.array([2, 3, 1, None], dtype="Int64"),
+        "name": ["zwei", "drei ✓ 三", "eins", "null key"],
+        "w": pd.array([20, None, 10, 40], dtype="Int64"),
+    }
+)
+OFF = [r for r in RULES if r is not lookup_joins]
+SQL = {
+    "inner": "SELECT l.id, l.k, l.v, s.name, s.w FROM l JOIN s ON l.k = s.k",
+    "left": "SELECT l.id, l.k, l.v, s.name, s.w FROM l LEFT JOIN s ON l.k = s.k",
+    "semi": "SELECT l.id, l.k, l.v FROM l WHERE l.k IN (SELECT k FROM s)",
+    "anti": "SELECT l.id, l.k, l.v FROM l WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.k = l.k)",
+}
+
+
+def answers(q: tmr.LazyTable, cluster: tmr.LocalCluster) -> tuple[pd.DataFrame, pd.DataFrame, int, int]:
+    """The answer with every rule and without ``lookup_joins``, and the runs each made."""
+    out = []
+    for rules in (RULES, OFF):
+        with tmr.stats() as seen:
+            out.append((execute(optimize(q.plan, rules), {"cluster": cluster}).to_pandas(), len(seen.runs)))
+    (on, on_runs), (off, off_runs) = out
+    return on, off, on_runs, off_runs
+
+
+def duckdb_answer(how: str, small: pd.DataFrame) -> pd.DataFrame:
+    connection = duckdb.connect()
+    connection.register("l", LINES)
+    connection.register("s", small)
+    return connection.sql(SQL[how] + " ORDER BY l.id").df()
+
+
+def test_a_join_of_a_small_side_becomes_a_lookup_the_next_step_s_map_reads() -> None:
+    q = tmr.lazy(LINES).join(tmr.lazy(SMALL), on="k").filter(col("v") > 1.0).select("id", "name")
+    before = prune(q.plan)
+    assert show(before)[1:3] == ["  filter (col('v') > 1.0)", "    join how=inner on k"]
+    after = lookup_joins(before)
+    assert show(after) == [
+        "bind table(0) by k (the queries below, in order; the plan last)",
+        "  scan table of 4 rows [k, name]",
+        "  select id, name",
+        "    filter (col('v') > 1.0)",
+        "      select k, id, v, name",
+        "        with_columns name=col('k').lookup(table(0), 'name')",
+        "          filter col('k').found_in(table(0))",
+        "            scan table of 8 rows [*]",
+    ]
+    physical = q.explain().split("physical steps:")[1].splitlines()
+    assert physical[-1] == "  1 distributed run"
+    assert "filter col('k').found_in(table(0)); with_columns name=col('k').lookup(table(0), 'name')" in physical[-3]
+    semi = tmr.lazy(LINES).join(tmr.lazy(SMALL), on="k", how="anti")
+    assert show(lookup_joins(prune(semi.plan)))[2:4] == [
+        "  filter ~col('k').found_in(table(0))",
+        "    scan table of 8 rows [*]",
+    ]
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "semi", "anti"])
+@pytest.mark.parametrize("rows", [4, 0], ids=["small", "empty"])
+def test_a_lookup_answers_as_duckdb_and_the_join(cluster: tmr.LocalCluster, how: str, rows: int) -> None:
+    small = SMALL.iloc[:rows]
+    q = tmr.lazy(LINES).join(tmr.lazy(small), on="k", how=how)
+    assert "(table(0)" in q.explain()  # found_in, or lookup alone for a left join
+    on, off, on_runs, off_runs = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    expected = duckdb_answer(how, small)
+    ours = on.sort_values("id").reset_index(drop=True)[list(expected.columns)]
+    pd.testing.assert_frame_equal(
+        ours.astype(object).where(ours.notna(), None), expected.astype(object).where(expected.notna(), None), check_dtype=False
+    )
+    assert on_runs <= max(off_runs, 1)  # the eager join of an empty side runs nothing; its lookup one map run
+
+
+def test_duplicate_right_keys_keep_an_inner_join_and_a_semi_join_looks_them_up(cluster: tmr.LocalCluster) -> None:
+    twice = pd.concat([SMALL, SMALL.iloc[:1]], ignore_index=True)  # key 2 twice: a left row meets two rows
+    inner = tmr.lazy(LINES).join(tmr.lazy(twice), on="k")
+    assert "found_in" not in inner.explain()
+    on, off, _, _ = answers(inner, cluster)
+    assert len(on) == 8  # rows 1 and 5 (key 2) twice each
+    pd.testing.assert_frame_equal(on, off)
+    semi = tmr.lazy(LINES).join(tmr.lazy(twice), on="k", how="semi")
+    assert "found_in" in semi.explain()
+    on, off, _, _ = answers(semi, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    assert on["id"].tolist() == [0, 1, 3, 5, 6, 7]
+    grouped = tmr.lazy(twice).group_by("k").agg(n=("name", "count"))  # unique on k by its group-by: looked up
+    assert "found_in" in tmr.lazy(LINES).join(grouped, on="k").explain()
+
+
+def test_chained_small_joins_read_by_a_group_by_run_in_its_map_and_new_small_data_compiles_nothing(
+    cluster: tmr.LocalCluster,
+) -> None:
+    regions = pd.DataFrame({"r": np.array([7, 8]), "region": ["north", "süd"]})
+    nations = pd.DataFrame({"k": np.array([1, 2, 3]), "r": np.array([7, 8, 8])})
+    q = (
+        tmr.lazy(LINES)
+        .join(tmr.lazy(nations), on="k")
+        .join(tmr.lazy(regions), on="r")
+        .group_by("region")
+        .agg(total=("v", "sum"), n=("*", "count"))
+    )
+    on, off, on_runs, off_runs = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    assert on.to_dict("list") == {"region": ["north", "süd"], "total": [1.0, 20.0], "n": [2, 4]}
+    assert (on_runs, off_runs) == (2, 3)  # the regions meet the nations first (join_order), in a map run
+    again, runs = (
+        tmr.lazy(LINES)
+        .join(tmr.lazy(nations.assign(r=np.array([8, 7, 8]))), on="k")
+        .join(tmr.lazy(regions), on="r")
+        .group_by("region")
+        .agg(total=("v", "sum"), n=("*", "count"))
+        .collect(cluster=cluster, stats=True)
+    )
+    assert [r.compiled for r in runs] == [False, False]  # new values of the small sides: run inputs, nothing compiled
+    assert again.to_dict()["n"].tolist() == [2, 4]
+
+
+def test_a_large_left_side_is_looked_up_only_where_the_join_keeps_most_of_its_rows() -> None:
+    big = tmr.lazy({"k": np.arange(200_000) % 4, "v": np.zeros(200_000)})  # above LARGE_LEFT: planned, never run
+    every = big.join(tmr.lazy(SMALL), on="k", how="semi")  # the right side unfiltered: estimated to keep every row
+    assert "found_in" in "\n".join(show(lookup_joins(prune(every.plan))))
+    few = big.join(tmr.lazy(SMALL).filter(col("w") == 20), on="k", how="semi")  # estimated to keep a fifth
+    assert "found_in" not in "\n".join(show(lookup_joins(prune(few.plan))))
+    small = tmr.lazy(LINES).join(tmr.lazy(SMALL).filter(col("w") == 20), on="k", how="semi")  # a small left side
+    assert "found_in" in "\n".join(show(lookup_joins(prune(small.plan))))
