@@ -33,20 +33,20 @@ SPAN = 4
 
 
 @attrs.frozen
-class Distinct:
+class DistinctKeys:
     """A task's distinct keys and their bytes as the budget checks count them (an int64 key 8, a string 32 and its
     UTF-8 bytes).
 
     Example:
-        >>> Distinct.of(np.array(["a", "bc", "a"], object))
-        Distinct(keys=2, bytes=67)
+        >>> DistinctKeys.of(np.array(["a", "bc", "a"], object))
+        DistinctKeys(keys=2, bytes=67)
     """
 
     keys: int
     bytes: int
 
     @classmethod
-    def of(cls, keys: np.ndarray[Any, Any]) -> Distinct:
+    def of(cls, keys: np.ndarray[Any, Any]) -> DistinctKeys:
         """The distinct keys of the 1-D array ``keys``, and their bytes."""
         if keys.dtype.kind in "OSU":
             unique = set(keys.tolist())
@@ -64,8 +64,8 @@ class Distinct:
         return cls(count, count * keys.dtype.itemsize)
 
 
-def per_task(plan: Plan, keys: np.ndarray[Any, Any]) -> dict[Task, Distinct] | None:
-    """Each task's :class:`Distinct` keys over the rows of its shards of ``plan``, in the plan's task order; None
+def per_task(plan: Plan, keys: np.ndarray[Any, Any]) -> dict[Task, DistinctKeys] | None:
+    """Each task's :class:`DistinctKeys` over the rows of its shards of ``plan``, in the plan's task order; None
     where ``keys`` is not 1-D (its rows' keys are not one value each).
 
     Example:
@@ -73,14 +73,14 @@ def per_task(plan: Plan, keys: np.ndarray[Any, Any]) -> dict[Task, Distinct] | N
         >>> from tfmapreduce._base.device import Device
         >>> cpu = Device.parse("/job:w/task:0/device:CPU:0")
         >>> list(per_task(make_plan(6, [6], [cpu], [cpu]), np.array([5, 10**12, 5, 7, 7, 5])).values())
-        [Distinct(keys=3, bytes=24)]
+        [DistinctKeys(keys=3, bytes=24)]
     """
     if keys.ndim != 1:
         return None
     slices: dict[Task, list[np.ndarray[Any, Any]]] = {}
     for shard in plan.shards:
         slices.setdefault(shard.task, []).append(keys[shard.start : shard.start + shard.rows])
-    return {task: Distinct.of(parts[0] if len(parts) == 1 else np.concatenate(parts)) for task, parts in slices.items()}
+    return {task: DistinctKeys.of(parts[0] if len(parts) == 1 else np.concatenate(parts)) for task, parts in slices.items()}
 
 
 def _utf8_bytes(strings: Collection[Any]) -> int:
