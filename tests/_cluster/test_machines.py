@@ -209,7 +209,9 @@ def test_a_cable_pulled_during_a_shuffle_ends_in_the_right_answer_from_the_survi
     lines = _lines(60_000, seed=7)
     expected = _counter(lines)
     assert tmr.recipes.word_count(lines[:100], cluster=cluster, devices=machines, timeout=TIMEOUT)  # compiled and warm
-    rack.shape(2, rate_bps=2e6)  # 2 Mbit/s: machine 2's part of the shuffle takes seconds, so the cut lands in it
+    # 200 kbit/s: machine 2's 120 kB shard takes about 5 s to arrive, so the cut lands in the run (at 2 Mbit/s the
+    # warm run, which compiles nothing for the new row count, ended in 0.4 s, before the cut)
+    rack.shape(2, rate_bps=2e5)
     timeout = 30.0  # the lost attempt (the watchdog's probes name task 2 in ~2 s) and the rerun fit in it
 
     def count() -> Any:
