@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
+from kept import in_key_order, per_reducer
 
 import tfmapreduce as tmr
 from tfmapreduce._native.loader import has, kernels
@@ -24,13 +25,6 @@ pytestmark = pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="
 
 def _pairs(k: tf.Tensor, v: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return k, v
-
-
-def _per_reducer(kept: tmr.KeyedSharded) -> list[np.ndarray]:
-    """Each reducer's keys of a resident result, in shard order."""
-    keys = kept.keys.gather()
-    ends = np.cumsum([s.rows for s in kept.plan.shards])
-    return np.split(keys, ends[:-1])
 
 
 def test_a_resident_keyed_sum_over_its_budget_is_kept_where_the_in_memory_run_keeps_it(
@@ -55,7 +49,7 @@ def test_a_resident_keyed_sum_over_its_budget_is_kept_where_the_in_memory_run_ke
         np.testing.assert_array_equal(got.keys, expected.index.to_numpy())
         np.testing.assert_allclose(got.values, expected.to_numpy(), rtol=1e-12)
         assert [s.device for s in kept.plan.shards] == [s.device for s in memory.plan.shards]
-        for spilled, in_memory in zip(_per_reducer(kept), _per_reducer(memory), strict=True):
+        for spilled, in_memory in zip(per_reducer(kept), per_reducer(memory), strict=True):
             np.testing.assert_array_equal(np.sort(spilled), np.sort(in_memory))  # each key on its in-memory reducer
         joined = tmr.join(kept, memory)  # co-partitioned: joined where they are
         assert joined.strategy == "co-partitioned"
@@ -95,11 +89,7 @@ def test_a_range_partitioned_keyed_count_over_its_budget_spills_in_key_order(
     assert spilled_parts() >= 2
     if isinstance(got, tmr.KeyedSharded):
         with got:
-            shards = _per_reducer(got)
-            assert all(s.size for s in shards)
-            assert shards[0].max() < shards[1].min()
-            assert got.keys.gather().tolist() == expected.index.tolist()  # each shard sorted: in key order, not re-sorted
-            got = got.gather()
+            got = in_key_order(got, expected.index.tolist())
     np.testing.assert_array_equal(got.keys, expected.index.to_numpy())
     np.testing.assert_array_equal(got.values, expected.to_numpy())
     assert os.listdir(spill) == []

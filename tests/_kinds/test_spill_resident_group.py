@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
+from kept import in_key_order, per_reducer
 
 import tfmapreduce as tmr
 from tfmapreduce._native.loader import has, kernels
@@ -20,12 +21,6 @@ BUDGET = 100_000
 """A reducer's budget in these tests, against shares of about 240 kB of keys and values."""
 
 pytestmark = pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
-
-
-def _per_reducer(kept: tmr.KeyedSharded) -> list[np.ndarray]:
-    """Each reducer's keys of a resident result, in shard order."""
-    ends = np.cumsum([s.rows for s in kept.plan.shards])
-    return np.split(kept.keys.gather(), ends[:-1])
 
 
 def _spread(keys: tf.Tensor, values: tf.RaggedTensor) -> tf.Tensor:
@@ -53,7 +48,7 @@ def test_a_resident_median_over_its_budget_is_kept_where_the_in_memory_run_keeps
         np.testing.assert_array_equal(got.keys, expected.index.to_numpy())
         np.testing.assert_array_equal(got.values, expected.to_numpy())
         assert [s.device for s in kept.plan.shards] == [s.device for s in memory.plan.shards]
-        for spilled, in_memory in zip(_per_reducer(kept), _per_reducer(memory), strict=True):
+        for spilled, in_memory in zip(per_reducer(kept), per_reducer(memory), strict=True):
             np.testing.assert_array_equal(np.sort(spilled), np.sort(in_memory))  # each key on its in-memory reducer
         joined = tmr.join(kept, memory)  # co-partitioned: joined where they are
         assert joined.strategy == "co-partitioned"
@@ -91,11 +86,7 @@ def test_a_resident_range_partitioned_median_over_its_budget_is_kept_in_key_orde
         kept = tmr.median_by_key(keys, values, max_bytes=BUDGET, reducers=2, partitioner="range", cluster=cluster, resident=True)
     assert spilled_parts() >= 2
     with kept:
-        shards = _per_reducer(kept)
-        assert all(s.size for s in shards)
-        assert shards[0].max() < shards[1].min()
-        assert kept.keys.gather().tolist() == expected.index.tolist()  # each shard sorted: in key order, not re-sorted
-        got = kept.gather()
+        got = in_key_order(kept, expected.index.tolist())
     np.testing.assert_array_equal(got.keys, expected.index.to_numpy())
     np.testing.assert_array_equal(got.values, expected.to_numpy())
     assert os.listdir(spill) == []
