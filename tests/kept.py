@@ -21,3 +21,14 @@ def in_key_order(kept: tmr.KeyedSharded, keys: list[object]) -> tmr.KeyedResult:
     assert shards[0].max() < shards[1].min()
     assert kept.keys.gather().tolist() == keys
     return kept.gather()
+
+
+def placed_as_in_memory(kept: tmr.KeyedSharded, memory: tmr.KeyedSharded, keys: int) -> None:
+    """``kept`` (a spilled run's result) holds each key on the reducer the in-memory run ``memory`` holds it on, so the
+    two join where they are (co-partitioned), ``keys`` rows."""
+    assert [s.device for s in kept.plan.shards] == [s.device for s in memory.plan.shards]
+    for spilled, in_memory in zip(per_reducer(kept), per_reducer(memory), strict=True):
+        np.testing.assert_array_equal(np.sort(spilled), np.sort(in_memory))
+    joined = tmr.join(kept, memory)
+    assert joined.strategy == "co-partitioned"
+    assert len(joined) == keys
