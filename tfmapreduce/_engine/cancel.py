@@ -47,12 +47,10 @@ def guard(graph: tf.Graph, native: Any) -> int:
         >>> guard(graph, kernels())  # before the Mul and the first Sum: the rest is small
         2
     """
-    added = 0
-    for op in graph.get_operations():
-        if not _worth(op):
-            continue
-        with graph.as_default(), tf.device(op.device), tf.control_dependencies([t.op for t in op.inputs]):
-            check = native.tmr_check_cancelled(name=f"{op.name}_check")
+    worth = [op for op in graph.get_operations() if _worth(op)]
+    for op in worth:  # (made as ``graph.create_op`` makes it: an op wrapper's conversions cost several times more)
+        check = graph._create_op_internal("TmrCheckCancelled", [], [], name=f"{op.name}_check", compute_device=False)
+        check._set_device_from_string(op.device)
+        check._add_control_inputs([t.op for t in op.inputs])
         op._add_control_input(check)
-        added += 1
-    return added
+    return len(worth)
