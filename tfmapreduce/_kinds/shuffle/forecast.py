@@ -24,6 +24,7 @@ from ..._io.files.source import FileSource
 from ..._io.resident_source import Resident
 from ..._io.source import Source
 from ..._ops.budget import budget_of
+from .on_workers import sample_lengths
 from .partials import STRING_BYTES, UNKNOWN_STRING, Partials
 
 MARGIN = 2
@@ -104,8 +105,8 @@ class SpillForecast:
 def row_bytes(srcs: Sequence[Source]) -> int:
     """The bytes of one row of ``srcs`` as the budget checks count them: numbers their size, strings ``STRING_BYTES``
     each and their UTF-8 bytes, the mean over a sample of them, rounded up: the first ``SAMPLE`` where the array is on
-    the host, about ``SAMPLE`` rows drawn on the workers where it is resident (``Sharded.sample_lengths``: one small
-    run), else (files) ``UNKNOWN_STRING``.
+    the host, about ``SAMPLE`` rows drawn on the workers where it is resident (``on_workers.sample_lengths``: one
+    small run), else (files) ``UNKNOWN_STRING``.
 
     Example:
         >>> from tfmapreduce._io.source import Shipped
@@ -127,7 +128,7 @@ def _lengths(src: Source) -> list[int]:
     """The UTF-8 bytes of a sample of ``src``'s strings: a host array's first ``SAMPLE``, a resident one's sampled on
     its workers; empty where neither (a file's)."""
     if isinstance(src, Resident):
-        return [int(n) for n in src.sharded.sample_lengths(SAMPLE)]
+        return [int(n) for n in sample_lengths(src.sharded, SAMPLE)]
     array = getattr(src, "array", None)
     sample = np.asarray(array).ravel()[:SAMPLE].tolist() if array is not None and src.rows else []
     return [len(s.encode() if isinstance(s, str) else s) for s in sample]
@@ -184,8 +185,8 @@ def keyed_forecast(
     CSV table's rows estimated from its files' bytes, :func:`in_rows`), split into sub-partitions by ``partitioner``
     (a resident result kept on its reducers, as in memory).
     ``partials``: a keyed combine's, traced (``partials.traced``): what each task sends is counted in per-key
-    partials, one per distinct key (counted where the keys are on the client, else bounded soundly by the rows:
-    ``Partials.per_task``), not in rows."""
+    partials, one per distinct key (counted where the keys are on the client or resident where the job runs, else
+    bounded soundly by the rows: ``Partials.per_task``), not in rows."""
     table = table_row(srcs)
     if partials is not None and table is None:
         return _combined(plan, reducers, srcs, max_bytes, folder, partitioner, partials)
@@ -211,7 +212,7 @@ def _combined(
         leaves = partials.row - partials.key
         what = (
             f"each reducer's share of per-key partials (each key's bytes and {leaves} of partial; a task's distinct keys "
-            "counted on the client), estimated before the run"
+            f"counted on the {counted}), estimated before the run"
             if counted
             else f"each reducer's share of per-key partials ({partials.row} bytes each; a task's at most its rows), "
             "estimated before the run"
