@@ -179,3 +179,21 @@ def test_a_resident_combine_once_planned_to_spill_runs_in_memory(
     expected = pd.Series(values).groupby(keys).sum()
     assert dict(zip(got.keys, got.values, strict=True)) == pytest.approx(expected.to_dict(), rel=1e-12)
     assert not any(spill.iterdir())
+
+
+def test_a_csv_string_key_plan_uses_the_width_sampled_from_its_first_records(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    keys = [f"ключ-{i % 300}" + "é" * (i % 40) for i in range(12_000)]  # unicode keys of 12 to 89 bytes
+    keys[5] = "a,b"  # a quoted field: its bytes as parsed
+    path = tmp_path / "orders.csv"
+    pd.DataFrame({"user": keys, "amount": np.arange(12_000) * 0.25}).to_csv(path, index=False)
+    orders = tmr.read_csv(str(path), dtypes={"amount": "float64"})
+    plan = tmr.plan_by_key(
+        orders, keys="user", values="amount", recipe=tmr.sum_by_key, max_bytes=10**6, reducers=2, cluster=cluster
+    )
+    first = pd.read_csv(path, dtype=str, keep_default_na=False).head(10_000)  # the first 10,000 records, as text
+    width = -(-sum(len(k.encode()) for k in first.user) // len(first))  # the keys' mean UTF-8 bytes, rounded up
+    record = sum(len(k.encode()) + len(a) + 2 for k, a in zip(first.user, first.amount, strict=True)) // len(first)
+    assert width > 16  # not the guess of 16 a CSV string was taken as
+    row = 32 + width + 8  # a string key beside a float64 value
+    assert plan.spill.share == -(-(path.stat().st_size // record) * row // 2)
+    assert f"over {record} a record, its rows {row} bytes each in memory" in str(plan)
