@@ -1,9 +1,10 @@
-"""The client's cost of planning a keyed combine over string keys.
+"""The cost of planning a keyed combine over string and integer keys, on the client and resident.
 
 ``python -m benchmarks plan_cost`` (``--rows``, default 2e6; ``--distinct``, default 5e5 distinct keys):
 ``tmr.plan_by_key(keys, values, ...)`` of string keys held on the client without ``recipe=`` (every row counted) and
-with ``recipe=tmr.sum_by_key`` (each task's distinct keys counted on the client), then of the same keys resident
-(``tmr.scatter``: their lengths sampled on the workers), on a 2-worker LocalCluster; each the median of
+with ``recipe=tmr.sum_by_key`` (each task's distinct keys counted on the client), then of the same keys, and of as
+many integer keys, resident (``tmr.scatter``): without ``recipe=`` (a string's lengths sampled on the workers) and
+with it (each task's distinct keys counted on the workers, one run), on a 2-worker LocalCluster; each the median of
 ``--repeats`` plans after one warm-up, with the reducer share the plan forecasts.
 """
 
@@ -32,15 +33,20 @@ from ._timing import repeat
 def run(args: argparse.Namespace) -> None:
     """Plan each way; print the median seconds and the forecast share."""
     rng = np.random.default_rng(0)
-    keys = np.array([f"user-{i}" for i in rng.integers(0, int(args.distinct), int(args.rows))], dtype=object)
+    numbers = rng.integers(0, int(args.distinct), int(args.rows))
+    keys = np.array([f"user-{i}" for i in numbers], dtype=object)
     values = np.ones(keys.size)
     with tmr.LocalCluster(workers=2) as cluster:
         resident = (tmr.scatter(keys, cluster=cluster), tmr.scatter(values, cluster=cluster))
+        integers = tmr.scatter(numbers, cluster=cluster)
         try:
             for label, x, recipe in [
                 ("host keys, rows (no recipe)", (keys, values), None),
                 ("host keys, sum_by_key", (keys, values), tmr.sum_by_key),
+                ("resident keys, rows (no recipe)", resident, None),
                 ("resident keys, sum_by_key", resident, tmr.sum_by_key),
+                ("resident int keys, rows (no recipe)", (integers, resident[1]), None),
+                ("resident int keys, sum_by_key", (integers, resident[1]), tmr.sum_by_key),
             ]:
                 seconds, plan = repeat(
                     lambda x=x, recipe=recipe: tmr.plan_by_key(*x, recipe=recipe, max_bytes=10**8, reducers=2, cluster=cluster),
@@ -48,7 +54,7 @@ def run(args: argparse.Namespace) -> None:
                 )
                 print(f"  {label}: {statistics.median(seconds):.3f} s, share {plan.spill.share:,} bytes", flush=True)
         finally:
-            for data in resident:
+            for data in (*resident, integers):
                 data.delete()
 
 

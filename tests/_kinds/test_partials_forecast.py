@@ -131,7 +131,8 @@ def test_resident_strings_are_planned_from_lengths_sampled_on_the_workers(
                 assert plan.spill.share == rows * (32 + length + 8) // 2
                 assert plan.spill.spills is spills
                 sums = tmr.plan_by_key(resident_keys, resident_values, recipe=tmr.sum_by_key, **options)
-                assert sums.spill.share == plan.spill.share  # resident keys: the rows bound the partials
+                exact = _exact(sums, keys, 8, lambda k: 32 + len(str(k).encode()))  # counted on the workers
+                assert [size for _, size in sums.spill.written] == exact
                 caplog.clear()
                 with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
                     got = tmr.median_by_key(resident_keys, resident_values, **options)
@@ -141,3 +142,58 @@ def test_resident_strings_are_planned_from_lengths_sampled_on_the_workers(
                 expected = pd.Series(values).groupby(keys).median()
                 assert dict(zip(got.keys, got.values, strict=True)) == pytest.approx(expected.to_dict(), rel=1e-12)
     assert not any(spill.iterdir())
+
+
+def test_resident_keys_of_few_distinct_values_are_counted_on_the_workers(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(34)
+    numbers = rng.choice(rng.integers(-(2**62), 2**62, 300), 12_000)  # 300 sparse keys
+    words = np.array([f"ключ{i % 200}" + "é" * (i % 5) for i in range(12_000)], dtype=object)  # unicode, 1,000 keys
+    sizes = [0, 5_000, 4_000, 3_000]  # an empty shard; task 0's 4,000 rows, task 1's 8,000
+    for keys, key_bytes in [(numbers, lambda _: 8), (words, lambda k: 32 + len(str(k).encode()))]:
+        with (
+            tmr.scatter(keys, sizes=sizes, cluster=cluster) as k,
+            tmr.scatter(np.ones(keys.size), sizes=sizes, cluster=cluster) as v,
+        ):
+            plan = tmr.plan_by_key(k, v, recipe=tmr.mean_by_key, reducers=2, cluster=cluster, max_bytes=10**9)
+        exact = _exact(plan, keys, 16, key_bytes)  # a mean's partial: a sum and a count
+        assert [size for _, size in plan.spill.written] == exact
+        assert plan.spill.share == -(-sum(exact) // 2)  # not the rows' bound
+        assert "a task's distinct keys counted on the workers" in str(plan)
+
+
+@pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
+def test_a_resident_combine_once_planned_to_spill_runs_in_memory(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = np.arange(40_000) % 500  # 40,000 resident rows, 500 distinct keys
+    values = np.random.default_rng(35).normal(size=keys.size)
+    options = {"max_bytes": 100_000, "reducers": 2, "cluster": cluster}
+    with tmr.scatter(keys, cluster=cluster) as resident_keys, tmr.scatter(values, cluster=cluster) as resident_values:
+        rows = tmr.plan_by_key(resident_keys, resident_values, **options)
+        assert rows.spill.spills  # the rows' bound (what a combine was planned with before): 320,000 bytes a reducer
+        plan = tmr.plan_by_key(resident_keys, resident_values, recipe=tmr.sum_by_key, **options)
+        assert (plan.spill.spills, plan.spill.share) == (False, 2 * 500 * 16 // 2)  # 500 partials on each task
+        with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
+            got = tmr.sum_by_key(resident_keys, resident_values, **options)
+    assert not caplog.records  # in memory, as planned
+    expected = pd.Series(values).groupby(keys).sum()
+    assert dict(zip(got.keys, got.values, strict=True)) == pytest.approx(expected.to_dict(), rel=1e-12)
+    assert not any(spill.iterdir())
+
+
+def test_a_csv_string_key_plan_uses_the_width_sampled_from_its_first_records(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    keys = [f"ключ-{i % 300}" + "é" * (i % 40) for i in range(12_000)]  # unicode keys of 12 to 89 bytes
+    keys[5] = "a,b"  # a quoted field: its bytes as parsed
+    path = tmp_path / "orders.csv"
+    pd.DataFrame({"user": keys, "amount": np.arange(12_000) * 0.25}).to_csv(path, index=False)
+    orders = tmr.read_csv(str(path), dtypes={"amount": "float64"})
+    plan = tmr.plan_by_key(
+        orders, keys="user", values="amount", recipe=tmr.sum_by_key, max_bytes=10**6, reducers=2, cluster=cluster
+    )
+    first = pd.read_csv(path, dtype=str, keep_default_na=False).head(10_000)  # the first 10,000 records, as text
+    width = -(-sum(len(k.encode()) for k in first.user) // len(first))  # the keys' mean UTF-8 bytes, rounded up
+    record = sum(len(k.encode()) + len(a) + 2 for k, a in zip(first.user, first.amount, strict=True)) // len(first)
+    assert width > 16  # not the guess of 16 a CSV string was taken as
+    row = 32 + width + 8  # a string key beside a float64 value
+    assert plan.spill.share == -(-(path.stat().st_size // record) * row // 2)
+    assert f"over {record} a record, its rows {row} bytes each in memory" in str(plan)

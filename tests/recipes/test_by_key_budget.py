@@ -77,9 +77,11 @@ def test_plan_by_key_says_whether_a_recipe_spills_before_it_runs(cluster: tmr.Lo
     orders = tmr.read_csv(str(path), dtypes={"amount": "float64"})
     table = tmr.plan_by_key(orders, keys="user", values="amount", max_bytes=50_000, reducers=2, cluster=cluster).spill
     assert table is not None
-    assert table.share == -(-(path.stat().st_size // 16) * 16 // 2)  # its bytes over 16 (int64 key, float64 value)
+    first = path.read_text().splitlines()[1:10_001]  # a record's bytes on file: the mean of the first 10,000 lines'
+    record = sum(len(line.encode()) + 1 for line in first) // len(first)
+    assert table.share == -(-(path.stat().st_size // record) * 16 // 2)  # rows of 16 bytes (int64 key, float64 value)
     assert sum(size for _, size in table.written) == path.stat().st_size
-    assert "(a CSV table's rows as its files' bytes over a row's bytes in memory)" in str(table)
+    assert f"(a CSV table's rows as its files' bytes over {record} a record, its rows 16 bytes each in memory)" in str(table)
     assert tmr.recipes.word_count(["a b", "a"], max_bytes=10**6, cluster=cluster).to_dict() == {"a": 2, "b": 1}
     columns = tmr.mean_by_key(np.array([1, 2, 1]), (np.array([1.0, 2.0, 3.0]), np.ones(3)), max_bytes=10**6, cluster=cluster)
     assert columns.to_dict() == {1: (2.0, 1.0), 2: (2.0, 1.0)}

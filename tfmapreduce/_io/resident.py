@@ -107,32 +107,6 @@ class Sharded(Input):
             return whole
         return decode_keys(whole.ravel().tolist(), self.encoding).reshape(whole.shape)  # str where given as str
 
-    def sample_lengths(self, count: int, *, timeout: float | None = None) -> np.ndarray:
-        """The UTF-8 byte lengths (int64) of about ``count`` rows' strings, taken on the workers in one small run: each
-        shard's share of ``count`` (in proportion to its rows, rounded up) drawn at random there (a fixed seed per
-        shard: the same sample each time), so only the lengths travel.  Empty where it holds no strings or no rows.
-
-        Examples:
-            >>> with tmr.scatter(np.array(["a", "bcd", "éé"] * 100, object), cluster=cluster) as words:
-            ...     lengths = words.sample_lengths(30)
-            >>> lengths.size, sorted(set(lengths.tolist()))  # 8 rows of each of its 4 shards; "éé" is 4 bytes
-            (32, [1, 3, 4])
-        """
-        self.as_source()  # ClusterError for deleted data or a closed cluster
-        if self.dtype != object or not self.plan.rows:
-            return np.zeros(0, np.int64)
-        graph = tf.Graph()
-        with graph.as_default():
-            parts = []
-            for shard in self.plan.shards:
-                take = min(shard.rows, -(-count * shard.rows // self.plan.rows))
-                if take:
-                    with tf.device(shard.device):
-                        picked = tf.random.stateless_uniform([take], (shard.index, 42), 0, shard.rows, tf.int64)
-                        rows = tf.gather(self.read(shard), picked)
-                        parts.append(tf.reshape(tf.strings.length(rows, unit="BYTE"), [-1]))
-        return np.concatenate(self._run(graph, parts, {}, timeout)).astype(np.int64)
-
     def survive(self, lost: frozenset[Task], *, timeout: float | None = None) -> tuple[int, ...]:
         """Move the shards that lived on ``lost`` tasks to surviving devices and rebuild them there.
 

@@ -46,9 +46,6 @@ class ResidentData(Protocol):
     def survive(self, lost: frozenset[Task]) -> object:
         """Move the shards of ``lost`` tasks to surviving devices and rebuild them there."""
 
-    def sample_lengths(self, count: int) -> np.ndarray[Any, Any]:
-        """The UTF-8 byte lengths of about ``count`` of its strings, sampled on the workers."""
-
 
 @attrs.frozen(eq=False)
 class Resident:

@@ -52,8 +52,8 @@ def plan_by_key(
     each sent whole to one reducer: what a group recipe (``median_by_key``, ``quantile_by_key``, ``collect_by_key``)
     sends.  With a combining ``recipe=`` (``tmr.count_by_key``, ``sum_by_key``, ``mean_by_key``, ``min_by_key``,
     ``max_by_key``, ``variance_by_key``, ``std_by_key``) it is counted in that recipe's per-key partials: each task
-    sends one per distinct key it holds, counted on the client where the keys are a host array (else bounded by its
-    rows), each of its key's bytes and the partial's (a mean's: a sum and a count).
+    sends one per distinct key it holds, counted on the client where the keys are a host array, on the workers in one
+    small run where they are resident ``Sharded`` data (else bounded by its rows), each of its key's bytes and the partial's (a mean's: a sum and a count).
 
     Args:
         keys, values: as for [`sum_by_key`][tfmapreduce.sum_by_key] (``values`` left out: the keys alone, as for

@@ -24,6 +24,8 @@ from ..._io.files.source import FileSource
 from ..._io.resident_source import Resident
 from ..._io.source import Source
 from ..._ops.budget import budget_of
+from .csv_sample import sample
+from .on_workers import sample_lengths
 from .partials import STRING_BYTES, UNKNOWN_STRING, Partials
 
 MARGIN = 2
@@ -104,8 +106,8 @@ class SpillForecast:
 def row_bytes(srcs: Sequence[Source]) -> int:
     """The bytes of one row of ``srcs`` as the budget checks count them: numbers their size, strings ``STRING_BYTES``
     each and their UTF-8 bytes, the mean over a sample of them, rounded up: the first ``SAMPLE`` where the array is on
-    the host, about ``SAMPLE`` rows drawn on the workers where it is resident (``Sharded.sample_lengths``: one small
-    run), else (files) ``UNKNOWN_STRING``.
+    the host, about ``SAMPLE`` rows drawn on the workers where it is resident (``on_workers.sample_lengths``: one
+    small run), a CSV file's from its first records' fields (``csv_sample``), else (other files) ``UNKNOWN_STRING``.
 
     Example:
         >>> from tfmapreduce._io.source import Shipped
@@ -116,18 +118,27 @@ def row_bytes(srcs: Sequence[Source]) -> int:
     for src in srcs:
         per_row = math.prod(src.shape[1:])
         if np.dtype(src.dtype).kind in "OSU":
-            lengths = _lengths(src) or [UNKNOWN_STRING]
-            total += per_row * (STRING_BYTES + math.ceil(sum(lengths) / len(lengths)))
+            total += per_row * (STRING_BYTES + _string_bytes(src))
         else:
             total += per_row * np.dtype(src.dtype).itemsize
     return total
+
+
+def _string_bytes(src: Source) -> int:
+    """The mean UTF-8 bytes of one of ``src``'s strings, rounded up: sampled (:func:`_lengths`), a CSV file's from its
+    first records' text columns (``csv_sample``), else ``UNKNOWN_STRING``."""
+    if isinstance(src, FileSource):
+        found = sample(src, src.layout.columns or range(src.layout.fields))
+        return UNKNOWN_STRING if found is None else found.field
+    lengths = _lengths(src) or [UNKNOWN_STRING]
+    return math.ceil(sum(lengths) / len(lengths))
 
 
 def _lengths(src: Source) -> list[int]:
     """The UTF-8 bytes of a sample of ``src``'s strings: a host array's first ``SAMPLE``, a resident one's sampled on
     its workers; empty where neither (a file's)."""
     if isinstance(src, Resident):
-        return [int(n) for n in src.sharded.sample_lengths(SAMPLE)]
+        return [int(n) for n in sample_lengths(src.sharded, SAMPLE)]
     array = getattr(src, "array", None)
     sample = np.asarray(array).ravel()[:SAMPLE].tolist() if array is not None and src.rows else []
     return [len(s.encode() if isinstance(s, str) else s) for s in sample]
@@ -149,9 +160,10 @@ def limit_of(max_bytes: int | None) -> tuple[int, str]:
 
 
 def in_rows(size: int, row: int, unit: str) -> tuple[int, int]:
-    """The rows of ``size`` units of an input whose rows take ``row`` bytes in memory, and the bytes a task writes per
-    unit: a CSV table's units are its files' bytes (``unit="bytes"``: its rows are known once read), its rows estimated
-    as those bytes over ``row``, each byte written as it is.
+    """The rows of ``size`` units of an input, and the bytes a task writes per unit: ``unit="rows"``, rows of ``row``
+    bytes in memory; ``unit="bytes"``, a CSV table's files' bytes (its rows are known once read), its rows estimated as
+    those bytes over ``row`` (a record's bytes on file, ``csv_sample``; else a row's in memory), each byte written as
+    it is.
 
     Example:
         >>> in_rows(1_000, 16, "bytes"), in_rows(1_000, 16, "rows")
@@ -160,14 +172,19 @@ def in_rows(size: int, row: int, unit: str) -> tuple[int, int]:
     return (size // max(1, row), 1) if unit == "bytes" else (size, row)
 
 
-def table_row(srcs: Sequence[Source]) -> int | None:
+def table_row(srcs: Sequence[Source]) -> tuple[int, int] | None:
     """The bytes in memory of one row of a by-key recipe's CSV table (``read_csv`` with ``keys=``/``values=``), its key
-    and values as the budget checks count them (a string key as ``STRING_BYTES`` and 16); None for any other input."""
+    and values as the budget checks count them, and one record's bytes on file, from its files' first records
+    (``csv_sample``: a string key's bytes their mean, beside ``STRING_BYTES``); None for any other input.  Where no
+    record can be read, a string key is taken as 16 bytes and a record as the row's bytes in memory."""
     src = srcs[0] if len(srcs) == 1 else None
     if not (isinstance(src, FileSource) and isinstance(src.reader, CsvTable)):
         return None
-    key = 8 if src.reader.key_dtype == "int64" else STRING_BYTES + 16
-    return key + math.prod(src.shape[1:]) * np.dtype(src.dtype).itemsize
+    found = sample(src, src.layout.columns[:1])
+    width = UNKNOWN_STRING if found is None else found.field
+    key = 8 if src.reader.key_dtype == "int64" else STRING_BYTES + width
+    row = key + math.prod(src.shape[1:]) * np.dtype(src.dtype).itemsize
+    return row, row if found is None else found.record
 
 
 def keyed_forecast(
@@ -184,19 +201,19 @@ def keyed_forecast(
     CSV table's rows estimated from its files' bytes, :func:`in_rows`), split into sub-partitions by ``partitioner``
     (a resident result kept on its reducers, as in memory).
     ``partials``: a keyed combine's, traced (``partials.traced``): what each task sends is counted in per-key
-    partials, one per distinct key (counted where the keys are on the client, else bounded soundly by the rows:
-    ``Partials.per_task``), not in rows."""
+    partials, one per distinct key (counted where the keys are on the client or resident where the job runs, else
+    bounded soundly by the rows: ``Partials.per_task``), not in rows."""
     table = table_row(srcs)
     if partials is not None and table is None:
         return _combined(plan, reducers, srcs, max_bytes, folder, partitioner, partials)
-    row = row_bytes(srcs) if table is None else table
-    rows, per_unit = in_rows(plan.rows, row, "rows" if table is None else "bytes")
+    row = row_bytes(srcs) if table is None else table[0]
+    rows, per_unit = in_rows(plan.rows, row, "rows") if table is None else in_rows(plan.rows, table[1], "bytes")
     budget, limit = limit_of(max_bytes)
     share = math.ceil(rows * row / max(1, reducers))
     tasks = written(plan, lambda s: s.rows * per_unit)
     what = "each reducer's share of (key, value) rows, estimated from the input's rows"
     if table is not None:
-        what += " (a CSV table's rows as its files' bytes over a row's bytes in memory)"
+        what += f" (a CSV table's rows as its files' bytes over {table[1]} a record, its rows {table[0]} bytes each in memory)"
     return SpillForecast(what, share, budget, limit, reducers, tasks, folder, partitioner=partitioner)
 
 
@@ -211,7 +228,7 @@ def _combined(
         leaves = partials.row - partials.key
         what = (
             f"each reducer's share of per-key partials (each key's bytes and {leaves} of partial; a task's distinct keys "
-            "counted on the client), estimated before the run"
+            f"counted on the {counted}), estimated before the run"
             if counted
             else f"each reducer's share of per-key partials ({partials.row} bytes each; a task's at most its rows), "
             "estimated before the run"

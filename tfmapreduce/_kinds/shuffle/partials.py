@@ -6,8 +6,10 @@ known before the run they are counted; elsewhere the bound taken is sound (never
 
 - keys that are the map's own first input, held on the client (integers, strings, floats): each task's distinct keys
   counted exactly, and a string key's own bytes (``distinct``);
-- any other keys the map passes through unchanged (resident or file inputs): the task's rows, each key of a row's
-  bytes (a resident string's from a sample of lengths taken on the workers, ``forecast.row_bytes``);
+- keys that are the map's own first input, resident on the workers (1-D ``Sharded`` data, the job placed where it
+  lives): each task's distinct keys and their bytes counted exactly there, in one small run (``on_workers``);
+- any other keys the map passes through unchanged (file inputs, resident data placed elsewhere): the task's rows,
+  each key of a row's bytes (a resident string's from a sample of lengths taken on the workers, ``forecast.row_bytes``);
 - keys the map makes (not its first input, as it is): unknown, so the input's rows each count ``max(a row's bytes,
   a partial's bytes)`` (as a run of a map that emits one row per row at most).
 
@@ -27,9 +29,12 @@ import tensorflow as tf
 
 from ..._base.plan import Plan
 from ..._base.task import Task
+from ..._io.resident_source import Resident
 from ..._io.source import Source
 from ..._ops.combine import SegmentForm
+from .distinct import DistinctKeys
 from .distinct import per_task as distinct_per_task
+from .on_workers import distinct_per_task as distinct_on_workers
 
 STRING_BYTES = 32
 """What a string costs beside its bytes, as the budget checks count it (``grouping.nbytes``)."""
@@ -49,10 +54,11 @@ class Partials:
     key: int = 0
     """The bytes of one key in ``row``: where the keys are counted (``per_task``), each key's own bytes replace it."""
 
-    def per_task(self, plan: Plan, srcs: Sequence[Source]) -> tuple[dict[Task, tuple[int, int]], bool]:
-        """The partials each task sends at most and their bytes, and whether they were counted: where the map passes
-        its keys through and they are a 1-D array on the client, its distinct keys (``distinct.per_task``) and their
-        own bytes beside the combiner's partials; else its rows, each of ``row`` bytes.
+    def per_task(self, plan: Plan, srcs: Sequence[Source]) -> tuple[dict[Task, tuple[int, int]], str | None]:
+        """The partials each task sends at most and their bytes, and where they were counted (``"client"``,
+        ``"workers"``, None: not counted): where the map passes its keys through and they are a 1-D array on the client
+        (``distinct.per_task``) or resident where the job runs (``on_workers.distinct_per_task``, one small run), its
+        distinct keys and their own bytes beside the combiner's partials; else its rows, each of ``row`` bytes.
 
         Example (1,000 keys of 10 distinct, int64 keys beside a float64 sum):
             >>> from tfmapreduce._base.plan import make_plan
@@ -62,17 +68,25 @@ class Partials:
             >>> keys = Shipped(np.arange(1_000) % 10)
             >>> sent, counted = Partials(16, True, 8).per_task(make_plan(1_000, [1_000], [cpu], [cpu]), [keys])
             >>> list(sent.values()), counted
-            ([(10, 160)], True)
+            ([(10, 160)], 'client')
         """
-        array = getattr(srcs[0], "array", None) if srcs and self.passes_keys else None
-        counted = distinct_per_task(plan, np.asarray(array)) if array is not None else None
+        counted, where = self._distinct(plan, srcs)
         if counted is not None:
             leaves = self.row - self.key
-            return {task: (d.keys, d.bytes + d.keys * leaves) for task, d in counted.items()}, True
+            return {task: (d.keys, d.bytes + d.keys * leaves) for task, d in counted.items()}, where
         rows: dict[Task, int] = {}
         for shard in plan.shards:
             rows[shard.task] = rows.get(shard.task, 0) + shard.rows
-        return {task: (n, n * self.row) for task, n in rows.items()}, False
+        return {task: (n, n * self.row) for task, n in rows.items()}, None
+
+    def _distinct(self, plan: Plan, srcs: Sequence[Source]) -> tuple[dict[Task, DistinctKeys] | None, str]:
+        """Each task's distinct keys where the map passes them through and they can be counted, and where."""
+        if not srcs or not self.passes_keys:
+            return None, ""
+        if isinstance(srcs[0], Resident):
+            return distinct_on_workers(plan, srcs[0].sharded), "workers"
+        array = getattr(srcs[0], "array", None)
+        return (distinct_per_task(plan, np.asarray(array)) if array is not None else None), "client"
 
 
 def _dtype(src: Source) -> tf.DType:
