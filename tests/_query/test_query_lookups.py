@@ -149,3 +149,79 @@ def test_a_large_left_side_is_looked_up_only_where_the_join_keeps_most_of_its_ro
     assert "found_in" not in "\n".join(show(lookup_joins(prune(few.plan))))
     small = tmr.lazy(LINES).join(tmr.lazy(SMALL).filter(col("w") == 20), on="k", how="semi")  # a small left side
     assert "found_in" in "\n".join(show(lookup_joins(prune(small.plan))))
+
+
+PAIRS = pd.DataFrame(
+    {
+        "id": np.arange(9),
+        "a": pd.array([1, 1, 2, 2, None, 1, 3, 2, 1], dtype="Int64"),
+        "s": ["x", "ü三", "x", "", "x", None, "x", "ü三", "ü三"],
+        "v": np.arange(9, dtype=np.float64),
+    }
+)
+KEYED = pd.DataFrame(  # unique on (a, s) only: a and s each repeat; a null in each key column never matches
+    {
+        "a": pd.array([1, 1, 2, 2, None, 1], dtype="Int64"),
+        "s": ["x", "ü三", "x", "", "x", None],
+        "label": ["1x", "1ü", "2x", "2 empty", "null a", "null s"],
+    }
+)
+PAIR_SQL = {
+    "inner": "SELECT p.id, p.a, p.s, p.v, k.label FROM p JOIN k ON p.a = k.a AND p.s = k.s",
+    "left": "SELECT p.id, p.a, p.s, p.v, k.label FROM p LEFT JOIN k ON p.a = k.a AND p.s = k.s",
+    "semi": "SELECT p.id, p.a, p.s, p.v FROM p WHERE EXISTS (SELECT 1 FROM k WHERE k.a = p.a AND k.s = p.s)",
+    "anti": "SELECT p.id, p.a, p.s, p.v FROM p WHERE NOT EXISTS (SELECT 1 FROM k WHERE k.a = p.a AND k.s = p.s)",
+}
+
+
+def test_a_join_on_two_keys_is_a_lookup_of_both_coded_as_one() -> None:
+    q = tmr.lazy(PAIRS).join(tmr.lazy(KEYED), on=["a", "s"]).select("id", "label")
+    before = prune(q.plan)
+    assert show(before)[1] == "  join how=inner on a, s"
+    assert show(lookup_joins(before))[:2] == [
+        "bind table(0) by a, s (the queries below, in order; the plan last)",
+        "  scan table of 6 rows [*]",
+    ]
+    assert "with_columns label=keys(col('a'), col('s')).lookup(table(0), 'label')" in q.explain()
+    assert "filter keys(col('a'), col('s')).found_in(table(0))" in q.explain()
+    repeated = pd.concat([KEYED, KEYED.iloc[:1]], ignore_index=True)  # (1, 'x') twice: the inner join stays
+    assert "found_in" not in tmr.lazy(PAIRS).join(tmr.lazy(repeated), on=["a", "s"]).explain()
+    assert "found_in" in tmr.lazy(PAIRS).join(tmr.lazy(repeated), on=["a", "s"], how="semi").explain()
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "semi", "anti"])
+@pytest.mark.parametrize("rows", [6, 0], ids=["small", "empty"])
+def test_a_lookup_on_an_int_and_a_string_key_answers_as_duckdb_and_the_join(
+    cluster: tmr.LocalCluster, how: str, rows: int
+) -> None:
+    keyed = KEYED.iloc[:rows]
+    q = tmr.lazy(PAIRS).join(tmr.lazy(keyed), on=["a", "s"], how=how)
+    assert "keys(col('a'), col('s'))" in q.explain()
+    on, off, on_runs, off_runs = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    connection = duckdb.connect()
+    connection.register("p", PAIRS)
+    connection.register("k", keyed)
+    expected = connection.sql(PAIR_SQL[how] + " ORDER BY p.id").df()
+    ours = on.sort_values("id").reset_index(drop=True)[list(expected.columns)]
+    pd.testing.assert_frame_equal(
+        ours.astype(object).where(ours.notna(), None), expected.astype(object).where(expected.notna(), None), check_dtype=False
+    )
+    assert on_runs <= max(off_runs, 1)
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "anti"])
+def test_a_lookup_on_one_string_key_matches_whole_strings(cluster: tmr.LocalCluster, how: str) -> None:
+    names = pd.DataFrame({"s": ["x", "ü三", "", None], "label": ["ex", "umlaut", "empty", "null"]})
+    q = tmr.lazy(PAIRS).join(tmr.lazy(names), on="s", how=how)
+    assert "col('s').found_in(table(0))" in q.explain() or "col('s').lookup(table(0)" in q.explain()
+    on, off, _, _ = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    expected = pd.merge(PAIRS, names.dropna(), on="s", how="left" if how != "inner" else "inner")
+    if how == "anti":
+        expected = expected[expected["label"].isna()].drop(columns="label")
+    ours = on.sort_values("id").reset_index(drop=True)[list(expected.columns)]
+    expected = expected.sort_values("id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(
+        ours.astype(object).where(ours.notna(), None), expected.astype(object).where(expected.notna(), None), check_dtype=False
+    )
