@@ -4,9 +4,13 @@ in the right side's columns, an empty right side, duplicate right keys), and few
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import tfmapreduce as tmr
@@ -225,3 +229,36 @@ def test_a_lookup_on_one_string_key_matches_whole_strings(cluster: tmr.LocalClus
     pd.testing.assert_frame_equal(
         ours.astype(object).where(ours.notna(), None), expected.astype(object).where(expected.notna(), None), check_dtype=False
     )
+
+
+@pytest.mark.parametrize(("files", "how"), [("parquet", "inner"), ("csv", "anti")])
+def test_a_left_side_read_from_files_is_looked_up_in_the_step_that_reads_them(
+    tmp_path: Path, cluster: tmr.LocalCluster, files: str, how: str
+) -> None:
+    path = tmp_path / f"pairs.{files}"
+    if files == "parquet":
+        pq.write_table(pa.Table.from_pandas(PAIRS, preserve_index=False), path)
+        scan = tmr.plan_parquet(path)
+    else:
+        PAIRS.to_csv(path, index=False)  # an empty string reads as a null here
+        scan = tmr.plan_csv(path)
+    q = tmr.lazy(scan).join(tmr.lazy(KEYED), on=["a", "s"], how=how).select("id", *(["label"] if how == "inner" else []))
+    assert "keys(col('a'), col('s')).found_in(table(0))" in q.explain()
+    on, off, on_runs, off_runs = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    assert on_runs <= off_runs  # the files' read is a map run of its own, as for any step over files
+    counted = q.group_by("id").agg(n=("id", "count"))  # the lookup in the group-by's map: no join run
+    assert any("after [filter" in line and "found_in(table(0))" in line for line in counted.explain().splitlines())
+    on_counts, off_counts, on_runs, off_runs = answers(counted, cluster)
+    pd.testing.assert_frame_equal(on_counts.sort_values("id", ignore_index=True), off_counts.sort_values("id", ignore_index=True))
+    assert (on_runs, off_runs) == (2, 3)
+    read = pd.read_parquet(path) if files == "parquet" else pd.read_csv(path, dtype={"a": "Int64"}, keep_default_na=True)
+    connection = duckdb.connect()
+    connection.register("p", read)
+    connection.register("k", KEYED)
+    sql = PAIR_SQL[how].replace("p.id, p.a, p.s, p.v, k.label", "p.id, k.label").replace("p.id, p.a, p.s, p.v", "p.id")
+    expected = connection.sql(sql + " ORDER BY p.id").df()
+    ours = on.sort_values("id").reset_index(drop=True)
+    assert ours["id"].tolist() == expected["id"].tolist()
+    if how == "inner":
+        assert ours["label"].tolist() == expected["label"].tolist()

@@ -17,7 +17,7 @@ The steps are a filter, new columns and a select, which ``fuse`` and ``into_aggr
 that reads the join (a group-by's, another filter's, or the next lookup's): a chain of small joins and a group-by is
 one keyed run. The rule applies where the right side is estimated at most ``LOOKUP_ROWS`` rows (and a left side
 above ``LARGE_LEFT`` rows is estimated to keep at least ``KEEPS`` of its rows), each key pair are columns of a
-client table of an integer, date (``DATE``) or string type (a string meets a string, a date a date), and, for an
+client table or of files (Parquet, CSV: their planned types) of an integer, date (``DATE``) or string type (a string meets a string, a date a date), and, for an
 inner or left join, the right side is unique on its keys (known from the plan, ``unique_on``: one key a client
 table's column checked once, a group-by by that key, a filter or a join that keeps it unique; several keys, one of
 them unique, the client table's rows checked once, or a group-by by some of them): a right key met twice would give
@@ -48,11 +48,13 @@ from .plan import (
     Aggregated,
     Assign,
     Bound,
+    CsvFiles,
     Distinct,
     Joined,
     Keep,
     Limited,
     Node,
+    ParquetFiles,
     Scan,
     Sorted,
     Where,
@@ -238,6 +240,16 @@ def _keyed(kind: ColumnType) -> bool:
     return kind == DATE or (kind.is_numeric and kind.storage.kind in "iu")
 
 
+def _file_type(kind: str) -> ColumnType | None:
+    """The column type a file's column of ``kind`` (``"int64"``, ``"string"``, ``"date"``...) is read as, where a
+    lookup's key may be one; None else (a float, a timestamp, a bool)."""
+    if kind in ("string", "date"):
+        return STRING if kind == "string" else DATE
+    if kind.startswith(("int", "uint")):
+        return ColumnType.of(np.dtype(kind))
+    return None
+
+
 def _meet(left: ColumnType, right: ColumnType) -> bool:
     """Whether a left key of type ``left`` is looked up among right keys of type ``right``: integers with integers,
     a date with a date, a string with a string (as the eager join meets them)."""
@@ -324,10 +336,13 @@ def _plain(node: Node, name: str, table: Callable[[int], Node | None]) -> bool:
 
 
 def _source(node: Node, name: str, table: Callable[[int], Node | None]) -> ColumnType | None:
-    """The type of the client table's column that ``name`` of ``node`` passes through unchanged (or looks up in
-    ``table(i)``, a lookup this rule made); None where it is computed or read from files."""
+    """The type of the client table's or the files' column that ``name`` of ``node`` passes through unchanged (or
+    looks up in ``table(i)``, a lookup this rule made); None where it is computed."""
     if isinstance(node, Scan):
         return node.table.column(name).type if name in (names(node) or ()) else None
+    if isinstance(node, (ParquetFiles, CsvFiles)):
+        kinds = dict(zip(node.source.columns, node.source.kinds, strict=True))
+        return _file_type(kinds[name]) if name in (names(node) or ()) and name in kinds else None
     made = dict(node.columns) if isinstance(node, Assign) else {}
     if name in made:
         expr = made[name]
