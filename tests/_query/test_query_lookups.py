@@ -262,3 +262,13 @@ def test_a_left_side_read_from_files_is_looked_up_in_the_step_that_reads_them(
     assert ours["id"].tolist() == expected["id"].tolist()
     if how == "inner":
         assert ours["label"].tolist() == expected["label"].tolist()
+
+
+def test_a_right_side_with_its_keys_renamed_is_looked_up(cluster: tmr.LocalCluster) -> None:
+    renamed = tmr.lazy(KEYED).select(col("a").alias("ka"), col("s").alias("ks"), col("label").alias("tag"))
+    q = tmr.lazy(PAIRS).join(renamed, left_on=["a", "s"], right_on=["ka", "ks"], how="left")
+    assert "with_columns tag=keys(col('a'), col('s')).lookup(table(0), 'tag')" in q.explain()
+    on, off, _, _ = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    expected = pd.merge(PAIRS, KEYED.dropna(), on=["a", "s"], how="left").sort_values("id", ignore_index=True)
+    assert on.sort_values("id")["tag"].tolist() == expected["label"].where(expected["label"].notna(), None).tolist()

@@ -336,8 +336,8 @@ def _plain(node: Node, name: str, table: Callable[[int], Node | None]) -> bool:
 
 
 def _source(node: Node, name: str, table: Callable[[int], Node | None]) -> ColumnType | None:
-    """The type of the client table's or the files' column that ``name`` of ``node`` passes through unchanged (or
-    looks up in ``table(i)``, a lookup this rule made); None where it is computed."""
+    """The type of the client table's or the files' column that ``name`` of ``node`` passes through unchanged or
+    renamed (or looks up in ``table(i)``, a lookup this rule made); None where it is computed."""
     if isinstance(node, Scan):
         return node.table.column(name).type if name in (names(node) or ()) else None
     if isinstance(node, (ParquetFiles, CsvFiles)):
@@ -350,6 +350,8 @@ def _source(node: Node, name: str, table: Callable[[int], Node | None]) -> Colum
             looked_in = table(expr.args[1].index)
             column = expr.args[2].value  # type: ignore[attr-defined]
             return None if looked_in is None else _source(looked_in, column, table)
+        if isinstance(node, Assign) and isinstance(expr, Col):  # a column renamed, ``col("a").alias("b")``
+            return _source(node.input, expr.name, table)
         return None
     if isinstance(node, (Where, Sorted, Limited, Keep, Distinct, Assign)):
         return _source(node.input, name, table)
@@ -389,10 +391,12 @@ def unique_on(node: Node, keys: tuple[str, ...]) -> bool:
             codes = np.stack([np.unique(c.values[valid], return_inverse=True)[1] for c in columns], 1)
             kept = _UNIQUE_ROWS[tuple(id(c) for c in columns)] = (columns, len(np.unique(codes, axis=0)) == len(codes))
         return kept[1]
-    if isinstance(node, (Where, Sorted, Limited, Keep)) or (
-        isinstance(node, Assign) and not set(keys) & {n for n, _ in node.columns}
-    ):
+    if isinstance(node, (Where, Sorted, Limited, Keep)):
         return unique_on(node.input, keys)
+    if isinstance(node, Assign):  # the keys passed through, or renamed (``col("a").alias("b")``)
+        made = dict(node.columns)
+        was = tuple(made[k].name if isinstance(made.get(k), Col) else k for k in keys)  # type: ignore[attr-defined]
+        return all(k not in made or isinstance(made[k], Col) for k in keys) and unique_on(node.input, was)
     if isinstance(node, (Aggregated, Distinct)):
         return set(node.keys if isinstance(node, Aggregated) else node.columns) <= set(keys)
     return False
@@ -411,6 +415,8 @@ def _unique(node: Node, name: str) -> bool:
         isinstance(node, Assign) and name not in {n for n, _ in node.columns}
     ):
         return _unique(node.input, name)
+    if isinstance(node, Assign) and isinstance(dict(node.columns).get(name), Col):  # ``col("a").alias("b")``
+        return _unique(node.input, dict(node.columns)[name].name)  # type: ignore[attr-defined]
     if isinstance(node, (Aggregated, Distinct)):
         return (node.keys if isinstance(node, Aggregated) else node.columns) == (name,)
     if isinstance(node, Joined):
