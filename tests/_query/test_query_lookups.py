@@ -4,9 +4,13 @@ in the right side's columns, an empty right side, duplicate right keys), and few
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import tfmapreduce as tmr
@@ -149,3 +153,122 @@ def test_a_large_left_side_is_looked_up_only_where_the_join_keeps_most_of_its_ro
     assert "found_in" not in "\n".join(show(lookup_joins(prune(few.plan))))
     small = tmr.lazy(LINES).join(tmr.lazy(SMALL).filter(col("w") == 20), on="k", how="semi")  # a small left side
     assert "found_in" in "\n".join(show(lookup_joins(prune(small.plan))))
+
+
+PAIRS = pd.DataFrame(
+    {
+        "id": np.arange(9),
+        "a": pd.array([1, 1, 2, 2, None, 1, 3, 2, 1], dtype="Int64"),
+        "s": ["x", "ü三", "x", "", "x", None, "x", "ü三", "ü三"],
+        "v": np.arange(9, dtype=np.float64),
+    }
+)
+KEYED = pd.DataFrame(  # unique on (a, s) only: a and s each repeat; a null in each key column never matches
+    {
+        "a": pd.array([1, 1, 2, 2, None, 1], dtype="Int64"),
+        "s": ["x", "ü三", "x", "", "x", None],
+        "label": ["1x", "1ü", "2x", "2 empty", "null a", "null s"],
+    }
+)
+PAIR_SQL = {
+    "inner": "SELECT p.id, p.a, p.s, p.v, k.label FROM p JOIN k ON p.a = k.a AND p.s = k.s",
+    "left": "SELECT p.id, p.a, p.s, p.v, k.label FROM p LEFT JOIN k ON p.a = k.a AND p.s = k.s",
+    "semi": "SELECT p.id, p.a, p.s, p.v FROM p WHERE EXISTS (SELECT 1 FROM k WHERE k.a = p.a AND k.s = p.s)",
+    "anti": "SELECT p.id, p.a, p.s, p.v FROM p WHERE NOT EXISTS (SELECT 1 FROM k WHERE k.a = p.a AND k.s = p.s)",
+}
+
+
+def test_a_join_on_two_keys_is_a_lookup_of_both_coded_as_one() -> None:
+    q = tmr.lazy(PAIRS).join(tmr.lazy(KEYED), on=["a", "s"]).select("id", "label")
+    before = prune(q.plan)
+    assert show(before)[1] == "  join how=inner on a, s"
+    assert show(lookup_joins(before))[:2] == [
+        "bind table(0) by a, s (the queries below, in order; the plan last)",
+        "  scan table of 6 rows [*]",
+    ]
+    assert "with_columns label=keys(col('a'), col('s')).lookup(table(0), 'label')" in q.explain()
+    assert "filter keys(col('a'), col('s')).found_in(table(0))" in q.explain()
+    repeated = pd.concat([KEYED, KEYED.iloc[:1]], ignore_index=True)  # (1, 'x') twice: the inner join stays
+    assert "found_in" not in tmr.lazy(PAIRS).join(tmr.lazy(repeated), on=["a", "s"]).explain()
+    assert "found_in" in tmr.lazy(PAIRS).join(tmr.lazy(repeated), on=["a", "s"], how="semi").explain()
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "semi", "anti"])
+@pytest.mark.parametrize("rows", [6, 0], ids=["small", "empty"])
+def test_a_lookup_on_an_int_and_a_string_key_answers_as_duckdb_and_the_join(
+    cluster: tmr.LocalCluster, how: str, rows: int
+) -> None:
+    keyed = KEYED.iloc[:rows]
+    q = tmr.lazy(PAIRS).join(tmr.lazy(keyed), on=["a", "s"], how=how)
+    assert "keys(col('a'), col('s'))" in q.explain()
+    on, off, on_runs, off_runs = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    connection = duckdb.connect()
+    connection.register("p", PAIRS)
+    connection.register("k", keyed)
+    expected = connection.sql(PAIR_SQL[how] + " ORDER BY p.id").df()
+    ours = on.sort_values("id").reset_index(drop=True)[list(expected.columns)]
+    pd.testing.assert_frame_equal(
+        ours.astype(object).where(ours.notna(), None), expected.astype(object).where(expected.notna(), None), check_dtype=False
+    )
+    assert on_runs <= max(off_runs, 1)
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "anti"])
+def test_a_lookup_on_one_string_key_matches_whole_strings(cluster: tmr.LocalCluster, how: str) -> None:
+    names = pd.DataFrame({"s": ["x", "ü三", "", None], "label": ["ex", "umlaut", "empty", "null"]})
+    q = tmr.lazy(PAIRS).join(tmr.lazy(names), on="s", how=how)
+    assert "col('s').found_in(table(0))" in q.explain() or "col('s').lookup(table(0)" in q.explain()
+    on, off, _, _ = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    expected = pd.merge(PAIRS, names.dropna(), on="s", how="left" if how != "inner" else "inner")
+    if how == "anti":
+        expected = expected[expected["label"].isna()].drop(columns="label")
+    ours = on.sort_values("id").reset_index(drop=True)[list(expected.columns)]
+    expected = expected.sort_values("id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(
+        ours.astype(object).where(ours.notna(), None), expected.astype(object).where(expected.notna(), None), check_dtype=False
+    )
+
+
+@pytest.mark.parametrize(("files", "how"), [("parquet", "inner"), ("csv", "anti")])
+def test_a_left_side_read_from_files_is_looked_up_in_the_step_that_reads_them(
+    tmp_path: Path, cluster: tmr.LocalCluster, files: str, how: str
+) -> None:
+    path = tmp_path / f"pairs.{files}"
+    if files == "parquet":
+        pq.write_table(pa.Table.from_pandas(PAIRS, preserve_index=False), path)
+        scan = tmr.plan_parquet(path)
+    else:
+        PAIRS.to_csv(path, index=False)  # an empty string reads as a null here
+        scan = tmr.plan_csv(path)
+    q = tmr.lazy(scan).join(tmr.lazy(KEYED), on=["a", "s"], how=how).select("id", *(["label"] if how == "inner" else []))
+    assert "keys(col('a'), col('s')).found_in(table(0))" in q.explain()
+    on, off, on_runs, off_runs = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    assert on_runs <= off_runs  # the files' read is a map run of its own, as for any step over files
+    counted = q.group_by("id").agg(n=("id", "count"))  # the lookup in the group-by's map: no join run
+    assert any("after [filter" in line and "found_in(table(0))" in line for line in counted.explain().splitlines())
+    on_counts, off_counts, on_runs, off_runs = answers(counted, cluster)
+    pd.testing.assert_frame_equal(on_counts.sort_values("id", ignore_index=True), off_counts.sort_values("id", ignore_index=True))
+    assert (on_runs, off_runs) == (2, 3)
+    read = pd.read_parquet(path) if files == "parquet" else pd.read_csv(path, dtype={"a": "Int64"}, keep_default_na=True)
+    connection = duckdb.connect()
+    connection.register("p", read)
+    connection.register("k", KEYED)
+    sql = PAIR_SQL[how].replace("p.id, p.a, p.s, p.v, k.label", "p.id, k.label").replace("p.id, p.a, p.s, p.v", "p.id")
+    expected = connection.sql(sql + " ORDER BY p.id").df()
+    ours = on.sort_values("id").reset_index(drop=True)
+    assert ours["id"].tolist() == expected["id"].tolist()
+    if how == "inner":
+        assert ours["label"].tolist() == expected["label"].tolist()
+
+
+def test_a_right_side_with_its_keys_renamed_is_looked_up(cluster: tmr.LocalCluster) -> None:
+    renamed = tmr.lazy(KEYED).select(col("a").alias("ka"), col("s").alias("ks"), col("label").alias("tag"))
+    q = tmr.lazy(PAIRS).join(renamed, left_on=["a", "s"], right_on=["ka", "ks"], how="left")
+    assert "with_columns tag=keys(col('a'), col('s')).lookup(table(0), 'tag')" in q.explain()
+    on, off, _, _ = answers(q, cluster)
+    pd.testing.assert_frame_equal(on, off)
+    expected = pd.merge(PAIRS, KEYED.dropna(), on=["a", "s"], how="left").sort_values("id", ignore_index=True)
+    assert on.sort_values("id")["tag"].tolist() == expected["label"].where(expected["label"].notna(), None).tolist()

@@ -24,6 +24,9 @@ from .expr import ARITHMETIC, COMPARISONS, MATCHES, Alias, Col, Expr, Lit, Op
 BOOL = ColumnType("bool", np.dtype(np.bool_))
 _EPOCH = datetime.date(1970, 1, 1)
 LOOKUPS = ("found_in", "lookup")
+BUCKETS = (1 << 63) - 1
+"""A string key's fingerprint in a lookup: ``tf.strings.to_hash_bucket_fast`` into this many buckets (Fingerprint64
+of its UTF-8 bytes, the same on the client, ``lookups.fingerprints``)."""
 """The lookups of a small table's rows (``lookups.py``): their table's inputs are lifted whole."""
 
 Compiled = tuple[tf.Tensor, "tf.Tensor | None", ColumnType]
@@ -177,12 +180,27 @@ class Compiler:
 
     def _lookup(self, expr: Op) -> Compiled:
         """``found_in`` or ``lookup``: the key's row in the table's sorted keys by a binary search (its inputs:
-        ``LookupTable.inputs``, in that order after the key's own)."""
-        key, ok, kind = self(expr.args[0])
-        if not (kind == DATE or (kind.is_numeric and kind.storage.kind in "iu")):
-            raise TypeError(f"{expr!r}: a lookup's key must be an integer or date column, got a {kind.name}")
+        ``LookupTable.inputs``, in that order after the key's own). A string key or several keys are coded first,
+        each column's value ranked among the table's (``lookups.KeyPart``) and the ranks combined by the strides."""
+        held = expr.args[0]
+        parts = [self(a) for a in held.args] if isinstance(held, Op) and held.op == "keys" else [self(held)]
+        for _, _, kind in parts:
+            if not (kind in (DATE, STRING) or (kind.is_numeric and kind.storage.kind in "iu")):
+                raise TypeError(f"{expr!r}: a lookup's key must be an integer, date or string column, got a {kind.name}")
+        ok: tf.Tensor | None = None
+        for _, part_ok, _ in parts:
+            ok = _both(ok, part_ok)
+        if len(parts) == 1 and parts[0][2] != STRING:
+            key = tf.cast(parts[0][0], tf.int64)
+        else:
+            ranks = []
+            for value, _, kind in parts:
+                rank, found = self._rank(value, kind)
+                ranks.append(rank)
+                ok = _both(ok, found)
+            strides = next(self.slots)
+            key = tf.add_n([rank * strides[i] for i, rank in enumerate(ranks)])
         keys, count = next(self.slots), next(self.slots)
-        key = tf.cast(key, tf.int64)
         at = tf.searchsorted(keys, key, side="left", out_type=tf.int64)
         near = tf.minimum(at, count)  # the keys are padded past count: a valid index
         hit = tf.logical_and(at < count, tf.equal(tf.gather(keys, near), key))
@@ -200,6 +218,20 @@ class Compiler:
             value = tf.gather(next(self.slots), near)
         valid = tf.logical_and(hit, tf.gather(next(self.slots), near)) if nullable else hit
         return value, valid, looked
+
+    def _rank(self, value: tf.Tensor, kind: ColumnType) -> tuple[tf.Tensor, tf.Tensor]:
+        """A key column's rank among a lookup table's distinct values of it (``lookups.KeyPart``'s inputs), and
+        whether it is there: an integer by a binary search, a string by its fingerprint's, then compared whole."""
+        values, count = next(self.slots), next(self.slots)
+        code = tf.strings.to_hash_bucket_fast(value, BUCKETS) if kind == STRING else tf.cast(value, tf.int64)
+        at = tf.searchsorted(values, code, side="left", out_type=tf.int64)
+        near = tf.minimum(at, count)
+        found = tf.logical_and(at < count, tf.equal(tf.gather(values, near), code))
+        if kind == STRING:
+            points = next(self.slots)
+            texts = tf.strings.unicode_encode(tf.RaggedTensor.from_tensor(points, lengths=next(self.slots)), "UTF-8")
+            found = tf.logical_and(found, tf.equal(tf.gather(texts, near), value))
+        return near, found
 
     def _logic(self, op: str, parts: list[Compiled]) -> Compiled:
         for _, _, kind in parts:

@@ -204,6 +204,8 @@ class Op(Expr):
     def __repr__(self) -> str:
         if self.op == "not":
             return f"~{self.args[0]!r}"
+        if self.op == "keys":
+            return "keys(" + ", ".join(repr(a) for a in self.args) + ")"
         if self.op == "if":
             return f"when({self.args[0]!r}).then({self.args[1]!r}).otherwise({self.args[2]!r})"
         if self.op in ("is_null", "isin", "year", "substr", "found_in", "lookup", *MATCHES):

@@ -1,8 +1,12 @@
-"""``lookup_joins``, an optimizer rule (plan → plan): a join of a larger left side with a small right side, on one
-integer (or date) key, becomes a lookup inside the row-wise step that reads the join, so the join costs no
-distributed run of its own: the small side is computed first (one ``table(i)`` of the plan's ``Bound`` root), its
-key and columns travel whole to every worker as the run's inputs (not graph constants: new data of the same sizes
-compiles nothing), and each left row finds its key there by a binary search (sorted keys, ``tf.searchsorted``).
+"""``lookup_joins``, an optimizer rule (plan → plan): a join of a larger left side with a small right side, on integer,
+date or string keys (one or several), becomes a lookup inside the row-wise step that reads the join, so the join
+costs no distributed run of its own: the small side is computed first (one ``table(i)`` of the plan's ``Bound``
+root), its key and columns travel whole to every worker as the run's inputs (not graph constants: new data of the
+same sizes compiles nothing), and each left row finds its key there by a binary search (sorted keys,
+``tf.searchsorted``).
+A string key or several keys are coded first (``KeyPart``): each key column's value is ranked among the small side's
+distinct values of it (a string by its 64-bit fingerprint, then compared whole), and the ranks make one int64 key
+(``keys(col(a), col(b)).found_in(table(i))``).
 
 - a semi join keeps the left rows whose key is found (``col(k).found_in(table(i))``), an anti join the others (a
   null key is never found: an anti join keeps its row, as the eager join does);
@@ -10,13 +14,15 @@ compiles nothing), and each left row finds its key there by a binary search (sor
   (``col(k).lookup(table(i), 'c')``); a left join keeps every row, the right columns null where none is found.
 
 The steps are a filter, new columns and a select, which ``fuse`` and ``into_aggregates`` put in the map of the step
-that reads the join (a group-by's, another filter's, or the next lookup's): a chain of small joins and a group-by
-is one keyed run. The rule applies where the right side is estimated at most ``LOOKUP_ROWS`` rows (and a left side
-above ``LARGE_LEFT`` rows is estimated to keep at least ``KEEPS`` of its rows), both keys are columns of a client
-table of an integer or date type (``DATE``), and, for an inner or left join, the right side is
-unique on its key (known from the plan: a client table's column checked once, a group-by by that key, a filter or a
-join that keeps it unique): a right key met twice would give a left row twice, which a lookup cannot. String
-columns of the right side travel as their Unicode code points (run inputs too), made strings on the workers.
+that reads the join (a group-by's, another filter's, or the next lookup's): a chain of small joins and a group-by is
+one keyed run. The rule applies where the right side is estimated at most ``LOOKUP_ROWS`` rows (and a left side
+above ``LARGE_LEFT`` rows is estimated to keep at least ``KEEPS`` of its rows), each key pair are columns of a
+client table or of files (Parquet, CSV: their planned types) of an integer, date (``DATE``) or string type (a string meets a string, a date a date), and, for an
+inner or left join, the right side is unique on its keys (known from the plan, ``unique_on``: one key a client
+table's column checked once, a group-by by that key, a filter or a join that keeps it unique; several keys, one of
+them unique, the client table's rows checked once, or a group-by by some of them): a right key met twice would give
+a left row twice, which a lookup cannot. String columns of the right side travel as their Unicode code points (run
+inputs too), made strings on the workers.
 
 Example: ``lines.join(nation.filter(col("n_name") == "FRANCE"), left_on="l_nation", right_on="n_nationkey",
 how="semi").group_by("l_part").agg(...)`` is one keyed run, its map keeping the French lines.
@@ -29,22 +35,26 @@ from typing import Any
 
 import attrs
 import numpy as np
+import tensorflow as tf
 
 from .._table.column import Column
 from .._table.ops import OPS
 from .._table.schema import DATE, STRING, ColumnType
 from .._table.table import Table
+from .compile import BUCKETS
 from .estimate import estimate
 from .expr import Col, Expr, Lit, Op, Rows
 from .plan import (
     Aggregated,
     Assign,
     Bound,
+    CsvFiles,
     Distinct,
     Joined,
     Keep,
     Limited,
     Node,
+    ParquetFiles,
     Scan,
     Sorted,
     Where,
@@ -78,56 +88,133 @@ def looked(key: Expr, at: int, column: str) -> Op:
 
 
 @attrs.frozen(eq=False)
+class KeyPart:
+    """One key column of a lookup on several columns or on a string: ``values`` its distinct non-null values sorted
+    (int64; a string's 64-bit fingerprint, ``fingerprints``), padded like ``LookupTable.keys``; a left value's rank
+    there is its code. ``strings`` are a string column's distinct values in that order, so a left string found by its
+    fingerprint is compared whole (a fingerprint met by another string never matches)."""
+
+    values: np.ndarray[Any, Any]
+    count: int
+    strings: np.ndarray[Any, Any] | None
+
+    @classmethod
+    def of(cls, column: Column, rows: np.ndarray[Any, Any]) -> tuple[KeyPart, np.ndarray[Any, Any]]:
+        """The part of ``column``'s values at ``rows``, and each row's rank in it."""
+        if column.type == STRING:
+            texts = np.asarray(column.values[rows], dtype=object)
+            distinct = np.unique(texts) if len(texts) else texts
+            prints = fingerprints(distinct)
+            sort = np.argsort(prints, kind="stable")
+            distinct, prints = distinct[sort], prints[sort]
+            if len(np.unique(prints)) != len(prints):
+                raise ValueError("lookup: two distinct string keys share a 64-bit fingerprint; join with lookup_joins off")
+            ranks = np.searchsorted(prints, fingerprints(texts))
+            return cls(_padding(prints), len(prints), distinct), ranks
+        values = column.values[rows].astype(np.int64)
+        distinct = np.unique(values)
+        return cls(_padding(distinct), len(distinct), None), np.searchsorted(distinct, values)
+
+    def inputs(self) -> list[np.ndarray[Any, Any]]:
+        """The run inputs of this part: its values and count, then a string part's strings as ``_texts`` makes them."""
+        out = [self.values, np.array(self.count, np.int64)]
+        return out if self.strings is None else [*out, *_texts(list(self.strings), len(self.values))]
+
+
+def fingerprints(texts: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Each string's 64-bit fingerprint (UTF-8), as the workers compute it (``tf.strings.to_hash_bucket_fast``)."""
+    if not len(texts):
+        return np.zeros(0, np.int64)
+    prints: np.ndarray[Any, Any] = tf.strings.to_hash_bucket_fast([str(t) for t in texts], BUCKETS).numpy()
+    return prints.astype(np.int64)
+
+
+def _padding(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``values`` (sorted int64) padded with the last one to a power of two longer than their count."""
+    out = np.full(_padded(len(values)), values[-1] if len(values) else 0, np.int64)
+    out[: len(values)] = values
+    return out
+
+
+def _texts(texts: list[Any], width: int) -> list[np.ndarray[Any, Any]]:
+    """Strings as run inputs (a run's inputs are numbers): their Unicode code points, padded, and their lengths."""
+    points_of = [[ord(ch) for ch in str(v)] for v in texts]
+    points = np.zeros((width, _padded(max((len(t) for t in points_of), default=0))), np.int32)
+    lengths = np.zeros(width, np.int64)
+    for row, text in enumerate(points_of):
+        points[row, : len(text)] = text
+        lengths[row] = len(text)
+    return [points, lengths]
+
+
+@attrs.frozen(eq=False)
 class LookupTable:
-    """A small side ready for lookups: ``keys`` its non-null keys sorted (int64), padded with the last one to a
-    power of two longer than ``count`` (so sizes close by share a compiled program), ``order`` each sorted key's row
-    in ``table``."""
+    """A small side ready for lookups: ``keys`` its keys sorted (int64), padded with the last one to a power of two
+    longer than ``count`` (so sizes close by share a compiled program), ``order`` each sorted key's row in ``table``.
+    A row with a null key is left out (a null never matches). One integer or date key is its own value; a string key
+    or several keys are coded: each column's ``parts`` (``KeyPart``) rank its values, ``strides`` combine the ranks
+    into one int64 (``sum(rank_i * stride_i)``, the same on the workers)."""
 
     table: Table
     keys: np.ndarray[Any, Any]
     count: int
     order: np.ndarray[Any, Any]
+    parts: tuple[KeyPart, ...] = ()
+    strides: np.ndarray[Any, Any] | None = None
 
     @classmethod
-    def of(cls, table: Table, key: str) -> LookupTable:
-        """``table`` ready for lookups of ``key`` (an integer or date column).
+    def of(cls, table: Table, key: str | tuple[str, ...]) -> LookupTable:
+        """``table`` ready for lookups of ``key``: one integer, date or string column, or a tuple of them.
 
         Raises:
-            TypeError: ``key`` is not of an integer or date type.
+            TypeError: a key column is not of an integer, date or string type.
+            ValueError: the keys' distinct values are too many to code in an int64 (their counts' product).
         """
-        column = table.column(key)
-        if not _keyed(column.type):
-            raise TypeError(f"lookup: the key {key!r} must be an integer or date column, got {column.type.name}")
-        rows = np.arange(len(column)) if column.valid is None else np.flatnonzero(column.valid)
-        values = column.values[rows].astype(np.int64)
+        names = (key,) if isinstance(key, str) else tuple(key)
+        columns = [table.column(n) for n in names]
+        for name, column in zip(names, columns, strict=True):
+            if not (_keyed(column.type) or column.type == STRING):
+                raise TypeError(f"lookup: the key {name!r} must be an integer, date or string column, got {column.type.name}")
+        valid = np.ones(len(table), bool)
+        for column in columns:
+            if column.valid is not None:
+                valid &= column.valid
+        rows = np.flatnonzero(valid)
+        parts: tuple[KeyPart, ...] = ()
+        strides = None
+        if len(columns) == 1 and columns[0].type != STRING:
+            values = columns[0].values[rows].astype(np.int64)
+        else:
+            made = [KeyPart.of(c, rows) for c in columns]
+            parts = tuple(p for p, _ in made)
+            counts = [max(p.count, 1) for p in parts]
+            if float(np.prod(np.array(counts, np.float64))) >= 2.0**62:
+                raise ValueError(f"lookup: the keys {list(names)} have too many distinct values to code in an int64")
+            strides = np.array([int(np.prod(counts[i + 1 :], dtype=np.int64)) for i in range(len(counts))], np.int64)
+            values = np.zeros(len(rows), np.int64)
+            for (_, ranks), stride in zip(made, strides, strict=True):
+                values += ranks.astype(np.int64) * stride
         sort = np.argsort(values, kind="stable")
-        count = len(rows)
-        width = _padded(count)
-        keys = np.full(width, values[sort[-1]] if count else 0, np.int64)
-        keys[:count] = values[sort]
-        return cls(table, keys, count, rows[sort])
+        return cls(table, _padding(values[sort]), len(rows), rows[sort], parts, strides)
 
     def inputs(self, column: str | None) -> list[np.ndarray[Any, Any]]:
-        """The run inputs of a lookup: the keys and their count, then ``column``'s values in key order (padded; UTF-8
-        bytes for strings) and, where it holds nulls, their validity."""
-        out = [self.keys, np.array(self.count, np.int64)]
+        """The run inputs of a lookup: each key part's (``KeyPart.inputs``) and the strides where coded, the keys and
+        their count, then ``column``'s values in key order (padded; strings as ``_texts``) and, where it holds
+        nulls, their validity."""
+        out = [a for p in self.parts for a in p.inputs()]
+        if self.strides is not None:
+            out.append(self.strides)
+        out += [self.keys, np.array(self.count, np.int64)]
         if column is None:
             return out
         source = self.table.column(column)
         width = len(self.keys)
-        if source.type == STRING:  # Unicode code points (a run's inputs are numbers) and each string's length
-            texts = [[ord(ch) for ch in str(v)] for v in source.values[self.order]]
-            points = np.zeros((width, _padded(max((len(t) for t in texts), default=0))), np.int32)
-            lengths = np.zeros(width, np.int64)
-            for row, text in enumerate(texts):
-                points[row, : len(text)] = text
-                lengths[row] = len(text)
-            out.append(points)
-            values = lengths
+        if source.type == STRING:
+            out += _texts(list(source.values[self.order]), width)
         else:
             values = np.zeros(width, source.values.dtype)
             values[: self.count] = source.values[self.order]
-        out.append(values)
+            out.append(values)
         if source.valid is not None:
             valid = np.zeros(width, bool)
             valid[: self.count] = source.valid[self.order]
@@ -153,13 +240,36 @@ def _keyed(kind: ColumnType) -> bool:
     return kind == DATE or (kind.is_numeric and kind.storage.kind in "iu")
 
 
+def _file_type(kind: str) -> ColumnType | None:
+    """The column type a file's column of ``kind`` (``"int64"``, ``"string"``, ``"date"``...) is read as, where a
+    lookup's key may be one; None else (a float, a timestamp, a bool)."""
+    if kind in ("string", "date"):
+        return STRING if kind == "string" else DATE
+    if kind.startswith(("int", "uint")):
+        return ColumnType.of(np.dtype(kind))
+    return None
+
+
+def _meet(left: ColumnType, right: ColumnType) -> bool:
+    """Whether a left key of type ``left`` is looked up among right keys of type ``right``: integers with integers,
+    a date with a date, a string with a string (as the eager join meets them)."""
+    if left == STRING or right == STRING:
+        return left == right
+    return _keyed(left) and _keyed(right) and (left == DATE) == (right == DATE)
+
+
+def key_of(names: tuple[str, ...]) -> Expr:
+    """The left key a lookup finds: a column, or ``keys(col(a), col(b))`` for several."""
+    return Col(names[0]) if len(names) == 1 else Op("keys", tuple(Col(n) for n in names))
+
+
 def lookup_joins(plan: Node) -> Node:
-    """Each join of a small right side (one integer or date key; unique on it, unless a semi or anti join) as a
+    """Each join of a small right side (integer, date or string keys; unique on them, unless a semi or anti join) as a
     filter and new columns of its left side that look the key up in ``table(i)``, a query of the ``Bound`` root."""
     base = len(plan.queries) if isinstance(plan, Bound) else 0
     queries: list[Node] = []
-    tables: list[tuple[int, str]] = []
-    index: dict[tuple[int, str], int] = {}
+    tables: list[tuple[int, tuple[str, ...]]] = []
+    index: dict[tuple[int, tuple[str, ...]], int] = {}
 
     def table(at: int) -> Node | None:
         return queries[at - base] if at >= base else None
@@ -167,7 +277,7 @@ def lookup_joins(plan: Node) -> Node:
     def step(node: Node) -> Node:
         if not isinstance(node, Joined) or not _applies(node, table):
             return node
-        key = node.right_on[0]
+        key = tuple(node.right_on)
         at = index.get((id(node.right), key))
         if at is None:
             at = index[(id(node.right), key)] = base + len(queries)
@@ -184,22 +294,21 @@ def lookup_joins(plan: Node) -> Node:
 
 
 def _rewritten(node: Joined, at: int) -> Node:
-    hit = found(Col(node.left_on[0]), at)
+    hit = found(key_of(tuple(node.left_on)), at)
     if node.how in ("semi", "anti"):
         return Where(node.left, hit if node.how == "semi" else Op("not", (hit,)))
-    columns = tuple((out, looked(Col(node.left_on[0]), at, src)) for out, side, src in join_names(node) if side == "right")
+    columns = tuple((out, looked(key_of(tuple(node.left_on)), at, src)) for out, side, src in join_names(node) if side == "right")
     left = Where(node.left, hit) if node.how == "inner" else node.left
     return Keep(Assign(left, columns) if columns else left, names(node) or ())
 
 
 def _applies(node: Joined, table: Callable[[int], Node | None]) -> bool:
-    if node.how not in HOWS or len(node.left_on) != 1 or not join_names(node):
+    if node.how not in HOWS or not node.left_on or not join_names(node):
         return False
-    left, right = _source(node.left, node.left_on[0], table), _source(node.right, node.right_on[0], table)
-    if left is None or right is None or not _keyed(left.type) or not _keyed(right.type):
-        return False
-    if (left.type == DATE) != (right.type == DATE):  # a date meets a date only, as the eager join
-        return False
+    for left_key, right_key in zip(node.left_on, node.right_on, strict=True):
+        left, right = _source(node.left, left_key, table), _source(node.right, right_key, table)
+        if left is None or right is None or not _meet(left, right):
+            return False
     if estimate(node.right).rows > LOOKUP_ROWS:
         return False
     left_rows = estimate(node.left).rows
@@ -210,7 +319,7 @@ def _applies(node: Joined, table: Callable[[int], Node | None]) -> bool:
     brought = [src for _, side, src in join_names(node) if side == "right"]
     if not all(_plain(node.right, c, table) for c in brought):
         return False
-    return _unique(node.right, node.right_on[0])
+    return unique_on(node.right, tuple(node.right_on))
 
 
 def _plain(node: Node, name: str, table: Callable[[int], Node | None]) -> bool:
@@ -218,7 +327,7 @@ def _plain(node: Node, name: str, table: Callable[[int], Node | None]) -> bool:
     group-by's aggregate by name (a sum, a count...)."""
     source = _source(node, name, table)
     if source is not None:
-        return source.type.inner is None
+        return source.inner is None
     while isinstance(node, (Where, Sorted, Limited, Keep)) or (
         isinstance(node, Assign) and name not in {n for n, _ in node.columns}
     ):
@@ -226,11 +335,14 @@ def _plain(node: Node, name: str, table: Callable[[int], Node | None]) -> bool:
     return isinstance(node, Aggregated) and any(out == name and op in OPS for out, _, op in node.aggs)
 
 
-def _source(node: Node, name: str, table: Callable[[int], Node | None]) -> Column | None:
-    """The client table's column that ``name`` of ``node`` passes through unchanged (or looks up in ``table(i)``, a
-    lookup this rule made); None where it is computed or read from files."""
+def _source(node: Node, name: str, table: Callable[[int], Node | None]) -> ColumnType | None:
+    """The type of the client table's or the files' column that ``name`` of ``node`` passes through unchanged or
+    renamed (or looks up in ``table(i)``, a lookup this rule made); None where it is computed."""
     if isinstance(node, Scan):
-        return node.table.column(name) if name in (names(node) or ()) else None
+        return node.table.column(name).type if name in (names(node) or ()) else None
+    if isinstance(node, (ParquetFiles, CsvFiles)):
+        kinds = dict(zip(node.source.columns, node.source.kinds, strict=True))
+        return _file_type(kinds[name]) if name in (names(node) or ()) and name in kinds else None
     made = dict(node.columns) if isinstance(node, Assign) else {}
     if name in made:
         expr = made[name]
@@ -238,6 +350,8 @@ def _source(node: Node, name: str, table: Callable[[int], Node | None]) -> Colum
             looked_in = table(expr.args[1].index)
             column = expr.args[2].value  # type: ignore[attr-defined]
             return None if looked_in is None else _source(looked_in, column, table)
+        if isinstance(node, Assign) and isinstance(expr, Col):  # a column renamed, ``col("a").alias("b")``
+            return _source(node.input, expr.name, table)
         return None
     if isinstance(node, (Where, Sorted, Limited, Keep, Distinct, Assign)):
         return _source(node.input, name, table)
@@ -255,6 +369,39 @@ _UNIQUE: dict[int, tuple[Column, bool]] = {}
 """Whether a client table's column holds each non-null value once, by the column's ``id`` (the column kept with it)."""
 
 
+_UNIQUE_ROWS: dict[tuple[int, ...], tuple[tuple[Column, ...], bool]] = {}
+"""Whether a client table's columns hold each combination of non-null values once, by the columns' ``id``."""
+
+
+def unique_on(node: Node, keys: tuple[str, ...]) -> bool:
+    """Whether ``node`` holds each combination of non-null values of ``keys`` at most once: one of them is unique
+    (``_unique``), a client table's rows checked once, or a group-by or unique by some of them (filters and new
+    columns between keep it)."""
+    if any(_unique(node, k) for k in keys):
+        return True
+    if len(keys) == 1:
+        return False
+    if isinstance(node, Scan):
+        columns = tuple(node.table.column(k) for k in keys)
+        kept = _UNIQUE_ROWS.get(tuple(id(c) for c in columns))
+        if kept is None or any(a is not b for a, b in zip(kept[0], columns, strict=True)):
+            valid = np.ones(len(node.table), bool)
+            for c in columns:
+                valid &= np.ones(len(valid), bool) if c.valid is None else c.valid
+            codes = np.stack([np.unique(c.values[valid], return_inverse=True)[1] for c in columns], 1)
+            kept = _UNIQUE_ROWS[tuple(id(c) for c in columns)] = (columns, len(np.unique(codes, axis=0)) == len(codes))
+        return kept[1]
+    if isinstance(node, (Where, Sorted, Limited, Keep)):
+        return unique_on(node.input, keys)
+    if isinstance(node, Assign):  # the keys passed through, or renamed (``col("a").alias("b")``)
+        made = dict(node.columns)
+        was = tuple(made[k].name if isinstance(made.get(k), Col) else k for k in keys)  # type: ignore[attr-defined]
+        return all(k not in made or isinstance(made[k], Col) for k in keys) and unique_on(node.input, was)
+    if isinstance(node, (Aggregated, Distinct)):
+        return set(node.keys if isinstance(node, Aggregated) else node.columns) <= set(keys)
+    return False
+
+
 def _unique(node: Node, name: str) -> bool:
     """Whether ``node``'s column ``name`` is known to hold each non-null value at most once."""
     if isinstance(node, Scan):
@@ -268,15 +415,16 @@ def _unique(node: Node, name: str) -> bool:
         isinstance(node, Assign) and name not in {n for n, _ in node.columns}
     ):
         return _unique(node.input, name)
+    if isinstance(node, Assign) and isinstance(dict(node.columns).get(name), Col):  # ``col("a").alias("b")``
+        return _unique(node.input, dict(node.columns)[name].name)  # type: ignore[attr-defined]
     if isinstance(node, (Aggregated, Distinct)):
         return (node.keys if isinstance(node, Aggregated) else node.columns) == (name,)
     if isinstance(node, Joined):
         sides = {out: (side, src) for out, side, src in join_names(node)}
         side, src = sides.get(name, ("", ""))
-        one = len(node.left_on) == 1
         if side in ("key", "left"):
-            meets_once = node.how in ("semi", "anti") or (one and _unique(node.right, node.right_on[0]))
+            meets_once = node.how in ("semi", "anti") or unique_on(node.right, tuple(node.right_on))
             return meets_once and _unique(node.left, src)
         if side == "right" and node.how == "inner":
-            return one and _unique(node.left, node.left_on[0]) and _unique(node.right, src)
+            return unique_on(node.left, tuple(node.left_on)) and _unique(node.right, src)
     return False

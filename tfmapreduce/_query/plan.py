@@ -153,12 +153,12 @@ class Bound:
     """``input``, whose expressions may read ``scalar(i)``: the one value of ``queries[i]`` (a one-row, one-column
     plan), computed first, in order, in the same run of the plan as ``input`` (a node both read is computed once).
     ``scalars.lifted`` makes it, the plan's root, from ``LazyTable.scalar()`` expressions. ``tables`` are the
-    queries read whole, by ``(index, key column)``: ``table(i)`` of a lookup (``lookups.lookup_joins``), its rows
+    queries read whole, by ``(index, key columns)``: ``table(i)`` of a lookup (``lookups.lookup_joins``), its rows
     ready for lookups of that key rather than one value."""
 
     input: Node
     queries: tuple[Node, ...]
-    tables: tuple[tuple[int, str], ...] = ()
+    tables: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 Node = (
@@ -326,7 +326,7 @@ def label(node: Node) -> str:
         return f"limit {node.n}"
     if isinstance(node, Bound):
         whole = dict(node.tables)
-        bound = (f"table({i}) by {whole[i]}" if i in whole else f"scalar({i})" for i in range(len(node.queries)))
+        bound = (f"table({i}) by {', '.join(whole[i])}" if i in whole else f"scalar({i})" for i in range(len(node.queries)))
         return "bind " + ", ".join(bound) + " (the queries below, in order; the plan last)"
     return "unique " + ", ".join(node.columns)
 
