@@ -26,7 +26,7 @@ _EPOCH = datetime.date(1970, 1, 1)
 LOOKUPS = ("found_in", "lookup")
 BUCKETS = (1 << 63) - 1
 """A string key's fingerprint in a lookup: ``tf.strings.to_hash_bucket_fast`` into this many buckets (Fingerprint64
-of its UTF-8 bytes, the same on the client, ``lookups.fingerprints``)."""
+of its UTF-8 bytes, the same on the client, ``lookup_table.fingerprints``)."""
 """The lookups of a small table's rows (``lookups.py``): their table's inputs are lifted whole."""
 
 Compiled = tuple[tf.Tensor, "tf.Tensor | None", ColumnType]
@@ -67,7 +67,7 @@ def shape(expr: Expr) -> tuple[Any, ...]:
 
 
 def _table(expr: Op) -> Any:
-    """A lookup's table (``lookups.LookupTable``: its ``table(i)`` resolved, ``scalars.resolved``)."""
+    """A lookup's table (``lookup_table.LookupTable``: its ``table(i)`` resolved, ``scalars.resolved``)."""
     table = expr.args[1]
     if not isinstance(table, Lit):
         raise TypeError(f"{expr!r}: its table is read once the plan runs, not before")
@@ -181,7 +181,7 @@ class Compiler:
     def _lookup(self, expr: Op) -> Compiled:
         """``found_in`` or ``lookup``: the key's row in the table's sorted keys by a binary search (its inputs:
         ``LookupTable.inputs``, in that order after the key's own). A string key or several keys are coded first,
-        each column's value ranked among the table's (``lookups.KeyPart``) and the ranks combined by the strides."""
+        each column's value ranked among the table's (``lookup_table.KeyPart``) and the ranks combined by the strides."""
         held = expr.args[0]
         parts = [self(a) for a in held.args] if isinstance(held, Op) and held.op == "keys" else [self(held)]
         for _, _, kind in parts:
@@ -220,7 +220,7 @@ class Compiler:
         return value, valid, looked
 
     def _rank(self, value: tf.Tensor, kind: ColumnType) -> tuple[tf.Tensor, tf.Tensor]:
-        """A key column's rank among a lookup table's distinct values of it (``lookups.KeyPart``'s inputs), and
+        """A key column's rank among a lookup table's distinct values of it (``lookup_table.KeyPart``'s inputs), and
         whether it is there: an integer by a binary search, a string by its fingerprint's, then compared whole."""
         values, count = next(self.slots), next(self.slots)
         code = tf.strings.to_hash_bucket_fast(value, BUCKETS) if kind == STRING else tf.cast(value, tf.int64)

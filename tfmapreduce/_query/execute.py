@@ -14,7 +14,7 @@ from .._table.table import Table
 from .estimate import estimates
 from .expr import Col
 from .grouped import grouped
-from .lookups import LookupTable
+from .lookup_table import LookupTable
 from .plan import (
     Aggregated,
     Apply,
