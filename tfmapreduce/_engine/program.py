@@ -223,11 +223,12 @@ class Builder:
         counters = self.counters
         return pieces if counters is None else [counters.streamed(shard, p) for p in pieces]
 
-    def per_run(self, name: str) -> tf.Tensor:
-        """A string scalar the kind gives each run from its plan (its :meth:`Fed.fed`), so what differs between runs of one layout
-        (a write's directory and attempt folder) is not in the graph and the program is built once."""
+    def per_run(self, name: str, dtype: tf.DType = tf.string) -> tf.Tensor:
+        """A scalar the kind gives each run from its plan (its :meth:`Fed.fed`), so what differs between runs of one layout
+        (a write's directory and attempt folder; a rows-free sort's sample sizes and shard starts) is not in the graph
+        and the program is built once."""
         if name not in self.fed:
-            self.fed[name] = tf.compat.v1.placeholder(tf.string, (), name=name)
+            self.fed[name] = tf.compat.v1.placeholder(dtype, (), name=name)
         return self.fed[name]
 
     def store(self, device: str, suffix: str, index: int, value: tf.Tensor) -> tf.Operation:
