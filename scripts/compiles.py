@@ -3,6 +3,7 @@ and its run stats (``RunStats.compiled``: built and not equal to a kept graph), 
 
     python scripts/compiles.py chain              # sum_by_key over 4 fresh filter outputs of one input
     python scripts/compiles.py rows               # sum_by_key over host arrays of 4 new row counts, each twice
+    python scripts/compiles.py relational         # 5 joins, then 5 sorts, of client tables of a new row count each
     python scripts/compiles.py tpch --scale 0.01  # each lazy TPC-H query twice over the same data (cold, warm), then
                                                   # once over other data of the same schema (--other-scale)
 
@@ -77,6 +78,30 @@ def rows(cluster: tmr.LocalCluster, built: Built) -> None:
         print(f"sum_by_key over {n} host rows: first {cells[0]}, repeated {cells[1]}")
 
 
+def relational(cluster: tmr.LocalCluster, built: Built) -> None:
+    """Five joins, then five sorts on two columns, of client tables of 20,000 to 24,000 rows (each shard under 1 MiB:
+    fed), each of a new row count: the seconds of all five and of the last four."""
+    rng = np.random.default_rng(0)
+    words = np.array(["a", "é", "日本", "zz"], dtype=object)
+
+    def table(n: int) -> tmr.Table:
+        return tmr.table({"k": rng.integers(0, 5000, n), "s": rng.choice(words, n), "v": rng.random(n)})
+
+    for name in ("join", "sort"):
+        seconds, cells = [], []
+        for i in range(5):
+            left, right = table(20_000 + 1_000 * i), table(10_000 + 500 * i)
+
+            def step(left: tmr.Table = left, right: tmr.Table = right, name: str = name) -> Any:
+                return left.join(right, on="k", cluster=cluster) if name == "join" else left.sort(["s", "v"], cluster=cluster)
+
+            started = time.perf_counter()
+            b, c, _ = counted(built, step)
+            seconds.append(time.perf_counter() - started)
+            cells.append(f"built {b}, compiled {c}")
+        print(f"5 {name}s: {sum(seconds):.2f} s, the last 4 {sum(seconds[1:]):.2f} s ({'; '.join(cells)})")
+
+
 def tpch(cluster: tmr.LocalCluster, built: Built, scale: float, other: float, folder: str) -> None:
     from benchmarks import _tpch_data
     from benchmarks._tpch_queries2 import QUERIES
@@ -98,7 +123,7 @@ def tpch(cluster: tmr.LocalCluster, built: Built, scale: float, other: float, fo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["chain", "rows", "tpch"])
+    parser.add_argument("what", choices=["chain", "rows", "relational", "tpch"])
     parser.add_argument("--scale", type=float, default=0.01)
     parser.add_argument("--other-scale", type=float, default=0.011, help="the other data's scale (other row counts)")
     parser.add_argument("--data", default=None, help="where the TPC-H Parquet files are kept")
@@ -112,6 +137,8 @@ def main() -> None:
             chain(cluster, built)
         elif args.what == "rows":
             rows(cluster, built)
+        elif args.what == "relational":
+            relational(cluster, built)
         else:
             with tempfile.TemporaryDirectory() as scratch:
                 tpch(cluster, built, args.scale, args.other_scale, args.data or scratch)

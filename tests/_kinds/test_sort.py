@@ -123,6 +123,37 @@ def test_empty_input_and_empty_shards(cluster: tmr.LocalCluster) -> None:
         check_sorted(result, np.array([2, 1]))
 
 
+@pytest.mark.parametrize("descending", [False, True])
+def test_a_sort_of_other_row_counts_compiles_nothing(cluster: tmr.LocalCluster, descending: bool) -> None:
+    """Host arrays fed shard by shard of new row counts (and values) at the same places run the program of the first:
+    each shard's sample size and first row are run inputs; an empty shard stays empty; sampled or whole."""
+    rng = np.random.default_rng(7)
+    runs = []
+    for n in (2500, 3001, 40):  # 2 ranges: above 1,024 rows the shards sample, below they send every row
+        x = rng.integers(-50, 50, n).astype(np.float64)
+        x[::97] = np.nan
+        sizes = [n // 3, 0, n - n // 3]
+        result, stats = tmr.sort(x, cluster=cluster, sizes=sizes, reducers=2, descending=descending, return_stats=True)  # type: ignore[call-overload]
+        with result:
+            check_sorted(result, x, descending=descending)
+        runs.append(stats.compiled)
+    assert runs[1:] == [False, False]
+
+
+def test_a_sort_by_key_of_other_row_counts_compiles_nothing(cluster: tmr.LocalCluster) -> None:
+    rng = np.random.default_rng(8)
+    runs = []
+    for n in (1800, 2700):
+        keys, values = rng.integers(0, 20, n), rng.random(n)
+        out, stats = tmr.sort_by_key(keys, values, cluster=cluster, sizes=[0, n - 5, 5], reducers=3, return_stats=True)  # type: ignore[call-arg]
+        order = stable_order(keys, descending=False)
+        np.testing.assert_array_equal(out[0].gather(), keys[order])
+        np.testing.assert_array_equal(out[1].gather(), values[order])
+        out[0].delete(), out[1].delete()
+        runs.append(stats.compiled)
+    assert runs[1] is False
+
+
 def test_errors_name_the_argument_and_the_fix(cluster: tmr.LocalCluster) -> None:
     with pytest.raises(tmr.InputError, match=r"x must be 1-D .* got shape \(3, 2\); sort one column"):
         tmr.sort(np.zeros((3, 2)), cluster=cluster)

@@ -333,3 +333,24 @@ def test_unique_equals_drop_duplicates(cluster: tmr.LocalCluster, columns: list[
     want = pandas_sort(t.to_pandas()[columns].drop_duplicates(), columns, [False] * len(columns), True)
     assert list(got.columns) == columns
     assert rows_of(got, columns) == rows_of(want, columns)
+
+
+def test_a_join_sort_and_unique_of_tables_of_other_row_counts_compile_nothing(cluster: tmr.LocalCluster) -> None:
+    """Client tables of new row counts (and values: nulls, unicode) at the same places run the programs of the first."""
+    compiled = []
+    for n in (45, 71):
+        left, right = generated(n, n), generated(n + 1, n // 3, value="w").select(["s", "i", "w"])
+        lf, rf = left.to_pandas(), right.to_pandas()
+        with tmr.stats() as runs:
+            for how in ("inner", "outer"):
+                got = left.join(right, on=["s"], how=how, cluster=cluster, reducers=2).to_pandas()
+                want = pandas_join(lf, rf, ["s"], ["s"], how)
+                assert by_repr(rows_of(got, list(want.columns))) == by_repr(rows_of(want, list(want.columns)))
+            got = left.sort(["s", "f"], descending=[True, False], cluster=cluster, sizes=[0, n - 9, 9], reducers=2)
+            want = pandas_sort(lf, ["s", "f"], [True, False], True)
+            assert rows_of(got.to_pandas(), list(lf.columns)) == rows_of(want, list(lf.columns))
+            distinct = left.unique(["s", "i"], cluster=cluster, reducers=2).to_pandas()
+            want = pandas_sort(lf[["s", "i"]].drop_duplicates(), ["s", "i"], [False, False], True)
+            assert rows_of(distinct, ["s", "i"]) == rows_of(want, ["s", "i"])
+        compiled.append([r.compiled for r in runs.runs])
+    assert not any(compiled[1]), compiled

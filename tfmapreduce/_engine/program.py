@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import secrets
 from collections.abc import Hashable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import attrs
 import numpy as np
@@ -17,7 +17,7 @@ from .._base.task import Task
 from .._io.mapped import size_checks
 from .._io.results import read_returned, write_result
 from .._io.shm import DECODABLE, MIN_BYTES, MappedBuffer, guard
-from .._io.source import Batches, Shipped, Sources, Streamed
+from .._io.source import Batches, RowsFree, Sources, Streamed, implements
 from .._io.variables import assign_named, assign_shard, named_per_run
 from .._native.loader import has
 from .._ops.models import Use
@@ -191,7 +191,8 @@ class Builder:
         start = tf.timestamp(name="clock_start") if self.timed else None
         tensors, in_memory = [], []
         for i, src in enumerate(self.srcs):
-            data = src.tensor(shard, rows_free=True) if self.rows_free and isinstance(src, Shipped) else src.tensor(shard)
+            free = self.rows_free and implements(src, RowsFree)
+            data = cast(RowsFree, src).tensor(shard, rows_free=True) if free else src.tensor(shard)
             value = data.value
             if start is not None:
                 with tf.control_dependencies([start]):
@@ -223,11 +224,12 @@ class Builder:
         counters = self.counters
         return pieces if counters is None else [counters.streamed(shard, p) for p in pieces]
 
-    def per_run(self, name: str) -> tf.Tensor:
-        """A string scalar the kind gives each run from its plan (its :meth:`Fed.fed`), so what differs between runs of one layout
-        (a write's directory and attempt folder) is not in the graph and the program is built once."""
+    def per_run(self, name: str, dtype: tf.DType = tf.string) -> tf.Tensor:
+        """A scalar the kind gives each run from its plan (its :meth:`Fed.fed`), so what differs between runs of one layout
+        (a write's directory and attempt folder; a rows-free sort's sample sizes and shard starts) is not in the graph
+        and the program is built once."""
         if name not in self.fed:
-            self.fed[name] = tf.compat.v1.placeholder(tf.string, (), name=name)
+            self.fed[name] = tf.compat.v1.placeholder(dtype, (), name=name)
         return self.fed[name]
 
     def store(self, device: str, suffix: str, index: int, value: tf.Tensor) -> tf.Operation:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import attrs
 import numpy as np
@@ -18,7 +18,7 @@ from .._base.errors import JobError, ShardLostError
 from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
-from .source import ShardTensor, Shipped
+from .source import RowsFree, ShardTensor, implements
 from .variables import handle, named_per_run, read_named
 
 
@@ -120,7 +120,7 @@ class Resident:
 
 def rows_free(src: object, plan: Plan) -> bool:
     """Whether ``src``'s graph over ``plan`` can hold none of its shards' row counts: resident data read through fed
-    handles, or host arrays whose every shard is fed (``Shipped.fed_only``: placeholders of unknown rows)."""
-    if isinstance(src, Shipped):
-        return src.fed_only(plan)
+    handles, or host arrays whose every shard is fed (``RowsFree.fed_only``: placeholders of unknown rows)."""
+    if implements(src, RowsFree):
+        return cast(RowsFree, src).fed_only(plan)
     return isinstance(src, Resident) and src.fed

@@ -99,6 +99,21 @@ class Source(Protocol):
         ...
 
 
+@runtime_checkable
+class RowsFree(Protocol):
+    """A source whose graph may leave its shards' rows unknown: host arrays (:class:`Shipped`), and what wraps them
+    shard by shard (a join's side)."""
+
+    def fed_only(self, plan: Plan) -> bool:
+        """Whether every shard of ``plan`` with rows may enter as a placeholder of unknown rows (``tensor`` with
+        ``rows_free``): then a program kept by the plan's shape serves data of any rows."""
+        ...
+
+    def tensor(self, shard: Shard, *, rows_free: bool = False) -> ShardTensor:
+        """The shard's tensor; with ``rows_free`` (where :meth:`fed_only`), of unknown rows."""
+        ...
+
+
 _implements: dict[tuple[type, type], bool] = {}
 
 

@@ -35,7 +35,7 @@ class KeyMaker:
     dtypes: tuple[np.dtype, ...]
 
 
-def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Tensor) -> tf.Tensor:
+def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int | tf.Tensor, split_rows: tf.Tensor) -> tf.Tensor:
     """Each row's range: how many splitters (key, row) are below its own (key, global row ``start + i``)."""
     left = tf.searchsorted(split_keys, key, side="left", out_type=tf.int32)
     right = tf.searchsorted(split_keys, key, side="right", out_type=tf.int32)
@@ -46,18 +46,59 @@ def _ranges(key: tf.Tensor, split_keys: tf.Tensor, start: int, split_rows: tf.Te
     return tf.tensor_scatter_nd_add(left, tied, tf.reduce_sum(tf.cast(below, tf.int32), axis=1))
 
 
+SAMPLE = "sort_sample"
+"""The name of a rows-free sort's run input: a shard's sample size (``per_run_value``), its index appended."""
+START = "sort_start"
+"""The name of a rows-free sort's run input: a shard's first global row, its index appended."""
+
+
+def per_run_value(plan: Plan, ranges: int, name: str) -> int:
+    """The value of the run input ``name`` (``SAMPLE`` or ``START`` and a shard's index) of a rows-free sort of ``plan``
+    into ``ranges`` ranges.
+
+    Example:
+        >>> shards = tmr.MapReduce(tf.reduce_sum, tf.add).plan(np.arange(10), cluster=cluster, sizes=[4, 6])
+        >>> per_run_value(shards, 2, "sort_start1"), per_run_value(shards, 2, "sort_sample1")
+        (4, 6)
+    """
+    for prefix in (SAMPLE, START):
+        if name.startswith(prefix):
+            shard = plan.shards[int(name[len(prefix) :])]
+            return _sample_size(shard.rows, plan.rows, ranges) if prefix == SAMPLE else shard.start
+    raise ValueError(f"name must be {SAMPLE!r} or {START!r} and a shard index, got {name!r}")
+
+
+def _sample_at(key: tf.Tensor, n: tf.Tensor, index: int) -> tf.Tensor:
+    """The rows a shard of ``key`` samples, ``n`` of them (a run input): all of them in order where ``n`` is its row
+    count, else ``n`` drawn at random (the same rows as a graph of this shard's row count draws)."""
+    rows = tf.shape(key, out_type=tf.int64)[0]
+    return tf.cond(
+        tf.equal(n, rows),
+        lambda: tf.range(rows, dtype=tf.int64),
+        lambda: tf.random.stateless_uniform(tf.reshape(n, [1]), [SEED, index], 0, tf.maximum(rows, 1), dtype=tf.int64),
+    )
+
+
 def range_ids(
     builder: Builder, plan: Plan, ranges: int, chooser: str, descending: bool, native: Any | None, keyed: KeyMaker | None = None
 ) -> tuple[dict[int, list[tf.Tensor]], dict[int, tf.Tensor | None]]:
     """Each non-empty shard's columns (``builder.inputs``, or ``keyed``'s key and values made from them), and each
     of its rows' range (int32; None where ``ranges`` is 1), the splitters chosen on ``chooser`` from a sample of about
-    ``SAMPLES`` rows per range."""
+    ``SAMPLES`` rows per range.  In a rows-free build (``builder.rows_free``) each shard's sample size and first global
+    row are run inputs (``builder.per_run``, filled by :func:`per_run_value`), so the graph holds no row count."""
     full = [s for s in plan.shards if s.rows > 0]
     tensors: dict[int, list[tf.Tensor]] = {}
+    starts: dict[int, Any] = {}
     samples = []
     for shard in full:
         with tf.device(shard.device), tf.name_scope(f"shard{shard.index}"):
             tensors[shard.index] = builder.inputs(shard) if keyed is None else list(keyed.fn(*builder.inputs(shard)))
+            if builder.rows_free:
+                starts[shard.index] = builder.per_run(f"{START}{shard.index}", tf.int64)
+                at = _sample_at(tensors[shard.index][0], builder.per_run(f"{SAMPLE}{shard.index}", tf.int64), shard.index)
+                samples.append((tf.gather(tensors[shard.index][0], at), at + starts[shard.index]))
+                continue
+            starts[shard.index] = shard.start
             n = _sample_size(shard.rows, plan.rows, ranges)
             if n == shard.rows:
                 at = tf.range(shard.rows, dtype=tf.int64)
@@ -72,8 +113,8 @@ def range_ids(
             by_row = tf.argsort(sample_rows, stable=True)
             sample_keys, sample_rows = tf.gather(sample_keys, by_row), tf.gather(sample_rows, by_row)
             by_key = tf.argsort(comparable(sample_keys, descending, native), stable=True)
-            total = int(sample_keys.shape[0])
-            at = tf.constant([min(total - 1, total * (r + 1) // ranges) for r in range(ranges - 1)], tf.int64)
+            total = tf.shape(sample_keys, out_type=tf.int64)[0]
+            at = tf.minimum(total - 1, total * tf.range(1, ranges, dtype=tf.int64) // ranges)
             split_keys = tf.gather(tf.gather(sample_keys, by_key), at)
             split_rows = tf.gather(tf.gather(sample_rows, by_key), at)
     which: dict[int, tf.Tensor | None] = {}
@@ -81,7 +122,9 @@ def range_ids(
         with tf.device(shard.device), tf.name_scope(f"ranges{shard.index}"):
             key = tensors[shard.index][0]
             which[shard.index] = (
-                None if ranges == 1 else _ranges(*ranked_with(key, split_keys, descending, native), shard.start, split_rows)
+                None
+                if ranges == 1
+                else _ranges(*ranked_with(key, split_keys, descending, native), starts[shard.index], split_rows)
             )
     return tensors, which
 

@@ -51,7 +51,7 @@ from .._ops.splitters import FLOAT_DTYPES, INT_DTYPES, comparable, order_key
 from .._ops.splitters import sample_size as _sample_size
 from .._options import Options, RunOptions
 from .persist import persisted
-from .ranges import KeyMaker, partition_ranges
+from .ranges import KeyMaker, partition_ranges, per_run_value
 from .shuffle.plan import resolve_reducers
 from .spilled_sort import sort_spilled
 
@@ -150,6 +150,16 @@ class Sort(KindBase[SortPlan]):
 
     def variant(self, plan: SortPlan, call: Call) -> Hashable | None:
         return () if named_per_run(plan.reducers) else None  # on GPUs: named in the graph, built for each run
+
+    def shape_of(self, plan: SortPlan) -> Hashable:
+        """Each shard's place and whether it has rows, and the ranges' reducers: all its graph reads of the plan where
+        no input's graph holds its row counts (each shard's sample size and first row are run inputs: :meth:`fed`), so
+        sorts of host arrays of other row counts at the same places share one program."""
+        return tuple((s.index, s.device, s.rows > 0) for s in plan.plan.shards), plan.reducers
+
+    def fed(self, plan: SortPlan, name: str) -> int:
+        """A rows-free program's run input ``name``: a shard's sample size or first row (``ranges.per_run_value``)."""
+        return per_run_value(plan.plan, len(plan.reducers), name)
 
     def build(self, builder: Builder, plan: SortPlan, call: Call) -> Program:
         """Sample, choose the splitters, partition every shard into ranges, sort each range on its reducer, keep it

@@ -113,6 +113,26 @@ def test_no_matching_key_one_key_everywhere_and_empty_sides(cluster: tmr.LocalCl
                 check(tmr.join(left, right, how=how, strategy=strategy, cluster=cluster), left, right, how)
 
 
+@pytest.mark.parametrize("how", ["inner", "outer"])
+@pytest.mark.parametrize("strategy", ["hash", "broadcast"])
+def test_a_join_of_sides_of_other_row_counts_compiles_nothing(cluster: tmr.LocalCluster, how: str, strategy: str) -> None:
+    """Host sides fed shard by shard of new row counts (and values) at the same places run the program of the first,
+    an empty shard between the sides; unicode keys."""
+    rng = np.random.default_rng(11)
+    pool = np.array(["", "é", "ß", "k", "naïve", "zz"], dtype=object)
+    runs = []
+    for n, m in ((120, 50), (333, 7)):
+        left = (rng.choice(pool, n), rng.random(n))
+        right = (rng.choice(pool[1:], m), rng.integers(0, 9, m))
+        sizes = [n // 2, n - n // 2, 0, m]
+        result, stats = tmr.join(
+            left, right, how=how, strategy=strategy, cluster=cluster, sizes=sizes, reducers=2, return_stats=True
+        )  # type: ignore[call-arg]
+        check(result, left, right, how)
+        runs.append(stats.compiled)
+    assert runs[1] is False
+
+
 def test_resident_sides_and_a_resident_side_with_a_host_side(cluster: tmr.LocalCluster) -> None:
     rng = np.random.default_rng(8)
     lk, lv, rk, rv = rng.integers(0, 50, 500), rng.random(500), rng.integers(0, 80, 200), rng.random(200)

@@ -70,6 +70,13 @@ class Join(KindBase[JoinPlan]):
             return None  # kept on GPUs: named in the graph, built for each run (Builder.store)
         return (call.resident,)
 
+    def shape_of(self, plan: JoinPlan) -> Hashable:
+        """Each shard's place and whether it has rows, the strategy, the side in hash tables and where rows are joined:
+        all its graph reads of the plan where no side's graph holds its row counts (which shards hold which side is in
+        the sides' signatures), so joins of host sides of other row counts at the same places share one program."""
+        shards = tuple((s.index, s.device, s.rows > 0) for s in plan.plan.shards)
+        return shards, plan.how, plan.strategy, plan.reducers, plan.small
+
     def build(self, builder: Builder, plan: JoinPlan, call: Call) -> Program:
         native = call.native
         pieces = _pieces(builder, plan, call, self.layout)

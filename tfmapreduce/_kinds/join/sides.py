@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
@@ -25,8 +25,9 @@ from ..._io.files.csv import Csv, CsvTable, first_row, is_integer
 from ..._io.files.files import Files
 from ..._io.files.readers import Layout
 from ..._io.files.source import FileSource
+from ..._io.resident_source import rows_free
 from ..._io.shm import Stageable
-from ..._io.source import Input, ShardTensor, Source, Sources, implements
+from ..._io.source import Input, RowsFree, ShardTensor, Source, Sources, implements
 
 
 @attrs.frozen
@@ -108,13 +109,22 @@ class Side:
         return Plan(self.inner.rows, tuple(self._cut(s) for s in plan.shards))
 
     def signature(self, plan: Plan) -> Hashable:
-        return ("side", self.side, self.stack.rows, self.inner.signature(self.inner_plan(plan)))
+        """Which shards of ``plan`` hold rows of this side (not how many: a program kept by the plan's shape serves
+        sides of other rows), and the inner source's signature."""
+        held = tuple(self.part(s) is not None for s in plan.shards)
+        return ("side", self.side, held, self.inner.signature(self.inner_plan(plan)))
 
-    def tensor(self, shard: Shard) -> ShardTensor:
+    def fed_only(self, plan: Plan) -> bool:
+        """Whether the inner source's graph over its shards can hold none of their row counts (``rows_free``)."""
+        return rows_free(self.inner, self.inner_plan(plan))
+
+    def tensor(self, shard: Shard, *, rows_free: bool = False) -> ShardTensor:
         part = self.part(shard)
         if part is None:
             dtype = tf.string if self.dtype == object else tf.as_dtype(self.dtype)
             return ShardTensor(tf.zeros((0, *self.inner.shape[1:]), dtype))
+        if rows_free and implements(self.inner, RowsFree):
+            return cast(RowsFree, self.inner).tensor(part, rows_free=True)
         return self.inner.tensor(part)
 
     def feed(self, shard: Shard) -> np.ndarray[Any, Any] | bytes | None:
