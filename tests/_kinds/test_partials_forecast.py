@@ -154,7 +154,9 @@ def test_resident_keys_of_few_distinct_values_are_counted_on_the_workers(cluster
             tmr.scatter(keys, sizes=sizes, cluster=cluster) as k,
             tmr.scatter(np.ones(keys.size), sizes=sizes, cluster=cluster) as v,
         ):
-            plan = tmr.plan_by_key(k, v, recipe=tmr.mean_by_key, reducers=2, cluster=cluster, max_bytes=10**9)
+            with tmr.stats() as runs:
+                plan = tmr.plan_by_key(k, v, recipe=tmr.mean_by_key, reducers=2, cluster=cluster, max_bytes=10**9)
+            assert len(runs.runs) == 1  # the count alone: a string's lengths are not sampled beside it
         exact = _exact(plan, keys, 16, key_bytes)  # a mean's partial: a sum and a count
         assert [size for _, size in plan.spill.written] == exact
         assert plan.spill.share == -(-sum(exact) // 2)  # not the rows' bound

@@ -224,13 +224,13 @@ def _combined(
     (:meth:`Partials.per_task`), spread evenly over the reducers."""
     budget, limit = limit_of(max_bytes)
     if partials.passes_keys:
-        sent, counted = partials.per_task(plan, srcs)
-        leaves = partials.row - partials.key
+        sent, counted = partials.per_task(plan, srcs, lambda: row_bytes(srcs[:1]))
+        each = max((size // n for n, size in sent.values() if n), default=partials.row)
         what = (
-            f"each reducer's share of per-key partials (each key's bytes and {leaves} of partial; a task's distinct keys "
-            f"counted on the {counted}), estimated before the run"
+            f"each reducer's share of per-key partials (each key's bytes and {partials.leaves} of partial; a task's "
+            f"distinct keys counted on the {counted}), estimated before the run"
             if counted
-            else f"each reducer's share of per-key partials ({partials.row} bytes each; a task's at most its rows), "
+            else f"each reducer's share of per-key partials ({each} bytes each; a task's at most its rows), "
             "estimated before the run"
         )
         tasks = tuple((task, size) for task, (_, size) in sent.items())
