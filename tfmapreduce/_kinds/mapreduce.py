@@ -166,6 +166,7 @@ class MapReduce(Generic[R]):
             planned_folder(),
             partitioner=planned.partitioner,
             partials=traced_partials,
+            cluster=call.cluster,
         )
         return attrs.evolve(planned, spill=forecast)
 

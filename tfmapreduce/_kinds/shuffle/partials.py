@@ -8,7 +8,10 @@ known before the run they are counted; elsewhere the bound taken is sound (never
   counted exactly, and a string key's own bytes (``distinct``);
 - keys that are the map's own first input, resident on the workers (1-D ``Sharded`` data, the job placed where it
   lives): each task's distinct keys and their bytes counted exactly there, in one small run (``on_workers``);
-- any other keys the map passes through unchanged (file inputs, resident data placed elsewhere): the task's rows,
+- keys that are the map's own first input, read from files (``.npy`` integers, text lines, a CSV file's one column):
+  each task's distinct keys and their bytes counted on the workers that read its files, in one small run reading
+  them (``in_files``);
+- any other keys the map passes through unchanged (float or multi-column files, resident data placed elsewhere): the task's rows,
   each key of a row's bytes (a resident string's from a sample of lengths taken on the workers, ``forecast.row_bytes``,
   taken only there: a resident plan makes one small run, the count or the sample);
 - keys the map makes (not its first input, as it is): unknown, so the input's rows each count ``max(a row's bytes,
@@ -30,11 +33,14 @@ import tensorflow as tf
 
 from ..._base.plan import Plan
 from ..._base.task import Task
+from ..._cluster.cluster import Cluster
+from ..._io.files.source import FileSource
 from ..._io.resident_source import Resident
 from ..._io.source import Source
 from ..._ops.combine import SegmentForm
 from .distinct import DistinctKeys
 from .distinct import per_task as distinct_per_task
+from .in_files import distinct_per_task as distinct_in_files
 from .on_workers import distinct_per_task as distinct_on_workers
 
 STRING_BYTES = 32
@@ -64,7 +70,7 @@ class Partials:
         return self.key + self.leaves
 
     def per_task(
-        self, plan: Plan, srcs: Sequence[Source], key_bytes: Callable[[], int]
+        self, plan: Plan, srcs: Sequence[Source], key_bytes: Callable[[], int], cluster: Cluster | None = None
     ) -> tuple[dict[Task, tuple[int, int]], str | None]:
         """The partials each task sends at most and their bytes, and where they were counted (``"client"``,
         ``"workers"``, None: not counted): where the map passes its keys through and they are a 1-D array on the client
@@ -83,7 +89,7 @@ class Partials:
             >>> list(sent.values()), counted
             ([(10, 160)], 'client')
         """
-        counted, where = self._distinct(plan, srcs)
+        counted, where = self._distinct(plan, srcs, cluster)
         if counted is not None:
             return {task: (d.keys, d.bytes + d.keys * self.leaves) for task, d in counted.items()}, where
         row = (key_bytes() if self.passes_keys else self.key) + self.leaves
@@ -92,10 +98,14 @@ class Partials:
             rows[shard.task] = rows.get(shard.task, 0) + shard.rows
         return {task: (n, n * row) for task, n in rows.items()}, None
 
-    def _distinct(self, plan: Plan, srcs: Sequence[Source]) -> tuple[dict[Task, DistinctKeys] | None, str]:
+    def _distinct(
+        self, plan: Plan, srcs: Sequence[Source], cluster: Cluster | None
+    ) -> tuple[dict[Task, DistinctKeys] | None, str]:
         """Each task's distinct keys where the map passes them through and they can be counted, and where."""
         if not srcs or not self.passes_keys:
             return None, ""
+        if isinstance(srcs[0], FileSource) and cluster is not None:
+            return distinct_in_files(plan, srcs[0], cluster), "workers reading its files"
         if isinstance(srcs[0], Resident):
             return distinct_on_workers(plan, srcs[0].sharded), "workers"
         array = getattr(srcs[0], "array", None)

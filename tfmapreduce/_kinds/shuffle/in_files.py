@@ -1,0 +1,61 @@
+"""Each task's distinct keys, counted on the workers where the files holding them are read: one small run.
+
+A keyed combine whose keys are a file source's rows (``.npy`` integers, text lines, a CSV file's strings) cannot read
+them on the client.  :func:`distinct_per_task` reads each task's shards' files once, where the run would read them,
+keeps each batch's distinct keys (``tf.unique``) and counts the task's (``Dataset.unique``): only two numbers a task
+travel back, its distinct keys and, for strings, their UTF-8 bytes.  Float keys (whose NaNs are each a key of their
+own) and rows of several values are not counted: their rows bound their keys.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import tensorflow as tf
+
+from ..._base.plan import Plan, Shard
+from ..._base.task import Task
+from ..._cluster.cluster import Cluster
+from ..._io.files.source import FileSource
+from .distinct import STRING_BYTES, DistinctKeys
+from .on_workers import run_small
+
+
+def distinct_per_task(plan: Plan, src: FileSource, cluster: Cluster) -> dict[Task, DistinctKeys] | None:
+    """Each task's :class:`DistinctKeys` of ``src``'s rows over its shards of ``plan``, counted on its workers in one
+    run, in the plan's task order; None where ``src``'s rows are not one integer or string each.
+
+    Example: a text file of the lines ``a``, ``é``, ``a``, ``bc`` read whole by one task of a 2-task plan counts
+    ``DistinctKeys(keys=3, bytes=3 * 32 + 4)`` there (``"é"`` is 2 bytes) and ``DistinctKeys(0, 0)`` on the other
+    (tested in ``tests/_kinds/test_partials_forecast.py``).
+    """
+    kind = np.dtype(src.dtype).kind
+    if len(src.shape) != 1 or kind not in "iuOSU":
+        return None
+    tasks: dict[Task, list[Shard]] = {}
+    for shard in plan.shards:
+        tasks.setdefault(shard.task, []).append(shard)
+    strings = kind in "OSU"
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches = []
+        for index, shards in enumerate(tasks.values()):
+            with tf.device(shards[0].device), tf.name_scope(f"task{index}"):
+                pieces = [piece.dataset for s in shards for piece in src.batches(s, None)]
+                if not pieces:
+                    fetches.append((tf.constant(0, tf.int64), tf.constant(0, tf.int64)))
+                    continue
+                batches = functools.reduce(lambda a, b: a.concatenate(b), pieces)
+                keys = batches.map(lambda *batch: tf.unique(tf.reshape(tf.nest.flatten(batch)[0], [-1])).y).unbatch()
+                counted = keys.unique().reduce(
+                    (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+                    lambda total, key: (
+                        total[0] + 1,
+                        total[1] + (tf.cast(tf.strings.length(key, unit="BYTE"), tf.int64) if strings else 0),
+                    ),
+                )
+                fetches.append(counted)
+    counts = run_small(cluster, plan, graph, fetches)
+    width = STRING_BYTES if strings else np.dtype(src.dtype).itemsize
+    return {task: DistinctKeys(int(n), int(n) * width + int(own)) for task, (n, own) in zip(tasks, counts, strict=True)}
