@@ -189,9 +189,7 @@ def test_a_csv_string_key_plan_uses_the_width_sampled_from_its_first_records(clu
     path = tmp_path / "orders.csv"
     pd.DataFrame({"user": keys, "amount": np.arange(12_000) * 0.25}).to_csv(path, index=False)
     orders = tmr.read_csv(str(path), dtypes={"amount": "float64"})
-    plan = tmr.plan_by_key(
-        orders, keys="user", values="amount", recipe=tmr.sum_by_key, max_bytes=10**6, reducers=2, cluster=cluster
-    )
+    plan = tmr.plan_by_key(orders, keys="user", values="amount", max_bytes=10**6, reducers=2, cluster=cluster)  # rows
     first = pd.read_csv(path, dtype=str, keep_default_na=False).head(10_000)  # the first 10,000 records, as text
     width = -(-sum(len(k.encode()) for k in first.user) // len(first))  # the keys' mean UTF-8 bytes, rounded up
     record = sum(len(k.encode()) + len(a) + 2 for k, a in zip(first.user, first.amount, strict=True)) // len(first)
@@ -228,3 +226,30 @@ def test_file_keys_of_few_distinct_values_are_counted_where_the_files_are_read(
     expected = pd.Series(files["a"] + files["b"]).value_counts().to_dict()
     assert dict(zip(got.keys, got.values, strict=True)) == expected
     assert not list(spill.glob("tfmapreduce-spill-*")), list(spill.iterdir())  # no spill folder written
+
+
+@pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
+def test_a_csv_tables_combine_counts_its_key_columns_distinct_values(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    frames = {
+        p: pd.DataFrame({"user": [f"{p}-ключ{i % 300:03d}" for i in range(12_000)], "amount": np.arange(12_000) * 0.5})
+        for p in "ab"
+    }  # 2 files of equal bytes, read whole on one task each
+    for prefix, frame in frames.items():
+        frame.to_csv(tmp_path / f"{prefix}.csv", index=False)
+    orders = tmr.read_csv(str(tmp_path / "*.csv"), dtypes={"amount": "float64"})
+    options = {"keys": "user", "values": "amount", "max_bytes": 50_000, "reducers": 2, "sizes": 2, "cluster": cluster}
+    assert tmr.plan_by_key(orders, **options).spill.spills  # its rows, as the files' bytes say
+    with tmr.stats() as runs:
+        plan = tmr.plan_by_key(orders, recipe=tmr.sum_by_key, **options)
+    assert len(runs.runs) == 1  # one small run reading the key column
+    exact = [sum(32 + len(k.encode()) + 8 for k in pd.unique(f.user)) for f in frames.values()]  # key, float64 sum
+    assert [size for _, size in plan.spill.written] == exact
+    assert (plan.spill.spills, plan.spill.share) == (False, -(-sum(exact) // 2))
+    with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
+        got = tmr.sum_by_key(orders, **options)
+    assert not caplog.records  # in memory, as planned
+    expected = pd.concat(frames.values()).groupby("user").amount.sum()
+    assert dict(zip(got.keys, got.values, strict=True)) == expected.to_dict()
+    assert not list(spill.glob("tfmapreduce-spill-*"))

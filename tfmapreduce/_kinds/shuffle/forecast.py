@@ -206,7 +206,7 @@ def keyed_forecast(
     partials, one per distinct key (counted where the keys are on the client or resident where the job runs, else
     bounded soundly by the rows: ``Partials.per_task``), not in rows."""
     table = table_row(srcs)
-    if partials is not None and table is None:
+    if partials is not None and (table is None or (partials.passes_keys and cluster is not None)):
         return _combined(plan, reducers, srcs, max_bytes, folder, partitioner, partials, cluster)
     row = row_bytes(srcs) if table is None else table[0]
     rows, per_unit = in_rows(plan.rows, row, "rows") if table is None else in_rows(plan.rows, table[1], "bytes")

@@ -4,19 +4,23 @@ A keyed combine whose keys are a file source's rows (``.npy`` integers, text lin
 them on the client.  :func:`distinct_per_task` reads each task's shards' files once, where the run would read them,
 keeps each batch's distinct keys (``tf.unique``) and counts the task's (``Dataset.unique``): only two numbers a task
 travel back, its distinct keys and, for strings, their UTF-8 bytes.  Float keys (whose NaNs are each a key of their
-own) and rows of several values are not counted: their rows bound their keys.
+own) and rows of several values are not counted: their rows bound their keys.  A CSV table's (``read_csv`` with
+``keys=``) are counted reading its key column alone.
 """
 
 from __future__ import annotations
 
 import functools
 
+import attrs
 import numpy as np
 import tensorflow as tf
 
 from ..._base.plan import Plan, Shard
 from ..._base.task import Task
 from ..._cluster.cluster import Cluster
+from ..._io.files.csv import CsvTable
+from ..._io.files.readers import Layout
 from ..._io.files.source import FileSource
 from .distinct import STRING_BYTES, DistinctKeys
 from .on_workers import run_small
@@ -30,9 +34,15 @@ def distinct_per_task(plan: Plan, src: FileSource, cluster: Cluster) -> dict[Tas
     ``DistinctKeys(keys=3, bytes=3 * 32 + 4)`` there (``"é"`` is 2 bytes) and ``DistinctKeys(0, 0)`` on the other
     (tested in ``tests/_kinds/test_partials_forecast.py``).
     """
-    kind = np.dtype(src.dtype).kind
-    if len(src.shape) != 1 or kind not in "iuOSU":
-        return None
+    if isinstance(src.reader, CsvTable):  # its key column alone is read
+        kind = "i" if src.reader.key_dtype == "int64" else "O"
+        width = 8 if kind == "i" else STRING_BYTES
+        src = keys_only(src)
+    else:
+        kind = np.dtype(src.dtype).kind
+        width = STRING_BYTES if kind in "OSU" else np.dtype(src.dtype).itemsize
+        if len(src.shape) != 1 or kind not in "iuOSU":
+            return None
     tasks: dict[Task, list[Shard]] = {}
     for shard in plan.shards:
         tasks.setdefault(shard.task, []).append(shard)
@@ -57,5 +67,14 @@ def distinct_per_task(plan: Plan, src: FileSource, cluster: Cluster) -> dict[Tas
                 )
                 fetches.append(counted)
     counts = run_small(cluster, plan, graph, fetches)
-    width = STRING_BYTES if strings else np.dtype(src.dtype).itemsize
     return {task: DistinctKeys(int(n), int(n) * width + int(own)) for task, (n, own) in zip(tasks, counts, strict=True)}
+
+
+def keys_only(src: FileSource) -> FileSource:
+    """``src``, a CSV table's, reading its key column alone (each batch its keys: a ``count_by_key`` table's)."""
+
+    def key(layout: Layout | None) -> Layout | None:
+        return None if layout is None else attrs.evolve(layout, columns=layout.columns[:1], row_shape=())
+
+    entries = tuple(attrs.evolve(e, layout=key(e.layout)) for e in src.entries)
+    return attrs.evolve(src, entries=entries, layout=key(src.layout))

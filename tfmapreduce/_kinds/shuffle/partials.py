@@ -8,12 +8,12 @@ known before the run they are counted; elsewhere the bound taken is sound (never
   counted exactly, and a string key's own bytes (``distinct``);
 - keys that are the map's own first input, resident on the workers (1-D ``Sharded`` data, the job placed where it
   lives): each task's distinct keys and their bytes counted exactly there, in one small run (``on_workers``);
-- keys that are the map's own first input, read from files (``.npy`` integers, text lines, a CSV file's one column):
-  each task's distinct keys and their bytes counted on the workers that read its files, in one small run reading
-  them (``in_files``);
-- any other keys the map passes through unchanged (float or multi-column files, resident data placed elsewhere): the task's rows,
-  each key of a row's bytes (a resident string's from a sample of lengths taken on the workers, ``forecast.row_bytes``,
-  taken only there: a resident plan makes one small run, the count or the sample);
+- keys that are the map's own first input, read from files (``.npy`` integers, text lines, a CSV table's key
+  column, read alone): each task's distinct keys and their bytes counted on the workers that read its files, in one
+  small run reading them (``in_files``);
+- any other keys the map passes through unchanged (float or multi-column files, resident data placed elsewhere):
+  the task's rows, each key of a row's bytes (a resident string's from a sample of lengths taken on the workers,
+  ``forecast.row_bytes``, taken only there: a resident plan makes one small run, the count or the sample);
 - keys the map makes (not its first input, as it is): unknown, so the input's rows each count ``max(a row's bytes,
   a partial's bytes)`` (as a run of a map that emits one row per row at most).
 
@@ -34,6 +34,7 @@ import tensorflow as tf
 from ..._base.plan import Plan
 from ..._base.task import Task
 from ..._cluster.cluster import Cluster
+from ..._io.files.csv import CsvTable
 from ..._io.files.source import FileSource
 from ..._io.resident_source import Resident
 from ..._io.source import Source
@@ -116,6 +117,17 @@ def _dtype(src: Source) -> tf.DType:
     return tf.string if np.dtype(src.dtype).kind in "OSU" else tf.as_dtype(np.dtype(src.dtype))
 
 
+def _placeholders(src: Source) -> list[tf.Tensor]:
+    """Placeholders shaped as ``src``'s batch: one, or a CSV table's keys and values (its keys alone where it reads
+    no value column)."""
+    if isinstance(src, FileSource) and isinstance(src.reader, CsvTable):
+        keys = tf.compat.v1.placeholder(tf.int64 if src.reader.key_dtype == "int64" else tf.string, (None,))
+        if not src.layout.columns[1:]:
+            return [keys]
+        return [keys, tf.compat.v1.placeholder(_dtype(src), (None, *src.shape[1:]))]
+    return [tf.compat.v1.placeholder(_dtype(src), (None, *src.shape[1:]))]
+
+
 def _leaf_bytes(t: tf.Tensor) -> int | None:
     """One row of ``t``'s bytes as the budget checks count them; None where its row shape is not known."""
     row = t.shape[1:]
@@ -132,7 +144,7 @@ def traced(map_fn: Any, form: SegmentForm, srcs: Sequence[Source]) -> Partials |
     graph = tf.Graph()
     try:
         with graph.as_default():
-            inputs = [tf.compat.v1.placeholder(_dtype(s), (None, *s.shape[1:])) for s in srcs]
+            inputs = [p for s in srcs for p in _placeholders(s)]
             keys, values = map_fn(*inputs)
             ids = tf.compat.v1.placeholder(tf.int32, (None,))
             partial = form.partial(values, ids, tf.compat.v1.placeholder(tf.int32, ()))
