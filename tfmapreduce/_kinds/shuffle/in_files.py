@@ -1,11 +1,11 @@
 """Each task's distinct keys, counted on the workers where the files holding them are read: one small run.
 
-A keyed combine whose keys are a file source's rows (``.npy`` integers, text lines, a CSV file's strings) cannot read
-them on the client.  :func:`distinct_per_task` reads each task's shards' files once, where the run would read them,
-keeps each batch's distinct keys (``tf.unique``) and counts the task's (``Dataset.unique``): only two numbers a task
-travel back, its distinct keys and, for strings, their UTF-8 bytes.  Float keys (whose NaNs are each a key of their
-own) and rows of several values are not counted: their rows bound their keys.  A CSV table's (``read_csv`` with
-``keys=``) are counted reading its key column alone.
+A keyed combine whose keys are a file source's rows (``.npy`` integers, text lines, a CSV table's key column) cannot
+read them on the client.  :func:`distinct_per_task` reads each task's shards' files once, where the run would read
+them, keeps the distinct keys seen so far, batch by batch (``tf.unique`` of them and the batch's), and counts them:
+only two numbers a task travel back, its distinct keys and, for strings, their UTF-8 bytes.  A CSV table's key column
+is read alone (``read_csv`` with ``keys=``).  Float keys (whose NaNs are each a key of their own) and rows of several
+values are not counted: their rows bound their keys.
 """
 
 from __future__ import annotations
@@ -57,14 +57,16 @@ def distinct_per_task(plan: Plan, src: FileSource, cluster: Cluster) -> dict[Tas
                     fetches.append((tf.constant(0, tf.int64), tf.constant(0, tf.int64)))
                     continue
                 batches = functools.reduce(lambda a, b: a.concatenate(b), pieces)
-                keys = batches.map(lambda *batch: tf.unique(tf.reshape(tf.nest.flatten(batch)[0], [-1])).y).unbatch()
-                counted = keys.unique().reduce(
-                    (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
-                    lambda total, key: (
-                        total[0] + 1,
-                        total[1] + (tf.cast(tf.strings.length(key, unit="BYTE"), tf.int64) if strings else 0),
-                    ),
+                empty = tf.zeros([0], tf.int64 if kind in "iu" else tf.string)
+                unique = batches.reduce(  # the keys seen so far, kept distinct batch by batch
+                    empty, lambda seen, *batch: tf.unique(tf.concat([seen, tf.reshape(tf.nest.flatten(batch)[0], [-1])], 0)).y
                 )
+                own = (
+                    tf.reduce_sum(tf.cast(tf.strings.length(unique, unit="BYTE"), tf.int64))
+                    if strings
+                    else tf.constant(0, tf.int64)
+                )
+                counted = (tf.size(unique, out_type=tf.int64), own)
                 fetches.append(counted)
     counts = run_small(cluster, plan, graph, fetches)
     return {task: DistinctKeys(int(n), int(n) * width + int(own)) for task, (n, own) in zip(tasks, counts, strict=True)}
@@ -73,8 +75,8 @@ def distinct_per_task(plan: Plan, src: FileSource, cluster: Cluster) -> dict[Tas
 def keys_only(src: FileSource) -> FileSource:
     """``src``, a CSV table's, reading its key column alone (each batch its keys: a ``count_by_key`` table's)."""
 
-    def key(layout: Layout | None) -> Layout | None:
-        return None if layout is None else attrs.evolve(layout, columns=layout.columns[:1], row_shape=())
+    def key(layout: Layout) -> Layout:
+        return attrs.evolve(layout, columns=layout.columns[:1], row_shape=())
 
-    entries = tuple(attrs.evolve(e, layout=key(e.layout)) for e in src.entries)
+    entries = tuple(attrs.evolve(e, layout=None if e.layout is None else key(e.layout)) for e in src.entries)
     return attrs.evolve(src, entries=entries, layout=key(src.layout))
