@@ -8,7 +8,7 @@ with it (each task's distinct keys counted on the workers, one run), and of the 
 table (``read_csv(..., keys=, values=)``, written to a temporary folder): without ``recipe=`` (its rows from its
 files' bytes) and with it (each task's distinct keys counted on the workers reading its key column, one run), on a
 2-worker LocalCluster; each the median of ``--repeats`` plans after one warm-up, with the reducer share the plan
-forecasts.
+forecasts; last the CSV table's ``sum_by_key`` run itself, for scale.
 """
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ def run(args: argparse.Namespace) -> None:
                     int(args.repeats),
                 )
                 print(f"  {label}: {statistics.median(seconds):.3f} s, share {plan.spill.share:,} bytes", flush=True)
+            seconds, _ = repeat(
+                lambda: tmr.sum_by_key(table, keys="user", values="amount", max_bytes=10**8, reducers=2, cluster=cluster),
+                int(args.repeats),
+            )
+            print(f"  CSV table keys, the sum_by_key run itself: {statistics.median(seconds):.3f} s", flush=True)
         finally:
             for data in (*resident, integers):
                 data.delete()
