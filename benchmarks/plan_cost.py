@@ -4,17 +4,23 @@
 ``tmr.plan_by_key(keys, values, ...)`` of string keys held on the client without ``recipe=`` (every row counted) and
 with ``recipe=tmr.sum_by_key`` (each task's distinct keys counted on the client), then of the same keys, and of as
 many integer keys, resident (``tmr.scatter``): without ``recipe=`` (a string's lengths sampled on the workers) and
-with it (each task's distinct keys counted on the workers, one run), on a 2-worker LocalCluster; each the median of
-``--repeats`` plans after one warm-up, with the reducer share the plan forecasts.
+with it (each task's distinct keys counted on the workers, one run), and of the same keys and values as a CSV
+table (``read_csv(..., keys=, values=)``, written to a temporary folder): without ``recipe=`` (its rows from its
+files' bytes) and with it (each task's distinct keys counted on the workers reading its key column, one run), on a
+2-worker LocalCluster; each the median of ``--repeats`` plans after one warm-up, with the reducer share the plan
+forecasts; last the CSV table's ``sum_by_key`` run itself, for scale.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
+import tempfile
 
 import numpy as np
+import pandas as pd
 
 import tfmapreduce as tmr
 
@@ -36,7 +42,11 @@ def run(args: argparse.Namespace) -> None:
     numbers = rng.integers(0, int(args.distinct), int(args.rows))
     keys = np.array([f"user-{i}" for i in numbers], dtype=object)
     values = np.ones(keys.size)
-    with tmr.LocalCluster(workers=2) as cluster:
+    folder = tempfile.TemporaryDirectory(prefix="tmr-plan-cost-")
+    path = os.path.join(folder.name, "orders.csv")
+    pd.DataFrame({"user": keys, "amount": values}).to_csv(path, index=False)
+    table = tmr.read_csv(path, dtypes={"amount": "float64"})
+    with folder, tmr.LocalCluster(workers=2) as cluster:
         resident = (tmr.scatter(keys, cluster=cluster), tmr.scatter(values, cluster=cluster))
         integers = tmr.scatter(numbers, cluster=cluster)
         try:
@@ -53,6 +63,19 @@ def run(args: argparse.Namespace) -> None:
                     int(args.repeats),
                 )
                 print(f"  {label}: {statistics.median(seconds):.3f} s, share {plan.spill.share:,} bytes", flush=True)
+            for label, recipe in [("CSV table keys, rows (no recipe)", None), ("CSV table keys, sum_by_key", tmr.sum_by_key)]:
+                seconds, plan = repeat(
+                    lambda recipe=recipe: tmr.plan_by_key(
+                        table, keys="user", values="amount", recipe=recipe, max_bytes=10**8, reducers=2, cluster=cluster
+                    ),
+                    int(args.repeats),
+                )
+                print(f"  {label}: {statistics.median(seconds):.3f} s, share {plan.spill.share:,} bytes", flush=True)
+            seconds, _ = repeat(
+                lambda: tmr.sum_by_key(table, keys="user", values="amount", max_bytes=10**8, reducers=2, cluster=cluster),
+                int(args.repeats),
+            )
+            print(f"  CSV table keys, the sum_by_key run itself: {statistics.median(seconds):.3f} s", flush=True)
         finally:
             for data in (*resident, integers):
                 data.delete()

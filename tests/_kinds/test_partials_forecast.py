@@ -154,7 +154,9 @@ def test_resident_keys_of_few_distinct_values_are_counted_on_the_workers(cluster
             tmr.scatter(keys, sizes=sizes, cluster=cluster) as k,
             tmr.scatter(np.ones(keys.size), sizes=sizes, cluster=cluster) as v,
         ):
-            plan = tmr.plan_by_key(k, v, recipe=tmr.mean_by_key, reducers=2, cluster=cluster, max_bytes=10**9)
+            with tmr.stats() as runs:
+                plan = tmr.plan_by_key(k, v, recipe=tmr.mean_by_key, reducers=2, cluster=cluster, max_bytes=10**9)
+            assert len(runs.runs) == 1  # the count alone: a string's lengths are not sampled beside it
         exact = _exact(plan, keys, 16, key_bytes)  # a mean's partial: a sum and a count
         assert [size for _, size in plan.spill.written] == exact
         assert plan.spill.share == -(-sum(exact) // 2)  # not the rows' bound
@@ -187,9 +189,7 @@ def test_a_csv_string_key_plan_uses_the_width_sampled_from_its_first_records(clu
     path = tmp_path / "orders.csv"
     pd.DataFrame({"user": keys, "amount": np.arange(12_000) * 0.25}).to_csv(path, index=False)
     orders = tmr.read_csv(str(path), dtypes={"amount": "float64"})
-    plan = tmr.plan_by_key(
-        orders, keys="user", values="amount", recipe=tmr.sum_by_key, max_bytes=10**6, reducers=2, cluster=cluster
-    )
+    plan = tmr.plan_by_key(orders, keys="user", values="amount", max_bytes=10**6, reducers=2, cluster=cluster)  # rows
     first = pd.read_csv(path, dtype=str, keep_default_na=False).head(10_000)  # the first 10,000 records, as text
     width = -(-sum(len(k.encode()) for k in first.user) // len(first))  # the keys' mean UTF-8 bytes, rounded up
     record = sum(len(k.encode()) + len(a) + 2 for k, a in zip(first.user, first.amount, strict=True)) // len(first)
@@ -197,3 +197,59 @@ def test_a_csv_string_key_plan_uses_the_width_sampled_from_its_first_records(clu
     row = 32 + width + 8  # a string key beside a float64 value
     assert plan.spill.share == -(-(path.stat().st_size // record) * row // 2)
     assert f"over {record} a record, its rows {row} bytes each in memory" in str(plan)
+
+
+@pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
+def test_file_keys_of_few_distinct_values_are_counted_where_the_files_are_read(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    files = {p: [f"{p}-ключ{i % 250:03d}" for i in range(15_000)] for p in "ab"}  # 2 files of equal bytes, unicode
+    for prefix, words in files.items():
+        (tmp_path / f"{prefix}.txt").write_text("".join(w + "\n" for w in words), encoding="utf-8")
+    np.save(tmp_path / "numbers.npy", np.arange(30_000) % 400)
+    options = {"max_bytes": 50_000, "reducers": 2, "sizes": 2, "cluster": cluster}
+    lines = tmr.read_text(str(tmp_path / "*.txt"))
+    assert tmr.plan_by_key(lines, **options).spill.spills  # the rows' bound, what a combine was planned with before
+    with tmr.stats() as runs:
+        plan = tmr.plan_by_key(lines, recipe=tmr.count_by_key, **options)
+    assert len(runs.runs) == 1  # one small run reading the files
+    # each file read whole on one task (each holds one's middle byte): a key's 32 and UTF-8 bytes beside an int64 count
+    exact = [sum(32 + len(k.encode()) + 8 for k in pd.unique(np.array(words, object))) for words in files.values()]
+    assert [size for _, size in plan.spill.written] == exact
+    assert (plan.spill.spills, plan.spill.share) == (False, -(-sum(exact) // 2))
+    assert "distinct keys counted on the workers reading its files" in str(plan)
+    numbers = tmr.plan_by_key(tmr.read_npy(str(tmp_path / "numbers.npy")), recipe=tmr.count_by_key, **options)
+    assert [size for _, size in numbers.spill.written] == [400 * 16, 400 * 16]  # 15,000 rows of 400 keys a task
+    with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
+        got = tmr.count_by_key(lines, **options)
+    assert not caplog.records  # in memory, as planned
+    expected = pd.Series(files["a"] + files["b"]).value_counts().to_dict()
+    assert dict(zip(got.keys, got.values, strict=True)) == expected
+    assert not list(spill.glob("tfmapreduce-spill-*")), list(spill.iterdir())  # no spill folder written
+
+
+@pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
+def test_a_csv_tables_combine_counts_its_key_columns_distinct_values(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    frames = {
+        p: pd.DataFrame({"user": [f"{p}-ключ{i % 300:03d}" for i in range(12_000)], "amount": np.arange(12_000) * 0.5})
+        for p in "ab"
+    }  # 2 files of equal bytes, read whole on one task each
+    for prefix, frame in frames.items():
+        frame.to_csv(tmp_path / f"{prefix}.csv", index=False)
+    orders = tmr.read_csv(str(tmp_path / "*.csv"), dtypes={"amount": "float64"})
+    options = {"keys": "user", "values": "amount", "max_bytes": 50_000, "reducers": 2, "sizes": 2, "cluster": cluster}
+    assert tmr.plan_by_key(orders, **options).spill.spills  # its rows, as the files' bytes say
+    with tmr.stats() as runs:
+        plan = tmr.plan_by_key(orders, recipe=tmr.sum_by_key, **options)
+    assert len(runs.runs) == 1  # one small run reading the key column
+    exact = [sum(32 + len(k.encode()) + 8 for k in pd.unique(f.user)) for f in frames.values()]  # key, float64 sum
+    assert [size for _, size in plan.spill.written] == exact
+    assert (plan.spill.spills, plan.spill.share) == (False, -(-sum(exact) // 2))
+    with caplog.at_level(logging.INFO, logger="tfmapreduce.spill"):
+        got = tmr.sum_by_key(orders, **options)
+    assert not caplog.records  # in memory, as planned
+    expected = pd.concat(frames.values()).groupby("user").amount.sum()
+    assert dict(zip(got.keys, got.values, strict=True)) == expected.to_dict()
+    assert not list(spill.glob("tfmapreduce-spill-*"))

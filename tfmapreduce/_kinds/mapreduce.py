@@ -21,7 +21,7 @@ from .fuse import counts_words, fused
 from .grace import planned_folder
 from .grouped import Grouped
 from .keyed import Keyed, check_keyed_combiner
-from .shuffle.forecast import keyed_forecast, row_bytes
+from .shuffle.forecast import keyed_forecast
 from .shuffle.partials import traced
 from .shuffle.plan import KeyedPlan
 from .spill import OverBudget
@@ -157,11 +157,7 @@ class MapReduce(Generic[R]):
             return planned
         combines = isinstance(self._kind, Keyed) and partials  # (else planned as a group recipe: rows sent whole)
         form = self.combiner.per_key
-        traced_partials = (
-            traced(self.map_fn, form, call.srcs, row_bytes(call.srcs[:1]))
-            if combines and form is not None and call.srcs
-            else None
-        )
+        traced_partials = traced(self.map_fn, form, call.srcs) if combines and form is not None and call.srcs else None
         forecast = keyed_forecast(
             planned.plan,
             len(planned.reducers),
@@ -170,6 +166,7 @@ class MapReduce(Generic[R]):
             planned_folder(),
             partitioner=planned.partitioner,
             partials=traced_partials,
+            cluster=call.cluster,
         )
         return attrs.evolve(planned, spill=forecast)
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..._base.plan import Plan
 from ..._base.task import Task
+from ..._cluster.cluster import Cluster
 from ..._io.files.csv import CsvTable
 from ..._io.files.source import FileSource
 from ..._io.resident_source import Resident
@@ -196,6 +197,7 @@ def keyed_forecast(
     *,
     partitioner: str = "hash",
     partials: Partials | None = None,
+    cluster: Cluster | None = None,
 ) -> SpillForecast:
     """The forecast of a keyed or group run over ``plan``: every input row sent to one of ``reducers`` by key hash (a
     CSV table's rows estimated from its files' bytes, :func:`in_rows`), split into sub-partitions by ``partitioner``
@@ -204,8 +206,8 @@ def keyed_forecast(
     partials, one per distinct key (counted where the keys are on the client or resident where the job runs, else
     bounded soundly by the rows: ``Partials.per_task``), not in rows."""
     table = table_row(srcs)
-    if partials is not None and table is None:
-        return _combined(plan, reducers, srcs, max_bytes, folder, partitioner, partials)
+    if partials is not None and (table is None or (partials.passes_keys and cluster is not None)):
+        return _combined(plan, reducers, srcs, max_bytes, folder, partitioner, partials, cluster)
     row = row_bytes(srcs) if table is None else table[0]
     rows, per_unit = in_rows(plan.rows, row, "rows") if table is None else in_rows(plan.rows, table[1], "bytes")
     budget, limit = limit_of(max_bytes)
@@ -218,19 +220,26 @@ def keyed_forecast(
 
 
 def _combined(
-    plan: Plan, reducers: int, srcs: Sequence[Source], max_bytes: int | None, folder: str, partitioner: str, partials: Partials
+    plan: Plan,
+    reducers: int,
+    srcs: Sequence[Source],
+    max_bytes: int | None,
+    folder: str,
+    partitioner: str,
+    partials: Partials,
+    cluster: Cluster | None,
 ) -> SpillForecast:
     """The forecast of a keyed combine whose partials were traced: each task's partials' bytes
     (:meth:`Partials.per_task`), spread evenly over the reducers."""
     budget, limit = limit_of(max_bytes)
     if partials.passes_keys:
-        sent, counted = partials.per_task(plan, srcs)
-        leaves = partials.row - partials.key
+        sent, counted = partials.per_task(plan, srcs, lambda: row_bytes(srcs[:1]), cluster)
+        each = max((size // n for n, size in sent.values() if n), default=partials.row)
         what = (
-            f"each reducer's share of per-key partials (each key's bytes and {leaves} of partial; a task's distinct keys "
-            f"counted on the {counted}), estimated before the run"
+            f"each reducer's share of per-key partials (each key's bytes and {partials.leaves} of partial; a task's "
+            f"distinct keys counted on the {counted}), estimated before the run"
             if counted
-            else f"each reducer's share of per-key partials ({partials.row} bytes each; a task's at most its rows), "
+            else f"each reducer's share of per-key partials ({each} bytes each; a task's at most its rows), "
             "estimated before the run"
         )
         tasks = tuple((task, size) for task, (_, size) in sent.items())
