@@ -17,7 +17,18 @@ import numpy as np
 import tensorflow as tf
 
 from .._kinds.mapreduce import MapReduce
-from .._ops.combine import Combiner, GroupForm, SegmentForm, segment_max, segment_min, segment_sum
+from .._ops.combine import (
+    SUMMED_AS_THEY_ARE,
+    Combiner,
+    GroupForm,
+    SegmentForm,
+    Summed,
+    Sums,
+    segment_count,
+    segment_max,
+    segment_min,
+    segment_sum,
+)
 from .._ops.per_group import group_reducer
 from .column import Column, ResidentColumn, made
 from .dictionary import PACKED, packed
@@ -172,6 +183,8 @@ def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
     first = tensors[0]
     if spec.prelude is not None:
         keep, columns = spec.prelude.fn(columns, tensors[at:])
+        if keep is not None and _summed_natively(spec):
+            return _masked(spec, keep, columns)
         if keep is not None:  # the kept rows' positions found once, every column gathered at them
             rows_kept = tf.reshape(tf.where(keep), [-1])
             columns = {
@@ -182,6 +195,38 @@ def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
     key = spec.keys.encode([columns[k] for k in spec.key_names]) if spec.key_names else tf.zeros(rows, tf.int64)
     values = tuple((columns[name][0],) if not nullable else columns[name] for name, _, nullable in spec.inputs)
     return key, values or ((tf.zeros(rows, tf.int8),),)
+
+
+def _masked(spec: Spec, keep: tf.Tensor, columns: Mapping[str, Any]) -> tuple[tf.Tensor, Any]:
+    """The map's keys and values where a prelude's filter keeps ``keep`` and every aggregate is a sum, a mean or a
+    count (``_summed_natively``), with one more value column, each row's count (int64: 1 kept, 0 dropped), that the
+    combiner counts instead of the rows. Where the filter keeps at least half of the rows, every row is passed, a
+    dropped one's values 0 (a select per column, where a gather would copy each kept row); else the kept rows are
+    gathered, each counting 1. A key whose rows were all dropped counts 0 (``aggregate`` drops it).
+
+    Example: rows ``[a, b, a]``, values ``[1.0, 2.0, 4.0]``, ``keep`` ``[True, False, True]``: keys ``[a, b, a]``,
+    values ``[1.0, 0.0, 4.0]``, counts ``[1, 0, 1]``; summed by key ``a: 5.0 (2 rows), b: 0.0 (0 rows)``.
+    """
+    names = [name for name, _, _ in spec.inputs]
+
+    def keys_at(rows: tf.Tensor | None) -> tf.Tensor:  # of every row (None), or of the rows at ``rows``
+        if not spec.key_names:
+            return tf.zeros(tf.shape(keep if rows is None else rows), tf.int64)
+        encoded = spec.keys.encode([columns[k] for k in spec.key_names])
+        return encoded if rows is None else tf.gather(encoded, rows)
+
+    def selected() -> tuple[tf.Tensor, list[tf.Tensor], tf.Tensor]:
+        values = [tf.where(keep, columns[n][0], tf.zeros([], columns[n][0].dtype)) for n in names]
+        return keys_at(None), values, tf.cast(keep, tf.int64)
+
+    def gathered() -> tuple[tf.Tensor, list[tf.Tensor], tf.Tensor]:
+        rows_kept = tf.reshape(tf.where(keep), [-1])
+        values = [tf.gather(columns[n][0], rows_kept) for n in names]
+        return keys_at(rows_kept), values, tf.ones(tf.shape(rows_kept), tf.int64)
+
+    most = 2 * tf.math.count_nonzero(keep, dtype=tf.int64) >= tf.size(keep, out_type=tf.int64)
+    key, values, counted = tf.cond(most, selected, gathered)
+    return key, (*((v,) for v in values), (counted,))
 
 
 def aggregate(
@@ -226,12 +271,16 @@ def aggregate(
         c = columns[name]
         arrays.extend([c.values] if c.valid is None else [c.values, c.valid])
     result = job_of(spec).run(tuple(arrays), broadcast=list(literals), **options)
-    if prelude is not None and len(result.keys) == 0:  # the prelude kept no row
+    found, partials = np.asarray(result.keys), [[np.asarray(p) for p in partial] for partial in result.values]
+    if prelude is not None and _summed_natively(spec):  # ``_masked``: a key whose rows the filter all dropped counts 0
+        present = partials[0][-1] > 0
+        found, partials = found[present], [[p[present] for p in partial] for partial in partials]
+    if prelude is not None and len(found) == 0:  # the prelude kept no row
         return _empty(types, keys, aggregates)
-    out = dict(zip(keys, codec.decode(result.keys), strict=True)) if keys else {}
-    for a, op, partial in zip(aggregates, spec.ops, result.values, strict=True):
+    out = dict(zip(keys, codec.decode(found), strict=True)) if keys else {}
+    for a, op, partial in zip(aggregates, spec.ops, partials, strict=True):
         done = finished if holistic(op.op, op.source) else _finish
-        out[a.output] = done(op.op, op.source, [np.asarray(p) for p in partial], a.output)
+        out[a.output] = done(op.op, op.source, partial, a.output)
     if keys:
         order = sort_order([out[k] for k in keys])
         out = {name: c.take(order) for name, c in out.items()}
@@ -274,10 +323,12 @@ def _combiner(spec: Spec) -> Combiner:
     ops = spec.ops
 
     def partial(inputs: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
+        counted = inputs[len(spec.inputs)][0] if len(inputs) > len(spec.inputs) else None  # ``_masked``'s row counts
+        rows = segment_count(ids, n) if counted is None else segment_sum(counted, ids, n)  # once for every aggregate
         parts = []
         for op in ops:
             column = inputs[0 if op.at is None else op.at]
-            parts.append(partial_of(op.op, op.source, column[0], column[1] if len(column) > 1 else None, ids, n))
+            parts.append(partial_of(op.op, op.source, column[0], column[1] if len(column) > 1 else None, ids, n, rows))
         return tuple(parts)
 
     def merge(partials: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
@@ -286,7 +337,37 @@ def _combiner(spec: Spec) -> Combiner:
     def whole(value: Any, rows: tf.Tensor) -> Any:
         raise NotImplementedError("a table's aggregates run only as a keyed job")
 
-    return Combiner(partial=whole, merge=whole, name="table_aggregates", per_key=SegmentForm(partial=partial, merge=merge))
+    if _summed_natively(spec):  # one native pass sums every column and counts the rows once, where the run has it
+        summed = Sums(lambda dtype: tf.float64 if dtype.is_floating else tf.int64, functools.partial(_sums_result, spec, ops))
+        per_key = SegmentForm(partial=Summed(partial, summed), merge=Summed(merge, SUMMED_AS_THEY_ARE))
+    else:
+        per_key = SegmentForm(partial=partial, merge=merge)
+    return Combiner(partial=whole, merge=whole, name="table_aggregates", per_key=per_key)
+
+
+def _summed_natively(spec: Spec) -> bool:
+    """Whether every aggregate is a count, a sum or a mean, and every input column, without nulls, is summed by one
+    of them: a float column (summed in float64) or an int32 or int64 one that only sums read (in int64), as
+    ``partial_of`` sums them; then ``TmrSumsByKey`` gives the same partials in one pass over the rows."""
+    ops = spec.ops
+    if any(op.op not in ("size", "count", "sum", "mean") for op in ops):
+        return False
+    for at, (_, type_, nullable) in enumerate(spec.inputs):
+        readers = {op.op for op in ops if op.at == at}
+        dtype = np.dtype(type_.storage)
+        floating = dtype.kind == "f" and dtype.itemsize >= 4
+        integer = dtype in (np.dtype(np.int32), np.dtype(np.int64)) and readers == {"sum"}
+        if nullable or not readers & {"sum", "mean"} or not (floating or integer):
+            return False
+    return True
+
+
+def _sums_result(spec: Spec, ops: Sequence[GroupOp], rows: Any, sums: list[tf.Tensor], counts: tf.Tensor) -> tuple[Any, ...]:
+    """The partials ``partial_of`` gives, from one pass's sums (one per input column, in order) and counts (the sum of
+    ``_masked``'s row counts where the map gave them, after the inputs)."""
+    if len(rows) > len(spec.inputs):
+        counts = sums[len(spec.inputs)]
+    return tuple((counts,) if op.op in ("size", "count") or op.at is None else (sums[op.at], counts) for op in ops)
 
 
 def _merge(op: str, partial: tuple[tf.Tensor, ...], ids: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, ...]:
