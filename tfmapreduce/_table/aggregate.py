@@ -96,15 +96,17 @@ def _param(output: str, column: str, op: str, value: object) -> float | int:
 class Prelude:
     """Row-wise steps run in an aggregation's map before its keys and values are taken.
 
-    ``fn(columns, literals)`` takes the shipped columns ``{name: (values, valid or None)}`` (those of ``reads``: each
-    name and whether it holds nulls) and the run's literal tensors, and returns ``(keep, columns)``: a bool mask of the
-    rows kept (None: every row) and each column the aggregation reads, ``{name: (values, valid or None)}`` of the
-    input's length; ``types`` are those columns' ``(name, type, holds nulls)``. Preludes compare by ``fn``'s identity:
-    the same function object (kept by the steps' shape) shares one job and its compiled programs.
+    ``keep(columns, literals)`` takes the shipped columns ``{name: (values, valid or None)}`` (those of ``reads``: each
+    name and whether it holds nulls) and the run's literal tensors, and returns a bool mask of the rows kept (``keep``
+    None: every row); ``fn(columns, literals)`` takes those columns, of every row or of the kept rows alone (gathered
+    first, so what it computes is computed for them alone), and returns each column the aggregation reads,
+    ``{name: (values, valid or None)}`` of its input's length; ``types`` are those columns' ``(name, type, holds
+    nulls)``. Preludes compare by the functions' identity: the same function objects (kept by the steps' shape) share
+    one job and its compiled programs.
 
     Example:
         >>> int64 = ColumnType.of(np.dtype(np.int64))
-        >>> over = Prelude(lambda cols, lits: (cols["x"][0] > lits[0], cols), (("x", False),), (("x", int64, False),))
+        >>> over = Prelude(lambda cols, lits: cols, (("x", False),), (("x", int64, False),), lambda cols, lits: cols["x"][0] > lits[0])
         >>> columns = {"x": Column(int64, np.array([1, 5, 7]))}
         >>> out = aggregate(columns, [], [Aggregate("n", "*", "size")], {"cluster": cluster}, over, [np.int64(4)])
         >>> out["n"].values.tolist()
@@ -114,6 +116,7 @@ class Prelude:
     fn: Callable[..., Any]
     reads: tuple[tuple[str, bool], ...]
     types: tuple[tuple[str, ColumnType, bool], ...]
+    keep: Callable[..., Any] | None = None
 
 
 @attrs.frozen
@@ -182,47 +185,53 @@ def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
         at += 2 if nullable else 1
     first = tensors[0]
     if spec.prelude is not None:
-        keep, columns = spec.prelude.fn(columns, tensors[at:])
+        literals = tensors[at:]
+        keep = None if spec.prelude.keep is None else spec.prelude.keep(columns, literals)
         if keep is not None and _summed_natively(spec):
-            return _masked(spec, keep, columns)
-        if keep is not None:  # the kept rows' positions found once, every column gathered at them
-            rows_kept = tf.reshape(tf.where(keep), [-1])
-            columns = {
-                n: (tf.gather(v, rows_kept), None if ok is None else tf.gather(ok, rows_kept)) for n, (v, ok) in columns.items()
-            }
-            first = rows_kept
+            return _masked(spec, keep, columns, literals)
+        if keep is not None:  # the kept rows' positions found once, every column gathered at them, then computed
+            first = tf.reshape(tf.where(keep), [-1])
+            columns = _gathered(columns, first)
+        columns = spec.prelude.fn(columns, literals)
     rows = tf.shape(first)[:1]
     key = spec.keys.encode([columns[k] for k in spec.key_names]) if spec.key_names else tf.zeros(rows, tf.int64)
     values = tuple((columns[name][0],) if not nullable else columns[name] for name, _, nullable in spec.inputs)
     return key, values or ((tf.zeros(rows, tf.int8),),)
 
 
-def _masked(spec: Spec, keep: tf.Tensor, columns: Mapping[str, Any]) -> tuple[tf.Tensor, Any]:
+def _gathered(columns: Mapping[str, Any], rows: tf.Tensor) -> dict[str, Any]:
+    """Each column's ``(values, valid or None)`` at ``rows`` (a column that nothing reads is never gathered: its op is
+    not run)."""
+    return {n: (tf.gather(v, rows), None if ok is None else tf.gather(ok, rows)) for n, (v, ok) in columns.items()}
+
+
+def _masked(spec: Spec, keep: tf.Tensor, columns: Mapping[str, Any], literals: Sequence[tf.Tensor]) -> tuple[tf.Tensor, Any]:
     """The map's keys and values where a prelude's filter keeps ``keep`` and every aggregate is a sum, a mean or a
     count (``_summed_natively``), with one more value column, each row's count (int64: 1 kept, 0 dropped), that the
     combiner counts instead of the rows. Where the filter keeps at least half of the rows, every row is passed, a
     dropped one's values 0 (a select per column, where a gather would copy each kept row); else the kept rows are
-    gathered, each counting 1. A key whose rows were all dropped counts 0 (``aggregate`` drops it).
+    gathered, each counting 1, and the prelude computes its columns for them alone. A key whose rows were all
+    dropped counts 0 (``aggregate`` drops it).
 
     Example: rows ``[a, b, a]``, values ``[1.0, 2.0, 4.0]``, ``keep`` ``[True, False, True]``: keys ``[a, b, a]``,
     values ``[1.0, 0.0, 4.0]``, counts ``[1, 0, 1]``; summed by key ``a: 5.0 (2 rows), b: 0.0 (0 rows)``.
     """
+    assert spec.prelude is not None
+    prelude = spec.prelude
     names = [name for name, _, _ in spec.inputs]
 
-    def keys_at(rows: tf.Tensor | None) -> tf.Tensor:  # of every row (None), or of the rows at ``rows``
-        if not spec.key_names:
-            return tf.zeros(tf.shape(keep if rows is None else rows), tf.int64)
-        encoded = spec.keys.encode([columns[k] for k in spec.key_names])
-        return encoded if rows is None else tf.gather(encoded, rows)
+    def keyed(out: Mapping[str, Any], rows: tf.Tensor) -> tf.Tensor:
+        return spec.keys.encode([out[k] for k in spec.key_names]) if spec.key_names else tf.zeros(rows, tf.int64)
 
     def selected() -> tuple[tf.Tensor, list[tf.Tensor], tf.Tensor]:
-        values = [tf.where(keep, columns[n][0], tf.zeros([], columns[n][0].dtype)) for n in names]
-        return keys_at(None), values, tf.cast(keep, tf.int64)
+        out = prelude.fn(columns, literals)
+        values = [tf.where(keep, out[n][0], tf.zeros([], out[n][0].dtype)) for n in names]
+        return keyed(out, tf.shape(keep)), values, tf.cast(keep, tf.int64)
 
     def gathered() -> tuple[tf.Tensor, list[tf.Tensor], tf.Tensor]:
         rows_kept = tf.reshape(tf.where(keep), [-1])
-        values = [tf.gather(columns[n][0], rows_kept) for n in names]
-        return keys_at(rows_kept), values, tf.ones(tf.shape(rows_kept), tf.int64)
+        out = prelude.fn(_gathered(columns, rows_kept), literals)
+        return keyed(out, tf.shape(rows_kept)), [out[n][0] for n in names], tf.ones(tf.shape(rows_kept), tf.int64)
 
     most = 2 * tf.math.count_nonzero(keep, dtype=tf.int64) >= tf.size(keep, out_type=tf.int64)
     key, values, counted = tf.cond(most, selected, gathered)
