@@ -272,8 +272,9 @@ def test_integer_keys_pack_into_one_key_and_distinct_counts_count_packed_pairs(c
 
 def test_sums_means_and_counts_after_a_filter_sum_in_one_native_pass(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
     """A group-by whose map filters first and whose aggregates are sums, means and counts: a filter that keeps most
-    rows passes every row (a dropped one counting 0, its values 0), one that keeps few gathers them, and
-    ``TmrSumsByKey`` sums every column and counts in one pass; a group whose rows were all dropped is absent."""
+    rows passes every row (a dropped one under a key that no row has, whose partials are dropped), one that keeps
+    few gathers them, and ``TmrSumsByKey`` sums every column and counts in one pass; a group whose rows were all
+    dropped is absent."""
     from tfmapreduce import col
     from tfmapreduce._native.loader import has, kernels
 
@@ -287,7 +288,7 @@ def test_sums_means_and_counts_after_a_filter_sum_in_one_native_pass(cluster: tm
             "day": rng.integers(0, 100, n),
         }
     )
-    frame.loc[7, "x"] = np.inf  # in a dropped row below: a select makes it 0, as if never summed
+    frame.loc[7, "x"] = np.inf  # in a dropped row below: summed under the dropped rows' key, never seen
     frame.loc[7, "day"] = -1
     t = tmr.lazy(tmr.table(frame))
     for least in (0, 3, 90, 100):  # keeps nearly every row, most, a tenth, none
@@ -307,3 +308,4 @@ def test_sums_means_and_counts_after_a_filter_sum_in_one_native_pass(cluster: tm
             ops = {e["args"].get("op") for e in json.load(f)["traceEvents"] if e.get("ph") == "X"}
         assert "TmrSumsByKey" in ops
         assert "Bincount" not in ops
+        assert "GatherV2" not in ops  # 97% of the rows kept: the dropped ones given a key of their own, not gathered out

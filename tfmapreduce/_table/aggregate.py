@@ -187,7 +187,7 @@ def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
     if spec.prelude is not None:
         literals = tensors[at:]
         keep = None if spec.prelude.keep is None else spec.prelude.keep(columns, literals)
-        if keep is not None and _summed_natively(spec):
+        if keep is not None and _summed_natively(spec) and _dropped(spec) is not None:
             return _masked(spec, keep, columns, literals)
         if keep is not None:  # the kept rows' positions found once, every column gathered at them, then computed
             first = tf.reshape(tf.where(keep), [-1])
@@ -205,37 +205,46 @@ def _gathered(columns: Mapping[str, Any], rows: tf.Tensor) -> dict[str, Any]:
     return {n: (tf.gather(v, rows), None if ok is None else tf.gather(ok, rows)) for n, (v, ok) in columns.items()}
 
 
+def _dropped(spec: Spec) -> int | None:
+    """The key that no row of ``spec`` has, which ``_masked`` gives the rows a filter drops: 1 where there are no
+    keys (every row's is 0), one past the largest value of a key column of 8- or 16-bit ints (string codes); else None."""
+    if not spec.key_names:
+        return 1
+    storage = np.dtype(spec.keys.types[0].storage)
+    if spec.keys.raw and storage.kind in "iu" and storage.itemsize <= 2:  # one past it keeps the keys dense
+        return int(np.iinfo(storage).max) + 1
+    return None
+
+
 def _masked(spec: Spec, keep: tf.Tensor, columns: Mapping[str, Any], literals: Sequence[tf.Tensor]) -> tuple[tf.Tensor, Any]:
     """The map's keys and values where a prelude's filter keeps ``keep`` and every aggregate is a sum, a mean or a
-    count (``_summed_natively``), with one more value column, each row's count (int64: 1 kept, 0 dropped), that the
-    combiner counts instead of the rows. Where the filter keeps at least half of the rows, every row is passed, a
-    dropped one's values 0 (a select per column, where a gather would copy each kept row); else the kept rows are
-    gathered, each counting 1, and the prelude computes its columns for them alone. A key whose rows were all
-    dropped counts 0 (``aggregate`` drops it).
+    count (``_summed_natively``). Where the filter keeps at least half of the rows, every row is passed, a dropped
+    row with the key ``_dropped(spec)``, which no row has (one select of the keys, where a gather would copy each
+    kept row of every column), and ``aggregate`` drops that key's partials; else the kept rows are gathered and the
+    prelude computes its columns for them alone.
 
-    Example: rows ``[a, b, a]``, values ``[1.0, 2.0, 4.0]``, ``keep`` ``[True, False, True]``: keys ``[a, b, a]``,
-    values ``[1.0, 0.0, 4.0]``, counts ``[1, 0, 1]``; summed by key ``a: 5.0 (2 rows), b: 0.0 (0 rows)``.
+    Example: keys ``[3, 5, 3]`` (int8 codes), values ``[1.0, 2.0, inf]``, ``keep`` ``[True, False, False]``: keys
+    ``[3, 128, 128]``; summed by key ``3: 1.0 (1 row)`` and ``128: inf (2 rows)``, dropped on the client.
     """
     assert spec.prelude is not None
-    prelude = spec.prelude
+    prelude, dropped = spec.prelude, _dropped(spec)
     names = [name for name, _, _ in spec.inputs]
 
     def keyed(out: Mapping[str, Any], rows: tf.Tensor) -> tf.Tensor:
         return spec.keys.encode([out[k] for k in spec.key_names]) if spec.key_names else tf.zeros(rows, tf.int64)
 
-    def selected() -> tuple[tf.Tensor, list[tf.Tensor], tf.Tensor]:
+    def selected() -> tuple[tf.Tensor, list[tf.Tensor]]:
         out = prelude.fn(columns, literals)
-        values = [tf.where(keep, out[n][0], tf.zeros([], out[n][0].dtype)) for n in names]
-        return keyed(out, tf.shape(keep)), values, tf.cast(keep, tf.int64)
+        return tf.where(keep, keyed(out, tf.shape(keep)), tf.constant(dropped, tf.int64)), [out[n][0] for n in names]
 
-    def gathered() -> tuple[tf.Tensor, list[tf.Tensor], tf.Tensor]:
+    def gathered() -> tuple[tf.Tensor, list[tf.Tensor]]:
         rows_kept = tf.reshape(tf.where(keep), [-1])
         out = prelude.fn(_gathered(columns, rows_kept), literals)
-        return keyed(out, tf.shape(rows_kept)), [out[n][0] for n in names], tf.ones(tf.shape(rows_kept), tf.int64)
+        return keyed(out, tf.shape(rows_kept)), [out[n][0] for n in names]
 
     most = 2 * tf.math.count_nonzero(keep, dtype=tf.int64) >= tf.size(keep, out_type=tf.int64)
-    key, values, counted = tf.cond(most, selected, gathered)
-    return key, (*((v,) for v in values), (counted,))
+    key, values = tf.cond(most, selected, gathered)
+    return key, tuple((v,) for v in values)
 
 
 def aggregate(
@@ -281,8 +290,8 @@ def aggregate(
         arrays.extend([c.values] if c.valid is None else [c.values, c.valid])
     result = job_of(spec).run(tuple(arrays), broadcast=list(literals), **options)
     found, partials = np.asarray(result.keys), [[np.asarray(p) for p in partial] for partial in result.values]
-    if prelude is not None and _summed_natively(spec):  # ``_masked``: a key whose rows the filter all dropped counts 0
-        present = partials[0][-1] > 0
+    if prelude is not None and _summed_natively(spec) and _dropped(spec) is not None:  # ``_masked``'s dropped rows
+        present = found != _dropped(spec)
         found, partials = found[present], [[p[present] for p in partial] for partial in partials]
     if prelude is not None and len(found) == 0:  # the prelude kept no row
         return _empty(types, keys, aggregates)
@@ -332,8 +341,7 @@ def _combiner(spec: Spec) -> Combiner:
     ops = spec.ops
 
     def partial(inputs: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
-        counted = inputs[len(spec.inputs)][0] if len(inputs) > len(spec.inputs) else None  # ``_masked``'s row counts
-        rows = segment_count(ids, n) if counted is None else segment_sum(counted, ids, n)  # once for every aggregate
+        rows = segment_count(ids, n)  # once for every aggregate
         parts = []
         for op in ops:
             column = inputs[0 if op.at is None else op.at]
@@ -347,7 +355,7 @@ def _combiner(spec: Spec) -> Combiner:
         raise NotImplementedError("a table's aggregates run only as a keyed job")
 
     if _summed_natively(spec):  # one native pass sums every column and counts the rows once, where the run has it
-        summed = Sums(lambda dtype: tf.float64 if dtype.is_floating else tf.int64, functools.partial(_sums_result, spec, ops))
+        summed = Sums(lambda dtype: tf.float64 if dtype.is_floating else tf.int64, functools.partial(_sums_result, ops))
         per_key = SegmentForm(partial=Summed(partial, summed), merge=Summed(merge, SUMMED_AS_THEY_ARE))
     else:
         per_key = SegmentForm(partial=partial, merge=merge)
@@ -371,11 +379,8 @@ def _summed_natively(spec: Spec) -> bool:
     return True
 
 
-def _sums_result(spec: Spec, ops: Sequence[GroupOp], rows: Any, sums: list[tf.Tensor], counts: tf.Tensor) -> tuple[Any, ...]:
-    """The partials ``partial_of`` gives, from one pass's sums (one per input column, in order) and counts (the sum of
-    ``_masked``'s row counts where the map gave them, after the inputs)."""
-    if len(rows) > len(spec.inputs):
-        counts = sums[len(spec.inputs)]
+def _sums_result(ops: Sequence[GroupOp], rows: Any, sums: list[tf.Tensor], counts: tf.Tensor) -> tuple[Any, ...]:
+    """The partials ``partial_of`` gives, from one pass's sums (one per input column, in order) and counts."""
     return tuple((counts,) if op.op in ("size", "count") or op.at is None else (sums[op.at], counts) for op in ops)
 
 
