@@ -9,6 +9,7 @@ excluded), the ``k`` largest in descending order (polars' ``top_k`` as a list), 
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from typing import Any
@@ -267,3 +268,44 @@ def test_integer_keys_pack_into_one_key_and_distinct_counts_count_packed_pairs(c
         want = frame.groupby("a", as_index=False).agg(n=(column, "nunique"), m=(column, "nunique"))
         pd.testing.assert_frame_equal(got, want, check_dtype=False)
         assert len(seen.runs) == 1
+
+
+def test_sums_means_and_counts_after_a_filter_sum_in_one_native_pass(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
+    """A group-by whose map filters first and whose aggregates are sums, means and counts: a filter that keeps most
+    rows passes every row (a dropped one under a key that no row has, whose partials are dropped), one that keeps
+    few gathers them, and ``TmrSumsByKey`` sums every column and counts in one pass; a group whose rows were all
+    dropped is absent."""
+    from tfmapreduce import col
+    from tfmapreduce._native.loader import has, kernels
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    frame = pd.DataFrame(
+        {
+            "k": rng.choice(np.array(["a", "b", "é"], object), n),
+            "x": rng.random(n) * 1e6,
+            "i": rng.integers(-50, 50, n).astype(np.int32),
+            "day": rng.integers(0, 100, n),
+        }
+    )
+    frame.loc[7, "x"] = np.inf  # in a dropped row below: summed under the dropped rows' key, never seen
+    frame.loc[7, "day"] = -1
+    t = tmr.lazy(tmr.table(frame))
+    for least in (0, 3, 90, 100):  # keeps nearly every row, most, a tenth, none
+        q = t.filter((col("day") >= least) & (col("k") != "b")).group_by("k")
+        got = q.agg(s=("x", "sum"), m=("x", "mean"), si=("i", "sum"), n=("*", "count")).collect(cluster=cluster).to_pandas()
+        kept = frame[(frame.day >= least) & (frame.k != "b")]
+        want = kept.groupby("k", as_index=False).agg(s=("x", "sum"), m=("x", "mean"), si=("i", "sum"), n=("x", "size"))
+        assert got["k"].tolist() == want["k"].tolist()
+        for name in ("s", "m"):  # numpy's float64 sums, as Bincount's (row order), within 1e-12 relative
+            np.testing.assert_allclose(got[name].to_numpy(np.float64), want[name].to_numpy(np.float64), rtol=1e-12)
+        assert got["si"].tolist() == want["si"].tolist()
+        assert got["n"].tolist() == want["n"].tolist()
+    if has(kernels(), "tmr_sums_by_key"):
+        path = str(tmp_path / "trace.json")
+        t.filter(col("day") >= 3).group_by("k").agg(s=("x", "sum"), n=("*", "count")).collect(cluster=cluster, trace=path)
+        with open(path, encoding="utf-8") as f:
+            ops = {e["args"].get("op") for e in json.load(f)["traceEvents"] if e.get("ph") == "X"}
+        assert "TmrSumsByKey" in ops
+        assert "Bincount" not in ops
+        assert "GatherV2" not in ops  # 97% of the rows kept: the dropped ones given a key of their own, not gathered out

@@ -341,6 +341,40 @@ SUMS: dict[Callable[..., Any], Sums] = {
 computes exactly as they do (each leaf summed in row order, as ``Bincount`` with weights sums)."""
 
 
+@attrs.frozen
+class Summed:
+    """A per-key function (a :class:`SegmentForm`'s ``partial`` or ``merge``) made elsewhere that one native pass
+    computes exactly as ``sums`` says, as it does the built-in ones of :data:`SUMS`: where :func:`_per_key.by_key` has
+    the native kernels it runs ``TmrSumsByKey``, else ``fn`` itself.
+
+    Example:
+        A count and a float64 sum of each key's rows, as a table's ``agg`` makes them:
+
+        >>> both = Summed(
+        ...     lambda rows, ids, n: (segment_sum(tf.cast(rows, tf.float64), ids, n), segment_count(ids, n)),
+        ...     Sums(lambda dtype: tf.float64, lambda rows, sums, counts: (sums[0], counts)),
+        ... )
+        >>> [t.numpy().tolist() for t in both(tf.constant([1.0, 2.0, 4.0]), tf.constant([1, 0, 1]), tf.constant(2))]
+        [[2.0, 5.0], [1, 2]]
+    """
+
+    fn: Callable[[Any, tf.Tensor, tf.Tensor], Any]
+    sums: Sums
+
+    def __call__(self, rows: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
+        return self.fn(rows, ids, n)
+
+
+def sums_of(fn: Callable[..., Any]) -> Sums | None:
+    """How one native pass computes the per-key function ``fn``: a built-in's form (:data:`SUMS`), a
+    :class:`Summed`'s own, else None (``fn`` runs as it is)."""
+    return fn.sums if isinstance(fn, Summed) else SUMS.get(fn)
+
+
+SUMMED_AS_THEY_ARE: Sums = _SUMMED
+"""Each leaf summed in its own dtype, the result packed as the rows are: a merge of partials that are all sums."""
+
+
 _SEGMENT_MIN = _nest_segments(segment_min)
 _SEGMENT_MAX = _nest_segments(segment_max)
 

@@ -20,7 +20,7 @@ from typing import Any
 import tensorflow as tf
 
 from .._native.loader import has
-from .combine import SUMS, SegmentForm, segment_count
+from .combine import SegmentForm, segment_count, sums_of
 from .group import GOLDEN, group
 
 DENSE_SLACK = 1 << 16
@@ -58,7 +58,7 @@ def by_key(
 
     ``combine`` is a :class:`SegmentForm`'s ``partial`` or ``merge``.  Integer keys of a small
     range use their offset from the minimum as the segment (no hash table); the others are grouped by :func:`group`.
-    Where ``combine`` is a built-in sum, count or mean (``_combine.SUMS``) of 1-D columns on a CPU and the ``native``
+    Where ``combine`` is a built-in sum, count or mean (``_combine.SUMS``) or a ``Summed`` of 1-D columns on a CPU and the ``native``
     kernels are given, ``TmrSumsByKey`` does it all in two passes over the rows, with the same sums.
     """
     summed = _native_sums(keys, rows, combine, native)
@@ -89,7 +89,7 @@ _SUMMED_DTYPES = (tf.int32, tf.int64, tf.float32, tf.float64)
 
 def _native_sums(keys: tf.Tensor, rows: Any, combine: Callable[..., Any], native: Any | None) -> tuple[tf.Tensor, Any] | None:
     """:func:`by_key` by ``TmrSumsByKey``; None where it does not apply."""
-    form = SUMS.get(combine)
+    form = sums_of(combine)
     if (
         not has(native, "tmr_sums_by_key")
         or form is None

@@ -100,20 +100,23 @@ def _prelude(
     here, before any run)."""
     types = {n: c.type for n, c in inputs.items()}
 
+    first = 0 if where is None else len(lifted(where))  # the filter's literals come first, then the new columns'
+
+    def compiler(columns: Mapping[str, tuple[tf.Tensor, tf.Tensor | None]], slots: Sequence[tf.Tensor]) -> Compiler:
+        return Compiler({n: v for n, (v, _) in columns.items()}, {n: ok for n, (_, ok) in columns.items()}, types, iter(slots))
+
+    def keep(columns: Mapping[str, tuple[tf.Tensor, tf.Tensor | None]], slots: Sequence[tf.Tensor]) -> tf.Tensor:
+        assert where is not None
+        value, ok, _ = compiler(columns, slots[:first])(where)
+        return tf.broadcast_to(value if ok is None else value & ok, tf.shape(next(iter(columns.values()))[0]))
+
     def fn(columns: Mapping[str, tuple[tf.Tensor, tf.Tensor | None]], slots: Sequence[tf.Tensor]) -> Any:
-        values = {n: v for n, (v, _) in columns.items()}
-        valid = {n: ok for n, (_, ok) in columns.items()}
-        compile_ = Compiler(values, valid, types, iter(slots))
-        rows = tf.shape(next(iter(values.values())))
-        keep = None
-        if where is not None:
-            value, ok, _ = compile_(where)
-            keep = tf.broadcast_to(value if ok is None else value & ok, rows)
+        compile_, rows = compiler(columns, slots[first:]), tf.shape(next(iter(columns.values()))[0])
         out = {}
         for name, e in outputs:
             value, ok, _ = compile_(e)
             out[name] = (tf.broadcast_to(value, rows), None if ok is None else tf.broadcast_to(ok, rows))
-        return keep, out
+        return out
 
     empty = {
         n: (
@@ -131,4 +134,4 @@ def _prelude(
         _, ok, kind = probe(e)
         learned.append((name, kind, ok is not None))
     reads = tuple((n, c.valid is not None) for n, c in inputs.items())
-    return Prelude(fn, reads, tuple(learned))
+    return Prelude(fn, reads, tuple(learned), None if where is None else keep)

@@ -17,7 +17,18 @@ import numpy as np
 import tensorflow as tf
 
 from .._kinds.mapreduce import MapReduce
-from .._ops.combine import Combiner, GroupForm, SegmentForm, segment_max, segment_min, segment_sum
+from .._ops.combine import (
+    SUMMED_AS_THEY_ARE,
+    Combiner,
+    GroupForm,
+    SegmentForm,
+    Summed,
+    Sums,
+    segment_count,
+    segment_max,
+    segment_min,
+    segment_sum,
+)
 from .._ops.per_group import group_reducer
 from .column import Column, ResidentColumn, made
 from .dictionary import PACKED, packed
@@ -85,15 +96,17 @@ def _param(output: str, column: str, op: str, value: object) -> float | int:
 class Prelude:
     """Row-wise steps run in an aggregation's map before its keys and values are taken.
 
-    ``fn(columns, literals)`` takes the shipped columns ``{name: (values, valid or None)}`` (those of ``reads``: each
-    name and whether it holds nulls) and the run's literal tensors, and returns ``(keep, columns)``: a bool mask of the
-    rows kept (None: every row) and each column the aggregation reads, ``{name: (values, valid or None)}`` of the
-    input's length; ``types`` are those columns' ``(name, type, holds nulls)``. Preludes compare by ``fn``'s identity:
-    the same function object (kept by the steps' shape) shares one job and its compiled programs.
+    ``keep(columns, literals)`` takes the shipped columns ``{name: (values, valid or None)}`` (those of ``reads``: each
+    name and whether it holds nulls) and the run's literal tensors, and returns a bool mask of the rows kept (``keep``
+    None: every row); ``fn(columns, literals)`` takes those columns, of every row or of the kept rows alone (gathered
+    first, so what it computes is computed for them alone), and returns each column the aggregation reads,
+    ``{name: (values, valid or None)}`` of its input's length; ``types`` are those columns' ``(name, type, holds
+    nulls)``. Preludes compare by the functions' identity: the same function objects (kept by the steps' shape) share
+    one job and its compiled programs.
 
     Example:
         >>> int64 = ColumnType.of(np.dtype(np.int64))
-        >>> over = Prelude(lambda cols, lits: (cols["x"][0] > lits[0], cols), (("x", False),), (("x", int64, False),))
+        >>> over = Prelude(lambda cols, lits: cols, (("x", False),), (("x", int64, False),), lambda cols, lits: cols["x"][0] > lits[0])
         >>> columns = {"x": Column(int64, np.array([1, 5, 7]))}
         >>> out = aggregate(columns, [], [Aggregate("n", "*", "size")], {"cluster": cluster}, over, [np.int64(4)])
         >>> out["n"].values.tolist()
@@ -103,6 +116,7 @@ class Prelude:
     fn: Callable[..., Any]
     reads: tuple[tuple[str, bool], ...]
     types: tuple[tuple[str, ColumnType, bool], ...]
+    keep: Callable[..., Any] | None = None
 
 
 @attrs.frozen
@@ -171,17 +185,66 @@ def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
         at += 2 if nullable else 1
     first = tensors[0]
     if spec.prelude is not None:
-        keep, columns = spec.prelude.fn(columns, tensors[at:])
-        if keep is not None:  # the kept rows' positions found once, every column gathered at them
-            rows_kept = tf.reshape(tf.where(keep), [-1])
-            columns = {
-                n: (tf.gather(v, rows_kept), None if ok is None else tf.gather(ok, rows_kept)) for n, (v, ok) in columns.items()
-            }
-            first = rows_kept
+        literals = tensors[at:]
+        keep = None if spec.prelude.keep is None else spec.prelude.keep(columns, literals)
+        if keep is not None and _summed_natively(spec) and _dropped(spec) is not None:
+            return _masked(spec, keep, columns, literals)
+        if keep is not None:  # the kept rows' positions found once, every column gathered at them, then computed
+            first = tf.reshape(tf.where(keep), [-1])
+            columns = _gathered(columns, first)
+        columns = spec.prelude.fn(columns, literals)
     rows = tf.shape(first)[:1]
     key = spec.keys.encode([columns[k] for k in spec.key_names]) if spec.key_names else tf.zeros(rows, tf.int64)
     values = tuple((columns[name][0],) if not nullable else columns[name] for name, _, nullable in spec.inputs)
     return key, values or ((tf.zeros(rows, tf.int8),),)
+
+
+def _gathered(columns: Mapping[str, Any], rows: tf.Tensor) -> dict[str, Any]:
+    """Each column's ``(values, valid or None)`` at ``rows`` (a column that nothing reads is never gathered: its op is
+    not run)."""
+    return {n: (tf.gather(v, rows), None if ok is None else tf.gather(ok, rows)) for n, (v, ok) in columns.items()}
+
+
+def _dropped(spec: Spec) -> int | None:
+    """The key that no row of ``spec`` has, which ``_masked`` gives the rows a filter drops: 1 where there are no
+    keys (every row's is 0), one past the largest value of a key column of 8- or 16-bit ints (string codes); else None."""
+    if not spec.key_names:
+        return 1
+    storage = np.dtype(spec.keys.types[0].storage)
+    if spec.keys.raw and storage.kind in "iu" and storage.itemsize <= 2:  # one past it keeps the keys dense
+        return int(np.iinfo(storage).max) + 1
+    return None
+
+
+def _masked(spec: Spec, keep: tf.Tensor, columns: Mapping[str, Any], literals: Sequence[tf.Tensor]) -> tuple[tf.Tensor, Any]:
+    """The map's keys and values where a prelude's filter keeps ``keep`` and every aggregate is a sum, a mean or a
+    count (``_summed_natively``). Where the filter keeps at least half of the rows, every row is passed, a dropped
+    row with the key ``_dropped(spec)``, which no row has (one select of the keys, where a gather would copy each
+    kept row of every column), and ``aggregate`` drops that key's partials; else the kept rows are gathered and the
+    prelude computes its columns for them alone.
+
+    Example: keys ``[3, 5, 3]`` (int8 codes), values ``[1.0, 2.0, inf]``, ``keep`` ``[True, False, False]``: keys
+    ``[3, 128, 128]``; summed by key ``3: 1.0 (1 row)`` and ``128: inf (2 rows)``, dropped on the client.
+    """
+    assert spec.prelude is not None
+    prelude, dropped = spec.prelude, _dropped(spec)
+    names = [name for name, _, _ in spec.inputs]
+
+    def keyed(out: Mapping[str, Any], rows: tf.Tensor) -> tf.Tensor:
+        return spec.keys.encode([out[k] for k in spec.key_names]) if spec.key_names else tf.zeros(rows, tf.int64)
+
+    def selected() -> tuple[tf.Tensor, list[tf.Tensor]]:
+        out = prelude.fn(columns, literals)
+        return tf.where(keep, keyed(out, tf.shape(keep)), tf.constant(dropped, tf.int64)), [out[n][0] for n in names]
+
+    def gathered() -> tuple[tf.Tensor, list[tf.Tensor]]:
+        rows_kept = tf.reshape(tf.where(keep), [-1])
+        out = prelude.fn(_gathered(columns, rows_kept), literals)
+        return keyed(out, tf.shape(rows_kept)), [out[n][0] for n in names]
+
+    most = 2 * tf.math.count_nonzero(keep, dtype=tf.int64) >= tf.size(keep, out_type=tf.int64)
+    key, values = tf.cond(most, selected, gathered)
+    return key, tuple((v,) for v in values)
 
 
 def aggregate(
@@ -226,12 +289,16 @@ def aggregate(
         c = columns[name]
         arrays.extend([c.values] if c.valid is None else [c.values, c.valid])
     result = job_of(spec).run(tuple(arrays), broadcast=list(literals), **options)
-    if prelude is not None and len(result.keys) == 0:  # the prelude kept no row
+    found, partials = np.asarray(result.keys), [[np.asarray(p) for p in partial] for partial in result.values]
+    if prelude is not None and _summed_natively(spec) and _dropped(spec) is not None:  # ``_masked``'s dropped rows
+        present = found != _dropped(spec)
+        found, partials = found[present], [[p[present] for p in partial] for partial in partials]
+    if prelude is not None and len(found) == 0:  # the prelude kept no row
         return _empty(types, keys, aggregates)
-    out = dict(zip(keys, codec.decode(result.keys), strict=True)) if keys else {}
-    for a, op, partial in zip(aggregates, spec.ops, result.values, strict=True):
+    out = dict(zip(keys, codec.decode(found), strict=True)) if keys else {}
+    for a, op, partial in zip(aggregates, spec.ops, partials, strict=True):
         done = finished if holistic(op.op, op.source) else _finish
-        out[a.output] = done(op.op, op.source, [np.asarray(p) for p in partial], a.output)
+        out[a.output] = done(op.op, op.source, partial, a.output)
     if keys:
         order = sort_order([out[k] for k in keys])
         out = {name: c.take(order) for name, c in out.items()}
@@ -274,10 +341,11 @@ def _combiner(spec: Spec) -> Combiner:
     ops = spec.ops
 
     def partial(inputs: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
+        rows = segment_count(ids, n)  # once for every aggregate
         parts = []
         for op in ops:
             column = inputs[0 if op.at is None else op.at]
-            parts.append(partial_of(op.op, op.source, column[0], column[1] if len(column) > 1 else None, ids, n))
+            parts.append(partial_of(op.op, op.source, column[0], column[1] if len(column) > 1 else None, ids, n, rows))
         return tuple(parts)
 
     def merge(partials: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
@@ -286,7 +354,34 @@ def _combiner(spec: Spec) -> Combiner:
     def whole(value: Any, rows: tf.Tensor) -> Any:
         raise NotImplementedError("a table's aggregates run only as a keyed job")
 
-    return Combiner(partial=whole, merge=whole, name="table_aggregates", per_key=SegmentForm(partial=partial, merge=merge))
+    if _summed_natively(spec):  # one native pass sums every column and counts the rows once, where the run has it
+        summed = Sums(lambda dtype: tf.float64 if dtype.is_floating else tf.int64, functools.partial(_sums_result, ops))
+        per_key = SegmentForm(partial=Summed(partial, summed), merge=Summed(merge, SUMMED_AS_THEY_ARE))
+    else:
+        per_key = SegmentForm(partial=partial, merge=merge)
+    return Combiner(partial=whole, merge=whole, name="table_aggregates", per_key=per_key)
+
+
+def _summed_natively(spec: Spec) -> bool:
+    """Whether every aggregate is a count, a sum or a mean, and every input column, without nulls, is summed by one
+    of them: a float column (summed in float64) or an int32 or int64 one that only sums read (in int64), as
+    ``partial_of`` sums them; then ``TmrSumsByKey`` gives the same partials in one pass over the rows."""
+    ops = spec.ops
+    if any(op.op not in ("size", "count", "sum", "mean") for op in ops):
+        return False
+    for at, (_, type_, nullable) in enumerate(spec.inputs):
+        readers = {op.op for op in ops if op.at == at}
+        dtype = np.dtype(type_.storage)
+        floating = dtype.kind == "f" and dtype.itemsize >= 4
+        integer = dtype in (np.dtype(np.int32), np.dtype(np.int64)) and readers == {"sum"}
+        if nullable or not readers & {"sum", "mean"} or not (floating or integer):
+            return False
+    return True
+
+
+def _sums_result(ops: Sequence[GroupOp], rows: Any, sums: list[tf.Tensor], counts: tf.Tensor) -> tuple[Any, ...]:
+    """The partials ``partial_of`` gives, from one pass's sums (one per input column, in order) and counts."""
+    return tuple((counts,) if op.op in ("size", "count") or op.at is None else (sums[op.at], counts) for op in ops)
 
 
 def _merge(op: str, partial: tuple[tf.Tensor, ...], ids: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, ...]:

@@ -82,12 +82,21 @@ def _identity(dtype: tf.DType, op: str) -> tf.Tensor:
 
 
 def partial_of(
-    op: str, source: ColumnType | None, values: tf.Tensor, valid: tf.Tensor | None, ids: tf.Tensor, n: tf.Tensor
+    op: str,
+    source: ColumnType | None,
+    values: tf.Tensor,
+    valid: tf.Tensor | None,
+    ids: tf.Tensor,
+    n: tf.Tensor,
+    rows: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, ...]:
-    """The per-key partial of ``op`` over one batch's rows (``valid`` None: no nulls)."""
+    """The per-key partial of ``op`` over one batch's rows (``valid`` None: no nulls); ``rows``: each key's rows
+    counted once for every aggregate (None: counted here)."""
+    if rows is None:
+        rows = segment_count(ids, n)
     if op == "size" or (op == "count" and valid is None):
-        return (segment_count(ids, n),)
-    count = segment_count(ids, n) if valid is None else segment_sum(tf.cast(valid, tf.int64), ids, n)
+        return (rows,)
+    count = rows if valid is None else segment_sum(tf.cast(valid, tf.int64), ids, n)
     if op == "count":
         return (count,)
     if op in ("sum", "mean"):
