@@ -18,23 +18,15 @@ import tensorflow as tf
 
 from .._kinds.mapreduce import MapReduce
 from .._ops.combine import (
-    SUMMED_AS_THEY_ARE,
-    Combiner,
     GroupForm,
-    SegmentForm,
-    Summed,
-    Sums,
-    segment_count,
-    segment_max,
-    segment_min,
-    segment_sum,
 )
 from .._ops.per_group import group_reducer
+from .aggregate_combiner import Inputs, combiner, summed_natively
 from .column import Column, ResidentColumn, made
 from .dictionary import PACKED, packed
 from .groups import GroupOp, finished, per_group
 from .keys import KeyCodec
-from .ops import INT64, OPS, PARAMETRIC, holistic, partial_of, type_of
+from .ops import INT64, OPS, PARAMETRIC, holistic, type_of
 from .schema import ColumnType, check_name
 
 
@@ -126,7 +118,7 @@ class Spec:
 
     keys: KeyCodec
     key_names: tuple[str, ...]
-    inputs: tuple[tuple[str, ColumnType, bool], ...]
+    inputs: Inputs
     """Each aggregated column once: its name, type and whether it holds nulls."""
     aggregates: tuple[Aggregate, ...]
     """The aggregates, their output names left out (they change no graph)."""
@@ -171,7 +163,9 @@ def job_of(spec: Spec) -> MapReduce[Any]:
     """The keyed job of ``spec``, made once: a second aggregation of the same spec reuses its compiled graphs."""
     if spec not in _jobs:
         reducer = group_reducer(GroupForm(functools.partial(per_group, spec.ops)), "table_aggregates")
-        _jobs[spec] = MapReduce(functools.partial(_map, spec), reducer if spec.grouped else _combiner(spec), by_key=True)
+        _jobs[spec] = MapReduce(
+            functools.partial(_map, spec), reducer if spec.grouped else combiner(spec.ops, spec.inputs), by_key=True
+        )
     return _jobs[spec]
 
 
@@ -187,7 +181,7 @@ def _map(spec: Spec, *tensors: tf.Tensor) -> tuple[tf.Tensor, Any]:
     if spec.prelude is not None:
         literals = tensors[at:]
         keep = None if spec.prelude.keep is None else spec.prelude.keep(columns, literals)
-        if keep is not None and _summed_natively(spec) and _dropped(spec) is not None:
+        if keep is not None and summed_natively(spec.ops, spec.inputs) and _dropped(spec) is not None:
             return _masked(spec, keep, columns, literals)
         if keep is not None:  # the kept rows' positions found once, every column gathered at them, then computed
             first = tf.reshape(tf.where(keep), [-1])
@@ -218,7 +212,7 @@ def _dropped(spec: Spec) -> int | None:
 
 def _masked(spec: Spec, keep: tf.Tensor, columns: Mapping[str, Any], literals: Sequence[tf.Tensor]) -> tuple[tf.Tensor, Any]:
     """The map's keys and values where a prelude's filter keeps ``keep`` and every aggregate is a sum, a mean or a
-    count (``_summed_natively``). Where the filter keeps at least half of the rows, every row is passed, a dropped
+    count (``aggregate_combiner.summed_natively``). Where the filter keeps at least half of the rows, every row is passed, a dropped
     row with the key ``_dropped(spec)``, which no row has (one select of the keys, where a gather would copy each
     kept row of every column), and ``aggregate`` drops that key's partials; else the kept rows are gathered and the
     prelude computes its columns for them alone.
@@ -290,7 +284,9 @@ def aggregate(
         arrays.extend([c.values] if c.valid is None else [c.values, c.valid])
     result = job_of(spec).run(tuple(arrays), broadcast=list(literals), **options)
     found, partials = np.asarray(result.keys), [[np.asarray(p) for p in partial] for partial in result.values]
-    if prelude is not None and _summed_natively(spec) and _dropped(spec) is not None:  # ``_masked``'s dropped rows
+    if (
+        prelude is not None and summed_natively(spec.ops, spec.inputs) and _dropped(spec) is not None
+    ):  # ``_masked``'s dropped rows
         present = found != _dropped(spec)
         found, partials = found[present], [[p[present] for p in partial] for partial in partials]
     if prelude is not None and len(found) == 0:  # the prelude kept no row
@@ -334,60 +330,6 @@ def counted_runs(keys: Sequence[str], pairs: Sequence[Column], aggregates: Seque
     counts = np.diff(np.append(starts, rows)).astype(np.int64)
     out = {k: c.take(starts) for k, c in zip(keys, pairs, strict=True)}
     return out | {a.output: made(INT64, counts, None) for a in aggregates}
-
-
-def _combiner(spec: Spec) -> Combiner:
-    """A keyed combiner of the map's (values, [valid]) columns: each aggregate's partial, each merged its own way."""
-    ops = spec.ops
-
-    def partial(inputs: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
-        rows = segment_count(ids, n)  # once for every aggregate
-        parts = []
-        for op in ops:
-            column = inputs[0 if op.at is None else op.at]
-            parts.append(partial_of(op.op, op.source, column[0], column[1] if len(column) > 1 else None, ids, n, rows))
-        return tuple(parts)
-
-    def merge(partials: Any, ids: tf.Tensor, n: tf.Tensor) -> Any:
-        return tuple(_merge(op.op, p, ids, n) for op, p in zip(ops, partials, strict=True))
-
-    def whole(value: Any, rows: tf.Tensor) -> Any:
-        raise NotImplementedError("a table's aggregates run only as a keyed job")
-
-    if _summed_natively(spec):  # one native pass sums every column and counts the rows once, where the run has it
-        summed = Sums(lambda dtype: tf.float64 if dtype.is_floating else tf.int64, functools.partial(_sums_result, ops))
-        per_key = SegmentForm(partial=Summed(partial, summed), merge=Summed(merge, SUMMED_AS_THEY_ARE))
-    else:
-        per_key = SegmentForm(partial=partial, merge=merge)
-    return Combiner(partial=whole, merge=whole, name="table_aggregates", per_key=per_key)
-
-
-def _summed_natively(spec: Spec) -> bool:
-    """Whether every aggregate is a count, a sum or a mean, and every input column, without nulls, is summed by one
-    of them: a float column (summed in float64) or an int32 or int64 one that only sums read (in int64), as
-    ``partial_of`` sums them; then ``TmrSumsByKey`` gives the same partials in one pass over the rows."""
-    ops = spec.ops
-    if any(op.op not in ("size", "count", "sum", "mean") for op in ops):
-        return False
-    for at, (_, type_, nullable) in enumerate(spec.inputs):
-        readers = {op.op for op in ops if op.at == at}
-        dtype = np.dtype(type_.storage)
-        floating = dtype.kind == "f" and dtype.itemsize >= 4
-        integer = dtype in (np.dtype(np.int32), np.dtype(np.int64)) and readers == {"sum"}
-        if nullable or not readers & {"sum", "mean"} or not (floating or integer):
-            return False
-    return True
-
-
-def _sums_result(ops: Sequence[GroupOp], rows: Any, sums: list[tf.Tensor], counts: tf.Tensor) -> tuple[Any, ...]:
-    """The partials ``partial_of`` gives, from one pass's sums (one per input column, in order) and counts."""
-    return tuple((counts,) if op.op in ("size", "count") or op.at is None else (sums[op.at], counts) for op in ops)
-
-
-def _merge(op: str, partial: tuple[tf.Tensor, ...], ids: tf.Tensor, n: tf.Tensor) -> tuple[tf.Tensor, ...]:
-    """Partials of equal keys merged: every part summed, but a min's or max's value, which takes its own op."""
-    first = {"min": segment_min, "max": segment_max}.get(op, segment_sum)
-    return (first(partial[0], ids, n), *(segment_sum(p, ids, n) for p in partial[1:]))
 
 
 def _finish(op: str, type_: ColumnType | None, partial: list[np.ndarray[Any, Any]], output: str) -> Column:

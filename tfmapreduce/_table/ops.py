@@ -1,5 +1,5 @@
 """Each aggregate's types and per-key partial, with SQL's nulls: an aggregate skips nulls, ``count`` counts the
-values that are not null, ``size`` (``("*", "count")``) every row; merges are in ``aggregate._merge``. The
+values that are not null, ``size`` (``("*", "count")``) every row; merges are in ``aggregate_combiner``. The
 aggregates that no partial merges (``median``, ``quantile``, ``count_distinct``, ``top_k``, a string's ``min`` and
 ``max``) see every value of a group, in ``groups``.
 
