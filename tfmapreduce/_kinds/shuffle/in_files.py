@@ -23,7 +23,7 @@ from ..._io.files.csv import CsvTable
 from ..._io.files.readers import Layout
 from ..._io.files.source import FileSource
 from .distinct import STRING_BYTES, DistinctKeys
-from .on_workers import run_small
+from .on_workers import count_distinct
 
 BATCH_ROWS = 1 << 18
 """The rows of a batch read: each merges the keys seen so far once, so few batches keep the merges few."""
@@ -44,32 +44,16 @@ def distinct_per_task(plan: Plan, src: FileSource, cluster: Cluster) -> dict[Tas
         dtype = tf.string if np.dtype(src.dtype).kind in "OSU" else tf.as_dtype(src.dtype)
     else:
         return None
+
+    def unique(shards: list[Shard]) -> tf.Tensor | None:
+        pieces = [piece.dataset for s in shards for piece in src.batches(s, BATCH_ROWS)]
+        if not pieces:
+            return None
+        batches = functools.reduce(lambda a, b: a.concatenate(b), pieces)
+        return batches.reduce(tf.zeros([0], dtype), tf.autograph.experimental.do_not_convert(_merge))
+
     strings = dtype == tf.string
-    width = STRING_BYTES if strings else dtype.size
-    tasks: dict[Task, list[Shard]] = {}
-    for shard in plan.shards:
-        tasks.setdefault(shard.task, []).append(shard)
-    graph = tf.Graph()
-    with graph.as_default():
-        fetches = []
-        for index, shards in enumerate(tasks.values()):
-            with tf.device(shards[0].device), tf.name_scope(f"task{index}"):
-                pieces = [piece.dataset for s in shards for piece in src.batches(s, BATCH_ROWS)]
-                if not pieces:
-                    fetches.append((tf.constant(0, tf.int64), tf.constant(0, tf.int64)))
-                    continue
-                batches = functools.reduce(lambda a, b: a.concatenate(b), pieces)
-                empty = tf.zeros([0], dtype)
-                unique = batches.reduce(empty, tf.autograph.experimental.do_not_convert(_merge))
-                own = (
-                    tf.reduce_sum(tf.cast(tf.strings.length(unique, unit="BYTE"), tf.int64))
-                    if strings
-                    else tf.constant(0, tf.int64)
-                )
-                counted = (tf.size(unique, out_type=tf.int64), own)
-                fetches.append(counted)
-    counts = run_small(cluster, plan, graph, fetches) if fetches else []
-    return {task: DistinctKeys(int(n), int(n) * width + int(own)) for task, (n, own) in zip(tasks, counts, strict=True)}
+    return count_distinct(cluster, plan, unique, strings=strings, width=STRING_BYTES if strings else dtype.size)
 
 
 def _merge(seen: tf.Tensor, *batch: tf.Tensor) -> tf.Tensor:

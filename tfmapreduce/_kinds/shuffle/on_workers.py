@@ -15,6 +15,7 @@ and only numbers travel back:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -80,28 +81,43 @@ def distinct_per_task(plan: Plan, data: ResidentData) -> dict[Task, DistinctKeys
     """
     if len(data.shape) != 1 or _layout(plan) != _layout(data.plan):
         return None
+
+    def unique(shards: list[Shard]) -> tf.Tensor:
+        parts = []
+        for s in shards:
+            with tf.device(s.device):  # a variable is read on the device that holds it
+                parts.append(data.read(s))
+        return tf.unique(tf.concat(parts, 0) if len(parts) > 1 else parts[0]).y
+
+    width = STRING_BYTES if data.dtype == object else data.dtype.itemsize
+    return count_distinct(data.cluster, plan, unique, strings=data.dtype == object, width=width)
+
+
+def count_distinct(
+    cluster: Cluster, plan: Plan, unique: Callable[[list[Shard]], tf.Tensor | None], *, strings: bool, width: int
+) -> dict[Task, DistinctKeys]:
+    """Each task's :class:`DistinctKeys`, in the plan's task order, in one small run: ``unique(its shards)`` makes its
+    distinct keys on its first shard's device (None: it has none), and only their count and, for ``strings``, their
+    UTF-8 bytes travel back; a key's bytes are ``width`` plus those."""
     tasks: dict[Task, list[Shard]] = {}
     for shard in plan.shards:
         tasks.setdefault(shard.task, []).append(shard)
     graph = tf.Graph()
     with graph.as_default():
         fetches = []
-        for shards in tasks.values():
-            parts = []
-            for s in shards:
-                with tf.device(s.device):  # a variable is read on the device that holds it
-                    parts.append(data.read(s))
-            with tf.device(shards[0].device):
-                keys = tf.concat(parts, 0) if len(parts) > 1 else parts[0]
-                unique = tf.unique(keys).y
+        for index, shards in enumerate(tasks.values()):
+            with tf.device(shards[0].device), tf.name_scope(f"task{index}"):
+                keys = unique(shards)
+                if keys is None:
+                    fetches.append((tf.constant(0, tf.int64), tf.constant(0, tf.int64)))
+                    continue
                 own = (
-                    tf.reduce_sum(tf.cast(tf.strings.length(unique, unit="BYTE"), tf.int64))
-                    if data.dtype == object
+                    tf.reduce_sum(tf.cast(tf.strings.length(keys, unit="BYTE"), tf.int64))
+                    if strings
                     else tf.constant(0, tf.int64)
                 )
-                fetches.append((tf.size(unique, out_type=tf.int64), own))
-    counted = run_small(data.cluster, data.plan, graph, fetches) if fetches else []
-    width = STRING_BYTES if data.dtype == object else data.dtype.itemsize
+                fetches.append((tf.size(keys, out_type=tf.int64), own))
+    counted = run_small(cluster, plan, graph, fetches) if fetches else []
     return {task: DistinctKeys(int(n), int(n) * width + int(own)) for task, (n, own) in zip(tasks, counted, strict=True)}
 
 
