@@ -24,10 +24,10 @@ from .expr import ARITHMETIC, COMPARISONS, MATCHES, Alias, Col, Expr, Lit, Op
 BOOL = ColumnType("bool", np.dtype(np.bool_))
 _EPOCH = datetime.date(1970, 1, 1)
 LOOKUPS = ("found_in", "lookup")
+"""The lookups of a small table's rows (``lookups.py``): their table's inputs are lifted whole."""
 BUCKETS = (1 << 63) - 1
 """A string key's fingerprint in a lookup: ``tf.strings.to_hash_bucket_fast`` into this many buckets (Fingerprint64
 of its UTF-8 bytes, the same on the client, ``lookup_table.fingerprints``)."""
-"""The lookups of a small table's rows (``lookups.py``): their table's inputs are lifted whole."""
 
 Compiled = tuple[tf.Tensor, "tf.Tensor | None", ColumnType]
 """An expression's values, validity (None: never null) and type."""
