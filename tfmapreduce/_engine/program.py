@@ -24,6 +24,7 @@ from .._ops.models import Use
 from . import cancel as _cancel
 from .cache import Kept
 from .call import Call
+from .consts import ConstGraph
 from .progress import Counters
 from .route import visible
 
@@ -155,7 +156,7 @@ class Builder:
     timed: bool
     """``sizes="auto"``: each shard's device reads ``tf.timestamp()`` before its map and once its partial is made."""
     call: Call | None = None
-    graph: tf.Graph = attrs.field(factory=tf.Graph)
+    graph: tf.Graph = attrs.field(factory=ConstGraph)
     broadcast: tuple[Any, ...] = ()
     feeds: list[Feed] = attrs.field(factory=list)
     buffers: list[MappedBuffer] = attrs.field(factory=list)
