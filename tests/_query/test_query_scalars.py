@@ -22,7 +22,9 @@ SUPPLY = pd.DataFrame(
         "qty": np.array([1, 2, 3, 1, 4, 2, 5, 7, 1], np.int32),
     }
 )
-SUPPLIERS = pd.DataFrame({"supplier": np.array([10, 11, 12, 13, 14]), "nation": ["DE", "DE", "日本", None, "DE"]})
+SUPPLIERS = pd.DataFrame(
+    {"supplier": np.array([10, 11, 12, 13, 14, 14]), "nation": ["DE", "DE", "日本", None, "DE", "日本"]}
+)  # supplier 14 twice: the nation's filter is a run of its own (a lookup evaluates filters of a unique side only)
 SQL = """
 WITH stock AS (SELECT part, cost * qty AS value FROM supply WHERE supplier IN (SELECT supplier FROM suppliers
                WHERE nation = 'DE'))

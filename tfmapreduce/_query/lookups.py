@@ -38,7 +38,7 @@ from .._table.column import Column
 from .._table.ops import OPS
 from .._table.schema import DATE, STRING, ColumnType
 from .estimate import estimate
-from .expr import Col, Expr, Lit, Op, Rows
+from .expr import Col, Expr, Lit, Op, Rows, substituted, used
 from .lookup_table import integer_key
 from .plan import (
     Aggregated,
@@ -121,12 +121,13 @@ def lookup_joins(plan: Node) -> Node:
         if not isinstance(node, Joined) or not _applies(node, table):
             return node
         key = tuple(node.right_on)
-        at = index.get((id(node.right), key))
+        right, having = _filtered(node, table)
+        at = index.get((id(right), key))
         if at is None:
-            at = index[(id(node.right), key)] = base + len(queries)
-            queries.append(node.right)
+            at = index[(id(right), key)] = base + len(queries)
+            queries.append(right)
             tables.append((at, key))
-        return _rewritten(node, at)
+        return _rewritten(node, at, having)
 
     root = rebuilt(plan, step)  # a scalar subquery's joins too: queries run when a step reads them (execute.py)
     if not queries:
@@ -136,8 +137,37 @@ def lookup_joins(plan: Node) -> Node:
     return Bound(root, tuple(queries), tuple(tables))
 
 
-def _rewritten(node: Joined, at: int) -> Node:
-    hit = found(key_of(tuple(node.left_on)), at)
+def _filtered(node: Joined, table: Callable[[int], Node | None]) -> tuple[Node, tuple[Expr, ...]]:
+    """The node a join's small side is looked up in, and the filters its rows must pass there: the filters on top
+    of the right side (a group-by's ``HAVING``, a dimension's filter) are evaluated on the looked-up row in the
+    reader's map instead of in a run of their own, where the side below them is small too (``LOOKUP_ROWS``) and
+    unique on the keys (a semi join's key met twice, one row passing the filters, the other not, would find one of
+    them), the left side is (``LARGE_LEFT``: each left row evaluates them), the join is not a left join (its right
+    columns would need nulls where the filters fail) and every column they read is plain. Else ``(node.right, ())``."""
+    right, having = node.right, []
+    while isinstance(right, (Where, Keep)) and node.how != "left":
+        having += [right.predicate] if isinstance(right, Where) else []
+        right = right.input
+    read = frozenset().union(*(used(p) for p in having))
+    if (
+        not having
+        or estimate(right).rows > LOOKUP_ROWS
+        or estimate(node.left).rows > LARGE_LEFT
+        or not unique_on(right, tuple(node.right_on))
+        or not all(_plain(right, c, table) for c in read)
+    ):
+        return node.right, ()
+    return right, tuple(having)
+
+
+def _rewritten(node: Joined, at: int, having: tuple[Expr, ...] = ()) -> Node:
+    """The join as a lookup in ``table(at)``: its rows are met where the key is found and ``having`` (the filters of
+    ``_filtered``, their columns looked up) is true (a null counts as not met: an anti join keeps the row)."""
+    key = key_of(tuple(node.left_on))
+    hit: Expr = found(key, at)
+    for predicate in having:
+        looked_up = substituted(predicate, {c: looked(key, at, c) for c in used(predicate)})
+        hit = Op("and", (hit, Op("if", (looked_up, Lit(True), Lit(False)))))
     if node.how in ("semi", "anti"):
         return Where(node.left, hit if node.how == "semi" else Op("not", (hit,)))
     columns = tuple((out, looked(key_of(tuple(node.left_on)), at, src)) for out, side, src in join_names(node) if side == "right")
