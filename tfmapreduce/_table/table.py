@@ -114,7 +114,9 @@ class Table:
         run on the workers (eager).
 
         ``fn(rows)`` gets the rows as [`filter`][tfmapreduce.Table.filter]'s does and returns a dict
-        ``{name: 1-D tensor}``, one value a row: numbers, bool or ``tf.string`` (text, UTF-8). New columns hold no null.
+        ``{name: 1-D tensor}``, one value a row: numbers, bool or ``tf.string`` (text, UTF-8); a ``tf.RaggedTensor``
+        ``[rows, None]`` is a list column (one run more, before, finds its longest list); ``(column, valid)`` (one bool
+        a row) holds a null where ``valid`` is False (a null list for a ragged one). Other new columns hold no null.
 
         Examples:
             >>> t = tmr.table({"n": np.array([1, 2])})
