@@ -23,7 +23,6 @@ from typing_extensions import Unpack
 from .._io.resident import Sharded, delete_all, gather_all
 from .._kinds.map_api import filter as filter_rows
 from .._options import Options
-from .aggregate import Aggregate
 from .column import ResidentColumn, column_arrays, made, no_lists, refilled, travelling, unpadded
 from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, mapped, mask_check, row_function
@@ -177,9 +176,7 @@ class ResidentTable:
         [`Table`][tfmapreduce.Table] (one row a group), or with ``resident=True`` a ``ResidentTable`` kept on the
         reducers, in the same order (sorted by the keys, nulls last)."""
         self._check()
-        names = GroupBy.of(self, keys).keys
-        no_lists(self._columns, list(names), "group_by", "", "; group by other columns")
-        return ResidentGroupBy(self, names)
+        return ResidentGroupBy(self, GroupBy.of(self, keys).keys)
 
     @overload
     def agg(self, *, resident: Literal[False] = False, **aggregates: Any) -> Table: ...
@@ -377,10 +374,3 @@ class ResidentGroupBy(GroupBy):
             return super().agg(**aggregates)
         columns, parsed, options = self.parsed(aggregates)
         return ResidentTable(kept_aggregate(columns, self.keys, parsed, options))
-
-    def parsed(self, aggregates: dict[str, Any]) -> tuple[dict[str, Any], list[Aggregate], dict[str, Any]]:
-        """As [`GroupBy.parsed`][tfmapreduce.GroupBy.parsed]'s; a list column aggregated: TypeError."""
-        columns, parsed, options = super().parsed(aggregates)
-        listed = [a.column for a in parsed if a.column != "*"]
-        no_lists(columns, listed, "agg", "aggregates ", "; aggregate the column it was made from")
-        return columns, parsed, options
