@@ -162,7 +162,7 @@ class ResidentTable:
             shards, changed = self.shards, new.shards
             new.delete()
             raise ValueError(
-                f"with_columns: fn must return one value (or list) a row, got {list(changed)} rows for shards of {list(shards)}; "
+                f"with_columns: fn must return one value a row (or one list), got {list(changed)} rows for shards of {list(shards)}; "
                 "use map() for a table of another length"
             )
         try:
