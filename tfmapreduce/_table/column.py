@@ -181,10 +181,8 @@ def unpadded(
     return made(type_, lists, present)
 
 
-def no_lists(
-    columns: Mapping[str, Column] | Mapping[str, ResidentColumn], names: Sequence[str], method: str, which: str, fix: str
-) -> None:
-    """Refuse a list column (a ``top_k``'s) among ``names``, where ``method`` takes one value a row.
+def no_lists(columns: Mapping[str, Column | ResidentColumn], names: Sequence[str], method: str, which: str, fix: str) -> None:
+    """Refuse a list column (a ``top_k``'s, a function's) among ``names``, where ``method`` takes one value a row.
 
     Raises:
         TypeError: naming the column, its type, and ``fix``.
@@ -192,7 +190,7 @@ def no_lists(
     for name in names:
         if columns[name].type.inner is not None:
             raise TypeError(
-                f"{method}: {which}column {name!r}, a list column ({columns[name].type.name}, a top_k's result), which "
+                f"{method}: {which}column {name!r}, a list column ({columns[name].type.name}), which "
                 f"{method} does not take yet: it takes columns of one value a row{fix}"
             )
 

@@ -5,7 +5,8 @@ The function receives a :class:`TableRows`, a dict ``{name: tensor}`` of a shard
 dtype, strings ``tf.string`` (UTF-8), dates int32 days since 1970-01-01, timestamps int64 counts of their unit. A
 null's slot holds 0, ``""`` or day 0; ``rows.valid[name]`` is each column's validity (a bool tensor, all True where
 the column holds no null). A list column (a ``top_k``'s) is a ``tf.RaggedTensor`` ``[rows, None]`` of its elements
-(of those types), a null list an empty row whose ``rows.valid[name]`` is False.
+(of those types), a null list an empty row whose ``rows.valid[name]`` is False. What ``with_columns``' and ``map``'s
+``fn`` return is ``outputs``': a function returning a list column costs one run more, before (:func:`widths`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from .._io.resident import delete_all
+from .._io.resident import Sharded, delete_all
 from .._kinds.map_api import map as map_rows
-from .column import Column, ResidentColumn, column_arrays, made, travelling
-from .schema import STRING, ColumnType
+from .column import Column, ResidentColumn, column_arrays, travelling
+from .outputs import Output, client_columns, output_check, resident_columns
 
 
 class TableRows(dict[str, tf.Tensor]):
@@ -70,18 +71,22 @@ def _seen(parts: tuple[tf.Tensor, ...], listed: bool) -> tuple[Any, tf.Tensor]:
 
 
 def _run(
-    columns: Mapping[str, Column],
-    fn: Callable[[TableRows], Any],
-    check: Callable[[Any], tuple[tf.Tensor, ...]],
-    options: Mapping[str, Any],
-) -> list[np.ndarray[Any, Any]]:
-    """``check(fn(rows))``'s tensors of every row, in row order, from one map-only run (an eager call on no rows)."""
-    columns = {name: travelling(c) for name, c in columns.items()}  # a list column as the workers hold one
+    columns: Columns, fn: Callable[[TableRows], Any], check: Callable[[Any], tuple[tf.Tensor, ...]], options: Mapping[str, Any]
+) -> list[Any]:
+    """``check(fn(rows))``'s tensors of every row from one map-only run over ``columns`` (client columns in their
+    travelling form, or resident ones): ``Sharded`` outputs, or numpy arrays from an eager call where there is no row
+    on the client."""
     arrays, mapped = arrays_of(columns), row_function(columns, fn, check)
-    if not len(arrays[0]):
+    if not isinstance(arrays[0], Sharded) and not len(arrays[0]):
         return [t.numpy() for t in mapped(*(tf.constant(a) for a in arrays))]
     out = map_rows(mapped, arrays, **options)
-    parts = list(out) if isinstance(out, tuple) else [out]
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def _gathered(parts: list[Any]) -> list[np.ndarray[Any, Any]]:
+    """The run's outputs fetched, in row order, and freed."""
+    if not parts or not isinstance(parts[0], Sharded):
+        return parts
     try:
         return [p.gather() for p in parts]
     finally:
@@ -103,44 +108,42 @@ def mask_check(method: str) -> Callable[[Any], tuple[tf.Tensor, ...]]:
 
 def kept(columns: Mapping[str, Column], fn: Callable[[TableRows], Any], options: Mapping[str, Any]) -> np.ndarray[Any, Any]:
     """The rows ``fn`` keeps (a bool mask), ``fn`` returning one bool per row."""
-    return _run(columns, fn, mask_check("filter"), options)[0]
+    travelled = {name: travelling(c) for name, c in columns.items()}  # a list column as the workers hold one
+    return _gathered(_run(travelled, fn, mask_check("filter"), options))[0]
 
 
-def dict_check(names: list[str], method: str) -> Callable[[Any], tuple[tf.Tensor, ...]]:
-    """What a ``with_columns`` or a table map's ``fn`` must return: a dict ``{name: 1-D tensor}``; its names are put
-    in ``names`` as it is traced."""
-
-    def check(out: Any) -> tuple[tf.Tensor, ...]:
-        if not isinstance(out, Mapping) or not out:
-            raise TypeError(
-                f"{method}: fn must return a dict of new columns, e.g. lambda rows: {{'y': rows['x'] * 2}}; got {type(out).__name__}"
-            )
-        names[:] = [str(n) for n in out]
-        for name, t in zip(names, out.values(), strict=True):
-            if isinstance(t, tf.RaggedTensor):
-                raise TypeError(
-                    f"{method}: column {name!r} is a tf.RaggedTensor (a list a row), and new columns hold one value a "
-                    "row yet; reduce each list (e.g. tf.reduce_sum(rows['top'], axis=1)), or return its .flat_values "
-                    "from map() (one row an element)"
-                )
-        tensors = tuple(tf.convert_to_tensor(t) for t in out.values())
-        for name, t in zip(names, tensors, strict=True):
-            if t.shape.rank != 1:
-                raise TypeError(f"{method}: column {name!r} must be 1-D (one value a row), got shape {t.shape}")
-        return tensors
-
-    return check
+def widths(
+    columns: Columns, fn: Callable[[TableRows], Any], method: str, options: Mapping[str, Any]
+) -> tuple[list[Output], dict[str, int]]:
+    """The forms of the columns ``fn`` returns (traced here, on no row), and each list column's width: its longest
+    list over every shard (at least 1), from one whole-input run where ``fn`` returns a list column and there are rows."""
+    forms: list[Output] = []
+    check = output_check(forms, method)
+    arrays, traced = arrays_of(columns), row_function(columns, fn, check)
+    specs = [tf.TensorSpec([None, *a.shape[1:]], tf.string if a.dtype.kind in "OS" else a.dtype) for a in arrays]
+    try:
+        tf.function(lambda *t: traced(*t), autograph=False).get_concrete_function(*specs)  # (traced's signature is fn's)
+    except Exception:  # the map run raises it again, a MapFunctionError naming the shard, as every map's
+        return forms, {}
+    listed = [f.name for f in forms if f.listed]
+    if not listed or not arrays[0].shape[0]:
+        return forms, dict.fromkeys(listed, 1)
+    each = _gathered(_run(columns, fn, lambda out: (tf.expand_dims(check(out)[0], 0),), options))[0]  # a row a shard
+    return forms, {name: max(1, int(w)) for name, w in zip(listed, each.max(axis=0).tolist(), strict=True)}
 
 
 def computed(columns: Mapping[str, Column], fn: Callable[[TableRows], Any], options: Mapping[str, Any]) -> dict[str, Column]:
-    """The columns ``fn`` returns (a dict ``{name: 1-D tensor}``, one value a row), with no nulls."""
-    names: list[str] = []
-    arrays = _run(columns, fn, dict_check(names, "with_columns"), options)
-    return {name: _column(a) for name, a in zip(names, arrays, strict=True)}
+    """The columns ``fn`` returns (see ``outputs``: one value a row, a list a row, nulls where paired with a validity),
+    from one map-only run (and one before it where a column is a list)."""
+    travelled = {name: travelling(c) for name, c in columns.items()}
+    forms, width = widths(travelled, fn, "with_columns", options)
+    arrays = _gathered(_run(travelled, fn, output_check(forms, "with_columns", width), options))
+    return client_columns(forms, iter(arrays))
 
 
-def _column(array: np.ndarray[Any, Any]) -> Column:
-    if array.dtype.kind in "OS":
-        text = np.array([v.decode("utf-8") if isinstance(v, bytes) else v for v in array], dtype=object)
-        return made(STRING, text, None)
-    return made(ColumnType.of(array.dtype), array, None)
+def mapped(
+    columns: Mapping[str, ResidentColumn], fn: Callable[[TableRows], Any], options: Mapping[str, Any]
+) -> dict[str, ResidentColumn]:
+    """A resident table's ``map``: the columns ``fn`` returns, kept on the workers (a run before where one is a list)."""
+    forms, width = widths(columns, fn, "map", options)
+    return resident_columns(forms, iter(_run(columns, fn, output_check(forms, "map", width), options)))

@@ -22,18 +22,16 @@ from typing_extensions import Unpack
 
 from .._io.resident import Sharded, delete_all, gather_all
 from .._kinds.map_api import filter as filter_rows
-from .._kinds.map_api import map as map_rows
 from .._options import Options
-from .aggregate import Aggregate
 from .column import ResidentColumn, column_arrays, made, no_lists, refilled, travelling, unpadded
 from .join import HOWS, key_names
-from .maps import TableRows, arrays_of, dict_check, mask_check, row_function
+from .maps import TableRows, arrays_of, mapped, mask_check, row_function
 from .resident_aggregate import kept_aggregate
 from .resident_join import check_lists, resident_joined
 from .resident_join_order import ORDERS, joined_in_left_order
 from .resident_order import resident_sorted
 from .resident_unique import resident_distinct
-from .schema import STRING, ColumnType, Field, Schema, check_name
+from .schema import STRING, Field, Schema, check_name
 from .table import GroupBy, Table, per_column
 
 _holders: Counter[int] = Counter()
@@ -131,7 +129,7 @@ class ResidentTable:
 
         ``fn(rows)`` gets a shard's rows as [`Table.filter`][tfmapreduce.Table.filter]'s does (``{name: tensor}``,
         ``rows.valid[name]`` each column's validity) and returns a dict ``{name: 1-D tensor}`` of any one row count
-        (fewer rows, more, or as many). The new columns hold no null.
+        (fewer rows, more, or as many), each column as ``with_columns``' (a list column, or one paired with its validity).
 
         Examples:
             >>> with tmr.scatter(tmr.table({"s": np.array(["a b", "c"])}), cluster=cluster) as r:
@@ -140,10 +138,7 @@ class ResidentTable:
             ['a', 'b', 'c']
         """
         self._check()
-        names: list[str] = []
-        out = map_rows(row_function(self._columns, fn, dict_check(names, "map")), arrays_of(self._columns), **options)
-        parts = list(out) if isinstance(out, tuple) else [out]
-        return ResidentTable({n: ResidentColumn(_type(p), p) for n, p in zip(names, parts, strict=True)})
+        return ResidentTable(mapped(self._columns, fn, options))
 
     def filter(self, fn: Callable[[TableRows], Any], /, **options: Unpack[Options]) -> ResidentTable:
         """A new resident table of the rows for which ``fn`` is True, in order, from one map-only run: each shard
@@ -167,7 +162,7 @@ class ResidentTable:
             shards, changed = self.shards, new.shards
             new.delete()
             raise ValueError(
-                f"with_columns: fn must return one value a row, got {list(changed)} rows for shards of {list(shards)}; "
+                f"with_columns: fn must return one value a row (or one list), got {list(changed)} rows for shards of {list(shards)}; "
                 "use map() for a table of another length"
             )
         try:
@@ -181,9 +176,7 @@ class ResidentTable:
         [`Table`][tfmapreduce.Table] (one row a group), or with ``resident=True`` a ``ResidentTable`` kept on the
         reducers, in the same order (sorted by the keys, nulls last)."""
         self._check()
-        names = GroupBy.of(self, keys).keys
-        no_lists(self._columns, list(names), "group_by", "", "; group by other columns")
-        return ResidentGroupBy(self, names)
+        return ResidentGroupBy(self, GroupBy.of(self, keys).keys)
 
     @overload
     def agg(self, *, resident: Literal[False] = False, **aggregates: Any) -> Table: ...
@@ -351,10 +344,6 @@ def _resident_only(options: Mapping[str, Any], method: str) -> None:
             )
 
 
-def _type(part: Sharded) -> ColumnType:
-    return STRING if part.dtype == object else ColumnType.of(part.dtype)
-
-
 def _text(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Fetched strings (``bytes``, UTF-8) as ``str``."""
     text = np.empty(len(values), object)
@@ -385,10 +374,3 @@ class ResidentGroupBy(GroupBy):
             return super().agg(**aggregates)
         columns, parsed, options = self.parsed(aggregates)
         return ResidentTable(kept_aggregate(columns, self.keys, parsed, options))
-
-    def parsed(self, aggregates: dict[str, Any]) -> tuple[dict[str, Any], list[Aggregate], dict[str, Any]]:
-        """As [`GroupBy.parsed`][tfmapreduce.GroupBy.parsed]'s; a list column aggregated: TypeError."""
-        columns, parsed, options = super().parsed(aggregates)
-        listed = [a.column for a in parsed if a.column != "*"]
-        no_lists(columns, listed, "agg", "aggregates ", "; aggregate the column it was made from")
-        return columns, parsed, options

@@ -114,7 +114,9 @@ class Table:
         run on the workers (eager).
 
         ``fn(rows)`` gets the rows as [`filter`][tfmapreduce.Table.filter]'s does and returns a dict
-        ``{name: 1-D tensor}``, one value a row: numbers, bool or ``tf.string`` (text, UTF-8). New columns hold no null.
+        ``{name: 1-D tensor}``, one value a row: numbers, bool or ``tf.string`` (text, UTF-8); a ``tf.RaggedTensor``
+        ``[rows, None]`` is a list column (one run more, before, finds its longest list); ``(column, valid)`` (one bool
+        a row) holds a null where ``valid`` is False (a null list for a ragged one). Other new columns hold no null.
 
         Examples:
             >>> t = tmr.table({"n": np.array([1, 2])})
@@ -212,6 +214,7 @@ class Table:
         if not names:
             raise ValueError("sort: expected at least one column to sort by, e.g. t.sort(['a', 'b']); got none")
         columns = [self._columns[check_name(n, self.columns, "sort")] for n in names]
+        no_lists(self._columns, names, "sort", "by= names ", "; sort by other columns")
         down, last = per_column(descending, names, "descending"), per_column(nulls_last, names, "nulls_last")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
             raise ValueError(f"sort: limit= must be None or an int ≥ 0, got {limit!r}")
@@ -264,6 +267,7 @@ def distinct(table: Tabular, columns: str | Sequence[str] | None, options: dict[
     if not names:
         raise ValueError("unique: expected at least one column, e.g. t.unique(['a', 'b']); got none")
     keys = tuple(check_name(n, table.columns, "unique") for n in names)
+    no_lists({k: table.column(k) for k in keys}, keys, "unique", "", "; pass the other columns, e.g. t.unique(['k'])")
     out = aggregate({k: table.column(k) for k in keys}, keys, [Aggregate("__rows", "*", "size")], options)
     return Table({k: out[k] for k in keys})
 
@@ -306,7 +310,9 @@ class GroupBy:
             raise ValueError(
                 "group_by: expected at least one key column, got none; use table.agg(...) for whole-table aggregates"
             )
-        return cls(table, tuple(check_name(k, table.columns, "group_by") for k in names))
+        keys = tuple(check_name(k, table.columns, "group_by") for k in names)
+        no_lists({k: table.column(k) for k in keys}, keys, "group_by", "", "; group by other columns")
+        return cls(table, keys)
 
     def agg(self, **aggregates: Any) -> Table:
         """One row per group: its key columns, then ``output=(column, op)`` for each aggregate, in one keyed run.
@@ -344,6 +350,13 @@ class GroupBy:
         if clash:
             raise ValueError(f"agg: {clash[0]}= is also a key column; name the aggregate otherwise, e.g. {clash[0]}_agg=")
         columns = {n: self.table.column(n) for n in dict.fromkeys([*self.keys, *(a.column for a in parsed if a.column != "*")])}
+        no_lists(
+            columns,
+            [a.column for a in parsed if a.column != "*"],
+            "agg",
+            "aggregates ",
+            "; aggregate another column, or explode it first",
+        )
         if not columns:  # ('*', 'count') alone, without keys: any column gives the rows
             columns = {n: self.table.column(n) for n in self.table.columns[:1]}
         return columns, parsed, options
