@@ -22,7 +22,8 @@ from .grace import planned_folder
 from .grouped import Grouped
 from .keyed import Keyed, check_keyed_combiner
 from .shuffle.forecast import keyed_forecast
-from .shuffle.partials import traced
+from .shuffle.map_side import emit
+from .shuffle.partials import TRACED, traced, traced_output
 from .shuffle.plan import KeyedPlan
 from .spill import OverBudget
 from .spilled_group import group_spilled
@@ -143,6 +144,8 @@ class MapReduce(Generic[R]):
             InputError: ``x`` is unusable (ragged, 0-d, inputs of unequal rows).
             ClusterError: no cluster, or a closed or unreachable one.
             TypeError: ``x`` is not numeric, or an option has the wrong type.
+            MapFunctionError: a keyed job's map makes keys no run takes (float keys, keys of several columns), as
+                traced on placeholders shaped as ``x``.
         """
         return self.planned(x, RunOptions.of(**options))
 
@@ -157,7 +160,11 @@ class MapReduce(Generic[R]):
             return planned
         combines = isinstance(self._kind, Keyed) and partials  # (else planned as a group recipe: rows sent whole)
         form = self.combiner.per_key
-        traced_partials = traced(self.map_fn, form, call.srcs) if combines and form is not None and call.srcs else None
+        found = traced_output(self.map_fn, call.srcs) if call.srcs else None
+        if found is not None:  # keys no run takes (float, of several columns): the plan is refused, as the run is
+            with found[0][0].graph.as_default():
+                emit(self.map_fn, found[1], TRACED)
+        traced_partials = traced(found, form) if combines and form is not None and found is not None else None
         forecast = keyed_forecast(
             planned.plan,
             len(planned.reducers),
