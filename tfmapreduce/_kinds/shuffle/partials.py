@@ -4,7 +4,7 @@ With a combiner, each task merges its shards' rows by key before anything travel
 partial per distinct key it holds: its distinct keys' partials, of one key and one partial each.  Where they are
 known before the run they are counted; elsewhere the bound taken is sound (never below the real number):
 
-- keys that are the map's own first input, held on the client (integers, strings, floats): each task's distinct keys
+- keys that are the map's own first input, held on the client (integers, strings): each task's distinct keys
   counted exactly, and a string key's own bytes (``distinct``);
 - keys that are the map's own first input, resident on the workers (1-D ``Sharded`` data, the job placed where it
   lives): each task's distinct keys and their bytes counted exactly there, in one small run (``on_workers``);
