@@ -152,7 +152,8 @@ class MapReduce(Generic[R]):
     def planned(self, x: Any, settings: RunOptions, *, partials: bool = True) -> Any:
         """[`plan`][tfmapreduce.MapReduce.plan] with options already validated (what recipes call).  ``partials``: a
         keyed combine's estimate counts its per-key partials (``shuffle.partials``); False: its input rows, each sent
-        whole (what a group recipe sends: ``tmr.plan_by_key`` without ``recipe=``)."""
+        whole (what a group recipe sends: ``tmr.plan_by_key`` without ``recipe=``, whose keys it checked: its map is not
+        traced, which a job's own plan does to refuse keys no run takes)."""
         kind: Kind[Any] = self._kind
         planned, call = _engine.planned(kind, x, settings)
         budget = self._kind.form.max_bytes if isinstance(self._kind, Grouped) else getattr(self._kind, "max_bytes", None)
@@ -160,7 +161,7 @@ class MapReduce(Generic[R]):
             return planned
         combines = isinstance(self._kind, Keyed) and partials  # (else planned as a group recipe: rows sent whole)
         form = self.combiner.per_key
-        found = traced_output(self.map_fn, call.srcs) if call.srcs else None
+        found = traced_output(self.map_fn, call.srcs) if call.srcs and partials else None
         if found is not None:  # keys no run takes (float, of several columns): the plan is refused, as the run is
             with found[0][0].graph.as_default():
                 emit(self.map_fn, found[1], TRACED)
