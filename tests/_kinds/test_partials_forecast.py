@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import tensorflow as tf
 
 import tfmapreduce as tmr
 from tfmapreduce._native.loader import has, kernels
@@ -253,3 +254,17 @@ def test_a_csv_tables_combine_counts_its_key_columns_distinct_values(
     expected = pd.concat(frames.values()).groupby("user").amount.sum()
     assert dict(zip(got.keys, got.values, strict=True)) == expected.to_dict()
     assert not list(spill.glob("tfmapreduce-spill-*"))
+
+
+def test_a_plan_of_file_keys_no_run_takes_is_refused_as_the_run_is(cluster: tmr.LocalCluster, tmp_path: Path) -> None:
+    np.save(tmp_path / "floats.npy", np.arange(1_000) % 7 * 0.5)  # float keys: no exact equality to group by
+    np.save(tmp_path / "pairs.npy", (np.arange(2_000) % 7).reshape(1_000, 2))  # keys of two columns
+    sums = tmr.MapReduce(lambda k: (k, tf.ones_like(k, tf.int64)), tmr.combiners.sum, by_key=True, max_bytes=1_000)
+    groups = tmr.MapReduce(lambda k: (k, tf.ones_like(k, tf.int64)), tmr.per_group(tf.reduce_sum), by_key=True)
+    for name, refused in [("floats", r"keys of dtype float64 on placeholders"), ("pairs", r"keys of shape \(None, 2\)")]:
+        src = tmr.read_npy(str(tmp_path / f"{name}.npy"))
+        for job in (sums, groups):
+            with pytest.raises(tmr.MapFunctionError, match=refused):  # was a plan of a spill the run then refused
+                job.plan(src, cluster=cluster, sizes=2)
+        with pytest.raises(tmr.MapFunctionError, match=refused.replace("on placeholders", "on shard")):
+            sums.run(src, cluster=cluster, sizes=2)

@@ -22,7 +22,8 @@ from .grace import planned_folder
 from .grouped import Grouped
 from .keyed import Keyed, check_keyed_combiner
 from .shuffle.forecast import keyed_forecast
-from .shuffle.partials import traced
+from .shuffle.map_side import emit
+from .shuffle.partials import TRACED, traced, traced_output
 from .shuffle.plan import KeyedPlan
 from .spill import OverBudget
 from .spilled_group import group_spilled
@@ -143,13 +144,16 @@ class MapReduce(Generic[R]):
             InputError: ``x`` is unusable (ragged, 0-d, inputs of unequal rows).
             ClusterError: no cluster, or a closed or unreachable one.
             TypeError: ``x`` is not numeric, or an option has the wrong type.
+            MapFunctionError: a keyed job's map makes keys no run takes (float keys, keys of several columns), as
+                traced on placeholders shaped as ``x``.
         """
         return self.planned(x, RunOptions.of(**options))
 
     def planned(self, x: Any, settings: RunOptions, *, partials: bool = True) -> Any:
         """[`plan`][tfmapreduce.MapReduce.plan] with options already validated (what recipes call).  ``partials``: a
         keyed combine's estimate counts its per-key partials (``shuffle.partials``); False: its input rows, each sent
-        whole (what a group recipe sends: ``tmr.plan_by_key`` without ``recipe=``)."""
+        whole (what a group recipe sends: ``tmr.plan_by_key`` without ``recipe=``, whose keys it checked: its map is not
+        traced, which a job's own plan does to refuse keys no run takes)."""
         kind: Kind[Any] = self._kind
         planned, call = _engine.planned(kind, x, settings)
         budget = self._kind.form.max_bytes if isinstance(self._kind, Grouped) else getattr(self._kind, "max_bytes", None)
@@ -157,7 +161,11 @@ class MapReduce(Generic[R]):
             return planned
         combines = isinstance(self._kind, Keyed) and partials  # (else planned as a group recipe: rows sent whole)
         form = self.combiner.per_key
-        traced_partials = traced(self.map_fn, form, call.srcs) if combines and form is not None and call.srcs else None
+        found = traced_output(self.map_fn, call.srcs) if call.srcs and partials else None
+        if found is not None:  # keys no run takes (float, of several columns): the plan is refused, as the run is
+            with found[0][0].graph.as_default():
+                emit(self.map_fn, found[1], TRACED)
+        traced_partials = traced(found, form) if combines and form is not None and found is not None else None
         forecast = keyed_forecast(
             planned.plan,
             len(planned.reducers),

@@ -1,11 +1,11 @@
 """Each task's distinct keys, counted on the client where the keys are a host array: what a keyed combine's tasks send.
 
 A keyed combine's task sends one partial per distinct key it holds (``partials``).  Where the keys are a 1-D array on
-the client (``Shipped``), the plan counts them exactly, per task, over the rows of the task's shards:
+the client (``Shipped``), the plan counts them exactly, per task, over the rows of the task's shards (float keys are
+what no keyed run takes: their plans are refused before, ``partials.traced_output``):
 
 - integers: a mask over the task's ``max - min + 1`` where that range is at most ``SPAN`` times its rows, else
   ``np.unique`` (a sort);
-- floats: ``np.unique`` of the numbers, each NaN a key of its own (a NaN equals no key in the run's ``tf.unique``);
 - strings: a Python ``set`` of the task's keys, built in C (hashing, no sort), and the bytes of its distinct keys
   joined once (``"".join``), as the budget checks count them: 32 per string beside its UTF-8 bytes.
 
@@ -51,10 +51,7 @@ class DistinctKeys:
         if keys.dtype.kind in "OSU":
             unique = set(keys.tolist())
             return cls(len(unique), len(unique) * STRING_BYTES + _utf8_bytes(unique))
-        if keys.dtype.kind == "f":
-            nan = np.isnan(keys)
-            count = int(np.unique(keys[~nan]).size + np.count_nonzero(nan))
-        elif keys.size and keys.dtype.kind in "iu" and int(keys.max()) - int(keys.min()) < SPAN * keys.size:
+        if keys.size and keys.dtype.kind in "iu" and int(keys.max()) - int(keys.min()) < SPAN * keys.size:
             low = int(keys.min())
             seen = np.zeros(int(keys.max()) - low + 1, bool)
             seen[keys - low] = True

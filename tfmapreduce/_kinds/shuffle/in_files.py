@@ -4,8 +4,8 @@ A keyed combine whose keys are a file source's rows (``.npy`` integers, text lin
 read them on the client.  :func:`distinct_per_task` reads each task's shards' files once, where the run would read
 them, keeps the distinct keys seen so far, batch by batch (``tf.unique`` of them and the batch's), and counts them:
 only two numbers a task travel back, its distinct keys and, for strings, their UTF-8 bytes.  A CSV table's key column
-is read alone (``read_csv`` with ``keys=``).  Float keys (whose NaNs are each a key of their own) and rows of several
-values are not counted: their rows bound their keys.
+is read alone (``read_csv`` with ``keys=``).  Float keys and rows of several values are what no keyed run takes
+(their plans are refused, ``partials.traced_output``), so these are every file key a plan meets.
 """
 
 from __future__ import annotations

@@ -4,20 +4,23 @@ With a combiner, each task merges its shards' rows by key before anything travel
 partial per distinct key it holds: its distinct keys' partials, of one key and one partial each.  Where they are
 known before the run they are counted; elsewhere the bound taken is sound (never below the real number):
 
-- keys that are the map's own first input, held on the client (integers, strings, floats): each task's distinct keys
+- keys that are the map's own first input, held on the client (integers, strings): each task's distinct keys
   counted exactly, and a string key's own bytes (``distinct``);
 - keys that are the map's own first input, resident on the workers (1-D ``Sharded`` data, the job placed where it
   lives): each task's distinct keys and their bytes counted exactly there, in one small run (``on_workers``);
 - keys that are the map's own first input, read from files (``.npy`` integers, text lines, a CSV table's key
   column, read alone): each task's distinct keys and their bytes counted on the workers that read its files, in one
   small run reading them (``in_files``);
-- any other keys the map passes through unchanged (float or multi-column files, resident data placed elsewhere):
+- any other keys the map passes through unchanged (resident data placed elsewhere):
   the task's rows, each key of a row's bytes (a resident string's from a sample of lengths taken on the workers,
   ``forecast.row_bytes``, taken only there: a resident plan makes one small run, the count or the sample);
 - keys the map makes (not its first input, as it is): unknown, so the input's rows each count ``max(a row's bytes,
   a partial's bytes)`` (as a run of a map that emits one row per row at most).
 
-A partial's bytes are the map's and the combiner's, traced on placeholders shaped as the input (a mean's
+Float keys and keys of several columns (a float ``.npy``, a 2-D one) are what no keyed run takes: the map traced for
+the plan is checked as the run checks it (``traced_output``, then ``map_side.emit``), so such a plan is refused with the run's
+``MapFunctionError`` instead of being counted.  A partial's bytes are the map's and the combiner's, traced on
+placeholders shaped as the input (a mean's
 partial is a sum and a count; a variance's three moments), counted as the budget checks count them.
 """
 
@@ -137,22 +140,45 @@ def _leaf_bytes(t: tf.Tensor) -> int | None:
     return int(math.prod(row.as_list())) * width
 
 
-def traced(map_fn: Any, form: SegmentForm, srcs: Sequence[Source]) -> Partials | None:
-    """The :class:`Partials` of ``map_fn`` and ``form`` over inputs shaped as ``srcs``, traced in a scratch graph; None
-    where it cannot be traced (a map that takes broadcast values, or fails on placeholders): the plan then counts
-    input rows."""
+TRACED = "placeholders shaped as the input (the plan's trace)"
+"""Where a map traced for a plan ran, as its errors name it."""
+
+
+def traced_output(map_fn: Any, srcs: Sequence[Source]) -> tuple[list[tf.Tensor], Any] | None:
+    """``map_fn``'s inputs and output, traced on placeholders shaped as ``srcs`` in a scratch graph; None where it
+    cannot be traced (a map that takes broadcast values, or fails on placeholders).  A plan checks the output as the
+    run does (``map_side.emit``, where :data:`TRACED` names it): keys no run takes (float, of several columns) refuse
+    the plan, not only the run.
+
+    Example:
+        >>> from tfmapreduce._io.source import Shipped
+        >>> _, (keys, _) = traced_output(lambda k: (k, tf.ones_like(k)), [Shipped(np.array([0.5]))])
+        >>> keys.dtype, keys.shape.as_list()
+        (tf.float64, [None])
+    """
     graph = tf.Graph()
     try:
         with graph.as_default():
             inputs = [p for s in srcs for p in _placeholders(s)]
-            keys, values = map_fn(*inputs)
+            return inputs, map_fn(*inputs)
+    except Exception:  # a map that does not trace here: the plan counts rows instead
+        return None
+
+
+def traced(found: tuple[list[tf.Tensor], Any], form: SegmentForm) -> Partials | None:
+    """The :class:`Partials` of a map's traced inputs and output (:func:`traced_output`, checked) and ``form``; None
+    where the combiner does not trace on them or a partial's row shape is not known: the plan then counts input rows."""
+    inputs, (keys, values) = found
+    keys = tf.convert_to_tensor(keys)
+    try:
+        with keys.graph.as_default():
             ids = tf.compat.v1.placeholder(tf.int32, (None,))
             partial = form.partial(values, ids, tf.compat.v1.placeholder(tf.int32, ()))
-    except Exception:  # a map or combiner that does not trace here: the plan counts rows instead
+    except Exception:  # a combiner that does not trace here: the plan counts rows instead
         return None
     passes = bool(inputs) and keys is inputs[0]
     leaves = [_leaf_bytes(t) for t in tf.nest.flatten(partial)]
-    if any(b is None for b in leaves) or not isinstance(keys, tf.Tensor):
+    if any(b is None for b in leaves):
         return None
     key = STRING_BYTES + UNKNOWN_STRING if keys.dtype == tf.string else int(keys.dtype.size)
     return Partials(sum(b for b in leaves if b is not None), passes, key)
