@@ -4,6 +4,8 @@ and its run stats (``RunStats.compiled``: built and not equal to a kept graph), 
     python scripts/compiles.py chain              # sum_by_key over 4 fresh filter outputs of one input
     python scripts/compiles.py rows               # sum_by_key over host arrays of 4 new row counts, each twice
     python scripts/compiles.py relational         # 5 joins, then 5 sorts, of client tables of a new row count each
+    python scripts/compiles.py ops                # keyed recipes, sorts, a join and means, each built once: their
+                                                  # graphs' ops and the client's CPU seconds building them
     python scripts/compiles.py tpch --scale 0.01  # each lazy TPC-H query twice over the same data (cold, warm), then
                                                   # once over other data of the same schema (--other-scale)
 
@@ -30,14 +32,17 @@ import tfmapreduce as tmr  # noqa: E402
 
 
 class Built(logging.Handler):
-    """Counts the graphs the engine builds (its ``compiled a graph`` debug lines)."""
+    """Counts the graphs the engine builds and their ops (its ``compiled a graph of N ops`` debug lines)."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.count = 0
+        self.ops = 0
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.count += record.getMessage().startswith("compiled a graph")
+        if record.getMessage().startswith("compiled a graph"):
+            self.count += 1
+            self.ops += int(record.args[0])  # type: ignore[index]
 
 
 def counted(built: Built, fn: Callable[[], Any]) -> tuple[int, int, int]:
@@ -102,6 +107,25 @@ def relational(cluster: tmr.LocalCluster, built: Built) -> None:
         print(f"5 {name}s: {sum(seconds):.2f} s, the last 4 {sum(seconds[1:]):.2f} s ({'; '.join(cells)})")
 
 
+def ops(cluster: tmr.LocalCluster, built: Built) -> None:
+    """Float32 and float64 sums, minimums, means and medians by key, sorts, sorts by key, joins and means of 1,000
+    host rows in 2 shards, each built once: the graphs, their ops, and the client's CPU seconds for all of it (building
+    is most of it: the runs themselves are of a few kilobytes)."""
+    rng = np.random.default_rng(0)
+    keys, values = rng.integers(0, 50, 1000), rng.normal(size=1000)
+    tmr.sum(values, cluster=cluster)  # the first run's own costs (sessions, kernels) out of the count
+    graphs, made, cpu = built.count, built.ops, time.process_time()
+    for dtype in (np.float32, np.float64):
+        v = values.astype(dtype)
+        for recipe in (tmr.sum_by_key, tmr.min_by_key, tmr.mean_by_key, tmr.median_by_key):
+            recipe(keys, v, cluster=cluster, sizes=[300, 700], reducers=2)
+        tmr.sort(v, cluster=cluster, sizes=[300, 700])
+        tmr.sort_by_key(keys, v, cluster=cluster, sizes=[300, 700])
+        tmr.join((keys[:100], v[:100]), (keys[100:300], v[100:300]), cluster=cluster)
+        tmr.mean(v, cluster=cluster, sizes=[300, 700])
+    print(f"{built.count - graphs} graphs of {built.ops - made} ops, {time.process_time() - cpu:.2f} s of the client's CPU")
+
+
 def tpch(cluster: tmr.LocalCluster, built: Built, scale: float, other: float, folder: str) -> None:
     from benchmarks import _tpch_data
     from benchmarks._tpch_queries2 import QUERIES
@@ -123,7 +147,7 @@ def tpch(cluster: tmr.LocalCluster, built: Built, scale: float, other: float, fo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["chain", "rows", "relational", "tpch"])
+    parser.add_argument("what", choices=["chain", "rows", "relational", "ops", "tpch"])
     parser.add_argument("--scale", type=float, default=0.01)
     parser.add_argument("--other-scale", type=float, default=0.011, help="the other data's scale (other row counts)")
     parser.add_argument("--data", default=None, help="where the TPC-H Parquet files are kept")
@@ -139,6 +163,8 @@ def main() -> None:
             rows(cluster, built)
         elif args.what == "relational":
             relational(cluster, built)
+        elif args.what == "ops":
+            ops(cluster, built)
         else:
             with tempfile.TemporaryDirectory() as scratch:
                 tpch(cluster, built, args.scale, args.other_scale, args.data or scratch)
