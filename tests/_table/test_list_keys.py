@@ -19,7 +19,7 @@ from tfmapreduce._table.table import Table
 
 DATA: dict[str, list[Any]] = {
     "l": [[2, 1], [], None, [2], [2, 1], [], None, [1, 5, 0], [-2]],
-    "s": [["é", "a"], ["日本"], [], None, ["é", "a"], ["é"], [""], ["é", "a", ""], ["é"]],
+    "s": [["é", "a"], ["日本"], [], None, ["é", "a"], ["é"], [""], ["é", "a\0"], ["é"]],
     "f": [[0.5, -1.0], [], None, [0.5], [0.5, -1.0], [-0.0], [0.0], None, [0.5]],
     "k": [1, None, 1, 2, 1, 1, None, 3, 2],
     "x": [1.0, 2.0, 3.0, None, 5.0, 6.0, 7.0, 8.0, 9.0],
@@ -68,10 +68,10 @@ def test_unique_and_group_by_take_list_keys_as_polars(cluster: tmr.LocalCluster,
     with tmr.scatter(t, cluster=cluster, sizes=SIZES) as r:
         source: Any = r if resident else t
         run: dict[str, Any] = {} if resident else {"cluster": cluster, "sizes": SIZES}
-        got = source.group_by(["l", "k"]).agg(n=("*", "count"), total=("x", "sum"), **run)
+        got = source.group_by(["l", "k", "s", "f"]).agg(n=("*", "count"), total=("x", "sum"), **run)
         some = pl.col("x").count() > 0  # SQL's rule: a group with no value sums to null
-        want = frame.group_by(["l", "k"]).agg(n=pl.len().cast(pl.Int64), total=pl.when(some).then(pl.col("x").sum()))
-        assert _rows(got) == _want(want.sort(["l", "k"], nulls_last=True).select("l", "k", "n", "total"))
+        want = frame.group_by(["l", "k", "s", "f"]).agg(n=pl.len().cast(pl.Int64), total=pl.when(some).then(pl.col("x").sum()))
+        assert _rows(got) == _want(want.sort(["l", "k", "s", "f"], nulls_last=True))
         distinct = source.unique(["s", "l", "f"], **({} if resident else {"cluster": cluster}))
         got_rows = _rows(distinct.collect() if resident else distinct)
         assert got_rows == _want(frame.select("s", "l", "f").unique().sort(["s", "l", "f"], nulls_last=True))
