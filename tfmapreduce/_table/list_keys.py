@@ -45,18 +45,16 @@ class ListCodes:
         inner = column.type.inner
         assert inner is not None
         valid = np.ones(len(column), bool) if column.valid is None else np.asarray(column.valid, bool)
-        keys = [
-            _list_bytes(np.asarray(v, inner.storage), inner) if ok else b"" for v, ok in zip(column.values, valid, strict=True)
-        ]
-        distinct = sorted({k for k, ok in zip(keys, valid, strict=True) if ok})
-        rank = {k: i for i, k in enumerate(distinct)}
-        codes = np.array([rank[k] if ok else 0 for k, ok in zip(keys, valid, strict=True)], np.int64)
-        lists = np.empty(len(distinct), object)
-        first = {}
-        for i, (code, ok) in enumerate(zip(codes.tolist(), valid.tolist(), strict=True)):
-            if ok and code not in first:
-                first[code] = i
-                lists[code] = column.values[i]
+        codes = _fixed_ranks(column.values, valid, inner) if inner != STRING else None
+        if codes is None:
+            pairs = zip(column.values, valid, strict=True)
+            keys = [_list_bytes(np.asarray(v, inner.storage), inner) if ok else b"" for v, ok in pairs]
+            rank = {k: i for i, k in enumerate(sorted({k for k, ok in zip(keys, valid, strict=True) if ok}))}
+            codes = np.array([rank[k] if ok else 0 for k, ok in zip(keys, valid, strict=True)], np.int64)
+        rows = np.flatnonzero(valid)
+        first = rows[np.unique(codes[rows], return_index=True)[1]]  # each code's first row, in code order
+        lists = np.empty(len(first), object)
+        lists[:] = [column.values[i] for i in first.tolist()]
         return cls(column.type, made(INT64, codes, valid), lists)
 
     def decoded(self, codes: Column) -> Column:
@@ -65,6 +63,34 @@ class ListCodes:
         values = np.empty(len(codes), object)
         values[:] = [self.lists[c] if ok else None for c, ok in zip(codes.values.tolist(), valid.tolist(), strict=True)]
         return made(self.type, values, valid)
+
+
+_MATRIX = 1 << 26
+"""The most bytes a column's lists take as one matrix (else their bytes are made one list at a time)."""
+
+
+def _fixed_ranks(values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any], inner: ColumnType) -> np.ndarray[Any, Any] | None:
+    """Each valid list's rank (0 for a null) where the lists are of numbers and their matrix is small enough (else
+    None): each row the list's bytes (``_list_bytes``, each element after a 1) padded with zeros to the longest,
+    so that the matrix's rows sort as the lists do (a prefix's padding 0 before the longer one's 1), ranked at once."""
+    lengths = np.array([len(v) if ok else 0 for v, ok in zip(values, valid, strict=True)], np.int64)
+    width = -(-(9 * int(lengths.max(initial=0)) + 1) // 8) * 8  # (whole 8-byte words)
+    if len(values) * width > _MATRIX:
+        return None
+    parts = [np.asarray(v, inner.storage) for v, n in zip(values, lengths.tolist(), strict=True) if n]
+    flat = np.concatenate(parts) if parts else np.zeros(0, inner.storage)
+    row = np.repeat(np.arange(len(values)), lengths)
+    slot = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    matrix = np.zeros((len(values), width), np.uint8)
+    matrix[row, 9 * slot] = 1
+    matrix[row[:, None], (9 * slot + 1)[:, None] + np.arange(8)] = fixed_bytes(flat)
+    words = matrix[valid].view(">u8")  # big-endian words: they compare as their bytes
+    order = np.lexsort(words.T[::-1])
+    change = np.ones(len(order), bool)
+    change[1:] = np.any(words[order[1:]] != words[order[:-1]], axis=1)
+    codes = np.zeros(len(values), np.int64)
+    codes[np.flatnonzero(valid)[order]] = np.cumsum(change) - 1
+    return codes
 
 
 def _list_bytes(values: np.ndarray[Any, Any], inner: ColumnType) -> bytes:
