@@ -197,7 +197,7 @@ class Table:
         """The rows sorted by the columns ``by`` (the first first), stably: rows of equal keys keep their order.
 
         Each column may be of any type: numbers as numbers (NaN, a value, the largest, as numpy sorts), strings by
-        their UTF-8 bytes (code point order), dates and timestamps in time, lists as polars does. ``descending`` and ``nulls_last`` are one
+        their UTF-8 bytes, dates and timestamps in time, lists as polars (element-wise). ``descending`` and ``nulls_last`` are one
         bool or one for each column (nulls come last, or first, whatever the direction). One distributed sort of the
         rows (range-partitioned; see [`sort_by_key`][tfmapreduce.sort_by_key]); with ``limit=n``, the first ``n``
         rows from one map-only run in which each shard keeps only its ``n`` first, so nothing sorts every row.
