@@ -16,6 +16,7 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
+from .._io.resident import delete_all
 from .._kinds.mapreduce import MapReduce
 from .._ops.combine import (
     GroupForm,
@@ -27,6 +28,7 @@ from .dictionary import PACKED, packed
 from .groups import GroupOp, finished, per_group
 from .keys import KeyCodec
 from .ops import INT64, OPS, PARAMETRIC, holistic, type_of
+from .resident_list_keys import list_keyed
 from .schema import ColumnType, check_name
 
 
@@ -253,6 +255,13 @@ def aggregate(
     last); with no keys, one row for the whole table. The columns are on the client (shipped for the run) or on the
     workers (read where they are): the same job either way. With a ``prelude``, ``columns`` are what it reads and the
     aggregation reads its output (``literals`` its run inputs), all in the one keyed run."""
+    if prelude is None and any(columns[k].type.inner is not None for k in keys):  # a list key: one value a row
+        keyed, lists, made_here = list_keyed(columns, keys, options)  # (``resident_list_keys``), lists once grouped
+        try:
+            out = aggregate(keyed, keys, aggregates, options)
+        finally:
+            delete_all(made_here)
+        return out | {k: back(out[k]) for k, back in lists.items()}
     counted = distinct_column(keys, aggregates)
     pack = packed([columns[k] for k in (*keys, counted)]) if prelude is None and counted else None
     if pack is not None:  # (keys, counted) distinct as one packed key, then counted per key on the client

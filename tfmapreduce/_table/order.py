@@ -61,7 +61,7 @@ def sort_keys(columns: Sequence[Column], descending: Sequence[bool], nulls_last:
             texts = [s.encode("utf-8").replace(b"\0", b"\0\xff") + b"\0\x01" for s in c.values.tolist()]
             parts.append([t.translate(_INVERT) for t in texts] if down else texts)
         else:
-            octets = _fixed(c.values)
+            octets = fixed_bytes(c.values)
             parts.append(255 - octets if down else octets)
     if all(isinstance(p, np.ndarray) for p in parts):
         matrix = np.ascontiguousarray(np.hstack(parts))
@@ -70,7 +70,7 @@ def sort_keys(columns: Sequence[Column], descending: Sequence[bool], nulls_last:
     return np.array([b"".join(row) for row in zip(*pieces, strict=True)], dtype=object)
 
 
-def _fixed(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def fixed_bytes(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """A fixed-width value's 8 order-preserving bytes ([n, 8] uint8)."""
     if values.dtype.kind == "f":
         x = values.astype(np.float64)

@@ -23,13 +23,13 @@ from typing_extensions import Unpack
 from .._io.resident import Sharded, delete_all, gather_all
 from .._kinds.map_api import filter as filter_rows
 from .._options import Options
-from .column import ResidentColumn, column_arrays, made, no_lists, refilled, travelling, unpadded
+from .column import ResidentColumn, column_arrays, made, refilled, travelling, unpadded
 from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, mapped, mask_check, row_function
 from .resident_aggregate import kept_aggregate
 from .resident_join import check_lists, resident_joined
 from .resident_join_order import ORDERS, joined_in_left_order
-from .resident_order import resident_sorted
+from .resident_list_keys import list_sorted
 from .resident_unique import resident_distinct
 from .schema import STRING, Field, Schema, check_name
 from .table import GroupBy, Table, per_column
@@ -271,7 +271,6 @@ class ResidentTable:
         if not names:
             raise ValueError("sort: expected at least one column to sort by, e.g. r.sort(['a', 'b']); got none")
         names = [check_name(n, self.columns, "sort") for n in names]
-        no_lists(self._columns, names, "sort", "by= names ", "; sort by the columns it was aggregated by")
         down, last = per_column(descending, names, "descending"), per_column(nulls_last, names, "nulls_last")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
             raise ValueError(f"sort: limit= must be None or an int ≥ 0, got {limit!r}")
@@ -280,7 +279,7 @@ class ResidentTable:
         if limit == 0:
             return self.filter(lambda rows: tf.zeros(tf.shape(rows[names[0]])[:1], tf.bool), **options)
         at_most = None if limit is None else int(limit)
-        return ResidentTable(resident_sorted(self._columns, names, down, last, at_most, dict(options)))
+        return ResidentTable(list_sorted(self._columns, names, down, last, at_most, dict(options)))
 
     def unique(self, columns: str | Sequence[str] | None = None, /, **options: Unpack[Options]) -> ResidentTable:
         """The distinct rows of the ``columns`` (all by default), sorted by them (nulls last), on the workers: a new
@@ -297,7 +296,6 @@ class ResidentTable:
         if not names:
             raise ValueError("unique: expected at least one column, e.g. r.unique(['a', 'b']); got none")
         names = [check_name(n, self.columns, "unique") for n in names]
-        no_lists(self._columns, names, "unique", "", "; pass the other columns, e.g. r.unique(['k'])")
         if len(self) == 0:
             return self.select(names)  # nothing runs: no row
         return ResidentTable(resident_distinct(self._columns, names, dict(options)))

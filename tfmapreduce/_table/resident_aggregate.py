@@ -21,7 +21,7 @@ import tensorflow as tf
 from .._io.resident import Sharded, delete_all
 from .._kinds.map_api import map as map_rows
 from .aggregate import Aggregate, Spec, _empty, job_of
-from .column import ResidentColumn, placed
+from .column import ResidentColumn, no_lists, placed
 from .keys import KeyCodec
 from .ops import type_of
 from .resident_order import resident_sorted
@@ -38,6 +38,7 @@ def kept_aggregate(
     last), as new resident columns on the reducers: the same rows as ``aggregate.aggregate`` gives on the client.
     A ``("top_k", k)`` is a list column: each group's ``k`` slots and a mask of those holding a value (``GroupOp.padded``).
     """
+    no_lists(columns, keys, "agg", "resident=True: key ", "; keep the result on the client (resident=False) to group by a list")
     for a in aggregates:
         if a.column != "*":
             type_of(a.op, columns[a.column].type, a.output)  # refuse what does not apply before any run

@@ -16,9 +16,10 @@ import tensorflow as tf
 
 from .._io.resident import Sharded, delete_all
 from .._kinds.map_api import map as map_rows
-from .column import ResidentColumn, refilled
+from .column import ResidentColumn, column_arrays, refilled
 from .keys import KeyCodec
 from .maps import arrays_of
+from .resident_list_keys import KEY, hex_columns
 from .resident_order import resident_sorted
 
 _MAP_OPTIONS = ("cluster", "timeout", "retries")
@@ -27,14 +28,23 @@ _MAP_OPTIONS = ("cluster", "timeout", "retries")
 def resident_distinct(
     columns: Mapping[str, ResidentColumn], names: Sequence[str], options: dict[str, Any]
 ) -> dict[str, ResidentColumn]:
-    """The distinct rows of ``columns``' ``names``, sorted by them (nulls last), as new resident columns."""
+    """The distinct rows of ``columns``' ``names``, sorted by them (nulls last), as new resident columns. A list
+    column's key is its lists' bytes (``resident_list_keys``, a column beside it), by which it is also sorted."""
     chosen = {n: columns[n] for n in names}
-    codec = KeyCodec(tuple(c.type for c in chosen.values()), tuple(c.nullable for c in chosen.values()))
-    mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
-    moved = {k: options[k] for k in (*_MAP_OPTIONS, "reducers") if k in options}
     made: list[Sharded] = []
     try:
-        keyed = map_rows(_keyed(codec, tuple(c.nullable for c in chosen.values())), arrays_of(chosen), by_key=True, **moved)
+        lists = hex_columns({n: c for n, c in chosen.items() if c.type.inner is not None}, options)
+        made.extend(c.values for c in lists.values())
+        keyed_by = [KEY + n if n in lists else n for n in names]
+        chosen |= {KEY + n: c for n, c in lists.items()}
+        at, i = {}, 0
+        for name, c in chosen.items():
+            at[name] = (i, i + 1 if c.valid is not None else None)
+            i += len(column_arrays(c))
+        codec = KeyCodec(tuple(chosen[n].type for n in keyed_by), tuple(chosen[n].nullable for n in keyed_by))
+        mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
+        moved = {k: options[k] for k in (*_MAP_OPTIONS, "reducers") if k in options}
+        keyed = map_rows(_keyed(codec, tuple(at[n] for n in keyed_by)), arrays_of(chosen), by_key=True, **moved)
         values = keyed.values if isinstance(keyed.values, tuple) else (keyed.values,)
         made.extend([keyed.keys, *values])
         out = map_rows(_first, (keyed.keys, *values), **mapped)
@@ -43,21 +53,20 @@ def resident_distinct(
         it = iter(parts[1:])
         distinct = {n: refilled(c, it) for n, c in chosen.items()}
         n = len(names)
-        return resident_sorted(distinct, list(names), [False] * n, [True] * n, None, options)
+        ordered = resident_sorted(distinct, keyed_by, [False] * n, [True] * n, None, options)
+        made.extend(a for k in lists for a in column_arrays(ordered.pop(KEY + k)))
+        return ordered
     finally:
         delete_all(list({id(a): a for a in made}.values()))
 
 
 @functools.lru_cache(maxsize=256)
-def _keyed(codec: KeyCodec, nullable: tuple[bool, ...]) -> Callable[..., Any]:
-    """The map function giving each row's key (``codec``'s) and its columns' values and validity."""
+def _keyed(codec: KeyCodec, at: tuple[tuple[int, int | None], ...]) -> Callable[..., Any]:
+    """The map function giving each row's key (``codec``'s, of the columns at ``at``: values, validity) and every
+    column's arrays."""
 
     def keyed(*tensors: tf.Tensor) -> Any:
-        fields, i = [], 0
-        for has_valid in nullable:
-            fields.append((tensors[i], tensors[i + 1] if has_valid else None))
-            i += 2 if has_valid else 1
-        return codec.encode(fields), tuple(tensors)
+        return codec.encode([(tensors[v], None if m is None else tensors[m]) for v, m in at]), tuple(tensors)
 
     return keyed
 

@@ -14,6 +14,7 @@ from .arrow import from_arrow, to_arrow
 from .column import Column, ResidentColumn, no_lists
 from .convert import from_numpy, from_series
 from .join import HOWS, joined, key_names
+from .list_keys import coded
 from .maps import TableRows, computed, kept
 from .order import sorted_rows
 from .schema import Field, Schema, check_name
@@ -196,7 +197,7 @@ class Table:
         """The rows sorted by the columns ``by`` (the first first), stably: rows of equal keys keep their order.
 
         Each column may be of any type: numbers as numbers (NaN, a value, the largest, as numpy sorts), strings by
-        their UTF-8 bytes (code point order), dates and timestamps in time. ``descending`` and ``nulls_last`` are one
+        their UTF-8 bytes, dates and timestamps in time, lists as polars (element-wise). ``descending`` and ``nulls_last`` are one
         bool or one for each column (nulls come last, or first, whatever the direction). One distributed sort of the
         rows (range-partitioned; see [`sort_by_key`][tfmapreduce.sort_by_key]); with ``limit=n``, the first ``n``
         rows from one map-only run in which each shard keeps only its ``n`` first, so nothing sorts every row.
@@ -213,8 +214,7 @@ class Table:
         names = [by] if isinstance(by, str) else list(by)
         if not names:
             raise ValueError("sort: expected at least one column to sort by, e.g. t.sort(['a', 'b']); got none")
-        columns = [self._columns[check_name(n, self.columns, "sort")] for n in names]
-        no_lists(self._columns, names, "sort", "by= names ", "; sort by other columns")
+        columns = coded([self._columns[check_name(n, self.columns, "sort")] for n in names])  # a list by its rank
         down, last = per_column(descending, names, "descending"), per_column(nulls_last, names, "nulls_last")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0):
             raise ValueError(f"sort: limit= must be None or an int ≥ 0, got {limit!r}")
@@ -267,7 +267,6 @@ def distinct(table: Tabular, columns: str | Sequence[str] | None, options: dict[
     if not names:
         raise ValueError("unique: expected at least one column, e.g. t.unique(['a', 'b']); got none")
     keys = tuple(check_name(n, table.columns, "unique") for n in names)
-    no_lists({k: table.column(k) for k in keys}, keys, "unique", "", "; pass the other columns, e.g. t.unique(['k'])")
     out = aggregate({k: table.column(k) for k in keys}, keys, [Aggregate("__rows", "*", "size")], options)
     return Table({k: out[k] for k in keys})
 
@@ -311,7 +310,6 @@ class GroupBy:
                 "group_by: expected at least one key column, got none; use table.agg(...) for whole-table aggregates"
             )
         keys = tuple(check_name(k, table.columns, "group_by") for k in names)
-        no_lists({k: table.column(k) for k in keys}, keys, "group_by", "", "; group by other columns")
         return cls(table, keys)
 
     def agg(self, **aggregates: Any) -> Table:
