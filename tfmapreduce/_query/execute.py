@@ -1,6 +1,7 @@
 """A plan run through the eager table operations, one node after the other (each node once, however many nodes read
 it; a ``Bound`` root's scalar subqueries first, their values the literals of the nodes that read them), and
-``physical``: the steps that will run, one line each with its kind, before anything runs.
+``physical``: the steps that will run, one line each with its kind, before anything runs. The steps after the last
+group-by of a small result are done on the client (``client_steps``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from .._table.csv import scan_csv
 from .._table.parquet import scan_parquet
 from .._table.table import Table
+from .client_steps import on_client, sorted_on_client
 from .estimate import estimates
 from .expr import Col
 from .grouped import grouped
@@ -90,7 +92,8 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     (table, *other) = tables
     step = row_step(node)
     if step is not None or isinstance(node, Fused):
-        return rowwise(table, node.steps if isinstance(node, Fused) else [step], options)  # type: ignore[list-item]
+        steps = node.steps if isinstance(node, Fused) else [step]
+        return rowwise(table, steps, options, on_client(node, len(table)))  # type: ignore[arg-type]
     if isinstance(node, Apply):
         return table.filter(node.fn, **options) if node.verb == "filter" else table.with_columns(node.fn, **options)
     if isinstance(node, Joined):
@@ -101,6 +104,8 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     if isinstance(node, Aggregated):
         aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}
         return table.group_by(list(node.keys)).agg(**aggs, **options) if node.keys else table.agg(**aggs, **options)
+    if isinstance(node, Sorted) and on_client(node, len(table)):
+        return sorted_on_client(table, node)
     if isinstance(node, Sorted):
         down, last = list(node.descending), list(node.nulls_last)
         return table.sort(list(node.by), descending=down, nulls_last=last, limit=node.limit, **options)
@@ -110,10 +115,13 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     return table.unique(list(node.columns), **options)
 
 
-def kind(node: Node) -> str:
+def kind(node: Node, rows: int | None = None) -> str:
     """What computing ``node`` takes: ``"map run"``, ``"keyed run"``, ``"join run"``, ``"sort run"``, or
-    ``"client"`` (nothing runs on the workers)."""
+    ``"client"`` (nothing runs on the workers; a step after a group-by whose input is estimated at ``rows``,
+    ``client_steps.on_client``)."""
     if isinstance(node, (Scan, Limited, Bound)):
+        return "client"
+    if rows is not None and on_client(node, rows):
         return "client"
     step = row_step(node)
     if step is not None or isinstance(node, Fused):
@@ -148,7 +156,7 @@ def physical(plan: Node) -> list[str]:
         for at in params(node):  # a lookup's table (a query of the Bound root) before its first reader
             if bound is not None:
                 visit(bound.queries[at])
-        what = kind(node)
+        what = kind(node, sizes[id(inputs(node)[0])].rows if inputs(node) else None)
         if what == "client":
             lines.append(f"client: {label(node)}  [{sizes[id(node)]}]")
         else:

@@ -24,6 +24,10 @@ them unique, the client table's rows checked once, or a group-by by some of them
 a left row twice, which a lookup cannot. String columns of the right side travel as their Unicode code points (run
 inputs too), made strings on the workers.
 
+An inner join whose small side, unique on its keys, is the left one is swapped (``_swapped``), so the right side
+looks the left one up, and a ``with_columns`` and ``select`` give back the unswapped join's columns, names and order:
+``region.filter(...).join(nation, ...)`` is the nations' map (TPC-H Q2, Q5, Q8).
+
 Example: ``lines.join(nation.filter(col("n_name") == "FRANCE"), left_on="l_nation", right_on="n_nationkey",
 how="semi").group_by("l_part").agg(...)`` is one keyed run, its map keeping the French lines.
 """
@@ -118,8 +122,11 @@ def lookup_joins(plan: Node) -> Node:
         return queries[at - base] if at >= base else None
 
     def step(node: Node) -> Node:
-        if not isinstance(node, Joined) or not _applies(node, table):
+        if not isinstance(node, Joined):
             return node
+        if not _applies(node, table):
+            swapped = _swapped(node, table)
+            return node if swapped is None else _renamed(node, step(swapped))
         key = tuple(node.right_on)
         right, having = _filtered(node, table)
         at = index.get((id(right), key))
@@ -173,6 +180,38 @@ def _rewritten(node: Joined, at: int, having: tuple[Expr, ...] = ()) -> Node:
     columns = tuple((out, looked(key_of(tuple(node.left_on)), at, src)) for out, side, src in join_names(node) if side == "right")
     left = Where(node.left, hit) if node.how == "inner" else node.left
     return Keep(Assign(left, columns) if columns else left, names(node) or ())
+
+
+def _swapped(node: Joined, table: Callable[[int], Node | None]) -> Joined | None:
+    """An inner join with its sides swapped, where the swapped join is a lookup and the join itself is not (its small
+    side unique on its keys is the left one: ``region.filter(...).join(nation, ...)``, the nations look the region
+    up); None else. The key pairs must be of one type: the swapped join's key columns stand for the left keys."""
+    if node.how != "inner" or not node.left_on or not join_names(node):
+        return None
+    swapped = Joined(node.right, node.left, node.right_on, node.left_on, "inner", node.suffix, node.strategy)
+    for left_key, right_key in zip(node.left_on, node.right_on, strict=True):
+        if _source(node.left, left_key, table) != _source(node.right, right_key, table):
+            return None
+    return swapped if join_names(swapped) and _applies(swapped, table) else None
+
+
+def _made(node: Joined, swapped: Joined) -> dict[str, str]:
+    """Each output of ``node`` by the output of ``swapped`` (its sides swapped) that holds the same values: a left
+    key by the right key it meets, a side's column by its name in the swapped join."""
+    by_side = {(side, src): out for out, side, src in join_names(swapped)}
+    keys = dict(zip(node.left_on, node.right_on, strict=True))
+    made = {}
+    for out, side, src in join_names(node):
+        made[out] = by_side[("key", keys[src])] if side == "key" else by_side[("right" if side == "left" else "left", src)]
+    return made
+
+
+def _renamed(node: Joined, lookup: Node) -> Node:
+    """The lookup of ``node``'s swapped join (``_swapped``) with ``node``'s columns, names and order: one ``Assign``
+    renames them all at once (``x`` and ``x_right`` trade names where both sides have an ``x``)."""
+    swapped = Joined(node.right, node.left, node.right_on, node.left_on, "inner", node.suffix, node.strategy)
+    renames = tuple((out, Col(was)) for out, was in _made(node, swapped).items() if out != was)
+    return Keep(Assign(lookup, renames) if renames else lookup, tuple(out for out, _, _ in join_names(node)))
 
 
 def _applies(node: Joined, table: Callable[[int], Node | None]) -> bool:

@@ -84,8 +84,9 @@ oldest is dropped past ``_KEPT``."""
 _KEPT = 256
 
 
-def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str, Any]) -> Table:
-    """``table`` through ``steps`` in one map-only run (none where the steps only select or rename columns)."""
+def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str, Any], client: bool = False) -> Table:
+    """``table`` through ``steps`` in one map-only run (none where the steps only select or rename columns; none
+    where ``client``: the map function called eagerly on the client, for a small table)."""
     plan = composed(steps, table.columns)
     if not plan.runs:
         return Table({n: table.column(e.name) for n, e in plan.outputs})  # type: ignore[attr-defined]
@@ -110,7 +111,7 @@ def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str
         _TRACED[key] = traced
         if len(_TRACED) > _KEPT:
             del _TRACED[next(iter(_TRACED))]
-    fetched = _run(traced.fn, arrays, literals, options)
+    fetched = _run(traced.fn, arrays, literals, options, client)
     mask: Any = fetched.pop(0) if plan.where is not None else slice(None)
     made_columns: dict[str, Column] = {}
     for (name, _), kind, nullable in zip(plan.computed, traced.types, traced.nullable, strict=True):
@@ -156,10 +157,15 @@ def _trace(inputs: Mapping[str, Column], where: Expr | None, computed: list[Expr
 
 
 def _run(
-    fn: Any, arrays: list[np.ndarray[Any, Any]], literals: list[np.ndarray[Any, Any]], options: Mapping[str, Any]
+    fn: Any,
+    arrays: list[np.ndarray[Any, Any]],
+    literals: list[np.ndarray[Any, Any]],
+    options: Mapping[str, Any],
+    client: bool = False,
 ) -> list[Any]:
-    """``fn``'s outputs of every row, in row order: one map-only run (an eager call, no run, on no rows)."""
-    if not len(arrays[0]):
+    """``fn``'s outputs of every row, in row order: one map-only run (an eager call, no run, on no rows or where
+    ``client``)."""
+    if client or not len(arrays[0]):
         return [t.numpy() for t in fn(*(tf.constant(a) for a in arrays), *(tf.constant(v) for v in literals))]
     out = map_rows(fn, tuple(arrays), broadcast=literals, **options)
     parts = list(out) if isinstance(out, tuple) else [out]

@@ -16,8 +16,8 @@
   that side's keys (a semi join first).
 - ``partial_aggregates`` (``partial.py``): a group-by of a join that aggregates only its right side's columns
   aggregates the right side by its join keys first (the join meets one row per key).
-- ``lookup_joins`` (``lookups.py``): a join of a small right side on one integer key becomes a lookup (a filter and
-  new columns reading ``table(i)``) in the map of the step that reads it.
+- ``lookup_joins`` (``lookups.py``): a join of a small right side (or an inner join's small left side, the sides
+  swapped) becomes a lookup (a filter and new columns reading ``table(i)``) in the map of the step that reads it.
 - ``into_aggregates``: a fused step read by a group-by alone runs in the group-by's map (one keyed run; the rows it
   drops and the columns it makes never leave the workers).
 """

@@ -1,0 +1,50 @@
+"""The steps after a query's last group-by, on its small result, done on the client (``client_steps``): new columns,
+a filter and a sort cost no run. The same answer as DuckDB (string keys with nulls and unicode, a null aggregate,
+nulls first in the sort), and the group-by the only run."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+import tfmapreduce as tmr
+from tfmapreduce import col
+
+LINES = pd.DataFrame(
+    {
+        "k": ["birne", "äpfel ✓", None, "三", "birne", "äpfel ✓", "kiwi", "三"],
+        "v": pd.array([1, 2, 3, None, 5, 6, 7, None], dtype="Int64"),
+    }
+)
+SQL = """SELECT k, t, s FROM (SELECT k, sum(v) AS t, sum(v) * 2 - 9 AS s FROM l GROUP BY k)
+         WHERE s <> 3 OR s IS NULL ORDER BY s DESC NULLS FIRST, k"""
+
+
+def test_steps_after_the_last_group_by_run_on_the_client(cluster: tmr.LocalCluster) -> None:
+    q = (
+        tmr.lazy(LINES)
+        .group_by("k")
+        .agg(t=("v", "sum"))
+        .with_columns(s=col("t") * 2 - 9)
+        .filter((col("s") != 3) | col("s").is_null())
+        .sort(["s", "k"], descending=[True, False], nulls_last=[False, True])
+    )
+    steps = q.explain().split("physical steps:")[1]
+    assert "client: sort s desc" in steps
+    assert "client: fused" in steps
+    assert "1 distributed run" in steps
+    with tmr.stats() as seen:
+        got = q.to_pandas(cluster=cluster)
+    connection = duckdb.connect()
+    connection.register("l", LINES)
+    want = connection.sql(SQL).df()
+    assert got["k"].tolist() == want["k"].tolist()  # 三 (a null sum), äpfel ✓ 7, kiwi 5, the null key -3
+    assert got["t"].astype("Float64").tolist() == want["t"].astype("Float64").tolist()
+    assert got["s"].astype("Float64").tolist() == want["s"].astype("Float64").tolist()
+    assert len(seen.runs) == 1  # the group-by; the new column, the filter and the sort were 2 runs more
+
+
+def test_a_sort_of_a_table_not_grouped_stays_a_run() -> None:
+    q = tmr.lazy(pd.DataFrame({"x": np.arange(5)})).sort("x")
+    assert "run 1 (sort run): sort x" in q.explain()
