@@ -39,7 +39,7 @@ def on_client(node: Node, rows: int) -> bool:
 def sorted_on_client(table: Table, node: Sorted) -> Table:
     """``table`` sorted as ``node`` says, stably, on the client: the same order as ``Table.sort``."""
     columns = [table.column(n) for n in node.by]
-    if any(c.type.inner is not None for c in columns):  # a list column: the eager sort's error
+    if any(c.type.inner is not None for c in columns):  # a list column: the eager sort, which ranks its lists first
         return table.sort(list(node.by), descending=list(node.descending), nulls_last=list(node.nulls_last))
     keys = sort_keys(columns, node.descending, node.nulls_last) if len(table) else np.arange(0)
     rows = np.argsort(keys, kind="stable")[: node.limit]
