@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -42,7 +43,8 @@ class Throttle:
 
     The process runs at most ``1 - stopped / period`` of the wall time, whatever the load of the
     machine: a running phase that lasts longer than ``period - stopped`` (this thread woke late) is
-    followed by a stopped phase as much longer.  On exit (and if the process is gone) it is left
+    followed by a stopped phase as much longer, but no longer than ``longest`` seconds (a run's liveness
+    probes declare a worker silent for 2 s stopped).  On exit (and if the process is gone) it is left
     running (SIGCONT).
 
     Example:
@@ -54,10 +56,10 @@ class Throttle:
         0
     """
 
-    def __init__(self, pid: int, *, stopped: float = 0.03, period: float = 0.04):
+    def __init__(self, pid: int, *, stopped: float = 0.03, period: float = 0.04, longest: float = math.inf):
         if not 0 < stopped < period:
             raise ValueError(f"stopped must be > 0 and < period ({period}), got {stopped}")
-        self.pid, self.stopped, self.period = pid, stopped, period
+        self.pid, self.stopped, self.period, self.longest = pid, stopped, period, longest
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._cycle, name=f"throttle-{pid}", daemon=True)
 
@@ -68,7 +70,7 @@ class Throttle:
             while not self._done.is_set():
                 os.kill(self.pid, signal.SIGSTOP)
                 try:
-                    self._done.wait(self.stopped * ran / running)
+                    self._done.wait(min(self.stopped * ran / running, self.longest))
                 finally:
                     os.kill(self.pid, signal.SIGCONT)
                 began = time.monotonic()
