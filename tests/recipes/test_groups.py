@@ -210,6 +210,21 @@ def test_median_by_key_of_infinities_equals_numpy(cluster: tmr.LocalCluster, key
             np.testing.assert_array_equal(got[key], want, err_msg=f"{key!r} {layout}")
 
 
+@pytest.mark.parametrize("partitioner", ["hash", "range"])
+def test_a_group_recipe_over_other_row_counts_compiles_nothing(cluster: tmr.LocalCluster, partitioner: str) -> None:
+    """Host arrays of new row counts at the same places run the first run's program (its shards' rows are run
+    inputs, as a keyed combine's); each result equals numpy's."""
+    rng = np.random.default_rng(11)
+    compiled = []
+    for n in (40, 7, 61):
+        keys, values = rng.integers(0, 6, n), rng.normal(size=n)
+        layout = {"sizes": [n // 3, 0, n - n // 3], "reducers": 2, "partitioner": partitioner}
+        got, stats = tmr.median_by_key(keys, values, cluster=cluster, return_stats=True, **layout)  # type: ignore[call-overload]
+        assert got.to_dict() == pytest.approx({k: np.median(values[keys == k]) for k in np.unique(keys).tolist()}, rel=1e-12)
+        compiled.append(stats.compiled)
+    assert compiled == [True, False, False]
+
+
 @settings(max_examples=examples(5))
 @given(data=st.data())
 def test_top_k_by_key_equals_sorted_values(cluster: tmr.LocalCluster, data: st.DataObject) -> None:

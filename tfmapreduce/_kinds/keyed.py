@@ -34,7 +34,7 @@ from .._ops.grouping import nbytes
 from .._ops.mapfn import describe, first_line
 from .._ops.moments import MOMENTS
 from .._ops.per_key import by_key, merge
-from .shuffle.map_side import ByKey, MappedShards, MapSide, Part, batches, in_key_order, map_shards, mismatch, split_all
+from .shuffle.map_side import ByKey, MappedShards, MapSide, Part, in_key_order, map_shards, mismatch, split_all
 from .shuffle.plan import KeyedPlan
 from .shuffle.result import concatenated, sorted_result
 from .shuffle.sharded import KeyedBuilt, keep, keep_fetch
@@ -52,12 +52,6 @@ class Keyed(ByKey):
     @property
     def identity(self) -> Hashable:
         return (self.map_fn, self.combiner, True, self.max_bytes)
-
-    def shape_of(self, plan: KeyedPlan) -> Hashable:
-        """Each shard's place and batches (none, one, or how many ``batch_rows`` it folds): all that its graph reads of
-        the shards' rows (``fold_shard``), so sums by key over fresh filter outputs of one placement share a program."""
-        shards = tuple((s.index, s.device, batches(s.rows, plan.batch_rows)) for s in plan.plan.shards)
-        return (shards, plan.reducers, plan.batch_rows, plan.partitioner)
 
     def side(self, native: Any | None) -> MapSide:
         """What a batch's (keys, values) become (its per-key partial), and how partials fold."""

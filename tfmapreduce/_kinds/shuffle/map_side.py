@@ -57,6 +57,12 @@ class ByKey(MapJob[KeyedPlan]):
     def plan(self, shards: Plan, call: Call) -> KeyedPlan:
         return keyed_plan(shards, call.srcs, call.cluster, call.settings)
 
+    def shape_of(self, plan: KeyedPlan) -> Hashable:
+        """Each shard's place and batches (none, one, or how many ``batch_rows`` it folds): all that its graph reads of
+        the shards' rows (``fold_shard``), so keyed runs over fresh filter outputs of one placement share a program."""
+        shards = tuple((s.index, s.device, batches(s.rows, plan.batch_rows)) for s in plan.plan.shards)
+        return (shards, plan.reducers, plan.batch_rows, plan.partitioner)
+
     def variant(self, plan: KeyedPlan, call: Call) -> Hashable | None:
         if call.resident and not named_per_run(plan.reducers):
             return None  # stored on GPUs: named in the graph, a program for each run (Builder.store)
