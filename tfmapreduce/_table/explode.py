@@ -3,7 +3,9 @@
 A row's list gives as many rows as it has elements; an empty list one row holding a null (``empty_as_null=True``,
 the default, as pandas' ``explode``, Spark's ``explode_outer`` and polars before 2.0; polars 2's default drops it:
 ``empty_as_null=False``) and a null list one (``keep_nulls=True``; False drops it). Rows keep their order. Several
-columns explode together where each row gives as many rows from each (polars raises otherwise: ``ShapeError``).
+columns explode together where each row's lists are of one length and give as many rows (an empty and a null list
+match where ``empty_as_null`` equals ``keep_nulls``); polars raises a ``ShapeError`` otherwise, and this a
+``ValueError`` naming the first row that differs.
 
 A client table explodes on the client (numpy, nothing runs); a resident one on the workers, each shard where it
 is, in one map-only run (and a small one before it where several columns explode, to check their lengths).
