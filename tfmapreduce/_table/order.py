@@ -155,3 +155,15 @@ def _best(keyed: Callable[..., tuple[tf.Tensor, tf.Tensor]], limit: int) -> Call
         return tf.gather(keys, first), tf.gather(rows, first)
 
     return best
+
+
+def per_column(flag: object, names: list[str], argument: str) -> list[bool]:
+    """One bool for each sort column from one bool or a list of them."""
+    flags = [flag] * len(names) if isinstance(flag, (bool, np.bool_)) else flag
+    if (
+        not isinstance(flags, (list, tuple))
+        or len(flags) != len(names)
+        or not all(isinstance(f, (bool, np.bool_)) for f in flags)
+    ):
+        raise TypeError(f"sort: {argument}= must be a bool or one bool for each of {names}, got {flag!r}")
+    return [bool(f) for f in flags]

@@ -24,15 +24,17 @@ from .._io.resident import Sharded, delete_all, gather_all
 from .._kinds.map_api import filter as filter_rows
 from .._options import Options
 from .column import ResidentColumn, column_arrays, made, refilled, travelling, unpadded
+from .explode import explode_names, resident_exploded
 from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, mapped, mask_check, row_function
+from .order import per_column
 from .resident_aggregate import kept_aggregate
 from .resident_join import check_lists, resident_joined
 from .resident_join_order import ORDERS, joined_in_left_order
 from .resident_list_keys import list_sorted
 from .resident_unique import resident_distinct
 from .schema import STRING, Field, Schema, check_name
-from .table import GroupBy, Table, per_column
+from .table import GroupBy, Table
 
 _holders: Counter[int] = Counter()
 """How many live resident tables hold each ``Sharded`` (by id): tables made by ``select`` or ``with_columns`` share
@@ -299,6 +301,16 @@ class ResidentTable:
         if len(self) == 0:
             return self.select(names)  # nothing runs: no row
         return ResidentTable(resident_distinct(self._columns, names, dict(options)))
+
+    def explode(
+        self, columns: str | Sequence[str], /, *, empty_as_null: bool = True, keep_nulls: bool = True, **options: Unpack[Options]
+    ) -> ResidentTable:
+        """Each element of the list column(s) ``columns`` a row, as [`Table.explode`][tfmapreduce.Table.explode], on
+        the workers: one map-only run, each shard exploded on its device (a small run before where several columns
+        explode, to check that their lists give as many rows); a new resident table, no row through the client."""
+        self._check()
+        names = explode_names(self._columns, columns)
+        return ResidentTable(resident_exploded(self._columns, names, empty_as_null, keep_nulls, dict(options)))
 
     def delete(self, *, timeout: float | None = None) -> None:
         """Free the columns' shards on the workers that no other resident table holds. Safe to call twice."""

@@ -13,10 +13,11 @@ from .aggregate import Aggregate, aggregate
 from .arrow import from_arrow, to_arrow
 from .column import Column, ResidentColumn, no_lists
 from .convert import from_numpy, from_series
+from .explode import explode_names, exploded
 from .join import HOWS, joined, key_names
 from .list_keys import coded
 from .maps import TableRows, computed, kept
-from .order import sorted_rows
+from .order import per_column, sorted_rows
 from .schema import Field, Schema, check_name
 
 
@@ -230,6 +231,19 @@ class Table:
             raise ValueError(f"limit: expected an int ≥ 0, got {n!r}")
         return Table({name: c.take(np.arange(min(int(n), len(self)))) for name, c in self._columns.items()})
 
+    def explode(self, columns: str | Sequence[str], /, *, empty_as_null: bool = True, keep_nulls: bool = True) -> Table:
+        """Each element of the list column(s) ``columns`` a row, the other columns repeated, in order; on the client
+        (nothing runs). An empty list gives one null row (``empty_as_null=False``: none, polars 2's default), a null
+        list one (``keep_nulls=False``: none); several columns explode together (their lists as long). As polars'.
+
+        Examples:
+            >>> t = tmr.table({"s": np.array(["a b", ""])})
+            >>> words = t.with_columns(lambda rows: {"w": tf.strings.split(rows["s"])}, cluster=cluster)
+            >>> words.explode("w").to_dict()["w"].tolist()
+            ['a', 'b', None]
+        """
+        return Table(exploded(self._columns, explode_names(self._columns, columns), empty_as_null, keep_nulls))
+
     def unique(self, columns: str | Sequence[str] | None = None, /, **options: Unpack[Options]) -> Table:
         """The distinct rows of the ``columns`` (all by default), sorted by them (nulls last), in one keyed run: as
         pandas' ``t[columns].drop_duplicates()`` sorted, and SQL's ``SELECT DISTINCT`` (a null equals a null here).
@@ -276,18 +290,6 @@ def _eager_only(options: Mapping[str, Any], method: str) -> None:
     for name in ("resident", "return_stats"):
         if options.get(name):
             raise TypeError(f"{method}: {name}= does not apply to a table, which comes back whole to the client; drop {name}=")
-
-
-def per_column(flag: object, names: list[str], argument: str) -> list[bool]:
-    """One bool for each sort column from one bool or a list of them."""
-    flags = [flag] * len(names) if isinstance(flag, (bool, np.bool_)) else flag
-    if (
-        not isinstance(flags, (list, tuple))
-        or len(flags) != len(names)
-        or not all(isinstance(f, (bool, np.bool_)) for f in flags)
-    ):
-        raise TypeError(f"sort: {argument}= must be a bool or one bool for each of {names}, got {flag!r}")
-    return [bool(f) for f in flags]
 
 
 _OPTIONS = Options.__required_keys__ | Options.__optional_keys__
