@@ -48,3 +48,34 @@ def test_steps_after_the_last_group_by_run_on_the_client(cluster: tmr.LocalClust
 def test_a_sort_of_a_table_not_grouped_stays_a_run() -> None:
     q = tmr.lazy(pd.DataFrame({"x": np.arange(5)})).sort("x")
     assert "run 1 (sort run): sort x" in q.explain()
+
+
+PARTS = pd.DataFrame(
+    {
+        "name": ["birne", "äpfel ✓", None, "三", "kiwi", "pflaume"],
+        "size": pd.array([1, 5, 7, None, 9, 4], dtype="Int64"),
+        "maker": ["a", "ü", "b", "c", None, "ü"],
+    }
+)
+SIDE_SQL = """SELECT maker, sum(v) AS t, count(*) AS n, sum(size) AS s
+              FROM l JOIN (SELECT name AS part, maker, size FROM p WHERE maker IN ('ü', 'b', 'a', 'c')) ON k = part
+              GROUP BY maker ORDER BY maker"""
+
+
+def test_a_lookups_small_side_is_made_on_the_client(cluster: tmr.LocalCluster) -> None:
+    side = tmr.lazy(PARTS).filter(col("maker").isin(["ü", "b", "a", "c"])).select(col("name").alias("part"), "maker", "size")
+    q = tmr.lazy(LINES).join(side, left_on="k", right_on="part").group_by("maker")
+    q = q.agg(t=("v", "sum"), n=("*", "count"), s=("size", "sum")).sort("maker")
+    steps = q.explain().split("physical steps:")[1]
+    assert "client: fused [filter col('maker').isin(" in steps  # the side's filter and renamed key: no run
+    assert "1 distributed run" in steps
+    with tmr.stats() as seen:
+        got = q.to_pandas(cluster=cluster)
+    connection = duckdb.connect()
+    connection.register("l", LINES)
+    connection.register("p", PARTS)
+    want = connection.sql(SIDE_SQL).df()
+    assert got["maker"].tolist() == want["maker"].tolist() == ["a", "c", "ü"]  # 三's lines: c, a null sum of v
+    for name in ("t", "n", "s"):
+        assert got[name].astype("Float64").tolist() == want[name].astype("Float64").tolist()
+    assert len(seen.runs) == 1  # the group-by, the side looked up in its map; the side's filter was a map run more

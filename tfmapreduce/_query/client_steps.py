@@ -2,11 +2,16 @@
 ``order.sort_keys``, the byte keys the workers make for a distributed sort, with numpy) and the row-wise steps (a
 filter, new columns: the map function a map run would trace, called eagerly on the client), so neither costs a
 distributed run. A step is done on the client where its input holds at most ``CLIENT_ROWS`` rows when it runs and
-is the result of a group-by or a ``unique`` (row-wise steps and sorts between): ``explain()`` marks it ``client``
-from the estimated rows, the run decides from the real ones (as a join's strategy).
+is the result of a group-by or a ``unique`` (row-wise steps and sorts between), or where it is row-wise steps that
+make a lookup's small side (``lookups.py``: the side comes to the client whole anyway, and travels to every worker
+from there): ``explain()`` marks it ``client`` from the estimated rows, the run decides from the real ones (as a
+join's strategy).
 
 Example: ``lines.group_by("part").agg(total=("v", "sum")).with_columns(share=col("total") / 10).sort("share")`` is
-one keyed run, the share and the sort made on the client.
+one keyed run, the share and the sort made on the client; in ``lines.join(small, left_on="part", right_on="p")``,
+``small = parts.filter(col("size").isin(["S", "M"])).select(col("name").alias("p"), "size")`` over a client table
+``parts`` of at most ``CLIENT_ROWS`` rows is made on the client, then looked up in the map of the step that reads
+the join.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from .plan import Aggregated, Assign, Distinct, Fused, Keep, Limited, Node, Sort
 
 CLIENT_ROWS = 10_000
 """The most rows a group-by's result may hold for the steps after it to run on the client (TPC-H Q21's 100
-suppliers sorted, Q8's two years' market shares)."""
+suppliers sorted, Q8's two years' market shares), and a lookup side's input for its row-wise steps to (TPC-H Q7's
+nations and suppliers)."""
 
 
 def after_group_by(node: Node) -> bool:
@@ -31,9 +37,11 @@ def after_group_by(node: Node) -> bool:
     return isinstance(below, (Aggregated, Distinct))
 
 
-def on_client(node: Node, rows: int) -> bool:
-    """Whether ``node``, over an input of ``rows`` rows, is done on the client (``after_group_by``, ``CLIENT_ROWS``)."""
-    return rows <= CLIENT_ROWS and after_group_by(node)
+def on_client(node: Node, rows: int, looked_up: bool = False) -> bool:
+    """Whether ``node``, over an input of ``rows`` rows, is done on the client (``after_group_by``, ``CLIENT_ROWS``);
+    ``looked_up``: ``node`` is a lookup's side (a ``Bound`` root's table), done on the client where it is row-wise."""
+    rowwise = isinstance(node, (Fused, Where, Assign, Keep))
+    return rows <= CLIENT_ROWS and (after_group_by(node) or (looked_up and rowwise))
 
 
 def sorted_on_client(table: Table, node: Sorted) -> Table:
