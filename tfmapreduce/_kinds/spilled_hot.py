@@ -15,10 +15,9 @@ After the last pass the codes are the values at the ranks, and ``Ranked.finish``
 Memory: each task its own piece, as it wrote it; the reducer 256 counts per rank; the client the selected values.
 One graph, fed the pass, run ``PASSES`` times.
 
-Example:
-    >>> keys = np.concatenate([np.arange(100), np.full(3_000, 7)])  # key 7: 48 kB, over a 4 kB budget
-    >>> float(tmr.median_by_key(keys, np.arange(keys.size) % 11.0, max_bytes=4_000, cluster=cluster)[7])
-    5.0
+Example: ``tmr.median_by_key(keys, values, max_bytes=4_000)`` where key 7 holds 3,000 float64 values (48 kB with their
+keys) spills, reduces the other keys of key 7's sub-partition in its round, then runs this module's graph 8 times to
+select key 7's two middle values; its median is ``np.median``'s of them.
 """
 
 from __future__ import annotations
