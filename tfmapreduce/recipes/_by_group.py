@@ -152,7 +152,8 @@ def quantile_by_key(
     Raises:
         ValueError: ``q`` outside [0, 1], or an unknown ``method``.
         InputError: keys or values of the wrong shape or dtype.
-        ReducerMemoryError: one key's values alone are larger than a reducer's budget (a larger partition spills).
+        ReducerMemoryError: with ``resident=True``, one key's values alone are larger than a reducer's budget (a larger
+            partition spills; fetched, such a hot key's ranks are selected from the workers' disks in passes).
 
     Examples:
         >>> keys, values = np.array([1, 1, 1, 2]), np.array([3.0, 1.0, 2.0, 5.0])
