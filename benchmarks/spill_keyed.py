@@ -5,7 +5,8 @@ resident and range-partitioned.
 
 - ``--rows`` (default 2e6) int64 keys with about half as many distinct values and float64 values, resident on a
   2-worker LocalCluster, summed per key over two reducers (``tmr.sum_by_key``; ``--recipe median_by_key``: their
-  median per key, a group reducer, every row sent to its key's reducer);
+  median per key, a group reducer, every row sent to its key's reducer; ``--hot N``: N more rows of the key 0, a hot
+  key whose values alone exceed the budget, its median selected from the disks in passes: hash, fetched only);
 - each run without a budget (in memory) and with ``max_bytes=`` ``--budget`` (default 4e6 bytes, an eighth of a
   reducer's share of partials at the default size: spilled through the workers' disks), fetched
   and ``resident=True`` (the result kept on the reducers, then freed), by hash and with ``partitioner="range"``;
@@ -65,7 +66,8 @@ def _run(recipe: Any, keys: Any, values: Any, resident: bool, **options: Any) ->
             choices=("sum_by_key", "median_by_key"),
             default="sum_by_key",
             help="the by-key recipe timed: a keyed combine (sum_by_key, the default) or a group reducer (median_by_key)",
-        )
+        ),
+        flag("--hot", type=int, default=0, help="this many more rows of the key 0 (a hot key; hash, fetched runs only)"),
     ],
 )
 def run(args: argparse.Namespace) -> None:
@@ -73,7 +75,8 @@ def run(args: argparse.Namespace) -> None:
     n, budget = int(args.rows), int(args.budget)
     rng = np.random.default_rng(0)
     keys = rng.integers(0, n // 2, n, dtype=np.int64)
-    values = rng.random(n)
+    keys = rng.permutation(np.concatenate([keys, np.zeros(args.hot, np.int64)]))
+    values = rng.random(keys.size)
     recipe = getattr(tmr, args.recipe)
     distinct, ids = np.unique(keys, return_inverse=True)
     if args.recipe == "median_by_key":
@@ -89,16 +92,16 @@ def run(args: argparse.Namespace) -> None:
         tmr.scatter(keys, cluster=cluster) as kd,
         tmr.scatter(values, cluster=cluster) as vd,
     ):
-        for partitioner in ("hash", "range"):
+        for partitioner in ("hash",) if args.hot else ("hash", "range"):
             for limit in (None, budget):
                 got = recipe(kd, vd, max_bytes=limit, reducers=2, partitioner=partitioner)
                 np.testing.assert_array_equal(got.keys, distinct)
                 np.testing.assert_allclose(got.values, expected, rtol=1e-9)
-                for resident in (False, True):
+                for resident in (False,) if args.hot else (False, True):
                     how = "in memory" if limit is None else f"max_bytes={limit:,}: spilled"
                     name = f"{args.recipe}, {partitioner}, {'resident' if resident else 'fetched'}, {how}"
                     call = functools.partial(_run, recipe, kd, vd, resident, max_bytes=limit, partitioner=partitioner)
-                    table.add(name, call, n)
+                    table.add(name, call, keys.size)
                     growth.append((name, _growth(cluster.pids, call)))
         for planned in (None, recipe):  # the plan of host arrays: rows, or each task's distinct keys' partials
             plan = tmr.plan_by_key(keys, values, recipe=planned, max_bytes=budget, reducers=2, cluster=cluster)

@@ -336,3 +336,16 @@ def spill_failure(job: str, error: JobError, plan: GracePlan[Any]) -> OutputErro
         f"{need:,} bytes there for its share of each reducer's rows (plus what other jobs hold); the job's spill "
         "files were removed. Free space on that task's disk, or raise max_bytes= where the reducers have the memory"
     )
+
+
+def read_pieces(graced: Graced[Any], b: int, c: int) -> list[tf.Tensor]:
+    """Leaf ``c`` (0: the keys) of sub-partition ``b``, read and parsed on each task that wrote rows of it."""
+    dtype, row = (graced.key_dtype, ()) if c == 0 else graced.leaves[c - 1]
+    pieces = []
+    for t, task in enumerate(graced.tasks):
+        n = int(graced.rows[t, b])
+        if n:
+            with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"read{b}_{t}"):
+                data = tf.io.read_file(f"{graced.folder}/b{b:05d}-t{t:05d}-c{c}")
+                pieces.append(tf.ensure_shape(tf.io.parse_tensor(data, dtype), (n, *row)))
+    return pieces

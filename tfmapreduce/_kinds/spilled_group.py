@@ -25,7 +25,7 @@ from .._engine import driver as _engine
 from .._ops.per_key import merge
 from .._ops.splitters import key_order
 from .._options import RunOptions
-from .grace import Graced, GracePlan, GraceSpill, spill_root
+from .grace import Graced, GracePlan, GraceSpill, read_pieces, spill_root
 from .grouped import GroupBuilt, Grouped, group_native, group_result
 from .keyed import Keyed
 from .shuffle.map_side import in_key_order
@@ -33,6 +33,7 @@ from .shuffle.plan import KeyedPlan
 from .shuffle.result import concatenated, sorted_result
 from .shuffle.sharded import KeyedBuilt
 from .spill import OverBudget, log
+from .spilled_hot import selected, takes_hot_keys, without
 from .spilled_keep import kept, written
 from .spilled_sort import SpillCall
 
@@ -60,16 +61,21 @@ def group_spilled(
         stats = out[1] if settings.return_stats else None
         call = run.call
         assert call is not None  # (set as the run planned)
-        check_parts(kind, graced, refused, call.cluster, settings.seconds())
-        largest = int(graced.size.sum(axis=0).max())
+        hot = check_parts(
+            kind, graced, refused, call.cluster, settings.seconds(), hot_keys=takes_hot_keys(kind, graced, resident=resident)
+        )
+        held = graced.size.sum(axis=0)
+        for b, (_, share) in hot.items():
+            held[b] -= share  # (a hot key's values stay on their tasks' disks)
         log.info(
-            "%r spilled %s bytes to %s: %d sub-partition(s) per reducer, the largest %d bytes within the budget of %d",
+            "%r spilled %s bytes to %s: %d sub-partition(s) per reducer, the largest %d bytes within the budget of %d%s",
             kind,
             f"{int(graced.size.sum()):,}",
             graced.plan.folder,
             graced.plan.parts,
-            largest,
+            int(held.max()),
             graced.plan.budget,
+            "".join(f"; the hot key {_shown(k)!r} (about {n:,} bytes) selected in passes" for k, n in hot.values()),
         )
         value: dict[int, Any] = {}
         info: Any = None
@@ -78,7 +84,7 @@ def group_spilled(
             graph = tf.Graph()
             with graph.as_default():
                 outputs, built = (
-                    reduce_round(kind, graced, j, native, keep=resident)
+                    reduce_round(kind, graced, j, native, keep=resident, hot=hot)
                     if isinstance(kind, Grouped)
                     else merge_round(kind, graced, j, native, keep=resident)
                 )
@@ -96,6 +102,10 @@ def group_spilled(
                 raise (kind.failure(e, graced.plan.keyed) or e) from None
             finally:
                 call.cluster.forget(graph)
+        for b, (key, _) in hot.items():  # each hot key's result, selected from the disks in passes (spilled_hot)
+            with run.stage(f"the hot key {_shown(key)!r} (its ranks selected from the disks in passes)"):
+                assert isinstance(kind, Grouped)
+                value[len(graced.rows[0]) + b] = selected(kind, graced, b, key, call.cluster, settings.seconds())
         decode = call.note[0] if graced.key_dtype == tf.string else None
         if resident:  # each reducer's rounds, read back from its disk and kept there (before the spill folder goes)
             built = info.built if isinstance(info, GroupBuilt) else KeyedBuilt(graced.key_dtype, info)
@@ -106,7 +116,7 @@ def group_spilled(
     finally:
         run.remove()
     parts = [value[b] for b in sorted(value)]  # reducer r's rounds, then r + 1's: a range partition's key order
-    ordered = graced.plan.keyed.partitioner == "range"
+    ordered = graced.plan.keyed.partitioner == "range" and not hot  # (a hot key's result comes last: sorted here)
     if isinstance(kind, Grouped):
         assert info is not None  # (a refused share has rows)
         result = group_result(parts, info, call.note[0], ordered=ordered)
@@ -116,26 +126,20 @@ def group_spilled(
     return (result, stats) if settings.return_stats else result
 
 
-def read_pieces(graced: Graced[Any], b: int, c: int) -> list[tf.Tensor]:
-    """Leaf ``c`` (0: the keys) of sub-partition ``b``, read and parsed on each task that wrote rows of it."""
-    dtype, row = (graced.key_dtype, ()) if c == 0 else graced.leaves[c - 1]
-    pieces = []
-    for t, task in enumerate(graced.tasks):
-        n = int(graced.rows[t, b])
-        if n:
-            with tf.device(f"{task}/device:CPU:0"), tf.name_scope(f"read{b}_{t}"):
-                data = tf.io.read_file(f"{graced.folder}/b{b:05d}-t{t:05d}-c{c}")
-                pieces.append(tf.ensure_shape(tf.io.parse_tensor(data, dtype), (n, *row)))
-    return pieces
-
-
 def reduce_round(
-    kind: Grouped, graced: Graced[KeyedPlan], j: int, native: Any | None, *, keep: bool = False
+    kind: Grouped,
+    graced: Graced[KeyedPlan],
+    j: int,
+    native: Any | None,
+    *,
+    keep: bool = False,
+    hot: dict[int, tuple[Any, int]] | None = None,
 ) -> tuple[dict[int, Any], GroupBuilt | None]:
     """In the current graph, round ``j``: each reducer r reads sub-partition r·P + j from every task's disk and reduces
     it as the in-memory run reduces its share (a range partition's: sorted by key); the fetches (keys, leaves; ragged
     ones as (flat values, row splits)) of the reducers with rows, by sub-partition, and the build.  ``keep``: each
-    reducer's result is written on its own disk instead (``spilled_keep.written``), and its counts fetched."""
+    reducer's result is written on its own disk instead (``spilled_keep.written``), and its counts fetched.  ``hot``:
+    the key of a sub-partition whose rows are left on their tasks (``spilled_hot`` selects its result)."""
     plan = graced.plan
     outputs: dict[int, Any] = {}
     built = None
@@ -144,7 +148,10 @@ def reduce_round(
         if not int(graced.rows[:, b].sum()):
             continue
         with tf.device(device), tf.name_scope(f"part{b}"):
-            columns = [tf.concat(read_pieces(graced, b, c), 0) for c in range(1 + len(graced.leaves))]
+            pieces = [read_pieces(graced, b, c) for c in range(1 + len(graced.leaves))]
+            if hot and b in hot:
+                pieces = [without(p, pieces[0], hot[b][0]) for p in pieces]
+            columns = [tf.concat(p, 0) for p in pieces]
             values = tf.nest.pack_sequence_as(graced.structure, columns[1:])
             keys, output = kind._reduce(r, device, columns[0], values, native)
             order = key_order(keys, native) if plan.keyed.partitioner == "range" else None
@@ -196,9 +203,14 @@ def merge_round(
     return outputs, specs
 
 
-def check_parts(kind: Grouped | Keyed, graced: Graced[KeyedPlan], refused: OverBudget, cluster: Any, timeout: float) -> None:
-    """Each sub-partition's bytes within the budget; else ``ReducerMemoryError`` naming its largest key and its bytes."""
+def check_parts(
+    kind: Grouped | Keyed, graced: Graced[KeyedPlan], refused: OverBudget, cluster: Any, timeout: float, *, hot_keys: bool
+) -> dict[int, tuple[Any, int]]:
+    """Each sub-partition's bytes within the budget; else ``ReducerMemoryError`` naming its largest key and its bytes.
+    With ``hot_keys`` (``spilled_hot.takes_hot_keys``) a sub-partition over it by one key whose values alone exceed
+    it, the rest within it, passes: the hot keys and their bytes, by sub-partition."""
     plan = graced.plan
+    hot: dict[int, tuple[Any, int]] = {}
     for b, size in enumerate(graced.size.sum(axis=0).tolist()):
         if size <= plan.budget:
             continue
@@ -208,19 +220,31 @@ def check_parts(kind: Grouped | Keyed, graced: Graced[KeyedPlan], refused: OverB
         r, limit = b // plan.parts, f"more than its budget of {plan.budget:,} bytes ({refused.overrun.limit})"
         where = f"reducer {r} ({plan.keyed.reducers[r]})"
         spilled = f"even spilled to disk in {plan.parts} sub-partitions per reducer"
+        if share > plan.budget and hot_keys and size - share <= plan.budget:
+            hot[b] = (key, share)
+            continue
+        key = _shown(key)
         if share > plan.budget:
             others = f" ({size:,} with the other keys of its sub-partition)" if rows < total else ""
             raise ReducerMemoryError(
                 f"{kind!r}: {where} would receive {rows:,} values of the key {key!r} alone, about {share:,} bytes of keys "
                 f"and values{others}, {limit}, {spilled}: a group reducer holds every value of a key at once; nothing was "
                 "reduced. Raise max_bytes= where the host has the memory, split the hot key (e.g. salt it and combine the "
-                "parts), or use a combiner recipe (sum/mean/min/max/variance_by_key) whose partials are one row per key"
+                "parts), or use a combiner recipe (sum/mean/min/max/variance_by_key) whose partials are one row per key; "
+                "median_by_key, quantile_by_key and top_k_by_key take a hot key (fetched, not resident=True): they "
+                "select its ranks from the disks"
             )
         raise ReducerMemoryError(
             f"{kind!r}: sub-partition {b} of {where} holds {size:,} bytes of keys and values, {limit}, {spilled}: its "
             f"keys hashed unevenly (the largest, {key!r}, has {rows:,} values); nothing was reduced. Spread the keys over "
             "more reducers (reducers=N), or raise max_bytes= where the host has the memory"
         )
+    return hot
+
+
+def _shown(key: Any) -> Any:
+    """A key as a message names it: a string key decoded."""
+    return key.decode(errors="replace") if isinstance(key, bytes) else key
 
 
 def _largest_key(graced: Graced[KeyedPlan], b: int, cluster: Any, timeout: float) -> tuple[Any, int]:
@@ -242,4 +266,4 @@ def _largest_key(graced: Graced[KeyedPlan], b: int, cluster: Any, timeout: float
         key, rows = cluster.run(graph, fetch, {}, tasks=list(graced.plan.tasks), timeout=timeout)
     finally:
         cluster.forget(graph)
-    return (key.decode() if isinstance(key, bytes) else np.asarray(key).item()), int(rows)
+    return (key if isinstance(key, bytes) else np.asarray(key).item()), int(rows)

@@ -9,6 +9,8 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
+from .ranked import Ranked
+
 
 def _identity(value: Any) -> Any:
     return value
@@ -73,6 +75,10 @@ class GroupForm:
     select: Callable[[tf.Tensor, Any, Any], tuple[tf.Tensor, Any] | None] | None = None
     """(a reducer's keys and values, native kernels) → (distinct keys, ``fn``'s result) straight from the rows, without
     grouping them (a recipe's faster path), or None where it does not apply; used only where the native kernels run."""
+    ranked: Ranked | None = None
+    """How ``fn``'s result for one key follows from a few ranks of its values (a recipe's): a spilled run then selects
+    those of a key whose values alone exceed the budget (a hot key) in passes over the disks; None: such a key is
+    refused."""
 
 
 @attrs.frozen

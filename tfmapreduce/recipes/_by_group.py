@@ -27,6 +27,7 @@ from .._ops.grouping import grouped, row_ids, ungrouped
 from .._ops.per_group import check_max_bytes, group_reducer
 from .._options import Options, RunOptions
 from ._keyed_input import is_table, keyed_input, pair
+from ._ranks import interpolated, quantile_ranks, top_k_ranks, with_nan
 from ._recipe import recipe
 
 METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
@@ -68,32 +69,6 @@ def _run(key: tuple[Hashable, ...], form: GroupForm, x: Any, resident: bool, opt
 # --------------------------------------------------------------------------- quantiles
 
 
-def _interpolated(h: tf.Tensor, a: tf.Tensor, b: tf.Tensor, method: str) -> tf.Tensor:
-    """``np.quantile``'s answer at virtual index ``h`` = (n - 1)·q from ``a``, the value of rank floor(h), and ``b``, the
-    value of rank floor(h) + 1 (the last where there is none)."""
-    below = tf.math.floor(h)
-    if method == "lower":
-        return a
-    if method == "median":  # np.median: the middle value, or the mean of the middle two ([1, inf] gives inf, not nan)
-        a, b = tf.cast(a, tf.float64), tf.cast(b, tf.float64)
-        return tf.where(tf.math.ceil(h) > below, (a + b) / 2, a)
-    if method in ("higher", "nearest"):
-        up = tf.math.ceil(h) if method == "higher" else tf.math.round(h)  # round: half to even, as numpy
-        return tf.where(up > below, b, a)
-    half, zero = tf.constant(0.5, tf.float64), tf.constant(0.0, tf.float64)
-    gamma = h - below if method == "linear" else tf.where(tf.math.ceil(h) > below, half, zero)
-    a, b = tf.cast(a, tf.float64), tf.cast(b, tf.float64)
-    d = b - a
-    return tf.where(gamma >= 0.5, b - d * (1 - gamma), a + d * gamma)  # numpy's _lerp
-
-
-def _with_nan(result: tf.Tensor, largest: tf.Tensor) -> tf.Tensor:
-    """A key whose largest value (sorted last) is NaN has NaN quantiles, as in numpy."""
-    if not largest.dtype.is_floating:
-        return result
-    return tf.where(tf.math.is_nan(largest)[:, None], tf.constant(np.nan, result.dtype), result)
-
-
 def _quantiles(keys: tf.Tensor, values: tf.RaggedTensor, q: tuple[float, ...], method: str, scalar: bool) -> tf.Tensor:
     """Each row's quantiles ``q`` as ``np.quantile(row, q, method=method)`` computes them; rows sorted ascending, NaN last."""
     flat, splits = values.flat_values, values.row_splits
@@ -102,7 +77,7 @@ def _quantiles(keys: tf.Tensor, values: tf.RaggedTensor, q: tuple[float, ...], m
     below = tf.cast(tf.math.floor(h), tf.int64)
     a = tf.gather(flat, splits[:-1, None] + below)
     b = tf.gather(flat, splits[:-1, None] + tf.minimum(below + 1, last[:, None]))
-    result = _with_nan(_interpolated(h, a, b, method), tf.gather(flat, tf.maximum(splits[1:] - 1, 0)))
+    result = with_nan(interpolated(h, a, b, method), tf.gather(flat, tf.maximum(splits[1:] - 1, 0)))
     return result[:, 0] if scalar else result
 
 
@@ -132,7 +107,7 @@ def _selected(
     distinct, counts, low, high, top = native.tmr_select_by_key(keys, tf.cast(values, wide), fractions)
     h = tf.cast(counts - 1, tf.float64)[:, None] * fractions[None, :]
     low, high = tf.cast(low, values.dtype), tf.cast(high, values.dtype)
-    result = _with_nan(_interpolated(h, low, high, method), top)
+    result = with_nan(interpolated(h, low, high, method), top)
     return distinct, result[:, 0] if scalar else result
 
 
@@ -177,7 +152,8 @@ def quantile_by_key(
     Raises:
         ValueError: ``q`` outside [0, 1], or an unknown ``method``.
         InputError: keys or values of the wrong shape or dtype.
-        ReducerMemoryError: one key's values alone are larger than a reducer's budget (a larger partition spills).
+        ReducerMemoryError: with ``resident=True``, one key's values alone are larger than a reducer's budget (a larger
+            partition spills; fetched, such a hot key's ranks are selected from the workers' disks in passes).
 
     Examples:
         >>> keys, values = np.array([1, 1, 1, 2]), np.array([3.0, 1.0, 2.0, 5.0])
@@ -205,7 +181,8 @@ def _quantile_run(
 ) -> Any:
     fn = functools.partial(_quantiles, q=qs, method=method, scalar=scalar)
     select = functools.partial(_selected, q=qs, method=method, scalar=scalar)
-    form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), select=select)
+    ranked = quantile_ranks(qs, method, scalar)
+    form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), select=select, ranked=ranked)
     return _run((name, qs, method, scalar), form, x, resident, options)
 
 
@@ -298,7 +275,8 @@ def top_k_by_key(
     fn = functools.partial(_top_k, k=k, largest=largest)
     pre = functools.partial(_top_k_pre, k=k, largest=largest)
     select = functools.partial(_top_k_selected, k=k, largest=largest)
-    form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), precombine=pre, select=select)
+    ranked = top_k_ranks(k, largest)
+    form = GroupForm(fn, sort_values=True, max_bytes=check_max_bytes(max_bytes), precombine=pre, select=select, ranked=ranked)
     return _run(("top_k_by_key", k, largest), form, x, resident, options)
 
 

@@ -49,9 +49,8 @@ from ..._ops.budget import Overrun, over_budget
 from ..._ops.grouping import nbytes
 from ..._ops.per_key import buckets
 from ..._options import RunOptions
-from ..grace import Graced, GraceKind, GracePlan, spill_root, sub_partitions
+from ..grace import Graced, GraceKind, GracePlan, read_pieces, spill_root, sub_partitions
 from ..spill import OverBudget, log
-from ..spilled_group import read_pieces
 from ..spilled_sort import SpillCall
 from .kind import _TOO_BIG, Join, _concat, _pieces
 from .plan import JoinPlan, choose
