@@ -10,7 +10,7 @@ from typing_extensions import Unpack
 
 from .._options import Options
 from .aggregate import Aggregate, aggregate
-from .arrow import from_arrow, to_arrow
+from .arrow import arrow_of, from_arrow, to_arrow
 from .column import Column, ResidentColumn, no_lists
 from .convert import from_numpy, from_series
 from .join import HOWS, joined, key_names
@@ -361,11 +361,12 @@ class GroupBy:
 
 
 def table(data: Any, /) -> Table:
-    """A [`Table`][tfmapreduce.Table] from a dict of 1-D numpy arrays (or lists), a pandas ``DataFrame`` or a
-    ``pyarrow.Table`` / ``RecordBatch`` (its types kept: ``date32`` a date, ``timestamp`` with its unit, nulls).
+    """A [`Table`][tfmapreduce.Table] from a dict of 1-D numpy arrays (or lists), a pandas or polars ``DataFrame``
+    or a ``pyarrow.Table`` / ``RecordBatch`` (its types kept: ``date32`` a date, ``timestamp`` with its unit, nulls).
 
     Column types: bool, signed and unsigned ints, float16/32/64, strings (``str`` arrays, or ``object`` arrays of
-    ``str``), dates (``datetime64[D]``, or ``datetime.date`` objects), timestamps (``datetime64[s|ms|us|ns]``).
+    ``str``), dates (``datetime64[D]``, or ``datetime.date`` objects), timestamps (``datetime64[s|ms|us|ns]``), lists
+    of one of those (Arrow's ``list``/``large_list``; cells that are lists, tuples or 1-D arrays; no null inside).
     Nulls: None, NaT and ``np.ma`` masks in arrays; in a DataFrame also NaN (in float columns too) and ``pd.NA``, as
     ``pyarrow.Table.from_pandas`` reads them. A NaN in a numpy float array is a value, not a null.
 
@@ -377,15 +378,15 @@ def table(data: Any, /) -> Table:
 
     Raises:
         TypeError: not a dict, DataFrame or pyarrow table, a column of a type no column stores (the message names the column).
-        ValueError: columns of different lengths.
+        ValueError: columns of different lengths, a null inside a list (the message names the column and row).
     """
-    arrow = type(data).__name__ in ("Table", "RecordBatch") and hasattr(data, "column_names")
-    if arrow or (type(data).__name__ == "DataFrame" and hasattr(data, "columns")):
-        names = [str(c) for c in (data.column_names if arrow else data.columns)]
+    arrow = arrow_of(data)  # a pyarrow table, or a polars DataFrame's
+    if arrow is not None or (type(data).__name__ == "DataFrame" and hasattr(data, "columns")):
+        names = [str(c) for c in (data.columns if arrow is None else arrow.column_names)]
         if len(set(names)) != len(names):
             raise ValueError(f"table: the {type(data).__name__}'s column names repeat ({names}); rename them first")
-    if arrow:
-        return Table({name: from_arrow(name, data.column(i)) for i, name in enumerate(names)})
+    if arrow is not None:
+        return Table({name: from_arrow(name, arrow.column(i)) for i, name in enumerate(names)})
     if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
         return Table({str(c): from_series(str(c), data[c]) for c in data.columns})
     if not isinstance(data, Mapping):
