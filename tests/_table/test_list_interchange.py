@@ -87,6 +87,8 @@ def test_pandas_cells_round_trip() -> None:
     pd.testing.assert_frame_equal(tmr.table(back).to_pandas(), back)
     kept = ["i", "s"]  # pyarrow's from_pandas reads as this does, but for a NaN inside a list (a null there)
     _same(pa.Table.from_pandas(back[kept], preserve_index=False), t.select(kept).to_arrow())
+    arrow_backed = pd.DataFrame({"i": pd.Series([[1, 2], [], None, [7]], dtype=pd.ArrowDtype(pa.list_(pa.int64())))})
+    assert _cells(tmr.table(arrow_backed).to_pandas()["i"]) == _cells(back["i"])  # dtype_backend="pyarrow"
     numpy_lists = tmr.table({"x": t.to_dict()["i"]})  # to_dict's object array reads back too
     assert numpy_lists.to_arrow().column("x").equals(t.to_arrow().column("i"))
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .arrow import from_arrow, pyarrow_module
 from .column import Column, made
 from .list_cells import LISTS, from_cells
 from .schema import DATE, STRING, ColumnType
@@ -94,7 +95,8 @@ def from_numpy(name: str, data: Any) -> Column:
 
 
 def from_series(name: str, series: Any) -> Column:
-    """A column from a pandas Series: NaN (in float columns too), None, ``pd.NA`` and NaT are nulls.
+    """A column from a pandas Series: NaN (in float columns too), None, ``pd.NA`` and NaT are nulls; an
+    ``ArrowDtype`` column (``list<...>`` too) is read as its Arrow array.
 
     Raises:
         TypeError: a timezone-aware, categorical, timedelta or other dtype no column type stores.
@@ -108,6 +110,8 @@ def from_series(name: str, series: Any) -> Column:
         return from_numpy(name, series.to_numpy())
     if isinstance(dtype, np.dtype) and dtype.kind == "O":
         return from_objects(name, series.to_numpy())
+    if hasattr(dtype, "pyarrow_dtype"):  # pandas' ArrowDtype (dtype_backend="pyarrow"), lists too: its Arrow array
+        return from_arrow(name, pyarrow_module().array(series))
     if isinstance(dtype, pd.StringDtype):
         return from_objects(name, series.to_numpy(dtype=object, na_value=None))
     numpy_dtype = getattr(dtype, "numpy_dtype", None)
