@@ -70,7 +70,7 @@ class Table:
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` with the same names and order: numbers and bool their type, strings ``string``, dates
-        ``date32``, timestamps ``timestamp[unit]``, nulls as Arrow's nulls (``tmr.table`` reads it back equal)."""
+        ``date32``, timestamps ``timestamp[unit]``, lists ``list<...>``, nulls as Arrow's (``tmr.table`` reads it back equal)."""
         return to_arrow(self._columns)
 
     def to_pandas(self) -> Any:
