@@ -75,6 +75,7 @@ from ._query.lazy import LazyTable as LazyTable
 from ._query.lazy import lazy as lazy
 from ._table.csv import plan_csv as plan_csv
 from ._table.csv import scan_csv as scan_csv
+from ._table.make import table as table
 from ._table.parquet import plan_parquet as plan_parquet
 from ._table.parquet import scan_parquet as scan_parquet
 from ._table.parquet import write_parquet as write_parquet
@@ -86,7 +87,6 @@ from ._table.schema import Field as Field
 from ._table.schema import Schema as Schema
 from ._table.table import GroupBy as GroupBy
 from ._table.table import Table as Table
-from ._table.table import table as table
 from ._version import __version__ as __version__
 from .recipes._by_group import collect_by_key as collect_by_key
 from .recipes._by_group import count_distinct_by_key as count_distinct_by_key

@@ -13,7 +13,8 @@ from .._engine.stats import RunStats, stats
 from .._io.files.csv_scan import CsvScan
 from .._io.files.parquet import ParquetPlan
 from .._table.join import HOWS
-from .._table.table import Table, table
+from .._table.make import table
+from .._table.table import Table
 from .estimate import csv_sizes, parquet_sizes
 from .execute import execute, physical
 from .expr import Col, Expr, Subquery, named, wrap

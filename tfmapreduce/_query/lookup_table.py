@@ -3,7 +3,7 @@ is; a string key or several keys coded into one int64 by ``KeyPart``s) and its c
 of two so that sizes close by share a compiled program (``lookups.lookup_joins`` makes the joins that use them).
 
 Example:
-    >>> from tfmapreduce._table.table import table
+    >>> from tfmapreduce._table.make import table
     >>> small = LookupTable.of(table({"k": np.array([7, 3, 5])}), "k")
     >>> small.keys.tolist(), small.count, small.order.tolist()
     ([3, 5, 7, 7], 3, [1, 2, 0])

@@ -19,7 +19,7 @@ from .._io.resident import Sharded, delete_all
 from .._io.resident import scatter as scatter_array
 from .._kinds.mapreduce import MapReduce
 from .._ops.combine import SUM
-from .schema import STRING, ColumnType
+from .schema import DATE, STRING, ColumnType
 
 
 @attrs.frozen(eq=False)
@@ -74,7 +74,8 @@ class Column:
 
     def to_pandas(self, name: str) -> Any:
         """A ``pandas.Series``: nullable ints and bools as pandas' ``Int64``/``boolean``... dtypes, floats with NaN
-        for a null, strings ``object`` with None, dates ``object`` of ``datetime.date``, timestamps ``datetime64``."""
+        for a null, strings ``object`` with None, dates ``object`` of ``datetime.date``, timestamps ``datetime64``;
+        a list column ``object``, one numpy array a row (a date's ``object`` of ``datetime.date``), None a null list."""
         import pandas as pd  # type: ignore[import-untyped]  # optional; no stubs installed
 
         if self.type.name == "date":
@@ -83,8 +84,11 @@ class Column:
             return pd.Series(data, name=name, dtype=object)
         if self.type.host.kind == "M":
             return pd.Series(self.to_numpy(), name=name)
-        if self.type.inner is not None:  # one numpy array a row, as pyarrow's to_pandas gives a list column
-            return pd.Series(self.to_numpy(), name=name, dtype=object)
+        if self.type.inner is not None:  # one numpy array a row (dates datetime.date), as pyarrow's to_pandas gives one
+            lists = self.to_numpy()
+            for i, v in enumerate(list(lists) if self.type.inner == DATE else []):
+                lists[i] = None if v is None else v.astype(datetime.date)
+            return pd.Series(lists, name=name, dtype=object)
         if self.type == STRING:  # pandas' own default for text: "str" from pandas 3 on, object before
             text = "str" if int(pd.__version__.split(".")[0]) >= 3 else object
             return pd.Series(self.to_numpy(), name=name, dtype=text)

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from .arrow import from_arrow, pyarrow_module
 from .column import Column, made
+from .list_cells import LISTS, from_cells
 from .schema import DATE, STRING, ColumnType
 
 
@@ -30,23 +32,29 @@ def _pandas() -> Any:
 
 
 def from_objects(name: str, values: np.ndarray[Any, Any]) -> Column:
-    """A column of Python objects: every non-null one a ``str`` (a string column) or a ``datetime.date`` (a date).
+    """A column of Python objects: every non-null one a ``str`` (a string column), a ``datetime.date`` (a date), or a
+    list, tuple or 1-D numpy array (a list column, :func:`from_cells`).
 
     Raises:
         TypeError: another kind of object, or strings mixed with dates; the message names the column and the row.
     """
     valid = np.array([not _is_null(v) for v in values], dtype=bool)
     present = values[valid]
+    if len(present) and isinstance(present[0], LISTS):
+        return from_cells(name, [v if ok else None for v, ok in zip(values, valid, strict=True)])
     if all(isinstance(v, str) for v in present):
         return made(STRING, np.where(valid, values, "").astype(object), valid)
     if all(isinstance(v, datetime.date) and not isinstance(v, datetime.datetime) for v in present):
         days = np.array([np.datetime64(v, "D") if ok else np.datetime64(0, "D") for v, ok in zip(values, valid, strict=True)])
         return made(DATE, days.astype(np.int64).astype(np.int32), valid)
-    row = next(i for i, v in enumerate(values) if valid[i] and not isinstance(v, type(present[0])))
+    row = next((i for i, v in enumerate(values) if valid[i] and not isinstance(v, type(present[0]))), None)
+    first = type(present[0]).__name__
+    what = f"holds {first} values" if row is None else f"mixes {first} with {type(values[row]).__name__}"
+    row = int(np.argmax(valid)) if row is None else row
     raise TypeError(
-        f"table: column {name!r} mixes {type(present[0]).__name__} with {type(values[row]).__name__} "
-        f"(row {row}: {values[row]!r}); expected every value a str (a string column) or a datetime.date "
-        "(a date column), None for a null: convert the column first, e.g. df[name].astype(str)"
+        f"table: column {name!r} {what} (row {row}: {values[row]!r}); expected every value a str (a string column), "
+        "a datetime.date (a date column) or a list (a list column), None for a null: convert the column first, "
+        "e.g. df[name].astype(str)"
     )
 
 
@@ -87,7 +95,8 @@ def from_numpy(name: str, data: Any) -> Column:
 
 
 def from_series(name: str, series: Any) -> Column:
-    """A column from a pandas Series: NaN (in float columns too), None, ``pd.NA`` and NaT are nulls.
+    """A column from a pandas Series: NaN (in float columns too), None, ``pd.NA`` and NaT are nulls; an
+    ``ArrowDtype`` column (``list<...>`` too) is read as its Arrow array.
 
     Raises:
         TypeError: a timezone-aware, categorical, timedelta or other dtype no column type stores.
@@ -101,6 +110,8 @@ def from_series(name: str, series: Any) -> Column:
         return from_numpy(name, series.to_numpy())
     if isinstance(dtype, np.dtype) and dtype.kind == "O":
         return from_objects(name, series.to_numpy())
+    if hasattr(dtype, "pyarrow_dtype"):  # pandas' ArrowDtype (dtype_backend="pyarrow"), lists too: its Arrow array
+        return from_arrow(name, pyarrow_module().array(series))
     if isinstance(dtype, pd.StringDtype):
         return from_objects(name, series.to_numpy(dtype=object, na_value=None))
     numpy_dtype = getattr(dtype, "numpy_dtype", None)

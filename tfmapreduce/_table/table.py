@@ -1,4 +1,4 @@
-"""``tmr.table`` and ``tmr.Table``: an ordered set of named, typed, nullable columns of equal length, on the client."""
+"""``tmr.Table``: an ordered set of named, typed, nullable columns of equal length, on the client (made by ``tmr.table``, ``make.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from typing_extensions import Unpack
 
 from .._options import Options
 from .aggregate import Aggregate, aggregate
-from .arrow import from_arrow, to_arrow
+from .arrow import to_arrow
 from .column import Column, ResidentColumn, no_lists
-from .convert import from_numpy, from_series
 from .explode import explode_names, exploded
 from .join import HOWS, joined, key_names
 from .list_keys import coded
@@ -71,7 +70,7 @@ class Table:
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` with the same names and order: numbers and bool their type, strings ``string``, dates
-        ``date32``, timestamps ``timestamp[unit]``, nulls as Arrow's nulls (``tmr.table`` reads it back equal)."""
+        ``date32``, timestamps ``timestamp[unit]``, lists ``list<...>``, nulls as Arrow's (``tmr.table`` reads it back equal)."""
         return to_arrow(self._columns)
 
     def to_pandas(self) -> Any:
@@ -360,41 +359,3 @@ class GroupBy:
         if not columns:  # ('*', 'count') alone, without keys: any column gives the rows
             columns = {n: self.table.column(n) for n in self.table.columns[:1]}
         return columns, parsed, options
-
-
-def table(data: Any, /) -> Table:
-    """A [`Table`][tfmapreduce.Table] from a dict of 1-D numpy arrays (or lists), a pandas ``DataFrame`` or a
-    ``pyarrow.Table`` / ``RecordBatch`` (its types kept: ``date32`` a date, ``timestamp`` with its unit, nulls).
-
-    Column types: bool, signed and unsigned ints, float16/32/64, strings (``str`` arrays, or ``object`` arrays of
-    ``str``), dates (``datetime64[D]``, or ``datetime.date`` objects), timestamps (``datetime64[s|ms|us|ns]``).
-    Nulls: None, NaT and ``np.ma`` masks in arrays; in a DataFrame also NaN (in float columns too) and ``pd.NA``, as
-    ``pyarrow.Table.from_pandas`` reads them. A NaN in a numpy float array is a value, not a null.
-
-    Examples:
-        >>> t = tmr.table({"d": np.array(["2024-01-02", "NaT"], "datetime64[D]"), "s": np.array(["é", None], object)})
-        >>> print(t.schema)
-        d: date (nullable)
-        s: string (nullable)
-
-    Raises:
-        TypeError: not a dict, DataFrame or pyarrow table, a column of a type no column stores (the message names the column).
-        ValueError: columns of different lengths.
-    """
-    arrow = type(data).__name__ in ("Table", "RecordBatch") and hasattr(data, "column_names")
-    if arrow or (type(data).__name__ == "DataFrame" and hasattr(data, "columns")):
-        names = [str(c) for c in (data.column_names if arrow else data.columns)]
-        if len(set(names)) != len(names):
-            raise ValueError(f"table: the {type(data).__name__}'s column names repeat ({names}); rename them first")
-    if arrow:
-        return Table({name: from_arrow(name, data.column(i)) for i, name in enumerate(names)})
-    if type(data).__name__ == "DataFrame" and hasattr(data, "columns"):
-        return Table({str(c): from_series(str(c), data[c]) for c in data.columns})
-    if not isinstance(data, Mapping):
-        raise TypeError(
-            f"table: expected a dict of 1-D arrays, a pandas DataFrame or a pyarrow Table, got {type(data).__name__}; e.g. tmr.table({{'x': np.arange(3)}})"
-        )
-    for name in data:
-        if not isinstance(name, str):
-            raise TypeError(f"table: column names must be str, got {type(name).__name__} {name!r}")
-    return Table({name: from_numpy(name, values) for name, values in data.items()})
