@@ -205,18 +205,23 @@ def test_min_and_max_by_key_propagate_nan_per_column_and_keep_infinities(cluster
     assert tmr.min_by_key(keys, ints, cluster=cluster, sizes=[3, 3], batch_rows=2).to_dict() == {3: -2, 9: 1}
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-def test_min_and_max_by_key_of_infinities_alone_are_infinite(cluster: tmr.LocalCluster, dtype: type) -> None:
+def test_min_and_max_by_key_of_infinities_alone_are_infinite(cluster: tmr.LocalCluster) -> None:
     # Issue 38: TensorFlow's segment min starts from the largest finite value: a key of +inf alone gave 3.4e38 (float32).
     keys = np.array([0, 1, 2, 0, 1, 2, 3, 3], np.int64)
-    values = np.array([np.inf, -np.inf, np.inf, np.inf, -np.inf, -np.inf, np.inf, 1.0], dtype)
-    pairs = tmr.MapReduce(lambda k, v: (k, v), tmr.combiners.min, by_key=True)
+    data = [np.inf, -np.inf, np.inf, np.inf, -np.inf, -np.inf, np.inf, 1.0]
+    columns = tuple(np.array(data, dtype) for dtype in (np.float16, np.float32, np.float64))  # each dtype a column, one run
+    pairs = tmr.MapReduce(lambda k, *v: (k, v), tmr.combiners.min, by_key=True)
     for layout in ({"sizes": [8]}, {"sizes": [3, 5], "reducers": 2}, {"batch_rows": 1}):
-        for name, numpy_reduce in (("min_by_key", np.min), ("max_by_key", np.max)):
-            got = RECIPES[name][0](keys, values, cluster=cluster, **layout).to_dict()
-            assert got == {k: numpy_reduce(values[keys == k]) for k in range(4)}, f"{name} {layout}"
-        got = pairs.run((keys, values), cluster=cluster, **layout).to_dict()
-        assert got == {k: np.min(values[keys == k]) for k in range(4)}, f"combiners.min {layout}"
+        for name, recipe, numpy_reduce in (
+            ("min_by_key", tmr.min_by_key, np.min),
+            ("max_by_key", tmr.max_by_key, np.max),
+            ("combiners.min", lambda k, v, **o: pairs.run((k, *v), **o), np.min),
+        ):
+            result = recipe(keys, columns, cluster=cluster, **layout)
+            assert result.keys.tolist() == [0, 1, 2, 3], f"{name} {layout}"
+            for values, got in zip(columns, result.values, strict=True):
+                assert got.dtype == values.dtype, f"{name} {layout}"
+                assert got.tolist() == [numpy_reduce(values[keys == k]) for k in range(4)], f"{name} {values.dtype} {layout}"
 
 
 def test_variance_by_key_with_ddof_and_2d_values(cluster: tmr.LocalCluster) -> None:
@@ -267,17 +272,19 @@ def test_by_key_recipes_take_a_tuple_of_value_columns_in_one_run_as_pandas(clust
         "var": tmr.variance_by_key,
         "std": tmr.std_by_key,
     }
-    for layout in ({}, {"sizes": [50, 0, 150], "reducers": 3, "batch_rows": 7}):
-        for name, recipe in recipes.items():
-            expected = frame.agg(name, ddof=0) if name in ("var", "std") else frame.agg(name)
-            with tmr.stats() as runs:
-                result = recipe(keys, (a, b), cluster=cluster, **layout)
-            assert len(runs.runs) == 1, name
-            assert result.keys.tolist() == expected.index.tolist()
-            assert isinstance(result.values, tuple), name
-            for column, got in zip(("a", "b"), result.values, strict=True):
-                np.testing.assert_allclose(got, expected[column].to_numpy(), rtol=RTOL, err_msg=f"{name} {column} {layout}")
-                assert (got.dtype.kind == "i") == (name in ("sum", "min", "max") and column == "b"), (name, column)
+    # One layout for every path the default one takes too: a shard in one batch, a shard that folds batch by batch
+    # (its last one short), an empty shard, several reducers; the default layout runs below (a tuple of one, resident).
+    layout = {"sizes": [49, 0, 151], "reducers": 3, "batch_rows": 50}
+    for name, recipe in recipes.items():
+        expected = frame.agg(name, ddof=0) if name in ("var", "std") else frame.agg(name)
+        with tmr.stats() as runs:
+            result = recipe(keys, (a, b), cluster=cluster, **layout)
+        assert len(runs.runs) == 1, name
+        assert result.keys.tolist() == expected.index.tolist()
+        assert isinstance(result.values, tuple), name
+        for column, got in zip(("a", "b"), result.values, strict=True):
+            np.testing.assert_allclose(got, expected[column].to_numpy(), rtol=RTOL, err_msg=f"{name} {column} {layout}")
+            assert (got.dtype.kind == "i") == (name in ("sum", "min", "max") and column == "b"), (name, column)
     single = tmr.sum_by_key(keys, (a,), cluster=cluster)  # a tuple of one column: a tuple of one result
     np.testing.assert_allclose(single.values[0], frame.sum()["a"].to_numpy(), rtol=RTOL)
     with tmr.sum_by_key(keys, (a, b), cluster=cluster, resident=True) as kept:
