@@ -100,7 +100,7 @@ def _faster_device_once() -> str:
     x = np.random.default_rng(3).random((1_000_000, 4), dtype=np.float32)
     expected = _expected(x, rounds=4)
     with tmr.LocalCluster(2, cpu_devices=1) as local:
-        tmr.sum(x[:10], cluster=local)  # connect before throttling: a first contact with a stopped process backs off
+        tmr.sum(x, cluster=local)  # connect, and probe routes, before throttling (a stopped process is slow to reach)
         slow = local.pids[1]
         for order in ([T0, T1], [T1, T0]):  # task 1 slowed, wherever its shard is in the plan
             job = _sin_cos_job(rounds=4)
@@ -128,7 +128,8 @@ def test_a_device_slowed_for_its_first_run_is_timed_on_every_healthy_run_after_i
     x = np.random.default_rng(4).random((400_000, 4), dtype=np.float32)  # a shard of 5% of it takes a few ms
     expected = _expected(x)
     with tmr.LocalCluster(2, cpu_devices=1) as local:
-        tmr.sum(x[:10], cluster=local)  # connect before throttling
+        tmr.sum(x, cluster=local)  # connect before throttling, and ask each task once whether it opens this client's
+        # shared memory (x[:10] is fed, not staged): that probe, made during the throttled run, gave task 1 up as hung
         for _ in range(3):  # a fresh job (no record) whose first run is measured slow on task 1
             job = _sin_cos_job()
             # task 1 about 20x slower, for this one run only; no stop over 0.5 s (a throttle thread woken late under load

@@ -20,8 +20,10 @@ from .text import TEXT_BLOCK, byte_blocks
 WHOLE_BYTES = 64 << 20
 """A file up to this size is read whole to find its bad line (one read, no block pipeline to trace); larger ones in blocks."""
 
-DIAGNOSIS_SECONDS = 2.0
-"""The deadline of the run that finds a bad line after a failed run: a call ends at most this long after its own."""
+DIAGNOSIS_SECONDS = 10.0
+"""The deadline of the runs that find a bad line after a failed run: a call ends at most this long after its own.
+Two small graphs, built and run on the task in well under a second when idle; at 2 s a loaded machine gave up on them
+and the error named no line."""
 
 _RECORD = re.compile(r"in record (\d+)")
 _BATCH = re.compile(re.escape(DECODE) + r"(\d+)")
