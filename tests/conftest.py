@@ -1,5 +1,5 @@
-"""The hypothesis profiles, the check after each test that the session cluster lost no worker, the spilling tests' fixtures (the session
-cluster fixture itself lives in the repository's root conftest.py).
+"""The hypothesis profiles, the check after each test that the session cluster lost no worker, the spilling tests' fixtures,
+``steps_on_workers`` (the session cluster fixture itself lives in the repository's root conftest.py).
 
 Hypothesis profiles: ``ci`` (fast, derandomized; the default, and what CI uses) and
 ``thorough`` (many more examples), chosen with ``HYPOTHESIS_PROFILE=thorough``.
@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import tfmapreduce as tmr
+from tfmapreduce._query import client_steps
 
 # Distributed runs take milliseconds to seconds, so no per-example deadline in either profile.
 settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -53,6 +54,13 @@ def _session_cluster_keeps_its_workers(request: pytest.FixtureRequest) -> Iterat
         return
     broken = [f"task {i} (pid {pid}) {why}" for i, pid in enumerate(cluster.pids) if (why := _gone(pid))]
     assert not broken, f"this test broke the session cluster: {', '.join(broken)}; give it a LocalCluster of its own"
+
+
+@pytest.fixture
+def steps_on_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lazy query's sorts and row-wise steps run on the workers however few rows they take (``CLIENT_ROWS`` 0): for
+    a test of the distributed path over small tables."""
+    monkeypatch.setattr(client_steps, "CLIENT_ROWS", 0)
 
 
 @pytest.fixture

@@ -1,15 +1,16 @@
-"""The steps after a query's last group-by, on its small result, done on the client (``client_steps``): new columns,
-a filter and a sort cost no run. The same answer as DuckDB (string keys with nulls and unicode, a null aggregate,
-nulls first in the sort), and the group-by the only run."""
+"""Small steps done on the client (``client_steps``): new columns, a filter and a sort of at most ``CLIENT_ROWS`` rows
+cost no run, after a group-by or not. The same answer as DuckDB (string keys with nulls and unicode, a null aggregate,
+nulls first in the sort)."""
 
 from __future__ import annotations
 
 import duckdb
-import numpy as np
 import pandas as pd
+import pytest
 
 import tfmapreduce as tmr
 from tfmapreduce import col
+from tfmapreduce._query import client_steps
 
 LINES = pd.DataFrame(
     {
@@ -45,9 +46,23 @@ def test_steps_after_the_last_group_by_run_on_the_client(cluster: tmr.LocalClust
     assert len(seen.runs) == 1  # the group-by; the new column, the filter and the sort were 2 runs more
 
 
-def test_a_sort_of_a_table_not_grouped_stays_a_run() -> None:
-    q = tmr.lazy(pd.DataFrame({"x": np.arange(5)})).sort("x")
-    assert "run 1 (sort run): sort x" in q.explain()
+def test_a_sort_or_filter_of_a_small_table_not_grouped_is_made_on_the_client(
+    cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = pd.DataFrame({"x": [3, None, 1, 2, 5], "s": ["c", "ä", None, "b", "a"]})
+    q = tmr.lazy(frame).filter(col("x") != 2).with_columns(y=col("x") * 2).sort("s", descending=True)
+    with tmr.stats() as seen:
+        got = q.to_pandas(cluster=cluster)
+    want = duckdb.sql("SELECT *, x * 2 AS y FROM frame WHERE x <> 2 ORDER BY s DESC NULLS LAST").df()
+    assert got["s"].fillna("-").tolist() == want["s"].fillna("-").tolist() == ["c", "a", "-"]  # ä's null x: no row
+    assert got["y"].astype("Float64").tolist() == want["y"].astype("Float64").tolist()
+    assert len(seen.runs) == 0
+    assert "client: sort s desc" in q.explain()
+    monkeypatch.setattr(client_steps, "CLIENT_ROWS", 3)  # fewer than the table's and the filter's estimated rows
+    assert q.explain().splitlines()[-1] == "  2 distributed runs"
+    with tmr.stats() as seen:
+        assert q.to_pandas(cluster=cluster)["s"].fillna("-").tolist() == ["c", "a", "-"]
+    assert len(seen.runs) == 1  # the filter's run kept 3 rows: the sort, estimated a run, is made on the client
 
 
 PARTS = pd.DataFrame(

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 import tfmapreduce as tmr
 from tfmapreduce import col
@@ -24,6 +25,7 @@ DIMS = pd.DataFrame({"dim": np.arange(4), "group": np.array([10, 20, 10, 30])})
 GROUPS = pd.DataFrame({"group": np.array([10, 20, 30]), "name": ["ten", "twenty", "thirty"]})
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_explain_estimates_a_parquet_scan_from_its_footers_and_a_filter_by_its_fixed_fraction(
     tmp_path: Path, cluster: tmr.LocalCluster
 ) -> None:

@@ -8,6 +8,7 @@ import datetime
 
 import numpy as np
 import pandas as pd
+import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
@@ -68,6 +69,7 @@ def test_nothing_runs_until_collect_and_explain_runs_nothing(cluster: tmr.LocalC
     np.testing.assert_allclose(table.to_dict()["total"], expected.to_numpy())
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_new_literal_values_and_new_data_of_the_same_schema_compile_nothing(cluster: tmr.LocalCluster) -> None:
     first, runs = query(datetime.date(2024, 2, 1), 0.5).collect(cluster=cluster, stats=True)
     assert len(runs) == 1
@@ -103,6 +105,7 @@ def test_every_verb_equals_pandas(cluster: tmr.LocalCluster) -> None:
     assert whole.to_dict()["most"].tolist() == [12.0]
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_traced_functions_stay_opaque_steps_of_one_run_each(cluster: tmr.LocalCluster) -> None:
     q = (
         tmr.lazy(LINES)
@@ -116,6 +119,7 @@ def test_traced_functions_stay_opaque_steps_of_one_run_each(cluster: tmr.LocalCl
     assert "filter <lambda>(traced)" in q.explain()
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_a_query_used_twice_in_one_plan_is_computed_once(cluster: tmr.LocalCluster) -> None:
     cheap = tmr.lazy(LINES).filter(col("price") < 11.0)
     q = cheap.join(cheap.group_by("order").agg(lines=("*", "count")), on="order")
@@ -125,6 +129,7 @@ def test_a_query_used_twice_in_one_plan_is_computed_once(cluster: tmr.LocalClust
     assert table.to_dict()["lines"].tolist() == kept.order.map(kept.order.value_counts()).tolist()
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_strings_compared_with_literals_travel_as_codes_and_new_strings_compile_nothing(cluster: tmr.LocalCluster) -> None:
     from tfmapreduce._query.coded import coded
 

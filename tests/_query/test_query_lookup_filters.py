@@ -33,6 +33,7 @@ SQL = {
 }
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 @pytest.mark.parametrize("how", ["inner", "semi", "anti"])
 def test_a_having_on_the_small_side_is_evaluated_in_the_lookup(cluster: tmr.LocalCluster, how: str) -> None:
     groups = tmr.lazy(PARTS).group_by("s").agg(total=("w", "sum")).filter(col("total") > 8)

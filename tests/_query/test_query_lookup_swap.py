@@ -8,6 +8,7 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import pandas as pd
+import pytest
 
 import tfmapreduce as tmr
 from tfmapreduce import col
@@ -20,6 +21,7 @@ SQL = """SELECT r.rk, r.r_name, r.x, n.nk, n.x AS x_right FROM r JOIN n ON r.rk 
          WHERE r.r_name <> 'S' ORDER BY n.nk"""
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_a_small_unique_left_side_is_looked_up_by_the_right_side(cluster: tmr.LocalCluster) -> None:
     q = tmr.lazy(REGION).filter(col("r_name") != "S").join(tmr.lazy(NATION), left_on="rk", right_on="nrk")
     steps = q.explain().split("physical steps:")[1]

@@ -60,6 +60,7 @@ def duckdb_answer(how: str, small: pd.DataFrame) -> pd.DataFrame:
     return connection.sql(SQL[how] + " ORDER BY l.id").df()
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_a_join_of_a_small_side_becomes_a_lookup_the_next_step_s_map_reads() -> None:
     q = tmr.lazy(LINES).join(tmr.lazy(SMALL), on="k").filter(col("v") > 1.0).select("id", "name")
     before = prune(q.plan)

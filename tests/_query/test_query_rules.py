@@ -148,6 +148,7 @@ def test_projection_pushdown_reads_only_the_columns_used_down_to_the_source(clus
     same_with_and_without(q, prune, cluster, merged[["price", "name", "note_right"]])
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_fusion_makes_filters_new_columns_and_selects_one_map_run(cluster: tmr.LocalCluster) -> None:
     q = (
         tmr.lazy(ORDERS)
@@ -205,6 +206,7 @@ def test_a_sort_of_a_group_by_s_result_by_its_keys_is_dropped(cluster: tmr.Local
     same_with_and_without(q, sorted_groups, cluster, expected.sort_values(["note", "user"], na_position="last"))
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_top_k_makes_a_limit_of_a_sort_the_sort_s_limit(cluster: tmr.LocalCluster) -> None:
     q = tmr.lazy(ORDERS).sort(["price", "qty"], descending=[True, False]).limit(5).limit(3)
     assert show(top_k(q.plan)) == ["sort price desc, qty limit 3", "  scan table of 7 rows [*]"]
@@ -215,6 +217,7 @@ def test_top_k_makes_a_limit_of_a_sort_the_sort_s_limit(cluster: tmr.LocalCluste
     same_with_and_without(q, top_k, cluster, expected)
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_a_subplan_of_equal_structure_is_computed_once(cluster: tmr.LocalCluster) -> None:
     orders = tmr.table(ORDERS)
 

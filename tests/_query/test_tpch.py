@@ -25,8 +25,8 @@ from benchmarks._tpch_sql import SQL  # noqa: E402
 
 pytestmark = pytest.mark.slow  # 22 queries of 2 to 14 runs each: about 2 minutes on 2 loaded cores
 
-RUNS = {1: 1, 2: 4, 3: 1, 4: 2, 5: 2, 6: 1, 7: 1, 8: 1, 9: 1, 10: 1, 11: 2}
-RUNS |= {12: 1, 13: 3, 14: 1, 15: 4, 16: 1, 17: 2, 18: 3, 19: 1, 20: 3, 21: 5, 22: 2}
+RUNS = {1: 1, 2: 2, 3: 1, 4: 2, 5: 2, 6: 1, 7: 1, 8: 1, 9: 1, 10: 1, 11: 2}
+RUNS |= {12: 1, 13: 3, 14: 1, 15: 2, 16: 1, 17: 2, 18: 3, 19: 1, 20: 1, 21: 5, 22: 2}
 """The distributed runs each query makes at most (one per step the planner does not fuse, and its scalar subqueries;
 the joins of a small side are lookups in the next step's map, ``lookup_joins``, the filters on top of that side
 included, and an inner join's small left side, the sides swapped; the steps after the last group-by of a small

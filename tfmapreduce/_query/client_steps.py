@@ -1,11 +1,9 @@
-"""The steps after a query's last group-by, on its small result, done on the client: a sort (its rows ordered by
-``order.sort_keys``, the byte keys the workers make for a distributed sort, with numpy) and the row-wise steps (a
-filter, new columns: the map function a map run would trace, called eagerly on the client), so neither costs a
-distributed run. A step is done on the client where its input holds at most ``CLIENT_ROWS`` rows when it runs and
-is the result of a group-by or a ``unique`` (row-wise steps and sorts between), or where it is row-wise steps that
-make a lookup's small side (``lookups.py``: the side comes to the client whole anyway, and travels to every worker
-from there): ``explain()`` marks it ``client`` from the estimated rows, the run decides from the real ones (as a
-join's strategy).
+"""Small steps done on the client: a sort (its rows ordered by ``order.sort_keys``, the byte keys the workers make for
+a distributed sort, with numpy) and the row-wise steps (a filter, new columns: the map function a map run would trace,
+called eagerly on the client) whose input holds at most ``CLIENT_ROWS`` rows when they run. Every step's result
+comes back to the client, so a run of such a step would only send its rows to the workers and back (Spark's
+optimizer computes projections and filters over a driver-side relation on the driver too). ``explain()`` marks the
+step ``client`` from the estimated rows, the run decides from the real ones (as a join's strategy).
 
 Example: ``lines.group_by("part").agg(total=("v", "sum")).with_columns(share=col("total") / 10).sort("share")`` is
 one keyed run, the share and the sort made on the client; in ``lines.join(small, left_on="part", right_on="p")``,
@@ -20,28 +18,17 @@ import numpy as np
 
 from .._table.order import sort_keys
 from .._table.table import Table
-from .plan import Aggregated, Assign, Distinct, Fused, Keep, Limited, Node, Sorted, Where
+from .plan import Assign, Fused, Keep, Node, Sorted, Where
 
 CLIENT_ROWS = 10_000
-"""The most rows a group-by's result may hold for the steps after it to run on the client (TPC-H Q21's 100
-suppliers sorted, Q8's two years' market shares), and a lookup side's input for its row-wise steps to (TPC-H Q7's
-nations and suppliers)."""
+"""The most rows a sort's or row-wise steps' input may hold for them to run on the client (TPC-H Q21's 100 suppliers
+sorted, Q7's nations and suppliers filtered before they are looked up)."""
 
 
-def after_group_by(node: Node) -> bool:
-    """Whether ``node`` (a sort or row-wise steps) reads a group-by's or a ``unique``'s result, row-wise steps and
-    sorts between."""
-    below = node.input if isinstance(node, (Sorted, Fused, Where, Assign, Keep, Limited)) else None
-    while isinstance(below, (Sorted, Fused, Where, Assign, Keep, Limited)):
-        below = below.input
-    return isinstance(below, (Aggregated, Distinct))
-
-
-def on_client(node: Node, rows: int, looked_up: bool = False) -> bool:
-    """Whether ``node``, over an input of ``rows`` rows, is done on the client (``after_group_by``, ``CLIENT_ROWS``);
-    ``looked_up``: ``node`` is a lookup's side (a ``Bound`` root's table), done on the client where it is row-wise."""
-    rowwise = isinstance(node, (Fused, Where, Assign, Keep))
-    return rows <= CLIENT_ROWS and (after_group_by(node) or (looked_up and rowwise))
+def on_client(node: Node, rows: int) -> bool:
+    """Whether ``node``, over an input of ``rows`` rows, is done on the client: a sort or row-wise steps over at most
+    ``CLIENT_ROWS`` rows."""
+    return rows <= CLIENT_ROWS and isinstance(node, (Sorted, Fused, Where, Assign, Keep))
 
 
 def sorted_on_client(table: Table, node: Sorted) -> Table:

@@ -1,7 +1,7 @@
 """A plan run through the eager table operations, one node after the other (each node once, however many nodes read
 it; a ``Bound`` root's scalar subqueries first, their values the literals of the nodes that read them), and
-``physical``: the steps that will run, one line each with its kind, before anything runs. The steps after the last
-group-by of a small result, and the row-wise steps of a lookup's small side, are done on the client (``client_steps``).
+``physical``: the steps that will run, one line each with its kind, before anything runs. A sort or row-wise steps
+over a small input are done on the client (``client_steps``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ def execute(plan: Node, options: Mapping[str, Any]) -> Table:
     done: dict[int, Table] = {}
     values: dict[int, Any] = {}  # each scalar subquery's value, each lookup's table, by its index (scalars.py)
     bound = plan if isinstance(plan, Bound) else None
-    sides = _sides(bound)
 
     def value(at: int) -> None:
         if at not in values:  # a query when a step first reads it (a lookup's table may be read inside a subquery)
@@ -62,18 +61,13 @@ def execute(plan: Node, options: Mapping[str, Any]) -> Table:
             tables = [run(i) for i in inputs(node)]
             for at in params(node):
                 value(at)
-            done[id(node)] = _step(resolved(node, values), tables, dict(options), id(node) in sides)
+            done[id(node)] = _step(resolved(node, values), tables, dict(options))
         return done[id(node)]
 
     return run(plan)
 
 
-def _sides(bound: Bound | None) -> set[int]:
-    """The ``id`` of each lookup's side of ``bound`` (a query of it that a lookup reads, not a scalar subquery)."""
-    return set() if bound is None else {id(bound.queries[at]) for at, _ in bound.tables}
-
-
-def _step(node: Node, tables: list[Table], options: dict[str, Any], side: bool = False) -> Table:
+def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     if isinstance(node, Scan):
         return node.table if node.columns is None else node.table.select(node.columns)
     if isinstance(node, ParquetFiles):
@@ -99,7 +93,7 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any], side: bool =
     step = row_step(node)
     if step is not None or isinstance(node, Fused):
         steps = node.steps if isinstance(node, Fused) else [step]
-        return rowwise(table, steps, options, on_client(node, len(table), side))  # type: ignore[arg-type]
+        return rowwise(table, steps, options, on_client(node, len(table)))  # type: ignore[arg-type]
     if isinstance(node, Apply):
         return table.filter(node.fn, **options) if node.verb == "filter" else table.with_columns(node.fn, **options)
     if isinstance(node, Joined):
@@ -121,13 +115,13 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any], side: bool =
     return table.unique(list(node.columns), **options)
 
 
-def kind(node: Node, rows: int | None = None, side: bool = False) -> str:
+def kind(node: Node, rows: int | None = None) -> str:
     """What computing ``node`` takes: ``"map run"``, ``"keyed run"``, ``"join run"``, ``"sort run"``, or
-    ``"client"`` (nothing runs on the workers; a step after a group-by, or a lookup's ``side``, whose input is
-    estimated at ``rows``, ``client_steps.on_client``)."""
+    ``"client"`` (nothing runs on the workers; a sort or row-wise steps whose input is estimated at ``rows``,
+    ``client_steps.on_client``)."""
     if isinstance(node, (Scan, Limited, Bound)):
         return "client"
-    if rows is not None and on_client(node, rows, side):
+    if rows is not None and on_client(node, rows):
         return "client"
     step = row_step(node)
     if step is not None or isinstance(node, Fused):
@@ -148,7 +142,6 @@ def physical(plan: Node) -> list[str]:
     where it is a distributed run."""
     sizes = estimates(plan)
     bound = plan if isinstance(plan, Bound) else None
-    sides = _sides(bound)
     lines: list[str] = []
     seen: set[int] = set()
     runs = 0
@@ -163,7 +156,7 @@ def physical(plan: Node) -> list[str]:
         for at in params(node):  # a lookup's table (a query of the Bound root) before its first reader
             if bound is not None:
                 visit(bound.queries[at])
-        what = kind(node, sizes[id(inputs(node)[0])].rows if inputs(node) else None, id(node) in sides)
+        what = kind(node, sizes[id(inputs(node)[0])].rows if inputs(node) else None)
         if what == "client":
             lines.append(f"client: {label(node)}  [{sizes[id(node)]}]")
         else:
