@@ -22,7 +22,8 @@ SQL = """SELECT k, t, s FROM (SELECT k, sum(v) AS t, sum(v) * 2 - 9 AS s FROM l 
          WHERE s <> 3 OR s IS NULL ORDER BY s DESC NULLS FIRST, k"""
 
 
-def test_steps_after_the_last_group_by_run_on_the_client(cluster: tmr.LocalCluster) -> None:
+def test_steps_after_the_last_group_by_run_on_the_client(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_steps, "CLIENT_ROWS", 5)  # the 8 lines grouped in a run, the 5 groups on the client
     q = (
         tmr.lazy(LINES)
         .group_by("k")
@@ -77,7 +78,8 @@ SIDE_SQL = """SELECT maker, sum(v) AS t, count(*) AS n, sum(size) AS s
               GROUP BY maker ORDER BY maker"""
 
 
-def test_a_lookups_small_side_is_made_on_the_client(cluster: tmr.LocalCluster) -> None:
+def test_a_lookups_small_side_is_made_on_the_client(cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_steps, "CLIENT_ROWS", 6)  # the 6 parts on the client, the 8 lines grouped in a run
     side = tmr.lazy(PARTS).filter(col("maker").isin(["ü", "b", "a", "c"])).select(col("name").alias("part"), "maker", "size")
     q = tmr.lazy(LINES).join(side, left_on="k", right_on="part").group_by("maker")
     q = q.agg(t=("v", "sum"), n=("*", "count"), s=("size", "sum")).sort("maker")
@@ -94,3 +96,12 @@ def test_a_lookups_small_side_is_made_on_the_client(cluster: tmr.LocalCluster) -
     for name in ("t", "n", "s"):
         assert got[name].astype("Float64").tolist() == want[name].astype("Float64").tolist()
     assert len(seen.runs) == 1  # the group-by, the side looked up in its map; the side's filter was a map run more
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "10"])
+def test_client_rows_must_be_an_int_of_at_least_0(bad: object) -> None:
+    q = tmr.lazy(LINES).group_by("k").agg(t=("v", "sum"))
+    with pytest.raises(ValueError, match=rf"client_rows: expected an int ≥ 0 .* or None \(10,000\), got {bad!r}; pass"):
+        q.collect(client_rows=bad)
+    with pytest.raises(ValueError, match=r"client_rows: expected an int ≥ 0"):
+        q.explain(client_rows=bad)

@@ -37,6 +37,7 @@ def query(day: datetime.date, factor: float, data: pd.DataFrame = LINES) -> tmr.
     )
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_nothing_runs_until_collect_and_explain_runs_nothing(cluster: tmr.LocalCluster) -> None:
     with tmr.stats() as seen:
         q = query(datetime.date(2024, 2, 1), 0.5).group_by("part").agg(total=("revenue", "sum"))

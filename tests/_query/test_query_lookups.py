@@ -15,6 +15,7 @@ import pytest
 
 import tfmapreduce as tmr
 from tfmapreduce import col
+from tfmapreduce._query import client_steps
 from tfmapreduce._query.execute import execute
 from tfmapreduce._query.lookups import lookup_joins
 from tfmapreduce._query.plan import show
@@ -120,7 +121,9 @@ def test_duplicate_right_keys_keep_an_inner_join_and_a_semi_join_looks_them_up(c
 
 def test_chained_small_joins_read_by_a_group_by_run_in_its_map_and_new_small_data_compiles_nothing(
     cluster: tmr.LocalCluster,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(client_steps, "CLIENT_ROWS", 3)  # the nations and regions small, the 8 lines large
     regions = pd.DataFrame({"r": np.array([7, 8]), "region": ["north", "süd"]})
     nations = pd.DataFrame({"k": np.array([1, 2, 3]), "r": np.array([7, 8, 8])})
     q = (
@@ -232,6 +235,7 @@ def test_a_lookup_on_one_string_key_matches_whole_strings(cluster: tmr.LocalClus
     )
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 @pytest.mark.parametrize(("files", "how"), [("parquet", "inner"), ("csv", "anti")])
 def test_a_left_side_read_from_files_is_looked_up_in_the_step_that_reads_them(
     tmp_path: Path, cluster: tmr.LocalCluster, files: str, how: str

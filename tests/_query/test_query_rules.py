@@ -170,6 +170,7 @@ def test_fusion_makes_filters_new_columns_and_selects_one_map_run(cluster: tmr.L
     same_with_and_without(q, fuse, cluster, expected)
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_a_fused_step_read_by_a_group_by_alone_runs_in_its_map(cluster: tmr.LocalCluster) -> None:
     def q(least: int) -> tmr.LazyTable:
         priced = tmr.lazy(ORDERS).filter(col("qty") >= least).with_columns(total=col("price") * col("qty"))
@@ -194,6 +195,7 @@ def test_a_fused_step_read_by_a_group_by_alone_runs_in_its_map(cluster: tmr.Loca
     assert out["top"].isna().all()
 
 
+@pytest.mark.usefixtures("steps_on_workers")
 def test_a_sort_of_a_group_by_s_result_by_its_keys_is_dropped(cluster: tmr.LocalCluster) -> None:
     sums = tmr.lazy(ORDERS).group_by(["note", "user"]).agg(total=("qty", "sum"))
     q = sums.sort(["note", "user"])

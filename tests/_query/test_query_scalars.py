@@ -11,6 +11,7 @@ import pytest
 
 import tfmapreduce as tmr
 from tfmapreduce import col
+from tfmapreduce._query import client_steps
 from tfmapreduce._query.execute import execute, physical
 from tfmapreduce._query.rules import RULES, optimize, share
 
@@ -45,7 +46,10 @@ def q11(supply: tmr.Table, suppliers: tmr.Table, threshold: tmr.Expr | float | N
     return parts.filter(col("value") > total).sort("value", descending=True)
 
 
-def test_a_scalar_subquery_runs_in_its_query_and_what_both_compute_runs_once(cluster: tmr.LocalCluster) -> None:
+def test_a_scalar_subquery_runs_in_its_query_and_what_both_compute_runs_once(
+    cluster: tmr.LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_steps, "CLIENT_ROWS", 6)  # the 6 suppliers and the groups small, the 9 supplies large
     supply, suppliers = tmr.table(SUPPLY), tmr.table(SUPPLIERS)
     q = q11(supply, suppliers)
     explained = q.explain().split("physical steps:")[1].splitlines()

@@ -1,6 +1,7 @@
 """Small steps done on the client: a sort (its rows ordered by ``order.sort_keys``, the byte keys the workers make for
-a distributed sort, with numpy) and the row-wise steps (a filter, new columns: the map function a map run would trace,
-called eagerly on the client) whose input holds at most ``CLIENT_ROWS`` rows when they run. Every step's result
+a distributed sort, with numpy), the row-wise steps (a filter, new columns: the map function a map run would trace,
+called eagerly on the client) and a group-by of counts, sums, means, minima and maxima (``aggregate_client``) whose
+input holds at most ``CLIENT_ROWS`` rows when they run. Every step's result
 comes back to the client, so a run of such a step would only send its rows to the workers and back (Spark's
 optimizer computes projections and filters over a driver-side relation on the driver too). ``explain()`` marks the
 step ``client`` from the estimated rows, the run decides from the real ones (as a join's strategy).
@@ -16,19 +17,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._table.aggregate_client import CLIENT_OPS
 from .._table.order import sort_keys
 from .._table.table import Table
-from .plan import Assign, Fused, Keep, Node, Sorted, Where
+from .plan import Aggregated, Assign, Fused, Keep, Node, Sorted, Where
 
 CLIENT_ROWS = 10_000
-"""The most rows a sort's or row-wise steps' input may hold for them to run on the client (TPC-H Q21's 100 suppliers
-sorted, Q7's nations and suppliers filtered before they are looked up)."""
+"""The most rows a sort's, row-wise steps' or group-by's input may hold for it to run on the client (TPC-H Q21's 100
+suppliers sorted, Q7's nations and suppliers filtered before they are looked up, Q15's greatest revenue)."""
 
 
-def on_client(node: Node, rows: int) -> bool:
-    """Whether ``node``, over an input of ``rows`` rows, is done on the client: a sort or row-wise steps over at most
-    ``CLIENT_ROWS`` rows."""
-    return rows <= CLIENT_ROWS and isinstance(node, (Sorted, Fused, Where, Assign, Keep))
+def on_client(node: Node, rows: int, client_rows: int | None = None) -> bool:
+    """Whether ``node``, over an input of ``rows`` rows, is done on the client: a sort, row-wise steps, or a group-by
+    of ``CLIENT_OPS`` (``aggregate_client``; list columns aside) over at most ``client_rows`` rows (None:
+    ``CLIENT_ROWS``)."""
+    if rows > (CLIENT_ROWS if client_rows is None else client_rows):
+        return False
+    if isinstance(node, Aggregated):
+        return all(op in CLIENT_OPS for _, _, op in node.aggs)
+    return isinstance(node, (Sorted, Fused, Where, Assign, Keep))
 
 
 def sorted_on_client(table: Table, node: Sorted) -> Table:

@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
+from .._table.aggregate import Aggregate
+from .._table.aggregate_client import aggregated, can_aggregate
 from .._table.csv import scan_csv
 from .._table.parquet import scan_parquet
 from .._table.table import Table
@@ -39,8 +43,9 @@ from .rules import row_step
 from .scalars import params, resolved, value_of
 
 
-def execute(plan: Node, options: Mapping[str, Any]) -> Table:
-    """The table ``plan`` computes, each node computed once; ``options`` are every run's options (``cluster=``...)."""
+def execute(plan: Node, options: Mapping[str, Any], client_rows: int | None = None) -> Table:
+    """The table ``plan`` computes, each node computed once; ``options`` are every run's options (``cluster=``...),
+    ``client_rows`` the most rows a small step's input holds to be done on the client (``client_steps.on_client``)."""
     done: dict[int, Table] = {}
     values: dict[int, Any] = {}  # each scalar subquery's value, each lookup's table, by its index (scalars.py)
     bound = plan if isinstance(plan, Bound) else None
@@ -61,13 +66,13 @@ def execute(plan: Node, options: Mapping[str, Any]) -> Table:
             tables = [run(i) for i in inputs(node)]
             for at in params(node):
                 value(at)
-            done[id(node)] = _step(resolved(node, values), tables, dict(options))
+            done[id(node)] = _step(resolved(node, values), tables, dict(options), client_rows)
         return done[id(node)]
 
     return run(plan)
 
 
-def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
+def _step(node: Node, tables: list[Table], options: dict[str, Any], client_rows: int | None) -> Table:
     if isinstance(node, Scan):
         return node.table if node.columns is None else node.table.select(node.columns)
     if isinstance(node, ParquetFiles):
@@ -93,18 +98,15 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     step = row_step(node)
     if step is not None or isinstance(node, Fused):
         steps = node.steps if isinstance(node, Fused) else [step]
-        return rowwise(table, steps, options, on_client(node, len(table)))  # type: ignore[arg-type]
+        return rowwise(table, steps, options, on_client(node, len(table), client_rows))  # type: ignore[arg-type]
     if isinstance(node, Apply):
         return table.filter(node.fn, **options) if node.verb == "filter" else table.with_columns(node.fn, **options)
     if isinstance(node, Joined):
         on = {"left_on": list(node.left_on), "right_on": list(node.right_on)}
         return table.join(other[0], **on, how=node.how, suffix=node.suffix, **options)  # strategy: from the real sizes
-    if isinstance(node, Aggregated) and node.steps:
-        return grouped(table, node.steps, node.keys, node.aggs, options)
     if isinstance(node, Aggregated):
-        aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}
-        return table.group_by(list(node.keys)).agg(**aggs, **options) if node.keys else table.agg(**aggs, **options)
-    if isinstance(node, Sorted) and on_client(node, len(table)):
+        return _aggregated(node, table, options, client_rows)
+    if isinstance(node, Sorted) and on_client(node, len(table), client_rows):
         return sorted_on_client(table, node)
     if isinstance(node, Sorted):
         down, last = list(node.descending), list(node.nulls_last)
@@ -115,13 +117,27 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any]) -> Table:
     return table.unique(list(node.columns), **options)
 
 
-def kind(node: Node, rows: int | None = None) -> str:
+def _aggregated(node: Aggregated, table: Table, options: dict[str, Any], client_rows: int | None) -> Table:
+    """``node``'s group-by of ``table``: on the client where it is small (its steps too), else in one keyed run."""
+    if on_client(node, len(table), client_rows):
+        table = rowwise(table, node.steps, options, True) if node.steps else table
+        parsed = [Aggregate.parse(out, (column, op), tuple(table.columns)) for out, column, op in node.aggs]
+        if can_aggregate(table, node.keys, parsed):
+            return aggregated(table, node.keys, parsed)
+        node = attrs.evolve(node, steps=())
+    if node.steps:
+        return grouped(table, node.steps, node.keys, node.aggs, options)
+    aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}
+    return table.group_by(list(node.keys)).agg(**aggs, **options) if node.keys else table.agg(**aggs, **options)
+
+
+def kind(node: Node, rows: int | None = None, client_rows: int | None = None) -> str:
     """What computing ``node`` takes: ``"map run"``, ``"keyed run"``, ``"join run"``, ``"sort run"``, or
     ``"client"`` (nothing runs on the workers; a sort or row-wise steps whose input is estimated at ``rows``,
     ``client_steps.on_client``)."""
     if isinstance(node, (Scan, Limited, Bound)):
         return "client"
-    if rows is not None and on_client(node, rows):
+    if rows is not None and on_client(node, rows, client_rows):
         return "client"
     step = row_step(node)
     if step is not None or isinstance(node, Fused):
@@ -137,7 +153,7 @@ def kind(node: Node, rows: int | None = None) -> str:
     return "keyed run"
 
 
-def physical(plan: Node) -> list[str]:
+def physical(plan: Node, client_rows: int | None = None) -> list[str]:
     """The steps that run, inputs first, each once: ``"<kind>: <step>  [<estimated rows and bytes>]"``, numbered
     where it is a distributed run."""
     sizes = estimates(plan)
@@ -156,7 +172,7 @@ def physical(plan: Node) -> list[str]:
         for at in params(node):  # a lookup's table (a query of the Bound root) before its first reader
             if bound is not None:
                 visit(bound.queries[at])
-        what = kind(node, sizes[id(inputs(node)[0])].rows if inputs(node) else None)
+        what = kind(node, sizes[id(inputs(node)[0])].rows if inputs(node) else None, client_rows)
         if what == "client":
             lines.append(f"client: {label(node)}  [{sizes[id(node)]}]")
         else:

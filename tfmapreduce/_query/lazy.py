@@ -15,6 +15,7 @@ from .._io.files.parquet import ParquetPlan
 from .._table.join import HOWS
 from .._table.make import table
 from .._table.table import Table
+from .client_steps import CLIENT_ROWS
 from .estimate import csv_sizes, parquet_sizes
 from .execute import execute, physical
 from .expr import Col, Expr, Subquery, named, wrap
@@ -199,21 +200,25 @@ class LazyTable:
             )
         return Subquery(self.plan)
 
-    def collect(self, *, stats: bool = False, **options: Any) -> Any:
+    def collect(self, *, stats: bool = False, client_rows: int | None = None, **options: Any) -> Any:
         """The optimized plan run on the workers: a [`Table`][tfmapreduce.Table]; with ``stats=True`` the pair
         ``(table, runs)``, ``runs`` a list of each distributed run's [`RunStats`][tfmapreduce.RunStats] (its
-        ``compiled`` says whether it compiled). ``options`` are the runs' options (``cluster=``, ...)."""
-        table, runs = _collect(self.plan, options)
+        ``compiled`` says whether it compiled). ``options`` are the runs' options (``cluster=``, ...).
+
+        A sort, row-wise steps, or a group-by of counts, sums, means, minima and maxima whose input holds at most
+        ``client_rows`` rows (default 10,000) is done on the client, not in a run: ``client_rows=0`` runs every
+        step on the workers, as over a large table."""
+        table, runs = _collect(self.plan, options, _client_rows(client_rows))
         return (table, runs) if stats else table
 
     def to_pandas(self, **options: Any) -> Any:
         """``collect(**options).to_pandas()``."""
         return self.collect(**options).to_pandas()
 
-    def explain(self) -> str:
-        """What ``collect()`` will do, running nothing: the logical plan, the optimized plan, and the physical steps
-        (one line per distributed run, with its kind, and the steps done on the client, each with its estimated rows
-        and bytes: ``[~267 rows, ~2.1 KiB]``), then the number of runs."""
+    def explain(self, *, client_rows: int | None = None) -> str:
+        """What ``collect(client_rows=...)`` will do, running nothing: the logical plan, the optimized plan, and the
+        physical steps (one line per distributed run, with its kind, and the steps done on the client, each with its
+        estimated rows and bytes: ``[~267 rows, ~2.1 KiB]``), then the number of runs."""
         optimized = optimize(self.plan)
         return "\n".join(
             [
@@ -222,7 +227,7 @@ class LazyTable:
                 "optimized plan:",
                 *("  " + line for line in show(optimized)),
                 "physical steps:",
-                *("  " + line for line in physical(optimized)),
+                *("  " + line for line in physical(optimized, _client_rows(client_rows))),
             ]
         )
 
@@ -230,10 +235,22 @@ class LazyTable:
         return "LazyTable\n" + "\n".join("  " + line for line in show(self.plan))
 
 
-def _collect(plan: Node, options: dict[str, Any]) -> tuple[Table, list[RunStats]]:
+def _collect(plan: Node, options: dict[str, Any], client_rows: int | None) -> tuple[Table, list[RunStats]]:
     with stats() as seen:
-        out = execute(optimize(plan), options)
+        out = execute(optimize(plan), options, client_rows)
     return out, list(seen.runs)
+
+
+def _client_rows(value: object) -> int | None:
+    """``client_rows=`` checked: None, or an int ≥ 0."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ValueError(
+        f"client_rows: expected an int ≥ 0 (the most rows a small step's input holds to be done on the client) or None "
+        f"({CLIENT_ROWS:,}), got {value!r}; pass client_rows=0 to run every step on the workers"
+    )
 
 
 class LazyGroupBy:
