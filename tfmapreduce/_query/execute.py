@@ -1,7 +1,7 @@
 """A plan run through the eager table operations, one node after the other (each node once, however many nodes read
 it; a ``Bound`` root's scalar subqueries first, their values the literals of the nodes that read them), and
-``physical``: the steps that will run, one line each with its kind, before anything runs. A sort or row-wise steps
-over a small input are done on the client (``client_steps``).
+``physical``: the steps that will run, one line each with its kind, before anything runs. A sort, row-wise steps or
+a group-by over a small input are done on the client (``client_steps``).
 """
 
 from __future__ import annotations
@@ -133,8 +133,8 @@ def _aggregated(node: Aggregated, table: Table, options: dict[str, Any], client_
 
 def kind(node: Node, rows: int | None = None, client_rows: int | None = None) -> str:
     """What computing ``node`` takes: ``"map run"``, ``"keyed run"``, ``"join run"``, ``"sort run"``, or
-    ``"client"`` (nothing runs on the workers; a sort or row-wise steps whose input is estimated at ``rows``,
-    ``client_steps.on_client``)."""
+    ``"client"`` (nothing runs on the workers; a sort, row-wise steps or a group-by whose input is estimated at
+    ``rows``, ``client_steps.on_client``)."""
     if isinstance(node, (Scan, Limited, Bound)):
         return "client"
     if rows is not None and on_client(node, rows, client_rows):
