@@ -1,5 +1,5 @@
 """The hypothesis profiles, the check after each test that the session cluster lost no worker, the spilling tests' fixtures,
-``steps_on_workers`` (the session cluster fixture itself lives in the repository's root conftest.py).
+``steps_on_workers`` and ``steps_placed`` (the session cluster fixture itself lives in the repository's root conftest.py).
 
 Hypothesis profiles: ``ci`` (fast, derandomized; the default, and what CI uses) and
 ``thorough`` (many more examples), chosen with ``HYPOTHESIS_PROFILE=thorough``.
@@ -61,6 +61,13 @@ def steps_on_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     """A lazy query's sorts and row-wise steps run on the workers however few rows they take (``CLIENT_ROWS`` 0): for
     a test of the distributed path over small tables."""
     monkeypatch.setattr(client_steps, "CLIENT_ROWS", 0)
+
+
+@pytest.fixture(params=["workers", "client"])
+def steps_placed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test twice: a lazy query's small steps in runs on the workers (``CLIENT_ROWS`` 0), then on the client."""
+    if request.param == "workers":
+        monkeypatch.setattr(client_steps, "CLIENT_ROWS", 0)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Expressions against DuckDB on the same rows: which rows a filter keeps (a comparison with a null is null, and a
 filter keeps the rows where it is true; ``&``, ``|`` and ``~`` in three-valued logic) and the values of computed
-columns (null where an operand is null), on real workers.
+columns (null where an operand is null), on real workers and on the client (a small table's steps, ``client_steps``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import pytest
 import tfmapreduce as tmr
 from tfmapreduce import col
 from tfmapreduce._query.expr import Expr
+
+pytestmark = pytest.mark.usefixtures("steps_placed")
+
 
 FRAME = pd.DataFrame(
     {

@@ -1,6 +1,6 @@
 """The expressions TPC-H needs against DuckDB on the same rows: ``between``, string matches (``like``,
 ``startswith``, ``endswith``, ``contains``), ``substr``, a date's ``year()`` and ``when/then/otherwise``, nulls
-included, on real workers.
+included, on real workers and on the client (a small table's steps, ``client_steps``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import pytest
 import tfmapreduce as tmr
 from tfmapreduce import col
 from tfmapreduce._query.expr import Expr
+
+pytestmark = pytest.mark.usefixtures("steps_placed")
+
 
 FRAME = pd.DataFrame(
     {
