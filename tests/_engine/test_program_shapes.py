@@ -123,6 +123,7 @@ def test_a_filter_of_host_arrays_of_new_rows_compiles_nothing(cluster: tmr.Local
     assert compiled[1] == [False]
 
 
+@pytest.mark.usefixtures("steps_on_workers")  # a small table: its group-by in a keyed run all the same
 def test_a_lazy_group_by_after_a_filter_of_a_new_literal_compiles_nothing(cluster: tmr.LocalCluster) -> None:
     """The filter keeps other rows: the join and the group-by after it read client tables of other row counts."""
     rng = np.random.default_rng(7)

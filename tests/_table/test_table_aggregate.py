@@ -272,6 +272,7 @@ def test_integer_keys_pack_into_one_key_and_distinct_counts_count_packed_pairs(c
         assert len(seen.runs) == 1
 
 
+@pytest.mark.usefixtures("steps_on_workers")  # a small table: its group-by in a keyed run all the same
 def test_sums_means_and_counts_after_a_filter_sum_in_one_native_pass(cluster: tmr.LocalCluster, tmp_path: Any) -> None:
     """A group-by whose map filters first and whose aggregates are sums, means and counts: a filter that keeps most
     rows passes every row (a dropped one under a key that no row has, whose partials are dropped), one that keeps
