@@ -81,7 +81,9 @@ class LazyTable:
         >>> q = t.with_columns((tmr.col("x") * 10).alias("y")).filter(tmr.col("k") == "a").select("y")
         >>> q.collect(cluster=cluster).to_dict()["y"].tolist()
         [10, 30]
-        >>> print(q.explain().splitlines()[-2].strip())
+        >>> print(q.explain().splitlines()[-2].strip())  # 3 rows: on the client
+        client: fused [filter (col('k') == 'a'); with_columns y=(col('x') * 10); select y]  [~1 row, ~8 B]
+        >>> print(q.explain(client_rows=0).splitlines()[-2].strip())  # as over a large table
         run 1 (map run): fused [filter (col('k') == 'a'); with_columns y=(col('x') * 10); select y]  [~1 row, ~8 B]
     """
 
