@@ -131,3 +131,18 @@ def test_cells_that_make_no_list_column_are_refused(cells: list[Any], message: s
         column[i] = cell
     with pytest.raises(TypeError, match=message):
         tmr.table(pd.DataFrame({"x": pd.Series(column, dtype=object)}))
+
+
+def test_lists_of_one_length_convert_to_one_array_a_row() -> None:
+    """Lists all of one length stay one list a row (numpy would make them a matrix), with their own copy."""
+    t = tmr.table(
+        pa.table({"x": pa.array([[1, 2], [3, 4], [5, 6]]), "t": pa.array([[0], [1], [2]], pa.list_(pa.timestamp("s")))})
+    )
+    got = t.to_pandas()
+    assert got["x"].shape == (3,)
+    assert [v.tolist() for v in got["x"]] == [[1, 2], [3, 4], [5, 6]]
+    assert [v.dtype for v in got["t"]] == [np.dtype("datetime64[s]")] * 3
+    assert _cells(got["t"]) == _cells(pa.table({"t": t.to_arrow().column("t")}).to_pandas()["t"])
+    got["x"][0][0] = 99  # the user's copy, not the table's lists
+    assert t.to_pandas()["x"][0].tolist() == [1, 2]
+    assert t.to_dict()["x"].shape == (3,)

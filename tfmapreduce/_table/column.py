@@ -8,7 +8,7 @@ A null's slot holds a canonical filler (0, ``""``, day 0), so equal keys are equ
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -53,10 +53,9 @@ class Column:
         column an ``object`` array of one such array a row."""
         inner = self.type.inner
         if inner is not None:  # (None for a null list: a join's unmatched row, as polars gives it)
-            lists: np.ndarray[Any, Any] = np.empty(len(self), dtype=object)
-            for i, (value, ok) in enumerate(zip(self.values, self._mask(), strict=True)):
-                lists[i] = Column(inner, np.asarray(value, inner.storage)).to_numpy() if ok else None
-            return lists
+            cell = _cell(inner)
+            cells = (cell(np.asarray(v, inner.storage)) if ok else None for v, ok in zip(self.values, self._mask(), strict=True))
+            return np.fromiter(cells, dtype=object, count=len(self))  # (fromiter: equal lengths never broadcast)
         if self.type == STRING:
             text: np.ndarray[Any, Any] = self.values.copy()
             if self.valid is not None:
@@ -101,6 +100,14 @@ class Column:
 
     def _mask(self) -> np.ndarray[Any, Any]:
         return np.ones(len(self), bool) if self.valid is None else self.valid
+
+
+def _cell(inner: ColumnType) -> Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
+    """How one list of a list column of ``inner`` values becomes what ``to_numpy`` gives (a list holds no null):
+    times ``datetime64`` of their unit, any other a copy."""
+    if inner.host.kind == "M":
+        return lambda values: values.astype(np.int64).astype(inner.host)
+    return np.copy
 
 
 @attrs.frozen(eq=False)
