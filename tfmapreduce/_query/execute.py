@@ -1,7 +1,8 @@
 """A plan run through the eager table operations, one node after the other (each node once, however many nodes read
 it; a ``Bound`` root's scalar subqueries first, their values the literals of the nodes that read them), and
 ``physical``: the steps that will run, one line each with its kind, before anything runs. A sort, row-wise steps or
-a group-by over a small input are done on the client (``client_steps``).
+a group-by over a small input are done on the client (``client_steps``), a limit and an explode always (a step's
+result is a client table).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .plan import (
     Bound,
     CsvFiles,
     Distinct,
+    Exploded,
     Fused,
     Joined,
     Limited,
@@ -113,6 +115,8 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any], client_rows:
         return table.sort(list(node.by), descending=down, nulls_last=last, limit=node.limit, **options)
     if isinstance(node, Limited):
         return table.limit(node.n)
+    if isinstance(node, Exploded):
+        return table.explode(list(node.columns), empty_as_null=node.empty_as_null, keep_nulls=node.keep_nulls)
     assert isinstance(node, Distinct)
     return table.unique(list(node.columns), **options)
 
@@ -135,7 +139,7 @@ def kind(node: Node, rows: int | None = None, client_rows: int | None = None) ->
     """What computing ``node`` takes: ``"map run"``, ``"keyed run"``, ``"join run"``, ``"sort run"``, or
     ``"client"`` (nothing runs on the workers; a sort, row-wise steps or a group-by whose input is estimated at
     ``rows``, ``client_steps.on_client``)."""
-    if isinstance(node, (Scan, Limited, Bound)):
+    if isinstance(node, (Scan, Limited, Exploded, Bound)):
         return "client"
     if rows is not None and on_client(node, rows, client_rows):
         return "client"

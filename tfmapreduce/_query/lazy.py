@@ -12,6 +12,7 @@ import numpy as np
 from .._engine.stats import RunStats, stats
 from .._io.files.csv_scan import CsvScan
 from .._io.files.parquet import ParquetPlan
+from .._table.aggregate import Aggregate
 from .._table.join import HOWS
 from .._table.make import table
 from .._table.table import Table
@@ -25,6 +26,7 @@ from .plan import (
     Assign,
     CsvFiles,
     Distinct,
+    Exploded,
     Joined,
     Keep,
     Limited,
@@ -150,7 +152,7 @@ class LazyTable:
         """The rows grouped by ``keys``: call [`agg`][tfmapreduce.LazyGroupBy.agg] on it."""
         return LazyGroupBy(self, _names(keys, "group_by"))
 
-    def agg(self, **aggregates: tuple[str, str]) -> LazyTable:
+    def agg(self, **aggregates: tuple[str, Any]) -> LazyTable:
         """Aggregates of the whole query, one row: ``agg(total=("x", "sum"), rows=("*", "count"))``."""
         return LazyGroupBy(self, ()).agg(**aggregates)
 
@@ -176,6 +178,23 @@ class LazyTable:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"limit: expected an int ≥ 0, got {n!r}")
         return LazyTable(Limited(self.plan, int(n)))
+
+    def explode(self, columns: str | Sequence[str], /, *, empty_as_null: bool = True, keep_nulls: bool = True) -> LazyTable:
+        """Each element of the list column(s) ``columns`` a row, the other columns repeated, as
+        [`Table.explode`][tfmapreduce.Table.explode] (an empty or a null list one null row unless ``empty_as_null`` or
+        ``keep_nulls`` is False); done on the client where the step's input is. A filter above it that reads none of
+        the exploded columns runs before it.
+
+        Examples:
+            >>> t = tmr.lazy({"k": np.array(["a", "b", "c"]), "x": np.array([3, 1, 2])})
+            >>> q = t.group_by("k").agg(top=("x", ("top_k", 1))).explode("top").filter(tmr.col("k") != "b")
+            >>> q.collect(cluster=cluster).to_dict()["top"].tolist()
+            [3, 2]
+        """
+        for flag, value in (("empty_as_null", empty_as_null), ("keep_nulls", keep_nulls)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"explode: {flag}= must be True or False, got {value!r}")
+        return LazyTable(Exploded(self.plan, _names(columns, "explode"), bool(empty_as_null), bool(keep_nulls)))
 
     def unique(self, columns: str | Sequence[str] | None = None, /) -> LazyTable:
         """The distinct rows of ``columns`` (all by default), sorted by them, as [`Table.unique`][tfmapreduce.Table.unique]."""
@@ -261,14 +280,15 @@ class LazyGroupBy:
     def __init__(self, query: LazyTable, keys: tuple[str, ...]) -> None:
         self.query, self.keys = query, keys
 
-    def agg(self, **aggregates: tuple[str, str]) -> LazyTable:
+    def agg(self, **aggregates: tuple[str, Any]) -> LazyTable:
         """One row per group: the keys, then ``output=(column, op)`` as [`GroupBy.agg`][tfmapreduce.GroupBy.agg]
-        computes them (``"sum"``, ``"mean"``, ``"min"``, ``"max"``, ``"count"``; ``("*", "count")`` counts rows)."""
+        computes them (``"sum"``, ``"mean"``, ``"min"``, ``"max"``, ``"count"``, ``"median"``, ``"count_distinct"``,
+        ``("quantile", q)``, ``("top_k", k)``; ``("*", "count")`` counts rows)."""
         if not aggregates:
             raise ValueError("agg: expected at least one aggregate, e.g. agg(total=('x', 'sum')); got none")
+        columns = names(self.query.plan)
         specs = []
         for out, spec in aggregates.items():
-            if not (isinstance(spec, tuple) and len(spec) == 2 and all(isinstance(s, str) for s in spec)):
-                raise TypeError(f"agg: {out}= must be a pair (column, op), e.g. ('price', 'sum'); got {spec!r}")
+            Aggregate.parse(out, spec, columns if columns is not None else (spec[0],))  # raises what agg() would
             specs.append((out, spec[0], spec[1]))
         return LazyTable(Aggregated(self.query.plan, self.keys, tuple(specs)))

@@ -117,7 +117,7 @@ class Aggregated:
 
     input: Node
     keys: tuple[str, ...]
-    aggs: tuple[tuple[str, str, str], ...]
+    aggs: tuple[tuple[str, str, Any], ...]
     steps: tuple[tuple[str, Any], ...] = ()
 
 
@@ -138,6 +138,17 @@ class Limited:
 
     input: Node
     n: int
+
+
+@attrs.frozen(eq=False)
+class Exploded:
+    """Each element of the list columns ``columns`` a row, the other columns repeated (the eager ``Table.explode``'s
+    rules: an empty list one null row unless not ``empty_as_null``, a null list one unless not ``keep_nulls``)."""
+
+    input: Node
+    columns: tuple[str, ...]
+    empty_as_null: bool = True
+    keep_nulls: bool = True
 
 
 @attrs.frozen(eq=False)
@@ -174,6 +185,7 @@ Node = (
     | Aggregated
     | Sorted
     | Limited
+    | Exploded
     | Distinct
     | Bound
 )
@@ -316,7 +328,7 @@ def label(node: Node) -> str:
         on = ", ".join(a if a == b else f"{a}={b}" for a, b in zip(node.left_on, node.right_on, strict=True))
         return f"join how={node.how} on {on}" + ("" if node.strategy == "auto" else f", estimated {node.strategy}")
     if isinstance(node, Aggregated):
-        aggs = ", ".join(f"{o}={op}({c})" for o, c, op in node.aggs)
+        aggs = ", ".join(f"{o}={op[0]}({c}, {op[1]})" if isinstance(op, tuple) else f"{o}={op}({c})" for o, c, op in node.aggs)
         after = "" if not node.steps else " after [" + "; ".join(_step(s) for s in node.steps) + "]"
         return f"group_by [{', '.join(node.keys)}] agg {aggs}{after}"
     if isinstance(node, Sorted):
@@ -324,6 +336,9 @@ def label(node: Node) -> str:
         return f"sort {order}" + ("" if node.limit is None else f" limit {node.limit}")
     if isinstance(node, Limited):
         return f"limit {node.n}"
+    if isinstance(node, Exploded):
+        dropped = [f"{flag}=False" for flag in ("empty_as_null", "keep_nulls") if not getattr(node, flag)]
+        return "explode " + ", ".join([*node.columns, *dropped])
     if isinstance(node, Bound):
         whole = dict(node.tables)
         bound = (f"table({i}) by {', '.join(whole[i])}" if i in whole else f"scalar({i})" for i in range(len(node.queries)))

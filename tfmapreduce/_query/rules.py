@@ -1,8 +1,9 @@
 """The optimizer: rules, each a function plan → plan that gives the same table, applied in order by ``optimize``.
 
 - ``push_predicates``: a filter (each part of an ``a & b & ...``) moves below the steps that do not change its
-  columns: ``with_columns`` that do not define them, selects, sorts without a limit, other filters, a group-by whose
-  keys it reads, and a join, into the side that owns its columns (both sides for an inner join's keys).
+  columns: ``with_columns`` that do not define them, selects, sorts without a limit, other filters, an explode of
+  other columns, a group-by whose keys it reads, and a join, into the side that owns its columns (both sides for an
+  inner join's keys).
 - ``scan_filters`` (``scan_filters.py``): a filter's column-literal comparisons on a Parquet scan become the scan's
   ``filters=`` (row groups their statistics exclude are not read; the filter stays).
 - ``prune``: projection pushdown — each step asks its input for the columns it uses alone, down to the source.
@@ -39,6 +40,7 @@ from .plan import (
     Bound,
     CsvFiles,
     Distinct,
+    Exploded,
     Fused,
     Joined,
     Keep,
@@ -84,6 +86,7 @@ def _sink(node: Node, predicate: Expr) -> Node:
         isinstance(node, (Keep, Where))
         or (isinstance(node, Assign) and not cols & {n for n, _ in node.columns})
         or (isinstance(node, Sorted) and node.limit is None)
+        or (isinstance(node, Exploded) and not cols & set(node.columns))
         or (isinstance(node, Aggregated) and node.keys and cols <= set(node.keys))
     ):
         return with_inputs(node, (_sink(node.input, predicate),))
@@ -145,6 +148,8 @@ def _needs(node: Node, need: frozenset[str] | None) -> list[frozenset[str] | Non
         return [need]
     if isinstance(node, Sorted):
         return [_plus(need, frozenset(node.by))]
+    if isinstance(node, Exploded):  # its lists give its rows, used or not
+        return [_plus(need, frozenset(node.columns))]
     if isinstance(node, Distinct):
         return [frozenset(node.columns)]
     if isinstance(node, Aggregated):
