@@ -326,7 +326,8 @@ def test_a_kept_list_column_is_refused_where_one_value_a_row_is_taken(cluster: t
         with pytest.raises(TypeError, match=r"agg: resident=True: key column 'top', a list column \(list<string>"):
             kept.group_by("top").agg(n=("*", "count"), resident=True)  # (sort, unique, group_by: test_list_keys.py)
         with pytest.raises(TypeError, match=r"agg: aggregates column 'top'.*explode it first"):
-            kept.agg(n=("top", "count"))
+            kept.agg(total=("top", "sum"))
+        assert kept.agg(n=("top", "count"), lo=("top", "min")).to_arrow().to_pylist() == [{"n": 2, "lo": [""]}]
         with pytest.raises(TypeError, match=r"join: other's key column 'top'"):
             r.join(kept, left_on="s", right_on="top")
         with tmr.scatter(kept.collect(), cluster=cluster) as back:  # a client list column scattered: the same rows

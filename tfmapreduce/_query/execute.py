@@ -122,13 +122,16 @@ def _step(node: Node, tables: list[Table], options: dict[str, Any], client_rows:
 
 
 def _aggregated(node: Aggregated, table: Table, options: dict[str, Any], client_rows: int | None) -> Table:
-    """``node``'s group-by of ``table``: on the client where it is small (its steps too), else in one keyed run."""
-    if on_client(node, len(table), client_rows):
-        table = rowwise(table, node.steps, options, True) if node.steps else table
+    """``node``'s group-by of ``table``: on the client where it is small (its steps too), else in one keyed run (its
+    steps in its map, unless it aggregates a list column: a run of the steps first, as the eager group-by's input)."""
+    small = on_client(node, len(table), client_rows)
+    lists = any(c in table.columns and table.column(c).type.inner is not None for _, c, _ in node.aggs)
+    if node.steps and (small or lists):
+        table, node = rowwise(table, node.steps, options, small), attrs.evolve(node, steps=())
+    if small:
         parsed = [Aggregate.parse(out, (column, op), tuple(table.columns)) for out, column, op in node.aggs]
         if can_aggregate(table, node.keys, parsed):
             return aggregated(table, node.keys, parsed)
-        node = attrs.evolve(node, steps=())
     if node.steps:
         return grouped(table, node.steps, node.keys, node.aggs, options)
     aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}

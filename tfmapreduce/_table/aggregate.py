@@ -255,13 +255,16 @@ def aggregate(
     last); with no keys, one row for the whole table. The columns are on the client (shipped for the run) or on the
     workers (read where they are): the same job either way. With a ``prelude``, ``columns`` are what it reads and the
     aggregation reads its output (``literals`` its run inputs), all in the one keyed run."""
-    if prelude is None and any(columns[k].type.inner is not None for k in keys):  # a list key: one value a row
-        keyed, lists, made_here = list_keyed(columns, keys, options)  # (``resident_list_keys``), lists once grouped
+    named = [] if prelude is not None else [n for n in dict.fromkeys([*keys, *(a.column for a in aggregates)]) if n != "*"]
+    listed = [n for n in named if columns[n].type.inner is not None]
+    if listed:  # a list key or value: one value a row, each list's code (``resident_list_keys``)
+        keyed, lists, made_here = list_keyed(columns, listed, options)
         try:
             out = aggregate(keyed, keys, aggregates, options)
         finally:
             delete_all(made_here)
-        return out | {k: back(out[k]) for k, back in lists.items()}
+        outputs = {a.output: a.column for a in aggregates if a.op in ("min", "max")}  # a list, where count is a count
+        return out | {n: lists[outputs.get(n, n)](c) for n, c in out.items() if outputs.get(n, n) in lists}
     counted = distinct_column(keys, aggregates)
     pack = packed([columns[k] for k in (*keys, counted)]) if prelude is None and counted else None
     if pack is not None:  # (keys, counted) distinct as one packed key, then counted per key on the client

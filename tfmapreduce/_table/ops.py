@@ -20,6 +20,9 @@ OPS = frozenset({"sum", "mean", "count", "size", "min", "max", "median", "count_
 PARAMETRIC = frozenset({"quantile", "top_k"})
 """The aggregates ``agg`` takes as ``(name, parameter)``: ``("quantile", q)``, ``("top_k", k)``."""
 
+LIST_OPS = frozenset({"count", "count_distinct", "min", "max"})
+"""The aggregates of a list column: its lists compared whole, in the order of a list key (a null list skipped)."""
+
 HOLISTIC = frozenset({"median", "quantile", "count_distinct", "top_k"})
 """The aggregates no partial merges: each group's values all meet on its reducer."""
 

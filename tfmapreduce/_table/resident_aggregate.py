@@ -39,6 +39,8 @@ def kept_aggregate(
     A ``("top_k", k)`` is a list column: each group's ``k`` slots and a mask of those holding a value (``GroupOp.padded``).
     """
     no_lists(columns, keys, "agg", "resident=True: key ", "; keep the result on the client (resident=False) to group by a list")
+    values = [a.column for a in aggregates if a.column != "*"]
+    no_lists(columns, values, "agg", "resident=True: aggregates ", "; keep the result on the client (resident=False)")
     for a in aggregates:
         if a.column != "*":
             type_of(a.op, columns[a.column].type, a.output)  # refuse what does not apply before any run

@@ -16,6 +16,7 @@ from .explode import explode_names, exploded
 from .join import HOWS, joined, key_names
 from .list_keys import coded
 from .maps import TableRows, computed, kept
+from .ops import LIST_OPS
 from .order import per_column, sorted_rows
 from .schema import Field, Schema, check_name
 
@@ -351,10 +352,10 @@ class GroupBy:
         columns = {n: self.table.column(n) for n in dict.fromkeys([*self.keys, *(a.column for a in parsed if a.column != "*")])}
         no_lists(
             columns,
-            [a.column for a in parsed if a.column != "*"],
+            [a.column for a in parsed if a.column != "*" and a.op not in LIST_OPS],
             "agg",
             "aggregates ",
-            "; aggregate another column, or explode it first",
+            f" (of a list column: {', '.join(sorted(LIST_OPS))}); aggregate another column, or explode it first",
         )
         if not columns:  # ('*', 'count') alone, without keys: any column gives the rows
             columns = {n: self.table.column(n) for n in self.table.columns[:1]}
