@@ -24,9 +24,12 @@ from .aggregate import Aggregate, Spec, _empty, job_of
 from .column import ResidentColumn, no_lists, placed
 from .keys import KeyCodec
 from .ops import type_of
+from .resident_list_keys import hex_columns
 from .resident_order import resident_sorted
 from .schema import STRING, ColumnType
 
+COUNTS = ("count", "count_distinct")
+"""The aggregates a list column kept on the workers takes."""
 _MAP_OPTIONS = ("cluster", "timeout", "retries")
 """The run options of the map-only run that finishes the aggregates (the keyed run takes every option)."""
 
@@ -37,10 +40,28 @@ def kept_aggregate(
     """The aggregated columns (the key columns, then the aggregates), one row per group sorted by the keys (nulls
     last), as new resident columns on the reducers: the same rows as ``aggregate.aggregate`` gives on the client.
     A ``("top_k", k)`` is a list column: each group's ``k`` slots and a mask of those holding a value (``GroupOp.padded``).
+    A list column's ``count`` and ``count_distinct`` count its lists' keys (``resident_list_keys``, made first).
     """
     no_lists(columns, keys, "agg", "resident=True: key ", "; keep the result on the client (resident=False) to group by a list")
-    values = [a.column for a in aggregates if a.column != "*"]
-    no_lists(columns, values, "agg", "resident=True: aggregates ", "; keep the result on the client (resident=False)")
+    counted = {a.column for a in aggregates if a.op in COUNTS}
+    values = [a.column for a in aggregates if a.column != "*" and a.op not in COUNTS]
+    no_lists(
+        columns,
+        values,
+        "agg",
+        "resident=True: aggregates ",
+        " (its count and count_distinct aside); keep the result on the client (resident=False)",
+    )
+    coded = hex_columns({n: c for n, c in columns.items() if n in counted and c.type.inner is not None}, options)
+    try:
+        return _kept({**columns, **coded}, keys, aggregates, options)
+    finally:
+        delete_all([c.values for c in coded.values()])
+
+
+def _kept(
+    columns: Mapping[str, ResidentColumn], keys: Sequence[str], aggregates: Sequence[Aggregate], options: Mapping[str, Any]
+) -> dict[str, ResidentColumn]:
     for a in aggregates:
         if a.column != "*":
             type_of(a.op, columns[a.column].type, a.output)  # refuse what does not apply before any run
