@@ -64,7 +64,7 @@ def test_list_aggregates_equal_duckdb_on_the_client_on_the_workers_and_in_a_quer
             assert _rows(kept.collect()) == [(r[0], r[1], r[2], r[5], r[6]) for r in want]
     query = tmr.lazy(t).filter(col("x") > 0.5).group_by("k").agg(**AGGS)
     assert _rows(query.collect(cluster=cluster, client_rows=0)) == _duckdb(arrow, "x > 0.5")
-    whole = t.agg(n=("i", "count"), lo=("s", "min"), cluster=cluster).to_arrow().to_pylist()
+    whole = t.agg(i=("i", "count"), s=("s", "min"), cluster=cluster).to_arrow().to_pylist()  # (outputs named as columns)
     assert [tuple(r.values()) for r in whole] == duckdb.sql("SELECT count(i), min(s) FROM arrow").fetchall()
 
 

@@ -263,8 +263,8 @@ def aggregate(
             out = aggregate(keyed, keys, aggregates, options)
         finally:
             delete_all(made_here)
-        outputs = {a.output: a.column for a in aggregates if a.op in ("min", "max")}  # a list, where count is a count
-        return out | {n: lists[outputs.get(n, n)](c) for n, c in out.items() if outputs.get(n, n) in lists}
+        coded = {k: k for k in keys} | {a.output: a.column for a in aggregates if a.op in ("min", "max")}  # not counts
+        return out | {n: lists[c](out[n]) for n, c in coded.items() if c in lists}
     counted = distinct_column(keys, aggregates)
     pack = packed([columns[k] for k in (*keys, counted)]) if prelude is None and counted else None
     if pack is not None:  # (keys, counted) distinct as one packed key, then counted per key on the client
