@@ -112,3 +112,5 @@ def test_bad_calls_name_the_argument(cluster: tmr.LocalCluster) -> None:
         t.group_by("k").agg(top=("x", "top_k"))
     with pytest.raises(KeyError, match="did you mean 'x'"):
         t.group_by("k").agg(top=("xx", ("top_k", 3)))
+    with pytest.raises(TypeError, match=r"agg: top= expected a pair \(column, op\)"):
+        t.with_columns(lambda rows: rows).group_by("k").agg(top=3)  # type: ignore[arg-type]

@@ -289,6 +289,7 @@ class LazyGroupBy:
         columns = names(self.query.plan)
         specs = []
         for out, spec in aggregates.items():
-            Aggregate.parse(out, spec, columns if columns is not None else (spec[0],))  # raises what agg() would
+            known = columns if columns is not None else (spec[0],) if isinstance(spec, tuple) and spec else ()
+            Aggregate.parse(out, spec, known)  # raises what the eager agg() would
             specs.append((out, spec[0], spec[1]))
         return LazyTable(Aggregated(self.query.plan, self.keys, tuple(specs)))
