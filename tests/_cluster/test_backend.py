@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -252,6 +253,31 @@ def test_a_step_failed_on_a_lost_peer_names_the_lost_task_not_the_one_whose_mess
     assert isinstance(named, WorkerUnavailableError)
     assert named.task == tmr.Task("local", 1)
     assert f"task /job:local/task:1 at {addresses[tmr.Task('local', 1)]} is gone" in str(named)
+
+
+def test_a_busy_worker_of_this_client_is_never_called_hung_a_stopped_one_at_once_another_after_its_silence(
+    monkeypatch: Any,
+) -> None:
+    """Under two CPU hogs a busy, healthy task 0 missed two one-second probes in a row and was called hung, failing a
+    write whose other task was already lost.  A task that accepts connections and never answers stands for it here."""
+    with socket.socket() as mute, subprocess.Popen(["sleep", "60"]) as sleeper:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()  # connections are accepted, no probe is ever answered
+        task = tmr.Task("local", 0)
+        addresses = {task: f"127.0.0.1:{mute.getsockname()[1]}"}
+        long_ago = {task: time.monotonic() - 3600.0}
+        _backend._check_answering(addresses, dict(long_ago), lambda t: os.getpid())  # its process runs: busy, not hung
+        monkeypatch.setattr(_backend, "HANG_SILENCE", 3600.0)
+        _backend._check_answering(addresses, {}, lambda t: None)  # another machine's: silent for less than the span
+        monkeypatch.undo()
+        with pytest.raises(WorkerTimeoutError, match=f"answered no probe for {_backend.HANG_SILENCE:g} s") as info:
+            _backend._check_answering(addresses, dict(long_ago), lambda t: None)
+        assert info.value.task == task
+        stop(sleeper.pid)
+        with pytest.raises(WorkerTimeoutError, match=f"its process {sleeper.pid} is stopped") as info:
+            _backend._check_answering(addresses, {}, lambda t: sleeper.pid)  # the first unanswered probe is enough
+        assert info.value.task == task
+        sleeper.kill()
 
 
 @pytest.mark.parametrize("runs", [1, _backend.QUICK_AFTER + 3], ids=["one run", "quick runs"])

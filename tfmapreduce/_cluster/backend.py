@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from .._base.errors import ClusterError, JobError, TfMapReduceError, WorkerTimeoutError, WorkerUnavailableError
 from .._base.task import Task
-from .probe import PROBE_TIMEOUT, check_listening, first_line, probe
+from .probe import check_listening, first_line, probe, stopped
 from .runners import Runners
 
 POLL = 1.0
@@ -34,8 +34,10 @@ WATCH_CONNECT = 0.25
 """Seconds the watchdog's check that a task still listens waits for a connection: a refusal (nothing listens) comes at
 once; a host that drops packets (a cut link) passes after this, and the hang probes decide about it."""
 
-HANG_PROBES = 2
-"""Consecutive probes a task must leave unanswered (:data:`PROBE_TIMEOUT` each) during a run to be called hung."""
+HANG_SILENCE = 5.0
+"""Seconds a task must leave every probe unanswered during a run to be called hung, unless its process is known
+(see :func:`_check_answering`).  Under load a busy, healthy worker misses a one-second probe now and then: two in a
+row once made a loaded test's only live task "hung", and its run failed."""
 
 
 QUICK_RUN = 0.02
@@ -60,6 +62,7 @@ def run(
     on_failure: Callable[[ClusterError], None],
     runners: Runners,
     hang_check: bool = False,
+    process: Callable[[Task], int | None] = lambda task: None,
     quick: bool = False,
     traced: bool = False,
 ) -> Any:
@@ -72,8 +75,9 @@ def run(
     where TensorFlow's own deadline does not reach (a stopped master receiving
     a large feed).  With ``hang_check`` (a run that can be repeated elsewhere)
     it also asks each task for its devices every poll once the run has lasted a
-    poll: a task that leaves :data:`HANG_PROBES` probes in a row unanswered is
-    named hung before the deadline, so a retry has time left.  ``addresses``
+    poll, and names a hung task before the deadline, so a retry has time left
+    (:func:`_check_answering`; ``process(task)``: the id of its worker process
+    on this machine, or None).  ``addresses``
     maps each task the run uses to its address; ``on_failure(error)`` is called
     (to drop the session) with the error about to be raised.
 
@@ -96,7 +100,8 @@ def run(
             except tf.errors.OpError as e:
                 raise _named(e, addresses, timeout) from None
         options = _run_options(max(1, int(rest * 1000)), traced)
-        return _watch(runners, lambda: call(options), timeout=timeout, rest=rest, addresses=addresses, hang_check=hang_check)
+        hang = functools.partial(_check_answering, addresses, {}, process) if hang_check else None
+        return _watch(runners, lambda: call(options), timeout=timeout, rest=rest, addresses=addresses, hang_check=hang)
     except ClusterError as error:
         on_failure(error)
         raise
@@ -110,13 +115,18 @@ def _run_options(timeout_ms: int, traced: bool = False) -> tf.compat.v1.RunOptio
 
 
 def _watch(
-    runners: Runners, fn: Callable[[], Any], *, timeout: float, rest: float, addresses: dict[Task, str], hang_check: bool
+    runners: Runners,
+    fn: Callable[[], Any],
+    *,
+    timeout: float,
+    rest: float,
+    addresses: dict[Task, str],
+    hang_check: Callable[[], None] | None,
 ) -> Any:
     """The result of ``fn``, a session call handed to ``runners`` and watched as :func:`run` says, with ``rest`` seconds
-    left of its ``timeout``; a failure of the cluster raises ClusterError."""
+    left of its ``timeout``; a failure of the cluster raises ClusterError.  ``hang_check()`` raises for a hung task."""
     begun = time.monotonic()
     end = begun + rest + GRACE
-    silent: dict[Task, int] = {}
     handed = runners.submit(fn)  # last before the wait: the runner starts while this thread lets go of the GIL
     try:
         while True:
@@ -128,8 +138,8 @@ def _watch(
                     addresses, f"the run did not finish within its {timeout:g} s deadline (the client stopped waiting for it)"
                 )
             check_listening(addresses, WATCH_CONNECT)  # refused at once when dead; a cut link must not stall the loop
-            if hang_check and time.monotonic() - begun >= POLL:
-                _check_answering(addresses, silent)
+            if hang_check is not None and time.monotonic() - begun >= POLL:
+                hang_check()
     except tf.errors.OpError as e:
         raise _named(e, addresses, timeout) from None
 
@@ -165,19 +175,32 @@ def _refusing(addresses: dict[Task, str]) -> Task | None:
     return None
 
 
-def _check_answering(addresses: dict[Task, str], silent: dict[Task, int]) -> None:
-    """Probe every task once; raise for a dead one, or one silent for :data:`HANG_PROBES` probes in a row."""
+def _check_answering(addresses: dict[Task, str], silent: dict[Task, float], process: Callable[[Task], int | None]) -> None:
+    """Probe every task once; raise for a dead one, or a hung one.  ``silent`` maps each task that has not answered
+    since to when its silence began.  A task whose worker process runs on this machine (``process(task)``: its id) is
+    hung when that process is stopped, and never while it runs: a busy worker is left to the deadline.  Any other
+    task is hung once it has answered no probe for :data:`HANG_SILENCE` seconds."""
+    asked = time.monotonic()
     for task, answer in probe(addresses).items():
         if isinstance(answer, WorkerUnavailableError):
             raise answer
-        silent[task] = silent.get(task, 0) + 1 if isinstance(answer, WorkerTimeoutError) else 0
-        if silent[task] >= HANG_PROBES:
-            raise WorkerTimeoutError(
-                f"task {task} at {addresses[task]} stopped answering while the run was under way ({HANG_PROBES} probes of "
-                f"{PROBE_TIMEOUT:g} s in a row went unanswered): the worker is stopped, hung or overloaded",
-                task=task,
-                address=addresses[task],
-            )
+        if not isinstance(answer, WorkerTimeoutError):
+            silent.pop(task, None)
+            continue
+        since = silent.setdefault(task, asked)
+        pid = process(task)
+        state = None if pid is None else stopped(pid)
+        if state:
+            why = f"its process {pid} is stopped: continue it (kill -CONT {pid}) or stop it for good"
+        elif state is None and time.monotonic() - since >= HANG_SILENCE:
+            why = f"it answered no probe for {HANG_SILENCE:g} s: the worker is stopped, hung or overloaded"
+        else:
+            continue
+        raise WorkerTimeoutError(
+            f"task {task} at {addresses[task]} stopped answering while the run was under way ({why})",
+            task=task,
+            address=addresses[task],
+        )
 
 
 def _culprit(addresses: dict[Task, str], what: str) -> ClusterError:

@@ -345,9 +345,15 @@ class Cluster:
             on_failure=drop,
             runners=self._runners,
             hang_check=hang_check,
+            process=self._process,
             quick=entry.repeatable and entry.quick >= _backend.QUICK_AFTER and fed <= _backend.QUICK_FEED,
             traced=trace is not None,
         )
+
+    def _process(self, task: Task) -> int | None:
+        """The id of ``task``'s worker process where this client started it (a LocalCluster), else None: how a hang
+        check tells a stopped worker from a busy one."""
+        return None
 
     def forget(self, graph: tf.Graph) -> None:
         """Close the sessions kept for ``graph``, if any."""

@@ -323,6 +323,9 @@ class LocalCluster(Cluster):
         """The process ids of the workers (one per task)."""
         return tuple(p.pid for p in self._processes)
 
+    def _process(self, task: Task) -> int | None:
+        return self._processes[task.index].pid if task.job == self._job and task.index < len(self._processes) else None
+
     def _stop_workers(self) -> None:
         for p in self._processes:
             if p.poll() is None:

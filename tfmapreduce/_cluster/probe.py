@@ -116,6 +116,22 @@ def probe(
         return dict(zip(addresses, pool.map(one, addresses), strict=True))
 
 
+def stopped(pid: int) -> bool | None:
+    """Whether process ``pid`` of this machine is stopped (SIGSTOP, job control, a debugger): False where it runs or
+    sleeps, None where that cannot be read (no such process, or no ``/proc``).
+
+    Examples:
+        >>> import os
+        >>> stopped(os.getpid())
+        False
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return None
+
+
 def answering(addresses: dict[Task, str]) -> bool:
     """Whether every task answers a probe (see :func:`probe`) within :data:`PROBE_TIMEOUT`."""
     return not any(isinstance(answer, ClusterError) for answer in probe(addresses).values())
