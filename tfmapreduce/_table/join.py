@@ -66,6 +66,11 @@ def common_type(left: ColumnType, right: ColumnType, names: tuple[str, str]) -> 
         return ColumnType.of(np.dtype(np.int64))
     if left.storage.kind == "f" and right.storage.kind == "f":
         return ColumnType.of(np.dtype(np.float64))
+    if left.inner is not None or right.inner is not None:
+        raise TypeError(
+            f"join: left key {names[0]!r} is {left.name} and right key {names[1]!r} is {right.name}; a list key "
+            "matches only a list key of its type: join on another column, or explode() the list first"
+        )
     raise TypeError(
         f"join: left key {names[0]!r} is {left.name} and right key {names[1]!r} is {right.name}; keys that are not "
         "both integers or both floats must be of one type: make one side's column the other's type first, "

@@ -4,10 +4,11 @@ and pandas (hash tables in C): no per-row Python work, no string shipped.
 Each key column becomes an integer code a row over the two sides' values together: an integer-like column's value
 itself (a lone column) or its value less the two sides' minimum (where their range is not much wider than their
 rows), any other column (strings, floats, wide integers) its index among the distinct values of both sides
-(``pandas.factorize``; ``numpy.unique`` without pandas). The codes of several columns are packed into one int64,
+(``pandas.factorize``; ``numpy.unique`` without pandas), a list column its list's rank among both sides' distinct lists
+(``list_keys``). The codes of several columns are packed into one int64,
 the first column the most significant; where the product of their ranges would not fit, the key so far is
 re-coded by its distinct values first. Two rows get equal keys exactly when every key column is equal: strings by
-their text, floats as numbers (``-0.0`` is ``0.0``, every NaN one value), the rest by value.
+their text, floats as numbers (``-0.0`` is ``0.0``, every NaN one value), lists element by element, the rest by value.
 
 Only rows without a null in a key column take part (a null matches nothing): the caller passes those.
 """
@@ -21,6 +22,7 @@ import numpy as np
 
 from .column import Column
 from .dictionary import INTEGERS
+from .list_keys import ListCodes
 from .schema import STRING, ColumnType
 
 _FITS = 2.0**62
@@ -79,6 +81,9 @@ def _codes(values: np.ndarray[Any, Any], type_: ColumnType) -> tuple[np.ndarray[
     is at most four times the values (plus 1024), else its index among the distinct values."""
     if not len(values):
         return np.zeros(0, np.int64), 1
+    if type_.inner is not None:
+        codes = ListCodes.of(Column(type_, values)).column.values
+        return codes, int(codes.max()) + 1
     if _integer(type_):  # (not uint64, whose values may not fit an int64: coded by its distinct values)
         whole = values.astype(np.int64, copy=False)
         low, high = int(whole.min()), int(whole.max())

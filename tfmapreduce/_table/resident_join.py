@@ -269,4 +269,4 @@ def _nulls(column: Column | ResidentColumn, missing: bool) -> bool:
 def check_lists(left: Mapping[str, ResidentColumn], right: Columns, keys: tuple[Sequence[str], Sequence[str]]) -> None:
     """Refuse a list column among the join's keys (TypeError naming the column)."""
     for side, columns, names in zip(("this table's", "other's"), (left, right), keys, strict=True):
-        no_lists(columns, list(names), "join", f"{side} key ", "; join on the columns it was aggregated by")
+        no_lists(columns, list(names), "join", f"{side} key ", " (a client table joins on lists: collect() it first)")

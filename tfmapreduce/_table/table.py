@@ -157,10 +157,11 @@ class Table:
         """This table joined with ``other`` on equal keys of one or several columns, in one distributed run (eager).
 
         ``on=`` names the key columns of both sides (``left_on=``/``right_on=`` where their names differ); keys of
-        any types, the same on both sides (integers of two types meet as int64, floats as float64). SQL's rules: a
-        row whose key holds a null matches no row, in every ``how``. ``how``: ``"inner"``, ``"left"``, ``"right"``,
-        ``"outer"`` (every matching pair of rows, and the unmatched rows of the side(s) kept, nulls for the other's
-        columns), ``"semi"`` (the left rows with a match, once each, the left's columns) or ``"anti"`` (the others).
+        any types, the same on both sides (integers of two types meet as int64, floats as float64; lists match
+        element by element). SQL's rules: a row whose key holds a null matches no row, in every ``how``. ``how``:
+        ``"inner"``, ``"left"``, ``"right"``, ``"outer"`` (every matching pair of rows, and the unmatched rows of the
+        side(s) kept, nulls for the other's columns), ``"semi"`` (the left rows with a match, once each, the left's
+        columns) or ``"anti"`` (the others).
 
         The result has the key columns once, under the left's names (each row's key from the side it has), the
         left's other columns, then the right's; a right column whose name the result already has takes ``suffix``.
@@ -181,8 +182,6 @@ class Table:
             raise ValueError(f"join: how= must be one of {list(HOWS)}, got {how!r}")
         _eager_only(options, "join")
         keys = key_names(on, left_on, right_on, self.columns, other.columns)
-        for side, columns, names in zip(("this table's", "other's"), (self._columns, other._columns), keys, strict=True):
-            no_lists(columns, names, "join", f"{side} key ", "; join on the columns it was aggregated by")
         return Table(joined(self._columns, other._columns, keys, how, suffix, dict(options)))
 
     def sort(
