@@ -1,7 +1,7 @@
-"""A list column as a join key of client tables: two lists match element by element (as DuckDB's ``a.l = b.l``), a
+"""A list column as a join key: two lists match element by element (as DuckDB's ``a.l = b.l``), a
 null list matches nothing. Every ``how``, a list key alone and beside a string key, lists of ints, strings (unicode,
-``""``) and floats (``-0.0``, NaN), empty and null lists, against DuckDB; a lazy query's join; a resident table's
-refusal."""
+``""``) and floats (``-0.0``, NaN), empty and null lists, against DuckDB, of client tables, resident ones (the
+right side resident or not) and a lazy query."""
 
 from __future__ import annotations
 
@@ -67,15 +67,28 @@ def test_a_join_on_list_keys_equals_duckdb(cluster: tmr.LocalCluster, how: str, 
     assert _ours(got) == _duckdb(a, b, on, how)
 
 
-def test_a_lazy_join_on_a_list_key_and_a_resident_tables_refusal(cluster: tmr.LocalCluster) -> None:
-    a, b = _side(3, 60, "v"), _side(4, 20, "w").select(["s", "w"])
-    query = tmr.lazy(tmr.table(a)).join(tmr.lazy(tmr.table(b)), on="s", how="left").filter(tmr.col("v") > 10)
-    want = _sorted(
-        [r for r in duckdb.sql("SELECT a.s, a.i, a.f, a.g, a.v, b.w FROM a LEFT JOIN b ON a.s = b.s").fetchall() if r[4] > 10]
-    )
-    assert _ours(query.collect(cluster=cluster, client_rows=0)) == want
+@pytest.mark.parametrize(
+    ("on", "how", "order"),
+    [*((["s", "g"], how, "none") for how in HOWS), (["i"], "outer", "none"), (["f"], "left", "left")],
+)
+def test_a_resident_join_on_list_keys_equals_duckdb(cluster: tmr.LocalCluster, on: list[str], how: str, order: str) -> None:
+    """The lists' keys made on the workers for a resident side, by the same graph on the client for a client one; the
+    result's key column from the side each row has, lists of either side's width."""
+    a, b = _side(5, 90, "v"), _side(6, 30, "w").select([*on, "w"])
+    want = _duckdb(a, b, on, how)
     with (
-        tmr.scatter(tmr.table(a), cluster=cluster) as resident,
-        pytest.raises(TypeError, match=r"join: this table's key column 's', a list column .*collect\(\) it first"),
+        tmr.scatter(tmr.table(a), cluster=cluster, sizes=[0, 40, 50]) as left,
+        tmr.scatter(tmr.table(b), cluster=cluster) as right,
     ):
-        resident.join(tmr.table(b), on="s")
+        for other in (right, tmr.table(b)):
+            with left.join(other, on=on, how=how, maintain_order=order) as got:
+                assert _ours(got.collect()) == want
+                if order == "left":
+                    assert got.collect().column("v").to_numpy().tolist() == sorted(got.collect().column("v").to_numpy().tolist())
+
+
+def test_a_lazy_join_on_a_list_key(cluster: tmr.LocalCluster) -> None:
+    a, b = _side(3, 60, "v"), _side(4, 20, "w").select(["i", "w"])
+    query = tmr.lazy(tmr.table(a)).join(tmr.lazy(tmr.table(b)), on="i", how="left").filter(tmr.col("v") > 10)
+    sql = "SELECT a.i, a.s, a.f, a.g, a.v, b.w FROM a LEFT JOIN b ON a.i = b.i WHERE a.v > 10"
+    assert _ours(query.collect(cluster=cluster, client_rows=0)) == _sorted(duckdb.sql(sql).fetchall())

@@ -29,7 +29,7 @@ from .join import HOWS, key_names
 from .maps import TableRows, arrays_of, mapped, mask_check, row_function
 from .order import per_column
 from .resident_aggregate import kept_aggregate
-from .resident_join import check_lists, resident_joined
+from .resident_join import resident_joined
 from .resident_join_order import ORDERS, joined_in_left_order
 from .resident_list_keys import list_sorted
 from .resident_unique import resident_distinct
@@ -240,7 +240,6 @@ class ResidentTable:
         _resident_only(options, "join")
         keys = key_names(on, left_on, right_on, self.columns, other.columns)
         right = other._columns if isinstance(other, ResidentTable) else {n: travelling(other.column(n)) for n in other.columns}
-        check_lists(self._columns, right, keys)
         join = joined_in_left_order if maintain_order == "left" else resident_joined
         return ResidentTable(join(self._columns, right, keys, how, suffix, dict(options)))
 

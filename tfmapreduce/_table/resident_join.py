@@ -4,8 +4,8 @@ resident side passes through the client.
 Three steps, each a run over data that stay where they are::
 
     keys      a map-only run over each resident side's key columns makes one exact key a row (``keys.py``'s
-              encoding, with the common type of the two columns); a client side's keys are encoded on the client
-              by the same graph
+              encoding, with the common type of the two columns; a list column by its list key, ``list_hex``); a
+              client side's keys are encoded on the client by the same graph
     join      the join kind joins the keys, every column of each side (values and validity; a list column's
               ``[rows, width]`` values, slot mask and rows' validity) travelling as the rows' values; its rows stay
               where they are made (``resident=True``)
@@ -34,10 +34,11 @@ from .._kinds.map_api import filter as filter_rows
 from .._kinds.map_api import map as map_rows
 from .._kinds.mapreduce import MapReduce
 from .._ops.combine import COUNT
-from .column import Column, ResidentColumn, column_arrays, no_lists, refilled
+from .column import Column, ResidentColumn, column_arrays, refilled
 from .join import common_type
 from .keys import KeyCodec
 from .maps import arrays_of
+from .resident_list_keys import hex_columns, list_hex
 from .schema import STRING, ColumnType
 
 Columns = Mapping[str, Column] | Mapping[str, ResidentColumn]
@@ -57,21 +58,24 @@ def resident_joined(
     """The columns of ``left`` joined with ``right`` on ``keys`` (left names, right names), on the workers."""
     lkeys, rkeys = keys
     types = tuple(common_type(left[a].type, right[b].type, (a, b)) for a, b in zip(lkeys, rkeys, strict=True))
-    nullable = tuple(left[a].nullable or right[b].nullable for a, b in zip(lkeys, rkeys, strict=True))
-    codec = KeyCodec(types, nullable)
     mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
     made: list[Sharded] = []  # the intermediates, freed at the end
     try:
-        lkey = _keys(left, lkeys, codec, b"L", mapped)
+        lcoded, rcoded = _coded(left, lkeys, mapped, made), _coded(right, rkeys, mapped, made)
+        codec = KeyCodec(
+            tuple(STRING if t.inner is not None else t for t in types),  # (a list key: its list key's text)
+            tuple(lcoded[a].nullable or rcoded[b].nullable for a, b in zip(lkeys, rkeys, strict=True)),
+        )
+        lkey = _keys(lcoded, lkeys, codec, b"L", mapped)
         made.append(lkey)
         larrays = arrays_of(left)
         host = not any(isinstance(c, ResidentColumn) for c in right.values())
         if how in ("semi", "anti"):
             if host:
-                distinct: Any = _distinct(_keys(right, rkeys, codec, b"R", mapped))
+                distinct: Any = _distinct(_keys(rcoded, rkeys, codec, b"R", mapped))
                 distinct = (distinct, np.zeros(len(distinct), np.int8))
             else:
-                rkey = _keys(right, rkeys, codec, b"R", mapped)
+                rkey = _keys(rcoded, rkeys, codec, b"R", mapped)
                 made.append(rkey)
                 distinct = _DISTINCT.run(rkey, resident=True, **mapped)
                 made.extend([distinct.keys, distinct.values])
@@ -82,7 +86,7 @@ def resident_joined(
             parts = iter(list(out) if isinstance(out, tuple) else [out])
             next(parts)
             return {name: refilled(c, parts) for name, c in left.items()}
-        rkey = _keys(right, rkeys, codec, b"R", mapped)
+        rkey = _keys(rcoded, rkeys, codec, b"R", mapped)
         if isinstance(rkey, Sharded):
             made.append(rkey)
         pairs = join_kind((lkey, larrays), (rkey, arrays_of(right)), how=how, resident=True, **options)
@@ -90,6 +94,21 @@ def resident_joined(
         return _columns(left, right, keys, types, how, suffix, pairs, mapped)
     finally:
         delete_all(list({id(a): a for a in made}.values()))
+
+
+def _coded(columns: Columns, names: Sequence[str], options: dict[str, Any], made: list[Sharded]) -> dict[str, Any]:
+    """The key columns ``names`` as a join's key is encoded from them: a list column as its list key, a string null
+    where the list is (``resident_list_keys.list_hex``: made on the workers for a resident side, appended to
+    ``made``; here by the same graph for a client side, in its travelling form)."""
+    lists = {n: columns[n] for n in names if columns[n].type.inner is not None}
+    coded = hex_columns({n: c for n, c in lists.items() if isinstance(c, ResidentColumn)}, options)
+    made.extend(c.values for c in coded.values())
+    for n, c in lists.items():
+        if isinstance(c, Column):
+            present = None if c.present is None else tf.constant(c.present)
+            keys = list_hex(tf.constant(c.values), tf.constant(c.valid), present).numpy()
+            coded[n] = Column(STRING, keys, c.present)  # type: ignore[assignment]
+    return {n: coded.get(n, columns[n]) for n in names}
 
 
 Where = tuple[int, int | None, int | None]
@@ -119,10 +138,15 @@ def _maker(
         out: list[tf.Tensor] = []
         for type_, has_valid, has_present, lpos, rpos in outputs:
             if lpos is not None and rpos is not None:
-                (a, av, _), (b, bv, _) = column(lpos, lm), column(rpos, rm)
-                if type_ != STRING:
+                (a, av, ap), (b, bv, bp) = column(lpos, lm), column(rpos, rm)
+                on = lm
+                if type_.inner is not None:  # a list key: both sides' [rows, width] arrays as wide as the wider
+                    width = tf.maximum(tf.shape(a)[1], tf.shape(b)[1])
+                    a, av, b, bv = (tf.pad(t, [[0, 0], [0, width - tf.shape(t)[1]]]) for t in (a, av, b, bv))
+                    on = lm[:, None]
+                elif type_ != STRING:
                     a, b = tf.cast(a, type_.storage), tf.cast(b, type_.storage)
-                values, valid, present = tf.where(lm, a, b), tf.where(lm, av, bv), lm
+                values, valid, present = tf.where(on, a, b), tf.where(on, av, bv), tf.where(lm, ap, bp)
             else:
                 values, valid, present = column(lpos, lm) if lpos is not None else column(rpos, rm)  # type: ignore[arg-type]
             filler = tf.constant("") if type_ == STRING else tf.zeros([], values.dtype)
@@ -228,7 +252,9 @@ def _columns(
     some_left, some_right = how in ("right", "outer"), how in ("left", "outer")  # a side that may be missing
     plan: list[tuple[str, ColumnType, bool, bool, int, str]] = []  # (name, type, validity, present, side, source)
     for name, type_, rname in zip(lkeys, types, rkeys, strict=True):
-        plan.append((name, type_, left[name].nullable or (some_left and right[rname].nullable), False, -1, name))
+        lc, rc = left[name], right[rname]
+        present = lc.present is not None or rc.present is not None  # (a list key's null list: a left or outer join's)
+        plan.append((name, type_, lc.nullable or (some_left and rc.nullable), present, -1, name))
     for name, c in left.items():
         if name not in lkeys:
             plan.append((name, c.type, c.valid is not None or some_left, _nulls(c, some_left), 0, name))
@@ -264,9 +290,3 @@ def _nulls(column: Column | ResidentColumn, missing: bool) -> bool:
     """Whether a side's column in a join's result has a rows' validity (a list column that holds a null list, or
     whose side may be missing)."""
     return column.type.inner is not None and (column.present is not None or missing)
-
-
-def check_lists(left: Mapping[str, ResidentColumn], right: Columns, keys: tuple[Sequence[str], Sequence[str]]) -> None:
-    """Refuse a list column among the join's keys (TypeError naming the column)."""
-    for side, columns, names in zip(("this table's", "other's"), (left, right), keys, strict=True):
-        no_lists(columns, list(names), "join", f"{side} key ", " (a client table joins on lists: collect() it first)")
