@@ -1,5 +1,6 @@
 """List columns as keys, on real workers: ``unique``, ``group_by(...).agg`` and ``sort`` of a client table and of a
-resident table (an empty shard among its shards) with a list column among the keys, equal to polars' (pandas has
+resident table (an empty shard among its shards; its group-by kept on the workers too) with a list column among the
+keys, equal to polars' (pandas has
 no list keys): the whole list compared, equal lists one group, lists ordered element by element with a shorter
 prefix first, a null list a group of its own, last (or first with ``nulls_last=False``); empty lists, unicode, an
 empty string in a list, negative numbers and floats."""
@@ -77,8 +78,13 @@ def test_unique_and_group_by_take_list_keys_as_polars(cluster: tmr.LocalCluster,
         assert got_rows == _want(frame.select("s", "l", "f").unique().sort(["s", "l", "f"], nulls_last=True))
         if resident:
             distinct.delete()
-            with pytest.raises(TypeError, match=r"agg: resident=True: key column 'l', a list column.*resident=False"):
-                r.group_by(["k", "l"]).agg(n=("*", "count"), resident=True)
+            with r.group_by(["l", "k", "s", "f"]).agg(n=("*", "count"), total=("x", "sum"), resident=True) as kept:
+                assert _rows(kept.collect()) == _want(want.sort(["l", "k", "s", "f"], nulls_last=True))  # kept there
+            with (
+                r.filter(lambda rows: rows["k"] > 5) as none,
+                none.group_by(["l", "k"]).agg(n=("*", "count"), resident=True) as e,
+            ):
+                assert (len(e), str(e.schema)) == (0, "l: list<int64> (nullable)\nk: int64\nn: int64")
 
 
 @pytest.mark.parametrize("resident", [False, True], ids=["client", "resident"])

@@ -21,15 +21,19 @@ import tensorflow as tf
 from .._io.resident import Sharded, delete_all
 from .._kinds.map_api import map as map_rows
 from .aggregate import Aggregate, Spec, _empty, job_of
-from .column import ResidentColumn, no_lists, placed
+from .column import ResidentColumn, column_arrays, no_lists, placed
 from .keys import KeyCodec
 from .ops import type_of
-from .resident_list_keys import hex_columns
+from .resident_join_order import joined_in_left_order
+from .resident_list_keys import KEY, hex_columns
 from .resident_order import resident_sorted
+from .resident_unique import resident_distinct
 from .schema import STRING, ColumnType
 
 COUNTS = ("count", "count_distinct")
 """The aggregates a list column kept on the workers takes."""
+_PAIRED = "\0paired key"
+"""The name of a list key's hex key beside its lists in :func:`_relisted` (``KEY + name`` is the distinct run's own)."""
 _MAP_OPTIONS = ("cluster", "timeout", "retries")
 """The run options of the map-only run that finishes the aggregates (the keyed run takes every option)."""
 
@@ -40,9 +44,9 @@ def kept_aggregate(
     """The aggregated columns (the key columns, then the aggregates), one row per group sorted by the keys (nulls
     last), as new resident columns on the reducers: the same rows as ``aggregate.aggregate`` gives on the client.
     A ``("top_k", k)`` is a list column: each group's ``k`` slots and a mask of those holding a value (``GroupOp.padded``).
-    A list column's ``count`` and ``count_distinct`` count its lists' keys (``resident_list_keys``, made first).
+    A list column's ``count`` and ``count_distinct`` count its lists' keys (``resident_list_keys``, made first); a
+    list key groups by them too, then becomes the lists again (:func:`_relisted`).
     """
-    no_lists(columns, keys, "agg", "resident=True: key ", "; keep the result on the client (resident=False) to group by a list")
     counted = {a.column for a in aggregates if a.op in COUNTS}
     values = [a.column for a in aggregates if a.column != "*" and a.op not in COUNTS]
     no_lists(
@@ -52,11 +56,36 @@ def kept_aggregate(
         "resident=True: aggregates ",
         " (its count and count_distinct aside); keep the result on the client (resident=False)",
     )
-    coded = hex_columns({n: c for n, c in columns.items() if n in counted and c.type.inner is not None}, options)
+    lists = [k for k in dict.fromkeys(keys) if columns[k].type.inner is not None]
+    coded = hex_columns({n: c for n, c in columns.items() if n in {*counted, *lists} and c.type.inner is not None}, options)
     try:
-        return _kept({**columns, **coded}, keys, aggregates, options)
+        inputs = {**columns, **{n: c for n, c in coded.items() if n in counted}, **{KEY + n: coded[n] for n in lists}}
+        out = _kept(inputs, [KEY + k if k in lists else k for k in keys], aggregates, options)
+        return _relisted(out, {n: (coded[n], columns[n]) for n in lists}, keys, options) if lists else out
     finally:
         delete_all([c.values for c in coded.values()])
+
+
+def _relisted(
+    grouped: dict[str, ResidentColumn],
+    lists: Mapping[str, tuple[ResidentColumn, ResidentColumn]],
+    keys: Sequence[str],
+    options: Mapping[str, Any],
+) -> dict[str, ResidentColumn]:
+    """``grouped``, kept by the list keys' hex keys (``KEY + name``), with each such key the list column again: the
+    distinct (hex key, list) pairs of the input, joined on the hex key in the groups' order (a null list's null key
+    matches nothing: a null list again); the other columns and the order as they are."""
+    made: list[Sharded] = []
+    try:
+        for name, (hexed, column) in lists.items():
+            made.extend(a for c in grouped.values() for a in column_arrays(c))
+            pairs = resident_distinct({_PAIRED: hexed, name: column}, [_PAIRED, name], dict(options))
+            made.extend(a for c in pairs.values() for a in column_arrays(c))
+            grouped = joined_in_left_order(grouped, pairs, ([KEY + name], [_PAIRED]), "left", "", dict(options))
+        made.extend(a for n in lists for a in column_arrays(grouped.pop(KEY + n)))
+        return {**{k: grouped.pop(k) for k in keys}, **grouped}
+    finally:
+        delete_all(made)
 
 
 def _kept(
@@ -67,7 +96,9 @@ def _kept(
             type_of(a.op, columns[a.column].type, a.output)  # refuse what does not apply before any run
     mapped = {k: options[k] for k in _MAP_OPTIONS if k in options}
     if len(next(iter(columns.values()))) == 0:  # no run: the aggregates of no rows, made here (no row of the input)
-        return placed(_empty({n: c.type for n, c in columns.items()}, keys, aggregates), True, mapped)
+        first = next(iter(columns.values())).values
+        place = {"cluster": first.cluster, **mapped}  # (the table's own cluster where the call names none)
+        return placed(_empty({n: c.type for n, c in columns.items()}, keys, aggregates), True, place)
     codec = KeyCodec(tuple(columns[k].type for k in keys), tuple(columns[k].nullable for k in keys))
     inputs = tuple(
         (name, columns[name].type, columns[name].nullable)
