@@ -21,19 +21,17 @@ import tensorflow as tf
 from .._io.resident import Sharded, delete_all
 from .._kinds.map_api import map as map_rows
 from .aggregate import Aggregate, Spec, _empty, job_of
-from .column import ResidentColumn, column_arrays, no_lists, placed
+from .column import ResidentColumn, column_arrays, placed
 from .keys import KeyCodec
 from .ops import type_of
 from .resident_join_order import joined_in_left_order
-from .resident_list_keys import KEY, hex_columns
+from .resident_list_keys import hex_columns
 from .resident_order import resident_sorted
 from .resident_unique import resident_distinct
 from .schema import STRING, ColumnType
 
-COUNTS = ("count", "count_distinct")
-"""The aggregates a list column kept on the workers takes."""
-_PAIRED = "\0paired key"
-"""The name of a list key's hex key beside its lists in :func:`_relisted` (``KEY + name`` is the distinct run's own)."""
+_PAIRED, _LISTS = "\0hex key", "\0lists"
+"""The names of a list column's hex keys and its lists in :func:`_relisted` (``KEY + name`` is the distinct run's)."""
 _MAP_OPTIONS = ("cluster", "timeout", "retries")
 """The run options of the map-only run that finishes the aggregates (the keyed run takes every option)."""
 
@@ -44,46 +42,41 @@ def kept_aggregate(
     """The aggregated columns (the key columns, then the aggregates), one row per group sorted by the keys (nulls
     last), as new resident columns on the reducers: the same rows as ``aggregate.aggregate`` gives on the client.
     A ``("top_k", k)`` is a list column: each group's ``k`` slots and a mask of those holding a value (``GroupOp.padded``).
-    A list column's ``count`` and ``count_distinct`` count its lists' keys (``resident_list_keys``, made first); a
-    list key groups by them too, then becomes the lists again (:func:`_relisted`).
+    A list column, a key or aggregated, stands for its lists' keys (``resident_list_keys``, made first), which order
+    as the lists do: counted, grouped by, their least and greatest its min and max; a list key and a min or max are
+    lists again at the end (:func:`_relisted`).
     """
-    counted = {a.column for a in aggregates if a.op in COUNTS}
-    values = [a.column for a in aggregates if a.column != "*" and a.op not in COUNTS]
-    no_lists(
-        columns,
-        values,
-        "agg",
-        "resident=True: aggregates ",
-        " (its count and count_distinct aside); keep the result on the client (resident=False)",
-    )
-    lists = [k for k in dict.fromkeys(keys) if columns[k].type.inner is not None]
-    coded = hex_columns({n: c for n, c in columns.items() if n in {*counted, *lists} and c.type.inner is not None}, options)
+    used = {*keys, *(a.column for a in aggregates)}
+    coded = hex_columns({n: c for n, c in columns.items() if n in used and c.type.inner is not None}, options)
     try:
-        inputs = {**columns, **{n: c for n, c in coded.items() if n in counted}, **{KEY + n: coded[n] for n in lists}}
-        out = _kept(inputs, [KEY + k if k in lists else k for k in keys], aggregates, options)
-        return _relisted(out, {n: (coded[n], columns[n]) for n in lists}, keys, options) if lists else out
+        out = _kept({**columns, **coded}, keys, aggregates, options)
+        lists = {k: k for k in keys if k in coded} | {
+            a.output: a.column for a in aggregates if a.column in coded and a.op in ("min", "max")
+        }
+        return _relisted(out, {o: (coded[c], columns[c]) for o, c in lists.items()}, options) if lists else out
     finally:
         delete_all([c.values for c in coded.values()])
 
 
 def _relisted(
-    grouped: dict[str, ResidentColumn],
-    lists: Mapping[str, tuple[ResidentColumn, ResidentColumn]],
-    keys: Sequence[str],
-    options: Mapping[str, Any],
+    grouped: dict[str, ResidentColumn], lists: Mapping[str, tuple[ResidentColumn, ResidentColumn]], options: Mapping[str, Any]
 ) -> dict[str, ResidentColumn]:
-    """``grouped``, kept by the list keys' hex keys (``KEY + name``), with each such key the list column again: the
-    distinct (hex key, list) pairs of the input, joined on the hex key in the groups' order (a null list's null key
-    matches nothing: a null list again); the other columns and the order as they are."""
+    """``grouped`` with each column named in ``lists`` (a list column's hex keys) its lists again: the distinct
+    (hex key, list) pairs of the input (``lists[name]``), joined on the hex key in the groups' order (a null key
+    matches nothing: a null list); the other columns and the order as they are."""
+    order = list(grouped)
     made: list[Sharded] = []
+    pairs_of: dict[int, dict[str, ResidentColumn]] = {}  # each list column's pairs, made once
     try:
         for name, (hexed, column) in lists.items():
+            if id(column) not in pairs_of:
+                pairs_of[id(column)] = resident_distinct({_PAIRED: hexed, _LISTS: column}, [_PAIRED, _LISTS], dict(options))
+                made.extend(a for c in pairs_of[id(column)].values() for a in column_arrays(c))
             made.extend(a for c in grouped.values() for a in column_arrays(c))
-            pairs = resident_distinct({_PAIRED: hexed, name: column}, [_PAIRED, name], dict(options))
-            made.extend(a for c in pairs.values() for a in column_arrays(c))
-            grouped = joined_in_left_order(grouped, pairs, ([KEY + name], [_PAIRED]), "left", "", dict(options))
-        made.extend(a for n in lists for a in column_arrays(grouped.pop(KEY + n)))
-        return {**{k: grouped.pop(k) for k in keys}, **grouped}
+            grouped = joined_in_left_order(grouped, pairs_of[id(column)], ([name], [_PAIRED]), "left", "", dict(options))
+            made.extend(column_arrays(grouped[name]))
+            grouped[name] = grouped.pop(_LISTS)
+        return {n: grouped[n] for n in order}
     finally:
         delete_all(made)
 
