@@ -91,6 +91,36 @@ def test_a_worker_killed_mid_spill_fails_the_run_naming_it_and_the_survivor_keep
         assert _spill_folders(spill) == []  # the survivor removed the job's folder (and, on this one disk, the rest)
 
 
+@pytest.mark.slow
+def test_a_worker_killed_after_the_spill_is_survived_by_running_the_job_again(
+    spill: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its spill files went with it, so no round can read its pieces: with retries left, the whole job runs again on the
+    survivors (refused in memory again, spilled again), every key's median once, as the in-memory run gives it."""
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 500, 8_000)
+    values = rng.normal(size=keys.size)
+    with tmr.LocalCluster(workers=3) as three:
+        three.devices  # noqa: B018 - ask for the devices while every worker answers
+        check = spilled_group.check_parts
+        killed: list[int] = []
+
+        def kill_then_check(*args: Any, **kwargs: Any) -> Any:  # the first spill written: task 2 killed before its rounds
+            if not killed:
+                os.kill(three.pids[2], signal.SIGKILL)
+                killed.append(2)
+            return check(*args, **kwargs)
+
+        monkeypatch.setattr(spilled_group, "check_parts", kill_then_check)
+        got, stats = tmr.median_by_key(keys, values, max_bytes=BUDGET, reducers=2, cluster=three, retries=2, return_stats=True)
+        assert killed == [2]
+        assert stats.lost == (three.tasks[2],)
+        assert stats.attempts >= 2
+        want = {k: float(np.median(values[keys == k])) for k in np.unique(keys).tolist()}
+        assert got.to_dict() == pytest.approx(want, rel=1e-12)
+        assert _spill_folders(spill) == []
+
+
 def _kept_shard(cluster: tmr.LocalCluster, name: str, index: int, device: str) -> bool:
     """Whether ``device`` holds shard ``index`` of the resident keys named ``name`` (its reducer's variable)."""
     graph = tf.Graph()

@@ -78,14 +78,28 @@ def with_retries(
                 src.survive(frozenset({e.task}))
             log.warning("shards %s on %s were lost; rebuilt them, repeating the run", list(e.shards), e.task)
         except (WorkerUnavailableError, WorkerTimeoutError) as e:
-            task = e.task
-            if task is None or number > settings.retries or task not in cluster.live_tasks or len(cluster.live_tasks) < 2:
+            if not recoverable(e, cluster, number - 1, settings):
                 raise
             if end - time.monotonic() <= 0:  # no time is left for another attempt: the loss itself, named
                 raise
-            cluster.mark_lost(task)
-            lost.append(task)
-            for src in srcs:
-                src.survive(cluster.lost)
-            log.warning("lost %s (%s); repeating the run on %s", task, type(e).__name__, ", ".join(map(str, cluster.live_tasks)))
+            lost.append(leave_out(e, cluster, srcs, "repeating the run"))
     raise AssertionError("unreachable")  # itertools.count never ends
+
+
+def recoverable(error: WorkerUnavailableError | WorkerTimeoutError, cluster: Cluster, retried: int, settings: RunOptions) -> bool:
+    """Whether the work that lost ``error.task`` may run again without it: a retry left after ``retried``, the task
+    live until now, and another task to run on."""
+    task = error.task
+    return task is not None and retried < settings.retries and task in cluster.live_tasks and len(cluster.live_tasks) > 1
+
+
+def leave_out(error: WorkerUnavailableError | WorkerTimeoutError, cluster: Cluster, srcs: Sequence[Source], what: str) -> Task:
+    """``error.task`` marked lost and left out of ``srcs``' later plans (its resident shards rebuilt on the survivors),
+    logged with ``what`` is done next; the task."""
+    task = error.task
+    assert task is not None  # (recoverable)
+    cluster.mark_lost(task)
+    for src in srcs:
+        src.survive(cluster.lost)
+    log.warning("lost %s (%s); %s on %s", task, type(error).__name__, what, ", ".join(map(str, cluster.live_tasks)))
+    return task

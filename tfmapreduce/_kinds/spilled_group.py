@@ -16,12 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, ReducerMemoryError
+from .._base.errors import JobError, ReducerMemoryError, WorkerTimeoutError, WorkerUnavailableError
+from .._base.task import Task
 from .._engine import driver as _engine
+from .._engine.call import Call
+from .._engine.retry import leave_out, recoverable
 from .._ops.per_key import merge
 from .._ops.splitters import key_order
 from .._options import RunOptions
@@ -46,11 +50,43 @@ def group_spilled(
     With ``resident=True`` each round's per-key results are written on their reducer's disk, then their concatenation
     kept on each reducer (``spilled_keep``): the ``KeyedSharded`` of the in-memory run, its keys on the same reducers.
     With ``partitioner="range"`` the sub-partitions are ranges and each round's results sorted: the result in key order.
+    A task lost after the spill (its spill files with it) while ``retries=`` are left makes the whole job run again on
+    the survivors, planned anew (each attempt a whole job: every row reduced once; ``RunStats`` counts it).
 
     Raises:
         ReducerMemoryError: one key's values alone exceed a reducer's budget (named, with its bytes; nothing reduced).
         OutputError: a spill folder could not be written (the spill files are removed).
     """
+    lost: list[Task] = []
+    while True:
+        spilled: list[Call] = []  # the spill run's call, once it is done: a later loss is a round's
+        try:
+            out = _spilled(kind, x, settings, broadcast, refused, resident, spilled)
+        except (WorkerUnavailableError, WorkerTimeoutError) as e:
+            if not spilled or not recoverable(e, spilled[0].cluster, len(lost), settings):
+                raise
+            lost.append(leave_out(e, spilled[0].cluster, spilled[0].srcs, f"running {kind!r} again after its spill"))
+            try:  # planned anew on the survivors: in memory where it fits now, else spilled again
+                out = _engine.run(kind, x, settings, broadcast, resident=resident)
+            except OverBudget as again:
+                refused = again
+                continue
+        if not (lost and settings.return_stats):
+            return out
+        value, stats = out
+        return value, attrs.evolve(stats, attempts=stats.attempts + len(lost), lost=(*lost, *stats.lost))
+
+
+def _spilled(
+    kind: Grouped | Keyed,
+    x: Any,
+    settings: RunOptions,
+    broadcast: Sequence[Any],
+    refused: OverBudget,
+    resident: bool,
+    spilled: list[Call],
+) -> Any:
+    """One attempt of :func:`group_spilled`; the spill run's call is appended to ``spilled`` once it is done."""
     spill = GraceSpill(kind, root=spill_root(), refusal=refused)
     run: SpillCall[GracePlan[KeyedPlan]] = SpillCall(spill)
     stats = None
@@ -61,6 +97,7 @@ def group_spilled(
         stats = out[1] if settings.return_stats else None
         call = run.call
         assert call is not None  # (set as the run planned)
+        spilled.append(call)
         hot = check_parts(
             kind, graced, refused, call.cluster, settings.seconds(), hot_keys=takes_hot_keys(kind, graced, resident=resident)
         )
