@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
 from tfmapreduce._base.device import Device
 from tfmapreduce._kinds import spilled_group, spilled_keep
+from tfmapreduce._kinds.join import spilled as join_spill
 from tfmapreduce._native.loader import has, kernels
 
 pytestmark = pytest.mark.skipif(not has(kernels(), "tmr_remove_spill"), reason="the native kernels' spill family")
@@ -96,28 +98,47 @@ def test_a_worker_killed_after_the_spill_is_survived_by_running_the_job_again(
     spill: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its spill files went with it, so no round can read its pieces: with retries left, the whole job runs again on the
-    survivors (refused in memory again, spilled again), every key's median once, as the in-memory run gives it."""
+    survivors (refused in memory again, spilled again): a group reducer's medians, then (the worker restarted) a join's
+    pairs, as pandas gives them."""
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 500, 8_000)
     values = rng.normal(size=keys.size)
     with tmr.LocalCluster(workers=3) as three:
         three.devices  # noqa: B018 - ask for the devices while every worker answers
-        check = spilled_group.check_parts
-        killed: list[int] = []
+        killed: list[str] = []
 
-        def kill_then_check(*args: Any, **kwargs: Any) -> Any:  # the first spill written: task 2 killed before its rounds
-            if not killed:
-                os.kill(three.pids[2], signal.SIGKILL)
-                killed.append(2)
-            return check(*args, **kwargs)
+        def kill_first(module: Any, name: str) -> None:  # task 2 killed as the first round of the spilled job starts
+            step = getattr(module, name)
 
-        monkeypatch.setattr(spilled_group, "check_parts", kill_then_check)
+            def killing(*args: Any, **kwargs: Any) -> Any:
+                if name not in killed:  # (the job run again meets it too: once)
+                    os.kill(three.pids[2], signal.SIGKILL)
+                    killed.append(name)
+                return step(*args, **kwargs)
+
+            monkeypatch.setattr(module, name, killing)
+
+        steps = [(spilled_group, "check_parts"), (join_spill, "_round")]
+        kill_first(*steps[0])
         got, stats = tmr.median_by_key(keys, values, max_bytes=BUDGET, reducers=2, cluster=three, retries=2, return_stats=True)
-        assert killed == [2]
-        assert stats.lost == (three.tasks[2],)
+        assert (killed, stats.lost) == (["check_parts"], (three.tasks[2],))
         assert stats.attempts >= 2
-        want = {k: float(np.median(values[keys == k])) for k in np.unique(keys).tolist()}
+        want = pd.DataFrame({"k": keys, "v": values}).groupby("k")["v"].median().to_dict()
         assert got.to_dict() == pytest.approx(want, rel=1e-12)
+        assert _spill_folders(spill) == []
+
+        three.restart(2)
+        three.mark_live()
+        kill_first(*steps[1])
+        right = rng.integers(250, 750, 8_000)
+        pairs, stats = tmr.join(
+            (keys, values), (right, np.arange(right.size)), max_bytes=BUDGET, cluster=three, return_stats=True
+        )
+        assert (killed, stats.lost) == (["check_parts", "_round"], (three.tasks[2],))
+        merged = pd.DataFrame({"k": keys, "v": values}).merge(pd.DataFrame({"k": right, "r": np.arange(right.size)}), on="k")
+        assert sorted(zip(pairs.keys.tolist(), pairs.left.tolist(), pairs.right.tolist(), strict=True)) == sorted(
+            merged.itertuples(index=False, name=None)
+        )
         assert _spill_folders(spill) == []
 
 

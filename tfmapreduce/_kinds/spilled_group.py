@@ -16,20 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, ReducerMemoryError, WorkerTimeoutError, WorkerUnavailableError
-from .._base.task import Task
+from .._base.errors import JobError, ReducerMemoryError
 from .._engine import driver as _engine
 from .._engine.call import Call
-from .._engine.retry import leave_out, recoverable
 from .._ops.per_key import merge
 from .._ops.splitters import key_order
 from .._options import RunOptions
-from .grace import Graced, GracePlan, GraceSpill, read_pieces, spill_root
+from .grace import Graced, GracePlan, GraceSpill, again_after_spill, read_pieces, spill_root
 from .grouped import GroupBuilt, Grouped, group_native, group_result
 from .keyed import Keyed
 from .shuffle.map_side import in_key_order
@@ -57,24 +54,14 @@ def group_spilled(
         ReducerMemoryError: one key's values alone exceed a reducer's budget (named, with its bytes; nothing reduced).
         OutputError: a spill folder could not be written (the spill files are removed).
     """
-    lost: list[Task] = []
-    while True:
-        spilled: list[Call] = []  # the spill run's call, once it is done: a later loss is a round's
+
+    def again(settings: RunOptions) -> Any:
         try:
-            out = _spilled(kind, x, settings, broadcast, refused, resident, spilled)
-        except (WorkerUnavailableError, WorkerTimeoutError) as e:
-            if not spilled or not recoverable(e, spilled[0].cluster, len(lost), settings):
-                raise
-            lost.append(leave_out(e, spilled[0].cluster, spilled[0].srcs, f"running {kind!r} again after its spill"))
-            try:  # planned anew on the survivors: in memory where it fits now, else spilled again
-                out = _engine.run(kind, x, settings, broadcast, resident=resident)
-            except OverBudget as again:
-                refused = again
-                continue
-        if not (lost and settings.return_stats):
-            return out
-        value, stats = out
-        return value, attrs.evolve(stats, attempts=stats.attempts + len(lost), lost=(*lost, *stats.lost))
+            return _engine.run(kind, x, settings, broadcast, resident=resident)
+        except OverBudget as refusal:
+            return group_spilled(kind, x, settings, broadcast, refusal, resident=resident)
+
+    return again_after_spill(lambda spilled: _spilled(kind, x, settings, broadcast, refused, resident, spilled), again, settings)
 
 
 def _spilled(

@@ -49,7 +49,7 @@ from ..._ops.budget import Overrun, over_budget
 from ..._ops.grouping import nbytes
 from ..._ops.per_key import buckets
 from ..._options import RunOptions
-from ..grace import Graced, GraceKind, GracePlan, read_pieces, spill_root, sub_partitions
+from ..grace import Graced, GraceKind, GracePlan, again_after_spill, read_pieces, spill_root, sub_partitions
 from ..spill import OverBudget, log
 from ..spilled_sort import SpillCall
 from .kind import _TOO_BIG, Join, _concat, _pieces
@@ -128,12 +128,25 @@ class JoinSpill(GraceKind[JoinPlan]):
 
 def join_spilled(join: Join, x: Any, settings: RunOptions, refused: OverBudget) -> Any:
     """Run ``join`` over the stacked sides ``x`` through each worker's disk (see the module), after the in-memory run
-    was ``refused``: its result, as the in-memory run returns it.
+    was ``refused``: its result, as the in-memory run returns it.  A task lost after the spill while ``retries=`` are
+    left makes the whole join run again on the survivors (``grace.again_after_spill``).
 
     Raises:
         ReducerMemoryError: one round's output over the budget (its largest key named, with the bytes it makes alone).
         OutputError: a spill folder could not be written (the spill files are removed).
     """
+
+    def again(settings: RunOptions) -> Any:
+        try:
+            return _engine.run(join, x, settings)
+        except OverBudget as refusal:
+            return join_spilled(join, x, settings, refusal)
+
+    return again_after_spill(lambda done: _joined(join, x, settings, refused, done), again, settings)
+
+
+def _joined(join: Join, x: Any, settings: RunOptions, refused: OverBudget, done: list[Call]) -> Any:
+    """One attempt of :func:`join_spilled`; the spill run's call is appended to ``done`` once it is done."""
     run: SpillCall[GracePlan[JoinPlan]] = SpillCall(JoinSpill(join, root=spill_root(), refusal=refused))
     try:
         with run.stage("the spill (each task writing its sub-partitions of both sides)"):
@@ -141,6 +154,7 @@ def join_spilled(join: Join, x: Any, settings: RunOptions, refused: OverBudget) 
         sides: tuple[Graced[JoinPlan], ...] = out[0] if settings.return_stats else out
         call, plan = run.call, sides[0].plan
         assert call is not None  # (set as the run planned)
+        done.append(call)
         spilled = sides[0].size + sides[1].size
         log.info(
             "%r spilled %s bytes to %s: %d sub-partition(s) per reducer, the largest %d bytes of both sides' rows",
