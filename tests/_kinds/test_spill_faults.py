@@ -21,7 +21,7 @@ import tensorflow as tf
 
 import tfmapreduce as tmr
 from tfmapreduce._base.device import Device
-from tfmapreduce._kinds import spilled_group, spilled_keep
+from tfmapreduce._kinds import spilled_group, spilled_keep, spilled_sort
 from tfmapreduce._kinds.join import spilled as join_spill
 from tfmapreduce._native.loader import has, kernels
 
@@ -95,11 +95,11 @@ def test_a_worker_killed_mid_spill_fails_the_run_naming_it_and_the_survivor_keep
 
 @pytest.mark.slow
 def test_a_worker_killed_after_the_spill_is_survived_by_running_the_job_again(
-    spill: Path, monkeypatch: pytest.MonkeyPatch
+    spill: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its spill files went with it, so no round can read its pieces: with retries left, the whole job runs again on the
-    survivors (refused in memory again, spilled again): a group reducer's medians, then (the worker restarted) a join's
-    pairs, as pandas gives them."""
+    survivors (refused in memory again, spilled again): a group reducer's medians and (the worker restarted each time) a
+    join's pairs as pandas gives them, and a sort into files as numpy's."""
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 500, 8_000)
     values = rng.normal(size=keys.size)
@@ -118,7 +118,7 @@ def test_a_worker_killed_after_the_spill_is_survived_by_running_the_job_again(
 
             monkeypatch.setattr(module, name, killing)
 
-        steps = [(spilled_group, "check_parts"), (join_spill, "_round")]
+        steps = [(spilled_group, "check_parts"), (join_spill, "_round"), (spilled_sort, "check_buckets")]
         kill_first(*steps[0])
         got, stats = tmr.median_by_key(keys, values, max_bytes=BUDGET, reducers=2, cluster=three, retries=2, return_stats=True)
         assert (killed, stats.lost) == (["check_parts"], (three.tasks[2],))
@@ -139,6 +139,18 @@ def test_a_worker_killed_after_the_spill_is_survived_by_running_the_job_again(
         assert sorted(zip(pairs.keys.tolist(), pairs.left.tolist(), pairs.right.tolist(), strict=True)) == sorted(
             merged.itertuples(index=False, name=None)
         )
+        assert _spill_folders(spill) == []
+
+        three.restart(2)
+        three.mark_live()
+        kill_first(*steps[2])
+        x = rng.normal(size=20_000)
+        out = tmp_path / "sorted"
+        written = tmr.sort(x, max_bytes=BUDGET, reducers=2, directory=out, spill_dir=spill, cluster=three, retries=2)
+        assert killed == ["check_parts", "_round", "check_buckets"]
+        with tmr.read_npy(written).persist(cluster=three) as back:
+            np.testing.assert_array_equal(back.gather(), np.sort(x))
+        assert sorted(os.listdir(out)) == ["_SUCCESS", *(os.path.basename(p) for p in written.parts)]  # one attempt's parts
         assert _spill_folders(spill) == []
 
 

@@ -30,7 +30,7 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
@@ -38,19 +38,17 @@ import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, OutputError, WorkerTimeoutError, WorkerUnavailableError
+from .._base.errors import JobError, OutputError
 from .._base.plan import Plan
 from .._base.task import Task
 from .._engine.call import Call
 from .._engine.kind import Kind, KindBase
 from .._engine.program import Builder, Program
-from .._engine.retry import leave_out, recoverable
 from .._io.source import Sources
 from .._native.loader import has
 from .._ops.grouping import nbytes
 from .._ops.per_key import buckets
 from .._ops.splitters import choose, ranges_of, sample
-from .._options import RunOptions
 from .grouped import Grouped, group_native, map_side
 from .keyed import Keyed
 from .shuffle.map_side import map_shards
@@ -351,22 +349,3 @@ def read_pieces(graced: Graced[Any], b: int, c: int) -> list[tf.Tensor]:
                 data = tf.io.read_file(f"{graced.folder}/b{b:05d}-t{t:05d}-c{c}")
                 pieces.append(tf.ensure_shape(tf.io.parse_tensor(data, dtype), (n, *row)))
     return pieces
-
-
-def again_after_spill(attempt: Callable[[list[Call]], Any], again: Callable[[RunOptions], Any], settings: RunOptions) -> Any:
-    """``attempt(spilled)``, a spilled job that appends its spill run's call to ``spilled`` once that run is done; where
-    a task is lost after it (its spill files went with it: no round can read them) and ``settings`` leave a retry,
-    ``again(settings)`` with one retry less: the whole job planned anew on the survivors (in memory where it fits now),
-    ``RunStats`` counting the loss.  A loss during the spill run is that run's own retry's (``_engine.retry``)."""
-    spilled: list[Call] = []
-    try:
-        return attempt(spilled)
-    except (WorkerUnavailableError, WorkerTimeoutError) as e:
-        if not spilled or not recoverable(e, spilled[0].cluster, 0, settings):
-            raise
-        task = leave_out(e, spilled[0].cluster, spilled[0].srcs, "running the spilled job again")
-    out = again(attrs.evolve(settings, retries=settings.retries - 1))
-    if not settings.return_stats:
-        return out
-    value, stats = out
-    return value, attrs.evolve(stats, attempts=stats.attempts + 1, lost=(task, *stats.lost))

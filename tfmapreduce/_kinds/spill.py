@@ -36,7 +36,7 @@ import math
 import os
 import re
 import secrets
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, ClassVar, Protocol
 
 import attrs
@@ -44,16 +44,18 @@ import numpy as np
 import tensorflow as tf
 
 from .._base.device import Device
-from .._base.errors import JobError, OutputError, ReducerMemoryError
+from .._base.errors import JobError, OutputError, ReducerMemoryError, WorkerTimeoutError, WorkerUnavailableError
 from .._base.log import ROOT
 from .._base.plan import Plan
 from .._base.task import Task
 from .._engine.call import Call
 from .._engine.kind import KindBase
 from .._engine.program import Builder, Program
+from .._engine.retry import leave_out, recoverable
 from .._io.source import Sources
 from .._native.loader import has
 from .._ops.budget import Overrun
+from .._options import RunOptions
 from .ranges import range_ids
 from .shuffle import forecast
 from .shuffle.partials import STRING_BYTES
@@ -353,3 +355,22 @@ def remove_spill(plan: Spilling, native: Any | None, cluster: Any, timeout: floa
             log.warning("could not remove the spill folder %s on %s (%s): remove it by hand", plan.folder, task, e)
         finally:
             cluster.forget(graph)
+
+
+def again_after_spill(attempt: Callable[[list[Call]], Any], again: Callable[[RunOptions], Any], settings: RunOptions) -> Any:
+    """``attempt(spilled)``, a spilled job that appends its spill run's call to ``spilled`` once that run is done; where
+    a task is lost after it (its spill files went with it: no round can read them) and ``settings`` leave a retry,
+    ``again(settings)`` with one retry less: the whole job planned anew on the survivors (in memory where it fits now),
+    ``RunStats`` counting the loss.  A loss during the spill run is that run's own retry's (``_engine.retry``)."""
+    spilled: list[Call] = []
+    try:
+        return attempt(spilled)
+    except (WorkerUnavailableError, WorkerTimeoutError) as e:
+        if not spilled or not recoverable(e, spilled[0].cluster, 0, settings):
+            raise
+        task = leave_out(e, spilled[0].cluster, spilled[0].srcs, "running the spilled job again")
+    out = again(attrs.evolve(settings, retries=settings.retries - 1))
+    if not settings.return_stats:
+        return out
+    value, stats = out
+    return value, attrs.evolve(stats, attempts=stats.attempts + 1, lost=(task, *stats.lost))

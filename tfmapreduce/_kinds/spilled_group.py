@@ -26,14 +26,14 @@ from .._engine.call import Call
 from .._ops.per_key import merge
 from .._ops.splitters import key_order
 from .._options import RunOptions
-from .grace import Graced, GracePlan, GraceSpill, again_after_spill, read_pieces, spill_root
+from .grace import Graced, GracePlan, GraceSpill, read_pieces, spill_root
 from .grouped import GroupBuilt, Grouped, group_native, group_result
 from .keyed import Keyed
 from .shuffle.map_side import in_key_order
 from .shuffle.plan import KeyedPlan
 from .shuffle.result import concatenated, sorted_result
 from .shuffle.sharded import KeyedBuilt
-from .spill import OverBudget, log
+from .spill import OverBudget, again_after_spill, log
 from .spilled_hot import selected, takes_hot_keys, without
 from .spilled_keep import kept, written
 from .spilled_sort import SpillCall

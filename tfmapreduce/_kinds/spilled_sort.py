@@ -36,7 +36,7 @@ from .._io.source import Sources
 from .._ops.budget import budget_of
 from .._options import RunOptions
 from .commit import MARKER, TEMPORARY, claim, commit, discard, open_attempt
-from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, log, remove_spill
+from .spill import COPIES, REMOVE_SECONDS, RangeSorter, Spill, Spilled, Spilling, SpillPlan, again_after_spill, log, remove_spill
 
 P = TypeVar("P", bound=Spilling)
 
@@ -234,13 +234,29 @@ def written_of(directory: str, plan: SpillPlan, spilled: Spilled, src: Any, widt
 def sort_spilled(
     sort: RangeSorter, x: Any, directories: Sequence[str], spill_dir: Any, options: dict[str, Any]
 ) -> tuple[Written, ...]:
-    """Run a spilled sort of ``x`` (see the module): column ``j`` written to ``directories[j]``; its ``Written``s.
+    """Run a spilled sort of ``x`` (see the module): column ``j`` written to ``directories[j]``; its ``Written``s. A
+    task lost after the spill while ``retries=`` are left makes the whole sort run again on the survivors, the failed
+    attempt's directories removed first (``spill.again_after_spill``).
 
     Raises:
         OutputError: a directory is not empty, or a spill folder could not be written (the spill files are removed).
         ReducerMemoryError: one bucket would exceed the budget (nothing was written).
     """
     settings = RunOptions.of(**options)
+
+    def again(fewer: RunOptions) -> tuple[Written, ...]:
+        return sort_spilled(sort, x, directories, spill_dir, {**options, "retries": fewer.retries})
+
+    written: tuple[Written, ...] = again_after_spill(
+        lambda done: _sorted(sort, x, directories, spill_dir, settings, done), again, settings
+    )
+    return written
+
+
+def _sorted(
+    sort: RangeSorter, x: Any, directories: Sequence[str], spill_dir: Any, settings: RunOptions, done: list[Call]
+) -> tuple[Written, ...]:
+    """One attempt of :func:`sort_spilled`; the spill run's call is appended to ``done`` once it is done."""
     run: SpillCall[SpillPlan] = SpillCall(spill_kind(sort, spill_dir))
     claimed: list[tuple[str, bool]] = []
     try:
@@ -251,6 +267,7 @@ def sort_spilled(
                 spilled: Spilled = _engine.run(run, x, settings)
             plan, call = spilled.plan, run.call
             assert call is not None  # (set as the run planned)
+            done.append(call)
             check_buckets(plan, spilled)
             log.info(
                 "%r spilled %s bytes to %s: %d bucket(s) per reducer, one round each, the largest %d bytes (%d× while it "

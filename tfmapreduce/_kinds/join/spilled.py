@@ -49,8 +49,8 @@ from ..._ops.budget import Overrun, over_budget
 from ..._ops.grouping import nbytes
 from ..._ops.per_key import buckets
 from ..._options import RunOptions
-from ..grace import Graced, GraceKind, GracePlan, again_after_spill, read_pieces, spill_root, sub_partitions
-from ..spill import OverBudget, log
+from ..grace import Graced, GraceKind, GracePlan, read_pieces, spill_root, sub_partitions
+from ..spill import OverBudget, again_after_spill, log
 from ..spilled_sort import SpillCall
 from .kind import _TOO_BIG, Join, _concat, _pieces
 from .plan import JoinPlan, choose
@@ -129,7 +129,7 @@ class JoinSpill(GraceKind[JoinPlan]):
 def join_spilled(join: Join, x: Any, settings: RunOptions, refused: OverBudget) -> Any:
     """Run ``join`` over the stacked sides ``x`` through each worker's disk (see the module), after the in-memory run
     was ``refused``: its result, as the in-memory run returns it.  A task lost after the spill while ``retries=`` are
-    left makes the whole join run again on the survivors (``grace.again_after_spill``).
+    left makes the whole join run again on the survivors (``spill.again_after_spill``).
 
     Raises:
         ReducerMemoryError: one round's output over the budget (its largest key named, with the bytes it makes alone).
