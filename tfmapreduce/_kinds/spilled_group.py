@@ -61,7 +61,7 @@ def group_spilled(
         except OverBudget as refusal:
             return group_spilled(kind, x, settings, broadcast, refusal, resident=resident)
 
-    return again_after_spill(lambda spilled: _spilled(kind, x, settings, broadcast, refused, resident, spilled), again, settings)
+    return again_after_spill(lambda done: _spilled(kind, x, settings, broadcast, refused, resident, done), again, settings)
 
 
 def _spilled(
@@ -71,9 +71,9 @@ def _spilled(
     broadcast: Sequence[Any],
     refused: OverBudget,
     resident: bool,
-    spilled: list[Call],
+    done: list[Call],
 ) -> Any:
-    """One attempt of :func:`group_spilled`; the spill run's call is appended to ``spilled`` once it is done."""
+    """One attempt of :func:`group_spilled`; the spill run's call is appended to ``done`` once it is done."""
     spill = GraceSpill(kind, root=spill_root(), refusal=refused)
     run: SpillCall[GracePlan[KeyedPlan]] = SpillCall(spill)
     stats = None
@@ -84,7 +84,7 @@ def _spilled(
         stats = out[1] if settings.return_stats else None
         call = run.call
         assert call is not None  # (set as the run planned)
-        spilled.append(call)
+        done.append(call)
         hot = check_parts(
             kind, graced, refused, call.cluster, settings.seconds(), hot_keys=takes_hot_keys(kind, graced, resident=resident)
         )

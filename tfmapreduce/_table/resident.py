@@ -378,8 +378,8 @@ class ResidentGroupBy(GroupBy):
     def agg(self, *, resident: bool = False, **aggregates: Any) -> Table | ResidentTable:
         """One row per group, as [`GroupBy.agg`][tfmapreduce.GroupBy.agg]; with ``resident=True`` the result is a
         ``ResidentTable`` kept on the reducers (one keyed run, a map-only run and a sort, no row through the client),
-        in the client result's order; a ``("top_k", k)`` is a list column there, and a list key is one again after a
-        unique and a join of its lists (more runs)."""
+        in the client result's order; a ``("top_k", k)`` is a list column there, and a list key (or a list column's
+        min or max) is one again after a unique and a join of its lists (more runs)."""
         if not resident:
             return super().agg(**aggregates)
         columns, parsed, options = self.parsed(aggregates)
