@@ -1,5 +1,6 @@
 """One hot key over a group recipe's budget: median, quantiles and top-k of a key whose values alone exceed
-``max_bytes=``, selected from the workers' disks in passes (``_kinds.spilled_hot``), against numpy and pandas."""
+``max_bytes=``, selected from the workers' disks in passes, its distinct values counted in hash buckets and its values
+collected straight to the client (``_kinds.spilled_hot``), against numpy and pandas."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_a_hot_key_median_and_quantiles_under_a_unicode_key_over_three_times_the
     keys, values = _data(1)
     with caplog.at_level(logging.INFO, logger="tfmapreduce"):
         median = tmr.median_by_key(keys, values, max_bytes=BUDGET, reducers=2, cluster=cluster, sizes=[0, keys.size])
-    hot = r"the largest \d+ bytes within the budget of 4000; the hot key 7 \(about 12,8\d\d bytes\) selected in passes"
+    hot = r"the largest \d+ bytes within the budget of 4000; the hot key 7 \(about 12,8\d\d bytes\) reduced from the disks"
     assert any(re.search(hot, r.getMessage()) for r in caplog.records)  # key 7 (and its few normal values) never held
     expected = pd.Series(values).groupby(keys).median(skipna=False)
     np.testing.assert_array_equal(median.keys, expected.index.to_numpy())
@@ -67,4 +68,41 @@ def test_a_hot_key_top_k_whose_tasks_partials_exceed_the_budget_equals_numpy(clu
         np.testing.assert_array_equal(got[3], np.full(int((keys == 3).sum()), np.nan))
     one = tmr.median_by_key(np.full(1_000, 5), np.arange(1_000.0), max_bytes=BUDGET, cluster=cluster)  # the hot key alone
     assert one.to_dict() == {5: 499.5}
+    assert os.listdir(spill) == []
+
+
+def test_a_hot_key_count_distinct_of_numbers_and_unicode_strings_equals_pandas(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = np.random.default_rng(5)
+    keys = rng.permutation(np.concatenate([rng.integers(0, 100, 300), np.full(1_500, 7)]))
+    numbers = rng.integers(0, 700, keys.size).astype(np.float64)  # key 7: about 600 distinct, each task some of them
+    numbers[np.flatnonzero(keys == 7)[:6]] = [np.nan, np.nan, -0.0, 0.0, np.inf, -np.inf]  # one NaN, one zero
+    words = np.array([f"знач{v:.0f}" if v == v else "" for v in numbers], object)
+    for values in (numbers, words):
+        with caplog.at_level(logging.INFO, logger="tfmapreduce"):
+            got = tmr.count_distinct_by_key(keys, values, max_bytes=BUDGET, reducers=2, cluster=cluster, sizes=[900, 900])
+        assert any(
+            re.search(r"the hot key 7 \(about [\d,]+ bytes\) reduced from the disks", r.getMessage()) for r in caplog.records
+        )
+        caplog.clear()
+        expected = pd.Series(values).groupby(keys).nunique(dropna=False)
+        assert got.to_dict() == expected.to_dict()
+    assert os.listdir(spill) == []
+
+
+def test_a_hot_key_collected_straight_to_the_client_equals_numpy_sorted_or_not(cluster: tmr.LocalCluster, spill: Path) -> None:
+    keys, values = _data(6)
+    for sort_values in (True, False):
+        got = tmr.collect_by_key(keys, values, sort_values=sort_values, max_bytes=BUDGET, reducers=2, cluster=cluster)
+        assert sorted(got.keys.tolist()) == sorted(set(keys.tolist()))
+        for key, row in zip(got.keys, got.values, strict=True):
+            expected = np.sort(values[keys == key])  # NaN last, as np.sort
+            np.testing.assert_array_equal(row if sort_values else np.sort(row), expected)
+    rows = np.stack([values, -values], axis=1)  # rows of two values stay rows
+    words = np.array([f"ключ{k}" for k in keys])
+    got = tmr.collect_by_key(words, rows, max_bytes=BUDGET, reducers=2, cluster=cluster)
+    hot = got["ключ7"]
+    assert hot.shape == (int((keys == 7).sum()), 2)
+    np.testing.assert_array_equal(hot[np.lexsort(hot.T[::-1])], (r := rows[keys == 7])[np.lexsort(r.T[::-1])])
     assert os.listdir(spill) == []

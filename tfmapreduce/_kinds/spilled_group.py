@@ -99,7 +99,7 @@ def _spilled(
             graced.plan.parts,
             int(held.max()),
             graced.plan.budget,
-            "".join(f"; the hot key {_shown(k)!r} (about {n:,} bytes) selected in passes" for k, n in hot.values()),
+            "".join(f"; the hot key {_shown(k)!r} (about {n:,} bytes) reduced from the disks" for k, n in hot.values()),
         )
         value: dict[int, Any] = {}
         info: Any = None
@@ -126,10 +126,10 @@ def _spilled(
                 raise (kind.failure(e, graced.plan.keyed) or e) from None
             finally:
                 call.cluster.forget(graph)
-        for b, (key, _) in hot.items():  # each hot key's result, selected from the disks in passes (spilled_hot)
-            with run.stage(f"the hot key {_shown(key)!r} (its ranks selected from the disks in passes)"):
+        for b, (key, share) in hot.items():  # each hot key's result, reduced from the disks (spilled_hot)
+            with run.stage(f"the hot key {_shown(key)!r} (reduced from the disks)"):
                 assert isinstance(kind, Grouped)
-                value[len(graced.rows[0]) + b] = selected(kind, graced, b, key, call.cluster, settings.seconds())
+                value[len(graced.rows[0]) + b] = selected(kind, graced, b, (key, share), call.cluster, settings.seconds())
         decode = call.note[0] if graced.key_dtype == tf.string else None
         if resident:  # each reducer's rounds, read back from its disk and kept there (before the spill folder goes)
             built = info.built if isinstance(info, GroupBuilt) else KeyedBuilt(graced.key_dtype, info)
@@ -255,8 +255,8 @@ def check_parts(
                 f"and values{others}, {limit}, {spilled}: a group reducer holds every value of a key at once; nothing was "
                 "reduced. Raise max_bytes= where the host has the memory, split the hot key (e.g. salt it and combine the "
                 "parts), or use a combiner recipe (sum/mean/min/max/variance_by_key) whose partials are one row per key; "
-                "median_by_key, quantile_by_key and top_k_by_key take a hot key (fetched, not resident=True): they "
-                "select its ranks from the disks"
+                "median_by_key, quantile_by_key, top_k_by_key, count_distinct_by_key and collect_by_key take a hot key "
+                "(fetched, not resident=True): they reduce it from the disks"
             )
         raise ReducerMemoryError(
             f"{kind!r}: sub-partition {b} of {where} holds {size:,} bytes of keys and values, {limit}, {spilled}: its "

@@ -1,9 +1,9 @@
 """A hot key of a spilled group run — one key whose values alone exceed a reducer's budget — reduced without any
-device holding its values: its result selected from the workers' disks in passes (recipes with ``GroupForm.ranked``:
-``median_by_key``, ``quantile_by_key``, ``top_k_by_key``).
+device holding its values, where the recipe says how (``GroupForm.ranked``, ``distinct``, ``whole``):
 
-The result needs the key's values at a few ranks (``Ranked.ranks``).  Each value is an unsigned 64-bit order code
-(``order_codes``); pass p of ``PASSES`` picks each rank's code byte p, most significant first::
+- ranks (``median_by_key``, ``quantile_by_key``, ``top_k_by_key``): the result needs the key's values at a few ranks
+  (``Ranked.ranks``).  Each value is an unsigned 64-bit order code (``order_codes``); pass p of ``PASSES`` picks each
+  rank's code byte p, most significant first::
 
     every task with rows of the key's sub-partition   reads its piece from its disk, keeps the key's values and, for
                                                       each rank, counts those whose higher bytes equal the bytes
@@ -11,9 +11,14 @@ The result needs the key's values at a few ranks (``Ranked.ranks``).  Each value
     the key's reducer                                 sums the tasks' counts
     client                                            picks each rank's byte p: where the counts pass its rank
 
-After the last pass the codes are the values at the ranks, and ``Ranked.finish`` makes the key's result from them.
-Memory: each task its own piece, as it wrote it; the reducer 256 counts per rank; the client the selected values.
-One graph, fed the pass, run ``PASSES`` times.
+  After the last pass the codes are the values at the ranks, and ``Ranked.finish`` makes the key's result from them.
+  Memory: each task its own piece, as it wrote it; the reducer 256 counts per rank; the client the selected values.
+  One graph, fed the pass, run ``PASSES`` times.
+- distinct values (``count_distinct_by_key``): the key's value codes (``GroupForm.distinct``) split into hash
+  buckets, each about half a budget; a run per bucket, where each task sends its distinct codes of the bucket to the
+  key's reducer, which counts the distinct ones. The counts of the buckets add up to the key's.
+- its values (``collect_by_key``): one run fetches each task's rows of the key straight to the client, which
+  concatenates them in task order (and sorts them where ``sort_values``): no device holds them all.
 
 Example: ``tmr.median_by_key(keys, values, max_bytes=4_000)`` where key 7 holds 3,000 float64 values (48 kB with their
 keys) spills, reduces the other keys of key 7's sub-partition in its round, then runs this module's graph 8 times to
@@ -27,6 +32,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from .._ops.group import group
+from .._ops.per_key import buckets
 from .._ops.ranked import RANKABLE, from_codes, order_codes
 from .grace import Graced, read_pieces
 from .grouped import Grouped
@@ -37,12 +44,17 @@ PASSES = 8
 
 
 def takes_hot_keys(kind: Any, graced: Graced[KeyedPlan], *, resident: bool) -> bool:
-    """Whether ``kind``'s hot keys are selected here: a recipe's group reducer with ranks (``GroupForm.ranked``) of one
-    1-D column of ``RANKABLE`` values, its result fetched (not ``resident=True``)."""
-    if resident or not isinstance(kind, Grouped) or kind.form.ranked is None or len(graced.leaves) != 1:
+    """Whether ``kind``'s hot keys are reduced here: a recipe's group reducer whose result is fetched (not
+    ``resident=True``) and says how (see the module): its values collected, or counted or ranked where they are one
+    1-D column (ranked: of ``RANKABLE`` values)."""
+    if resident or not isinstance(kind, Grouped):
         return False
-    dtype, row = graced.leaves[0]
-    return row == () and dtype in RANKABLE
+    form = kind.form
+    if form.whole:
+        return True
+    if len(graced.leaves) != 1 or graced.leaves[0][1] != ():
+        return False
+    return form.distinct is not None or (form.ranked is not None and graced.leaves[0][0] in RANKABLE)
 
 
 def without(pieces: list[tf.Tensor], keys: list[tf.Tensor], hot: Any) -> list[tf.Tensor]:
@@ -54,9 +66,72 @@ def without(pieces: list[tf.Tensor], keys: list[tf.Tensor], hot: Any) -> list[tf
     return kept
 
 
-def selected(kind: Grouped, graced: Graced[KeyedPlan], b: int, hot: Any, cluster: Any, timeout: float) -> tuple[Any, list[Any]]:
-    """The result of key ``hot`` of sub-partition ``b`` (see the module), as a round fetches a reducer's:
-    (its key, the result's leaves; a ragged one as (flat values, row splits))."""
+def selected(
+    kind: Grouped, graced: Graced[KeyedPlan], b: int, hot: tuple[Any, int], cluster: Any, timeout: float
+) -> tuple[Any, list[Any]]:
+    """The result of the hot key of sub-partition ``b`` (``hot``: the key and its bytes; see the module), as a round
+    fetches a reducer's: (its key, the result's leaves; a ragged one as (flat values, row splits))."""
+    key = hot[0]
+    if kind.form.whole:
+        leaves = _collected(kind, graced, b, key, cluster, timeout)
+    elif kind.form.distinct is not None:
+        leaves = [np.array([_counted(kind.form.distinct, graced, b, hot, cluster, timeout)], np.int64)]
+    else:
+        leaves = _ranked(kind, graced, b, key, cluster, timeout)
+    return np.array([key], dtype=object if isinstance(key, bytes) else graced.key_dtype.as_numpy_dtype), leaves
+
+
+def _collected(kind: Grouped, graced: Graced[KeyedPlan], b: int, hot: Any, cluster: Any, timeout: float) -> list[Any]:
+    """Key ``hot``'s values (``collect_by_key``'s result leaves): each task's rows of it fetched to the client."""
+    graph = tf.Graph()
+    with graph.as_default():
+        keys = read_pieces(graced, b, 0)
+        fetches = []
+        for c in range(1, 1 + len(graced.leaves)):
+            fetches.append([_of_key(value, key, hot) for key, value in zip(keys, read_pieces(graced, b, c), strict=True)])
+    try:
+        fetched = cluster.run(graph, fetches, {}, tasks=list(graced.plan.tasks), timeout=timeout)
+    finally:
+        cluster.forget(graph)
+    leaves = []
+    for pieces in fetched:
+        flat = np.concatenate(pieces)
+        if kind.form.sort_values:  # ascending, NaN last; strings in byte order
+            flat = np.sort(flat, kind="stable")
+        leaves.append((flat, np.array([0, len(flat)], np.int64)))
+    return leaves
+
+
+def _counted(codes_of: Any, graced: Graced[KeyedPlan], b: int, hot: tuple[Any, int], cluster: Any, timeout: float) -> int:
+    """How many distinct value codes (``codes_of``) the hot key of sub-partition ``b`` has: a run per hash bucket."""
+    key, share = hot
+    parts = max(2, -(-2 * share // graced.plan.budget))  # about half a budget a bucket
+    graph = tf.Graph()
+    with graph.as_default():
+        bucket = tf.compat.v1.placeholder(tf.int32, [], "bucket")
+        picked = []
+        for keys, value in zip(read_pieces(graced, b, 0), read_pieces(graced, b, 1), strict=True):
+            with tf.device(keys.device), tf.name_scope("hot"):
+                codes = codes_of(_of_key(value, keys, key))
+                picked.append(group(tf.boolean_mask(codes, tf.equal(buckets(codes, parts), bucket)))[0])
+        with tf.device(graced.plan.keyed.reducers[b // graced.plan.parts]):
+            count = tf.size(group(tf.concat(picked, 0))[0], tf.int64)
+    try:
+        return sum(
+            int(cluster.run(graph, count, {bucket: j}, tasks=list(graced.plan.tasks), timeout=timeout)) for j in range(parts)
+        )
+    finally:
+        cluster.forget(graph)
+
+
+def _of_key(value: tf.Tensor, keys: tf.Tensor, hot: Any) -> tf.Tensor:
+    """The rows of ``value`` whose key (``keys``) is ``hot``, on their task."""
+    with tf.device(keys.device):
+        return tf.boolean_mask(value, tf.equal(keys, tf.constant(hot, keys.dtype)))
+
+
+def _ranked(kind: Grouped, graced: Graced[KeyedPlan], b: int, hot: Any, cluster: Any, timeout: float) -> list[Any]:
+    """Key ``hot``'s result leaves, its ranks selected in passes (``GroupForm.ranked``)."""
     ranked = kind.form.ranked
     assert ranked is not None  # (takes_hot_keys)
     plan = graced.plan
@@ -68,7 +143,7 @@ def selected(kind: Grouped, graced: Graced[KeyedPlan], b: int, hot: Any, cluster
         counted = []
         for key, value in zip(read_pieces(graced, b, 0), read_pieces(graced, b, 1), strict=True):
             with tf.device(key.device), tf.name_scope("hot"):
-                codes = order_codes(tf.boolean_mask(value, tf.equal(key, tf.constant(hot, key.dtype))))
+                codes = order_codes(_of_key(value, key, hot))
                 byte = tf.cast(tf.bitwise.bitwise_and(tf.bitwise.right_shift(codes, shift), 255), tf.int64)
                 at = tf.where(tf.equal(tf.bitwise.bitwise_and(codes[None, :], mask), prefix[:, None]))  # (rank, value)
                 n = tf.size(prefix, tf.int64) * 256
@@ -96,9 +171,7 @@ def selected(kind: Grouped, graced: Graced[KeyedPlan], b: int, hot: Any, cluster
         cluster.forget(graph)
     values = from_codes(codes_of, graced.leaves[0][0])
     result = ranked.finish(n, tf.constant(values, graced.leaves[0][0]))
-    leaves = [
+    return [
         (leaf.flat_values.numpy(), leaf.row_splits.numpy()) if isinstance(leaf, tf.RaggedTensor) else leaf.numpy()
         for leaf in tf.nest.flatten(result)
     ]
-    key = np.array([hot], dtype=object if isinstance(hot, bytes) else graced.key_dtype.as_numpy_dtype)
-    return key, leaves

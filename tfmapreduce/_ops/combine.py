@@ -79,6 +79,12 @@ class GroupForm:
     """How ``fn``'s result for one key follows from a few ranks of its values (a recipe's): a spilled run then selects
     those of a key whose values alone exceed the budget (a hot key) in passes over the disks; None: such a key is
     refused."""
+    distinct: Callable[[tf.Tensor], tf.Tensor] | None = None
+    """Where ``fn``'s result for one key is how many distinct values it has (a recipe's): each value's code, equal
+    where values count as one; a spilled run counts a hot key's codes in hash buckets over the disks."""
+    whole: bool = False
+    """Whether ``fn``'s result for one key is its values (a recipe's): a spilled run fetches a hot key's from the disks
+    to the client."""
 
 
 @attrs.frozen

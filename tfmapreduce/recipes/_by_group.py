@@ -335,7 +335,7 @@ def count_distinct_by_key(
         {1: 2, 2: 1}
     """
     x = _input("count_distinct_by_key", keys, values, options, kinds="iufUSO")
-    form = GroupForm(_count_distinct, max_bytes=check_max_bytes(max_bytes), precombine=_distinct_pre)
+    form = GroupForm(_count_distinct, max_bytes=check_max_bytes(max_bytes), precombine=_distinct_pre, distinct=_codes)
     return _run(("count_distinct_by_key",), form, x, resident, options)
 
 
@@ -374,5 +374,5 @@ def collect_by_key(
     if not isinstance(sort_values, (bool, np.bool_)):
         raise TypeError(f"sort_values must be True or False, got {type(sort_values).__name__} {sort_values!r}")
     x = _input("collect_by_key", keys, values, options, kinds="")
-    form = GroupForm(_collect, sort_values=bool(sort_values), max_bytes=check_max_bytes(max_bytes))
+    form = GroupForm(_collect, sort_values=bool(sort_values), max_bytes=check_max_bytes(max_bytes), whole=True)
     return _run(("collect_by_key", bool(sort_values)), form, x, resident, options)
