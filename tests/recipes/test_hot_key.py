@@ -106,3 +106,25 @@ def test_a_hot_key_collected_straight_to_the_client_equals_numpy_sorted_or_not(c
     assert hot.shape == (int((keys == 7).sum()), 2)
     np.testing.assert_array_equal(hot[np.lexsort(hot.T[::-1])], (r := rows[keys == 7])[np.lexsort(r.T[::-1])])
     assert os.listdir(spill) == []
+
+
+def test_two_hot_keys_of_one_sub_partition_are_each_reduced_from_the_disks(
+    cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    inverse = pow(0x9E3779B97F4A7C15, -1, 2**64)  # key k + inverse hashes to k's hash + 1: one bucket, however many
+    twin = int(np.array(7 + inverse, np.uint64).view(np.int64))
+    keys, values = _data(7)
+    keys[np.flatnonzero(keys == 7)[::2]] = twin  # two keys of 400 values each, 6.4 kB apiece, in one sub-partition
+    with caplog.at_level(logging.INFO, logger="tfmapreduce"):
+        median = tmr.median_by_key(keys, values, max_bytes=BUDGET // 2, reducers=2, cluster=cluster)
+    both = [
+        r.getMessage() for r in caplog.records if "the hot key 7 " in r.getMessage() and f"the hot key {twin} " in r.getMessage()
+    ]
+    assert both, "the two keys were not both reduced from the disks"
+    expected = pd.Series(values).groupby(keys).median(skipna=False)
+    np.testing.assert_array_equal(median.keys, expected.index.to_numpy())
+    np.testing.assert_array_equal(median.values, expected.to_numpy())
+    collected = tmr.collect_by_key(keys, values, sort_values=True, max_bytes=BUDGET // 2, reducers=2, cluster=cluster)
+    for key in (7, twin):
+        np.testing.assert_array_equal(collected[key], np.sort(values[keys == key]))
+    assert os.listdir(spill) == []

@@ -89,7 +89,7 @@ def _spilled(
             kind, graced, refused, call.cluster, settings.seconds(), hot_keys=takes_hot_keys(kind, graced, resident=resident)
         )
         held = graced.size.sum(axis=0)
-        for b, (_, share) in hot.items():
+        for b, _, share in hot:
             held[b] -= share  # (a hot key's values stay on their tasks' disks)
         log.info(
             "%r spilled %s bytes to %s: %d sub-partition(s) per reducer, the largest %d bytes within the budget of %d%s",
@@ -99,7 +99,7 @@ def _spilled(
             graced.plan.parts,
             int(held.max()),
             graced.plan.budget,
-            "".join(f"; the hot key {_shown(k)!r} (about {n:,} bytes) reduced from the disks" for k, n in hot.values()),
+            "".join(f"; the hot key {_shown(k)!r} (about {n:,} bytes) reduced from the disks" for _, k, n in hot),
         )
         value: dict[int, Any] = {}
         info: Any = None
@@ -126,10 +126,10 @@ def _spilled(
                 raise (kind.failure(e, graced.plan.keyed) or e) from None
             finally:
                 call.cluster.forget(graph)
-        for b, (key, share) in hot.items():  # each hot key's result, reduced from the disks (spilled_hot)
+        for i, (b, key, share) in enumerate(hot):  # each hot key's result, reduced from the disks (spilled_hot)
             with run.stage(f"the hot key {_shown(key)!r} (reduced from the disks)"):
                 assert isinstance(kind, Grouped)
-                value[len(graced.rows[0]) + b] = selected(kind, graced, b, (key, share), call.cluster, settings.seconds())
+                value[len(graced.rows[0]) + i] = selected(kind, graced, b, (key, share), call.cluster, settings.seconds())
         decode = call.note[0] if graced.key_dtype == tf.string else None
         if resident:  # each reducer's rounds, read back from its disk and kept there (before the spill folder goes)
             built = info.built if isinstance(info, GroupBuilt) else KeyedBuilt(graced.key_dtype, info)
@@ -157,13 +157,13 @@ def reduce_round(
     native: Any | None,
     *,
     keep: bool = False,
-    hot: dict[int, tuple[Any, int]] | None = None,
+    hot: Sequence[tuple[int, Any, int]] = (),
 ) -> tuple[dict[int, Any], GroupBuilt | None]:
     """In the current graph, round ``j``: each reducer r reads sub-partition r·P + j from every task's disk and reduces
     it as the in-memory run reduces its share (a range partition's: sorted by key); the fetches (keys, leaves; ragged
     ones as (flat values, row splits)) of the reducers with rows, by sub-partition, and the build.  ``keep``: each
     reducer's result is written on its own disk instead (``spilled_keep.written``), and its counts fetched.  ``hot``:
-    the key of a sub-partition whose rows are left on their tasks (``spilled_hot`` selects its result)."""
+    the (sub-partition, key, bytes) of each key whose rows are left on their tasks (``spilled_hot`` reduces it)."""
     plan = graced.plan
     outputs: dict[int, Any] = {}
     built = None
@@ -173,8 +173,9 @@ def reduce_round(
             continue
         with tf.device(device), tf.name_scope(f"part{b}"):
             pieces = [read_pieces(graced, b, c) for c in range(1 + len(graced.leaves))]
-            if hot and b in hot:
-                pieces = [without(p, pieces[0], hot[b][0]) for p in pieces]
+            left = [key for at, key, _ in hot if at == b]
+            if left:
+                pieces = [without(p, pieces[0], left) for p in pieces]
             columns = [tf.concat(p, 0) for p in pieces]
             values = tf.nest.pack_sequence_as(graced.structure, columns[1:])
             keys, output = kind._reduce(r, device, columns[0], values, native)
@@ -229,24 +230,31 @@ def merge_round(
 
 def check_parts(
     kind: Grouped | Keyed, graced: Graced[KeyedPlan], refused: OverBudget, cluster: Any, timeout: float, *, hot_keys: bool
-) -> dict[int, tuple[Any, int]]:
+) -> list[tuple[int, Any, int]]:
     """Each sub-partition's bytes within the budget; else ``ReducerMemoryError`` naming its largest key and its bytes.
-    With ``hot_keys`` (``spilled_hot.takes_hot_keys``) a sub-partition over it by one key whose values alone exceed
-    it, the rest within it, passes: the hot keys and their bytes, by sub-partition."""
+    With ``hot_keys`` (``spilled_hot.takes_hot_keys``) a sub-partition over it by keys whose values alone each exceed
+    it, the rest within it, passes: each such hot key's (sub-partition, key, bytes)."""
     plan = graced.plan
-    hot: dict[int, tuple[Any, int]] = {}
+    hot: list[tuple[int, Any, int]] = []
     for b, size in enumerate(graced.size.sum(axis=0).tolist()):
         if size <= plan.budget:
             continue
-        key, rows = _largest_key(graced, b, cluster, timeout)
+        found = _largest_keys(graced, b, cluster, timeout, size // plan.budget + 1)
         total = int(graced.rows[:, b].sum())
+        rest, peeled = size, 0
+        for key, rows in found:  # the largest keys over the budget, until the rest is within it
+            share = size * rows // max(1, total)
+            if not hot_keys or share <= plan.budget or rest <= plan.budget:
+                break
+            hot.append((b, key, share))
+            rest, peeled = rest - share, peeled + 1
+        if rest <= plan.budget:
+            continue
+        key, rows = found[min(peeled, len(found) - 1)]
         share = size * rows // max(1, total)
         r, limit = b // plan.parts, f"more than its budget of {plan.budget:,} bytes ({refused.overrun.limit})"
         where = f"reducer {r} ({plan.keyed.reducers[r]})"
         spilled = f"even spilled to disk in {plan.parts} sub-partitions per reducer"
-        if share > plan.budget and hot_keys and size - share <= plan.budget:
-            hot[b] = (key, share)
-            continue
         key = _shown(key)
         if share > plan.budget:
             others = f" ({size:,} with the other keys of its sub-partition)" if rows < total else ""
@@ -259,7 +267,7 @@ def check_parts(
                 "(fetched, not resident=True): they reduce it from the disks"
             )
         raise ReducerMemoryError(
-            f"{kind!r}: sub-partition {b} of {where} holds {size:,} bytes of keys and values, {limit}, {spilled}: its "
+            f"{kind!r}: sub-partition {b} of {where} holds {rest:,} bytes of keys and values, {limit}, {spilled}: its "
             f"keys hashed unevenly (the largest, {key!r}, has {rows:,} values); nothing was reduced. Spread the keys over "
             "more reducers (reducers=N), or raise max_bytes= where the host has the memory"
         )
@@ -271,8 +279,9 @@ def _shown(key: Any) -> Any:
     return key.decode(errors="replace") if isinstance(key, bytes) else key
 
 
-def _largest_key(graced: Graced[KeyedPlan], b: int, cluster: Any, timeout: float) -> tuple[Any, int]:
-    """The key with the most rows in sub-partition ``b`` and its rows: counted on each task, summed on the reducer."""
+def _largest_keys(graced: Graced[KeyedPlan], b: int, cluster: Any, timeout: float, k: int) -> list[tuple[Any, int]]:
+    """The ``k`` keys with the most rows in sub-partition ``b`` (fewer where it has fewer) and their rows, most first:
+    counted on each task, summed on the first reducer's task."""
     device = f"{Device.parse(graced.plan.keyed.reducers[0]).task}/device:CPU:0"
     graph = tf.Graph()
     with graph.as_default():
@@ -284,10 +293,13 @@ def _largest_key(graced: Graced[KeyedPlan], b: int, cluster: Any, timeout: float
         with tf.device(device):
             keys, ids = tf.unique(tf.concat([k for k, _ in counted], 0), out_idx=tf.int64)
             counts = tf.math.unsorted_segment_sum(tf.concat([c for _, c in counted], 0), ids, tf.size(keys, tf.int64))
-            top = tf.argmax(counts)
-            fetch = (keys[top], counts[top])
+            top = tf.math.top_k(counts, tf.minimum(tf.size(counts), min(k, 64)))
+            fetch = (tf.gather(keys, top.indices), top.values)
     try:
-        key, rows = cluster.run(graph, fetch, {}, tasks=list(graced.plan.tasks), timeout=timeout)
+        keys, rows = cluster.run(graph, fetch, {}, tasks=list(graced.plan.tasks), timeout=timeout)
     finally:
         cluster.forget(graph)
-    return (key if isinstance(key, bytes) else np.asarray(key).item()), int(rows)
+    return [
+        (key if isinstance(key, bytes) else np.asarray(key).item(), int(n))
+        for key, n in zip(keys.tolist(), rows.tolist(), strict=True)
+    ]

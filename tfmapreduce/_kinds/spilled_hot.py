@@ -57,12 +57,13 @@ def takes_hot_keys(kind: Any, graced: Graced[KeyedPlan], *, resident: bool) -> b
     return form.distinct is not None or (form.ranked is not None and graced.leaves[0][0] in RANKABLE)
 
 
-def without(pieces: list[tf.Tensor], keys: list[tf.Tensor], hot: Any) -> list[tf.Tensor]:
-    """``pieces`` (one per task, on its task) without the rows of key ``hot`` (``keys``: the same tasks' keys)."""
+def without(pieces: list[tf.Tensor], keys: list[tf.Tensor], hot: list[Any]) -> list[tf.Tensor]:
+    """``pieces`` (one per task, on its task) without the rows of the keys ``hot`` (``keys``: the same tasks' keys)."""
     kept = []
     for piece, key in zip(pieces, keys, strict=True):
         with tf.device(piece.device):
-            kept.append(tf.boolean_mask(piece, tf.not_equal(key, tf.constant(hot, key.dtype))))
+            other = tf.reduce_all(tf.not_equal(key[:, None], tf.constant(hot, key.dtype)[None, :]), axis=1)
+            kept.append(tf.boolean_mask(piece, other))
     return kept
 
 
