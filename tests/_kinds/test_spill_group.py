@@ -102,7 +102,7 @@ def test_one_key_over_the_budget_of_a_per_group_fn_is_refused_named_with_its_byt
         tmr.ReducerMemoryError,
         match=r"reducer \d \(/job:local/.*\) would receive 30,001 values of the key 42 alone, about 480,016 bytes .*"
         r"more than its budget of 200,000 bytes \(max_bytes=200000\), even spilled to disk.*"
-        r"median_by_key, quantile_by_key, top_k_by_key, count_distinct_by_key and collect_by_key take a hot key",
+        r"median_by_key, quantile_by_key, top_k_by_key, count_distinct_by_key and collect_by_key take a hot key, reduced",
     ):
         job.run((keys, values), reducers=2, cluster=cluster)  # (the recipes compute it: tests/recipes/test_hot_key.py)
     assert os.listdir(spill) == []

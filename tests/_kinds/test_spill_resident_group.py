@@ -104,14 +104,28 @@ def test_a_range_partitioned_per_group_over_string_keys_spilled_equals_pandas(
     assert os.listdir(spill) == []
 
 
-def test_one_key_over_the_budget_of_a_resident_median_is_refused_named_and_leaves_no_spill(
+def test_a_hot_key_of_a_resident_median_or_distinct_count_is_kept_on_its_reducer_a_collected_one_refused(
     cluster: tmr.LocalCluster, spill: Path
 ) -> None:
-    keys = np.concatenate([np.arange(1_000), np.full(10_000, 42)])
+    rng = np.random.default_rng(33)
+    keys = rng.permutation(np.concatenate([np.arange(1_000), np.full(10_000, 42)]))  # key 42 alone: 160 kB
+    values = rng.integers(0, 3_000, keys.size).astype(np.float64)
+    for recipe, expected in (
+        (tmr.median_by_key, pd.Series(values).groupby(keys).median()),
+        (tmr.count_distinct_by_key, pd.Series(values).groupby(keys).nunique()),
+    ):
+        kept = recipe(keys, values, max_bytes=BUDGET, reducers=2, cluster=cluster, resident=True)
+        memory = recipe(keys, values, reducers=2, cluster=cluster, resident=True)
+        with kept, memory:
+            got = kept.gather()
+            np.testing.assert_array_equal(got.keys, expected.index.to_numpy())
+            np.testing.assert_array_equal(got.values, expected.to_numpy())
+            placed_as_in_memory(kept, memory, expected.size)
+        assert os.listdir(spill) == []
     with pytest.raises(
         tmr.ReducerMemoryError,
         match=r"would receive 10,001 values of the key 42 alone, about 160,016 bytes .*even spilled to disk.*"
         r"Raise max_bytes= where the host has the memory, split the hot key",
     ):
-        tmr.median_by_key(keys, np.ones(keys.size), max_bytes=BUDGET, reducers=2, cluster=cluster, resident=True)
+        tmr.collect_by_key(keys, values, max_bytes=BUDGET, reducers=2, cluster=cluster, resident=True)
     assert os.listdir(spill) == []

@@ -71,7 +71,7 @@ def test_a_hot_key_top_k_whose_tasks_partials_exceed_the_budget_equals_numpy(clu
     assert os.listdir(spill) == []
 
 
-def test_a_hot_key_count_distinct_of_numbers_and_unicode_strings_equals_pandas(
+def test_a_hot_key_count_distinct_of_numbers_and_unicode_strings_by_hash_or_range_equals_pandas(
     cluster: tmr.LocalCluster, spill: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     rng = np.random.default_rng(5)
@@ -79,9 +79,11 @@ def test_a_hot_key_count_distinct_of_numbers_and_unicode_strings_equals_pandas(
     numbers = rng.integers(0, 700, keys.size).astype(np.float64)  # key 7: about 600 distinct, each task some of them
     numbers[np.flatnonzero(keys == 7)[:6]] = [np.nan, np.nan, -0.0, 0.0, np.inf, -np.inf]  # one NaN, one zero
     words = np.array([f"знач{v:.0f}" if v == v else "" for v in numbers], object)
-    for values in (numbers, words):
+    for values, partitioner in ((numbers, "hash"), (words, "range")):  # range: the sub-partitions sampled ranges
         with caplog.at_level(logging.INFO, logger="tfmapreduce"):
-            got = tmr.count_distinct_by_key(keys, values, max_bytes=BUDGET, reducers=2, cluster=cluster, sizes=[900, 900])
+            got = tmr.count_distinct_by_key(
+                keys, values, max_bytes=BUDGET, reducers=2, cluster=cluster, sizes=[900, 900], partitioner=partitioner
+            )
         assert any(
             re.search(r"the hot key 7 \(about [\d,]+ bytes\) reduced from the disks", r.getMessage()) for r in caplog.records
         )

@@ -133,9 +133,13 @@ def _spilled(
         decode = call.note[0] if graced.key_dtype == tf.string else None
         if resident:  # each reducer's rounds, read back from its disk and kept there (before the spill folder goes)
             built = info.built if isinstance(info, GroupBuilt) else KeyedBuilt(graced.key_dtype, info)
+            rounds: dict[int, int] = {}  # a hot key's row, written as a round of its sub-partition's reducer
+            for i, (b, _, _) in enumerate(hot):
+                rounds[at := len(graced.rows[0]) + i] = b // graced.plan.parts
+                value[at] = _written_row(graced, at, rounds[at], value[at], info, call, settings.seconds())
             counts = {b: np.asarray(n, np.int64).ravel() for b, n in value.items()}
             with run.stage("keeping each reducer's rounds (resident=True)"):
-                result: Any = kept(graced, counts, built, call, decode, settings.seconds())
+                result: Any = kept(graced, counts, built, call, decode, settings.seconds(), rounds)
             return (result, stats) if settings.return_stats else result
     finally:
         run.remove()
@@ -191,6 +195,26 @@ def reduce_round(
             specs = tf.nest.pack_sequence_as(shape, [tf.TensorSpec(t.shape[1:], t.dtype) for t in leaves])
             built = GroupBuilt(KeyedBuilt(graced.key_dtype, specs, False, ragged), shape)
     return outputs, built
+
+
+def _written_row(
+    graced: Graced[KeyedPlan], at: int, reducer: int, row: tuple[Any, list[Any]], info: GroupBuilt, call: Call, timeout: float
+) -> Any:
+    """A hot key's result ``row`` (its key, its leaves as ``selected`` gives them) written on ``reducer`` as round
+    ``at`` (``spilled_keep.written``); what ``written`` fetched."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(graced.plan.keyed.reducers[reducer]):
+        key, leaves = row
+        tensors = [
+            tuple(map(tf.constant, leaf)) if ragged else tf.constant(leaf)
+            for leaf, ragged in zip(leaves, info.built.ragged, strict=True)
+        ]
+        values = tf.nest.pack_sequence_as(info.structure, _leaves_of(tensors, info.built.ragged))
+        fetch = written(graced, at, tf.constant(key, graced.key_dtype), values, reducer)
+    try:
+        return call.cluster.run(graph, fetch, {}, tasks=list(graced.plan.tasks), timeout=timeout)
+    finally:
+        call.cluster.forget(graph)
 
 
 def _leaves_of(result: list[Any], ragged: tuple[bool, ...]) -> list[Any]:
@@ -263,8 +287,8 @@ def check_parts(
                 f"and values{others}, {limit}, {spilled}: a group reducer holds every value of a key at once; nothing was "
                 "reduced. Raise max_bytes= where the host has the memory, split the hot key (e.g. salt it and combine the "
                 "parts), or use a combiner recipe (sum/mean/min/max/variance_by_key) whose partials are one row per key; "
-                "median_by_key, quantile_by_key, top_k_by_key, count_distinct_by_key and collect_by_key take a hot key "
-                "(fetched, not resident=True): they reduce it from the disks"
+                "median_by_key, quantile_by_key, top_k_by_key, count_distinct_by_key and collect_by_key take a hot key, "
+                "reduced from the disks (fetched; with resident=True all but collect_by_key, partitioned by hash)"
             )
         raise ReducerMemoryError(
             f"{kind!r}: sub-partition {b} of {where} holds {rest:,} bytes of keys and values, {limit}, {spilled}: its "

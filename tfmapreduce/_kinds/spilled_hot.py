@@ -44,12 +44,14 @@ PASSES = 8
 
 
 def takes_hot_keys(kind: Any, graced: Graced[KeyedPlan], *, resident: bool) -> bool:
-    """Whether ``kind``'s hot keys are reduced here: a recipe's group reducer whose result is fetched (not
-    ``resident=True``) and says how (see the module): its values collected, or counted or ranked where they are one
-    1-D column (ranked: of ``RANKABLE`` values)."""
-    if resident or not isinstance(kind, Grouped):
+    """Whether ``kind``'s hot keys are reduced here: a recipe's group reducer that says how (see the module): its
+    values collected (fetched, not ``resident=True``), or counted or ranked where they are one 1-D column (ranked: of
+    ``RANKABLE`` values), their one row a key kept on its reducer where ``resident=True`` partitions by hash."""
+    if not isinstance(kind, Grouped):
         return False
     form = kind.form
+    if resident and (form.whole or graced.plan.keyed.partitioner == "range"):
+        return False
     if form.whole:
         return True
     if len(graced.leaves) != 1 or graced.leaves[0][1] != ():

@@ -72,11 +72,12 @@ def columns(built: KeyedBuilt) -> list[StoredColumn]:
     return found
 
 
-def written(graced: Graced[KeyedPlan], b: int, keys: tf.Tensor, values: Any) -> tf.Tensor:
+def written(graced: Graced[KeyedPlan], b: int, keys: tf.Tensor, values: Any, reducer: int | None = None) -> tf.Tensor:
     """In the current graph: sub-partition ``b``'s per-key results (``keys``, ``values``, made on its reducer; a
     ``tf.RaggedTensor`` leaf as its flat values and row lengths) written to the spill folder on the reducer's own
-    task; what to fetch once written: the keys' count, then each ragged leaf's value count (as ``keep_fetch``)."""
-    device = graced.plan.keyed.reducers[b // graced.plan.parts]
+    task (``reducer``: another round's, past the sub-partitions); what to fetch once written: the keys' count, then
+    each ragged leaf's value count (as ``keep_fetch``)."""
+    device = graced.plan.keyed.reducers[b // graced.plan.parts if reducer is None else reducer]
     with tf.device(device), tf.name_scope(f"kept{b}"):
         data, counts = [keys], [tf.size(keys, tf.int64)]
         for leaf in tf.nest.flatten(values):
@@ -92,10 +93,17 @@ def written(graced: Graced[KeyedPlan], b: int, keys: tf.Tensor, values: Any) -> 
 
 
 def kept(
-    graced: Graced[KeyedPlan], counts: dict[int, np.ndarray], built: KeyedBuilt, call: Call, decode: Encoding, timeout: float
+    graced: Graced[KeyedPlan],
+    counts: dict[int, np.ndarray],
+    built: KeyedBuilt,
+    call: Call,
+    decode: Encoding,
+    timeout: float,
+    extra: dict[int, int] | None = None,
 ) -> KeyedSharded:
     """Each reducer's rounds (``counts``: what :func:`written` fetched, by sub-partition) read back from its disk,
     concatenated in round order and kept as its shard of a new resident result of ``built``; the ``KeyedSharded``.
+    ``extra``: rounds past the sub-partitions (a hot key's row), each with its reducer, read after that reducer's.
     What a failed run stored is freed."""
     plan = graced.plan
     stored = columns(built)
@@ -105,6 +113,7 @@ def kept(
         fetch = []
         for r, device in enumerate(plan.keyed.reducers):
             rounds = [b for b in range(r * plan.parts, (r + 1) * plan.parts) if b in counts and counts[b][0]]
+            rounds += [b for b, reducer in (extra or {}).items() if reducer == r]
             ops = []
             for c, column in enumerate(stored):
                 pieces = []
