@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..._native.loader import has, kernels
-from .parquet_footers import Footers, count, excludes, group_stats
+from .parquet_footers import Footers, count, excludes, group_stats, leaf_starts
 from .source import table_files
 
 INSTALL = "pip install tfmapreduce[parquet]"
@@ -59,7 +59,7 @@ class Filter:
     op: str
     value: Any
     index: int
-    """The column's index among the file's fields."""
+    """The column's index among the file's fields (``Footers.names``)."""
     kind: str
 
 
@@ -80,7 +80,7 @@ class ParquetPlan:
     kinds: tuple[str, ...]
     """Each column's logical type (``"int64"``, ``"string"``, ``"date"``, ``"timestamp[us]"``, ...)."""
     indices: tuple[int, ...]
-    """Each column's index among the file's fields."""
+    """Each column's index among the file's leaf columns (as its footers and readers know it)."""
     row_groups: tuple[RowGroup, ...]
     """The row groups read (the input splits), in file and row group order."""
     skipped: int
@@ -184,16 +184,17 @@ def plan(
     kinds = tuple(kind_of(c, schema.field(c).type) for c in chosen)
     every = tuple(kind_of_or_none(schema.field(n).type) for n in names)
     types = [schema.field(n).type for n in names]
+    leaves = leaf_starts(types)
     groups, stats = [], []
     for f, meta in zip(files, metas, strict=True):
         for g in range(meta.num_row_groups):
             if meta.row_group(g).num_rows:
                 groups.append(RowGroup(f, g, meta.row_group(g).num_rows))
-                stats.append(group_stats(meta.row_group(g), types, every))
-    indices = tuple(names.index(c) for c in chosen)
+                stats.append(group_stats(meta.row_group(g), types, every, leaves))
+    indices = tuple(leaves[names.index(c)] for c in chosen)
     schemas = [m.schema.to_arrow_schema() for m in metas]
     nullable = tuple(any(s.field(c).nullable for s in schemas) for c in chosen)
-    footers = Footers(names, every, tuple(stats))
+    footers = Footers(names, every, leaves, tuple(stats))
     return narrowed(ParquetPlan(tuple(files), chosen, kinds, indices, tuple(groups), 0, (), nullable, footers), filters or ())
 
 
@@ -360,8 +361,8 @@ def read_split(scan: ParquetPlan, groups: tuple[int, int]) -> tf.data.Dataset:
     native = native_reader()
     chosen = scan.row_groups[groups[0] : groups[1]]
     field = dict(zip(scan.columns, zip(scan.indices, scan.kinds, strict=True), strict=True))
-    for c in scan.filters:
-        field.setdefault(c.column, (c.index, c.kind))
+    for c in scan.filters:  # (a plan with filters has footers: ``narrowed``)
+        field.setdefault(c.column, (scan.footers.leaves[c.index] if scan.footers else c.index, c.kind))
     names = list(field)
     tested = list(dict.fromkeys(c.column for c in scan.filters))
 

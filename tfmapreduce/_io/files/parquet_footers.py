@@ -30,20 +30,44 @@ class ColumnStats:
 
 @attrs.frozen
 class Footers:
-    """The files' every column (``names``, each one's ``kinds``: None where a table column cannot hold it) and, for
-    each row group a plan reads (its ``row_groups``, in order), each column's statistics (``groups[g][i]`` is column
-    ``names[i]`` of row group ``g``)."""
+    """The files' every column (``names``, each one's ``kinds``: None where a table column cannot hold it, and
+    ``leaves``: its first leaf column in the Parquet schema) and, for each row group a plan reads (its
+    ``row_groups``, in order), each column's statistics (``groups[g][i]`` is column ``names[i]`` of row group ``g``)."""
 
     names: tuple[str, ...]
     kinds: tuple[str | None, ...]
+    leaves: tuple[int, ...]
     groups: tuple[tuple[ColumnStats, ...], ...]
 
 
-def group_stats(group: Any, types: list[Any], kinds: tuple[str | None, ...]) -> tuple[ColumnStats, ...]:
-    """Each column's statistics in a pyarrow row group's metadata ``group`` (the files' columns of Arrow ``types``)."""
+def leaf_starts(types: list[Any]) -> tuple[int, ...]:
+    """Each field's first leaf column among a Parquet file's (Arrow ``types``, the fields in order): the index its
+    footers and readers know it by, past every leaf of a struct, list or map before it.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> leaf_starts([pa.struct([("a", pa.int64()), ("b", pa.int64())]), pa.int64(), pa.list_(pa.int8()), pa.string()])
+        (0, 2, 3, 4)
+    """
+    starts, at = [], 0
+    for arrow_type in types:
+        starts.append(at)
+        at += _leaves(arrow_type)
+    return tuple(starts)
+
+
+def _leaves(arrow_type: Any) -> int:
+    """How many leaf columns a field of ``arrow_type`` has in a Parquet file (1 unless nested)."""
+    children = [arrow_type.field(i).type for i in range(arrow_type.num_fields)]  # a struct's fields, a list's item...
+    return sum(_leaves(c) for c in children) if children else 1
+
+
+def group_stats(group: Any, types: list[Any], kinds: tuple[str | None, ...], leaves: tuple[int, ...]) -> tuple[ColumnStats, ...]:
+    """Each column's statistics in a pyarrow row group's metadata ``group`` (the files' columns of Arrow ``types``,
+    their first leaves ``leaves``)."""
     out = []
     for index, (arrow_type, kind) in enumerate(zip(types, kinds, strict=True)):
-        chunk = group.column(index)
+        chunk = group.column(leaves[index])
         stats = chunk.statistics
         nulls = int(stats.null_count) if stats is not None and stats.has_null_count else None
         if kind is None or stats is None or not stats.has_min_max:
