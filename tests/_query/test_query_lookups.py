@@ -256,7 +256,8 @@ def test_a_left_side_read_from_files_is_looked_up_in_the_step_that_reads_them(
     assert any("after [filter" in line and "found_in(table(0))" in line for line in counted.explain().splitlines())
     on_counts, off_counts, on_runs, off_runs = answers(counted, cluster)
     pd.testing.assert_frame_equal(on_counts.sort_values("id", ignore_index=True), off_counts.sort_values("id", ignore_index=True))
-    assert (on_runs, off_runs) == (2, 3)
+    # kept on the workers that read them (a CSV's nulls counted in a run of its own), grouped there: no join run
+    assert (on_runs, off_runs) == (2 if files == "parquet" else 3, 3)
     read = pd.read_parquet(path) if files == "parquet" else pd.read_csv(path, dtype={"a": "Int64"}, keep_default_na=True)
     connection = duckdb.connect()
     connection.register("p", read)

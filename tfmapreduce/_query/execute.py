@@ -7,18 +7,21 @@ result is a client table).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 import attrs
 
+from .._base.errors import TfMapReduceError
 from .._table.aggregate import Aggregate
 from .._table.aggregate_client import aggregated, can_aggregate
 from .._table.csv import scan_csv
 from .._table.parquet import scan_parquet
+from .._table.resident import ResidentTable
 from .._table.table import Table
 from .client_steps import on_client, sorted_on_client
-from .estimate import estimates
+from .estimate import Estimate, estimates
 from .expr import Col
 from .grouped import grouped
 from .lookup_table import LookupTable
@@ -49,6 +52,7 @@ def execute(plan: Node, options: Mapping[str, Any], client_rows: int | None = No
     """The table ``plan`` computes, each node computed once; ``options`` are every run's options (``cluster=``...),
     ``client_rows`` the most rows a small step's input holds to be done on the client (``client_steps.on_client``)."""
     done: dict[int, Table] = {}
+    sizes = estimates(plan)
     values: dict[int, Any] = {}  # each scalar subquery's value, each lookup's table, by its index (scalars.py)
     bound = plan if isinstance(plan, Bound) else None
 
@@ -65,37 +69,85 @@ def execute(plan: Node, options: Mapping[str, Any], client_rows: int | None = No
                 value(at)
             done[id(node)] = run(node.input)
         elif id(node) not in done:
-            tables = [run(i) for i in inputs(node)]
+            scan = _kept_scan(node, sizes, client_rows)
+            tables = [] if scan is not None else [run(i) for i in inputs(node)]
             for at in params(node):
                 value(at)
-            done[id(node)] = _step(resolved(node, values), tables, dict(options), client_rows)
+            step = resolved(node, values)
+            if scan is not None:
+                assert isinstance(step, Aggregated)
+                done[id(node)] = _aggregated_where_read(step, scan, dict(options), client_rows)
+            else:
+                done[id(node)] = _step(step, tables, dict(options), client_rows)
         return done[id(node)]
 
     return run(plan)
 
 
+def _kept_scan(node: Node, sizes: Mapping[int, Estimate], client_rows: int | None) -> ParquetFiles | CsvFiles | None:
+    """The file scan ``node`` reads where ``node`` is a group-by over it run on the workers: its columns are then kept
+    where they are decoded (``_aggregated_where_read``); else None."""
+    if not isinstance(node, Aggregated):
+        return None
+    (source,) = inputs(node)
+    if not isinstance(source, (ParquetFiles, CsvFiles)) or on_client(node, sizes[id(source)].rows, client_rows):
+        return None
+    return source
+
+
+def _aggregated_where_read(
+    node: Aggregated, scan: ParquetFiles | CsvFiles, options: dict[str, Any], client_rows: int | None
+) -> Table:
+    """``node``'s group-by of the file ``scan``, its columns kept on the workers that decode them and read there by
+    the keyed run (no row through the client), then freed; where they turn out small, or a list column is
+    aggregated, fetched first and grouped as a client table is."""
+    kept = _scanned(scan, options, resident=True)
+    try:
+        lists = any(kept.column(c).type.inner is not None for _, c, _ in node.aggs if c in kept.columns)
+        if lists or on_client(node, len(kept), client_rows):
+            result = _aggregated(node, kept.collect(timeout=options.get("timeout")), options, client_rows)
+        else:
+            result = _keyed(node, kept, options)
+    except BaseException:
+        with contextlib.suppress(TfMapReduceError):  # (a lost worker's share went with it: the run's error is the one)
+            kept.delete(timeout=options.get("timeout"))
+        raise
+    kept.delete(timeout=options.get("timeout"))
+    return result
+
+
+@overload
+def _scanned(node: ParquetFiles | CsvFiles, options: dict[str, Any], resident: Literal[False] = False) -> Table: ...
+@overload
+def _scanned(node: ParquetFiles | CsvFiles, options: dict[str, Any], resident: Literal[True]) -> ResidentTable: ...
+def _scanned(node: ParquetFiles | CsvFiles, options: dict[str, Any], resident: bool = False) -> Table | ResidentTable:
+    """The table a file scan reads (kept on the workers where ``resident``)."""
+    if isinstance(node, ParquetFiles):
+        filters = [(c, op, v) for c, op, v in node.filters] or None
+        read: Table | ResidentTable = scan_parquet(  # type: ignore[call-overload]
+            list(node.source.files), columns=list(names(node) or ()), filters=filters, resident=resident, **options
+        )
+        return read
+    scan = node.source
+    typed = dict(zip(scan.columns, scan.kinds, strict=True))  # the types planned, and the names (renamed or not)
+    every: Table | ResidentTable = scan_csv(
+        list(scan.files),
+        typed,
+        has_header=scan.header,
+        new_columns=list(scan.columns),
+        null_values=list(scan.null_values) or None,
+        delimiter=scan.delimiter,
+        resident=resident,  # type: ignore[call-overload]
+        **options,
+    )
+    return every if node.columns is None else every.select(node.columns)
+
+
 def _step(node: Node, tables: list[Table], options: dict[str, Any], client_rows: int | None) -> Table:
     if isinstance(node, Scan):
         return node.table if node.columns is None else node.table.select(node.columns)
-    if isinstance(node, ParquetFiles):
-        filters = [(c, op, v) for c, op, v in node.filters] or None
-        read = scan_parquet(list(node.source.files), columns=list(names(node) or ()), filters=filters, **options)
-        assert isinstance(read, Table)
-        return read
-    if isinstance(node, CsvFiles):
-        scan = node.source
-        typed = dict(zip(scan.columns, scan.kinds, strict=True))  # the types planned, and the names (renamed or not)
-        every = scan_csv(
-            list(scan.files),
-            typed,
-            has_header=scan.header,
-            new_columns=list(scan.columns),
-            null_values=list(scan.null_values) or None,
-            delimiter=scan.delimiter,
-            **options,
-        )
-        assert isinstance(every, Table)
-        return every if node.columns is None else every.select(node.columns)
+    if isinstance(node, (ParquetFiles, CsvFiles)):
+        return _scanned(node, options)
     (table, *other) = tables
     step = row_step(node)
     if step is not None or isinstance(node, Fused):
@@ -132,6 +184,11 @@ def _aggregated(node: Aggregated, table: Table, options: dict[str, Any], client_
         parsed = [Aggregate.parse(out, (column, op), tuple(table.columns)) for out, column, op in node.aggs]
         if can_aggregate(table, node.keys, parsed):
             return aggregated(table, node.keys, parsed)
+    return _keyed(node, table, options)
+
+
+def _keyed(node: Aggregated, table: Table | ResidentTable, options: dict[str, Any]) -> Table:
+    """``node``'s group-by of ``table`` in one keyed run, its steps in its map."""
     if node.steps:
         return grouped(table, node.steps, node.keys, node.aggs, options)
     aggs: dict[str, Any] = {out: (column, op) for out, column, op in node.aggs}

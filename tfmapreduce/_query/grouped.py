@@ -15,8 +15,9 @@ from typing import Any
 import tensorflow as tf
 
 from .._table.aggregate import Aggregate, Prelude, aggregate, counted_runs, distinct_column
-from .._table.column import Column
+from .._table.column import Column, ResidentColumn
 from .._table.dictionary import PACKED, packed
+from .._table.resident import ResidentTable
 from .._table.schema import STRING, check_name
 from .._table.table import Table
 from .coded import coded
@@ -31,7 +32,7 @@ _KEPT = 256
 
 
 def grouped(
-    table: Table,
+    table: Table | ResidentTable,
     steps: Sequence[tuple[str, Any]],
     keys: Sequence[str],
     aggs: Sequence[tuple[str, str, str]],
@@ -48,24 +49,26 @@ def grouped(
     keys = [check_name(k, names, "group_by") for k in keys]
     sources = [env[k] for k in keys]
     counted = distinct_column(keys, parsed)
-    if counted is not None and all(isinstance(e, Col) for e in (*sources, env[counted])):
+    client = isinstance(table, Table)  # (packed keys: client columns only)
+    if client and counted is not None and all(isinstance(e, Col) for e in (*sources, env[counted])):
         columns = [table.column(e.name) for e in (*sources, env[counted])]  # type: ignore[attr-defined]
         pack = packed(columns)
         if pack is not None:  # (keys, counted) distinct as one packed key, then counted per key on the client
-            table = Table({**{n: table.column(n) for n in table.columns}, PACKED: pack.column})
+            table = Table({**{n: table.column(n) for n in table.columns}, PACKED: pack.column})  # type: ignore[misc]
             size = [Aggregate("", "*", "size")]
             out = _aggregated(table, plan.where, {**env, PACKED: Col(PACKED)}, [PACKED], size, options)
             return Table(counted_runs(keys, pack.unpacked(out[PACKED])[:-1], parsed))
-    pack = packed([table.column(e.name) for e in sources]) if keys and all(isinstance(e, Col) for e in sources) else None  # type: ignore[attr-defined]
+    plain = client and keys and all(isinstance(e, Col) for e in sources)
+    pack = packed([table.column(e.name) for e in sources]) if plain else None  # type: ignore[attr-defined]
     if pack is None:
         return Table(_aggregated(table, plan.where, env, keys, parsed, options))
-    table = Table({**{n: table.column(n) for n in table.columns}, PACKED: pack.column})
+    table = Table({**{n: table.column(n) for n in table.columns}, PACKED: pack.column})  # type: ignore[misc]
     out = _aggregated(table, plan.where, {**env, PACKED: Col(PACKED)}, [PACKED], parsed, options)
     return Table({**dict(zip(keys, pack.unpacked(out.pop(PACKED)), strict=True)), **out})
 
 
 def _aggregated(
-    table: Table,
+    table: Table | ResidentTable,
     where: Expr | None,
     env: Mapping[str, Expr],
     keys: Sequence[str],
@@ -77,7 +80,9 @@ def _aggregated(
     outputs = [(n, env[n]) for n in wanted]
     exprs = ([] if where is None else [where]) + [e for _, e in outputs]
     reads = sorted(frozenset().union(*(used(e) for e in exprs))) or list(table.columns[:1])
-    rewrite, inputs = coded(exprs, {n: table.column(n) for n in reads})  # strings compared with literals: codes
+    columns = {n: table.column(n) for n in reads}
+    # a client's strings compared with literals: their codes
+    rewrite, inputs = coded(exprs, columns) if isinstance(table, Table) else ((lambda e: e), columns)  # type: ignore[arg-type]
     where = None if where is None else rewrite(where)
     outputs = [(n, rewrite(e)) for n, e in outputs]
     exprs = ([] if where is None else [where]) + [e for _, e in outputs]
@@ -94,7 +99,10 @@ def _aggregated(
 
 
 def _prelude(
-    inputs: Mapping[str, Column], where: Expr | None, outputs: Sequence[tuple[str, Expr]], literals: Sequence[Any]
+    inputs: Mapping[str, Column | ResidentColumn],
+    where: Expr | None,
+    outputs: Sequence[tuple[str, Expr]],
+    literals: Sequence[Any],
 ) -> Prelude:
     """The prelude of one shape, its output types learned by calling it eagerly on no rows (a type error is raised
     here, before any run)."""
@@ -118,11 +126,8 @@ def _prelude(
             out[name] = (tf.broadcast_to(value, rows), None if ok is None else tf.broadcast_to(ok, rows))
         return out
 
-    empty = {
-        n: (
-            tf.constant(c.values[:0], tf.string if c.type == STRING else None),
-            None if c.valid is None else tf.constant(c.valid[:0]),
-        )
+    empty = {  # (a column on the client or on the workers: its type's storage)
+        n: (tf.zeros([0], tf.string if c.type == STRING else c.type.storage), tf.zeros([0], tf.bool) if c.nullable else None)
         for n, c in inputs.items()
     }
     learned = []
@@ -133,5 +138,5 @@ def _prelude(
     for name, e in outputs:
         _, ok, kind = probe(e)
         learned.append((name, kind, ok is not None))
-    reads = tuple((n, c.valid is not None) for n, c in inputs.items())
+    reads = tuple((n, c.nullable) for n, c in inputs.items())
     return Prelude(fn, reads, tuple(learned), None if where is None else keep)

@@ -131,7 +131,7 @@ def scan_parquet(
             name: ResidentColumn(column_type(kind), next(values), next(valid) if nullable else None)
             for name, kind, nullable in zip(scan.columns, scan.kinds, scan.nullable, strict=True)
         }
-        return ResidentTable(unmasked(kept, options))
+        return ResidentTable(kept if _nulls_counted(scan) else unmasked(kept, options))
     try:
         arrays = gather_all(parts)
     finally:
@@ -143,6 +143,16 @@ def scan_parquet(
             for name, kind, nullable in zip(scan.columns, scan.kinds, scan.nullable, strict=True)
         }
     )
+
+
+def _nulls_counted(scan: ParquetPlan) -> bool:
+    """Whether each nullable column holds a null in the rows read, so no run need look for one (``unmasked``): the
+    footers count its nulls in every row group read (``ParquetPlan.nullable``), and no filter drops a row."""
+    footers = scan.footers
+    if footers is None or scan.filters:
+        return False
+    nullable = [footers.names.index(c) for c, n in zip(scan.columns, scan.nullable, strict=True) if n]
+    return all(g[i].nulls is not None for i in nullable for g in footers.groups)
 
 
 NOT_REGISTERED = "Op type not registered 'TmrReadParquet'"

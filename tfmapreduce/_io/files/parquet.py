@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..._native.loader import has, kernels
-from .parquet_footers import Footers, count, excludes, group_stats, leaf_starts
+from .parquet_footers import ColumnStats, Footers, count, excludes, group_stats, leaf_starts
 from .source import table_files
 
 INSTALL = "pip install tfmapreduce[parquet]"
@@ -87,7 +87,8 @@ class ParquetPlan:
     """The row groups left unread because their statistics exclude ``filters``."""
     filters: tuple[Filter, ...] = ()
     nullable: tuple[bool, ...] = ()
-    """Whether each column may hold nulls (in any file's schema): only those have a validity to read."""
+    """Whether each column may hold nulls (in any file's schema, and in a row group read where the footers count
+    them): only those have a validity to read."""
     footers: Footers | None = attrs.field(default=None, eq=False)
     """The statistics of every column of the row groups read, from the footers the plan was made from (None in a plan
     made by hand): a lazy query's optimizer reads them, and adds filters to the plan, opening no file. Not part of the
@@ -193,7 +194,7 @@ def plan(
                 stats.append(group_stats(meta.row_group(g), types, every, leaves))
     indices = tuple(leaves[names.index(c)] for c in chosen)
     schemas = [m.schema.to_arrow_schema() for m in metas]
-    nullable = tuple(any(s.field(c).nullable for s in schemas) for c in chosen)
+    nullable = tuple(any(s.field(c).nullable for s in schemas) and nulls_in(stats, names.index(c)) for c in chosen)
     footers = Footers(names, every, leaves, tuple(stats))
     return narrowed(ParquetPlan(tuple(files), chosen, kinds, indices, tuple(groups), 0, (), nullable, footers), filters or ())
 
@@ -219,13 +220,21 @@ def narrowed(scan: ParquetPlan, filters: Sequence[tuple[str, str, Any]]) -> Parq
         for g, s in zip(scan.row_groups, footers.groups, strict=True)
         if not any(excludes(s[c.index], g.rows, c.op, c.value) for c in added)
     ]
+    stats = [s for _, s in kept]
     return attrs.evolve(
         scan,
+        nullable=tuple(n and nulls_in(stats, footers.names.index(c)) for c, n in zip(scan.columns, scan.nullable, strict=True)),
         row_groups=tuple(g for g, _ in kept),
         skipped=scan.skipped + len(scan.row_groups) - len(kept),
         filters=(*scan.filters, *added),
-        footers=attrs.evolve(footers, groups=tuple(s for _, s in kept)),
+        footers=attrs.evolve(footers, groups=tuple(stats)),
     )
+
+
+def nulls_in(groups: Sequence[tuple[ColumnStats, ...]], column: int) -> bool:
+    """Whether column ``column`` (among the files' fields) may hold a null in the row groups of statistics ``groups``:
+    a footer counts one, or does not say."""
+    return any((g[column].nulls is None) or g[column].nulls != 0 for g in groups)
 
 
 def _listed(columns: Any) -> list[Any]:
