@@ -62,7 +62,7 @@ def _relisted(
     grouped: dict[str, ResidentColumn], lists: Mapping[str, tuple[ResidentColumn, ResidentColumn]], options: Mapping[str, Any]
 ) -> dict[str, ResidentColumn]:
     """``grouped`` with each column named in ``lists`` (a list column's hex keys) its lists again: the distinct
-    (hex key, list) pairs of the input (``lists[name]``), joined on the hex key in the groups' order (a null key
+    hex keys of the input (``lists[name]``) with a list each (the key decides it), joined on the hex key in the groups' order (a null key
     matches nothing: a null list); the other columns and the order as they are."""
     order = list(grouped)
     made: list[Sharded] = []
@@ -70,7 +70,7 @@ def _relisted(
     try:
         for name, (hexed, column) in lists.items():
             if id(column) not in pairs_of:
-                pairs_of[id(column)] = resident_distinct({_PAIRED: hexed, _LISTS: column}, [_PAIRED, _LISTS], dict(options))
+                pairs_of[id(column)] = resident_distinct({_PAIRED: hexed, _LISTS: column}, [_PAIRED], dict(options), [_LISTS])
                 made.extend(a for c in pairs_of[id(column)].values() for a in column_arrays(c))
             made.extend(a for c in grouped.values() for a in column_arrays(c))
             grouped = joined_in_left_order(grouped, pairs_of[id(column)], ([name], [_PAIRED]), "left", "", dict(options))

@@ -26,14 +26,15 @@ _MAP_OPTIONS = ("cluster", "timeout", "retries")
 
 
 def resident_distinct(
-    columns: Mapping[str, ResidentColumn], names: Sequence[str], options: dict[str, Any]
+    columns: Mapping[str, ResidentColumn], names: Sequence[str], options: dict[str, Any], carried: Sequence[str] = ()
 ) -> dict[str, ResidentColumn]:
-    """The distinct rows of ``columns``' ``names``, sorted by them (nulls last), as new resident columns. A list
-    column's key is its lists' bytes (``resident_list_keys``, a column beside it), by which it is also sorted."""
-    chosen = {n: columns[n] for n in names}
+    """The distinct rows of ``columns``' ``names``, sorted by them (nulls last), as new resident columns, with each
+    distinct row's first row's ``carried`` columns beside them (columns its key decides). A list column's key is its
+    lists' bytes (``resident_list_keys``, a column beside it), by which it is also sorted."""
+    chosen = {n: columns[n] for n in (*names, *carried)}
     made: list[Sharded] = []
     try:
-        lists = hex_columns({n: c for n, c in chosen.items() if c.type.inner is not None}, options)
+        lists = hex_columns({n: chosen[n] for n in names if chosen[n].type.inner is not None}, options)
         made.extend(c.values for c in lists.values())
         keyed_by = [KEY + n if n in lists else n for n in names]
         chosen |= {KEY + n: c for n, c in lists.items()}
