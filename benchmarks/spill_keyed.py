@@ -10,6 +10,9 @@ resident and range-partitioned.
 - each run without a budget (in memory) and with ``max_bytes=`` ``--budget`` (default 4e6 bytes, an eighth of a
   reducer's share of partials at the default size: spilled through the workers' disks), fetched
   and ``resident=True`` (the result kept on the reducers, then freed), by hash and with ``partitioner="range"``;
+- DuckDB (``--peers duckdb``) over the same keys and values (a pandas frame), ``GROUP BY k`` with ``sum(v)`` or
+  ``median(v)``, its ``memory_limit`` the two reducers' budgets together and its ``temp_directory`` a temporary
+  folder (DuckDB spills too), then without a limit; its answer checked as ours;
 - ``tmr.plan_by_key`` of the same keys and values held on the client, without ``recipe=`` (every row counted) and with
   ``recipe=tmr.sum_by_key`` (per-key partials, each task's distinct keys counted on the client: one pass over the keys).
 
@@ -23,12 +26,14 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+import tempfile
 from typing import Any
 
 import numpy as np
 
 import tfmapreduce as tmr
 
+from . import _peers
 from ._registry import Size, benchmark, flag
 from ._table import Rows
 from .spill import _memory, _reset_peaks
@@ -69,6 +74,7 @@ def _run(recipe: Any, keys: Any, values: Any, resident: bool, **options: Any) ->
         ),
         flag("--hot", type=int, default=0, help="this many more rows of the key 0 (a hot key; hash, fetched runs only)"),
     ],
+    peers=("duckdb",),
 )
 def run(args: argparse.Namespace) -> None:
     """Measure and print the table."""
@@ -111,10 +117,40 @@ def run(args: argparse.Namespace) -> None:
                 lambda r=planned: tmr.plan_by_key(keys, values, recipe=r, max_bytes=budget, reducers=2, cluster=cluster),
                 n,
             )
+    if _peers.on(args.peers, "duckdb"):
+        _duckdb(table, args.recipe, keys, values, distinct, expected, 2 * budget)
     table.print("rows")
     print("\n| run | largest worker's memory growth (MB) |\n|---|---:|")
     for name, grew in growth:
         print(f"| {name} | {grew / 1e6:.0f} |")
+
+
+def _duckdb(
+    table: Rows, recipe: str, keys: np.ndarray, values: np.ndarray, distinct: np.ndarray, expected: np.ndarray, limit: int
+) -> None:
+    """DuckDB's ``GROUP BY`` of the same rows with ``memory_limit`` ``limit`` (spilling to a temporary folder), then
+    without one; its answer checked first. A limit DuckDB cannot work within is printed and its row left out."""
+    import duckdb
+    import pandas as pd
+
+    sql = f"SELECT k, {'median' if recipe == 'median_by_key' else 'sum'}(v) AS v FROM t GROUP BY k ORDER BY k"
+    with tempfile.TemporaryDirectory() as spill:
+        for bound in (limit, None):
+            con = duckdb.connect(config={"threads": 2, "temp_directory": spill})
+            con.register("t", pd.DataFrame({"k": keys, "v": values}))
+            if bound is not None:
+                con.execute(f"SET memory_limit = '{bound}B'")
+            name = f"DuckDB GROUP BY, {'memory_limit=' + format(bound, ',') + ' B' if bound else 'no memory limit'}"
+            try:
+                got = con.execute(sql).fetchnumpy()
+            except duckdb.Error as e:
+                print(f"  {name}: refused ({str(e).splitlines()[0][:160]})")
+                con.close()
+                continue
+            np.testing.assert_array_equal(got["k"], distinct)
+            np.testing.assert_allclose(got["v"], expected, rtol=1e-9)
+            table.add(name, lambda con=con: con.execute(sql).fetchnumpy(), keys.size)
+            con.close()
 
 
 if __name__ == "__main__":
