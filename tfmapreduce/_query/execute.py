@@ -140,7 +140,12 @@ def _scanned(node: ParquetFiles | CsvFiles, options: dict[str, Any], resident: b
         resident=resident,  # type: ignore[call-overload]
         **options,
     )
-    return every if node.columns is None else every.select(node.columns)
+    if node.columns is None:
+        return every
+    chosen = every.select(node.columns)
+    if isinstance(every, ResidentTable):  # the columns the query does not use, freed (the chosen ones are shared)
+        every.delete(timeout=options.get("timeout"))
+    return chosen
 
 
 def _step(node: Node, tables: list[Table], options: dict[str, Any], client_rows: int | None) -> Table:
