@@ -80,11 +80,9 @@ class GroupForm:
     those of a key whose values alone exceed the budget (a hot key) in passes over the disks; None: such a key is
     refused."""
     distinct: Callable[[tf.Tensor], tf.Tensor] | None = None
-    """Where ``fn``'s result for one key is how many distinct values it has (a recipe's): each value's code, equal
-    where values count as one; a spilled run counts a hot key's codes in hash buckets over the disks."""
+    """Where ``fn`` counts a key's distinct values (a recipe's): each value's code, equal where values count as one."""
     whole: bool = False
-    """Whether ``fn``'s result for one key is its values (a recipe's): a spilled run fetches a hot key's from the disks
-    to the client."""
+    """Whether ``fn``'s result for one key is its values as they are (a recipe's)."""
 
 
 @attrs.frozen
