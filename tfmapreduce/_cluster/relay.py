@@ -37,7 +37,10 @@ CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _F_SETPIPE_SZ = 1031
 CHUNK = 1 << 20
-_ESTABLISHED = "01"
+_ESTABLISHED = 1
+_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST = 4, 20, 1
+_UID_AT = 16 + 4 + 48 + 12
+"""Where a sock_diag reply's uid is: after the netlink header, inet_diag_msg's first 4 bytes, socket id and 3 counters."""
 
 
 def _unshare(flags: int) -> None:
@@ -83,39 +86,42 @@ def loopback_up() -> None:
         fcntl.ioctl(s.fileno(), _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
 
 
-def _address(text: str) -> tuple[str, int]:
-    """An address of /proc/net/tcp or tcp6 (``0100007F:1F90``) as (address, port)."""
-    host, port = text.split(":")
-    raw = bytes.fromhex(host)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    family = socket.AF_INET if len(words) == 4 else socket.AF_INET6
-    return socket.inet_ntop(family, words), int(port, 16)
+def _packed(host: str) -> tuple[int, bytes]:
+    """An address as sock_diag wants it: (family, 16 bytes), an IPv4-mapped IPv6 address as the IPv4 one it maps."""
+    host = host.removeprefix("::ffff:")
+    try:
+        return socket.AF_INET, socket.inet_pton(socket.AF_INET, host).ljust(16, b"\0")
+    except OSError:
+        return socket.AF_INET6, socket.inet_pton(socket.AF_INET6, host)
 
 
 class Owners:
-    """Who owns the client side of a loopback TCP connection: the host's socket tables, opened before the namespace."""
+    """Who owns the client side of a loopback TCP connection: one exact lookup in the kernel's socket table by
+    ``NETLINK_SOCK_DIAG`` (what ``ss`` uses), over a netlink socket opened before the namespace, so it asks the host's.
+
+    Reading ``/proc/net/tcp`` instead walks every bucket of the table: 3.3 ms a read on a 24 GiB machine, and four
+    reads a connection.
+    """
 
     def __init__(self) -> None:
-        self._tables = [os.open(path, os.O_RDONLY) for path in ("/proc/self/net/tcp", "/proc/self/net/tcp6")]
+        self._netlink = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG)
 
     def uid(self, peer: tuple[str, int], local: tuple[str, int]) -> int | None:
-        """The uid owning the socket at ``peer`` connected to ``local``, or None if it is not found."""
-        want_peer, want_local = (peer[0].removeprefix("::ffff:"), peer[1]), (local[0].removeprefix("::ffff:"), local[1])
-        for fd in self._tables:
-            os.lseek(fd, 0, os.SEEK_SET)
-            chunks = []
-            while chunk := os.read(fd, 1 << 16):
-                chunks.append(chunk)
-            for line in b"".join(chunks).decode("ascii").splitlines()[1:]:
-                fields = line.split()
-                if len(fields) < 8 or fields[3] != _ESTABLISHED:
-                    continue
-                here, there = _address(fields[1]), _address(fields[2])
-                here = (here[0].removeprefix("::ffff:"), here[1])
-                there = (there[0].removeprefix("::ffff:"), there[1])
-                if here == want_peer and there == want_local:
-                    return int(fields[7])
-        return None
+        """The uid owning the established socket at ``peer`` connected to ``local``, or None if there is none."""
+        family, src = _packed(peer[0])
+        _, dst = _packed(local[0])
+        # inet_diag_req_v2 (family, protocol, states) and its inet_diag_sockid: ports and addresses big-endian, any
+        # interface, no cookie.
+        request = struct.pack("=BBxxI", family, socket.IPPROTO_TCP, 0xFFFFFFFF)
+        request += struct.pack("!HH16s16s", peer[1], local[1], src, dst) + struct.pack("=I8s", 0, b"\xff" * 8)
+        header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 0, 0)
+        self._netlink.send(header + request)
+        reply = self._netlink.recv(1 << 16)
+        if len(reply) < _UID_AT + 4 or struct.unpack_from("=H", reply, 4)[0] != _SOCK_DIAG_BY_FAMILY:
+            return None  # NLMSG_ERROR: no such socket
+        if reply[17] != _ESTABLISHED:  # inet_diag_msg's state
+            return None
+        return int(struct.unpack_from("=I", reply, _UID_AT)[0])
 
 
 def _reset(s: socket.socket) -> None:
