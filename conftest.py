@@ -7,8 +7,15 @@ so every example in the API docs is executed against real workers.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
+
+# Before TensorFlow loads, here and in every worker and command the tests start (they inherit it): oneDNN's graph pass
+# looks up every node's registered kernels as each graph is placed and partitioned, 9% of the suite's CPU time (perf),
+# and oneDNN speeds up no kernel of the library's own jobs. The tests of what a user sees run without it
+# (tests/environ.py), as a user's shell would.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 import numpy as np
 import pytest

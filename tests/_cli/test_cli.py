@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import sys
 import pytest
 
 import tfmapreduce
+from tests import environ
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -43,7 +43,7 @@ def test_the_command_line_imports_no_tensorflow_for_help_or_bad_arguments(args: 
 
 def test_import_and_first_use_print_nothing_to_stderr() -> None:
     code = "import tfmapreduce as tmr\nassert callable(tmr.mean) and tmr.recipes.kmeans and tmr.combiners.sum\n"
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env = environ.users()
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -52,7 +52,7 @@ def test_import_and_first_use_print_nothing_to_stderr() -> None:
 def test_the_demo_runs_the_lesson_and_prints_nothing_to_stderr() -> None:
     """The README's first command (TF_CPP_MIN_LOG_LEVEL unset): the lesson's means equal numpy's, and none of
     TensorFlow's start-up lines reach the terminal (the demo imported TensorFlow itself, unsilenced, before)."""
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env = environ.users()
     result = subprocess.run(
         [sys.executable, "-m", "tfmapreduce", "demo"], capture_output=True, text=True, timeout=300, check=False, env=env
     )
@@ -81,7 +81,7 @@ with tmr.LocalCluster(2) as cluster:
 def test_tensorflow_imported_first_logs_no_warning_for_the_sessions_of_a_run() -> None:
     """The README's order (TensorFlow, then tfmapreduce), TF_CPP_MIN_LOG_LEVEL unset: a run watched for seconds writes
     none of TensorFlow's ``GrpcSession::ListDevices will initialize the session`` warnings (two a second, before)."""
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env = environ.users()
     result = subprocess.run(
         [sys.executable, "-c", TENSORFLOW_FIRST], capture_output=True, text=True, timeout=300, check=False, env=env
     )

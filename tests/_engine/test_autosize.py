@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tfmapreduce as tmr
+from tests import environ
 from tfmapreduce._engine import autosize as _autosize
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -238,6 +239,7 @@ def test_benchmark_help_and_quick_run() -> None:
             timeout=300,
             stdin=subprocess.DEVNULL,
             check=False,
+            env=environ.users(),
         )
 
     shown = bench("--help")
