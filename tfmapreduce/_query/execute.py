@@ -103,8 +103,7 @@ def _aggregated_where_read(
     aggregated, fetched first and grouped as a client table is."""
     kept = _scanned(scan, options, resident=True)
     try:
-        lists = any(kept.column(c).type.inner is not None for _, c, _ in node.aggs if c in kept.columns)
-        if lists or on_client(node, len(kept), client_rows):
+        if _lists_aggregated(node, kept) or on_client(node, len(kept), client_rows):
             result = _aggregated(node, kept.collect(timeout=options.get("timeout")), options, client_rows)
         else:
             result = _keyed(node, kept, options)
@@ -182,14 +181,18 @@ def _aggregated(node: Aggregated, table: Table, options: dict[str, Any], client_
     """``node``'s group-by of ``table``: on the client where it is small (its steps too), else in one keyed run (its
     steps in its map, unless it aggregates a list column: a run of the steps first, as the eager group-by's input)."""
     small = on_client(node, len(table), client_rows)
-    lists = any(c in table.columns and table.column(c).type.inner is not None for _, c, _ in node.aggs)
-    if node.steps and (small or lists):
+    if node.steps and (small or _lists_aggregated(node, table)):
         table, node = rowwise(table, node.steps, options, small), attrs.evolve(node, steps=())
     if small:
         parsed = [Aggregate.parse(out, (column, op), tuple(table.columns)) for out, column, op in node.aggs]
         if can_aggregate(table, node.keys, parsed):
             return aggregated(table, node.keys, parsed)
     return _keyed(node, table, options)
+
+
+def _lists_aggregated(node: Aggregated, table: Table | ResidentTable) -> bool:
+    """Whether ``node`` aggregates a list column of ``table`` (a keyed run's map cannot take one)."""
+    return any(c in table.columns and table.column(c).type.inner is not None for _, c, _ in node.aggs)
 
 
 def _keyed(node: Aggregated, table: Table | ResidentTable, options: dict[str, Any]) -> Table:
