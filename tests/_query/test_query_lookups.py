@@ -12,11 +12,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tfmapreduce as tmr
 from tfmapreduce import col
 from tfmapreduce._query import client_steps
 from tfmapreduce._query.execute import execute
+from tfmapreduce._query.lookup_table import _texts
 from tfmapreduce._query.lookups import lookup_joins
 from tfmapreduce._query.plan import show
 from tfmapreduce._query.rules import RULES, optimize, prune
@@ -278,3 +281,12 @@ def test_a_right_side_with_its_keys_renamed_is_looked_up(cluster: tmr.LocalClust
     pd.testing.assert_frame_equal(on, off)
     expected = pd.merge(PAIRS, KEYED.dropna(), on=["a", "s"], how="left").sort_values("id", ignore_index=True)
     assert on.sort_values("id")["tag"].tolist() == expected["label"].where(expected["label"].notna(), None).tolist()
+
+
+@given(st.lists(st.text(), max_size=20), st.integers(0, 5))
+def test_strings_travel_as_their_code_points_nuls_and_astral_characters_too(texts: list[str], extra: int) -> None:
+    points, lengths = _texts(texts, len(texts) + extra)
+    assert lengths.tolist() == [len(t) for t in texts] + [0] * extra
+    assert points.shape[1] > max(map(len, texts), default=0)
+    assert ["".join(map(chr, row[:n])) for row, n in zip(points[: len(texts)], lengths, strict=False)] == texts
+    assert not points[len(texts) :].any()

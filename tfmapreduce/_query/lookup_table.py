@@ -73,13 +73,20 @@ def _padding(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def _texts(texts: list[Any], width: int) -> list[np.ndarray[Any, Any]]:
-    """Strings as run inputs (a run's inputs are numbers): their Unicode code points, padded, and their lengths."""
-    points_of = [[ord(ch) for ch in str(v)] for v in texts]
-    points = np.zeros((width, _padded(max((len(t) for t in points_of), default=0))), np.int32)
+    """Strings as run inputs (a run's inputs are numbers): their Unicode code points, padded, and their lengths.
+
+    Example:
+        >>> points, lengths = _texts(["é", "ab\\x00"], 3)
+        >>> points.tolist(), lengths.tolist()
+        ([[233, 0, 0, 0], [97, 98, 0, 0], [0, 0, 0, 0]], [1, 3, 0])
+    """
+    strings = [str(v) for v in texts]
     lengths = np.zeros(width, np.int64)
-    for row, text in enumerate(points_of):
-        points[row, : len(text)] = text
-        lengths[row] = len(text)
+    lengths[: len(strings)] = np.fromiter(map(len, strings), np.int64, len(strings))
+    longest = int(lengths.max(initial=0))
+    points = np.zeros((width, _padded(longest)), np.int32)
+    if longest:  # numpy's fixed-width text is each string's code points, zeros after it (a trailing NUL's 0 too)
+        points[: len(strings), :longest] = np.array(strings, f"<U{longest}").view(np.uint32).reshape(len(strings), -1)
     return [points, lengths]
 
 
