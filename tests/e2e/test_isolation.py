@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from namespaces import connect_from, outside_address
 
 import tfmapreduce as tmr
 from tfmapreduce._cluster import logdir as _logdir
+from tfmapreduce._cluster.relay import Owners
 
 
 def _ports(cluster: tmr.Cluster) -> list[int]:
@@ -66,6 +68,35 @@ def test_the_relays_admit_only_this_users_connections(cluster: tmr.LocalCluster)
     assert stranger.stdout.split()[:1] in (["reset"], ["closed"]), (stranger.stdout, stranger.stderr[-500:])
     owner = subprocess.run([python, "-I", "-c", STRANGER, port], capture_output=True, text=True, timeout=60, check=False)
     assert owner.stdout.strip() == "data", owner.stderr[-500:]  # the worker speaks first (its HTTP/2 settings)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user")
+@pytest.mark.parametrize("asked", ["sock_diag", "/proc/net/tcp"])
+def test_the_relays_name_who_owns_a_connection_however_they_ask_the_kernel(asked: str) -> None:
+    """By one sock_diag lookup, or by a scan of /proc/net/tcp where the kernel answers none: IPv4, IPv4 through a
+    dual-stack socket, IPv6, another user's connection, and a connection that is not there."""
+    owners = Owners()
+    if asked == "/proc/net/tcp":
+        owners._netlink = None
+    me = os.geteuid()
+    with socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True) as server:
+        port = server.getsockname()[1]
+        code = f"import socket, sys; s = socket.create_connection(('127.0.0.1', {port})); sys.stdin.read()"
+        other = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code]
+        with subprocess.Popen(other, stdin=subprocess.PIPE) as stranger:
+            try:
+                found = []
+                for host in ("127.0.0.1", "::1", None):
+                    mine = socket.create_connection((host, port)) if host else None
+                    accepted, peer = server.accept()
+                    with accepted:
+                        found.append(owners.uid(peer[:2], accepted.getsockname()[:2]))
+                    if mine:
+                        mine.close()
+                assert sorted(found, key=str) == sorted([me, me, 65534], key=str), found
+                assert owners.uid(("127.0.0.1", 1), ("127.0.0.1", port)) is None
+            finally:
+                stranger.communicate(b"")
 
 
 def test_isolate_must_be_auto_true_or_false() -> None:
