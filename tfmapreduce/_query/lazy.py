@@ -16,7 +16,7 @@ from .._table.aggregate import Aggregate
 from .._table.join import HOWS
 from .._table.make import table
 from .._table.table import Table
-from .client_steps import CLIENT_ROWS
+from . import client_steps
 from .estimate import csv_sizes, parquet_sizes
 from .execute import execute, physical
 from .expr import Col, Expr, Subquery, named, wrap
@@ -270,7 +270,7 @@ def _client_rows(value: object) -> int | None:
         return value
     raise ValueError(
         f"client_rows: expected an int ≥ 0 (the most rows a small step's input holds to be done on the client) or None "
-        f"({CLIENT_ROWS:,}), got {value!r}; pass client_rows=0 to run every step on the workers"
+        f"({client_steps.CLIENT_ROWS:,}), got {value!r}; pass client_rows=0 to run every step on the workers"
     )
 
 
