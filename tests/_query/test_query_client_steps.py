@@ -4,13 +4,15 @@ nulls first in the sort)."""
 
 from __future__ import annotations
 
+import logging
+
 import duckdb
 import pandas as pd
 import pytest
 
 import tfmapreduce as tmr
 from tfmapreduce import col
-from tfmapreduce._query import client_steps
+from tfmapreduce._query import client_steps, rowwise
 
 LINES = pd.DataFrame(
     {
@@ -105,3 +107,27 @@ def test_client_rows_must_be_an_int_of_at_least_0(bad: object) -> None:
         q.collect(client_rows=bad)
     with pytest.raises(ValueError, match=r"client_rows: expected an int ≥ 0"):
         q.explain(client_rows=bad)
+
+
+def test_a_client_step_is_one_function_a_shape_traced_once_and_quietly(cluster: tmr.LocalCluster) -> None:
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    tensorflow = logging.getLogger("tensorflow")
+    tensorflow.addHandler(handler)
+    try:
+        for size in (5, 3):  # new rows, new numbers: the same function, not traced again
+            frame = pd.DataFrame({"x": range(size), "s": ["ab\0c", "é✓", "", "三四", "z"][:size]})
+            for ops in range(1, 9):  # 8 shapes: 8 functions, which TensorFlow must not call retracing
+                y = col("x")
+                for _ in range(ops):
+                    y = y * 2 + size
+                got = tmr.lazy(frame).with_columns(y=y, t=col("s").substr(2, 2)).to_pandas(cluster=cluster)
+                assert got["y"].tolist() == [x * 2**ops + size * (2**ops - 1) for x in frame["x"]]
+                assert got["t"].tolist() == [s[1:3] for s in frame["s"]]  # a NUL inside a string kept
+    finally:
+        tensorflow.removeHandler(handler)
+    assert [r.getMessage() for r in seen if r.levelno >= logging.WARNING] == []
+    steps = [t for t in rowwise._TRACED.values() if t.on_client is not None]
+    assert len(steps) >= 8
+    assert all(t.on_client.experimental_get_tracing_count() == 1 for t in steps)

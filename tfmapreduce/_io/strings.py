@@ -106,3 +106,17 @@ def split_joined(parts: Sequence[tuple[bytes, int]]) -> list[np.ndarray[Any, Any
             return None
         out.append(np.array(strings, dtype=object))
     return out
+
+
+def texts(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A 1-D array of UTF-8 ``bytes`` (TensorFlow's strings) as ``str``, decoded as one buffer (``split_joined``; one
+    at a time where a string holds a NUL); an array of ``str`` as it is.
+
+    Example:
+        >>> texts(np.array([b"a", "é".encode(), b"b\\0"], object)).tolist()
+        ['a', 'é', 'b\\x00']
+    """
+    if not len(values) or isinstance(values[0], str):
+        return values
+    whole = split_joined([(b"\0".join(values.tolist()), len(values))])
+    return whole[0] if whole else np.array([v.decode("utf-8", "replace") for v in values.tolist()], dtype=object)

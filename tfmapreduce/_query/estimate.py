@@ -26,7 +26,6 @@ import io
 from typing import Any
 
 import attrs
-import numpy as np
 
 from .._io.files.csv_scan import CsvScan
 from .._io.files.parquet import ParquetPlan
@@ -207,7 +206,7 @@ def _width(column: Any) -> float:
     if column.type != STRING:
         return float(column.type.storage.itemsize)
     first = column.values[:SAMPLE]
-    return 8.0 + (float(np.mean([len(str(v).encode()) for v in first])) if len(first) else 0.0)
+    return 8.0 + (len("".join(map(str, first.tolist())).encode()) / len(first) if len(first) else 0.0)
 
 
 def _expr_width(expr: Expr, widths: dict[str, float]) -> float:

@@ -104,6 +104,7 @@ class LookupTable:
     order: np.ndarray[Any, Any]
     parts: tuple[KeyPart, ...] = ()
     strides: np.ndarray[Any, Any] | None = None
+    _inputs: dict[str | None, list[np.ndarray[Any, Any]]] = attrs.field(factory=dict, init=False, repr=False)
 
     @classmethod
     def of(cls, table: Table, key: str | tuple[str, ...]) -> LookupTable:
@@ -143,7 +144,12 @@ class LookupTable:
     def inputs(self, column: str | None) -> list[np.ndarray[Any, Any]]:
         """The run inputs of a lookup: each key part's (``KeyPart.inputs``) and the strides where coded, the keys and
         their count, then ``column``'s values in key order (padded; strings as ``_texts``) and, where it holds
-        nulls, their validity."""
+        nulls, their validity (made once a column: a lookup's shape and its run read them)."""
+        if column not in self._inputs:
+            self._inputs[column] = self._made(column)
+        return self._inputs[column]
+
+    def _made(self, column: str | None) -> list[np.ndarray[Any, Any]]:
         out = [a for p in self.parts for a in p.inputs()]
         if self.strides is not None:
             out.append(self.strides)

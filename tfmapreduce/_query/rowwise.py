@@ -9,6 +9,7 @@ inputs, so the same query over new data or with new numbers compiles nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +17,8 @@ import attrs
 import numpy as np
 import tensorflow as tf
 
-from .._io.resident import delete_all
+from .._io.resident import delete_all, gather_all
+from .._io.strings import texts
 from .._kinds.map_api import map as map_rows
 from .._table.column import Column, made
 from .._table.schema import STRING, ColumnType, check_name
@@ -69,10 +71,12 @@ def _check(names: frozenset[str], env: Mapping[str, Expr], where: str) -> None:
 
 @attrs.define
 class _Traced:
-    """A traced step kept by its shape: the map function, and what its trace learned (each output's type and
-    whether it holds nulls)."""
+    """A traced step kept by its shape: the map function, what its trace learned (each output's type and whether it
+    holds nulls), and its ``tf.function`` for small tables on the client (traced at its first such call: one call of
+    a graph where eager ops would dispatch one by one)."""
 
     fn: Any
+    on_client: Any = None
     types: list[ColumnType] = attrs.field(factory=list)
     nullable: list[bool] = attrs.field(factory=list)
 
@@ -86,7 +90,7 @@ _KEPT = 256
 
 def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str, Any], client: bool = False) -> Table:
     """``table`` through ``steps`` in one map-only run (none where the steps only select or rename columns; none
-    where ``client``: the map function called eagerly on the client, for a small table)."""
+    where ``client``: the map function called on the client as one ``tf.function``, for a small table)."""
     plan = composed(steps, table.columns)
     if not plan.runs:
         return Table({n: table.column(e.name) for n, e in plan.outputs})  # type: ignore[attr-defined]
@@ -111,7 +115,11 @@ def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str
         _TRACED[key] = traced
         if len(_TRACED) > _KEPT:
             del _TRACED[next(iter(_TRACED))]
-    fetched = _run(traced.fn, arrays, literals, options, client)
+    if client and traced.on_client is None:
+        specs = [tf.TensorSpec([None] * a.ndim, tf.string if a.dtype == object else a.dtype) for a in arrays + literals]
+        # a partial: TensorFlow counts traces by code object, and every step's function shares one
+        traced.on_client = tf.function(functools.partial(traced.fn), input_signature=specs, autograph=False)
+    fetched = _run(traced.on_client if client else traced.fn, arrays, literals, options, client)
     mask: Any = fetched.pop(0) if plan.where is not None else slice(None)
     made_columns: dict[str, Column] = {}
     for (name, _), kind, nullable in zip(plan.computed, traced.types, traced.nullable, strict=True):
@@ -163,19 +171,19 @@ def _run(
     options: Mapping[str, Any],
     client: bool = False,
 ) -> list[Any]:
-    """``fn``'s outputs of every row, in row order: one map-only run (an eager call, no run, on no rows or where
-    ``client``)."""
+    """``fn``'s outputs of every row, in row order: one map-only run, its outputs fetched in one more (a call on the
+    client, no run, on no rows or where ``client``)."""
     if client or not len(arrays[0]):
         return [t.numpy() for t in fn(*(tf.constant(a) for a in arrays), *(tf.constant(v) for v in literals))]
     out = map_rows(fn, tuple(arrays), broadcast=literals, **options)
     parts = list(out) if isinstance(out, tuple) else [out]
     try:
-        return [p.gather() for p in parts]
+        return gather_all(parts, timeout=options.get("timeout"), texts=True)
     finally:
-        delete_all(parts)
+        delete_all(parts, timeout=options.get("timeout"))
 
 
 def _column(kind: ColumnType, values: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None) -> Column:
     if kind == STRING:
-        values = np.array([v.decode("utf-8") if isinstance(v, bytes) else v for v in values], dtype=object)
+        values = texts(values)
     return made(kind, values, valid)
