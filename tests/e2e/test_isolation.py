@@ -75,9 +75,7 @@ def test_the_relays_admit_only_this_users_connections(cluster: tmr.LocalCluster)
 def test_the_relays_name_who_owns_a_connection_however_they_ask_the_kernel(asked: str) -> None:
     """By one sock_diag lookup, or by a scan of /proc/net/tcp where the kernel answers none: IPv4, IPv4 through a
     dual-stack socket, IPv6, another user's connection, and a connection that is not there."""
-    owners = Owners()
-    if asked == "/proc/net/tcp":
-        owners._netlink = None
+    owners = Owners(diag=asked == "sock_diag")
     me = os.geteuid()
     with socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True) as server:
         port = server.getsockname()[1]

@@ -99,17 +99,21 @@ class Owners:
     """Who owns the client side of a loopback TCP connection, asked of the host's socket tables (opened before the
     namespace): one exact lookup by ``NETLINK_SOCK_DIAG`` (what ``ss`` uses), or, on a kernel that answers none (no
     ``tcp_diag``), a scan of ``/proc/net/tcp``, which walks every bucket of the table (3.3 ms a read on a 24 GiB
-    machine, four reads a connection).
+    machine, four reads a connection). ``diag=False`` always scans.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, diag: bool = True) -> None:
         self._tables = [os.open(path, os.O_RDONLY) for path in ("/proc/self/net/tcp", "/proc/self/net/tcp6")]
-        self._netlink: socket.socket | None = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG)
-        with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()):
-            accepted, peer = server.accept()
-            with accepted:
-                if self._diag(peer, accepted.getsockname()) is None:  # its own connection not found: scan
-                    self._netlink = None
+        self._netlink: socket.socket | None = None
+        if diag:
+            self._netlink = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG)
+            with socket.create_server(("127.0.0.1", 0)) as server, socket.create_connection(server.getsockname()):
+                accepted, peer = server.accept()
+                with accepted:
+                    found = self._diag(peer, accepted.getsockname())
+            if found is None:  # its own connection not found: scan
+                self._netlink.close()
+                self._netlink = None
 
     def uid(self, peer: tuple[str, int], local: tuple[str, int]) -> int | None:
         """The uid owning the established socket at ``peer`` connected to ``local``, or None if there is none."""
