@@ -41,8 +41,12 @@ def test_the_command_line_imports_no_tensorflow_for_help_or_bad_arguments(args: 
     assert result.stderr.strip().splitlines()[-1] == "False", result.stderr
 
 
-def test_import_and_first_use_print_nothing_to_stderr() -> None:
-    code = "import tfmapreduce as tmr\nassert callable(tmr.mean) and tmr.recipes.kmeans and tmr.combiners.sum\n"
+def test_import_and_first_use_print_nothing_to_stderr_and_load_keras_only_when_it_is_used() -> None:
+    code = (
+        "import sys\nimport tfmapreduce as tmr\nassert callable(tmr.mean) and tmr.recipes.kmeans and tmr.combiners.sum\n"
+        "assert 'tensorflow' in sys.modules and 'keras' not in sys.modules, sorted(sys.modules)\n"
+        "import tensorflow as tf\nassert float(tf.keras.optimizers.SGD(0.5).learning_rate) == 0.5\n"
+    )
     env = environ.users()
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, env=env)
     assert result.returncode == 0, result.stderr

@@ -15,6 +15,7 @@ from typing import TextIO
 
 from .._base.errors import ClusterError
 from .._base.log import WORKER
+from .._base.quiet import import_tensorflow_without_keras
 from .._base.task import Task
 from .network import exposure, refusal
 from .spec import CLIENT_JOB, split_address, task_address, validate_spec
@@ -35,24 +36,6 @@ def check_port_free(port: int, *, where: str) -> None:
             s.bind(("", port))
         except OSError:
             raise ClusterError(f"{where}: port {port} is already in use on this machine; pick a free port in the spec") from None
-
-
-KERAS_EAGER = "keras.src.optimizers"
-"""What ``import tensorflow`` imports of Keras eagerly, to register its optimizers, unless that import fails."""
-
-
-def _import_tensorflow_without_keras() -> None:
-    """Import TensorFlow without the Keras optimizers its import loads eagerly: a worker only executes graphs sent to it,
-    and that import was 1.3 s of a 5 s ``import tensorflow`` here (TensorFlow allows it to fail).  A process that
-    imported TensorFlow already (a test calling :func:`serve`) is left as it is.
-    """
-    if "tensorflow" in sys.modules or KERAS_EAGER in sys.modules:
-        return
-    sys.modules[KERAS_EAGER] = None  # type: ignore[assignment]  # the import system's "this module is absent"
-    try:
-        import tensorflow  # noqa: F401
-    finally:
-        del sys.modules[KERAS_EAGER]
 
 
 def serve(
@@ -95,7 +78,7 @@ def serve(
             ", ".join(exposed),
         )
 
-    _import_tensorflow_without_keras()
+    import_tensorflow_without_keras()
     import tensorflow as tf
 
     from .._native.loader import kernels
