@@ -34,6 +34,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,8 +117,10 @@ def test_no_run_blocks(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", PAGES_WITH_CODE, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_page_examples_run(path: Path, request: pytest.FixtureRequest) -> None:
-    """Run a page's Python blocks in order in one namespace, ``cluster`` bound to the session cluster."""
+def test_page_examples_run(path: Path, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a page's Python blocks in order in one namespace, ``cluster`` bound to the session cluster; the folders an
+    example makes with ``tempfile`` and leaves for its reader are made in the test's ``tmp_path``."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     namespace: dict[str, object] = {"__name__": "__docs__"}
     runnable = [b for b in python_blocks(path) if b.no_run is None]
     if any(re.search(r"\bcluster\b", b.code) for b in runnable):
