@@ -96,7 +96,7 @@ def import_tensorflow() -> None:
 
 def import_tensorflow_without_keras() -> None:
     """Import TensorFlow without the Keras optimizers its import loads eagerly (TensorFlow allows that import to fail):
-    Keras, and the pandas and matplotlib it loads, were 3.1 s of an 8.7 s ``import tensorflow`` on a 2-core machine.
+    Keras, and the pandas and matplotlib it loads, were 3 s of an 8.6 s ``import tensorflow`` on a 2-core machine.
     Keras loads whole at its first use (``import keras``, ``tf.keras``), as in a TensorFlow without it. A process that
     imported TensorFlow or Keras already is left as it is.
     """

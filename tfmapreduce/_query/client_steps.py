@@ -1,10 +1,11 @@
 """Small steps done on the client: a sort (its rows ordered by ``order.sort_keys``, the byte keys the workers make for
 a distributed sort, with numpy), the row-wise steps (a filter, new columns: the map function a map run would trace,
-called on the client as one ``tf.function``) and a group-by of counts, sums, means, minima and maxima (``aggregate_client``) whose
-input holds at most ``CLIENT_ROWS`` rows (a query's ``client_rows=``) when they run. Every step's result comes
-back to the client, so a run of such a step would only send its rows to the workers and back (Spark's optimizer
-computes projections and filters over a driver-side relation on the driver too). ``explain()`` marks the step
-``client`` from the estimated rows, the run decides from the real ones (as a join's strategy).
+called on the client as one ``tf.function``) and a group-by of counts, sums, means, minima and maxima
+(``aggregate_client``) whose input holds at most ``CLIENT_ROWS`` rows (a query's ``client_rows=``) when they run.
+Every step's result comes back to the client, so a run of such a step would only send its rows to the workers and
+back (Spark's optimizer computes projections and filters over a driver-side relation on the driver too).
+``explain()`` marks the step ``client`` from the estimated rows, the run decides from the real ones (as a join's
+strategy).
 
 Example: ``lines.group_by("part").agg(total=("v", "sum")).with_columns(share=col("total") / 10).sort("share")``
 over a million lines is one keyed run, the share and the sort of its few groups made on the client; in ``lines.join(small, left_on="part", right_on="p")``,
