@@ -120,7 +120,7 @@ def rowwise(table: Table, steps: Sequence[tuple[str, Any]], options: Mapping[str
         # a partial: TensorFlow counts traces by code object, and every step's function shares one
         traced.on_client = tf.function(functools.partial(traced.fn), input_signature=specs, autograph=False)
     fetched = _run(traced.on_client if client else traced.fn, arrays, literals, options, client)
-    mask: Any = fetched.pop(0) if plan.where is not None else slice(None)
+    mask: Any = np.flatnonzero(fetched.pop(0)) if plan.where is not None else slice(None)  # row numbers, made once
     made_columns: dict[str, Column] = {}
     for (name, _), kind, nullable in zip(plan.computed, traced.types, traced.nullable, strict=True):
         values = fetched.pop(0)

@@ -8,6 +8,7 @@ A null's slot holds a canonical filler (0, ``""``, day 0), so equal keys are equ
 from __future__ import annotations
 
 import datetime
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,31 +22,62 @@ from .._kinds.mapreduce import MapReduce
 from .._ops.combine import SUM
 from .schema import DATE, STRING, ColumnType
 
+_TAKING = threading.Lock()
+
 
 @attrs.frozen(eq=False)
 class Column:
     """A column: ``values`` (1-D, ``type.storage``), and ``valid`` (bool, True where not null) or None (no nulls).
 
     A list column's travelling form (:func:`travelling`) is the resident one: ``[rows, width]`` values, ``valid`` the
-    slot mask, and ``present`` the rows' validity (None where no list is null); ``present`` is None in any other."""
+    slot mask, and ``present`` the rows' validity (None where no list is null); ``present`` is None in any other.
+
+    :meth:`take` defers its values: they are taken at their first read, and a take of a take composes the row numbers,
+    so a filter then a join copies only the rows the join keeps, and only of the columns read.
+
+    Example:
+        >>> c = Column(STRING, np.array(["a", "b", "c"], object)).take(np.array([True, False, True])).take(np.array([1]))
+        >>> len(c), c.values
+        (1, array(['c'], dtype=object))
+    """
 
     type: ColumnType
-    values: np.ndarray[Any, Any]
+    _values: np.ndarray[Any, Any] = attrs.field(alias="values")
     valid: np.ndarray[Any, Any] | None = None
     present: np.ndarray[Any, Any] | None = None
+    _rows: np.ndarray[Any, Any] | None = attrs.field(default=None, kw_only=True, alias="rows", repr=False)
+    """The row numbers of ``_values`` still to take (None: taken)."""
+
+    @property
+    def values(self) -> np.ndarray[Any, Any]:
+        """The values, taken now where a take deferred them (once: later reads get the same array)."""
+        if self._rows is not None:
+            with _TAKING:  # (the values are set before the rows are cleared: a reader outside the lock sees them)
+                if self._rows is not None:
+                    object.__setattr__(self, "_values", self._values[self._rows])
+                    object.__setattr__(self, "_rows", None)
+        return self._values
 
     def __len__(self) -> int:
-        return len(self.values)
+        rows = self._rows
+        return len(self._values) if rows is None else len(rows)
 
     @property
     def nullable(self) -> bool:
         """Whether the column has a validity mask (holds a null)."""
         return self.valid is not None
 
-    def take(self, rows: np.ndarray[Any, Any]) -> Column:
-        """The column's ``rows`` (indices or a bool mask), in that order."""
-        valid = None if self.valid is None else self.valid[rows]
-        return made(self.type, self.values[rows], valid)
+    def take(self, rows: np.ndarray[Any, Any] | slice) -> Column:
+        """The column's ``rows`` (indices, a bool mask or a slice), in that order; the values are taken when read."""
+        if isinstance(rows, slice):
+            return made(self.type, self.values[rows], None if self.valid is None else self.valid[rows])
+        rows = np.asarray(rows)
+        numbers = np.flatnonzero(rows) if rows.dtype == bool else rows.astype(np.int64, copy=False)
+        valid = None if self.valid is None else self.valid[numbers]
+        if valid is not None and bool(np.all(valid)):
+            valid = None
+        pending = self._rows
+        return Column(self.type, self._values, valid, rows=numbers if pending is None else pending[numbers])
 
     def to_numpy(self) -> np.ndarray[Any, Any]:
         """The values as the user sees them: strings an ``object`` array of ``str`` (None for a null), dates and

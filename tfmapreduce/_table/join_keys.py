@@ -47,10 +47,10 @@ def join_keys(
     lone = len(left) == 1 and _integer(left[0].type)
     key: np.ndarray[Any, Any] | None = None
     size = 1
+    if lone:  # the values themselves, each side's (no copy where every row has a key)
+        return _at(left[0], rows[0]).astype(np.int64, copy=False), _at(right[0], rows[1]).astype(np.int64, copy=False)
     for lc, rc in zip(left, right, strict=True):
         values = np.concatenate([_at(lc, rows[0]), _at(rc, rows[1])])
-        if lone:
-            return _split(values.astype(np.int64, copy=False), n)
         codes, count = _codes(values, lc.type)
         if key is None:
             key, size = codes, count
