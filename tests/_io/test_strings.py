@@ -7,12 +7,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tfmapreduce as tmr
 from tfmapreduce._cluster import feeds
 from tfmapreduce._io.keyed_input import keyed_sources
 from tfmapreduce._io.source import Shipped
-from tfmapreduce._io.strings import as_bytes_array, decode_keys
+from tfmapreduce._io.strings import as_bytes_array, decode_keys, packed, unpacked
 
 
 def test_mixed_str_and_non_utf8_bytes_come_back_as_bytes_not_an_error(cluster: tmr.LocalCluster) -> None:
@@ -116,3 +119,22 @@ def test_str_in_str_out_through_resident_results(cluster: tmr.LocalCluster, tmp_
     with tmr.count_by_key(words, cluster=cluster, resident=True) as counted:
         assert sorted(counted.keys.gather().tolist()) == ["b", "é"]
         assert counted.gather().to_dict() == {"b": 2, "é": 1}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=6), st.binary(max_size=6)), max_size=12))
+def test_a_shards_strings_travel_packed_in_one_string_and_come_back_exactly(values: list[str | bytes]) -> None:
+    array = np.array([*values, None], dtype=object)[:-1]  # (1-D whatever the values)
+    want = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
+    assert unpacked(tf.constant(packed(array))).numpy().tolist() == want
+
+
+@pytest.mark.parametrize("transfer", ["feed", "shm"])
+def test_strings_of_every_kind_in_uneven_shards_group_as_python_counts_them(cluster: tmr.LocalCluster, transfer: str) -> None:
+    words = ["", "a", "a\x00", "\x00", "é", "日本", "🎉x", "a", "", "é"] * 3  # ASCII, NULs, 2- to 4-byte characters
+    for sizes in ([0, 30], [7, 0, 23], [29, 1]):
+        got = tmr.count_by_key(np.array(words, dtype=object), cluster=cluster, sizes=sizes, transfer=transfer)
+        assert got.to_dict() == dict(collections.Counter(words)), sizes
+        ascii_words = [w for w in words if w.isascii()]  # (packed by another path)
+        got = tmr.count_by_key(np.array(ascii_words, dtype=object), cluster=cluster, transfer=transfer)
+        assert got.to_dict() == dict(collections.Counter(ascii_words))

@@ -14,16 +14,17 @@ FEED_LIMIT = 2**31 - 2**26
 
 
 def feed_bytes(feed_dict: dict[Any, Any]) -> int:
-    """Bytes of the numpy arrays in a feed dict: strings (object arrays) at their own bytes and two bytes of framing
-    each, as TensorFlow sends them, not at the 8 bytes of their pointers (a ``str`` at its characters, exactly its
-    UTF-8 bytes only where the feed could approach :data:`FEED_LIMIT`).
+    """Bytes of the numpy arrays and ``bytes`` (one string: a shard's packed strings) in a feed dict: strings (object
+    arrays) at their own bytes and two bytes of framing each, as TensorFlow sends them, not at the 8 bytes of their
+    pointers (a ``str`` at its characters, exactly its UTF-8 bytes only where the feed could approach :data:`FEED_LIMIT`).
 
     Example:
-        >>> feed_bytes({"x": np.zeros(4), "words": np.array([b"to", b"be" * 100], object)})
-        238
+        >>> feed_bytes({"x": np.zeros(4), "words": np.array([b"to", b"be" * 100], object), "packed": b"abc"})
+        241
     """
     arrays = [v for v in feed_dict.values() if isinstance(v, np.ndarray)]
     plain = sum(a.nbytes if a.dtype != object else 2 * a.size for a in arrays)
+    plain += sum(len(v) for v in feed_dict.values() if isinstance(v, bytes))
     text = sum(_string_bytes(a, exact=False) for a in arrays if a.dtype == object)
     if plain + 4 * text > FEED_LIMIT:  # a character takes up to 4 bytes in UTF-8: count them where the limit may be near
         text = sum(_string_bytes(a, exact=True) for a in arrays if a.dtype == object)

@@ -28,6 +28,7 @@ import tensorflow as tf
 from .._base.errors import ClusterError
 from .._base.plan import Shard
 from .shmdir import client_dir
+from .strings import unpacked
 
 R = TypeVar("R")
 
@@ -69,7 +70,10 @@ def can_stage(dtype: np.dtype[Any], nbytes: int, min_bytes: int = MIN_BYTES) -> 
 
 
 def read_tensor(path: tf.Tensor, dtype: np.dtype[Any], shape: Sequence[int]) -> tf.Tensor:
-    """Inside a graph, on the reading device: the array of ``dtype`` and ``shape`` held by the file named by ``path``."""
+    """Inside a graph, on the reading device: the array of ``dtype`` and ``shape`` held by the file named by ``path``
+    (1-D strings: the bytes ``strings.packed`` made)."""
+    if dtype.kind == "O":
+        return unpacked(tf.io.read_file(path), shape[0])
     raw = tf.io.decode_raw(tf.io.read_file(path), tf.as_dtype(dtype))
     return tf.reshape(raw, tuple(shape))
 

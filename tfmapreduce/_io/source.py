@@ -16,6 +16,7 @@ from .._base.plan import Plan, Shard
 from .._base.task import Task
 from .._cluster.cluster import Cluster
 from .shm import STAGED, MappedBuffer, can_stage, read_tensor
+from .strings import packed, unpacked
 
 
 @attrs.frozen
@@ -286,20 +287,16 @@ class Shipped:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.array.shape)
 
-    @property
-    def home(self) -> None:
-        return None
-
-    @property
-    def home_plan(self) -> None:
-        return None
+    home = home_plan = property(lambda self: None)
+    """None: host data lives on no cluster, in no plan (the run places it)."""
 
     def signature(self, plan: Plan) -> Hashable:
         return ("shipped", self.array.dtype.str, self.array.shape[1:], tuple(s.path for s in plan.shards))
 
     def stageable(self, shard: Shard, min_bytes: int) -> bool:
-        """Whether ``shard`` may travel through a shared-memory file (a decodable type, at least ``min_bytes``)."""
-        return can_stage(self.array.dtype, self.bytes_sent(shard), min_bytes)
+        """Whether ``shard`` may travel through a shared-memory file (a decodable type or strings, ``min_bytes`` or more)."""
+        size = self.bytes_sent(shard)
+        return can_stage(self.array.dtype, size, min_bytes) or (self._strings and size >= max(1, min_bytes))
 
     def tensor(self, shard: Shard, *, rows_free: bool = False) -> ShardTensor:
         """The shard's tensor: mapped from shared memory, read from a staged file, or a fed placeholder of the shard's
@@ -307,19 +304,29 @@ class Shipped:
         the plan's shape serves host arrays of any rows (a staged or mapped shard keeps its rows: its buffer is sized)."""
         staged = shard.path in ("shm", STAGED) and self.stageable(shard, 1)
         shape = (None if rows_free and not staged else shard.rows, *self.array.shape[1:])
-        buffer = MappedBuffer.reserve(self.bytes_sent(shard)) if staged and shard.path == "shm" else None  # the program's own
+        mapped = staged and shard.path == "shm" and not self._strings  # (strings: bytes of their own each run)
+        buffer = MappedBuffer.reserve(self.bytes_sent(shard)) if mapped else None  # the program's own
         placeholder: tf.Tensor | MappedBuffer
         if buffer is not None:  # mapped
             placeholder, value = buffer, buffer.tensor(self.array.dtype, shape)
         elif staged:  # the path of a file on the worker's host, fed per run
             placeholder = tf.compat.v1.placeholder(tf.string, (), name="x_path")
             value = read_tensor(placeholder, self.array.dtype, shape)
+        elif self._strings:  # one fed string a shard (strings.packed)
+            placeholder = tf.compat.v1.placeholder(tf.string, (), name="x_packed")
+            value = unpacked(placeholder, shape[0])
         else:
             placeholder = value = tf.compat.v1.placeholder(tf.as_dtype(self.array.dtype), shape, name="x")
         return ShardTensor(value, placeholder, staged=staged, mapped=value if buffer is not None else None)
 
-    def feed(self, shard: Shard) -> np.ndarray[Any, Any]:
-        return self.array[shard.start : shard.stop]
+    def feed(self, shard: Shard) -> np.ndarray[Any, Any] | bytes:
+        rows = self.array[shard.start : shard.stop]
+        return packed(rows) if self._strings else rows
+
+    @property
+    def _strings(self) -> bool:
+        """Whether the array is 1-D strings, which travel packed (``strings.packed``)."""
+        return self.array.dtype == object and self.array.ndim == 1
 
     def fed_only(self, plan: Plan) -> bool:
         """Whether every shard of ``plan`` travels by feed (``shard.path == "feed"``): its placeholders may then leave

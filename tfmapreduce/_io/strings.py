@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 
 def as_bytes_array(item: Any) -> tuple[np.ndarray[Any, Any], bool] | None:
@@ -120,3 +121,40 @@ def texts(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         return values
     whole = split_joined([(b"\0".join(values.tolist()), len(values))])
     return whole[0] if whole else np.array([v.decode("utf-8", "replace") for v in values.tolist()], dtype=object)
+
+
+def packed(values: np.ndarray[Any, Any]) -> bytes:
+    """A 1-D array of ``str`` or ``bytes`` as one buffer, fed as one string (TensorFlow converts and sends an array of
+    strings a value at a time): the count and a gap (int64), each value's UTF-8 length (int64), then the values, a NUL
+    between two where the gap is 1. :func:`unpacked` reads it inside a graph.
+
+    Example:
+        >>> unpacked(tf.constant(packed(np.array(["a", "é", b"\\xff", "b\\0"], object)))).numpy().tolist()
+        [b'a', b'\\xc3\\xa9', b'\\xff', b'b\\x00']
+    """
+    n, gap = len(values), 1
+    try:
+        text = "\0".join(values.tolist())  # (a TypeError where a value is bytes)
+        data = text.encode("utf-8")
+        if len(data) == len(text):  # ASCII: a character a byte
+            lengths = np.fromiter(map(len, values.tolist()), np.int64, n)
+        elif text.count("\0") == max(n - 1, 0):  # no NUL but those joining: each value ends at one
+            ends = np.append(np.flatnonzero(np.frombuffer(data, np.uint8) == 0), len(data))
+            lengths = ends - np.append(-1, ends[:-1]) - 1
+        else:
+            raise TypeError("a NUL inside a string")
+    except TypeError:
+        encoded = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values.tolist()]
+        lengths, data, gap = np.fromiter(map(len, encoded), np.int64, n), b"".join(encoded), 0
+    return b"".join([np.array([n, gap], np.int64).tobytes(), lengths.tobytes(), data])
+
+
+def unpacked(blob: tf.Tensor, rows: int | None = None) -> tf.Tensor:
+    """Inside a graph: the 1-D strings that :func:`packed` made ``blob`` of (``rows`` of them where known)."""
+    head = tf.io.decode_raw(tf.strings.substr(blob, 0, 16), tf.int64)
+    size = tf.constant(16, tf.int64)
+    lengths = tf.io.decode_raw(tf.strings.substr(blob, size, 8 * head[0]), tf.int64)
+    starts = tf.cumsum(lengths + head[1], exclusive=True) + size + 8 * head[0]
+    values = tf.strings.substr(blob, starts, lengths)
+    values.set_shape((rows,))
+    return values

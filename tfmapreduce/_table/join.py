@@ -113,10 +113,10 @@ def joined(
         if how in ("right", "outer"):
             li, ri = np.concatenate([li, np.full(len(rrows), -1)]), np.concatenate([ri, rrows])
     if how in ("left", "outer"):  # the rows a null key kept from matching
-        lost = np.setdiff1d(np.arange(n_left), lrows)
+        lost = _without(n_left, lrows)
         li, ri = np.concatenate([li, lost]), np.concatenate([ri, np.full(len(lost), -1)])
     if how in ("right", "outer"):
-        lost = np.setdiff1d(np.arange(n_right), rrows)
+        lost = _without(n_right, rrows)
         li, ri = np.concatenate([li, np.full(len(lost), -1)]), np.concatenate([ri, lost])
     first, then = (_last(ri, n_right), li) if how == "right" else (_last(li, n_left), ri)
     if not _ordered(first, then):  # a broadcast join's rows come in order already: no sort
@@ -138,6 +138,15 @@ def _with_keys(columns: Sequence[Column]) -> np.ndarray[Any, Any]:
         if c.valid is not None:
             ok &= c.valid
     return np.flatnonzero(ok).astype(np.int64)
+
+
+def _without(n: int, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The row numbers below ``n`` that ``rows`` (distinct, int64) lacks, ascending; none and no pass where it has all."""
+    if len(rows) == n:
+        return np.zeros(0, np.int64)
+    lost = np.ones(n, bool)
+    lost[rows] = False
+    return np.flatnonzero(lost)
 
 
 def _distinct(keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
