@@ -4,9 +4,12 @@ nulls first in the sort)."""
 
 from __future__ import annotations
 
+import gc
 import logging
+import weakref
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -131,3 +134,18 @@ def test_a_client_step_is_one_function_a_shape_traced_once_and_quietly(cluster: 
     steps = [t for t in rowwise._TRACED.values() if t.on_client is not None]
     assert len(steps) >= 8
     assert all(t.on_client.experimental_get_tracing_count() == 1 for t in steps)
+
+
+def test_a_collected_table_keeps_no_row_of_the_tables_it_was_taken_from(cluster: tmr.LocalCluster) -> None:
+    keys = np.arange(1_000, dtype=np.int64)
+    names = np.array([f"n{i}é" for i in range(1_000)], dtype=object)
+    left = tmr.table({"k": keys, "name": names})
+    kept = weakref.ref(left.column("name").values)
+    right = tmr.table({"k": keys[::7].copy(), "w": np.arange(0, 1_000, 7) * 0.5})
+    q = tmr.lazy(left).filter(col("k") >= 300).join(tmr.lazy(right), on="k")
+    got = q.collect(cluster=cluster, client_rows=0)  # a filter run, then a join: row takes deferred in between
+    del keys, names, left, q
+    gc.collect()
+    assert kept() is None  # the result's columns hold their own rows
+    want = [(k, f"n{k}é", k * 0.5) for k in range(0, 1_000, 7) if k >= 300]
+    assert list(zip(*(got.column(n).to_numpy().tolist() for n in ("k", "name", "w")), strict=True)) == want

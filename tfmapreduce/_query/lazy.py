@@ -259,6 +259,8 @@ class LazyTable:
 def _collect(plan: Node, options: dict[str, Any], client_rows: int | None) -> tuple[Table, list[RunStats]]:
     with stats() as seen:
         out = execute(optimize(plan), options, client_rows)
+    for name in out.columns:  # its deferred takes made: they would keep every row of their sources alive
+        _ = out.column(name).values
     return out, list(seen.runs)
 
 
