@@ -24,7 +24,7 @@ from .._ops.combine import (
 from .._ops.per_group import group_reducer
 from .aggregate_combiner import Inputs, combiner, summed_natively
 from .column import Column, ResidentColumn, made
-from .dictionary import PACKED, packed
+from .dictionary import PACKED, packed, sorted_codes
 from .groups import GroupOp, finished, per_group
 from .keys import KeyCodec
 from .ops import INT64, OPS, PARAMETRIC, holistic, type_of
@@ -373,6 +373,9 @@ def _empty(types: Mapping[str, ColumnType], keys: Sequence[str], aggregates: Seq
 
 def sort_order(columns: Sequence[Column]) -> np.ndarray[Any, Any]:
     """The rows' order sorted by ``columns`` (the first first), each ascending with its nulls last."""
+    plain = len(columns) > 1 and columns[0].valid is None and columns[0].values.dtype != object
+    if plain and len(np.unique(columns[0].values)) == len(columns[0]):  # numbers, each once: no tie for the others to break
+        return sort_order(columns[:1])
     if len(columns) == 1 and columns[0].valid is None and columns[0].values.dtype != object:
         values = columns[0].values  # one column of numbers without nulls (a run's keys come sorted): no codes needed
         if len(values) < 2 or bool(np.all(values[1:] >= values[:-1])):
@@ -383,6 +386,7 @@ def sort_order(columns: Sequence[Column]) -> np.ndarray[Any, Any]:
         valid = np.ones(len(c), bool) if c.valid is None else c.valid
         code = np.full(len(c), len(c), np.int64)
         if valid.any():
-            code[valid] = np.unique(c.values[valid], return_inverse=True)[1].reshape(-1)
+            kept = c.values[valid]  # (strings by a hash table, their distinct values sorted alone)
+            code[valid] = sorted_codes(kept)[0] if kept.dtype == object else np.unique(kept, return_inverse=True)[1].reshape(-1)
         codes.append(code)
     return np.lexsort(codes[::-1]) if codes else np.arange(0)

@@ -136,15 +136,25 @@ def _factorized(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, A
 
 def _coded(column: Column) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     if column not in _CODES:
-        try:
-            import pandas as pd  # type: ignore[import-untyped]  # optional: a hash table, faster than numpy's sort
-
-            codes, uniques = pd.factorize(column.values, sort=True)
-            _CODES[column] = (codes.astype(np.int64), np.asarray(uniques, dtype=object))
-        except ImportError:
-            uniques, codes = np.unique(column.values, return_inverse=True)
-            _CODES[column] = (codes.reshape(-1).astype(np.int64), uniques.astype(object))
+        _CODES[column] = sorted_codes(column.values)
     return _CODES[column]
+
+
+def sorted_codes(values: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Each of ``values``' (strings, no null) index (int64) in its sorted distinct values, and those values.
+
+    Example:
+        >>> [a.tolist() for a in sorted_codes(np.array(["b", "é", "b", "a"], dtype=object))]
+        [[1, 2, 1, 0], ['a', 'b', 'é']]
+    """
+    try:
+        import pandas as pd  # type: ignore[import-untyped]  # optional: a hash table, faster than numpy's sort
+
+        codes, uniques = pd.factorize(values, sort=True)
+        return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+    except ImportError:
+        uniques, codes = np.unique(values, return_inverse=True)
+        return codes.reshape(-1).astype(np.int64), uniques.astype(object)
 
 
 _NARROW: weakref.WeakKeyDictionary[Column, tuple[Column, np.ndarray[Any, Any]]] = weakref.WeakKeyDictionary()
