@@ -132,19 +132,19 @@ def packed(values: np.ndarray[Any, Any]) -> bytes:
         >>> unpacked(tf.constant(packed(np.array(["a", "é", b"\\xff", "b\\0"], object)))).numpy().tolist()
         [b'a', b'\\xc3\\xa9', b'\\xff', b'b\\x00']
     """
-    n, gap = len(values), 1
+    items, n, gap = values.tolist(), len(values), 1
     try:
-        text = "\0".join(values.tolist())  # (a TypeError where a value is bytes)
+        text = "\0".join(items)  # (a TypeError where a value is bytes)
         data = text.encode("utf-8")
         if len(data) == len(text):  # ASCII: a character a byte
-            lengths = np.fromiter(map(len, values.tolist()), np.int64, n)
+            lengths = np.fromiter(map(len, items), np.int64, n)
         elif text.count("\0") == max(n - 1, 0):  # no NUL but those joining: each value ends at one
             ends = np.append(np.flatnonzero(np.frombuffer(data, np.uint8) == 0), len(data))
             lengths = ends - np.append(-1, ends[:-1]) - 1
         else:
             raise TypeError("a NUL inside a string")
     except TypeError:
-        encoded = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values.tolist()]
+        encoded = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in items]
         lengths, data, gap = np.fromiter(map(len, encoded), np.int64, n), b"".join(encoded), 0
     return b"".join([np.array([n, gap], np.int64).tobytes(), lengths.tobytes(), data])
 
