@@ -89,10 +89,8 @@ class Source(Protocol):
         ...
 
     def survive(self, lost: frozenset[Task]) -> None:
-        """Make the data readable without the ``lost`` tasks before a run is repeated on the others.
-
-        Host data needs nothing; resident data moves its lost shards to surviving
-        tasks and rebuilds them from how they were made.
+        """Make the data readable without the ``lost`` tasks before a run is repeated on the others: host data needs
+        nothing; resident data moves its lost shards to surviving tasks and rebuilds them from how they were made.
 
         Raises:
             ShardLostError: the data cannot be read again without those tasks.
@@ -178,18 +176,13 @@ class Batches:
 
 @runtime_checkable
 class Streamed(Source, Protocol):
-    """A source whose shards are read and mapped batch by batch on their tasks, never whole (file sources).
-
-    The engine folds each batch's ``combiner.partial(map_fn(batch), rows of the batch)``
-    into the shard's running partial with ``combiner.merge``, so a task holds a
-    few batches, not its shard; the weights are the rows actually read.
-    """
+    """A source whose shards are read and mapped batch by batch on their tasks, never whole (file sources): the engine
+    folds each batch's ``combiner.partial(map_fn(batch), rows of the batch)`` into the shard's running partial with
+    ``combiner.merge``, so a task holds a few batches, not its shard; the weights are the rows actually read."""
 
     def batches(self, shard: Shard, batch_rows: int | None) -> Sequence[Batches]:
-        """Inside the job's graph and the shard's device scope: the shard's pieces, in row order.
-
-        ``batch_rows`` is the run's ``batch_rows=`` (None: the source's own, a few MB).
-        """
+        """Inside the job's graph and the shard's device scope: the shard's pieces, in row order (``batch_rows``: the
+        run's ``batch_rows=``; None: the source's own, a few MB)."""
         ...
 
     def empty_batch(self) -> tuple[tf.Tensor, ...]:
