@@ -140,27 +140,28 @@ def test_quick_runs_are_made_on_the_callers_thread_and_one_that_turns_slow_again
 ) -> None:
     graph = tf.Graph()
     with graph.as_default():
-        n = tf.compat.v1.placeholder(tf.int32, [])
-        with tf.device("/job:local/task:1"):
-            _, steps = tf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a + 1), [0, 0])  # ~1 ms a step
+        seconds = tf.compat.v1.placeholder(tf.float64, [])
+        with tf.device("/job:local/task:1"):  # a run that lasts at least `seconds`, however fast the machine
+            began = tf.timestamp()
+            (steps,) = tf.while_loop(lambda i: tf.timestamp() < began + seconds, lambda i: i + 1, [0])
         with tf.device("/job:local/task:0"):
-            y = steps + 1
+            y = tf.minimum(steps, 0) + 1
     watched: list[float] = []
     watch = _backend._watch
     monkeypatch.setattr(_backend, "_watch", lambda *a, **k: watched.append(k["rest"]) or watch(*a, **k))
-    monkeypatch.setattr(_backend, "QUICK_LIMIT", 0.05)
+    monkeypatch.setattr(_backend, "QUICK_RUN", 10.0)  # every run counts as quick: no load can make one slow
+    monkeypatch.setattr(_backend, "QUICK_LIMIT", 1.0)  # and a quick run has a second, plenty on a loaded machine
     tasks = ["/job:local/task:0", "/job:local/task:1"]
     runs = 3 * _backend.QUICK_AFTER
     for _ in range(runs):
-        assert own.run(graph, y, {n: 0}, tasks=tasks, timeout=20) == 1
-    assert _backend.QUICK_AFTER < len(watched) < runs  # the first runs are watched, the quick ones after are not
+        assert own.run(graph, y, {seconds: 0.0}, tasks=tasks, timeout=20) == 1
+    assert len(watched) == _backend.QUICK_AFTER  # the first runs are watched, the quick ones after are not
 
-    before = len(watched)
-    assert own.run(graph, y, {n: 300}, tasks=tasks, timeout=20) == 301  # ~0.3 s: far slower than 0.05 s
-    assert len(watched) == before + 1  # cancelled at the quick deadline, then made again, watched, with the rest
-    assert watched[-1] < 20 - 0.05 + 0.01
-    assert own.run(graph, y, {n: 0}, tasks=tasks, timeout=20) == 1
-    assert len(watched) == before + 2  # slow once: watched again until it is quick again
+    assert own.run(graph, y, {seconds: 1.5}, tasks=tasks, timeout=20) == 1  # slower than the quick run's second
+    assert len(watched) == _backend.QUICK_AFTER + 1  # cancelled at the quick deadline, made again, watched
+    assert watched[-1] < 20 - 1.0 + 0.01  # with what is left of its deadline
+    assert own.run(graph, y, {seconds: 0.0}, tasks=tasks, timeout=20) == 1
+    assert len(watched) == _backend.QUICK_AFTER + 2  # slow once: watched again until it is quick again
 
 
 def test_a_run_with_side_effects_is_never_made_twice(own: LocalCluster, tmp_path: Any, monkeypatch: Any) -> None:
