@@ -60,13 +60,15 @@ def default_mechanism() -> str:
 
 
 def can_stage(dtype: np.dtype[Any], nbytes: int, min_bytes: int = MIN_BYTES) -> bool:
-    """Whether ``nbytes`` of ``dtype`` may go through shared memory: a type the graph decodes, at least ``min_bytes``.
+    """Whether ``nbytes`` of ``dtype`` may go through shared memory: a type the graph decodes (objects: 1-D strings,
+    as ``strings.packed`` bytes), at least ``min_bytes``.
 
     Example:
         >>> can_stage(np.dtype(np.float32), 4 << 20), can_stage(np.dtype(np.float32), 400), can_stage(np.dtype(np.uint64), 4 << 20)
         (True, False, False)
     """
-    return dtype in DECODABLE and dtype.isnative and nbytes >= max(1, min_bytes)
+    decodable = dtype.kind == "O" or (dtype in DECODABLE and dtype.isnative)
+    return decodable and nbytes >= max(1, min_bytes)
 
 
 def read_tensor(path: tf.Tensor, dtype: np.dtype[Any], shape: Sequence[int]) -> tf.Tensor:

@@ -288,8 +288,7 @@ class Shipped:
 
     def stageable(self, shard: Shard, min_bytes: int) -> bool:
         """Whether ``shard`` may travel through a shared-memory file (a decodable type or strings, ``min_bytes`` or more)."""
-        size = self.bytes_sent(shard)
-        return can_stage(self.array.dtype, size, min_bytes) or (self._strings and size >= max(1, min_bytes))
+        return can_stage(self.array.dtype, self.bytes_sent(shard), min_bytes)
 
     def tensor(self, shard: Shard, *, rows_free: bool = False) -> ShardTensor:
         """The shard's tensor: mapped from shared memory, read from a staged file, or a fed placeholder of the shard's
