@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._kinds.join.api import join as join_kind
-from .column import Column, made
+from .column import Column, made, row_numbers
 from .join_keys import join_keys
 from .schema import ColumnType, check_name
 
@@ -132,7 +132,7 @@ def _as(column: Column, type_: ColumnType) -> Column:
 def _with_keys(columns: Sequence[Column]) -> np.ndarray[Any, Any]:
     """The rows (int64) whose key columns hold no null: the only ones that can match."""
     if all(c.valid is None for c in columns):
-        return np.arange(len(columns[0]), dtype=np.int64)
+        return row_numbers(len(columns[0]))
     ok = np.ones(len(columns[0]), bool)
     for c in columns:
         if c.valid is not None:

@@ -32,7 +32,7 @@ from .._kinds.ranges import KeyMaker
 from .._kinds.sort import Sort
 from .._ops.grouping import string_ranks
 from .._options import RunOptions
-from .column import Column
+from .column import Column, row_numbers
 from .resident_order import order_key
 from .schema import STRING
 
@@ -112,7 +112,7 @@ def sorted_rows(
     for c in columns:
         at.append((len(arrays), None if c.valid is None else len(arrays) + 1))
         arrays.extend([c.values] if c.valid is None else [c.values, c.valid])
-    rows = np.arange(len(columns[0]), dtype=np.int64)
+    rows = row_numbers(len(columns[0]))
     keyed = _keyed(tuple(at), tuple(descending), tuple(nulls_last))
     if limit is None or limit >= len(rows):
         kind = Sort(False, None, "keys", KeyMaker(keyed, (np.dtype(object), np.dtype(np.int64))))

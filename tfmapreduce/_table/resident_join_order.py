@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from .._io.generate import generate
 from .._io.resident import Sharded, delete_all
-from .column import Column, ResidentColumn, column_arrays
+from .column import Column, ResidentColumn, column_arrays, row_numbers
 from .resident_join import Columns, resident_joined
 from .resident_order import resident_sorted
 from .schema import ColumnType
@@ -54,7 +54,7 @@ def joined_in_left_order(
                 others[_RIGHT] = ResidentColumn(_INT64, _positions(first))
                 made.append(others[_RIGHT].values)
             else:
-                others[_RIGHT] = Column(_INT64, np.arange(len(first), dtype=np.int64))
+                others[_RIGHT] = Column(_INT64, row_numbers(len(first)))
             by.append(_RIGHT)
         rows = resident_joined(sides, others, keys, how, suffix, options)
         made.extend(a for c in rows.values() for a in column_arrays(c))
