@@ -190,6 +190,19 @@ def test_join_on_drawn_keys_of_mixed_types_equals_pandas(
         assert joined.schema[name].type == side.schema[name.removesuffix("_right")].type, name
 
 
+@pytest.mark.parametrize("how", ["semi", "anti"])
+def test_semi_and_anti_joins_on_keys_of_any_range_make_no_run(cluster: tmr.LocalCluster, how: str) -> None:
+    wide = np.array([3, 1 << 40, -(1 << 62), 7, 3, 9], np.int64)  # a range no table of seen keys holds
+    left = tmr.table({"k": wide, "v": np.arange(6.0)})
+    for keys in (np.array([1 << 40, 3, 3], np.int64), np.array([3, 7, 8], np.int64), np.zeros(0, np.int64)):
+        right = tmr.table({"k": keys})
+        with tmr.stats() as seen:
+            got = left.join(right, on="k", how=how, cluster=cluster).to_pandas()
+        want = pandas_join(left.to_pandas(), right.to_pandas(), ["k"], ["k"], how)
+        assert rows_of(got, ["k", "v"]) == rows_of(want, ["k", "v"])
+        assert seen.runs == []  # each left key looked up on the client
+
+
 def test_join_left_on_right_on_widens_integers_and_keeps_left_names(cluster: tmr.LocalCluster) -> None:
     left = tmr.table({"id": np.array([1, 2, 3], np.int64), "x": np.array(["a", "b", "c"])})
     right = tmr.table({"key": np.array([3, 1, 1], np.int32), "x": np.array([30.0, 10.0, 11.0])})

@@ -7,8 +7,9 @@ so the run moves two int64 columns only, and the client takes every column of th
 those numbers. A row with a null in any key column never matches (SQL): it does not travel, and the joins that keep
 its side's unmatched rows add it back as one.
 
-Semi and anti joins are left joins of the left side with the right side's distinct keys (deduplicated on the
-client), so each left row comes once; semi keeps the matched rows, anti the others (a null key's row among them).
+Semi and anti joins make no run: each left key is looked up among the right side's keys on the client (a table of
+seen keys where their range is narrow, as coded keys are, else ``np.isin``), cheaper than sending both sides' keys
+anywhere; semi keeps the matched rows, anti the others (a null key's row among them).
 """
 
 from __future__ import annotations
@@ -95,11 +96,8 @@ def joined(
     lkey, rkey = join_keys(lcols, rcols, (lrows, rrows))
     n_left, n_right = len(lcols[0]), len(rcols[0])
     if how in ("semi", "anti"):
-        distinct = _distinct(rkey)
         matched = np.zeros(n_left, bool)
-        if len(lkey) and len(distinct):
-            r = join_kind((lkey, lrows), (distinct, np.zeros(len(distinct), np.int8)), how="left", **options)
-            matched[np.asarray(r.left)[np.asarray(r.right_matched, bool)]] = True
+        matched[lrows] = _found(lkey, rkey)
         rows = np.flatnonzero(matched if how == "semi" else ~matched)
         return {name: c.take(rows) for name, c in left.items()}
     if len(lkey) and len(rkey):
@@ -149,16 +147,25 @@ def _without(n: int, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.flatnonzero(lost)
 
 
-def _distinct(keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """The distinct int64 keys: of a range not much wider than their count (or of at most 2**24 values) marked in a
-    table of that range (no sort), others by numpy's ``unique``."""
-    if len(keys):
-        low, high = int(keys.min()), int(keys.max())
-        if high - low <= max(8 * len(keys), 1 << 24):  # a table of at most 16 MiB, or 8 bytes a key
-            seen = np.zeros(high - low + 1, bool)
-            seen[keys - low] = True
-            return np.flatnonzero(seen).astype(np.int64) + low
-    return np.unique(keys)
+def _found(keys: np.ndarray[Any, Any], among: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Whether each of ``keys`` is among ``among`` (both int64): looked up in a table of the seen keys where their
+    range is not much wider than their count (or at most 2**24), else by numpy's ``isin``.
+
+    Example:
+        >>> _found(np.array([5, -1, 7, 1 << 62]), np.array([7, 5, 5])).tolist()
+        [True, False, True, False]
+        >>> _found(np.array([5, 1 << 40, -(1 << 62)]), np.array([1 << 40, -(1 << 62)])).tolist()  # a wide range
+        [False, True, True]
+    """
+    if not len(keys) or not len(among):
+        return np.zeros(len(keys), bool)
+    low, high = int(among.min()), int(among.max())
+    if high - low > max(8 * len(among), 1 << 24):
+        return np.isin(keys, among)
+    seen = np.zeros(high - low + 2, bool)  # the last slot: every key outside the range, never seen
+    seen[among - low] = True
+    inside = (keys >= low) & (keys <= high)
+    return seen[np.where(inside, keys - low, high - low + 1)]
 
 
 def _ordered(first: np.ndarray[Any, Any], then: np.ndarray[Any, Any]) -> bool:
