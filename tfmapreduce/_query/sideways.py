@@ -3,7 +3,7 @@ side) on its keys, whose other side is estimated much smaller than the group-by'
 
 ``x ⋈ (y grouped by k)`` on ``k`` becomes ``x ⋈ ((y ⋉ x on k) grouped by k)``: a group whose key ``x`` lacks
 meets no row of ``x`` and is dropped by the join anyway, and a kept group keeps every row of its key, so each
-aggregate is the same. The semi join is one join run of keys and row numbers; the group-by then reads a fraction
+aggregate is the same. The semi join runs nothing (a lookup of keys on the client); the group-by then reads a fraction
 of ``y`` (TPC-H Q21: the distinct suppliers of the few orders the query keeps, not of all 1.5e6). ``x`` is read
 twice and computed once. The join's keys on the group-by's side must be among its keys (each group is one key of
 the join), the group-by (and the filters, selects and new columns of other columns above it: each a step of its

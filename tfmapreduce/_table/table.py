@@ -161,7 +161,7 @@ class Table:
         element by element). SQL's rules: a row whose key holds a null matches no row, in every ``how``. ``how``:
         ``"inner"``, ``"left"``, ``"right"``, ``"outer"`` (every matching pair of rows, and the unmatched rows of the
         side(s) kept, nulls for the other's columns), ``"semi"`` (the left rows with a match, once each, the left's
-        columns) or ``"anti"`` (the others).
+        columns) or ``"anti"`` (the others; these two make no run: the keys are looked up on the client).
 
         The result has the key columns once, under the left's names (each row's key from the side it has), the
         left's other columns, then the right's; a right column whose name the result already has takes ``suffix``.
