@@ -148,24 +148,26 @@ def _without(n: int, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def _found(keys: np.ndarray[Any, Any], among: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Whether each of ``keys`` is among ``among`` (both int64): looked up in a table of the seen keys where their
-    range is not much wider than their count (or at most 2**24), else by numpy's ``isin``.
+    """Whether each of ``keys`` is among ``among`` (both int64): looked up in a table of the seen keys where the range
+    of both is not much wider than their count (or at most 2**24; indexed by the keys themselves where none is
+    negative), else by numpy's ``isin``.
 
     Example:
-        >>> _found(np.array([5, -1, 7, 1 << 62]), np.array([7, 5, 5])).tolist()
+        >>> _found(np.array([5, 0, 7, 9]), np.array([7, 5, 5])).tolist()
         [True, False, True, False]
         >>> _found(np.array([5, 1 << 40, -(1 << 62)]), np.array([1 << 40, -(1 << 62)])).tolist()  # a wide range
         [False, True, True]
     """
     if not len(keys) or not len(among):
         return np.zeros(len(keys), bool)
-    low, high = int(among.min()), int(among.max())
-    if high - low > max(8 * len(among), 1 << 24):
+    low, high = min(int(keys.min()), int(among.min())), max(int(keys.max()), int(among.max()))
+    most = max(8 * (len(keys) + len(among)), 1 << 24)
+    if high - low > most:
         return np.isin(keys, among)
-    seen = np.zeros(high - low + 2, bool)  # the last slot: every key outside the range, never seen
-    seen[among - low] = True
-    inside = (keys >= low) & (keys <= high)
-    return seen[np.where(inside, keys - low, high - low + 1)]
+    low = 0 if low >= 0 and high <= most else low  # (no subtraction)
+    seen = np.zeros(high - low + 1, bool)
+    seen[among - low if low else among] = True
+    return seen[keys - low if low else keys]
 
 
 def _ordered(first: np.ndarray[Any, Any], then: np.ndarray[Any, Any]) -> bool:
