@@ -167,7 +167,8 @@ def _found(keys: np.ndarray[Any, Any], among: np.ndarray[Any, Any]) -> np.ndarra
     low = 0 if low >= 0 and high <= most else low  # (no subtraction)
     seen = np.zeros(high - low + 1, bool)
     seen[among - low if low else among] = True
-    return seen[keys - low if low else keys]
+    found: np.ndarray[Any, Any] = seen[keys - low if low else keys]
+    return found
 
 
 def _ordered(first: np.ndarray[Any, Any], then: np.ndarray[Any, Any]) -> bool:
