@@ -205,8 +205,8 @@ def _keyed(node: Aggregated, table: Table | ResidentTable, options: dict[str, An
 
 def kind(node: Node, rows: int | None = None, client_rows: int | None = None) -> str:
     """What computing ``node`` takes: ``"map run"``, ``"keyed run"``, ``"join run"``, ``"sort run"``, or
-    ``"client"`` (nothing runs on the workers: a semi or anti join; a sort, row-wise steps or a group-by whose input is estimated at
-    ``rows``, ``client_steps.on_client``)."""
+    ``"client"`` (nothing runs on the workers: a semi or anti join, or a sort, row-wise steps or a group-by whose
+    input is estimated at ``rows``, ``client_steps.on_client``)."""
     if isinstance(node, (Scan, Limited, Exploded, Bound)):
         return "client"
     if rows is not None and on_client(node, rows, client_rows):
@@ -219,7 +219,7 @@ def kind(node: Node, rows: int | None = None, client_rows: int | None = None) ->
     if isinstance(node, (Apply, ParquetFiles, CsvFiles)):
         return "map run"
     if isinstance(node, Joined):
-        return "client" if node.how in ("semi", "anti") else "join run"  # (a semi or anti join: a lookup, join.py)
+        return "client" if node.how in ("semi", "anti") else "join run"
     if isinstance(node, Sorted):
         return "sort run" if node.limit is None else "map run"
     return "keyed run"
